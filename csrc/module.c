@@ -1,0 +1,960 @@
+/*
+ * traceml._core: module state, the method table, and the NumPy bindings of
+ * the reducers.  Multi-phase initialisation (PEP 489): every piece of
+ * state lives in tm_state, none in file-level globals.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include "clock.h"
+#include "module.h"
+#include "reduce.h"
+
+static inline tm_state *
+get_state(PyObject *module)
+{
+    return (tm_state *)PyModule_GetState(module);
+}
+
+/* ------------------------------------------------------------------ */
+/* recording                                                          */
+
+static PyObject *
+mod_clock_ns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t now = tm_clock_ns();
+
+    (void)module;
+    (void)args;
+    if (nargs != 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "traceml.clock_ns() takes no arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    return PyLong_FromLongLong(now);
+}
+
+static PyObject *
+mod_reset(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+
+    tm_store_clear(&st->store);
+    tm_probes_clear(&st->probes);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_after_fork_child(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+
+    /* The child's copy of the parent's record is not the child's to
+       report: free it and start a new generation. */
+    tm_store_free(&st->store);
+    tm_store_clear(&st->store);
+    tm_probes_clear(&st->probes);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_set_capacity_limit(PyObject *module, PyObject *arg)
+{
+    tm_state *st = get_state(module);
+    Py_ssize_t limit = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
+        return NULL;
+    }
+    if (st->store.len != 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the capacity limit can only be set on an empty "
+                        "store: call reset() first");
+        return NULL;
+    }
+    tm_store_free(&st->store);
+    st->store.cap_limit = (size_t)limit;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_snapshot(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+    npy_intp n = (npy_intp)st->store.len;
+    PyObject *arr;
+
+    Py_INCREF(st->record_dtype);
+    arr = PyArray_NewFromDescr(&PyArray_Type,
+                               (PyArray_Descr *)st->record_dtype, 1, &n,
+                               NULL, NULL, 0, NULL);
+    if (arr == NULL) {
+        return NULL;
+    }
+    if (n > 0) {
+        memcpy(PyArray_DATA((PyArrayObject *)arr), st->store.records,
+               (size_t)n * sizeof(tm_record));
+    }
+    return arr;
+}
+
+static PyObject *
+mod_store_info(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+    tm_probes *p = &st->probes;
+
+    return Py_BuildValue(
+        "{s:n,s:n,s:n,s:K,s:O,s:K,s:O,s:{s:K,s:K,s:K,s:K,s:K}}",
+        "steps", (Py_ssize_t)st->store.len,
+        "capacity", (Py_ssize_t)st->store.cap,
+        "record_bytes", (Py_ssize_t)sizeof(tm_record),
+        "dropped_steps", (unsigned long long)st->store.dropped,
+        "out_of_memory", st->store.oom ? Py_True : Py_False,
+        "generation", (unsigned long long)st->store.generation,
+        "probe_step_open", p->open ? Py_True : Py_False,
+        "misuse",
+        "step_begin_while_open", (unsigned long long)p->begin_while_open,
+        "fetch_done_without_step", (unsigned long long)p->fetch_without_step,
+        "fetch_done_repeated", (unsigned long long)p->fetch_repeated,
+        "step_end_without_step", (unsigned long long)p->end_without_step,
+        "step_end_without_fetch", (unsigned long long)p->end_without_fetch);
+}
+
+/* ------------------------------------------------------------------ */
+/* argument conversion for the reducers                               */
+
+/*
+ * A 1-D, C-contiguous int64 array from obj, or NULL with a TypeError or
+ * ValueError naming the argument.  Integer and bool arrays convert when the
+ * cast is safe; floats, objects and uint64 are refused rather than
+ * truncated.  An empty sequence of any type is an empty int64 array.
+ */
+static PyArrayObject *
+int64_arg(PyObject *obj, const char *func, const char *arg)
+{
+    PyArrayObject *raw;
+    PyArrayObject *arr;
+    npy_intp zero = 0;
+
+    raw = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_CARRAY_RO);
+    if (raw == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): %s must be a 1-D array of integers, got %.200s",
+                     func, arg, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    if (PyArray_NDIM(raw) == 0 && !PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): %s must be a 1-D array of integers, got %.200s",
+                     func, arg, Py_TYPE(obj)->tp_name);
+        Py_DECREF(raw);
+        return NULL;
+    }
+    if (PyArray_NDIM(raw) != 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): %s must be 1-D, got %d dimensions",
+                     func, arg, PyArray_NDIM(raw));
+        Py_DECREF(raw);
+        return NULL;
+    }
+    if (PyArray_SIZE(raw) == 0) {
+        Py_DECREF(raw);
+        return (PyArrayObject *)PyArray_ZEROS(1, &zero, NPY_INT64, 0);
+    }
+    if (!PyArray_ISINTEGER(raw) && !PyArray_ISBOOL(raw)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): %s must hold integers (int64 nanoseconds or "
+                     "counts), got dtype %R", func, arg, PyArray_DESCR(raw));
+        Py_DECREF(raw);
+        return NULL;
+    }
+    arr = (PyArrayObject *)PyArray_FROM_OTF((PyObject *)raw, NPY_INT64,
+                                            NPY_ARRAY_CARRAY_RO);
+    if (arr == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): %s must convert to int64 without loss, got "
+                         "dtype %R", func, arg, PyArray_DESCR(raw));
+        }
+        Py_DECREF(raw);
+        return NULL;
+    }
+    Py_DECREF(raw);
+    return arr;
+}
+
+/* A 1-D bool array from obj (bool dtype only), or NULL with an error. */
+static PyArrayObject *
+mask_arg(PyObject *obj, const char *func, const char *arg)
+{
+    PyArrayObject *raw;
+
+    raw = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_CARRAY_RO);
+    if (raw == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): %s must be a 1-D bool array, got %.200s",
+                         func, arg, Py_TYPE(obj)->tp_name);
+        }
+        return NULL;
+    }
+    if (PyArray_NDIM(raw) != 1 || (PyArray_SIZE(raw) > 0
+                                   && !PyArray_ISBOOL(raw))) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): %s must be a 1-D bool array, got %d-D dtype %R",
+                     func, arg, PyArray_NDIM(raw), PyArray_DESCR(raw));
+        Py_DECREF(raw);
+        return NULL;
+    }
+    if (!PyArray_ISBOOL(raw)) {
+        npy_intp zero = 0;
+
+        Py_DECREF(raw);
+        return (PyArrayObject *)PyArray_ZEROS(1, &zero, NPY_BOOL, 0);
+    }
+    return raw;
+}
+
+static int
+int64_scalar_arg(PyObject *obj, const char *func, const char *arg,
+                 int64_t *out)
+{
+    long long v;
+
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): %s must be an int, got %.200s",
+                     func, arg, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s(): %s must fit in int64",
+                     func, arg);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+static inline const int64_t *
+i64_data(PyArrayObject *arr)
+{
+    return (const int64_t *)PyArray_DATA(arr);
+}
+
+static inline size_t
+arr_len(PyArrayObject *arr)
+{
+    return (size_t)PyArray_SIZE(arr);
+}
+
+/* ------------------------------------------------------------------ */
+/* reducers                                                           */
+
+/* The exact int128 sum as a Python int. */
+static PyObject *
+sum_to_pylong(const tm_summary *s)
+{
+    PyObject *hi, *lo, *shift, *shifted, *total;
+
+    if ((s->sum_hi == 0 && s->sum_lo <= (uint64_t)INT64_MAX)
+            || (s->sum_hi == -1 && s->sum_lo > (uint64_t)INT64_MAX)) {
+        return PyLong_FromLongLong((long long)(int64_t)s->sum_lo);
+    }
+    hi = PyLong_FromLongLong(s->sum_hi);
+    lo = PyLong_FromUnsignedLongLong(s->sum_lo);
+    shift = PyLong_FromLong(64);
+    if (hi == NULL || lo == NULL || shift == NULL) {
+        Py_XDECREF(hi);
+        Py_XDECREF(lo);
+        Py_XDECREF(shift);
+        return NULL;
+    }
+    shifted = PyNumber_Lshift(hi, shift);
+    total = shifted != NULL ? PyNumber_Add(shifted, lo) : NULL;
+    Py_XDECREF(shifted);
+    Py_DECREF(hi);
+    Py_DECREF(lo);
+    Py_DECREF(shift);
+    return total;
+}
+
+static PyObject *
+mod_summary(PyObject *module, PyObject *x_obj)
+{
+    PyArrayObject *x;
+    tm_summary s;
+    PyObject *sum, *result;
+
+    (void)module;
+    x = int64_arg(x_obj, "summary", "x");
+    if (x == NULL) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    tm_summarize(i64_data(x), arr_len(x), &s);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(x);
+    sum = sum_to_pylong(&s);
+    if (sum == NULL) {
+        return NULL;
+    }
+    if (s.count == 0) {
+        result = Py_BuildValue("{s:n,s:N,s:d,s:O,s:O,s:d}",
+                               "count", (Py_ssize_t)0, "sum", sum,
+                               "mean", s.mean, "min", Py_None,
+                               "max", Py_None, "std", s.std);
+    }
+    else {
+        result = Py_BuildValue("{s:n,s:N,s:d,s:L,s:L,s:d}",
+                               "count", (Py_ssize_t)s.count, "sum", sum,
+                               "mean", s.mean, "min", (long long)s.min,
+                               "max", (long long)s.max, "std", s.std);
+    }
+    return result;
+}
+
+static PyObject *
+mod_percentiles(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyArrayObject *x;
+    PyArrayObject *q;
+    PyArrayObject *out;
+    const double *qv;
+    npy_intp nq, j;
+    int scalar, rc;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "percentiles() takes 2 arguments (x, q), %zd given",
+                     nargs);
+        return NULL;
+    }
+    x = int64_arg(args[0], "percentiles", "x");
+    if (x == NULL) {
+        return NULL;
+    }
+    q = (PyArrayObject *)PyArray_FROMANY(args[1], NPY_FLOAT64, 0, 1,
+                                         NPY_ARRAY_CARRAY_RO
+                                         | NPY_ARRAY_FORCECAST);
+    if (q == NULL) {
+        Py_DECREF(x);
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError,
+                            "percentiles(): q must be a number or a 1-D "
+                            "sequence of numbers in [0, 100]");
+        }
+        return NULL;
+    }
+    scalar = PyArray_NDIM(q) == 0;
+    nq = PyArray_SIZE(q);
+    qv = (const double *)PyArray_DATA(q);
+    for (j = 0; j < nq; j++) {
+        if (!(qv[j] >= 0.0 && qv[j] <= 100.0)) {
+            PyObject *bad = PyFloat_FromDouble(qv[j]);
+
+            if (bad != NULL) {
+                PyErr_Format(PyExc_ValueError,
+                             "percentiles(): q must be in [0, 100], got %R",
+                             bad);
+                Py_DECREF(bad);
+            }
+            Py_DECREF(x);
+            Py_DECREF(q);
+            return NULL;
+        }
+    }
+    out = (PyArrayObject *)PyArray_SimpleNew(1, &nq, NPY_FLOAT64);
+    if (out == NULL) {
+        Py_DECREF(x);
+        Py_DECREF(q);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = tm_percentiles(i64_data(x), arr_len(x), qv, (size_t)nq,
+                        (double *)PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(x);
+    Py_DECREF(q);
+    if (rc < 0) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    if (scalar) {
+        PyObject *v = PyFloat_FromDouble(((double *)PyArray_DATA(out))[0]);
+
+        Py_DECREF(out);
+        return v;
+    }
+    return (PyObject *)out;
+}
+
+static PyObject *
+mod_stall_mask(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyArrayObject *wait;
+    PyArrayObject *mask;
+    int64_t threshold;
+    npy_intp n;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "stall_mask() takes 2 arguments (wait_ns, threshold_ns),"
+                     " %zd given", nargs);
+        return NULL;
+    }
+    if (int64_scalar_arg(args[1], "stall_mask", "threshold_ns",
+                         &threshold) < 0) {
+        return NULL;
+    }
+    wait = int64_arg(args[0], "stall_mask", "wait_ns");
+    if (wait == NULL) {
+        return NULL;
+    }
+    n = PyArray_SIZE(wait);
+    mask = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
+    if (mask != NULL) {
+        tm_stall_mask(i64_data(wait), (size_t)n, threshold,
+                      (uint8_t *)PyArray_DATA(mask));
+    }
+    Py_DECREF(wait);
+    return (PyObject *)mask;
+}
+
+static PyObject *
+mod_stall_gaps(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"mask", "epoch", NULL};
+    PyObject *mask_obj;
+    PyObject *epoch_obj = Py_None;
+    PyArrayObject *mask;
+    PyArrayObject *epoch = NULL;
+    PyArrayObject *gaps;
+    int64_t *scratch;
+    npy_intp n, ngaps;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:stall_gaps", kwlist,
+                                     &mask_obj, &epoch_obj)) {
+        return NULL;
+    }
+    mask = mask_arg(mask_obj, "stall_gaps", "mask");
+    if (mask == NULL) {
+        return NULL;
+    }
+    n = PyArray_SIZE(mask);
+    if (epoch_obj != Py_None) {
+        epoch = int64_arg(epoch_obj, "stall_gaps", "epoch");
+        if (epoch == NULL) {
+            Py_DECREF(mask);
+            return NULL;
+        }
+        if (PyArray_SIZE(epoch) != n) {
+            PyErr_Format(PyExc_ValueError,
+                         "stall_gaps(): epoch must have the length of mask "
+                         "(%zd), got %zd", (Py_ssize_t)n,
+                         (Py_ssize_t)PyArray_SIZE(epoch));
+            Py_DECREF(mask);
+            Py_DECREF(epoch);
+            return NULL;
+        }
+    }
+    scratch = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (scratch == NULL) {
+        Py_DECREF(mask);
+        Py_XDECREF(epoch);
+        return PyErr_NoMemory();
+    }
+    ngaps = (npy_intp)tm_stall_gaps((const uint8_t *)PyArray_DATA(mask),
+                                    epoch != NULL ? i64_data(epoch) : NULL,
+                                    (size_t)n, scratch);
+    Py_DECREF(mask);
+    Py_XDECREF(epoch);
+    gaps = (PyArrayObject *)PyArray_SimpleNew(1, &ngaps, NPY_INT64);
+    if (gaps != NULL) {
+        memcpy(PyArray_DATA(gaps), scratch, (size_t)ngaps * sizeof(int64_t));
+    }
+    PyMem_RawFree(scratch);
+    return (PyObject *)gaps;
+}
+
+/* values and counts of the distinct gaps, or -1 with an error set. */
+static int
+histogram_of(PyArrayObject *gaps, PyArrayObject **values,
+             PyArrayObject **counts)
+{
+    npy_intp n = PyArray_SIZE(gaps);
+    npy_intp dims[1];
+    size_t nbins;
+    const int64_t *g = i64_data(gaps);
+    npy_intp i;
+    int64_t *v;
+    int64_t *c;
+
+    for (i = 0; i < n; i++) {
+        if (g[i] < 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "gaps must be >= 1 (steps between stalls), found "
+                         "%lld at index %zd", (long long)g[i], (Py_ssize_t)i);
+            return -1;
+        }
+    }
+    v = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    c = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (v == NULL || c == NULL || tm_gap_histogram(g, (size_t)n, v, c,
+                                                   &nbins) < 0) {
+        PyMem_RawFree(v);
+        PyMem_RawFree(c);
+        PyErr_NoMemory();
+        return -1;
+    }
+    dims[0] = (npy_intp)nbins;
+    *values = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    *counts = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (*values == NULL || *counts == NULL) {
+        Py_XDECREF(*values);
+        Py_XDECREF(*counts);
+        PyMem_RawFree(v);
+        PyMem_RawFree(c);
+        return -1;
+    }
+    memcpy(PyArray_DATA(*values), v, nbins * sizeof(int64_t));
+    memcpy(PyArray_DATA(*counts), c, nbins * sizeof(int64_t));
+    PyMem_RawFree(v);
+    PyMem_RawFree(c);
+    return 0;
+}
+
+static PyObject *
+mod_gap_histogram(PyObject *module, PyObject *gaps_obj)
+{
+    PyArrayObject *gaps;
+    PyArrayObject *values;
+    PyArrayObject *counts;
+
+    (void)module;
+    gaps = int64_arg(gaps_obj, "gap_histogram", "gaps");
+    if (gaps == NULL) {
+        return NULL;
+    }
+    if (histogram_of(gaps, &values, &counts) < 0) {
+        Py_DECREF(gaps);
+        return NULL;
+    }
+    Py_DECREF(gaps);
+    return Py_BuildValue("(NN)", values, counts);
+}
+
+static PyObject *
+mod_cadence_match(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyArrayObject *gaps;
+    PyArrayObject *values;
+    PyArrayObject *counts;
+    int64_t k;
+    double fraction;
+    PyObject *modal;
+    PyObject *matches;
+    npy_intp nbins;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "cadence_match() takes 2 arguments (gaps, num_workers),"
+                     " %zd given", nargs);
+        return NULL;
+    }
+    if (int64_scalar_arg(args[1], "cadence_match", "num_workers", &k) < 0) {
+        return NULL;
+    }
+    if (k < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "cadence_match(): num_workers must be >= 1 (use 1 for a "
+                     "loader without workers), got %lld", (long long)k);
+        return NULL;
+    }
+    gaps = int64_arg(args[0], "cadence_match", "gaps");
+    if (gaps == NULL) {
+        return NULL;
+    }
+    if (histogram_of(gaps, &values, &counts) < 0) {
+        Py_DECREF(gaps);
+        return NULL;
+    }
+    fraction = tm_multiple_fraction(i64_data(gaps), arr_len(gaps), k);
+    nbins = PyArray_SIZE(values);
+    if (nbins == 0) {
+        modal = Py_NewRef(Py_None);
+        matches = Py_NewRef(Py_False);
+    }
+    else {
+        size_t b = tm_modal_bin(i64_data(counts), (size_t)nbins);
+        int64_t mode = i64_data(values)[b];
+
+        modal = PyLong_FromLongLong(mode);
+        matches = PyBool_FromLong(mode == k);
+    }
+    Py_DECREF(gaps);
+    Py_DECREF(values);
+    Py_DECREF(counts);
+    if (modal == NULL) {
+        Py_DECREF(matches);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:d,s:N}", "modal_gap", modal,
+                         "multiple_fraction", fraction,
+                         "modal_matches", matches);
+}
+
+static PyObject *
+mod_modal_gap(PyObject *module, PyObject *gaps_obj)
+{
+    PyArrayObject *gaps;
+    PyArrayObject *values;
+    PyArrayObject *counts;
+    PyObject *result;
+
+    (void)module;
+    gaps = int64_arg(gaps_obj, "modal_gap", "gaps");
+    if (gaps == NULL) {
+        return NULL;
+    }
+    if (histogram_of(gaps, &values, &counts) < 0) {
+        Py_DECREF(gaps);
+        return NULL;
+    }
+    if (PyArray_SIZE(values) == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        size_t b = tm_modal_bin(i64_data(counts),
+                                (size_t)PyArray_SIZE(values));
+
+        result = PyLong_FromLongLong(i64_data(values)[b]);
+    }
+    Py_DECREF(gaps);
+    Py_DECREF(values);
+    Py_DECREF(counts);
+    return result;
+}
+
+static PyObject *
+mod_log_otsu(PyObject *module, PyObject *x_obj)
+{
+    PyArrayObject *x;
+    tm_otsu o;
+    int rc;
+
+    (void)module;
+    x = int64_arg(x_obj, "log_otsu", "x");
+    if (x == NULL) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = tm_log_otsu(i64_data(x), arr_len(x), &o);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(x);
+    if (rc < 0) {
+        return PyErr_NoMemory();
+    }
+    return Py_BuildValue("{s:d,s:d,s:d,s:d,s:n}",
+                         "threshold_ns", o.threshold, "eta", o.eta,
+                         "lower_mean_ns", o.lower_mean,
+                         "upper_mean_ns", o.upper_mean,
+                         "upper_count", (Py_ssize_t)o.upper_count);
+}
+
+/* ------------------------------------------------------------------ */
+/* the module                                                         */
+
+PyDoc_STRVAR(clock_ns_doc,
+"clock_ns() -> int\n--\n\n"
+"The clock every traceml timestamp comes from: CLOCK_MONOTONIC in\n"
+"nanoseconds (int).  Use it to line your own timestamps up with\n"
+"Report.steps.");
+
+PyDoc_STRVAR(step_begin_doc,
+"step_begin() -> None\n--\n\n"
+"Open a step at the current clock_ns().  If a step is already open it is\n"
+"closed first at the same instant (counted as misuse\n"
+"'step_begin_while_open').  Never raises inside a loop.");
+
+PyDoc_STRVAR(fetch_done_doc,
+"fetch_done() -> None\n--\n\n"
+"Mark that the open step's input has arrived: input wait is\n"
+"fetch_done - step_begin.  Without an open step it is ignored (misuse\n"
+"'fetch_done_without_step'); called twice in one step, the later call\n"
+"counts ('fetch_done_repeated').");
+
+PyDoc_STRVAR(step_end_doc,
+"step_end() -> None\n--\n\n"
+"Close the open step and record it.  Without an open step it is ignored\n"
+"('step_end_without_step'); a step closed without fetch_done() is\n"
+"recorded with zero input wait ('step_end_without_fetch').");
+
+PyDoc_STRVAR(summary_doc,
+"summary(x) -> dict\n--\n\n"
+"count, sum (exact int), mean, min, max, std (population, ddof=0, as\n"
+"numpy.std) of a 1-D integer array.  Empty input: count 0, sum 0, mean\n"
+"and std NaN, min and max None.  Raises TypeError/ValueError naming x\n"
+"when x is not a 1-D integer array.");
+
+PyDoc_STRVAR(percentiles_doc,
+"percentiles(x, q) -> float or ndarray[float64]\n--\n\n"
+"Percentiles q (a number or 1-D sequence in [0, 100]) of the 1-D integer\n"
+"array x by numpy.percentile's method=\"linear\", found by selection (a\n"
+"histogram of the high bits, then quickselect in the buckets holding the\n"
+"wanted ranks), not a full sort.  x is not modified.  Empty x gives NaN.\n"
+"Raises ValueError naming q when q is outside [0, 100] or NaN.");
+
+PyDoc_STRVAR(stall_mask_doc,
+"stall_mask(wait_ns, threshold_ns) -> ndarray[bool]\n--\n\n"
+"True where wait_ns > threshold_ns (strictly).  Shape of wait_ns.");
+
+PyDoc_STRVAR(stall_gaps_doc,
+"stall_gaps(mask, epoch=None) -> ndarray[int64]\n--\n\n"
+"Steps between consecutive True entries of the 1-D bool mask.  With\n"
+"epoch (int array, same length) a gap is only counted between two stalls\n"
+"of the same epoch.  Length: stalls - 1 at most.");
+
+PyDoc_STRVAR(gap_histogram_doc,
+"gap_histogram(gaps) -> (values, counts)\n--\n\n"
+"The distinct gaps in ascending order and how often each occurs (two\n"
+"int64 arrays of equal length).  Raises ValueError if a gap is < 1.");
+
+PyDoc_STRVAR(modal_gap_doc,
+"modal_gap(gaps) -> int or None\n--\n\n"
+"The most frequent gap (the smallest on ties); None when gaps is empty.");
+
+PyDoc_STRVAR(cadence_match_doc,
+"cadence_match(gaps, num_workers) -> dict\n--\n\n"
+"How well stall gaps follow a worker count k = num_workers (>= 1):\n"
+"modal_gap, multiple_fraction (share of gaps that are multiples of k;\n"
+"NaN without gaps) and modal_matches (modal gap == k).");
+
+PyDoc_STRVAR(log_otsu_doc,
+"log_otsu(x) -> dict\n--\n\n"
+"Otsu's (1979) two-class split of log(x) (values < 1 count as 1):\n"
+"threshold_ns (geometric midpoint across the split), eta (between-class\n"
+"share of the variance; a single Gaussian reaches at most 2/pi = 0.64),\n"
+"lower_mean_ns and upper_mean_ns (geometric class means) and\n"
+"upper_count.  NaN fields when x has fewer than two distinct values.");
+
+static PyMethodDef tm_methods[] = {
+    {"clock_ns", (PyCFunction)(void (*)(void))mod_clock_ns, METH_FASTCALL,
+     clock_ns_doc},
+    {"step_begin", (PyCFunction)(void (*)(void))tm_step_begin,
+     METH_FASTCALL, step_begin_doc},
+    {"fetch_done", (PyCFunction)(void (*)(void))tm_fetch_done,
+     METH_FASTCALL, fetch_done_doc},
+    {"step_end", (PyCFunction)(void (*)(void))tm_step_end, METH_FASTCALL,
+     step_end_doc},
+    {"reset", mod_reset, METH_NOARGS,
+     "reset()\n--\n\nDiscard every recorded step, drop count and misuse "
+     "count,\nand close the probes' open step without recording it."},
+    {"snapshot", mod_snapshot, METH_NOARGS,
+     "snapshot() -> ndarray[RECORD_DTYPE]\n--\n\n"
+     "A copy of every recorded step, in the order the steps closed."},
+    {"store_info", mod_store_info, METH_NOARGS,
+     "store_info() -> dict\n--\n\n"
+     "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"
+     "generation, probe_step_open and the misuse counts."},
+    {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
+     "Start an empty record in a forked child (registered at import)."},
+    {"_set_capacity_limit", mod_set_capacity_limit, METH_O,
+     "Testing hook: cap the store at this many records (0: no cap)."},
+    {"summary", mod_summary, METH_O, summary_doc},
+    {"percentiles", (PyCFunction)(void (*)(void))mod_percentiles,
+     METH_FASTCALL, percentiles_doc},
+    {"stall_mask", (PyCFunction)(void (*)(void))mod_stall_mask,
+     METH_FASTCALL, stall_mask_doc},
+    {"stall_gaps", (PyCFunction)(void (*)(void))mod_stall_gaps,
+     METH_VARARGS | METH_KEYWORDS, stall_gaps_doc},
+    {"gap_histogram", mod_gap_histogram, METH_O, gap_histogram_doc},
+    {"modal_gap", mod_modal_gap, METH_O, modal_gap_doc},
+    {"cadence_match", (PyCFunction)(void (*)(void))mod_cadence_match,
+     METH_FASTCALL, cadence_match_doc},
+    {"log_otsu", mod_log_otsu, METH_O, log_otsu_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+build_record_dtype(tm_state *st)
+{
+    PyObject *fields;
+    PyArray_Descr *descr = NULL;
+
+    fields = Py_BuildValue("[(ss)(ss)(ss)(ss)(ss)(ss)]",
+                           "begin_ns", "<i8", "fetch_done_ns", "<i8",
+                           "end_ns", "<i8", "epoch", "<i4",
+                           "source", "<u2", "flags", "<u2");
+    if (fields == NULL) {
+        return -1;
+    }
+    if (!PyArray_DescrConverter(fields, &descr)) {
+        Py_DECREF(fields);
+        return -1;
+    }
+    Py_DECREF(fields);
+    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(tm_record)) {
+        Py_DECREF(descr);
+        PyErr_SetString(PyExc_SystemError,
+                        "record dtype does not match tm_record");
+        return -1;
+    }
+    st->record_dtype = (PyObject *)descr;
+    return 0;
+}
+
+static int
+register_fork_handler(PyObject *module)
+{
+    PyObject *os = NULL, *reg = NULL, *hook = NULL, *kwargs = NULL;
+    PyObject *empty = NULL, *res = NULL;
+    int rc = -1;
+
+    os = PyImport_ImportModule("os");
+    if (os == NULL) {
+        goto done;
+    }
+    reg = PyObject_GetAttrString(os, "register_at_fork");
+    if (reg == NULL) {
+        /* No fork on this platform: nothing to guard. */
+        PyErr_Clear();
+        rc = 0;
+        goto done;
+    }
+    hook = PyObject_GetAttrString(module, "_after_fork_child");
+    empty = PyTuple_New(0);
+    if (hook == NULL || empty == NULL) {
+        goto done;
+    }
+    kwargs = Py_BuildValue("{s:O}", "after_in_child", hook);
+    if (kwargs == NULL) {
+        goto done;
+    }
+    res = PyObject_Call(reg, empty, kwargs);
+    if (res != NULL) {
+        rc = 0;
+    }
+
+done:
+    Py_XDECREF(os);
+    Py_XDECREF(reg);
+    Py_XDECREF(hook);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(empty);
+    Py_XDECREF(res);
+    return rc;
+}
+
+static int
+tm_exec(PyObject *module)
+{
+    tm_state *st = get_state(module);
+
+    tm_store_init(&st->store);
+    tm_probes_clear(&st->probes);
+    if (PyArray_ImportNumPyAPI() < 0) {
+        return -1;
+    }
+    st->wrapiter_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &tm_wrapiter_spec, NULL);
+    if (st->wrapiter_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddType(module, st->wrapiter_type) < 0) {
+        return -1;
+    }
+    if (build_record_dtype(st) < 0) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "RECORD_DTYPE", st->record_dtype) < 0
+            || PyModule_AddIntConstant(module, "RECORD_BYTES",
+                                       (long)sizeof(tm_record)) < 0
+            || PyModule_AddIntConstant(module, "FLAG_EPOCH_START",
+                                       TM_FLAG_EPOCH_START) < 0
+            || PyModule_AddIntConstant(module, "FLAG_NO_FETCH",
+                                       TM_FLAG_NO_FETCH) < 0
+            || PyModule_AddIntConstant(module, "FLAG_IMPLICIT_END",
+                                       TM_FLAG_IMPLICIT_END) < 0) {
+        return -1;
+    }
+    return register_fork_handler(module);
+}
+
+static int
+tm_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    tm_state *st = get_state(module);
+
+    Py_VISIT(st->wrapiter_type);
+    Py_VISIT(st->record_dtype);
+    return 0;
+}
+
+static int
+tm_clear(PyObject *module)
+{
+    tm_state *st = get_state(module);
+
+    Py_CLEAR(st->wrapiter_type);
+    Py_CLEAR(st->record_dtype);
+    return 0;
+}
+
+static void
+tm_free(void *module)
+{
+    tm_state *st = get_state((PyObject *)module);
+
+    tm_clear((PyObject *)module);
+    tm_store_free(&st->store);
+}
+
+static PyModuleDef_Slot tm_slots[] = {
+    {Py_mod_exec, tm_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    /* NumPy does not support subinterpreters. */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef tm_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "traceml._core",
+    .m_doc = "traceml's C core: the clock, the step store, the probes, the "
+             "wrap iterator and the reducers.",
+    .m_size = sizeof(tm_state),
+    .m_methods = tm_methods,
+    .m_slots = tm_slots,
+    .m_traverse = tm_traverse,
+    .m_clear = tm_clear,
+    .m_free = tm_free,
+};
+
+PyMODINIT_FUNC
+PyInit__core(void)
+{
+    return PyModuleDef_Init(&tm_module);
+}

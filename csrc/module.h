@@ -1,0 +1,41 @@
+/*
+ * What the translation units of traceml._core share: the module state and
+ * the entry points module.c puts in its method table.
+ */
+#ifndef TRACEML_MODULE_H
+#define TRACEML_MODULE_H
+
+#include "store.h"
+
+/* The probes' open step and the count of each documented misuse. */
+typedef struct {
+    int64_t begin_ns;
+    int64_t fetch_done_ns;
+    int open;
+    int fetched;
+    uint64_t begin_while_open;
+    uint64_t fetch_without_step;
+    uint64_t fetch_repeated;
+    uint64_t end_without_step;
+    uint64_t end_without_fetch;
+} tm_probes;
+
+typedef struct {
+    tm_store store;
+    tm_probes probes;
+    PyTypeObject *wrapiter_type;
+    PyObject *record_dtype;    /* numpy.dtype of one tm_record */
+} tm_state;
+
+void tm_probes_clear(tm_probes *probes);
+
+PyObject *tm_step_begin(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs);
+PyObject *tm_fetch_done(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs);
+PyObject *tm_step_end(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs);
+
+extern PyType_Spec tm_wrapiter_spec;
+
+#endif  /* TRACEML_MODULE_H */

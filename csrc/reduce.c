@@ -1,0 +1,565 @@
+/*
+ * Pure reducers over int64 arrays.  See reduce.h for the contracts.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+
+#ifndef __SIZEOF_INT128__
+#error "traceml needs a compiler with __int128 for exact int64 sums"
+#endif
+
+#define TM_HIST_BITS 16
+#define TM_HIST_SIZE ((size_t)1 << TM_HIST_BITS)
+/* Below this many values a copy and quickselect beat three histogram passes. */
+#define TM_SMALL_N 4096
+
+/* ------------------------------------------------------------------ */
+/* summary                                                            */
+
+void
+tm_summarize(const int64_t *x, size_t n, tm_summary *out)
+{
+    __int128 sum = 0;
+    int64_t lo = INT64_MAX;
+    int64_t hi = INT64_MIN;
+    long double mean;
+    long double ss = 0.0L;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        sum += x[i];
+        if (x[i] < lo) {
+            lo = x[i];
+        }
+        if (x[i] > hi) {
+            hi = x[i];
+        }
+    }
+    out->count = n;
+    out->sum_hi = (int64_t)(sum >> 64);
+    out->sum_lo = (uint64_t)sum;
+    if (n == 0) {
+        out->min = 0;
+        out->max = 0;
+        out->mean = NAN;
+        out->std = NAN;
+        return;
+    }
+    out->min = lo;
+    out->max = hi;
+    mean = (long double)sum / (long double)n;
+    for (i = 0; i < n; i++) {
+        long double d = (long double)x[i] - mean;
+        ss += d * d;
+    }
+    out->mean = (double)mean;
+    out->std = (double)sqrtl(ss / (long double)n);
+}
+
+/* ------------------------------------------------------------------ */
+/* selection                                                          */
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a;
+    int64_t y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a;
+    double y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int
+cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a;
+    size_t y = *(const size_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Index of rank k in the ascending, distinct ranks (k is known present). */
+static size_t
+rank_index(const size_t *ranks, size_t nr, size_t k)
+{
+    size_t lo = 0;
+    size_t hi = nr;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (ranks[mid] < k) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+static inline int64_t
+median_of_3(int64_t a, int64_t b, int64_t c)
+{
+    if (a > b) {
+        int64_t t = a;
+        a = b;
+        b = t;
+    }
+    if (b > c) {
+        b = c;
+    }
+    return a > b ? a : b;
+}
+
+/*
+ * Put the k-th smallest of a[lo..hi] at a[k], smaller ones left of it and
+ * larger ones right of it (Hoare partitioning as in Wirth's FIND, with a
+ * median-of-3 pivot).  After too many rounds, sort the rest: O(n log n)
+ * worst case instead of quickselect's O(n^2).
+ */
+static void
+select_kth(int64_t *a, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t k)
+{
+    int rounds = 0;
+    int max_rounds = 64;
+    ptrdiff_t span;
+
+    for (span = hi - lo + 1; span > 1; span >>= 1) {
+        max_rounds += 2;
+    }
+    while (lo < hi) {
+        int64_t pivot;
+        ptrdiff_t i = lo;
+        ptrdiff_t j = hi;
+
+        if (++rounds > max_rounds) {
+            qsort(a + lo, (size_t)(hi - lo + 1), sizeof(int64_t), cmp_int64);
+            return;
+        }
+        pivot = median_of_3(a[lo], a[lo + (hi - lo) / 2], a[hi]);
+        do {
+            while (a[i] < pivot) {
+                i++;
+            }
+            while (pivot < a[j]) {
+                j--;
+            }
+            if (i <= j) {
+                int64_t t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        } while (i <= j);
+        if (j < k) {
+            lo = i;
+        }
+        if (k < i) {
+            hi = j;
+        }
+    }
+}
+
+/*
+ * Order statistics of x at the ascending, distinct ranks; values into vals.
+ * Ranks falling in one slice are selected left to right, each search
+ * starting just after the previous rank.
+ */
+static void
+select_ranks_in_slice(int64_t *slice, ptrdiff_t len, const size_t *ranks,
+                      size_t nr, size_t base, int64_t *vals)
+{
+    ptrdiff_t lo = 0;
+    size_t r;
+
+    for (r = 0; r < nr; r++) {
+        ptrdiff_t k = (ptrdiff_t)(ranks[r] - base);
+
+        select_kth(slice, lo, len - 1, k);
+        vals[r] = slice[k];
+        lo = k + 1;
+    }
+}
+
+static int
+select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
+             int64_t *vals)
+{
+    int64_t lo = INT64_MAX;
+    int64_t hi = INT64_MIN;
+    uint64_t range;
+    unsigned shift = 0;
+    size_t *pos = NULL;        /* per bucket: count, then write offset */
+    size_t *below = NULL;      /* per rank: values in lower buckets */
+    size_t *bucket = NULL;     /* per rank: its bucket */
+    size_t *start = NULL;      /* per rank: its bucket's slice in buf */
+    int64_t *buf = NULL;
+    size_t i, r, b, total, cum;
+    int rc = -1;
+
+    if (n <= TM_SMALL_N) {
+        buf = malloc(n * sizeof(int64_t));
+        if (buf == NULL) {
+            return -1;
+        }
+        memcpy(buf, x, n * sizeof(int64_t));
+        select_ranks_in_slice(buf, (ptrdiff_t)n, ranks, nr, 0, vals);
+        free(buf);
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        if (x[i] < lo) {
+            lo = x[i];
+        }
+        if (x[i] > hi) {
+            hi = x[i];
+        }
+    }
+    if (lo == hi) {
+        for (r = 0; r < nr; r++) {
+            vals[r] = lo;
+        }
+        return 0;
+    }
+    range = (uint64_t)hi - (uint64_t)lo;
+    while ((range >> shift) >= TM_HIST_SIZE) {
+        shift++;
+    }
+    pos = calloc(TM_HIST_SIZE, sizeof(size_t));
+    below = malloc(nr * sizeof(size_t));
+    bucket = malloc(nr * sizeof(size_t));
+    start = malloc(nr * sizeof(size_t));
+    if (pos == NULL || below == NULL || bucket == NULL || start == NULL) {
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        pos[((uint64_t)x[i] - (uint64_t)lo) >> shift]++;
+    }
+    /* One walk of the cumulative counts places every rank in its bucket. */
+    cum = 0;
+    r = 0;
+    for (b = 0; b < TM_HIST_SIZE && r < nr; b++) {
+        while (r < nr && ranks[r] < cum + pos[b]) {
+            bucket[r] = b;
+            below[r] = cum;
+            r++;
+        }
+        cum += pos[b];
+    }
+    /* Give each wanted bucket a slice of buf. */
+    total = 0;
+    for (r = 0; r < nr; r++) {
+        if (r > 0 && bucket[r] == bucket[r - 1]) {
+            start[r] = start[r - 1];
+        }
+        else {
+            start[r] = total;
+            total += pos[bucket[r]];
+        }
+    }
+    for (b = 0, r = 0; b < TM_HIST_SIZE; b++) {
+        if (r < nr && bucket[r] == b) {
+            pos[b] = start[r];
+            while (r < nr && bucket[r] == b) {
+                r++;
+            }
+        }
+        else {
+            pos[b] = SIZE_MAX;
+        }
+    }
+    buf = malloc(total * sizeof(int64_t));
+    if (buf == NULL) {
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        size_t *slot = &pos[((uint64_t)x[i] - (uint64_t)lo) >> shift];
+
+        if (*slot != SIZE_MAX) {
+            buf[(*slot)++] = x[i];
+        }
+    }
+    /* After the gather, pos[b] is the end of bucket b's slice. */
+    for (r = 0; r < nr;) {
+        size_t g = r;
+
+        while (r < nr && bucket[r] == bucket[g]) {
+            r++;
+        }
+        select_ranks_in_slice(buf + start[g],
+                              (ptrdiff_t)(pos[bucket[g]] - start[g]),
+                              ranks + g, r - g, below[g], vals + g);
+    }
+    rc = 0;
+
+done:
+    free(buf);
+    free(pos);
+    free(below);
+    free(bucket);
+    free(start);
+    return rc;
+}
+
+int
+tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
+               double *out)
+{
+    size_t *ranks;
+    int64_t *vals;
+    size_t nr = 0;
+    size_t j, r;
+    int rc = 0;
+
+    if (n == 0) {
+        for (j = 0; j < nq; j++) {
+            out[j] = NAN;
+        }
+        return 0;
+    }
+    ranks = malloc(2 * nq * sizeof(size_t));
+    vals = malloc(2 * nq * sizeof(int64_t));
+    if (ranks == NULL || vals == NULL) {
+        free(ranks);
+        free(vals);
+        return -1;
+    }
+    /* The two neighbours of every virtual index, as numpy's "linear". */
+    for (j = 0; j < nq; j++) {
+        double h = (double)(n - 1) * (q[j] / 100.0);
+        size_t k = (size_t)floor(h);
+
+        if (k > n - 1) {
+            k = n - 1;
+        }
+        ranks[nr++] = k;
+        if (k + 1 < n) {
+            ranks[nr++] = k + 1;
+        }
+    }
+    qsort(ranks, nr, sizeof(size_t), cmp_size);
+    for (r = 0, j = 0; r < nr; r++) {
+        if (j == 0 || ranks[r] != ranks[j - 1]) {
+            ranks[j++] = ranks[r];
+        }
+    }
+    nr = j;
+    if (select_ranks(x, n, ranks, nr, vals) < 0) {
+        rc = -1;
+        goto done;
+    }
+    for (j = 0; j < nq; j++) {
+        double h = (double)(n - 1) * (q[j] / 100.0);
+        double k = floor(h);
+        double t = h - k;
+        size_t kk = (size_t)k;
+        size_t ia, ib;
+        long double a, diff;
+
+        if (kk >= n - 1) {
+            kk = n - 1;
+            t = 0.0;
+        }
+        ia = rank_index(ranks, nr, kk);
+        ib = kk + 1 < n ? rank_index(ranks, nr, kk + 1) : ia;
+        a = (long double)vals[ia];
+        /* b - a exactly: the difference of two int64 fits in uint64. */
+        diff = (long double)((uint64_t)vals[ib] - (uint64_t)vals[ia]);
+        /* numpy's _lerp: from the nearer end, so t = 1 gives b exactly. */
+        if (t >= 0.5) {
+            out[j] = (double)((long double)vals[ib] - diff * (1.0L - t));
+        }
+        else {
+            out[j] = (double)(a + diff * t);
+        }
+    }
+
+done:
+    free(ranks);
+    free(vals);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* stalls and their gaps                                              */
+
+size_t
+tm_stall_mask(const int64_t *wait_ns, size_t n, int64_t threshold_ns,
+              uint8_t *mask)
+{
+    size_t count = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        mask[i] = wait_ns[i] > threshold_ns;
+        count += mask[i];
+    }
+    return count;
+}
+
+size_t
+tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
+              int64_t *gaps)
+{
+    size_t ngaps = 0;
+    size_t last = 0;
+    int64_t last_epoch = 0;
+    int have = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (!mask[i]) {
+            continue;
+        }
+        if (have && (epoch == NULL || epoch[i] == last_epoch)) {
+            gaps[ngaps++] = (int64_t)(i - last);
+        }
+        have = 1;
+        last = i;
+        last_epoch = epoch != NULL ? epoch[i] : 0;
+    }
+    return ngaps;
+}
+
+int
+tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
+                 int64_t *counts, size_t *nbins)
+{
+    int64_t *sorted;
+    size_t i;
+    size_t m = 0;
+
+    *nbins = 0;
+    if (n == 0) {
+        return 0;
+    }
+    sorted = malloc(n * sizeof(int64_t));
+    if (sorted == NULL) {
+        return -1;
+    }
+    memcpy(sorted, gaps, n * sizeof(int64_t));
+    qsort(sorted, n, sizeof(int64_t), cmp_int64);
+    for (i = 0; i < n; i++) {
+        if (m > 0 && values[m - 1] == sorted[i]) {
+            counts[m - 1]++;
+        }
+        else {
+            values[m] = sorted[i];
+            counts[m] = 1;
+            m++;
+        }
+    }
+    free(sorted);
+    *nbins = m;
+    return 0;
+}
+
+size_t
+tm_modal_bin(const int64_t *counts, size_t nbins)
+{
+    size_t best = 0;
+    size_t i;
+
+    for (i = 1; i < nbins; i++) {
+        if (counts[i] > counts[best]) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+double
+tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k)
+{
+    size_t hits = 0;
+    size_t i;
+
+    if (n == 0 || k < 1) {
+        return NAN;
+    }
+    for (i = 0; i < n; i++) {
+        hits += gaps[i] > 0 && gaps[i] % k == 0;
+    }
+    return (double)hits / (double)n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Otsu's split of log(x)                                             */
+
+/*
+ * Otsu (1979), "A threshold selection method from gray-level histograms":
+ * the split maximising the between-class variance.  eta, the share of the
+ * total variance that the split explains, measures separability; a single
+ * Gaussian gives at most 2/pi (about 0.64), so values near 1 mean two
+ * well-separated groups.  Run on log(x) so that "fast" and "stalled" are
+ * judged by ratio, not by difference.
+ */
+int
+tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out)
+{
+    double *v;
+    long double total = 0.0L;
+    long double mean, var = 0.0L, left = 0.0L, best = -1.0L;
+    size_t i, split = 0;
+
+    out->threshold = NAN;
+    out->eta = NAN;
+    out->lower_mean = NAN;
+    out->upper_mean = NAN;
+    out->upper_count = 0;
+    if (n < 2) {
+        return 0;
+    }
+    v = malloc(n * sizeof(double));
+    if (v == NULL) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        v[i] = log((double)(x[i] > 1 ? x[i] : 1));
+        total += v[i];
+    }
+    qsort(v, n, sizeof(double), cmp_double);
+    mean = total / (long double)n;
+    for (i = 0; i < n; i++) {
+        long double d = (long double)v[i] - mean;
+        var += d * d;
+    }
+    for (i = 0; i + 1 < n; i++) {
+        long double w0, m0, m1, between;
+
+        left += v[i];
+        if (v[i] == v[i + 1]) {
+            continue;
+        }
+        w0 = (long double)(i + 1) / (long double)n;
+        m0 = left / (long double)(i + 1);
+        m1 = (total - left) / (long double)(n - i - 1);
+        between = w0 * (1.0L - w0) * (m0 - m1) * (m0 - m1);
+        if (between > best) {
+            best = between;
+            split = i;
+            out->lower_mean = (double)expl(m0);
+            out->upper_mean = (double)expl(m1);
+        }
+    }
+    if (best >= 0.0L && var > 0.0L) {
+        out->threshold = exp(0.5 * (v[split] + v[split + 1]));
+        out->eta = (double)(best * (long double)n / var);
+        out->upper_count = n - split - 1;
+    }
+    free(v);
+    return 0;
+}

@@ -1,0 +1,58 @@
+/*
+ * Reducers: pure functions over int64 arrays (nanoseconds, step indices).
+ * They know nothing of the store or the clock, so they are tested against
+ * NumPy alone.  Functions returning int give 0 on success and -1 when a
+ * scratch allocation failed (nothing else can fail).
+ */
+#ifndef TRACEML_REDUCE_H
+#define TRACEML_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    size_t count;
+    int64_t min;
+    int64_t max;
+    int64_t sum_hi;      /* exact sum = sum_hi * 2**64 + sum_lo */
+    uint64_t sum_lo;
+    double mean;
+    double std;          /* population (ddof=0), as numpy.std */
+} tm_summary;
+
+void tm_summarize(const int64_t *x, size_t n, tm_summary *out);
+
+/*
+ * Percentiles q (in [0, 100]) by numpy.percentile's "linear" rule, found by
+ * selection: a 65536-bucket histogram of the high bits, then quickselect in
+ * the few buckets that hold the wanted ranks.  The input is not modified.
+ */
+int tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
+                   double *out);
+
+size_t tm_stall_mask(const int64_t *wait_ns, size_t n, int64_t threshold_ns,
+                     uint8_t *mask);
+
+size_t tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
+                     int64_t *gaps);
+
+int tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
+                     int64_t *counts, size_t *nbins);
+
+typedef struct {
+    double threshold;    /* geometric midpoint across the best split */
+    double eta;          /* between-class / total variance of log(x) */
+    double lower_mean;   /* geometric means of the two classes */
+    double upper_mean;
+    size_t upper_count;
+} tm_otsu;
+
+int tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out);
+
+/* The most frequent value of a histogram (smallest value on ties). */
+size_t tm_modal_bin(const int64_t *counts, size_t nbins);
+
+/* Fraction of gaps that are positive multiples of k (k >= 1); NaN if n = 0. */
+double tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k);
+
+#endif  /* TRACEML_REDUCE_H */

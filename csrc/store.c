@@ -1,0 +1,70 @@
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "store.h"
+
+/* 1024 records = 32 KiB: enough for short runs without a second growth. */
+#define TM_STORE_INITIAL_CAP 1024
+
+_Static_assert(sizeof(tm_record) == 32, "a step record must stay 32 bytes");
+
+void
+tm_store_init(tm_store *store)
+{
+    memset(store, 0, sizeof(*store));
+}
+
+void
+tm_store_clear(tm_store *store)
+{
+    store->len = 0;
+    store->dropped = 0;
+    store->oom = 0;
+    store->generation++;
+}
+
+void
+tm_store_free(tm_store *store)
+{
+    PyMem_RawFree(store->records);
+    store->records = NULL;
+    store->len = 0;
+    store->cap = 0;
+}
+
+/*
+ * Double the capacity.  The old block stays valid when realloc fails, so a
+ * failure loses nothing already recorded: it only sets the sticky flag.
+ */
+int
+tm_store_grow(tm_store *store)
+{
+    size_t new_cap;
+    tm_record *grown;
+
+    if (store->cap == 0) {
+        new_cap = TM_STORE_INITIAL_CAP;
+    }
+    else if (store->cap > SIZE_MAX / 2 / sizeof(tm_record)) {
+        store->oom = 1;
+        return -1;
+    }
+    else {
+        new_cap = store->cap * 2;
+    }
+    if (store->cap_limit != 0 && new_cap > store->cap_limit) {
+        new_cap = store->cap_limit;
+    }
+    if (new_cap <= store->cap) {
+        store->oom = 1;
+        return -1;
+    }
+    grown = PyMem_RawRealloc(store->records, new_cap * sizeof(tm_record));
+    if (grown == NULL) {
+        store->oom = 1;
+        return -1;
+    }
+    store->records = grown;
+    store->cap = new_cap;
+    return 0;
+}

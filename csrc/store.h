@@ -1,0 +1,67 @@
+/*
+ * The timing store: one fixed-size record per completed step.
+ *
+ * Records are appended only once a step is complete, so a record, once
+ * written, is never touched again: misuse of the probes or a failed growth
+ * can lose the step being closed (counted in `dropped`) but never corrupts
+ * earlier records.  The store is owned by the module state and used with the
+ * GIL held.
+ */
+#ifndef TRACEML_STORE_H
+#define TRACEML_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Flags of a record (the `flags` field of the snapshot). */
+enum {
+    TM_FLAG_EPOCH_START = 1,   /* first step of an epoch: includes iter() */
+    TM_FLAG_NO_FETCH = 2,      /* closed without fetch_done(): wait is 0 */
+    TM_FLAG_IMPLICIT_END = 4,  /* closed by the next step_begin() */
+};
+
+typedef struct {
+    int64_t begin_ns;        /* the fetch of this step's batch starts */
+    int64_t fetch_done_ns;   /* the batch is in the loop's hands */
+    int64_t end_ns;          /* the next fetch starts, or the loop ends */
+    int32_t epoch;           /* per source, 0-based */
+    uint16_t source;         /* 0: the probes; 1..: wrapped iterables */
+    uint16_t flags;          /* TM_FLAG_* */
+} tm_record;
+
+typedef struct {
+    tm_record *records;
+    size_t len;
+    size_t cap;
+    size_t cap_limit;        /* 0: none; tests use it to force failed growth */
+    uint64_t dropped;        /* steps lost to a failed growth */
+    int oom;                 /* sticky: a growth has failed */
+    uint64_t generation;     /* bumped by every clear (reset, fork) */
+} tm_store;
+
+void tm_store_init(tm_store *store);
+void tm_store_clear(tm_store *store);
+void tm_store_free(tm_store *store);
+int tm_store_grow(tm_store *store);
+
+/* Append one record; never fails loudly: a failed growth counts a drop. */
+static inline void
+tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
+              int64_t end_ns, int32_t epoch, uint16_t source, uint16_t flags)
+{
+    tm_record *rec;
+
+    if (store->len == store->cap && tm_store_grow(store) < 0) {
+        store->dropped++;
+        return;
+    }
+    rec = &store->records[store->len++];
+    rec->begin_ns = begin_ns;
+    rec->fetch_done_ns = fetch_done_ns;
+    rec->end_ns = end_ns;
+    rec->epoch = epoch;
+    rec->source = source;
+    rec->flags = flags;
+}
+
+#endif  /* TRACEML_STORE_H */

@@ -1,0 +1,32 @@
+"""Build traceml._core, the C core (plain C99, CPython and NumPy C APIs)."""
+
+import numpy
+from setuptools import Extension, setup
+
+core = Extension(
+    "traceml._core",
+    sources=[
+        "csrc/module.c",
+        "csrc/store.c",
+        "csrc/probes.c",
+        "csrc/wrap.c",
+        "csrc/reduce.c",
+    ],
+    depends=[
+        "csrc/clock.h",
+        "csrc/module.h",
+        "csrc/reduce.h",
+        "csrc/store.h",
+    ],
+    include_dirs=[numpy.get_include()],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    extra_compile_args=[
+        "-std=c99",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-fvisibility=hidden",
+    ],
+)
+
+setup(ext_modules=[core])

@@ -1,0 +1,147 @@
+"""Drawing a Report: compact text for terminals, static HTML for notebooks.
+
+Nothing here measures or decides; it only lays out the summary dict.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Optional
+
+ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
+COLS = ("mean", "median", "p90", "p95", "p99", "max", "total")
+
+
+def fmt_s(seconds: Optional[float]) -> str:
+    """A duration in the unit that keeps 3 significant digits readable."""
+    if seconds is None:
+        return "-"
+    a = abs(seconds)
+    if a >= 1:
+        return f"{seconds:.2f} s"
+    if a >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    if a >= 1e-6:
+        return f"{seconds * 1e6:.3g} µs"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _headline(s: dict) -> str:
+    return (
+        f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
+        f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
+    )
+
+
+def _stall_lines(s: dict) -> list[str]:
+    st = s["stalls"]
+    lines = [
+        f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
+        f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
+    ]
+    cad = s["cadence"]
+    if cad["period"] is not None:
+        text = f"cadence: a stall every {cad['period']} steps (modal gap)"
+    elif st["gaps"]:
+        text = "cadence: no dominant gap between stalls"
+    else:
+        text = None
+    if text and cad["num_workers"] is not None:
+        text += f"; num_workers={cad['num_workers']}"
+        if cad["matches_num_workers"]:
+            text += ": the cadence follows num_workers"
+        if cad["multiple_fraction"] is not None:
+            k = max(cad["num_workers"], 1)
+            text += (
+                f" ({100 * cad['multiple_fraction']:.0f}% of gaps are "
+                f"multiples of {k})"
+            )
+    if text:
+        lines.append(text)
+    if st["gap_histogram"]:
+        hist = "  ".join(f"{g}×{c}" for g, c in st["gap_histogram"][:12])
+        more = " …" if len(st["gap_histogram"]) > 12 else ""
+        lines.append(f"gaps between stalls (steps×count): {hist}{more}")
+    return lines
+
+
+def _epoch_start_line(s: dict) -> Optional[str]:
+    es = s["epoch_start"]
+    if not es["count"]:
+        return None
+    w = es["input_wait_s"]
+    return (
+        f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
+        f"(iter() and worker start-up) mean {fmt_s(w['mean'])}, max "
+        f"{fmt_s(w['max'])}; not in the table above"
+    )
+
+
+def _loader_line(s: dict) -> Optional[str]:
+    if not s["loader"]:
+        return None
+    return "loader: " + " ".join(f"{k}={v}" for k, v in s["loader"].items())
+
+
+def report_text(s: dict) -> str:
+    """The terminal report of a Report summary dict."""
+    out = [_headline(s)]
+    if s["diagnosis"] == "NO-DATA":
+        out.append(f"NO-DATA: {s['diagnosis_rule']}")
+        out.extend(f"note: {n}" for n in s["notes"])
+        return "\n".join(out)
+    out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
+    out.extend(_stall_lines(s))
+    out.append("")
+    width = 11
+    out.append(" " * 12 + "".join(c.rjust(width) for c in COLS))
+    for label, key in ROWS:
+        row = s[key]
+        out.append(label.ljust(12) + "".join(fmt_s(row[c]).rjust(width) for c in COLS))
+    for line in (_epoch_start_line(s), _loader_line(s)):
+        if line:
+            out.append(line)
+    out.extend(f"note: {n}" for n in s["notes"])
+    return "\n".join(out)
+
+
+_BADGE = {
+    "INPUT-BOUND": "#b42318",
+    "BALANCED": "#b54708",
+    "COMPUTE-BOUND": "#067647",
+    "NO-DATA": "#475467",
+}
+
+
+def report_html(s: dict) -> str:
+    """Static HTML (no JavaScript) of a Report summary dict."""
+    e = html.escape
+    color = _BADGE.get(s["diagnosis"], "#475467")
+    parts = [
+        '<div class="traceml-report" style="font-family:system-ui,sans-serif;'
+        'font-size:13px;line-height:1.4">',
+        f"<div><b>{e(_headline(s))}</b></div>",
+        f'<div><span style="background:{color};color:#fff;padding:1px 6px;'
+        f'border-radius:3px;font-weight:600">{e(s["diagnosis"])}</span> '
+        f"{e(s['diagnosis_rule'])}</div>",
+    ]
+    if s["diagnosis"] != "NO-DATA":
+        parts.extend(f"<div>{e(line)}</div>" for line in _stall_lines(s))
+        cell = 'style="padding:2px 8px;text-align:right"'
+        head = "".join(f"<th {cell}>{c}</th>" for c in COLS)
+        rows = "".join(
+            f"<tr><th style=\"text-align:left;padding:2px 8px\">{label}</th>"
+            + "".join(f"<td {cell}>{e(fmt_s(s[key][c]))}</td>" for c in COLS)
+            + "</tr>"
+            for label, key in ROWS
+        )
+        parts.append(
+            '<table style="border-collapse:collapse;margin:6px 0">'
+            f"<tr><th></th>{head}</tr>{rows}</table>"
+        )
+        for line in (_epoch_start_line(s), _loader_line(s)):
+            if line:
+                parts.append(f"<div>{e(line)}</div>")
+    parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
+    parts.append("</div>")
+    return "".join(parts)

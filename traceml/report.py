@@ -1,0 +1,323 @@
+"""The Report: what was recorded, reduced to numbers and verdicts.
+
+``traceml.report()`` snapshots the C store, reduces it with the C reducers,
+applies the rules in :mod:`traceml.policy`, and returns a :class:`Report`:
+plain data that renders itself as text (``str``), HTML (``_repr_html_``)
+and a JSON-serialisable dict (``to_dict``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _core, policy
+from .wrapping import sources
+
+NS = 1e-9
+QUANTILES = (50.0, 90.0, 95.0, 99.0)
+STAT_KEYS = ("mean", "median", "p90", "p95", "p99", "max", "total")
+
+
+def duration_stats_s(x_ns: np.ndarray) -> dict:
+    """{mean, median, p90, p95, p99, max, total} in seconds (None if empty).
+
+    mean/total/max come from the C ``summary``, the rest from the C
+    ``percentiles`` (numpy.percentile's "linear" rule).
+    """
+    if len(x_ns) == 0:
+        return {k: None for k in STAT_KEYS}
+    s = _core.summary(x_ns)
+    p50, p90, p95, p99 = _core.percentiles(x_ns, QUANTILES)
+    return {
+        "mean": s["mean"] * NS,
+        "median": p50 * NS,
+        "p90": p90 * NS,
+        "p95": p95 * NS,
+        "p99": p99 * NS,
+        "max": s["max"] * NS,
+        "total": s["sum"] * NS,
+    }
+
+
+def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
+    if stall_threshold_s is None:
+        return None
+    if isinstance(stall_threshold_s, bool) or not isinstance(
+        stall_threshold_s, numbers.Real
+    ):
+        raise TypeError(
+            "report(): stall_threshold_s must be a number of seconds or None, "
+            f"got {type(stall_threshold_s).__name__}"
+        )
+    value = float(stall_threshold_s)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(
+            "report(): stall_threshold_s must be finite and >= 0 seconds, "
+            f"got {stall_threshold_s!r}"
+        )
+    return value
+
+
+def _startup_steps(src, epoch: np.ndarray) -> np.ndarray:
+    """Per step: how many leading steps of its epoch are start-up
+    (max(1, num_workers) for a DataLoader, else 1)."""
+    if src is None or not src.loader_by_epoch:
+        return np.ones(len(epoch), dtype=np.int64)
+    per_epoch = np.array(
+        [
+            policy.effective_workers((f or {}).get("num_workers")) or 1
+            for f in src.loader_by_epoch
+        ],
+        dtype=np.int64,
+    )
+    return per_epoch[np.clip(epoch, 0, len(per_epoch) - 1)]
+
+
+def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:
+    known = sources()
+    ids, counts = np.unique(records["source"], return_counts=True)
+    if source is None:
+        if len(ids) == 0:
+            return 0
+        # The source with the most steps; the earliest wrapped on ties.
+        return int(ids[np.argmax(counts)])
+    for sid, src in known.items():
+        if source == src.name or (
+            isinstance(source, int) and not isinstance(source, bool) and source == sid
+        ):
+            return sid
+    names = ", ".join(repr(s.name) for s in known.values())
+    raise ValueError(f"report(): unknown source {source!r}; known: {names}")
+
+
+class Report:
+    """What one source recorded, reduced.
+
+    Attributes:
+        steps: the per-step records, a NumPy structured array with fields
+            ``begin_ns``, ``fetch_done_ns``, ``end_ns`` (int64, clock_ns()
+            timestamps), ``epoch`` (int32), ``source`` (uint16) and
+            ``flags`` (uint16; see ``traceml._core.FLAG_*``), in step order.
+        summary: the dict :meth:`to_dict` returns.
+
+    ``str(report)`` is the terminal text, ``report._repr_html_()`` the
+    notebook view (static HTML, no JavaScript).
+    """
+
+    def __init__(self, summary: dict, steps: np.ndarray):
+        self.summary = summary
+        self.steps = steps
+
+    # Convenience views of the per-step arrays, in nanoseconds.
+    @property
+    def input_wait_ns(self) -> np.ndarray:
+        """fetch_done_ns - begin_ns per step (int64, shape (steps,))."""
+        return self.steps["fetch_done_ns"] - self.steps["begin_ns"]
+
+    @property
+    def compute_ns(self) -> np.ndarray:
+        """end_ns - fetch_done_ns per step (int64, shape (steps,))."""
+        return self.steps["end_ns"] - self.steps["fetch_done_ns"]
+
+    @property
+    def step_ns(self) -> np.ndarray:
+        """end_ns - begin_ns per step (int64, shape (steps,))."""
+        return self.steps["end_ns"] - self.steps["begin_ns"]
+
+    @property
+    def diagnosis(self) -> str:
+        return self.summary["diagnosis"]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.summary[key]
+
+    def to_dict(self) -> dict:
+        """The summary as plain JSON-serialisable data (a deep copy).
+
+        Keys: version, source, sources, steps, steady_steps, epochs,
+        wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
+        compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
+        input_share, diagnosis, diagnosis_rule, stalls, cadence,
+        epoch_start, loader, notes.
+        """
+        import copy
+
+        return copy.deepcopy(self.summary)
+
+    def __str__(self) -> str:
+        from .render import report_text
+
+        return report_text(self.summary)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<traceml.Report source={s['source']!r} steps={s['steps']} "
+            f"diagnosis={s['diagnosis']}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from .render import report_html
+
+        return report_html(self.summary)
+
+
+def build(
+    records: np.ndarray,
+    info: dict,
+    source_id: int,
+    stall_threshold_s: Optional[float],
+) -> Report:
+    """The Report of one source from a snapshot of the store (pure)."""
+    known = sources()
+    src = known.get(source_id)
+    steps = records[records["source"] == source_id]
+    n = len(steps)
+    wait = steps["fetch_done_ns"] - steps["begin_ns"]
+    compute = steps["end_ns"] - steps["fetch_done_ns"]
+    step = steps["end_ns"] - steps["begin_ns"]
+    first = policy.epoch_start_mask(
+        steps["epoch"], _startup_steps(src, steps["epoch"])
+    )
+    if source_id == 0:
+        first[:] = False
+    steady = ~first
+    epochs = np.unique(steps["epoch"])
+
+    ids, counts = np.unique(records["source"], return_counts=True)
+    all_sources = [
+        {"name": known[int(i)].name if int(i) in known else str(int(i)),
+         "steps": int(c)}
+        for i, c in zip(ids, counts)
+    ]
+    loader = src.loader if src is not None else None
+
+    total_step = int(step[steady].sum())
+    input_share = (
+        float(wait[steady].sum()) / total_step if total_step > 0 else None
+    )
+    diagnosis, diagnosis_rule = policy.diagnose(input_share)
+
+    threshold_ns, rule = policy.stall_threshold_ns(
+        wait[steady], step[steady], stall_threshold_s
+    )
+    mask = _core.stall_mask(wait, threshold_ns) & steady
+    gaps = _core.stall_gaps(mask, steps["epoch"].astype(np.int64))
+    values, hist_counts = _core.gap_histogram(gaps)
+    num_workers = loader.get("num_workers") if loader else None
+    cad = policy.cadence(gaps, num_workers)
+    median_gap = _core.percentiles(gaps, 50.0) if len(gaps) else None
+
+    notes = []
+    if info["dropped_steps"]:
+        notes.append(
+            f"{info['dropped_steps']} steps were dropped: the step store could "
+            "not grow (out of memory); statistics cover the recorded steps only"
+        )
+    if source_id == 0:
+        misuse = {k: v for k, v in info["misuse"].items() if v}
+        for key, count in misuse.items():
+            notes.append(f"probe misuse: {key} x{count} (see traceml.step_begin docs)")
+        if info["probe_step_open"]:
+            notes.append("a probe step is still open (step_end() not called); not counted")
+    if n == 0:
+        notes.append(
+            "no steps recorded: iterate traceml.wrap(loader) or call "
+            "traceml.step_begin()/fetch_done()/step_end()"
+        )
+    elif int(steady.sum()) < 8:
+        notes.append(
+            f"only {int(steady.sum())} steady-state steps: too few for the "
+            "shape of the input wait to mean much"
+        )
+    others = [s for s in all_sources if s["name"] != (src.name if src else None)]
+    if others:
+        listed = ", ".join(f"{o['name']!r} ({o['steps']} steps)" for o in others)
+        notes.append(f"also recorded: {listed}; see report(source=name)")
+
+    summary = {
+        "version": 1,
+        "source": src.name if src is not None else str(source_id),
+        "sources": all_sources,
+        "steps": n,
+        "steady_steps": int(steady.sum()),
+        "epochs": int(len(epochs)),
+        "wall_s": (
+            float(steps["end_ns"].max() - steps["begin_ns"].min()) * NS if n else 0.0
+        ),
+        "dropped_steps": int(info["dropped_steps"]),
+        "out_of_memory": bool(info["out_of_memory"]),
+        "misuse": dict(info["misuse"]) if source_id == 0 else {},
+        "input_wait_s": duration_stats_s(wait[steady]),
+        "compute_s": duration_stats_s(compute[steady]),
+        "step_s": duration_stats_s(step[steady]),
+        "input_share": input_share,
+        "diagnosis": diagnosis,
+        "diagnosis_rule": diagnosis_rule,
+        "stalls": {
+            "threshold_s": threshold_ns * NS,
+            "rule": rule,
+            "count": int(mask.sum()),
+            "steps": [int(i) for i in np.flatnonzero(mask)],
+            "gaps": [int(g) for g in gaps],
+            "median_gap": median_gap,
+            "modal_gap": _core.modal_gap(gaps),
+            "gap_histogram": [[int(v), int(c)] for v, c in zip(values, hist_counts)],
+        },
+        "cadence": cad,
+        "epoch_start": {
+            "count": int(first.sum()),
+            "steps": [int(i) for i in np.flatnonzero(first)],
+            "input_wait_s": duration_stats_s(wait[first]),
+        },
+        "loader": dict(loader) if loader is not None else None,
+        "notes": notes,
+    }
+    return Report(summary, steps)
+
+
+def report(
+    stall_threshold_s: Optional[float] = None,
+    *,
+    source: Union[None, str, int] = None,
+) -> Report:
+    """Reduce what has been recorded so far into a :class:`Report`.
+
+    Args:
+        stall_threshold_s: a fetch whose input wait exceeds this many
+            seconds is a stall (``5`` reproduces the common "> 5 s stall"
+            convention).  None (default): the automatic rule of
+            :func:`traceml.policy.stall_threshold_ns`.
+        source: which wrapped iterable to report, by name or id; None picks
+            the one with the most steps (the probes are ``"probes"``).
+
+    Statistics (input_wait_s, compute_s, step_s, input_share, stalls,
+    cadence) cover steady-state steps.  The first max(1, num_workers)
+    steps of each epoch of a DataLoader (the first step for other
+    iterables) hold start-up, each worker's first batch carrying its process
+    start, and are reported on their own under ``epoch_start``.
+
+    Returns:
+        A Report; with nothing recorded, one whose diagnosis is NO-DATA and
+        whose text says so.
+
+    Raises:
+        TypeError: stall_threshold_s is not a real number.
+        ValueError: stall_threshold_s is negative, NaN or infinite; or
+            source names no known source.
+        MemoryError: the step store could not grow and nothing was recorded.
+    """
+    threshold = _check_threshold(stall_threshold_s)
+    info = _core.store_info()
+    records = _core.snapshot()
+    if info["out_of_memory"] and len(records) == 0:
+        raise MemoryError(
+            "traceml could not allocate its step store: "
+            f"{info['dropped_steps']} steps were dropped and none recorded"
+        )
+    sid = _pick_source(records, source)
+    return build(records, info, sid, threshold)

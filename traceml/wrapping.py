@@ -1,0 +1,228 @@
+"""traceml.wrap(): time every fetch of an iterable, one epoch per iter().
+
+The wrapper is thin Python; each iter() of it returns the C iterator
+``traceml._core.WrapIter``, which stamps the clock around the inner
+``__next__`` and writes one record per step into the C store.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from . import _core
+
+# DataLoader attributes the report shows.  in_order exists from torch 2.6;
+# prefetch_factor is None when num_workers == 0.  Absent fields read None.
+LOADER_FIELDS = (
+    "num_workers",
+    "batch_size",
+    "prefetch_factor",
+    "persistent_workers",
+    "pin_memory",
+    "in_order",
+)
+
+
+@dataclass
+class Source:
+    """One wrapped iterable: its id in the store, its name, its epochs."""
+
+    id: int
+    name: str
+    kind: str
+    loader: Optional[dict] = None
+    epochs: int = 0
+    loader_by_epoch: list = field(default_factory=list)
+
+
+# Source 0 is the hand-placed probes; wrapped iterables get 1, 2, ...
+_sources: dict[int, Source] = {0: Source(0, "probes", "probes")}
+
+
+def sources() -> dict[int, Source]:
+    """The known sources by id (the probes are source 0)."""
+    return _sources
+
+
+def _is_dataloader(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return isinstance(obj, torch.utils.data.DataLoader)
+    except AttributeError:
+        return False
+
+
+def loader_facts(obj: Any) -> Optional[dict]:
+    """The DataLoader settings named in LOADER_FIELDS, or None if obj is not
+    a torch DataLoader.  Fields the installed torch lacks are None."""
+    if not _is_dataloader(obj):
+        return None
+    return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
+
+
+# Default sources by the identity of the wrapped object, so that wrapping
+# the same loader again (once per epoch, say) continues its source.  A
+# weak reference guards against a recycled id() where the type allows one.
+_by_object: dict[int, tuple[Any, Source]] = {}
+
+
+def _source_for(iterable: Any, name: Optional[str]) -> Source:
+    if name is not None:
+        for src in _sources.values():
+            if src.name == name:
+                if src.id == 0:
+                    raise ValueError(
+                        "traceml.wrap(): name 'probes' is reserved for the probes"
+                    )
+                return src
+    else:
+        known = _by_object.get(id(iterable))
+        if known is not None:
+            ref, src = known
+            if ref is None or ref() is iterable:
+                return src
+    sid = max(_sources) + 1
+    if sid > 65535:
+        raise RuntimeError(
+            "traceml.wrap(): more than 65535 wrapped iterables in one process"
+        )
+    kind = type(iterable).__name__
+    if name is None:
+        name = kind
+        taken = {s.name for s in _sources.values()}
+        n = 2
+        while name in taken:
+            name = f"{kind}#{n}"
+            n += 1
+        try:
+            ref = weakref.ref(iterable)
+        except TypeError:
+            ref = None
+        src = Source(sid, name, kind)
+        _by_object[id(iterable)] = (ref, src)
+    else:
+        src = Source(sid, name, kind)
+    _sources[sid] = src
+    return src
+
+
+class Wrapped:
+    """An iterable whose every iter() is one timed epoch.
+
+    Made by :func:`traceml.wrap`.  ``len()`` is forwarded without starting
+    an iteration (as tqdm does); other attributes are looked up on the
+    wrapped object, so ``wrapped.dataset`` still works for a DataLoader.
+
+    Attributes:
+        iterable: the wrapped object.
+        name: the name its steps are reported under.
+        source: its source id in the store (int >= 1).
+    """
+
+    def __init__(self, iterable: Any, name: Optional[str]):
+        self.iterable = iterable
+        self._source = _source_for(iterable, name)
+
+    @property
+    def name(self) -> str:
+        return self._source.name
+
+    @property
+    def source(self) -> int:
+        return self._source.id
+
+    @property
+    def epochs(self) -> int:
+        """How many times this wrapper has been iterated."""
+        return self._source.epochs
+
+    def __iter__(self) -> "_core.WrapIter":
+        src = self._source
+        # The first step's clock starts before iter(): a DataLoader starts
+        # its worker processes there, and that start-up belongs to the
+        # epoch's first fetch.
+        begin_ns = _core.clock_ns()
+        inner = iter(self.iterable)
+        epoch = src.epochs
+        src.epochs += 1
+        facts = loader_facts(self.iterable)
+        src.loader = facts
+        src.loader_by_epoch.append(facts)
+        return _core.WrapIter(inner, src.id, epoch, begin_ns)
+
+    def __len__(self) -> int:
+        return len(self.iterable)
+
+    def __bool__(self) -> bool:
+        try:
+            return len(self.iterable) > 0
+        except TypeError:
+            return True
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only reached for attributes Wrapped itself lacks.
+        if attr.startswith("__") or attr in ("iterable", "_source"):
+            raise AttributeError(attr)
+        return getattr(self.iterable, attr)
+
+    def __repr__(self) -> str:
+        return f"traceml.wrap({self.iterable!r}, name={self.name!r})"
+
+
+def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
+    """Time every fetch from ``iterable``; each ``iter()`` is one epoch.
+
+    ::
+
+        for batch in traceml.wrap(loader):
+            train_step(batch)
+        print(traceml.report())
+
+    Step i runs from the call that fetches batch i to the call that fetches
+    batch i + 1 (or the end of the loop).  Input wait is the time inside the
+    inner ``__next__``; compute is the rest of the step.  The first step of
+    each epoch also holds ``iter(iterable)`` (DataLoader worker start-up)
+    and is reported apart as ``epoch_start``.  Leaving the loop by
+    exhaustion, ``break`` or an exception in the body closes the last step
+    when the iterator is released; exceptions from the inner iterator
+    propagate unchanged.
+
+    Several wrapped iterables in one loop (``zip(wrap(a), wrap(b))``) each
+    record their own steps under their own name: a step of ``a`` runs from
+    one fetch of ``a`` to the next, so the time spent fetching ``b`` is
+    compute from ``a``'s point of view.  ``report()`` shows the source with
+    the most steps and lists the others; ``report(source=name)`` picks one.
+
+    Args:
+        iterable: anything ``for`` accepts; a torch DataLoader is the main
+            case (its settings are then shown in the report).
+        name: the name to report the steps under.  Wrapping again under
+            the same name, or wrapping the same object again without a
+            name, continues that source with its next epoch.  Default: the
+            type name, made unique per object (``"DataLoader#2"``).
+
+    Returns:
+        A :class:`Wrapped`: iterate it (once per epoch), ``len()`` it.
+
+    Raises:
+        TypeError: ``iterable`` is not iterable, or ``name`` is not a str.
+        ValueError: ``name`` is ``"probes"`` (reserved).
+    """
+    if not isinstance(iterable, collections.abc.Iterable) and not hasattr(
+        type(iterable), "__getitem__"
+    ):
+        raise TypeError(
+            "traceml.wrap(): iterable must be iterable (a DataLoader, list, "
+            f"generator, ...), got {type(iterable).__name__}"
+        )
+    if name is not None and not isinstance(name, str):
+        raise TypeError(
+            f"traceml.wrap(): name must be a str or None, got {type(name).__name__}"
+        )
+    return Wrapped(iterable, name)
