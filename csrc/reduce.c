@@ -23,14 +23,16 @@ void
 tm_summarize(const int64_t *x, size_t n, tm_summary *out)
 {
     __int128 sum = 0;
+    __int128 shifted = 0;      /* sum of x[i] - x[0]: exact */
     int64_t lo = INT64_MAX;
     int64_t hi = INT64_MIN;
-    long double mean;
+    long double mean_shift;
     long double ss = 0.0L;
     size_t i;
 
     for (i = 0; i < n; i++) {
         sum += x[i];
+        shifted += (__int128)x[i] - x[0];
         if (x[i] < lo) {
             lo = x[i];
         }
@@ -50,12 +52,15 @@ tm_summarize(const int64_t *x, size_t n, tm_summary *out)
     }
     out->min = lo;
     out->max = hi;
-    mean = (long double)sum / (long double)n;
+    /* Deviations are taken from x[0], where they are exact (|x[i] - x[0]|
+       < 2**64 fits the 64-bit long double mantissa), so rounding the mean
+       of huge values does not leak into the variance. */
+    mean_shift = (long double)shifted / (long double)n;
     for (i = 0; i < n; i++) {
-        long double d = (long double)x[i] - mean;
+        long double d = (long double)((__int128)x[i] - x[0]) - mean_shift;
         ss += d * d;
     }
-    out->mean = (double)mean;
+    out->mean = (double)((long double)sum / (long double)n);
     out->std = (double)sqrtl(ss / (long double)n);
 }
 
