@@ -65,14 +65,19 @@ static PyObject *
 mod_set_capacity_limit(PyObject *module, PyObject *arg)
 {
     tm_state *st = get_state(module);
-    Py_ssize_t limit = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    size_t limit = SIZE_MAX;
 
-    if (limit == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (limit < 0) {
-        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
-        return NULL;
+    if (arg != Py_None) {
+        Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+
+        if (n == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (n < 0) {
+            PyErr_SetString(PyExc_ValueError, "limit must be >= 0 or None");
+            return NULL;
+        }
+        limit = (size_t)n;
     }
     if (st->store.len != 0) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -81,7 +86,7 @@ mod_set_capacity_limit(PyObject *module, PyObject *arg)
         return NULL;
     }
     tm_store_free(&st->store);
-    st->store.cap_limit = (size_t)limit;
+    st->store.cap_limit = limit;
     Py_RETURN_NONE;
 }
 
@@ -781,7 +786,7 @@ static PyMethodDef tm_methods[] = {
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "Start an empty record in a forked child (registered at import)."},
     {"_set_capacity_limit", mod_set_capacity_limit, METH_O,
-     "Testing hook: cap the store at this many records (0: no cap)."},
+     "Testing hook: cap the store at this many records (None: no cap)."},
     {"summary", mod_summary, METH_O, summary_doc},
     {"percentiles", (PyCFunction)(void (*)(void))mod_percentiles,
      METH_FASTCALL, percentiles_doc},

@@ -12,6 +12,7 @@ void
 tm_store_init(tm_store *store)
 {
     memset(store, 0, sizeof(*store));
+    store->cap_limit = SIZE_MAX;
 }
 
 void
@@ -52,7 +53,7 @@ tm_store_grow(tm_store *store)
     else {
         new_cap = store->cap * 2;
     }
-    if (store->cap_limit != 0 && new_cap > store->cap_limit) {
+    if (new_cap > store->cap_limit) {
         new_cap = store->cap_limit;
     }
     if (new_cap <= store->cap) {

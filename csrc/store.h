@@ -33,7 +33,7 @@ typedef struct {
     tm_record *records;
     size_t len;
     size_t cap;
-    size_t cap_limit;        /* 0: none; tests use it to force failed growth */
+    size_t cap_limit;        /* SIZE_MAX: none; tests lower it to make growth fail */
     uint64_t dropped;        /* steps lost to a failed growth */
     int oom;                 /* sticky: a growth has failed */
     uint64_t generation;     /* bumped by every clear (reset, fork) */
