@@ -1,0 +1,50 @@
+"""Datasets whose __getitem__ burns a set amount of CPU time, for timing
+shape tests on real DataLoaders."""
+
+import time
+
+import torch
+from torch.utils.data import Dataset, IterableDataset
+
+
+def burn_cpu(seconds: float) -> None:
+    """Spin until this thread has used `seconds` of CPU time (not wall
+    time: under contention the wall time stretches, as real work does)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+class BurnDataset(Dataset):
+    """n items; item i costs cpu_s of CPU (slow_cpu_s where i % slow_every
+    == slow_index, when given)."""
+
+    def __init__(self, n, cpu_s, slow_every=None, slow_index=0, slow_cpu_s=0.0):
+        self.n = n
+        self.cpu_s = cpu_s
+        self.slow_every = slow_every
+        self.slow_index = slow_index
+        self.slow_cpu_s = slow_cpu_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.slow_every and i % self.slow_every == self.slow_index:
+            burn_cpu(self.slow_cpu_s)
+        else:
+            burn_cpu(self.cpu_s)
+        return torch.tensor([i])
+
+
+class BurnIterable(IterableDataset):
+    """An IterableDataset of n items costing cpu_s each (single worker)."""
+
+    def __init__(self, n, cpu_s):
+        self.n = n
+        self.cpu_s = cpu_s
+
+    def __iter__(self):
+        for i in range(self.n):
+            burn_cpu(self.cpu_s)
+            yield torch.tensor([i])

@@ -1,0 +1,21 @@
+import os
+import sys
+
+import pytest
+
+# The tests import the package from the checkout (built in place by
+# `pip install -e .`); keep the checkout first on sys.path.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import traceml  # noqa: E402
+from traceml import _core  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_record():
+    """Every test starts and ends with an empty store and no cap."""
+    traceml.reset()
+    _core._set_capacity_limit(None)
+    yield
+    traceml.reset()
+    _core._set_capacity_limit(None)

@@ -1,0 +1,238 @@
+"""Report and policy on hand-made records: every number checked against
+NumPy, every verdict against the documented rule."""
+
+import json
+
+import numpy as np
+import pytest
+
+import traceml
+from traceml import _core, policy, wrapping
+from traceml.report import build
+
+MS = 1_000_000
+INFO = {
+    "dropped_steps": 0,
+    "out_of_memory": False,
+    "misuse": {},
+    "probe_step_open": False,
+}
+
+
+def records(wait_ns, compute_ns, epoch=None, source=77, t0=10**12):
+    """Contiguous steps with the given waits and computes (ns)."""
+    wait_ns = np.asarray(wait_ns, dtype=np.int64)
+    compute_ns = np.asarray(compute_ns, dtype=np.int64)
+    n = len(wait_ns)
+    rec = np.zeros(n, dtype=_core.RECORD_DTYPE)
+    begin = t0 + np.r_[0, np.cumsum(wait_ns + compute_ns)[:-1]]
+    rec["begin_ns"] = begin
+    rec["fetch_done_ns"] = begin + wait_ns
+    rec["end_ns"] = begin + wait_ns + compute_ns
+    rec["epoch"] = 0 if epoch is None else epoch
+    rec["source"] = source
+    return rec
+
+
+@pytest.fixture
+def loader_source():
+    """A registered source with DataLoader facts, id 77."""
+    def make(num_workers, epochs=1):
+        facts = {k: None for k in wrapping.LOADER_FIELDS}
+        facts["num_workers"] = num_workers
+        wrapping._sources[77] = wrapping.Source(
+            77, "synthetic", "DataLoader", loader=facts,
+            loader_by_epoch=[facts] * epochs, epochs=epochs,
+        )
+    yield make
+    wrapping._sources.pop(77, None)
+
+
+def lockstep(k, bursts, stall_ms=80, fast_us=50, compute_ms=10, rng=None):
+    """Input-bound k-worker loader: one stall then k-1 fast fetches."""
+    rng = rng or np.random.default_rng(0)
+    wait = []
+    for _ in range(bursts):
+        wait.append(stall_ms * MS * rng.uniform(0.9, 1.1))
+        wait.extend(fast_us * 1000 * rng.uniform(0.5, 2, k - 1))
+    n = len(wait)
+    return np.array(wait, dtype=np.int64), np.full(n, compute_ms * MS)
+
+
+def test_statistics_equal_numpy(loader_source):
+    loader_source(1)
+    rng = np.random.default_rng(1)
+    wait = rng.integers(1, 50 * MS, 200)
+    compute = rng.integers(1, 30 * MS, 200)
+    r = build(records(wait, compute), INFO, 77, None)
+    steady = slice(1, None)  # one worker: only the first fetch is start-up
+    for key, x in (("input_wait_s", wait), ("compute_s", compute), ("step_s", wait + compute)):
+        got = r[key]
+        xs = x[steady]
+        assert got["mean"] == pytest.approx(xs.mean() * 1e-9, rel=1e-12)
+        assert got["total"] == pytest.approx(xs.sum() * 1e-9, rel=1e-12)
+        assert got["max"] == pytest.approx(xs.max() * 1e-9)
+        for name, q in (("median", 50), ("p90", 90), ("p95", 95), ("p99", 99)):
+            assert got[name] == pytest.approx(np.percentile(xs, q) * 1e-9, abs=1e-9)
+    assert r["input_share"] == pytest.approx(wait[1:].sum() / (wait + compute)[1:].sum())
+    assert r["steps"] == 200 and r["steady_steps"] == 199
+    assert r["epoch_start"]["count"] == 1 and r["epoch_start"]["steps"] == [0]
+    assert r["wall_s"] == pytest.approx((wait + compute).sum() * 1e-9)
+
+
+@pytest.mark.parametrize(
+    "share, label",
+    [(0.0, "COMPUTE-BOUND"), (0.049, "COMPUTE-BOUND"), (0.05, "BALANCED"),
+     (0.199, "BALANCED"), (0.20, "INPUT-BOUND"), (0.9, "INPUT-BOUND")],
+)
+def test_diagnosis_thresholds(share, label):
+    assert policy.diagnose(share)[0] == label
+    wait = np.full(50, int(share * 1000))
+    r = build(records(wait, 1000 - wait), INFO, 77, None)
+    assert r["diagnosis"] == label
+    assert r["input_share"] == pytest.approx(share, abs=1e-3)
+
+
+def test_no_data_report_says_so():
+    r = traceml.report()
+    assert r["diagnosis"] == "NO-DATA" and r["steps"] == 0
+    assert r["input_wait_s"]["mean"] is None
+    text = str(r)
+    assert "NO-DATA" in text and "no steps recorded" in text
+    assert "NO-DATA" in r._repr_html_()
+    json.dumps(r.to_dict())
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_mostly_fast_with_lockstep_stalls(loader_source, k):
+    loader_source(k)
+    wait, compute = lockstep(k, bursts=12)
+    r = build(records(wait, compute), INFO, 77, None)
+    start = k  # the first k fetches are start-up
+    stall_idx = [i for i in range(start, len(wait)) if i % k == 0]
+    assert r["stalls"]["steps"] == stall_idx
+    assert r["stalls"]["gaps"] == [k] * (len(stall_idx) - 1)
+    assert r["stalls"]["modal_gap"] == k and r["stalls"]["median_gap"] == k
+    assert r["stalls"]["gap_histogram"] == [[k, len(stall_idx) - 1]]
+    assert r["cadence"]["period"] == k
+    assert r["cadence"]["matches_num_workers"] is True
+    assert r["cadence"]["multiple_fraction"] == 1.0
+    assert r["diagnosis"] == "INPUT-BOUND"
+
+
+def test_cadence_not_matching_num_workers(loader_source):
+    loader_source(4)
+    wait, compute = lockstep(2, bursts=20)
+    r = build(records(wait, compute), INFO, 77, None)
+    assert r["cadence"]["period"] == 2
+    assert r["cadence"]["matches_num_workers"] is False
+    assert r["cadence"]["multiple_fraction"] == 0.0
+
+
+def test_every_fetch_slow_is_every_fetch_a_stall(loader_source):
+    loader_source(0)
+    rng = np.random.default_rng(2)
+    wait = (100 * MS * rng.uniform(0.97, 1.03, 60)).astype(np.int64)
+    r = build(records(wait, np.full(60, 5 * MS)), INFO, 77, None)
+    assert r["stalls"]["count"] == r["steady_steps"] == 59
+    assert r["cadence"]["period"] == 1
+    assert r["cadence"]["matches_num_workers"] is True  # 0 workers: the main process
+    assert "every fetch is slow" in r["stalls"]["rule"]
+
+
+def test_healthy_noise_is_not_a_stall():
+    rng = np.random.default_rng(3)
+    wait = rng.lognormal(np.log(40_000), 0.8, 500).astype(np.int64)  # ~40 µs
+    wait[::97] = 900_000  # rare 0.9 ms hiccups
+    r = build(records(wait, np.full(500, 30 * MS)), INFO, 77, None)
+    assert r["stalls"]["count"] == 0
+    assert r["diagnosis"] == "COMPUTE-BOUND"
+    assert r["cadence"]["period"] is None
+
+
+def test_given_threshold_is_absolute():
+    wait = np.array([1, 6, 2, 7, 3, 5] * 5, dtype=np.int64) * 1_000_000_000
+    r = build(records(wait, np.full(30, MS)), INFO, 77, 5.0)
+    w = wait[1:]
+    assert r["stalls"]["threshold_s"] == 5.0
+    assert r["stalls"]["count"] == int((w > 5e9).sum())
+    assert r["stalls"]["rule"] == "given: wait > 5 s"
+
+
+def test_epoch_start_is_not_steady_state_cadence(loader_source):
+    """Each worker's first batch (slow: process start-up) is set apart, and
+    gaps are not counted across an epoch boundary."""
+    loader_source(4, epochs=2)
+    wait, compute = lockstep(4, bursts=8)
+    wait[:4] = 400 * MS  # start-up: all four first fetches slow
+    wait2 = wait.copy()
+    w = np.r_[wait, wait2]
+    epoch = np.r_[np.zeros(len(wait)), np.ones(len(wait2))].astype(np.int32)
+    r = build(records(w, np.r_[compute, compute], epoch=epoch), INFO, 77, None)
+    assert r["epoch_start"]["count"] == 8
+    assert r["epoch_start"]["steps"] == [0, 1, 2, 3, 32, 33, 34, 35]
+    assert r["epoch_start"]["input_wait_s"]["mean"] == pytest.approx(0.4)
+    assert set(r["stalls"]["gaps"]) == {4}  # no gap spans the boundary
+    assert r["stalls"]["count"] == 14 and len(r["stalls"]["gaps"]) == 12
+    assert r["epochs"] == 2
+
+
+def test_text_and_html_show_the_evidence(loader_source):
+    loader_source(4)
+    wait, compute = lockstep(4, bursts=10)
+    r = build(records(wait, compute), INFO, 77, None)
+    text = str(r)
+    assert text.splitlines()[1].startswith("INPUT-BOUND")
+    assert "a stall every 4 steps" in text and "num_workers=4" in text
+    assert "4×8" in text  # 10 bursts, the first is start-up: 9 stalls, 8 gaps
+    for label in ("input wait", "compute", "step", "p95", "median"):
+        assert label in text
+    html = r._repr_html_()
+    assert "<table" in html and "<script" not in html.lower()
+    assert "INPUT-BOUND" in html and "a stall every 4 steps" in html
+    d = json.loads(json.dumps(r.to_dict()))
+    for key in ("steps", "epochs", "wall_s", "dropped_steps", "input_wait_s",
+                "compute_s", "step_s", "input_share", "diagnosis", "stalls",
+                "cadence", "epoch_start", "loader"):
+        assert key in d
+    assert set(d["stalls"]) >= {"threshold_s", "rule", "count", "steps", "gaps",
+                                "median_gap", "modal_gap", "gap_histogram"}
+    assert set(d["cadence"]) == {"period", "num_workers", "matches_num_workers",
+                                 "multiple_fraction"}
+
+
+def test_report_steps_views():
+    wait = np.arange(1, 11) * MS
+    r = build(records(wait, np.full(10, 2 * MS)), INFO, 77, None)
+    np.testing.assert_array_equal(r.input_wait_ns, wait)
+    np.testing.assert_array_equal(r.compute_ns, np.full(10, 2 * MS))
+    np.testing.assert_array_equal(r.step_ns, wait + 2 * MS)
+    assert r.steps["begin_ns"].dtype == np.int64
+
+
+@pytest.mark.parametrize("bad", [-1, -0.001, float("nan"), float("inf")])
+def test_bad_threshold_is_a_value_error(bad):
+    traceml.step_begin()
+    traceml.step_end()
+    with pytest.raises(ValueError, match="stall_threshold_s"):
+        traceml.report(bad)
+    assert traceml.report()["steps"] == 1  # nothing recorded is lost
+
+
+@pytest.mark.parametrize("bad", ["5", True, [1]])
+def test_non_number_threshold_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="stall_threshold_s"):
+        traceml.report(bad)
+
+
+def test_unknown_source_names_the_known_ones():
+    with pytest.raises(ValueError, match="unknown source 'nope'.*'probes'"):
+        traceml.report(source="nope")
+
+
+def test_epoch_start_mask_rule():
+    epoch = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2])
+    k = np.array([2] * 5 + [3] * 3 + [1])
+    got = policy.epoch_start_mask(epoch, k)
+    assert got.tolist() == [True, True, False, False, False, True, True, True, True]
+    assert policy.epoch_start_mask(np.array([], dtype=np.int32), np.array([])).shape == (0,)
