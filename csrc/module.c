@@ -91,6 +91,25 @@ mod_set_capacity_limit(PyObject *module, PyObject *arg)
 }
 
 static PyObject *
+mod_truncate(PyObject *module, PyObject *arg)
+{
+    tm_state *st = get_state(module);
+    Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (n < 0 || (size_t)n > st->store.len) {
+        PyErr_Format(PyExc_ValueError,
+                     "_truncate(): n must be in [0, %zd], got %zd",
+                     (Py_ssize_t)st->store.len, n);
+        return NULL;
+    }
+    st->store.len = (size_t)n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 mod_snapshot(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     tm_state *st = get_state(module);
@@ -663,6 +682,37 @@ mod_modal_gap(PyObject *module, PyObject *gaps_obj)
 }
 
 static PyObject *
+mod_autocorr(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyArrayObject *x;
+    int64_t lag;
+    double r;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "autocorr() takes 2 arguments (x, lag), %zd given",
+                     nargs);
+        return NULL;
+    }
+    if (int64_scalar_arg(args[1], "autocorr", "lag", &lag) < 0) {
+        return NULL;
+    }
+    if (lag < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "autocorr(): lag must be >= 1, got %lld", (long long)lag);
+        return NULL;
+    }
+    x = int64_arg(args[0], "autocorr", "x");
+    if (x == NULL) {
+        return NULL;
+    }
+    r = tm_autocorr(i64_data(x), arr_len(x), (size_t)lag);
+    Py_DECREF(x);
+    return PyFloat_FromDouble(r);
+}
+
+static PyObject *
 mod_log_otsu(PyObject *module, PyObject *x_obj)
 {
     PyArrayObject *x;
@@ -756,6 +806,13 @@ PyDoc_STRVAR(cadence_match_doc,
 "modal_gap, multiple_fraction (share of gaps that are multiples of k;\n"
 "NaN without gaps) and modal_matches (modal gap == k).");
 
+PyDoc_STRVAR(autocorr_doc,
+"autocorr(x, lag) -> float\n--\n\n"
+"Autocorrelation of the 1-D integer array x at lag (>= 1), as Box and\n"
+"Jenkins estimate it: sum((x[t]-m)(x[t+lag]-m)) / sum((x[t]-m)**2) with\n"
+"m the mean.  NaN when len(x) <= lag or x is constant.  Near 1 at the\n"
+"stall period of a periodic input wait.");
+
 PyDoc_STRVAR(log_otsu_doc,
 "log_otsu(x) -> dict\n--\n\n"
 "Otsu's (1979) two-class split of log(x) (values < 1 count as 1):\n"
@@ -785,6 +842,9 @@ static PyMethodDef tm_methods[] = {
      "generation, probe_step_open and the misuse counts."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "Start an empty record in a forked child (registered at import)."},
+    {"_truncate", mod_truncate, METH_O,
+     "Drop every record after the first n (sweep() uses it to leave the\n"
+     "recording as it found it)."},
     {"_set_capacity_limit", mod_set_capacity_limit, METH_O,
      "Testing hook: cap the store at this many records (None: no cap)."},
     {"summary", mod_summary, METH_O, summary_doc},
@@ -798,6 +858,8 @@ static PyMethodDef tm_methods[] = {
     {"modal_gap", mod_modal_gap, METH_O, modal_gap_doc},
     {"cadence_match", (PyCFunction)(void (*)(void))mod_cadence_match,
      METH_FASTCALL, cadence_match_doc},
+    {"autocorr", (PyCFunction)(void (*)(void))mod_autocorr, METH_FASTCALL,
+     autocorr_doc},
     {"log_otsu", mod_log_otsu, METH_O, log_otsu_doc},
     {NULL, NULL, 0, NULL},
 };

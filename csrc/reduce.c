@@ -501,6 +501,35 @@ tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k)
     return (double)hits / (double)n;
 }
 
+double
+tm_autocorr(const int64_t *x, size_t n, size_t lag)
+{
+    __int128 shifted = 0;
+    long double mean, num = 0.0L, den = 0.0L;
+    size_t i;
+
+    if (lag == 0 || n <= lag) {
+        return NAN;
+    }
+    /* Deviations from x[0] are exact; see tm_summarize. */
+    for (i = 0; i < n; i++) {
+        shifted += (__int128)x[i] - x[0];
+    }
+    mean = (long double)shifted / (long double)n;
+    for (i = 0; i < n; i++) {
+        long double d = (long double)((__int128)x[i] - x[0]) - mean;
+
+        den += d * d;
+        if (i + lag < n) {
+            num += d * ((long double)((__int128)x[i + lag] - x[0]) - mean);
+        }
+    }
+    if (den == 0.0L) {
+        return NAN;
+    }
+    return (double)(num / den);
+}
+
 /* ------------------------------------------------------------------ */
 /* Otsu's split of log(x)                                             */
 

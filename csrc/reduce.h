@@ -52,6 +52,14 @@ int tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out);
 /* The most frequent value of a histogram (smallest value on ties). */
 size_t tm_modal_bin(const int64_t *counts, size_t nbins);
 
+/*
+ * Autocorrelation of x at lag (1 <= lag < n): the sum over t of
+ * (x[t] - mean)(x[t + lag] - mean) divided by the sum of (x[t] - mean)^2,
+ * the estimator of Box and Jenkins.  NaN when undefined (n <= lag, or all
+ * values equal).
+ */
+double tm_autocorr(const int64_t *x, size_t n, size_t lag);
+
 /* Fraction of gaps that are positive multiples of k (k >= 1); NaN if n = 0. */
 double tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k);
 

@@ -7,7 +7,7 @@ same verdict out, so every rule is tested on hand-made inputs.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -89,11 +89,19 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
     return split["threshold_ns"]
 
 
+class StallRule(NamedTuple):
+    """What the stall threshold rule decided."""
+
+    threshold_ns: int
+    rule: str
+    every_fetch_slow: bool
+
+
 def stall_threshold_ns(
     wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float]
-) -> tuple[int, str]:
-    """(threshold_ns, rule): a steady-state fetch is a stall when its input
-    wait (ns, shape (steps,)) exceeds the threshold.
+) -> StallRule:
+    """The stall threshold: a steady-state fetch is a stall when its input
+    wait (ns, shape (steps,)) exceeds it.
 
     Given ``given_s`` (seconds), the threshold is that, absolute
     (``5`` reproduces the common "> 5 s stall" convention).  Otherwise:
@@ -105,19 +113,25 @@ def stall_threshold_ns(
       of log(wait) when the waits form two separate groups: this keeps the
       recurring large stalls of "mostly fast input with stalls" and leaves
       out both noise and the small waits inside a burst.
+
+    ``every_fetch_slow`` reports the second case (also when a given
+    threshold is used: p10 wait above the threshold).
     """
-    if given_s is not None:
-        return int(round(given_s * 1e9)), f"given: wait > {given_s:g} s"
     if len(wait_ns) == 0:
-        return int(STALL_FLOOR_S * 1e9), "auto: no steady-state steps"
+        if given_s is not None:
+            return StallRule(int(round(given_s * 1e9)), f"given: wait > {given_s:g} s", False)
+        return StallRule(int(STALL_FLOOR_S * 1e9), "auto: no steady-state steps", False)
+    p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, 95.0])
+    if given_s is not None:
+        threshold = int(round(given_s * 1e9))
+        return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold))
     median_step = _core.percentiles(step_ns, 50.0)
     floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
-    p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, 95.0])
     if p10 > floor:
-        return int(floor), (
+        return StallRule(int(floor), (
             "auto: every fetch is slow (p10 wait > floor); floor "
             "max(1 ms, 20% of median step)"
-        )
+        ), True)
     candidates = {
         "floor max(1 ms, 20% of median step)": floor,
         "half the p95 wait": STALL_P95_SHARE * p95,
@@ -126,7 +140,90 @@ def stall_threshold_ns(
     if split is not None:
         candidates["Otsu split between fast and slow fetches"] = split
     name = max(candidates, key=candidates.get)
-    return int(candidates[name]), f"auto: {name}"
+    return StallRule(int(candidates[name]), f"auto: {name}", False)
+
+
+# --- shape ---------------------------------------------------------------------
+# Shape tells "uniformly slow input" from "mostly fast input with large
+# stalls"; two runs with the same mean wait can differ here and call for
+# different experiments.
+FAST = "FAST"
+UNIFORMLY_SLOW = "UNIFORMLY-SLOW"
+HEAVY_TAILED = "HEAVY-TAILED"
+
+
+# More than this share of steps stalling is no longer "mostly fast".
+HEAVY_TAIL_MAX_STALL_SHARE = 0.5
+
+
+def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool) -> Optional[tuple[str, str]]:
+    """(label, rule) from the stall rule's outcome; None without steps.
+
+    FAST: no fetch is a stall.  UNIFORMLY-SLOW: every fetch is slow (the
+    p10 wait clears the stall threshold) or more than half the fetches are
+    stalls.  HEAVY-TAILED: stalls, but at most half the fetches, the rest
+    fast: "mostly fast input with large stalls".
+    """
+    if steady_steps == 0:
+        return None
+    if stall_count == 0:
+        return FAST, "no fetch waited past the stall threshold"
+    if every_fetch_slow:
+        return UNIFORMLY_SLOW, "at least 90% of fetches wait past the stall threshold"
+    if stall_count > HEAVY_TAIL_MAX_STALL_SHARE * steady_steps:
+        return UNIFORMLY_SLOW, "more than half of the fetches are stalls"
+    return HEAVY_TAILED, "at most half of the fetches are stalls; the rest are fast"
+
+
+def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
+    """{stall_step_share, stall_wait_share}: the share of steady-state steps
+    that are stalls, and the share of their total input wait those stalls
+    hold ("4% of steps hold 93% of the input wait").  None when empty."""
+    n = len(wait_ns)
+    total = int(_core.summary(wait_ns)["sum"]) if n else 0
+    stalled = int(_core.summary(wait_ns[stall_mask])["sum"]) if n else 0
+    return {
+        "stall_step_share": float(stall_mask.sum()) / n if n else None,
+        "stall_wait_share": stalled / total if total > 0 else None,
+    }
+
+
+# --- temporal structure -------------------------------------------------------
+# PERIODIC when there are at least 2 gaps between stalls (3 stalls) and the
+# modal gap holds at least half of them; IRREGULAR otherwise; null with
+# fewer than 2 gaps.  Random stalls (each step a stall with probability p,
+# independently) have geometric gaps whose mode holds a share p of them, so
+# the rule calls them IRREGULAR whenever p < 1/2.  As evidence the report
+# adds the autocorrelation of steady-state input wait at the period.
+PERIODIC = "PERIODIC"
+IRREGULAR = "IRREGULAR"
+PERIOD_MIN_GAPS = 2
+PERIOD_MIN_SHARE = 0.5
+
+
+def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray) -> Optional[dict]:
+    """{label, period, modal_share, multiple_fraction, autocorrelation,
+    gaps} or None with fewer than PERIOD_MIN_GAPS gaps.  ``period`` is the
+    modal gap in steps (None when IRREGULAR); ``multiple_fraction`` the
+    share of gaps that are multiples of the modal gap (a missed stall
+    doubles a gap)."""
+    if len(gaps) < PERIOD_MIN_GAPS:
+        return None
+    values, counts = _core.gap_histogram(gaps)
+    modal = int(_core.modal_gap(gaps))
+    share = float(counts[values == modal][0]) / len(gaps)
+    match = _core.cadence_match(gaps, modal)
+    periodic = share >= PERIOD_MIN_SHARE
+    ac = _core.autocorr(steady_wait_ns, modal) if modal < len(steady_wait_ns) else float("nan")
+    return {
+        "label": PERIODIC if periodic else IRREGULAR,
+        "period": modal if periodic else None,
+        "modal_gap": modal,
+        "modal_share": share,
+        "multiple_fraction": match["multiple_fraction"],
+        "autocorrelation": None if math.isnan(ac) else ac,
+        "gaps": int(len(gaps)),
+    }
 
 
 # --- epoch start ------------------------------------------------------------
@@ -149,13 +246,10 @@ def epoch_start_mask(epoch: np.ndarray, workers_per_step: np.ndarray) -> np.ndar
 
 
 # --- cadence -----------------------------------------------------------------
-# A period is claimed when there are at least 2 gaps and the modal gap holds
-# at least half of them.  A DataLoader with num_workers = k hands batches
-# out round-robin, k in flight at once; when input-bound the k workers
-# finish together and the loop stalls once per k steps.  num_workers = 0
-# loads in the main process, which behaves as one worker.
-PERIOD_MIN_GAPS = 2
-PERIOD_MIN_SHARE = 0.5
+# A DataLoader with num_workers = k hands batches out round-robin, k in
+# flight at once; when input-bound the k workers finish together and the
+# loop stalls once per k steps.  num_workers = 0 loads in the main process,
+# which behaves as one worker.
 
 
 def effective_workers(num_workers: Optional[int]) -> Optional[int]:
@@ -165,17 +259,10 @@ def effective_workers(num_workers: Optional[int]) -> Optional[int]:
     return max(int(num_workers), 1)
 
 
-def cadence(gaps: np.ndarray, num_workers: Optional[int]) -> dict:
-    """period (modal gap, or None), num_workers, matches_num_workers and
-    multiple_fraction (share of gaps that are multiples of the effective
-    worker count).  See PERIOD_MIN_GAPS and PERIOD_MIN_SHARE."""
-    values, counts = _core.gap_histogram(gaps)
-    period = None
-    if len(gaps) >= PERIOD_MIN_GAPS and len(counts):
-        best = int(_core.modal_gap(gaps))
-        share = counts[values == best][0] / len(gaps)
-        if share >= PERIOD_MIN_SHARE:
-            period = best
+def cadence(gaps: np.ndarray, period: Optional[int], num_workers: Optional[int]) -> dict:
+    """period (from :func:`temporal`), num_workers, matches_num_workers
+    (period == max(1, num_workers)) and multiple_fraction (share of gaps
+    that are multiples of max(1, num_workers)); None where unknown."""
     k = effective_workers(num_workers)
     out = {
         "period": period,
@@ -184,7 +271,138 @@ def cadence(gaps: np.ndarray, num_workers: Optional[int]) -> dict:
         "multiple_fraction": None,
     }
     if k is not None and len(gaps):
-        match = _core.cadence_match(gaps, k)
-        out["multiple_fraction"] = match["multiple_fraction"]
+        out["multiple_fraction"] = _core.cadence_match(gaps, k)["multiple_fraction"]
         out["matches_num_workers"] = period is not None and period == k
+    return out
+
+
+# --- what next -------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def next_steps(s: dict, fmt_s) -> list[str]:
+    """Short sentences driven by the numbers of a report summary ``s``:
+    what the evidence says and which cheap experiment discriminates next,
+    following INPUT-BOUND -> shape -> temporal structure -> vary
+    num_workers -> compare in_order -> worker CPU versus storage reads.
+    ``fmt_s`` formats seconds.  A sentence is only emitted when the numbers
+    it quotes are present."""
+    out: list[str] = []
+    diag = s["diagnosis"]
+    if diag == NO_DATA:
+        return ["Nothing recorded yet: iterate traceml.wrap(loader), then call traceml.report()."]
+    share = s["input_share"]
+    shp = s["shape"]
+    conc = s["concentration"]
+    tmp = s["temporal"]
+    loader = s["loader"]
+    nw = loader.get("num_workers") if loader else None
+    wait = s["input_wait_s"]
+    if diag == COMPUTE_BOUND:
+        out.append(
+            f"The loop waits for input {_pct(share)} of the time: input is not "
+            "the bottleneck; profile the step itself."
+        )
+        if shp == HEAVY_TAILED and conc["stall_wait_share"] is not None:
+            out.append(
+                f"Still, {_pct(conc['stall_step_share'])} of steps hold "
+                f"{_pct(conc['stall_wait_share'])} of the input wait: "
+                "stalls matter only if step-time spikes do."
+            )
+        return out
+    if shp == UNIFORMLY_SLOW:
+        out.append(
+            f"Every fetch waits (median {fmt_s(wait['median'])}): the loader is "
+            "slower than the step on every batch, uniformly slow input rather "
+            "than stalls."
+        )
+        if nw == 0:
+            out.append(
+                "num_workers=0 loads in the main process: next, try num_workers "
+                ">= 1 (traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))."
+            )
+        elif nw is not None:
+            out.append(
+                f"Next: vary num_workers around {nw} (traceml.sweep(make_loader, "
+                "num_workers=...)): if the wait falls as workers are added, the "
+                "workers are the limit; if not, look at work in the main process."
+            )
+        else:
+            out.append(
+                "Next: wrap the DataLoader itself and sweep num_workers "
+                "(traceml.sweep) to see whether more workers shorten the wait."
+            )
+        return out
+    if shp == FAST:
+        out.append(
+            f"No fetch waited past the stall threshold, yet input is "
+            f"{_pct(share)} of step time: many small waits; the loader is "
+            "only just keeping up."
+        )
+        out.append(
+            "Next: vary num_workers or prefetch_factor (traceml.sweep) and "
+            "watch the mean fetch."
+        )
+        return out
+    # HEAVY-TAILED: mostly fast input with large stalls.
+    out.append(
+        f"{_pct(conc['stall_step_share'])} of steps hold "
+        f"{_pct(conc['stall_wait_share'])} of the input wait: mostly fast input "
+        f"with large stalls (median fetch {fmt_s(wait['median'])}, p95 "
+        f"{fmt_s(wait['p95'])})."
+    )
+    if tmp is None:
+        out.append(
+            f"Only {s['stalls']['count']} stalls: too few to tell a pattern; "
+            "record more steps."
+        )
+        return out
+    if tmp["label"] == PERIODIC:
+        p = tmp["period"]
+        k = effective_workers(nw)
+        if k is not None and p == k:
+            out.append(
+                f"The stalls recur every {p} steps and num_workers={nw}: "
+                "consistent with the workers finishing their batches together "
+                "(lock-step), so the cost is per-batch work inside the workers."
+            )
+            out.append(
+                "Next: vary num_workers (traceml.sweep(make_loader, "
+                "num_workers=(4, 2, 1, 0))); if the period follows, compare "
+                "in_order=(True, False) to see whether batches overtake, then "
+                "check worker CPU against storage reads in the slow intervals."
+            )
+        elif k is not None:
+            out.append(
+                f"The stalls recur every {p} steps while num_workers={nw}: a "
+                "period that does not follow the workers points at something "
+                f"that recurs by step (a slow sample every {p} batches, a "
+                "periodic flush or log write)."
+            )
+            out.append(
+                f"Next: vary num_workers (traceml.sweep) to confirm the period "
+                f"stays at {p}, and look at what runs every {p} steps."
+            )
+        else:
+            out.append(f"The stalls recur every {p} steps.")
+            out.append(
+                "Next: wrap the DataLoader itself so its num_workers can be "
+                f"compared with the period, or look at what recurs every {p} steps."
+            )
+        return out
+    out.append(
+        f"The stalls have no regular period (the commonest gap, "
+        f"{tmp['modal_gap']} steps, holds {_pct(tmp['modal_share'])} of gaps): "
+        "they point at particular slow samples or outside contention rather "
+        "than the worker round."
+    )
+    out.append(
+        "Next: compare in_order=(True, False) (traceml.sweep(make_loader, "
+        "in_order=(True, False))): if later batches overtake a slow one, "
+        "single slow samples are to blame; then check worker CPU against "
+        "storage reads."
+    )
     return out

@@ -33,6 +33,32 @@ def _headline(s: dict) -> str:
     )
 
 
+def _shape_line(s: dict) -> Optional[str]:
+    if not s.get("shape"):
+        return None
+    parts = [f"shape {s['shape']}"]
+    tmp = s.get("temporal")
+    if tmp is None:
+        parts.append("too few stalls for a temporal pattern")
+    elif tmp["label"] == "PERIODIC":
+        text = f"PERIODIC every {tmp['period']} step{'s' if tmp['period'] != 1 else ''}"
+        if tmp["autocorrelation"] is not None and tmp["period"] > 1:
+            text += f" (wait autocorrelation {tmp['autocorrelation']:.2f} at lag {tmp['period']})"
+        parts.append(text)
+    else:
+        parts.append(
+            f"IRREGULAR (commonest gap {tmp['modal_gap']} holds "
+            f"{100 * tmp['modal_share']:.0f}% of gaps)"
+        )
+    conc = s.get("concentration") or {}
+    if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
+        parts.append(
+            f"{100 * conc['stall_step_share']:.0f}% of steps hold "
+            f"{100 * conc['stall_wait_share']:.0f}% of the input wait"
+        )
+    return " · ".join(parts)
+
+
 def _stall_lines(s: dict) -> list[str]:
     st = s["stalls"]
     lines = [
@@ -91,6 +117,11 @@ def report_text(s: dict) -> str:
         out.extend(f"note: {n}" for n in s["notes"])
         return "\n".join(out)
     out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
+    shape = _shape_line(s)
+    if shape:
+        out.append(shape)
+    out.extend(f"  → {line}" for line in s.get("next", []))
+    out.append("")
     out.extend(_stall_lines(s))
     out.append("")
     width = 11
@@ -113,8 +144,18 @@ _BADGE = {
 }
 
 
-def report_html(s: dict) -> str:
-    """Static HTML (no JavaScript) of a Report summary dict."""
+def figure_html(png_uri: Optional[str]) -> str:
+    """An inline PNG, or how to get one."""
+    if png_uri is None:
+        from .plot import INSTALL_HINT
+
+        return f'<div style="color:#667085">({INSTALL_HINT})</div>'
+    return f'<img src="{png_uri}" style="max-width:100%" alt="input wait per step"/>'
+
+
+def report_html(s: dict, png_uri: Optional[str] = None) -> str:
+    """Static HTML (no JavaScript) of a Report summary dict, with the plot
+    as an inline PNG when ``png_uri`` is given."""
     e = html.escape
     color = _BADGE.get(s["diagnosis"], "#475467")
     parts = [
@@ -126,6 +167,15 @@ def report_html(s: dict) -> str:
         f"{e(s['diagnosis_rule'])}</div>",
     ]
     if s["diagnosis"] != "NO-DATA":
+        shape = _shape_line(s)
+        if shape:
+            parts.append(f"<div><b>{e(shape)}</b></div>")
+        if s.get("next"):
+            parts.append(
+                '<ul style="margin:4px 0 6px 18px;padding:0">'
+                + "".join(f"<li>{e(line)}</li>" for line in s["next"])
+                + "</ul>"
+            )
         parts.extend(f"<div>{e(line)}</div>" for line in _stall_lines(s))
         cell = 'style="padding:2px 8px;text-align:right"'
         head = "".join(f"<th {cell}>{c}</th>" for c in COLS)
@@ -142,6 +192,7 @@ def report_html(s: dict) -> str:
         for line in (_epoch_start_line(s), _loader_line(s)):
             if line:
                 parts.append(f"<div>{e(line)}</div>")
+        parts.append(figure_html(png_uri))
     parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
     parts.append("</div>")
     return "".join(parts)

@@ -141,12 +141,39 @@ class Report:
         Keys: version, source, sources, steps, steady_steps, epochs,
         wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
         compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
-        input_share, diagnosis, diagnosis_rule, stalls, cadence,
-        epoch_start, loader, notes.
+        input_share, diagnosis, diagnosis_rule, shape, shape_rule,
+        temporal, concentration, stalls, cadence, epoch_start, loader,
+        notes, next.
         """
         import copy
 
         return copy.deepcopy(self.summary)
+
+    def save(self, path) -> str:
+        """Write this report (summary and per-step arrays) to ``path``.
+
+        The format, readable without traceml, is described in
+        :mod:`traceml.io`: a zip with ``summary.json`` and one ``.npy`` per
+        field of :attr:`steps`.  Returns the path.
+        """
+        from .io import save_report
+
+        return save_report(self, path)
+
+    def plot(self):
+        """A matplotlib Figure (no pyplot state): per-step input wait over
+        steps (log scale) with stalls and epoch boundaries marked, and the
+        input-wait histogram.  Raises ImportError without matplotlib."""
+        from .plot import report_figure
+
+        return report_figure(self.summary, self.steps)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        return self.summary == other.summary and np.array_equal(self.steps, other.steps)
+
+    __hash__ = None
 
     def __str__(self) -> str:
         from .render import report_text
@@ -161,9 +188,10 @@ class Report:
         )
 
     def _repr_html_(self) -> str:
+        from .plot import png_data_uri
         from .render import report_html
 
-        return report_html(self.summary)
+        return report_html(self.summary, png_data_uri(self.plot))
 
 
 def build(
@@ -202,15 +230,18 @@ def build(
     )
     diagnosis, diagnosis_rule = policy.diagnose(input_share)
 
-    threshold_ns, rule = policy.stall_threshold_ns(
-        wait[steady], step[steady], stall_threshold_s
-    )
+    rule = policy.stall_threshold_ns(wait[steady], step[steady], stall_threshold_s)
+    threshold_ns = rule.threshold_ns
     mask = _core.stall_mask(wait, threshold_ns) & steady
-    gaps = _core.stall_gaps(mask, steps["epoch"].astype(np.int64))
+    gaps = _core.stall_gaps(mask, steps["epoch"])
     values, hist_counts = _core.gap_histogram(gaps)
     num_workers = loader.get("num_workers") if loader else None
-    cad = policy.cadence(gaps, num_workers)
+    n_steady = int(steady.sum())
+    temporal = policy.temporal(gaps, wait[steady])
+    period = temporal["period"] if temporal else None
+    cad = policy.cadence(gaps, period, num_workers)
     median_gap = _core.percentiles(gaps, 50.0) if len(gaps) else None
+    shape = policy.shape(int(mask.sum()), n_steady, rule.every_fetch_slow)
 
     notes = []
     if info["dropped_steps"]:
@@ -244,7 +275,7 @@ def build(
         "source": src.name if src is not None else str(source_id),
         "sources": all_sources,
         "steps": n,
-        "steady_steps": int(steady.sum()),
+        "steady_steps": n_steady,
         "epochs": int(len(epochs)),
         "wall_s": (
             float(steps["end_ns"].max() - steps["begin_ns"].min()) * NS if n else 0.0
@@ -258,9 +289,13 @@ def build(
         "input_share": input_share,
         "diagnosis": diagnosis,
         "diagnosis_rule": diagnosis_rule,
+        "shape": shape[0] if shape else None,
+        "shape_rule": shape[1] if shape else None,
+        "temporal": temporal,
+        "concentration": policy.concentration(wait[steady], mask[steady]),
         "stalls": {
             "threshold_s": threshold_ns * NS,
-            "rule": rule,
+            "rule": rule.rule,
             "count": int(mask.sum()),
             "steps": [int(i) for i in np.flatnonzero(mask)],
             "gaps": [int(g) for g in gaps],
@@ -277,6 +312,9 @@ def build(
         "loader": dict(loader) if loader is not None else None,
         "notes": notes,
     }
+    from .render import fmt_s
+
+    summary["next"] = policy.next_steps(summary, fmt_s)
     return Report(summary, steps)
 
 
