@@ -19,7 +19,10 @@ median, p95, the stall gaps and their cadence; Python renders them.
 
 from . import _core
 from ._core import clock_ns, fetch_done, step_begin, step_end
+from .compare import Comparison, compare
+from .io import load_report as load
 from .report import Report, report
+from .sweep import SweepResult, sweep
 from .wrapping import Wrapped, wrap
 
 __version__ = "0.1.0"
@@ -34,13 +37,18 @@ def reset() -> None:
 
 
 __all__ = [
+    "Comparison",
     "Report",
+    "SweepResult",
     "Wrapped",
     "clock_ns",
+    "compare",
     "fetch_done",
+    "load",
     "report",
     "reset",
     "step_begin",
     "step_end",
+    "sweep",
     "wrap",
 ]

@@ -1,0 +1,325 @@
+"""traceml.sweep(): the cheap experiment, built in.
+
+Each condition builds a fresh DataLoader, iterates a few batches with an
+artificial consumer (a sleep instead of model compute), and is recorded as
+its own run, so that one call answers "does the stall cadence follow
+num_workers?" or "does in_order=False change it?".
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import math
+import sys
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _core, policy
+from .render import fmt_s
+from .report import Report, _check_threshold, build
+from .wrapping import wrap
+
+ROW_COLUMNS = (
+    ("condition", "condition"),
+    ("pass_", "pass"),
+    ("direction", "dir"),
+    ("mean_s", "mean fetch"),
+    ("median_s", "median"),
+    ("p95_s", "p95"),
+    ("stalls", "stalls"),
+    ("median_gap", "stall gap"),
+    ("multiple_fraction", "gaps=k·n"),
+    ("diagnosis", "diagnosis"),
+)
+
+
+def _shutdown(loader: Any) -> None:
+    """Stop a DataLoader's worker processes now.  A non-persistent
+    iterator's workers stop when the iterator is released; persistent ones
+    live in the loader's private ``_iterator`` until shut down."""
+    it = getattr(loader, "_iterator", None)
+    stop = getattr(it, "_shutdown_workers", None)
+    if callable(stop):
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - best effort at clean-up
+            pass
+
+
+def _label(condition: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in condition.items())
+
+
+class SweepResult:
+    """What a sweep measured.
+
+    Attributes:
+        rows: one dict per condition and pass: ``condition`` (the keyword
+            arguments given to make_loader), ``pass_``, ``direction``
+            ("forward"/"backward"), ``mean_s``, ``median_s``, ``p95_s`` (input
+            wait, s), ``stalls``, ``median_gap``, ``period``,
+            ``multiple_fraction`` (share of stall gaps that are multiples of
+            max(1, num_workers)), ``input_share``, ``diagnosis``, ``shape``,
+            ``error`` (repr of an exception raised in that condition, else
+            None).
+        runs: the Report of each row (None where the condition failed).
+        correlation: Pearson r and least-squares slope between
+            max(1, num_workers) and the median stall gap, over the rows with
+            at least two stalls; ``points`` is how many rows that is.
+        interrupted: True when Ctrl-C stopped the sweep early.
+    """
+
+    def __init__(self, rows: list[dict], runs: list[Optional[Report]], interrupted: bool):
+        self.rows = rows
+        self.runs = runs
+        self.interrupted = interrupted
+        self.correlation = correlation(rows)
+
+    def to_dict(self) -> dict:
+        return {
+            "rows": [dict(r) for r in self.rows],
+            "correlation": dict(self.correlation),
+            "interrupted": self.interrupted,
+        }
+
+    def _cells(self) -> list[list[str]]:
+        out = []
+        for r in self.rows:
+            if r["error"]:
+                out.append([_label(r["condition"]), str(r["pass_"]), r["direction"],
+                            f"error: {r['error']}"] + [""] * 6)
+                continue
+            out.append([
+                _label(r["condition"]), str(r["pass_"]), r["direction"],
+                fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
+                str(r["stalls"]),
+                "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
+                "-" if r["multiple_fraction"] is None else f"{100 * r['multiple_fraction']:.0f}%",
+                r["diagnosis"],
+            ])
+        return out
+
+    def _correlation_text(self) -> str:
+        c = self.correlation
+        if c["r"] is None:
+            return (f"num_workers vs stall cadence: not enough points "
+                    f"({c['points']} conditions with >= 2 stalls)")
+        return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
+                f"{c['slope']:.2f} steps per worker, over {c['points']} conditions")
+
+    def __str__(self) -> str:
+        head = [h for _, h in ROW_COLUMNS]
+        cells = self._cells()
+        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
+        fmt = lambda row: "  ".join(  # noqa: E731
+            v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
+        out = [fmt(head)] + [fmt(c) for c in cells] + [self._correlation_text()]
+        if self.interrupted:
+            out.append("(interrupted: the rows above are what was measured)")
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        from .plot import png_data_uri
+        from .render import figure_html
+
+        e = html.escape
+        cell = 'style="padding:2px 8px;text-align:right"'
+        head = "".join(f"<th {cell}>{e(h)}</th>" for _, h in ROW_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td {cell}>{e(v)}</td>" for v in c) + "</tr>"
+                       for c in self._cells())
+        return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
+                f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
+                f"<div>{e(self._correlation_text())}</div>"
+                f"{figure_html(png_data_uri(self.plot))}</div>")
+
+    def plot(self):
+        """A matplotlib Figure: median stall gap against max(1, num_workers)."""
+        from .plot import sweep_figure
+
+        return sweep_figure(self.rows)
+
+
+def correlation(rows: list[dict]) -> dict:
+    """Pearson r and slope of median stall gap on max(1, num_workers) over
+    the rows with at least two stalls and a known num_workers."""
+    pts = [(policy.effective_workers(r["condition"]["num_workers"]), r["median_gap"])
+           for r in rows
+           if not r["error"] and r["stalls"] >= 2 and r["median_gap"] is not None
+           and r["condition"].get("num_workers") is not None]
+    out = {"r": None, "slope": None, "intercept": None, "points": len(pts)}
+    if len(pts) < 2:
+        return out
+    x = np.array([p[0] for p in pts], dtype=float)
+    y = np.array([p[1] for p in pts], dtype=float)
+    if np.ptp(x) == 0:
+        return out
+    slope, intercept = np.polyfit(x, y, 1)
+    out["slope"], out["intercept"] = float(slope), float(intercept)
+    if np.ptp(y) > 0:
+        out["r"] = float(np.corrcoef(x, y)[0, 1])
+    return out
+
+
+def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
+         error: Optional[str]) -> dict:
+    row = {"condition": condition, "pass_": pass_, "direction": direction,
+           "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
+           "median_gap": None, "period": None, "multiple_fraction": None,
+           "input_share": None, "diagnosis": None, "shape": None, "error": error}
+    if rep is not None:
+        s = rep.summary
+        gap = s["stalls"]["median_gap"]
+        row.update({
+            "mean_s": s["input_wait_s"]["mean"],
+            "median_s": s["input_wait_s"]["median"],
+            "p95_s": s["input_wait_s"]["p95"],
+            "stalls": s["stalls"]["count"],
+            "median_gap": None if gap is None or math.isnan(gap) else float(gap),
+            "period": s["cadence"]["period"],
+            "multiple_fraction": s["cadence"]["multiple_fraction"],
+            "input_share": s["input_share"],
+            "diagnosis": s["diagnosis"],
+            "shape": s["shape"],
+        })
+    return row
+
+
+def _progress(total: int, show: bool):
+    """A tqdm bar when tqdm is installed, else a line per condition."""
+    if not show:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="traceml.sweep", unit="condition")
+
+
+def sweep(
+    make_loader: Callable[..., Any],
+    *,
+    num_workers: Sequence[int] = (4, 2, 1, 0),
+    steps: int = 16,
+    consumer_pace_s: float = 0.01,
+    passes: int = 1,
+    both_directions: bool = True,
+    stall_threshold_s: Optional[float] = None,
+    progress: bool = True,
+    **other_axes: Sequence[Any],
+) -> SweepResult:
+    """Measure a DataLoader under each condition of a grid.
+
+    ``make_loader(num_workers=..., **other)`` must build a fresh DataLoader
+    for each condition.  Every condition iterates ``steps`` batches with a
+    ``consumer_pace_s`` sleep per batch standing in for model compute (a
+    DataLoader-only control) and is reported as its own run.  The grid is
+    the product of ``num_workers`` and ``other_axes`` (for example
+    ``in_order=(True, False)``, ``prefetch_factor=(2, 4)``,
+    ``persistent_workers=(False, True)``), run forward then, with
+    ``both_directions``, backward (4, 2, 1, 0 then 0, 1, 2, 4), so that order
+    and cache effects show; ``passes`` repeats the whole.
+
+    An exception inside a condition is recorded on its row and the sweep
+    goes on; worker processes of a condition are shut down before the next
+    starts; Ctrl-C stops the sweep and returns what was measured.  The
+    user's own recording is left as it was.
+
+    Returns:
+        A :class:`SweepResult` (``str()`` is a table; ``.correlation`` holds
+        Pearson r and slope between num_workers and the median stall gap).
+
+    Raises:
+        TypeError: make_loader is not callable.
+        ValueError: steps < 2, passes < 1, a negative or non-finite pace or
+            threshold, an empty axis, or a negative num_workers.
+    """
+    if not callable(make_loader):
+        raise TypeError(f"sweep(): make_loader must be callable, got {type(make_loader).__name__}")
+    if not isinstance(steps, int) or steps < 2:
+        raise ValueError(f"sweep(): steps must be an int >= 2, got {steps!r}")
+    if not isinstance(passes, int) or passes < 1:
+        raise ValueError(f"sweep(): passes must be an int >= 1, got {passes!r}")
+    pace = float(consumer_pace_s)
+    if not math.isfinite(pace) or pace < 0:
+        raise ValueError(f"sweep(): consumer_pace_s must be finite and >= 0, got {consumer_pace_s!r}")
+    threshold = _check_threshold(stall_threshold_s)
+    axes = {"num_workers": tuple(num_workers), **{k: tuple(v) for k, v in other_axes.items()}}
+    for name, values in axes.items():
+        if not values:
+            raise ValueError(f"sweep(): {name} needs at least one value")
+    if any(not isinstance(w, int) or w < 0 for w in axes["num_workers"]):
+        raise ValueError(f"sweep(): num_workers must be ints >= 0, got {axes['num_workers']!r}")
+    grid = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    plan = []
+    for p in range(passes):
+        plan.extend((c, p, "forward") for c in grid)
+        if both_directions:
+            plan.extend((c, p, "backward") for c in reversed(grid))
+
+    rows: list[dict] = []
+    runs: list[Optional[Report]] = []
+    bar = _progress(len(plan), progress)
+    interrupted = False
+    try:
+        for i, (condition, p, direction) in enumerate(plan):
+            rep, error = _run_condition(make_loader, condition, steps, pace, threshold,
+                                        f"sweep#{i} {_label(condition)} pass {p} {direction}")
+            rows.append(_row(condition, p, direction, rep, error))
+            runs.append(rep)
+            if bar is not None:
+                bar.update(1)
+            elif progress:
+                r = rows[-1]
+                status = (f"error {error}" if error else
+                          f"mean fetch {fmt_s(r['mean_s'])}, {r['stalls']} stalls, "
+                          f"stall gap {r['median_gap'] if r['median_gap'] is not None else '-'}")
+                print(f"[traceml.sweep {i + 1}/{len(plan)}] {_label(condition)} "
+                      f"pass {p} {direction}: {status}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+    return SweepResult(rows, runs, interrupted)
+
+
+def _run_condition(make_loader, condition, steps, pace, threshold, name):
+    """Iterate one condition; (Report, None) or (None, error repr).  The
+    condition's records are taken out of the store afterwards."""
+    mark = _core.store_info()["steps"]
+    loader = None
+    it = None
+    try:
+        loader = make_loader(**condition)
+        it = iter(wrap(loader, name=name))
+        for _ in range(steps):
+            try:
+                next(it)
+            except StopIteration:
+                break
+            if pace:
+                time.sleep(pace)
+        it.close()
+        records = _core.snapshot()[mark:]
+        sid = int(records["source"][0]) if len(records) else 0
+        rep = build(records, _core.store_info(), sid, threshold) if len(records) else None
+        if rep is None:
+            return None, "the loader yielded no batch"
+        return rep, None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded on the row
+        return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        if it is not None:
+            it.close()
+        if loader is not None:
+            _shutdown(loader)
+        del it, loader
+        gc.collect()
+        _core._truncate(min(mark, _core.store_info()["steps"]))
