@@ -11,11 +11,13 @@ core = Extension(
         "csrc/probes.c",
         "csrc/wrap.c",
         "csrc/reduce.c",
+        "csrc/sampler.c",
     ],
     depends=[
         "csrc/clock.h",
         "csrc/module.h",
         "csrc/reduce.h",
+        "csrc/sampler.h",
         "csrc/store.h",
     ],
     include_dirs=[numpy.get_include()],
@@ -26,7 +28,9 @@ core = Extension(
         "-Wall",
         "-Wextra",
         "-fvisibility=hidden",
+        "-pthread",
     ],
+    extra_link_args=["-pthread"],
 )
 
 setup(ext_modules=[core])

@@ -9,6 +9,8 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <string.h>
+
 #include "clock.h"
 #include "module.h"
 #include "reduce.h"
@@ -17,6 +19,31 @@ static inline tm_state *
 get_state(PyObject *module)
 {
     return (tm_state *)PyModule_GetState(module);
+}
+
+/* ------------------------------------------------------------------ */
+/* the sampler's life: it runs while a watched wrapped loop is active    */
+
+int
+tm_loop_started(tm_state *st)
+{
+    if (!st->sampler_ok || !st->sampling) {
+        return -1;
+    }
+    if (tm_sampler_start(&st->sampler, st->period_ns, st->stuck_after_ns,
+                         st->sampler_capacity) < 0) {
+        return -1;   /* no thread: timing goes on without counters */
+    }
+    st->active_loops++;
+    return 0;
+}
+
+void
+tm_loop_ended(tm_state *st)
+{
+    if (st->active_loops > 0 && --st->active_loops == 0) {
+        tm_sampler_stop(&st->sampler);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -45,6 +72,13 @@ mod_reset(PyObject *module, PyObject *Py_UNUSED(ignored))
 
     tm_store_clear(&st->store);
     tm_probes_clear(&st->probes);
+    if (st->sampler_ok) {
+        /* A loop still running keeps its sampler, on an empty ring. */
+        if (st->active_loops == 0) {
+            tm_sampler_stop(&st->sampler);
+        }
+        tm_sampler_clear(&st->sampler);
+    }
     Py_RETURN_NONE;
 }
 
@@ -58,6 +92,10 @@ mod_after_fork_child(PyObject *module, PyObject *Py_UNUSED(ignored))
     tm_store_free(&st->store);
     tm_store_clear(&st->store);
     tm_probes_clear(&st->probes);
+    if (st->sampler_ok) {
+        tm_sampler_after_fork(&st->sampler);
+    }
+    st->active_loops = 0;
     Py_RETURN_NONE;
 }
 
@@ -131,18 +169,44 @@ mod_snapshot(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+mod_snapshot_delivery(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+    npy_intp n = (npy_intp)st->store.len;
+    PyArrayObject *rank, *worker;
+    npy_intp i;
+
+    if (st->store.delivery == NULL) {
+        Py_RETURN_NONE;
+    }
+    rank = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    worker = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (rank == NULL || worker == NULL) {
+        Py_XDECREF(rank);
+        Py_XDECREF(worker);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        ((int32_t *)PyArray_DATA(rank))[i] = st->store.delivery[i].rank;
+        ((int32_t *)PyArray_DATA(worker))[i] = st->store.delivery[i].worker;
+    }
+    return Py_BuildValue("(NN)", rank, worker);
+}
+
+static PyObject *
 mod_store_info(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     tm_state *st = get_state(module);
     tm_probes *p = &st->probes;
 
     return Py_BuildValue(
-        "{s:n,s:n,s:n,s:K,s:O,s:K,s:O,s:{s:K,s:K,s:K,s:K,s:K}}",
+        "{s:n,s:n,s:n,s:K,s:O,s:O,s:K,s:O,s:{s:K,s:K,s:K,s:K,s:K}}",
         "steps", (Py_ssize_t)st->store.len,
         "capacity", (Py_ssize_t)st->store.cap,
         "record_bytes", (Py_ssize_t)sizeof(tm_record),
         "dropped_steps", (unsigned long long)st->store.dropped,
         "out_of_memory", st->store.oom ? Py_True : Py_False,
+        "delivery_lost", st->store.delivery_lost ? Py_True : Py_False,
         "generation", (unsigned long long)st->store.generation,
         "probe_step_open", p->open ? Py_True : Py_False,
         "misuse",
@@ -151,6 +215,231 @@ mod_store_info(PyObject *module, PyObject *Py_UNUSED(ignored))
         "fetch_done_repeated", (unsigned long long)p->fetch_repeated,
         "step_end_without_step", (unsigned long long)p->end_without_step,
         "step_end_without_fetch", (unsigned long long)p->end_without_fetch);
+}
+
+/* ------------------------------------------------------------------ */
+/* the sampler                                                        */
+
+static PyObject *
+mod_sampler_config(PyObject *module, PyObject *args)
+{
+    tm_state *st = get_state(module);
+    long long period_ns, stuck_ns;
+    Py_ssize_t capacity;
+    int enabled;
+
+    if (!PyArg_ParseTuple(args, "LLnp:_sampler_config", &period_ns, &stuck_ns,
+                          &capacity, &enabled)) {
+        return NULL;
+    }
+    if (period_ns < 1000000 || stuck_ns < 0 || capacity < 16) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_sampler_config(): period >= 1 ms, stuck_after >= 0, "
+                        "capacity >= 16");
+        return NULL;
+    }
+    st->period_ns = period_ns;
+    st->stuck_after_ns = stuck_ns;
+    st->sampler_capacity = (size_t)capacity;
+    st->sampling = enabled;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_sampler_watch(PyObject *module, PyObject *args)
+{
+    tm_state *st = get_state(module);
+    PyObject *pids_obj, *roles_obj, *pids = NULL, *roles = NULL;
+    int *pid_v = NULL, *role_v = NULL;
+    Py_ssize_t n, i;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "OO:_sampler_watch", &pids_obj, &roles_obj)) {
+        return NULL;
+    }
+    pids = PySequence_Fast(pids_obj, "pids must be a sequence of ints");
+    roles = pids ? PySequence_Fast(roles_obj, "roles must be a sequence of ints") : NULL;
+    if (roles == NULL) {
+        goto done;
+    }
+    n = PySequence_Fast_GET_SIZE(pids);
+    if (PySequence_Fast_GET_SIZE(roles) != n) {
+        PyErr_SetString(PyExc_ValueError, "pids and roles differ in length");
+        goto done;
+    }
+    pid_v = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    role_v = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    if (pid_v == NULL || role_v == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        long p = PyLong_AsLong(PySequence_Fast_GET_ITEM(pids, i));
+        long r = PyLong_AsLong(PySequence_Fast_GET_ITEM(roles, i));
+
+        if ((p == -1 || r == -1) && PyErr_Occurred()) {
+            goto done;
+        }
+        if (p <= 0 || p > INT32_MAX || r < -1 || r > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "bad pid %ld or role %ld", p, r);
+            goto done;
+        }
+        pid_v[i] = (int)p;
+        role_v[i] = (int)r;
+    }
+    if (!st->sampler_ok || tm_sampler_watch(&st->sampler, pid_v, role_v,
+                                            (size_t)n) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+
+done:
+    Py_XDECREF(pids);
+    Py_XDECREF(roles);
+    PyMem_Free(pid_v);
+    PyMem_Free(role_v);
+    return result;
+}
+
+static PyObject *
+mod_sampler_samples(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+    npy_intp n = (npy_intp)st->sampler.cap;
+    PyArrayObject *arr;
+    size_t got;
+
+    if (!st->sampler_ok || st->sampler.ring == NULL) {
+        n = 0;
+    }
+    Py_INCREF(st->sample_dtype);
+    arr = (PyArrayObject *)PyArray_NewFromDescr(
+        &PyArray_Type, (PyArray_Descr *)st->sample_dtype, 1, &n, NULL, NULL,
+        0, NULL);
+    if (arr == NULL || n == 0) {
+        return (PyObject *)arr;
+    }
+    got = tm_sampler_copy(&st->sampler, (tm_sample *)PyArray_DATA(arr),
+                          (size_t)n);
+    /* Hand back only the filled part. */
+    {
+        PyObject *part = PySequence_GetSlice((PyObject *)arr, 0, (Py_ssize_t)got);
+        PyObject *copy;
+
+        Py_DECREF(arr);
+        if (part == NULL) {
+            return NULL;
+        }
+        copy = PyArray_NewCopy((PyArrayObject *)part, NPY_CORDER);
+        Py_DECREF(part);
+        return copy;
+    }
+}
+
+static PyObject *
+mod_sampler_stuck(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+    tm_stuck ev[TM_MAX_STUCK];
+    size_t n, i;
+    PyObject *list;
+
+    n = st->sampler_ok ? tm_sampler_copy_stuck(&st->sampler, ev, TM_MAX_STUCK) : 0;
+    list = PyList_New((Py_ssize_t)n);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        char state[2] = {(char)ev[i].state, '\0'};
+        PyObject *d = Py_BuildValue(
+            "{s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:L,s:i,s:i,s:s,s:L,s:L}",
+            "since_ns", (long long)ev[i].since_ns,
+            "detected_ns", (long long)ev[i].detected_ns,
+            "last_ns", (long long)ev[i].last_ns,
+            "ended_ns", (long long)ev[i].ended_ns,
+            "source", (int)ev[i].source, "epoch", (int)ev[i].epoch,
+            "step", (long long)ev[i].step,
+            "oldest_rank", (long long)ev[i].oldest_rank,
+            "worker", (int)ev[i].worker, "pid", (int)ev[i].pid,
+            "state", ev[i].state ? state : "",
+            "cpu_ticks_at_since", (long long)ev[i].cpu_ticks_at_since,
+            "cpu_ticks_last", (long long)ev[i].cpu_ticks_last);
+
+        if (d == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    return list;
+}
+
+static PyObject *
+errno_text(int err)
+{
+    if (err == 0) {
+        return Py_NewRef(Py_None);
+    }
+    return PyUnicode_FromFormat("%s (errno %d)", strerror(err), err);
+}
+
+static PyObject *
+mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = get_state(module);
+    tm_sampler *s = &st->sampler;
+    tm_watched procs[256];
+    size_t n = 0, i;
+    PyObject *plist, *result;
+    int running = 0;
+    unsigned long long ticks = 0, overwritten = 0;
+    long long busy = 0, run = 0;
+    Py_ssize_t len = 0, cap = 0;
+
+    if (st->sampler_ok) {
+        n = tm_sampler_copy_procs(s, procs, 256);
+        pthread_mutex_lock(&s->lock);
+        running = s->running;
+        ticks = s->ticks;
+        overwritten = s->overwritten;
+        busy = s->busy_ns;
+        run = s->run_ns + (s->running ? tm_clock_ns() - s->started_ns : 0);
+        len = (Py_ssize_t)s->len;
+        cap = (Py_ssize_t)s->cap;
+        pthread_mutex_unlock(&s->lock);
+    }
+    plist = PyList_New((Py_ssize_t)n);
+    if (plist == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *d = Py_BuildValue(
+            "{s:i,s:i,s:L,s:{s:N,s:N,s:N}}",
+            "pid", procs[i].pid, "role", procs[i].role,
+            "exited_ns", (long long)procs[i].exited_ns, "errors",
+            "stat", errno_text(procs[i].err[TM_FILE_STAT]),
+            "io", errno_text(procs[i].err[TM_FILE_IO]),
+            "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]));
+
+        if (d == NULL) {
+            Py_DECREF(plist);
+            return NULL;
+        }
+        PyList_SET_ITEM(plist, (Py_ssize_t)i, d);
+    }
+    result = Py_BuildValue(
+        "{s:O,s:O,s:d,s:d,s:n,s:K,s:d,s:d,s:n,s:n,s:K,s:i,s:N}",
+        "enabled", st->sampling ? Py_True : Py_False,
+        "running", running ? Py_True : Py_False,
+        "period_s", (double)st->period_ns * 1e-9,
+        "stuck_after_s", (double)st->stuck_after_ns * 1e-9,
+        "capacity", (Py_ssize_t)st->sampler_capacity,
+        "ticks", ticks, "busy_s", (double)busy * 1e-9,
+        "run_s", (double)run * 1e-9, "samples", len, "ring", cap,
+        "overwritten", overwritten, "active_loops", st->active_loops,
+        "procs", plist);
+    return result;
 }
 
 /* ------------------------------------------------------------------ */
@@ -713,6 +1002,58 @@ mod_autocorr(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+mod_overtaking(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"ranks", "epoch", NULL};
+    PyObject *ranks_obj, *epoch_obj = Py_None;
+    PyArrayObject *ranks, *epoch = NULL, *mask;
+    npy_intp n;
+    int64_t count;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:overtaking", kwlist,
+                                     &ranks_obj, &epoch_obj)) {
+        return NULL;
+    }
+    ranks = int64_arg(ranks_obj, "overtaking", "ranks");
+    if (ranks == NULL) {
+        return NULL;
+    }
+    n = PyArray_SIZE(ranks);
+    if (epoch_obj != Py_None) {
+        epoch = int64_arg(epoch_obj, "overtaking", "epoch");
+        if (epoch == NULL) {
+            Py_DECREF(ranks);
+            return NULL;
+        }
+        if (PyArray_SIZE(epoch) != n) {
+            PyErr_Format(PyExc_ValueError,
+                         "overtaking(): epoch must have the length of ranks "
+                         "(%zd), got %zd", (Py_ssize_t)n,
+                         (Py_ssize_t)PyArray_SIZE(epoch));
+            Py_DECREF(ranks);
+            Py_DECREF(epoch);
+            return NULL;
+        }
+    }
+    mask = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
+    if (mask == NULL) {
+        Py_DECREF(ranks);
+        Py_XDECREF(epoch);
+        return NULL;
+    }
+    count = tm_overtaking(i64_data(ranks), epoch ? i64_data(epoch) : NULL,
+                          (size_t)n, (uint8_t *)PyArray_DATA(mask));
+    Py_DECREF(ranks);
+    Py_XDECREF(epoch);
+    if (count < 0) {
+        Py_DECREF(mask);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)mask;
+}
+
+static PyObject *
 mod_log_otsu(PyObject *module, PyObject *x_obj)
 {
     PyArrayObject *x;
@@ -813,6 +1154,13 @@ PyDoc_STRVAR(autocorr_doc,
 "m the mean.  NaN when len(x) <= lag or x is constant.  Near 1 at the\n"
 "stall period of a periodic input wait.");
 
+PyDoc_STRVAR(overtaking_doc,
+"overtaking(ranks, epoch=None) -> ndarray[bool]\n--\n\n"
+"Per delivery (ranks: each delivered batch's position in its epoch's\n"
+"sampler order, -1 if unknown): True when some lower rank had not been\n"
+"delivered yet, i.e. this batch overtook it.  With epoch (same length)\n"
+"each epoch is judged on its own.  0 overtakes with in_order=True.");
+
 PyDoc_STRVAR(log_otsu_doc,
 "log_otsu(x) -> dict\n--\n\n"
 "Otsu's (1979) two-class split of log(x) (values < 1 count as 1):\n"
@@ -840,6 +1188,30 @@ static PyMethodDef tm_methods[] = {
      "store_info() -> dict\n--\n\n"
      "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"
      "generation, probe_step_open and the misuse counts."},
+    {"snapshot_delivery", mod_snapshot_delivery, METH_NOARGS,
+     "snapshot_delivery() -> (rank, worker) or None\n--\n\n"
+     "Per recorded step (parallel to snapshot()): the delivered batch's rank\n"
+     "in its epoch's sampler order and the worker that produced it (int32,\n"
+     "-1 where unknown); None when no step carried delivery information."},
+    {"_sampler_config", mod_sampler_config, METH_VARARGS,
+     "_sampler_config(period_ns, stuck_after_ns, capacity, enabled)"},
+    {"_sampler_watch", mod_sampler_watch, METH_VARARGS,
+     "_sampler_watch(pids, roles): the processes to sample (role -1: the\n"
+     "main process, else the DataLoader worker id)."},
+    {"sampler_samples", mod_sampler_samples, METH_NOARGS,
+     "sampler_samples() -> ndarray[SAMPLE_DTYPE]\n--\n\n"
+     "A copy of the sampler's ring, oldest reading first.  Counters that\n"
+     "could not be read are -1 (see sampler_info()['procs'][i]['errors'])."},
+    {"sampler_stuck", mod_sampler_stuck, METH_NOARGS,
+     "sampler_stuck() -> list[dict]\n--\n\n"
+     "Fetches that waited longer than stuck_after: since_ns, detected_ns,\n"
+     "last_ns, ended_ns (0 while waiting), source, epoch, step,\n"
+     "oldest_rank, worker, pid, state, cpu_ticks_at_since, cpu_ticks_last."},
+    {"sampler_info", mod_sampler_info, METH_NOARGS,
+     "sampler_info() -> dict\n--\n\n"
+     "enabled, running, period_s, stuck_after_s, capacity, ticks, busy_s\n"
+     "(the thread's own CPU time), run_s, samples, ring, overwritten,\n"
+     "active_loops and procs (pid, role, exited_ns, errors per file)."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "Start an empty record in a forked child (registered at import)."},
     {"_truncate", mod_truncate, METH_O,
@@ -860,6 +1232,8 @@ static PyMethodDef tm_methods[] = {
      METH_FASTCALL, cadence_match_doc},
     {"autocorr", (PyCFunction)(void (*)(void))mod_autocorr, METH_FASTCALL,
      autocorr_doc},
+    {"overtaking", (PyCFunction)(void (*)(void))mod_overtaking,
+     METH_VARARGS | METH_KEYWORDS, overtaking_doc},
     {"log_otsu", mod_log_otsu, METH_O, log_otsu_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -935,12 +1309,51 @@ done:
 }
 
 static int
+build_sample_dtype(tm_state *st)
+{
+    PyObject *fields;
+    PyArray_Descr *descr = NULL;
+
+    fields = Py_BuildValue(
+        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
+        "t_ns", "<i8", "pid", "<i4", "role", "<i4",
+        "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
+        "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
+        "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
+        "state", "<i4", "pad", "<i4");
+    if (fields == NULL) {
+        return -1;
+    }
+    if (!PyArray_DescrConverter(fields, &descr)) {
+        Py_DECREF(fields);
+        return -1;
+    }
+    Py_DECREF(fields);
+    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(tm_sample)) {
+        Py_DECREF(descr);
+        PyErr_SetString(PyExc_SystemError, "sample dtype does not match tm_sample");
+        return -1;
+    }
+    st->sample_dtype = (PyObject *)descr;
+    return 0;
+}
+
+static int
 tm_exec(PyObject *module)
 {
     tm_state *st = get_state(module);
 
     tm_store_init(&st->store);
     tm_probes_clear(&st->probes);
+    st->sampler_ok = tm_sampler_init(&st->sampler) == 0;
+    st->sampling = 1;
+    st->period_ns = INT64_C(20000000);          /* 20 ms */
+    st->stuck_after_ns = INT64_C(30000000000);  /* 30 s */
+    st->sampler_capacity = (size_t)1 << 17;     /* 131072 readings */
+    st->str_task_info = PyUnicode_InternFromString("_task_info");
+    if (st->str_task_info == NULL) {
+        return -1;
+    }
     if (PyArray_ImportNumPyAPI() < 0) {
         return -1;
     }
@@ -952,10 +1365,11 @@ tm_exec(PyObject *module)
     if (PyModule_AddType(module, st->wrapiter_type) < 0) {
         return -1;
     }
-    if (build_record_dtype(st) < 0) {
+    if (build_record_dtype(st) < 0 || build_sample_dtype(st) < 0) {
         return -1;
     }
     if (PyModule_AddObjectRef(module, "RECORD_DTYPE", st->record_dtype) < 0
+            || PyModule_AddObjectRef(module, "SAMPLE_DTYPE", st->sample_dtype) < 0
             || PyModule_AddIntConstant(module, "RECORD_BYTES",
                                        (long)sizeof(tm_record)) < 0
             || PyModule_AddIntConstant(module, "FLAG_EPOCH_START",
@@ -963,7 +1377,11 @@ tm_exec(PyObject *module)
             || PyModule_AddIntConstant(module, "FLAG_NO_FETCH",
                                        TM_FLAG_NO_FETCH) < 0
             || PyModule_AddIntConstant(module, "FLAG_IMPLICIT_END",
-                                       TM_FLAG_IMPLICIT_END) < 0) {
+                                       TM_FLAG_IMPLICIT_END) < 0
+            || PyModule_AddIntConstant(module, "FLAG_POS_SHIFT",
+                                       TM_FLAG_POS_SHIFT) < 0
+            || PyModule_AddIntConstant(module, "FLAG_POS_MAX",
+                                       TM_FLAG_POS_MAX) < 0) {
         return -1;
     }
     return register_fork_handler(module);
@@ -976,6 +1394,7 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
 
     Py_VISIT(st->wrapiter_type);
     Py_VISIT(st->record_dtype);
+    Py_VISIT(st->sample_dtype);
     return 0;
 }
 
@@ -986,6 +1405,8 @@ tm_clear(PyObject *module)
 
     Py_CLEAR(st->wrapiter_type);
     Py_CLEAR(st->record_dtype);
+    Py_CLEAR(st->sample_dtype);
+    Py_CLEAR(st->str_task_info);
     return 0;
 }
 
@@ -996,6 +1417,10 @@ tm_free(void *module)
 
     tm_clear((PyObject *)module);
     tm_store_free(&st->store);
+    if (st->sampler_ok) {
+        tm_sampler_free(&st->sampler);
+        st->sampler_ok = 0;
+    }
 }
 
 static PyModuleDef_Slot tm_slots[] = {

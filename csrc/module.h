@@ -5,6 +5,7 @@
 #ifndef TRACEML_MODULE_H
 #define TRACEML_MODULE_H
 
+#include "sampler.h"
 #include "store.h"
 
 /* The probes' open step and the count of each documented misuse. */
@@ -23,9 +24,22 @@ typedef struct {
 typedef struct {
     tm_store store;
     tm_probes probes;
+    tm_sampler sampler;
+    int sampler_ok;            /* tm_sampler_init succeeded */
+    int sampling;              /* configure(sampler=...) */
+    int64_t period_ns;
+    int64_t stuck_after_ns;
+    size_t sampler_capacity;
+    int active_loops;          /* wrapped loops the sampler serves */
     PyTypeObject *wrapiter_type;
     PyObject *record_dtype;    /* numpy.dtype of one tm_record */
+    PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */
+    PyObject *str_task_info;   /* interned "_task_info" */
 } tm_state;
+
+/* A wrapped loop starts / ends: the sampler runs while any is active. */
+int tm_loop_started(tm_state *st);
+void tm_loop_ended(tm_state *st);
 
 void tm_probes_clear(tm_probes *probes);
 

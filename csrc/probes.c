@@ -39,7 +39,8 @@ close_step(tm_state *st, int64_t now, uint16_t flags)
         flags |= TM_FLAG_NO_FETCH;
         fetch_done_ns = p->begin_ns;
     }
-    tm_store_push(&st->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags);
+    tm_store_push(&st->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags,
+                  -1, -1);
     p->open = 0;
     p->fetched = 0;
 }

@@ -501,6 +501,68 @@ tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k)
     return (double)hits / (double)n;
 }
 
+int64_t
+tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
+              uint8_t *mask)
+{
+    uint8_t *seen = NULL;
+    size_t seen_cap = 0;
+    size_t low = 0;              /* lowest rank not delivered so far */
+    int64_t count = 0;
+    size_t i, start = 0;
+
+    memset(mask, 0, n);
+    while (start < n) {
+        size_t end = start + 1;
+        int64_t top = -1;
+
+        /* One epoch: [start, end). */
+        while (end < n && (epoch == NULL || epoch[end] == epoch[start])) {
+            end++;
+        }
+        if (epoch == NULL) {
+            end = n;
+        }
+        for (i = start; i < end; i++) {
+            if (ranks[i] > top) {
+                top = ranks[i];
+            }
+        }
+        if (top >= 0 && (size_t)top + 1 > seen_cap) {
+            uint8_t *grown = realloc(seen, (size_t)top + 1);
+
+            if (grown == NULL) {
+                free(seen);
+                return -1;
+            }
+            seen = grown;
+            seen_cap = (size_t)top + 1;
+        }
+        if (top >= 0) {
+            memset(seen, 0, (size_t)top + 1);
+        }
+        low = 0;
+        for (i = start; i < end; i++) {
+            int64_t r = ranks[i];
+
+            if (r < 0) {
+                continue;
+            }
+            if ((size_t)r > low) {
+                mask[i] = 1;
+                count++;
+            }
+            seen[r] = 1;
+            while (low <= (size_t)top && seen[low]) {
+                low++;
+            }
+        }
+        start = end;
+    }
+    free(seen);
+    return count;
+}
+
 double
 tm_autocorr(const int64_t *x, size_t n, size_t lag)
 {

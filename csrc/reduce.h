@@ -60,6 +60,18 @@ size_t tm_modal_bin(const int64_t *counts, size_t nbins);
  */
 double tm_autocorr(const int64_t *x, size_t n, size_t lag);
 
+/*
+ * Overtaking deliveries: delivery t overtakes when some rank lower than
+ * ranks[t] had not been delivered before t (it is delivered later, or
+ * never).  Ranks are a batch's position in its epoch's sampler order; a
+ * rank < 0 (unknown) is neither counted nor remembered.  With epoch (may be
+ * NULL) the record starts afresh at every change of epoch.  mask[t] = 1 for
+ * an overtaking delivery.  Returns the count, or -1 if scratch memory ran
+ * out.
+ */
+int64_t tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
+                      uint8_t *mask);
+
 /* Fraction of gaps that are positive multiples of k (k >= 1); NaN if n = 0. */
 double tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k);
 

@@ -21,6 +21,9 @@ tm_store_clear(tm_store *store)
     store->len = 0;
     store->dropped = 0;
     store->oom = 0;
+    store->delivery_lost = 0;
+    PyMem_RawFree(store->delivery);
+    store->delivery = NULL;
     store->generation++;
 }
 
@@ -28,7 +31,9 @@ void
 tm_store_free(tm_store *store)
 {
     PyMem_RawFree(store->records);
+    PyMem_RawFree(store->delivery);
     store->records = NULL;
+    store->delivery = NULL;
     store->len = 0;
     store->cap = 0;
 }
@@ -66,6 +71,45 @@ tm_store_grow(tm_store *store)
         return -1;
     }
     store->records = grown;
+    if (store->delivery != NULL) {
+        tm_delivery *d = PyMem_RawRealloc(store->delivery,
+                                          new_cap * sizeof(tm_delivery));
+
+        if (d == NULL) {
+            /* Keep the timings; give up on which batch came from where. */
+            PyMem_RawFree(store->delivery);
+            store->delivery = NULL;
+            store->delivery_lost = 1;
+        }
+        else {
+            store->delivery = d;
+        }
+    }
     store->cap = new_cap;
     return 0;
+}
+
+/* Record step i's delivery, allocating the parallel array on first use
+   (earlier steps read as unknown). */
+void
+tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker)
+{
+    size_t k;
+
+    if (store->delivery == NULL) {
+        if (store->delivery_lost) {
+            return;
+        }
+        store->delivery = PyMem_RawMalloc(store->cap * sizeof(tm_delivery));
+        if (store->delivery == NULL) {
+            store->delivery_lost = 1;
+            return;
+        }
+        for (k = 0; k < i; k++) {
+            store->delivery[k].rank = -1;
+            store->delivery[k].worker = -1;
+        }
+    }
+    store->delivery[i].rank = rank;
+    store->delivery[i].worker = worker;
 }

@@ -20,6 +20,11 @@ enum {
     TM_FLAG_IMPLICIT_END = 4,  /* closed by the next step_begin() */
 };
 
+/* Bits 8..15 of flags: the step's position in its epoch, saturated at 255
+   (a wrapped loop's first max(1, num_workers) steps are its start-up). */
+#define TM_FLAG_POS_SHIFT 8
+#define TM_FLAG_POS_MAX 255
+
 typedef struct {
     int64_t begin_ns;        /* the fetch of this step's batch starts */
     int64_t fetch_done_ns;   /* the batch is in the loop's hands */
@@ -29,8 +34,17 @@ typedef struct {
     uint16_t flags;          /* TM_FLAG_* */
 } tm_record;
 
+/* Which batch a step delivered, where a DataLoader exposes it: its rank in
+   the epoch's sampler order and the worker that produced it (-1: unknown). */
+typedef struct {
+    int32_t rank;
+    int32_t worker;
+} tm_delivery;
+
 typedef struct {
     tm_record *records;
+    tm_delivery *delivery;   /* parallel to records; NULL until first used */
+    int delivery_lost;       /* its growth failed: delivery dropped */
     size_t len;
     size_t cap;
     size_t cap_limit;        /* SIZE_MAX: none; tests lower it to make growth fail */
@@ -40,6 +54,8 @@ typedef struct {
 } tm_store;
 
 void tm_store_init(tm_store *store);
+void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
+                           int32_t worker);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);
@@ -47,7 +63,8 @@ int tm_store_grow(tm_store *store);
 /* Append one record; never fails loudly: a failed growth counts a drop. */
 static inline void
 tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
-              int64_t end_ns, int32_t epoch, uint16_t source, uint16_t flags)
+              int64_t end_ns, int32_t epoch, uint16_t source, uint16_t flags,
+              int32_t rank, int32_t worker)
 {
     tm_record *rec;
 
@@ -55,13 +72,17 @@ tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
         store->dropped++;
         return;
     }
-    rec = &store->records[store->len++];
+    rec = &store->records[store->len];
     rec->begin_ns = begin_ns;
     rec->fetch_done_ns = fetch_done_ns;
     rec->end_ns = end_ns;
     rec->epoch = epoch;
     rec->source = source;
     rec->flags = flags;
+    if (rank >= 0 || store->delivery != NULL) {
+        tm_store_set_delivery(store, store->len, rank, worker);
+    }
+    store->len++;
 }
 
 #endif  /* TRACEML_STORE_H */

@@ -8,8 +8,18 @@
  * by close(), or when the iterator is released (a `break`, or an exception
  * in the loop body unwinding the frame).  The first step of an epoch
  * begins when iter() of the wrapped iterable was called, so it carries the
- * epoch's start-up (DataLoader worker processes) and is flagged for the
- * report to set apart.
+ * epoch's start-up (DataLoader worker processes).
+ *
+ * Delivery (track=True, for a multiprocessing DataLoader iterator): after
+ * each fetch, and after its clock is read, the iterator's `_task_info`
+ * (sampler rank -> (worker_id,) or (worker_id, data)) is compared with the
+ * one seen after the previous fetch: the rank that left is the batch just
+ * delivered, its worker the one that held it.  Anything unexpected turns
+ * tracking off for this iterator; the steps then read rank -1.
+ *
+ * Watch (watch=True): while a fetch is in progress its start, step and the
+ * oldest undelivered rank are published to the sampler, which records a
+ * fetch that waits longer than stuck_after.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,36 +29,219 @@
 #include "module.h"
 
 typedef struct {
+    int64_t rank;
+    int32_t worker;
+    int32_t has_data;
+} tm_task;
+
+typedef struct {
     PyObject_HEAD
     PyObject *inner;           /* the timed iterator; NULL once released */
-    tm_store *store;           /* in the module state, which the type owns */
+    tm_state *st;              /* module state, owned by our type's module */
     uint64_t generation;       /* store generation the open step began in */
     int64_t epoch_begin_ns;    /* iter() of the wrapped iterable began */
     int64_t begin_ns;          /* the open step */
     int64_t fetch_done_ns;
+    int32_t open_rank;         /* the open step's delivery, or -1 */
+    int32_t open_worker;
     unsigned long long steps;  /* batches delivered in this epoch */
     int epoch;
     int source;
     int open;
+    int track;                 /* delivery tracking on */
+    int watching;              /* counted in st->active_loops */
+    tm_task *tasks;            /* outstanding tasks after the last fetch */
+    Py_ssize_t ntasks;
+    Py_ssize_t tasks_cap;
+    tm_task *scratch;
+    Py_ssize_t scratch_cap;
+    int64_t oldest_rank;       /* lowest rank still being produced, or -1 */
+    int32_t oldest_worker;
 } tm_wrapiter;
 
-/*
- * Write the open step, ending at now.  A step that began before a reset()
- * (or before a fork) belongs to no recording and is not written.
- */
 static void
 close_open_step(tm_wrapiter *self, int64_t now)
 {
+    unsigned long long pos;
+
     if (!self->open) {
         return;
     }
     self->open = 0;
-    if (self->generation != self->store->generation) {
+    if (self->generation != self->st->store.generation) {
+        /* It began before a reset() or a fork: no recording's step. */
         return;
     }
-    tm_store_push(self->store, self->begin_ns, self->fetch_done_ns, now,
+    pos = self->steps - 1 < TM_FLAG_POS_MAX ? self->steps - 1 : TM_FLAG_POS_MAX;
+    tm_store_push(&self->st->store, self->begin_ns, self->fetch_done_ns, now,
                   (int32_t)self->epoch, (uint16_t)self->source,
-                  self->steps == 1 ? TM_FLAG_EPOCH_START : 0);
+                  (uint16_t)((pos << TM_FLAG_POS_SHIFT)
+                             | (pos == 0 ? TM_FLAG_EPOCH_START : 0)),
+                  self->open_rank, self->open_worker);
+}
+
+/* The loop this iterator serves has ended (idempotent). */
+static void
+end_loop(tm_wrapiter *self)
+{
+    if (self->watching) {
+        self->watching = 0;
+        tm_loop_ended(self->st);
+    }
+}
+
+static int
+reserve(tm_task **buf, Py_ssize_t *cap, Py_ssize_t n)
+{
+    tm_task *grown;
+
+    if (n <= *cap) {
+        return 0;
+    }
+    grown = PyMem_Realloc(*buf, (size_t)n * sizeof(tm_task));
+    if (grown == NULL) {
+        return -1;
+    }
+    *buf = grown;
+    *cap = n;
+    return 0;
+}
+
+/* Read inner._task_info into scratch, sorted by rank; -1 if not usable. */
+static int
+read_tasks(tm_wrapiter *self, Py_ssize_t *n_out)
+{
+    PyObject *info = PyObject_GetAttr(self->inner, self->st->str_task_info);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, n = 0, i, j;
+
+    if (info == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (!PyDict_Check(info)
+            || reserve(&self->scratch, &self->scratch_cap,
+                       PyDict_GET_SIZE(info)) < 0) {
+        Py_DECREF(info);
+        return -1;
+    }
+    while (PyDict_Next(info, &pos, &key, &value)) {
+        long long rank = PyLong_AsLongLong(key);
+        long worker;
+
+        if ((rank == -1 && PyErr_Occurred()) || !PyTuple_Check(value)
+                || PyTuple_GET_SIZE(value) < 1) {
+            PyErr_Clear();
+            Py_DECREF(info);
+            return -1;
+        }
+        worker = PyLong_AsLong(PyTuple_GET_ITEM(value, 0));
+        if (worker == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_DECREF(info);
+            return -1;
+        }
+        self->scratch[n].rank = rank;
+        self->scratch[n].worker = (int32_t)worker;
+        self->scratch[n].has_data = PyTuple_GET_SIZE(value) >= 2;
+        n++;
+    }
+    Py_DECREF(info);
+    /* Insertion order is send order: already sorted but for rare cases. */
+    for (i = 1; i < n; i++) {
+        tm_task t = self->scratch[i];
+
+        for (j = i - 1; j >= 0 && self->scratch[j].rank > t.rank; j--) {
+            self->scratch[j + 1] = self->scratch[j];
+        }
+        self->scratch[j + 1] = t;
+    }
+    *n_out = n;
+    return 0;
+}
+
+static void
+note_oldest(tm_wrapiter *self)
+{
+    Py_ssize_t i;
+
+    self->oldest_rank = -1;
+    self->oldest_worker = -1;
+    for (i = 0; i < self->ntasks; i++) {
+        if (!self->tasks[i].has_data) {
+            self->oldest_rank = self->tasks[i].rank;
+            self->oldest_worker = self->tasks[i].worker;
+            return;
+        }
+    }
+}
+
+/* scratch (n tasks, just read) becomes the task table. */
+static void
+adopt_scratch(tm_wrapiter *self, Py_ssize_t n)
+{
+    tm_task *swap = self->tasks;
+    Py_ssize_t swap_cap = self->tasks_cap;
+
+    self->tasks = self->scratch;
+    self->tasks_cap = self->scratch_cap;
+    self->scratch = swap;
+    self->scratch_cap = swap_cap;
+    self->ntasks = n;
+    note_oldest(self);
+}
+
+/* Take the task table as it stands (at creation). */
+static void
+take_tasks(tm_wrapiter *self)
+{
+    Py_ssize_t n;
+
+    if (read_tasks(self, &n) < 0) {
+        self->track = 0;
+        return;
+    }
+    adopt_scratch(self, n);
+}
+
+/* After a fetch: which rank left the task table, and from which worker. */
+static void
+track_delivery(tm_wrapiter *self)
+{
+    tm_task *before = self->tasks;
+    Py_ssize_t nbefore = self->ntasks;
+    Py_ssize_t n, i = 0, j = 0;
+    int64_t rank = -1;
+    int32_t worker = -1;
+
+    self->open_rank = -1;
+    self->open_worker = -1;
+    if (read_tasks(self, &n) < 0) {
+        self->track = 0;
+        return;
+    }
+    /* Both sorted: ranks in before that are not in after have left.  The
+       delivered one is the highest (lower ones were skipped, e.g. an
+       exhausted IterableDataset worker's). */
+    while (i < nbefore) {
+        if (j < n && self->scratch[j].rank < before[i].rank) {
+            j++;
+        }
+        else if (j < n && self->scratch[j].rank == before[i].rank) {
+            i++;
+            j++;
+        }
+        else {
+            rank = before[i].rank;
+            worker = before[i].worker;
+            i++;
+        }
+    }
+    if (rank >= 0 && rank <= INT32_MAX) {
+        self->open_rank = (int32_t)rank;
+        self->open_worker = worker;
+    }
+    adopt_scratch(self, n);
 }
 
 static PyObject *
@@ -63,10 +256,18 @@ wrapiter_next(tm_wrapiter *self)
     if (inner == NULL) {
         return NULL;
     }
+    if (self->watching) {
+        tm_watch_begin(&self->st->sampler, call_ns, self->source, self->epoch,
+                       (int64_t)self->steps, self->oldest_rank,
+                       self->oldest_worker);
+    }
     /* The inner __next__ may run code that releases us or our iterator. */
     Py_INCREF(inner);
     item = Py_TYPE(inner)->tp_iternext(inner);
     done_ns = tm_clock_ns();
+    if (self->watching) {
+        tm_watch_end(&self->st->sampler);
+    }
     if (item == NULL) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) {
             /* Exhausted: release the inner iterator now, so that a
@@ -75,6 +276,7 @@ wrapiter_next(tm_wrapiter *self)
             if (self->inner == inner) {
                 Py_CLEAR(self->inner);
             }
+            end_loop(self);
         }
         Py_DECREF(inner);
         return NULL;
@@ -82,9 +284,16 @@ wrapiter_next(tm_wrapiter *self)
     Py_DECREF(inner);
     self->begin_ns = self->steps == 0 ? self->epoch_begin_ns : call_ns;
     self->fetch_done_ns = done_ns;
-    self->generation = self->store->generation;
+    self->generation = self->st->store.generation;
     self->open = 1;
     self->steps++;
+    if (self->track && self->inner != NULL) {
+        track_delivery(self);
+    }
+    else {
+        self->open_rank = -1;
+        self->open_worker = -1;
+    }
     return item;
 }
 
@@ -92,17 +301,19 @@ static PyObject *
 wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"iterator", "source", "epoch", "epoch_begin_ns",
-                             NULL};
+                             "track", "watch", NULL};
     PyObject *inner;
     int source;
     int epoch;
     long long epoch_begin_ns;
+    int track = 0;
+    int watch = 0;
     tm_state *st;
     tm_wrapiter *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiiL:WrapIter", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiiL|pp:WrapIter", kwlist,
                                      &inner, &source, &epoch,
-                                     &epoch_begin_ns)) {
+                                     &epoch_begin_ns, &track, &watch)) {
         return NULL;
     }
     if (!PyIter_Check(inner)) {
@@ -131,11 +342,22 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     self->inner = Py_NewRef(inner);
-    self->store = &st->store;
+    self->st = st;
     self->generation = st->store.generation;
     self->epoch_begin_ns = epoch_begin_ns;
     self->epoch = epoch;
     self->source = source;
+    self->open_rank = -1;
+    self->open_worker = -1;
+    self->oldest_rank = -1;
+    self->oldest_worker = -1;
+    self->track = track;
+    if (track) {
+        take_tasks(self);
+    }
+    if (watch && tm_loop_started(st) == 0) {
+        self->watching = 1;
+    }
     return (PyObject *)self;
 }
 
@@ -144,6 +366,7 @@ wrapiter_close(tm_wrapiter *self, PyObject *Py_UNUSED(ignored))
 {
     close_open_step(self, tm_clock_ns());
     Py_CLEAR(self->inner);
+    end_loop(self);
     Py_RETURN_NONE;
 }
 
@@ -169,9 +392,18 @@ wrapiter_dealloc(tm_wrapiter *self)
 
     PyObject_GC_UnTrack(self);
     close_open_step(self, tm_clock_ns());
+    end_loop(self);
     Py_CLEAR(self->inner);
+    PyMem_Free(self->tasks);
+    PyMem_Free(self->scratch);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+static PyObject *
+get_tracking(tm_wrapiter *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->track);
 }
 
 static PyMethodDef wrapiter_methods[] = {
@@ -195,8 +427,16 @@ static PyMemberDef wrapiter_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static PyGetSetDef wrapiter_getset[] = {
+    {"tracking", (getter)get_tracking, NULL,
+     "Whether the delivered batches' ranks and workers are being recorded.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 PyDoc_STRVAR(wrapiter_doc,
-"WrapIter(iterator, source, epoch, epoch_begin_ns)\n--\n\n"
+"WrapIter(iterator, source, epoch, epoch_begin_ns, track=False, watch=False)\n"
+"--\n\n"
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item.  Made by traceml.wrap(); not for direct use.");
 
@@ -210,6 +450,7 @@ static PyType_Slot wrapiter_slots[] = {
     {Py_tp_iternext, wrapiter_next},
     {Py_tp_methods, wrapiter_methods},
     {Py_tp_members, wrapiter_members},
+    {Py_tp_getset, wrapiter_getset},
     {0, NULL},
 };
 
