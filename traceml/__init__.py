@@ -23,7 +23,7 @@ from .compare import Comparison, compare
 from .io import load_report as load
 from .report import Report, report
 from .sweep import SweepResult, sweep
-from .wrapping import Wrapped, wrap
+from .wrapping import Wrapped, configure, wrap
 
 __version__ = "0.1.0"
 
@@ -43,6 +43,7 @@ __all__ = [
     "Wrapped",
     "clock_ns",
     "compare",
+    "configure",
     "fetch_done",
     "load",
     "report",

@@ -29,6 +29,7 @@ COLUMNS = (
     ("p95_wait_s", "p95"),
     ("stalls", "stalls>thr"),
     ("median_gap", "stall gap"),
+    ("overtaking", "overtakes"),
     ("input_share", "input share"),
     ("diagnosis", "diagnosis"),
     ("shape", "shape"),
@@ -83,6 +84,7 @@ class Comparison:
                 r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]),
                 fmt_s(r["p95_wait_s"]), str(r["stalls"]),
                 "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
+                "-" if r["overtaking"] is None else str(r["overtaking"]),
                 "-" if r["input_share"] is None else f"{100 * r['input_share']:.1f}%",
                 r["diagnosis"], r["shape"] or "-", r["verdict"],
             ])
@@ -178,6 +180,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             "p95_wait_s": s["input_wait_s"]["p95"],
             "stalls": _stalls_over(rep, threshold),
             "median_gap": None if gap is None or math.isnan(gap) else gap,
+            "overtaking": (s.get("delivery") or {}).get("overtaking"),
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],
             "shape": s.get("shape"),

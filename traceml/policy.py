@@ -233,16 +233,11 @@ def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray) -> Optional[dict]:
 # For other iterables only the first fetch (which holds iter()) is.
 
 
-def epoch_start_mask(epoch: np.ndarray, workers_per_step: np.ndarray) -> np.ndarray:
-    """True for the first ``workers_per_step`` steps of each run of equal
-    ``epoch`` values (shapes (steps,)); see the rule above."""
-    n = len(epoch)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    idx = np.arange(n)
-    change = np.r_[True, epoch[1:] != epoch[:-1]]
-    run_start = np.maximum.accumulate(np.where(change, idx, 0))
-    return (idx - run_start) < workers_per_step
+def epoch_start_mask(position: np.ndarray, workers_per_step: np.ndarray) -> np.ndarray:
+    """True where a step's position in its epoch (0-based; recorded by the
+    wrap iterator, so a reset() mid-epoch does not shift it) is below
+    ``workers_per_step`` (shapes (steps,)); see the rule above."""
+    return np.asarray(position) < np.asarray(workers_per_step)
 
 
 # --- cadence -----------------------------------------------------------------
@@ -360,6 +355,21 @@ def next_steps(s: dict, fmt_s) -> list[str]:
             "record more steps."
         )
         return out
+    dlv = s.get("delivery")
+    if loader and loader.get("in_order") is False and dlv and dlv["known"]:
+        if dlv["overtaking"] and tmp["label"] == PERIODIC:
+            out.append(
+                f"With in_order=False, {dlv['overtaking']} deliveries overtook a "
+                f"slower batch, yet the stalls still recur every {tmp['period']} "
+                "steps: not one slow sample blocking the line, but the workers' "
+                "round; next, check worker CPU against storage reads."
+            )
+            return out
+        if dlv["overtaking"]:
+            out.append(
+                f"With in_order=False, {dlv['overtaking']} deliveries overtook a "
+                "slower batch: single slow samples hold batches back."
+            )
     if tmp["label"] == PERIODIC:
         p = tmp["period"]
         k = effective_workers(nw)
@@ -395,7 +405,8 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         return out
     out.append(
         f"The stalls have no regular period (the commonest gap, "
-        f"{tmp['modal_gap']} steps, holds {_pct(tmp['modal_share'])} of gaps): "
+        f"{tmp['modal_gap']} step{'s' if tmp['modal_gap'] != 1 else ''}, holds "
+        f"{_pct(tmp['modal_share'])} of gaps): "
         "they point at particular slow samples or outside contention rather "
         "than the worker round."
     )

@@ -103,6 +103,49 @@ def _epoch_start_line(s: dict) -> Optional[str]:
     )
 
 
+def _evidence_lines(s: dict) -> list[str]:
+    """Stuck fetches first, then what the worker counters say."""
+    from .evidence import stuck_sentence
+
+    out = [stuck_sentence(ev) for ev in s.get("stuck") or []]
+    w = s.get("workers")
+    if w and w.get("evidence"):
+        out.extend(w["evidence"])
+    return out
+
+
+def _process_lines(s: dict) -> list[str]:
+    out = []
+    h = s.get("host")
+    if h:
+        out.append(f"host: {h['usable_cpus']} usable CPUs, start method "
+                   f"{h['start_method'] or '-'}, torch {h['torch_version'] or '-'}")
+    d = s.get("delivery")
+    if d and d["known"]:
+        out.append(f"delivery: in_order={d['in_order']}, {d['overtaking']} of {d['known']} "
+                   "deliveries overtook a batch of lower rank")
+    w = s.get("workers")
+    if w:
+        changes = w["pid_changes"]
+        if changes:
+            at = ", ".join(f"step {c['step']} (epoch {c['epoch']})" for c in changes)
+            out.append(f"worker PIDs changed at {at}")
+        elif len(w["pids_by_epoch"]) > 1:
+            out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
+        for e in w["exited"]:
+            out.append(f"worker {e['worker']} (pid {e['pid']}) exited mid-run near step {e['step']}")
+        smp = w["sampler"]
+        if smp["samples"]:
+            share = smp["cpu_share"]
+            out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
+                       + (f", {100 * share:.2f}% of one CPU" if share is not None else ""))
+        iv = w.get("intervals")
+        if iv and iv["unavailable"]:
+            for name, why in iv["unavailable"].items():
+                out.append(f"{name}: unavailable ({why})")
+    return out
+
+
 def _loader_line(s: dict) -> Optional[str]:
     if not s["loader"]:
         return None
@@ -121,6 +164,7 @@ def report_text(s: dict) -> str:
     if shape:
         out.append(shape)
     out.extend(f"  → {line}" for line in s.get("next", []))
+    out.extend(f"  · {line}" for line in _evidence_lines(s))
     out.append("")
     out.extend(_stall_lines(s))
     out.append("")
@@ -129,7 +173,7 @@ def report_text(s: dict) -> str:
     for label, key in ROWS:
         row = s[key]
         out.append(label.ljust(12) + "".join(fmt_s(row[c]).rjust(width) for c in COLS))
-    for line in (_epoch_start_line(s), _loader_line(s)):
+    for line in (_epoch_start_line(s), _loader_line(s), *_process_lines(s)):
         if line:
             out.append(line)
     out.extend(f"note: {n}" for n in s["notes"])
@@ -176,6 +220,10 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                 + "".join(f"<li>{e(line)}</li>" for line in s["next"])
                 + "</ul>"
             )
+        ev = _evidence_lines(s)
+        if ev:
+            parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
+                         + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
         parts.extend(f"<div>{e(line)}</div>" for line in _stall_lines(s))
         cell = 'style="padding:2px 8px;text-align:right"'
         head = "".join(f"<th {cell}>{c}</th>" for c in COLS)
@@ -189,7 +237,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
             '<table style="border-collapse:collapse;margin:6px 0">'
             f"<tr><th></th>{head}</tr>{rows}</table>"
         )
-        for line in (_epoch_start_line(s), _loader_line(s)):
+        for line in (_epoch_start_line(s), _loader_line(s), *_process_lines(s)):
             if line:
                 parts.append(f"<div>{e(line)}</div>")
         parts.append(figure_html(png_uri))

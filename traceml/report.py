@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _core, policy
+from . import _core, evidence, policy
 from .wrapping import sources
 
 NS = 1e-9
@@ -143,7 +143,7 @@ class Report:
         compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
         input_share, diagnosis, diagnosis_rule, shape, shape_rule,
         temporal, concentration, stalls, cadence, epoch_start, loader,
-        notes, next.
+        host, delivery, workers, stuck, notes, next.
         """
         import copy
 
@@ -199,18 +199,29 @@ def build(
     info: dict,
     source_id: int,
     stall_threshold_s: Optional[float],
+    *,
+    delivery: Optional[tuple] = None,
+    samples: Optional[np.ndarray] = None,
+    sampler_info: Optional[dict] = None,
+    stuck_events: Optional[list] = None,
 ) -> Report:
-    """The Report of one source from a snapshot of the store (pure)."""
+    """The Report of one source from a snapshot of the store (pure).
+
+    ``delivery`` is ``(rank, worker)`` parallel to ``records`` (or None);
+    ``samples``, ``sampler_info`` and ``stuck_events`` come from the
+    sampler (None: no worker evidence)."""
     known = sources()
     src = known.get(source_id)
-    steps = records[records["source"] == source_id]
+    selected = records["source"] == source_id
+    steps = records[selected]
+    if delivery is not None:
+        delivery = (delivery[0][selected], delivery[1][selected])
     n = len(steps)
     wait = steps["fetch_done_ns"] - steps["begin_ns"]
     compute = steps["end_ns"] - steps["fetch_done_ns"]
     step = steps["end_ns"] - steps["begin_ns"]
-    first = policy.epoch_start_mask(
-        steps["epoch"], _startup_steps(src, steps["epoch"])
-    )
+    position = steps["flags"] >> _core.FLAG_POS_SHIFT
+    first = policy.epoch_start_mask(position, _startup_steps(src, steps["epoch"]))
     if source_id == 0:
         first[:] = False
     steady = ~first
@@ -265,6 +276,13 @@ def build(
             f"only {int(steady.sum())} steady-state steps: too few for the "
             "shape of the input wait to mean much"
         )
+    host = evidence.host(src) if src is not None and source_id != 0 else None
+    if host and host["oversubscribed"]:
+        notes.append(
+            f"num_workers={host['num_workers']} exceeds the {host['usable_cpus']} usable "
+            "CPUs: workers share cores, so absolute stall lengths depend on contention"
+        )
+    stuck = evidence.stuck(stuck_events or [], source_id, steps)
     others = [s for s in all_sources if s["name"] != (src.name if src else None)]
     if others:
         listed = ", ".join(f"{o['name']!r} ({o['steps']} steps)" for o in others)
@@ -310,6 +328,13 @@ def build(
             "input_wait_s": duration_stats_s(wait[first]),
         },
         "loader": dict(loader) if loader is not None else None,
+        "host": host,
+        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src)
+                     if src is not None and source_id != 0 else None),
+        "workers": (evidence.workers(src, steps, mask, steady, samples, sampler_info)
+                    if samples is not None and sampler_info is not None and src is not None
+                    and source_id != 0 else None),
+        "stuck": stuck,
         "notes": notes,
     }
     from .render import fmt_s
@@ -358,4 +383,17 @@ def report(
             f"{info['dropped_steps']} steps were dropped and none recorded"
         )
     sid = _pick_source(records, source)
-    return build(records, info, sid, threshold)
+    return build_from_store(records, info, sid, threshold)
+
+
+def build_from_store(records: np.ndarray, info: dict, source_id: int,
+                     threshold: Optional[float], start: int = 0) -> Report:
+    """build() with the delivery, sampler readings and stuck events the C
+    core holds now; ``records`` is ``snapshot()[start:]``."""
+    delivery = _core.snapshot_delivery()
+    if delivery is not None:
+        delivery = (delivery[0][start:start + len(records)],
+                    delivery[1][start:start + len(records)])
+    return build(records, info, source_id, threshold, delivery=delivery,
+                 samples=_core.sampler_samples(), sampler_info=_core.sampler_info(),
+                 stuck_events=_core.sampler_stuck())

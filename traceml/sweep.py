@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _core, policy
 from .render import fmt_s
-from .report import Report, _check_threshold, build
+from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
 
 ROW_COLUMNS = (
@@ -32,6 +32,9 @@ ROW_COLUMNS = (
     ("stalls", "stalls"),
     ("median_gap", "stall gap"),
     ("multiple_fraction", "gaps=k·n"),
+    ("overtaking", "overtakes"),
+    ("slow_worker_cores", "cores@stall"),
+    ("slow_read_bytes", "read@stall"),
     ("diagnosis", "diagnosis"),
 )
 
@@ -49,6 +52,10 @@ def _shutdown(loader: Any) -> None:
             pass
 
 
+def _bytes(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n:.0f} B"
+
+
 def _label(condition: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in condition.items())
 
@@ -63,8 +70,10 @@ class SweepResult:
             wait, s), ``stalls``, ``median_gap``, ``period``,
             ``multiple_fraction`` (share of stall gaps that are multiples of
             max(1, num_workers)), ``input_share``, ``diagnosis``, ``shape``,
-            ``error`` (repr of an exception raised in that condition, else
-            None).
+            ``overtaking`` (deliveries that overtook a lower rank),
+            ``slow_worker_cores``, ``slow_read_bytes``, ``slow_major_faults``
+            (worker evidence during stalls, None where not read), ``error``
+            (repr of an exception raised in that condition, else None).
         runs: the Report of each row (None where the condition failed).
         correlation: Pearson r and least-squares slope between
             max(1, num_workers) and the median stall gap, over the rows with
@@ -90,7 +99,7 @@ class SweepResult:
         for r in self.rows:
             if r["error"]:
                 out.append([_label(r["condition"]), str(r["pass_"]), r["direction"],
-                            f"error: {r['error']}"] + [""] * 6)
+                            f"error: {r['error']}"] + [""] * (len(ROW_COLUMNS) - 4))
                 continue
             out.append([
                 _label(r["condition"]), str(r["pass_"]), r["direction"],
@@ -98,6 +107,9 @@ class SweepResult:
                 str(r["stalls"]),
                 "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
                 "-" if r["multiple_fraction"] is None else f"{100 * r['multiple_fraction']:.0f}%",
+                "-" if r["overtaking"] is None else str(r["overtaking"]),
+                "-" if r["slow_worker_cores"] is None else f"{r['slow_worker_cores']:.1f}",
+                "-" if r["slow_read_bytes"] is None else _bytes(r["slow_read_bytes"]),
                 r["diagnosis"],
             ])
         return out
@@ -170,7 +182,9 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
     row = {"condition": condition, "pass_": pass_, "direction": direction,
            "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
            "median_gap": None, "period": None, "multiple_fraction": None,
-           "input_share": None, "diagnosis": None, "shape": None, "error": error}
+           "input_share": None, "diagnosis": None, "shape": None,
+           "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
+           "slow_major_faults": None, "error": error}
     if rep is not None:
         s = rep.summary
         gap = s["stalls"]["median_gap"]
@@ -186,6 +200,13 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             "diagnosis": s["diagnosis"],
             "shape": s["shape"],
         })
+        if s.get("delivery"):
+            row["overtaking"] = s["delivery"]["overtaking"]
+        iv = (s.get("workers") or {}).get("intervals")
+        if iv and iv["slow"]["count"]:
+            row["slow_worker_cores"] = iv["slow"].get("worker_cores_busy")
+            row["slow_read_bytes"] = iv["slow"].get("read_bytes")
+            row["slow_major_faults"] = iv["slow"].get("major_faults")
     return row
 
 
@@ -307,7 +328,8 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
         it.close()
         records = _core.snapshot()[mark:]
         sid = int(records["source"][0]) if len(records) else 0
-        rep = build(records, _core.store_info(), sid, threshold) if len(records) else None
+        rep = (build_from_store(records, _core.store_info(), sid, threshold, start=mark)
+               if len(records) else None)
         if rep is None:
             return None, "the loader yielded no batch"
         return rep, None

@@ -8,6 +8,8 @@ The wrapper is thin Python; each iter() of it returns the C iterator
 from __future__ import annotations
 
 import collections.abc
+import multiprocessing
+import os
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -29,7 +31,9 @@ LOADER_FIELDS = (
 
 @dataclass
 class Source:
-    """One wrapped iterable: its id in the store, its name, its epochs."""
+    """One wrapped iterable: its id in the store, its name, and what was
+    known of it at each epoch's start (``epoch_facts[e]``: loader settings,
+    worker PIDs, start method, torch version, usable CPUs)."""
 
     id: int
     name: str
@@ -37,6 +41,70 @@ class Source:
     loader: Optional[dict] = None
     epochs: int = 0
     loader_by_epoch: list = field(default_factory=list)
+    epoch_facts: list = field(default_factory=list)
+
+
+# Sampler settings (see configure()); mirrored into the C module state.
+_settings = {
+    "sampler": True,
+    "sampler_period_s": 0.02,
+    "stuck_after_s": 30.0,
+    "sampler_capacity": 1 << 17,
+}
+
+
+def configure(
+    *,
+    sampler: Optional[bool] = None,
+    sampler_period_s: Optional[float] = None,
+    stuck_after_s: Optional[float] = None,
+    sampler_capacity: Optional[int] = None,
+) -> dict:
+    """Set how the /proc sampler runs; returns the settings now in force.
+
+    Args:
+        sampler: sample the main process and DataLoader workers while a
+            wrapped loop runs (default True).  Off: timing only.
+        sampler_period_s: seconds between readings (default 0.02; at least
+            0.001).  Each reading is a few pread() calls per process; at
+            20 ms the thread stays under 1% of one CPU (benchmarks/).
+        stuck_after_s: a fetch waiting longer than this is recorded as a
+            stuck loader (default 30 s; 0 turns the watch off).
+        sampler_capacity: readings kept in the ring (default 131072: with
+            a main process and 4 workers at 20 ms, the last ~9 minutes).
+
+    Raises:
+        TypeError: a setting of the wrong type.
+        ValueError: a setting out of range; the message names it.
+    """
+    import math
+    import numbers
+
+    new = dict(_settings)
+    if sampler is not None:
+        if not isinstance(sampler, bool):
+            raise TypeError(f"configure(): sampler must be a bool, got {type(sampler).__name__}")
+        new["sampler"] = sampler
+    for name, value, low in (("sampler_period_s", sampler_period_s, 0.001),
+                             ("stuck_after_s", stuck_after_s, 0.0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"configure(): {name} must be a number of seconds, "
+                            f"got {type(value).__name__}")
+        if not math.isfinite(value) or value < low:
+            raise ValueError(f"configure(): {name} must be finite and >= {low:g}, got {value!r}")
+        new[name] = float(value)
+    if sampler_capacity is not None:
+        if isinstance(sampler_capacity, bool) or not isinstance(sampler_capacity, int):
+            raise TypeError("configure(): sampler_capacity must be an int")
+        if sampler_capacity < 16:
+            raise ValueError(f"configure(): sampler_capacity must be >= 16, got {sampler_capacity}")
+        new["sampler_capacity"] = sampler_capacity
+    _core._sampler_config(int(new["sampler_period_s"] * 1e9), int(new["stuck_after_s"] * 1e9),
+                          new["sampler_capacity"], new["sampler"])
+    _settings.update(new)
+    return dict(_settings)
 
 
 # Source 0 is the hand-placed probes; wrapped iterables get 1, 2, ...
@@ -66,9 +134,59 @@ def loader_facts(obj: Any) -> Optional[dict]:
     return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
 
 
+def usable_cpus() -> Optional[int]:
+    """CPUs this process may run on (os.sched_getaffinity), else cpu_count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def worker_pids(inner: Any) -> Optional[list[int]]:
+    """PIDs of a multiprocessing DataLoader iterator's workers, by worker
+    id (torch keeps them as ``_workers``, a private list of Process
+    objects), or None where that is not exposed."""
+    workers = getattr(inner, "_workers", None)
+    if not isinstance(workers, list):
+        return None
+    pids = [getattr(w, "pid", None) for w in workers]
+    if not all(isinstance(p, int) for p in pids):
+        return None
+    return pids
+
+
+def start_method(loader: Any) -> Optional[str]:
+    """The multiprocessing start method a DataLoader's workers use."""
+    ctx = getattr(loader, "multiprocessing_context", None)
+    if ctx is None:
+        return multiprocessing.get_start_method(allow_none=True) or (
+            multiprocessing.get_context().get_start_method()
+        )
+    if isinstance(ctx, str):
+        return ctx
+    get = getattr(ctx, "get_start_method", None)
+    return get() if callable(get) else None
+
+
+def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
+    """What is known of an epoch at its start."""
+    torch = sys.modules.get("torch")
+    out = {
+        "loader": facts,
+        "worker_pids": worker_pids(inner),
+        "start_method": None,
+        "torch_version": getattr(torch, "__version__", None) if facts else None,
+        "usable_cpus": usable_cpus(),
+    }
+    if facts is not None and (facts.get("num_workers") or 0) > 0:
+        out["start_method"] = start_method(loader)
+    return out
+
+
 # Default sources by the identity of the wrapped object, so that wrapping
-# the same loader again (once per epoch, say) continues its source.  A
-# weak reference guards against a recycled id() where the type allows one.
+# the same loader again (once per epoch, say) continues its source.  A weak
+# reference guards against a recycled id(); objects that take no weak
+# reference (list, tuple, range) get a new source each time unless named.
 _by_object: dict[int, tuple[Any, Source]] = {}
 
 
@@ -85,7 +203,7 @@ def _source_for(iterable: Any, name: Optional[str]) -> Source:
         known = _by_object.get(id(iterable))
         if known is not None:
             ref, src = known
-            if ref is None or ref() is iterable:
+            if ref() is iterable:
                 return src
     sid = max(_sources) + 1
     if sid > 65535:
@@ -100,12 +218,11 @@ def _source_for(iterable: Any, name: Optional[str]) -> Source:
         while name in taken:
             name = f"{kind}#{n}"
             n += 1
-        try:
-            ref = weakref.ref(iterable)
-        except TypeError:
-            ref = None
         src = Source(sid, name, kind)
-        _by_object[id(iterable)] = (ref, src)
+        try:
+            _by_object[id(iterable)] = (weakref.ref(iterable), src)
+        except TypeError:
+            pass  # no weak reference: an id() could be recycled, so no reuse
     else:
         src = Source(sid, name, kind)
     _sources[sid] = src
@@ -154,7 +271,16 @@ class Wrapped:
         facts = loader_facts(self.iterable)
         src.loader = facts
         src.loader_by_epoch.append(facts)
-        return _core.WrapIter(inner, src.id, epoch, begin_ns)
+        known = epoch_facts(self.iterable, inner, facts)
+        src.epoch_facts.append(known)
+        pids = known["worker_pids"] or []
+        watch = _settings["sampler"]
+        if watch:
+            _core._sampler_watch([os.getpid(), *pids], [-1, *range(len(pids))])
+        # Delivery order is read from a multiprocessing DataLoader
+        # iterator's private task table (rank -> (worker_id, ...)).
+        track = isinstance(getattr(inner, "_task_info", None), dict)
+        return _core.WrapIter(inner, src.id, epoch, begin_ns, track=track, watch=watch)
 
     def __len__(self) -> int:
         return len(self.iterable)
@@ -204,7 +330,8 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
             case (its settings are then shown in the report).
         name: the name to report the steps under.  Wrapping again under
             the same name, or wrapping the same object again without a
-            name, continues that source with its next epoch.  Default: the
+            name (objects that take weak references, such as a DataLoader),
+            continues that source with its next epoch.  Default: the
             type name, made unique per object (``"DataLoader#2"``).
 
     Returns:

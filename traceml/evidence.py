@@ -1,0 +1,370 @@
+"""Worker and delivery evidence: which batch came from where, worker
+processes and their /proc counters in slow and fast intervals, stuck
+fetches, and the host.  Pure functions of what the C store and sampler
+recorded; the sentences they produce quote only numbers that were read.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+
+from . import _core
+from .render import fmt_s
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+# During a stall, workers count as busy when they are runnable -- on a CPU
+# or waiting in the run queue for one -- for at least half of the CPUs
+# they could use (min(num_workers, usable CPUs)).  Counting run-queue wait
+# keeps CPU-bound workers on an oversubscribed host from looking idle.
+BUSY_SHARE = 0.5
+# Run-queue wait counts as contention when, on average, at least half a
+# worker was runnable but not running during stalls.
+CONTENTION_RUNQ_PER_WALL = 0.5
+
+CAVEATS = (
+    "Caveats: read_bytes 0 does not rule out page-cache effects (a cached "
+    "read costs CPU, not storage); nothing here measures CPU cache misses "
+    "or isolates the scheduler."
+)
+
+
+# --- host ------------------------------------------------------------------------
+
+
+def host(src) -> Optional[dict]:
+    """Loader and host facts of the last epoch, and per epoch."""
+    facts = getattr(src, "epoch_facts", None)
+    if not facts:
+        return None
+    last = facts[-1]
+    loader = last["loader"] or {}
+    nw = loader.get("num_workers")
+    cpus = last["usable_cpus"]
+    return {
+        "usable_cpus": cpus,
+        "start_method": last["start_method"],
+        "torch_version": last["torch_version"],
+        "num_workers": nw,
+        "oversubscribed": bool(nw and cpus and nw > cpus),
+        "by_epoch": [
+            {"epoch": e, **(f["loader"] or {}), "start_method": f["start_method"],
+             "worker_pids": f["worker_pids"]}
+            for e, f in enumerate(facts)
+        ],
+    }
+
+
+# --- delivery ----------------------------------------------------------------------
+
+
+def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.ndarray],
+             src) -> Optional[dict]:
+    """{in_order, ranks, workers, overtaking, known} for a DataLoader source.
+
+    ``ranks[i]`` is step i's batch position in its epoch's sampler order,
+    ``workers[i]`` the worker that produced it (None: unknown or the main
+    process).  ``overtaking`` counts deliveries made while a batch of lower
+    rank was still undelivered (see ``_core.overtaking``).  A loader with
+    num_workers=0 delivers in sampler order by construction: rank = the
+    step's position in its epoch.
+    """
+    loader = getattr(src, "loader", None)
+    if loader is None:
+        return None
+    n = len(steps)
+    ranks = np.full(n, -1, dtype=np.int64) if rank is None else rank.astype(np.int64)
+    workers = np.full(n, -1, dtype=np.int64) if worker is None else worker.astype(np.int64)
+    by_epoch = getattr(src, "loader_by_epoch", [])
+    position = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
+    for e in np.unique(steps["epoch"]):
+        f = by_epoch[e] if e < len(by_epoch) else None
+        if f is not None and (f.get("num_workers") or 0) == 0:
+            sel = (steps["epoch"] == e) & (position < _core.FLAG_POS_MAX)
+            ranks[sel] = position[sel]
+    known = ranks >= 0
+    overtook = _core.overtaking(ranks, steps["epoch"]) if n else np.zeros(0, bool)
+    return {
+        "in_order": loader.get("in_order"),
+        "ranks": [int(r) if r >= 0 else None for r in ranks],
+        "workers": [int(w) if w >= 0 else None for w in workers],
+        "overtaking": int(overtook.sum()),
+        "known": int(known.sum()),
+    }
+
+
+# --- worker processes ------------------------------------------------------------------
+
+
+def pid_changes(src, steps: np.ndarray) -> list[dict]:
+    """Epochs whose worker PID set differs from the previous epoch's:
+    {step (first step of that epoch in this report), epoch, old, new}."""
+    facts = getattr(src, "epoch_facts", None) or []
+    out = []
+    prev = None
+    for e, f in enumerate(facts):
+        pids = f["worker_pids"]
+        if pids is None:
+            prev = None
+            continue
+        if prev is not None and sorted(prev) != sorted(pids):
+            idx = np.flatnonzero(steps["epoch"] == e)
+            out.append({"step": int(idx[0]) if len(idx) else None, "epoch": e,
+                        "old": list(prev), "new": list(pids)})
+        prev = pids
+    return out
+
+
+def _series(samples: np.ndarray, pid: int, field: str, scale: float) -> Optional[tuple]:
+    rows = samples[samples["pid"] == pid]
+    if len(rows) == 0:
+        return None
+    v = rows[field]
+    ok = v >= 0
+    if not ok.any():
+        return None
+    return rows["t_ns"][ok].astype(np.float64), v[ok].astype(np.float64) * scale
+
+
+def _cpu_series(samples, pid, prefer_schedstat: bool):
+    if prefer_schedstat:
+        s = _series(samples, pid, "cpu_ns", 1e-9)
+        if s is not None:
+            return s
+    rows = samples[(samples["pid"] == pid) & (samples["utime_ticks"] >= 0)]
+    if len(rows) == 0:
+        return None
+    total = (rows["utime_ticks"] + rows["stime_ticks"]).astype(np.float64) / CLK_TCK
+    return rows["t_ns"].astype(np.float64), total
+
+
+def _window_deltas(series, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Growth of a cumulative counter over each window [a, b] (linear
+    between readings; windows outside the readings count 0)."""
+    t, v = series
+    a = np.clip(a, t[0], t[-1])
+    b = np.clip(b, t[0], t[-1])
+    return np.interp(b, t, v) - np.interp(a, t, v)
+
+
+def _reason(info: dict, pids: list[int], file: str) -> Optional[str]:
+    for p in info.get("procs", []):
+        if p["pid"] in pids and p["errors"].get(file):
+            return f"/proc/{p['pid']}/{file}: {p['errors'][file]}"
+    return None
+
+
+COUNTERS = (
+    # name, field, scale, file, workers only
+    ("worker_cpu_s", "cpu", 1.0, "schedstat", True),
+    ("runq_wait_s", "runq_ns", 1e-9, "schedstat", True),
+    ("read_bytes", "read_bytes", 1.0, "io", True),
+    ("major_faults", "majflt", 1.0, "stat", True),
+    ("main_cpu_s", "cpu", 1.0, "stat", False),
+)
+
+
+def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
+              samples: np.ndarray, info: dict, worker_pid_list: list[int],
+              main_pid: Optional[int]) -> Optional[dict]:
+    """Counters over slow intervals (the input wait of each stall) and
+    fast intervals (the rest of steady-state time).
+
+    Per kind: count, wall_s, and per counter the total, the median per
+    interval, and for CPU the busy cores (CPU-s per wall-s).  A counter
+    that could not be read is None, with its reason under ``unavailable``.
+    """
+    if len(samples) == 0:
+        return None
+    slow_a = steps["begin_ns"][stall]
+    slow_b = steps["fetch_done_ns"][stall]
+    calm = steady & ~stall
+    fast_a = np.r_[steps["begin_ns"][calm], steps["fetch_done_ns"][stall]]
+    fast_b = np.r_[steps["end_ns"][calm], steps["end_ns"][stall]]
+    kinds = {"slow": (slow_a, slow_b), "fast": (fast_a, fast_b)}
+    out = {k: {"count": int(len(a)), "wall_s": float((b - a).sum()) * 1e-9}
+           for k, (a, b) in kinds.items()}
+    unavailable = {}
+    for name, field, scale, file, workers_only in COUNTERS:
+        pids = worker_pid_list if workers_only else ([main_pid] if main_pid else [])
+        series = []
+        for pid in pids:
+            if field == "cpu":
+                s = _cpu_series(samples, pid, prefer_schedstat=workers_only)
+            else:
+                s = _series(samples, pid, field, scale)
+            if s is not None and len(s[0]):
+                series.append(s)
+        if not series:
+            unavailable[name] = _reason(info, pids, file) or (
+                "no reading of this counter" if pids else "no worker processes")
+            for k in kinds:
+                out[k][name] = None
+            continue
+        for k, (a, b) in kinds.items():
+            per = np.zeros(len(a))
+            for s in series:
+                per += _window_deltas(s, a.astype(np.float64), b.astype(np.float64))
+            out[k][name] = float(per.sum())
+            out[k][f"{name}_median"] = float(np.median(per)) if len(per) else None
+    for k in kinds:
+        w = out[k]["wall_s"]
+        cpu = out[k].get("worker_cpu_s")
+        runq = out[k].get("runq_wait_s")
+        out[k]["worker_cores_busy"] = cpu / w if cpu is not None and w > 0 else None
+        out[k]["worker_cores_runnable"] = (
+            (cpu + runq) / w if cpu is not None and runq is not None and w > 0 else None)
+    out["unavailable"] = unavailable
+    return out
+
+
+def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
+                       cpus: Optional[int]) -> list[str]:
+    """What the slow/fast comparison says, with its caveats."""
+    if iv is None or iv["slow"]["count"] == 0:
+        return []
+    slow, fast = iv["slow"], iv["fast"]
+    out = []
+    if slow.get("worker_cpu_s") is not None:
+        def cores(iv_kind):
+            text = f"{iv_kind['worker_cores_busy'] or 0:.1f} cores busy"
+            if iv_kind.get("worker_cores_runnable") is not None:
+                text += f", {iv_kind['worker_cores_runnable']:.1f} runnable"
+            return text
+
+        out.append(
+            f"Slow intervals held {slow['worker_cpu_s']:.2f} worker-CPU-s over "
+            f"{slow['wall_s']:.2f} s ({cores(slow)}) against {fast['worker_cpu_s']:.2f} "
+            f"over {fast['wall_s']:.2f} s in fast ones ({cores(fast)})."
+        )
+    reads = slow.get("read_bytes")
+    faults = slow.get("major_faults")
+    capacity = min(num_workers or 0, cpus or 0) or None
+    demand = slow.get("worker_cores_runnable")
+    if demand is None:
+        demand = slow.get("worker_cores_busy")
+    busy = demand is not None and capacity is not None and demand >= BUSY_SHARE * capacity
+    if reads is not None and faults is not None:
+        fast_reads = fast.get("read_bytes") or 0
+        fast_faults = fast.get("major_faults") or 0
+        if reads == 0 and faults == 0 and fast_reads == 0 and fast_faults == 0 and busy:
+            out.append("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
+                       "dataset processing, not storage reads.")
+        elif reads == 0 and faults == 0 and busy:
+            out.append("No storage reads or major faults during stalls while the workers "
+                       "were busy: the stalls are CPU-side dataset processing.")
+        elif (reads > 0 or faults > 0) and not busy:
+            out.append(f"During stalls the workers read {reads / 1e6:.1f} MB from storage "
+                       f"with {faults:.0f} major faults while keeping few cores busy: "
+                       "storage reads are the suspect.")
+        elif reads > 0 or faults > 0:
+            out.append(f"During stalls the workers were busy and also read "
+                       f"{reads / 1e6:.1f} MB from storage ({faults:.0f} major faults): "
+                       "both CPU work and storage may matter.")
+        elif not busy and capacity is not None:
+            out.append("During stalls the workers were mostly idle and read nothing from "
+                       "storage: the wait lies elsewhere (IPC, the main process, locks).")
+    else:
+        why = iv["unavailable"].get("read_bytes") or iv["unavailable"].get("major_faults")
+        out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
+                   "cannot be told apart here.")
+    runq = slow.get("runq_wait_s")
+    if runq is not None and slow["wall_s"] > 0 and runq / slow["wall_s"] >= CONTENTION_RUNQ_PER_WALL:
+        text = (f"Workers waited {runq:.2f} s in the run queue during stalls: "
+                "runnable but not running")
+        if num_workers and cpus and num_workers > cpus:
+            text += f" ({num_workers} workers on {cpus} CPUs)"
+        out.append(text + ", which stretches each batch.")
+    out.append(CAVEATS)
+    return out
+
+
+def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
+            samples: np.ndarray, info: dict) -> Optional[dict]:
+    """The ``workers`` section of a report for a DataLoader source."""
+    facts = getattr(src, "epoch_facts", None)
+    if not facts or src.loader is None:
+        return None
+    pids = sorted({p for f in facts for p in (f["worker_pids"] or [])})
+    main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
+    main_pid = main[0] if main else os.getpid()
+    if len(steps):
+        lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
+        samples = samples[(samples["t_ns"] >= lo - info["period_s"] * 2e9)
+                          & (samples["t_ns"] <= hi + info["period_s"] * 2e9)]
+    else:
+        samples = samples[:0]
+    iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
+    exited = []
+    for p in info.get("procs", []):
+        if p["role"] >= 0 and p["exited_ns"] and len(steps):
+            # A worker that vanished before the last fetch of the loop died
+            # mid-run; at the loop's end, workers are shut down normally.
+            if p["exited_ns"] < steps["fetch_done_ns"].max():
+                at = int(np.searchsorted(steps["begin_ns"], p["exited_ns"]))
+                exited.append({"pid": p["pid"], "worker": p["role"], "step": at})
+    busy_s = info.get("busy_s") or 0.0
+    run_s = info.get("run_s") or 0.0
+    return {
+        "pids_by_epoch": [{"epoch": e, "pids": f["worker_pids"]} for e, f in enumerate(facts)],
+        "pid_changes": pid_changes(src, steps),
+        "exited": exited,
+        "sampler": {
+            "enabled": info.get("enabled"),
+            "period_s": info.get("period_s"),
+            "samples": int(len(samples)),
+            "overwritten": info.get("overwritten"),
+            "cpu_share": busy_s / run_s if run_s > 0 else None,
+        },
+        "intervals": iv,
+        "evidence": interval_sentences(iv, (src.loader or {}).get("num_workers"),
+                                       facts[-1]["usable_cpus"]),
+    }
+
+
+# --- stuck fetches ---------------------------------------------------------------------
+
+
+def stuck(events: list[dict], source_id: int, steps: np.ndarray) -> list[dict]:
+    """Fetches of this source that waited past stuck_after_s."""
+    out = []
+    for ev in events:
+        if ev["source"] != source_id:
+            continue
+        idx = np.flatnonzero(steps["begin_ns"] == ev["since_ns"])
+        end = ev["ended_ns"] or ev["last_ns"]
+        cpu = None
+        if ev["cpu_ticks_last"] >= 0 and ev["cpu_ticks_at_since"] >= 0:
+            cpu = (ev["cpu_ticks_last"] - ev["cpu_ticks_at_since"]) / CLK_TCK
+        out.append({
+            "step": int(idx[0]) if len(idx) else None,
+            "epoch": ev["epoch"],
+            "step_in_epoch": ev["step"],
+            "waited_s": (end - ev["since_ns"]) * 1e-9,
+            "still_waiting": ev["ended_ns"] == 0,
+            "oldest_rank": ev["oldest_rank"] if ev["oldest_rank"] >= 0 else None,
+            "worker": ev["worker"] if ev["worker"] >= 0 else None,
+            "pid": ev["pid"] or None,
+            "state": ev["state"] or None,
+            "worker_cpu_s_during_wait": cpu,
+        })
+    return out
+
+
+def stuck_sentence(ev: dict) -> str:
+    who = ""
+    if ev["oldest_rank"] is not None:
+        who = f" for batch rank {ev['oldest_rank']}"
+        if ev["worker"] is not None:
+            who += f" held by worker {ev['worker']}"
+            if ev["pid"]:
+                who += f" (pid {ev['pid']}, state {ev['state'] or '?'}"
+                if ev["worker_cpu_s_during_wait"] is not None:
+                    who += f", {ev['worker_cpu_s_during_wait']:.2f} CPU-s during the wait"
+                who += ")"
+    status = "still waiting" if ev["still_waiting"] else "then returned"
+    return (f"STUCK: fetch {ev['step_in_epoch']} of epoch {ev['epoch']} waited "
+            f"{fmt_s(ev['waited_s'])}{who}; {status}.")
