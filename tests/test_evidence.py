@@ -1,0 +1,243 @@
+"""Worker and delivery evidence on real DataLoaders with controlled
+per-item CPU cost: delivery order, worker PIDs, /proc counters in slow and
+fast intervals, stuck loaders, unavailable counters."""
+
+import json
+import os
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import traceml  # noqa: E402
+from traceml import _core, evidence  # noqa: E402
+
+from burn import BurnDataset  # noqa: E402
+
+warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+DataLoader = torch.utils.data.DataLoader
+
+
+@pytest.fixture(autouse=True)
+def default_sampler():
+    traceml.configure(sampler=True, sampler_period_s=0.02, stuck_after_s=30.0)
+    yield
+    traceml.configure(sampler=True, sampler_period_s=0.02, stuck_after_s=30.0)
+
+
+def run(loader, pace_s=0.005, epochs=1, name=None):
+    for _ in range(epochs):
+        for _batch in traceml.wrap(loader, name=name):
+            time.sleep(pace_s)
+    return traceml.report(source=name) if name else traceml.report()
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_overtaking_follows_in_order(in_order):
+    """One index in eight is slow (num_workers=4, batch_size=1)."""
+    ds = BurnDataset(48, 0.002, slow_every=8, slow_index=3, slow_cpu_s=0.2)
+    r = run(DataLoader(ds, batch_size=1, num_workers=4, in_order=in_order))
+    d = r["delivery"]
+    assert d["in_order"] is in_order and d["known"] == 48
+    ranks = d["ranks"]
+    assert sorted(ranks) == list(range(48))  # every batch delivered once
+    # Recompute overtaking independently from the delivered ranks.
+    overtook = sum(1 for t, rk in enumerate(ranks) if any(q < rk for q in set(range(48)) - set(ranks[:t])))
+    assert d["overtaking"] == overtook
+    if in_order:
+        assert ranks == list(range(48)) and d["overtaking"] == 0
+        assert d["workers"] == [i % 4 for i in range(48)]  # round robin
+    else:
+        assert d["overtaking"] > 0
+    # The ranks are the batches actually delivered: the dataset returns
+    # its index, which with batch_size=1 is the rank.
+    assert "overtook a batch of lower rank" in str(r)
+
+
+def test_delivery_for_workerless_loader_is_sampler_order():
+    r = run(DataLoader(BurnDataset(10, 0.0), batch_size=2, num_workers=0))
+    assert r["delivery"]["ranks"] == [0, 1, 2, 3, 4]
+    assert r["delivery"]["overtaking"] == 0
+    assert r["delivery"]["workers"] == [None] * 5
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_pid_changes_at_epoch_starts_only_without_persistent_workers(persistent):
+    loader = DataLoader(BurnDataset(16, 0.001), batch_size=2, num_workers=2,
+                        persistent_workers=persistent)
+    r = run(loader, pace_s=0.001, epochs=3)
+    w = r["workers"]
+    pids = [e["pids"] for e in w["pids_by_epoch"]]
+    assert len(pids) == 3 and all(len(p) == 2 for p in pids)
+    if persistent:
+        assert pids[0] == pids[1] == pids[2]
+        assert w["pid_changes"] == []
+    else:
+        assert len({tuple(p) for p in pids}) == 3
+        steps_per_epoch = 8
+        assert [c["step"] for c in w["pid_changes"]] == [steps_per_epoch, 2 * steps_per_epoch]
+        assert [c["epoch"] for c in w["pid_changes"]] == [1, 2]
+        assert w["pid_changes"][0]["old"] == pids[0] and w["pid_changes"][0]["new"] == pids[1]
+    assert w["exited"] == []  # nobody died mid-run
+
+
+def test_slow_intervals_carry_the_worker_cpu_and_no_reads():
+    ds = BurnDataset(4 * 24, 0.025)
+    r = run(DataLoader(ds, batch_size=4, num_workers=2), pace_s=0.01)
+    iv = r["workers"]["intervals"]
+    slow, fast = iv["slow"], iv["fast"]
+    assert slow["count"] == r["stalls"]["count"] > 0
+    assert slow["worker_cpu_s"] > fast["worker_cpu_s"]
+    # The workers burn 100 ms of CPU per batch, 24 batches minus start-up.
+    total = slow["worker_cpu_s"] + fast["worker_cpu_s"]
+    assert 0.5 * 0.1 * 20 < total < 1.5 * 0.1 * 24
+    assert slow["read_bytes"] == 0 and fast["read_bytes"] == 0  # in-memory data
+    assert slow["major_faults"] == 0
+    assert slow["wall_s"] == pytest.approx(
+        (r.input_wait_ns[r["stalls"]["steps"]]).sum() * 1e-9)
+    ev = r["workers"]["evidence"]
+    assert any("the cost is CPU-side dataset processing" in e or
+               "the stalls are CPU-side dataset processing" in e for e in ev)
+    assert ev[-1] == evidence.CAVEATS
+    json.dumps(r.to_dict())
+
+
+class _BlocksOn:
+    """Item `blocked` sleeps (without burning CPU) far longer than the test."""
+
+    def __init__(self, n, blocked):
+        self.n, self.blocked = n, blocked
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.blocked:
+            time.sleep(60)
+        return torch.tensor([i])
+
+
+def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
+    traceml.configure(stuck_after_s=0.5, sampler_period_s=0.02)
+    loader = DataLoader(_BlocksOn(12, blocked=5), batch_size=1, num_workers=2, timeout=3)
+    seen_while_waiting = {}
+
+    def look():
+        time.sleep(1.5)
+        seen_while_waiting["report"] = traceml.report(source="stuck")
+
+    t = threading.Thread(target=look)
+    t.start()
+    with pytest.raises(RuntimeError, match="timed out"):
+        for _b in traceml.wrap(loader, name="stuck"):
+            pass
+    t.join()
+    live = seen_while_waiting["report"]["stuck"]
+    assert len(live) == 1 and live[0]["still_waiting"]
+    for ev in (live[0], traceml.report(source="stuck")["stuck"][0]):
+        assert ev["oldest_rank"] == 5 and ev["worker"] == 1  # rank 5 -> worker 5 % 2
+        assert ev["step_in_epoch"] == 5 and ev["epoch"] == 0
+        assert ev["pid"] == traceml.report(source="stuck")["workers"]["pids_by_epoch"][0]["pids"][1]
+        assert ev["state"] == "S"  # asleep, not computing
+        assert ev["worker_cpu_s_during_wait"] is not None and ev["worker_cpu_s_during_wait"] < 0.2
+    done = traceml.report(source="stuck")["stuck"][0]
+    assert not done["still_waiting"] and done["waited_s"] > 2.5
+    assert "STUCK: fetch 5 of epoch 0" in str(traceml.report(source="stuck"))
+    assert "held by worker 1" in str(traceml.report(source="stuck"))
+
+
+def test_unreadable_counters_are_null_with_a_reason():
+    steps = np.zeros(3, dtype=_core.RECORD_DTYPE)
+    steps["begin_ns"] = [0, 100, 200]
+    steps["fetch_done_ns"] = [90, 110, 290]
+    steps["end_ns"] = [100, 200, 300]
+    samples = np.zeros(4, dtype=_core.SAMPLE_DTYPE)
+    samples["t_ns"] = [0, 100, 200, 300]
+    samples["pid"] = 4242
+    samples["role"] = 0
+    samples["cpu_ns"] = [0, 50, 100, 150]
+    samples["runq_ns"] = 0
+    for f in ("read_bytes", "rchar"):
+        samples[f] = -1  # /proc/4242/io could not be read
+    info = {"procs": [{"pid": 4242, "role": 0, "exited_ns": 0,
+                       "errors": {"stat": None, "io": "Permission denied (errno 13)",
+                                  "schedstat": None}}]}
+    stall = np.array([True, False, True])
+    iv = evidence.intervals(steps, stall, np.ones(3, bool), samples, info, [4242], None)
+    assert iv["slow"]["read_bytes"] is None and iv["fast"]["read_bytes"] is None
+    assert iv["unavailable"]["read_bytes"] == "/proc/4242/io: Permission denied (errno 13)"
+    assert iv["slow"]["worker_cpu_s"] == pytest.approx((90 + 90) * 0.5e-9)
+    assert iv["unavailable"]["main_cpu_s"] == "no worker processes"
+    text = evidence.interval_sentences(iv, 1, 2)
+    assert any("Storage counters unavailable (/proc/4242/io: Permission denied" in t for t in text)
+
+
+def test_sampler_watches_real_counters_and_knows_a_missing_process():
+    _core._sampler_watch([os.getpid(), 2**22 + 12345], [-1, 0])
+    info = _core.sampler_info()
+    missing = [p for p in info["procs"] if p["role"] == 0][0]
+    assert "No such file or directory" in missing["errors"]["stat"]
+    me = [p for p in info["procs"] if p["role"] == -1][0]
+    assert me["errors"] == {"stat": None, "io": None, "schedstat": None}
+
+
+def test_host_facts_and_oversubscription_note():
+    r = run(DataLoader(BurnDataset(12, 0.0), batch_size=2, num_workers=4,
+                       multiprocessing_context="spawn"), pace_s=0)
+    h = r["host"]
+    assert h["usable_cpus"] == len(os.sched_getaffinity(0))
+    assert h["start_method"] == "spawn" and h["num_workers"] == 4
+    assert h["torch_version"] == torch.__version__
+    assert h["by_epoch"][0]["batch_size"] == 2
+    assert h["oversubscribed"] == (4 > h["usable_cpus"])
+    if h["oversubscribed"]:
+        assert any("exceeds the" in n for n in r["notes"])
+
+
+def test_sampler_stops_with_the_loop_and_is_off_in_forked_children():
+    loader = DataLoader(BurnDataset(8, 0.0), batch_size=1, num_workers=1)
+    it = iter(traceml.wrap(loader))
+    next(it)
+    assert _core.sampler_info()["running"]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            info = _core.sampler_info()
+            os.write(w, json.dumps([info["running"], info["active_loops"]]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        child = json.loads(fh.read())
+    os.waitpid(pid, 0)
+    assert child == [False, 0]
+    it.close()
+    assert not _core.sampler_info()["running"]
+
+
+def test_sampler_off_means_no_worker_evidence_but_timings():
+    traceml.configure(sampler=False)
+    r = run(DataLoader(BurnDataset(8, 0.0), batch_size=1, num_workers=1), pace_s=0)
+    assert r["steps"] == 8
+    assert r["workers"]["intervals"] is None
+    assert r["workers"]["sampler"]["samples"] == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, words",
+    [
+        ({"sampler_period_s": 0}, ValueError, "sampler_period_s must be finite and >= 0.001"),
+        ({"stuck_after_s": -1}, ValueError, "stuck_after_s"),
+        ({"stuck_after_s": "1"}, TypeError, "stuck_after_s must be a number"),
+        ({"sampler": 1}, TypeError, "sampler must be a bool"),
+        ({"sampler_capacity": 3}, ValueError, "sampler_capacity must be >= 16"),
+    ],
+)
+def test_configure_names_bad_settings(kwargs, exc, words):
+    with pytest.raises(exc, match=words):
+        traceml.configure(**kwargs)
