@@ -147,3 +147,27 @@ def test_shape_rule_table():
     assert policy.shape(6, 10, False)[0] == "UNIFORMLY-SLOW"
     assert policy.shape(5, 10, False)[0] == "HEAVY-TAILED"
     assert policy.shape(0, 0, False) is None
+
+
+def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):  # noqa: F811
+    """A crowded host: the 4 workers finish in two pairs, so each round
+    holds two back-to-back stalls (gaps 1, 3, 1, 3)."""
+    loader_source(4)
+    rng = np.random.default_rng(8)
+    n = 4 * 30
+    wait = rng.integers(20_000, 80_000, n)
+    for r0 in range(4, n, 4):
+        wait[r0] = int(1.5e9 * rng.uniform(0.8, 1.2))
+        wait[r0 + 1] = int(1.3e9 * rng.uniform(0.8, 1.2))
+    r = build(records(wait, np.full(n, 150 * MS)), INFO, 77, None)
+    assert set(r["stalls"]["gaps"]) == {1, 3}
+    t = r["temporal"]
+    assert t["label"] == "PERIODIC" and t["period"] == 4 and t["counted"] == "bursts"
+    assert r["cadence"]["matches_num_workers"] is True
+    assert "counting back-to-back stalls as one burst" in str(r)
+
+
+def test_every_step_stalling_keeps_period_one(loader_source):  # noqa: F811
+    loader_source(1)
+    r = build(records(np.full(40, 80 * MS), np.full(40, 5 * MS)), INFO, 77, None)
+    assert r["temporal"]["period"] == 1 and r["temporal"]["counted"] == "stalls"

@@ -201,6 +201,36 @@ PERIOD_MIN_GAPS = 2
 PERIOD_MIN_SHARE = 0.5
 
 
+def burst_onsets(stall_mask: np.ndarray, epoch: np.ndarray) -> np.ndarray:
+    """The first stall of each run of back-to-back stalls (same epoch)."""
+    prev = np.r_[False, stall_mask[:-1]] & np.r_[False, epoch[1:] == epoch[:-1]]
+    return stall_mask & ~prev
+
+
+def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
+                steady_wait_ns: np.ndarray) -> Optional[dict]:
+    """Temporal structure of the stalls (see :func:`temporal`), counted per
+    stall, or per burst when that alone shows a period.
+
+    On a crowded host the workers of one round can finish in pairs, so
+    that one stall becomes two back-to-back ones and the gaps read 1, 3,
+    1, 3 instead of 4, 4.  When the per-stall gaps show no period above 1
+    but runs of back-to-back stalls exist, the gaps between the first
+    stalls of each run are tried; ``counted`` says which was used.  A run
+    where every fetch stalls keeps its period of 1.
+    """
+    gaps = _core.stall_gaps(stall_mask, epoch)
+    per_stall = temporal(gaps, steady_wait_ns)
+    if per_stall is not None and per_stall["label"] == PERIODIC and per_stall["period"] > 1:
+        return {**per_stall, "counted": "stalls"}
+    onsets = burst_onsets(stall_mask, epoch)
+    if onsets.sum() < stall_mask.sum():
+        per_burst = temporal(_core.stall_gaps(onsets, epoch), steady_wait_ns)
+        if per_burst is not None and per_burst["label"] == PERIODIC and per_burst["period"] > 1:
+            return {**per_burst, "counted": "bursts"}
+    return None if per_stall is None else {**per_stall, "counted": "stalls"}
+
+
 def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray) -> Optional[dict]:
     """{label, period, modal_share, multiple_fraction, autocorrelation,
     gaps} or None with fewer than PERIOD_MIN_GAPS gaps.  ``period`` is the

@@ -42,6 +42,8 @@ def _shape_line(s: dict) -> Optional[str]:
         parts.append("too few stalls for a temporal pattern")
     elif tmp["label"] == "PERIODIC":
         text = f"PERIODIC every {tmp['period']} step{'s' if tmp['period'] != 1 else ''}"
+        if tmp.get("counted") == "bursts":
+            text += " (counting back-to-back stalls as one burst)"
         if tmp["autocorrelation"] is not None and tmp["period"] > 1:
             text += f" (wait autocorrelation {tmp['autocorrelation']:.2f} at lag {tmp['period']})"
         parts.append(text)

@@ -248,7 +248,7 @@ def build(
     values, hist_counts = _core.gap_histogram(gaps)
     num_workers = loader.get("num_workers") if loader else None
     n_steady = int(steady.sum())
-    temporal = policy.temporal(gaps, wait[steady])
+    temporal = policy.temporal_of(mask, steps["epoch"], wait[steady])
     period = temporal["period"] if temporal else None
     cad = policy.cadence(gaps, period, num_workers)
     median_gap = _core.percentiles(gaps, 50.0) if len(gaps) else None
