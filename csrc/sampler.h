@@ -119,28 +119,48 @@ size_t tm_sampler_copy(tm_sampler *s, tm_sample *out, size_t max);
 size_t tm_sampler_copy_stuck(tm_sampler *s, tm_stuck *out, size_t max);
 size_t tm_sampler_copy_procs(tm_sampler *s, tm_watched *out, size_t max);
 
-/* The loop's side of the stuck watch: a fetch begins / has returned. */
+/*
+ * The loop's side of the stuck watch: a fetch begins / has returned.  One
+ * writer (the loop, holding the GIL), so the seqlock needs no locked
+ * instructions: the odd count is published before the fields by a release
+ * fence, the even count after them by a release store.  On x86 these are
+ * plain moves.
+ */
 static inline void
-tm_watch_begin(tm_sampler *s, int64_t since_ns, int32_t source,
-               int32_t epoch, int64_t step, int64_t oldest_rank,
-               int32_t worker)
+tm_watch_publish(tm_sampler *s, int64_t since_ns, int32_t source,
+                 int32_t epoch, int64_t step, int64_t oldest_rank,
+                 int32_t worker)
 {
-    __atomic_add_fetch(&s->fetch_seq, 1, __ATOMIC_ACQ_REL);
+    uint64_t seq = __atomic_load_n(&s->fetch_seq, __ATOMIC_RELAXED);
+
+    __atomic_store_n(&s->fetch_seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&s->fetch_source, source, __ATOMIC_RELAXED);
     __atomic_store_n(&s->fetch_epoch, epoch, __ATOMIC_RELAXED);
     __atomic_store_n(&s->fetch_step, step, __ATOMIC_RELAXED);
     __atomic_store_n(&s->fetch_oldest_rank, oldest_rank, __ATOMIC_RELAXED);
     __atomic_store_n(&s->fetch_worker, worker, __ATOMIC_RELAXED);
     __atomic_store_n(&s->fetch_since_ns, since_ns, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&s->fetch_seq, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->fetch_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+static inline void
+tm_watch_begin(tm_sampler *s, int64_t since_ns, int32_t source,
+               int32_t epoch, int64_t step, int64_t oldest_rank,
+               int32_t worker)
+{
+    tm_watch_publish(s, since_ns, source, epoch, step, oldest_rank, worker);
 }
 
 static inline void
 tm_watch_end(tm_sampler *s)
 {
-    __atomic_add_fetch(&s->fetch_seq, 1, __ATOMIC_ACQ_REL);
+    uint64_t seq = __atomic_load_n(&s->fetch_seq, __ATOMIC_RELAXED);
+
+    __atomic_store_n(&s->fetch_seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&s->fetch_since_ns, 0, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&s->fetch_seq, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->fetch_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 #endif  /* TRACEML_SAMPLER_H */
