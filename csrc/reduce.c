@@ -297,18 +297,33 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
             buf[(*slot)++] = x[i];
         }
     }
-    /* After the gather, pos[b] is the end of bucket b's slice. */
-    for (r = 0; r < nr;) {
+    /* After the gather, pos[b] is the end of bucket b's slice.  A slice
+       still large (a heavy tail piles values into few buckets) is searched
+       the same way again: its range is narrower, so its histogram is
+       finer.  Each level divides the range by 2**16: at most 4 levels. */
+    rc = 0;
+    for (r = 0; r < nr && rc == 0;) {
         size_t g = r;
+        size_t len;
 
         while (r < nr && bucket[r] == bucket[g]) {
             r++;
         }
-        select_ranks_in_slice(buf + start[g],
-                              (ptrdiff_t)(pos[bucket[g]] - start[g]),
-                              ranks + g, r - g, below[g], vals + g);
+        len = pos[bucket[g]] - start[g];
+        if (len > TM_SMALL_N && len < n) {
+            size_t base = below[g];
+            size_t k;
+
+            for (k = g; k < r; k++) {
+                below[k] = ranks[k] - base;   /* ranks within the slice */
+            }
+            rc = select_ranks(buf + start[g], len, below + g, r - g, vals + g);
+        }
+        else {
+            select_ranks_in_slice(buf + start[g], (ptrdiff_t)len,
+                                  ranks + g, r - g, below[g], vals + g);
+        }
     }
-    rc = 0;
 
 done:
     free(buf);
