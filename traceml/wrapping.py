@@ -109,6 +109,8 @@ def configure(
 
 # Source 0 is the hand-placed probes; wrapped iterables get 1, 2, ...
 _sources: dict[int, Source] = {0: Source(0, "probes", "probes")}
+_by_name: dict[str, Source] = {"probes": _sources[0]}
+_name_counts: dict[str, int] = {}  # last "#n" suffix handed out per type name
 
 
 def sources() -> dict[int, Source]:
@@ -192,20 +194,18 @@ _by_object: dict[int, tuple[Any, Source]] = {}
 
 def _source_for(iterable: Any, name: Optional[str]) -> Source:
     if name is not None:
-        for src in _sources.values():
-            if src.name == name:
-                if src.id == 0:
-                    raise ValueError(
-                        "traceml.wrap(): name 'probes' is reserved for the probes"
-                    )
-                return src
+        src = _by_name.get(name)
+        if src is not None:
+            if src.id == 0:
+                raise ValueError("traceml.wrap(): name 'probes' is reserved for the probes")
+            return src
     else:
         known = _by_object.get(id(iterable))
         if known is not None:
             ref, src = known
             if ref() is iterable:
                 return src
-    sid = max(_sources) + 1
+    sid = len(_sources)
     if sid > 65535:
         raise RuntimeError(
             "traceml.wrap(): more than 65535 wrapped iterables in one process"
@@ -213,11 +213,11 @@ def _source_for(iterable: Any, name: Optional[str]) -> Source:
     kind = type(iterable).__name__
     if name is None:
         name = kind
-        taken = {s.name for s in _sources.values()}
-        n = 2
-        while name in taken:
-            name = f"{kind}#{n}"
+        n = _name_counts.get(kind, 1)
+        while name in _by_name:
             n += 1
+            name = f"{kind}#{n}"
+        _name_counts[kind] = n
         src = Source(sid, name, kind)
         try:
             _by_object[id(iterable)] = (weakref.ref(iterable), src)
@@ -226,6 +226,7 @@ def _source_for(iterable: Any, name: Optional[str]) -> Source:
     else:
         src = Source(sid, name, kind)
     _sources[sid] = src
+    _by_name[src.name] = src
     return src
 
 
