@@ -31,6 +31,13 @@ def records(wait_ns, compute_ns, epoch=None, source=77, t0=10**12):
     rec["end_ns"] = begin + wait_ns + compute_ns
     rec["epoch"] = 0 if epoch is None else epoch
     rec["source"] = source
+    # Position in epoch, as the wrap iterator records it in flags.
+    e = rec["epoch"]
+    idx = np.arange(n)
+    change = np.r_[True, e[1:] != e[:-1]] if n else np.zeros(0, bool)
+    pos = idx - np.maximum.accumulate(np.where(change, idx, 0)) if n else idx
+    pos = np.minimum(pos, _core.FLAG_POS_MAX)
+    rec["flags"] = (pos << _core.FLAG_POS_SHIFT) | (pos == 0) * _core.FLAG_EPOCH_START
     return rec
 
 
@@ -226,13 +233,13 @@ def test_non_number_threshold_is_a_type_error(bad):
 
 
 def test_unknown_source_names_the_known_ones():
-    with pytest.raises(ValueError, match="unknown source 'nope'.*'probes'"):
+    with pytest.raises(ValueError, match="unknown source 'nope'; recorded: 'probes'"):
         traceml.report(source="nope")
 
 
 def test_epoch_start_mask_rule():
-    epoch = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2])
+    pos = np.array([0, 1, 2, 3, 4, 0, 1, 2, 0])
     k = np.array([2] * 5 + [3] * 3 + [1])
-    got = policy.epoch_start_mask(epoch, k)
+    got = policy.epoch_start_mask(pos, k)
     assert got.tolist() == [True, True, False, False, False, True, True, True, True]
     assert policy.epoch_start_mask(np.array([], dtype=np.int32), np.array([])).shape == (0,)

@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _core, evidence, policy
-from .wrapping import sources
+from .wrapping import by_name, sources
 
 NS = 1e-9
 QUANTILES = (50.0, 90.0, 95.0, 99.0)
@@ -85,13 +85,13 @@ def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:
             return 0
         # The source with the most steps; the earliest wrapped on ties.
         return int(ids[np.argmax(counts)])
-    for sid, src in known.items():
-        if source == src.name or (
-            isinstance(source, int) and not isinstance(source, bool) and source == sid
-        ):
-            return sid
-    names = ", ".join(repr(s.name) for s in known.values())
-    raise ValueError(f"report(): unknown source {source!r}; known: {names}")
+    if isinstance(source, str) and source in by_name():
+        return by_name()[source].id
+    if isinstance(source, int) and not isinstance(source, bool) and source in known:
+        return source
+    recorded = ["probes"] + [known[int(i)].name for i in ids if int(i) in known and i != 0]
+    names = ", ".join(repr(n) for n in recorded)
+    raise ValueError(f"report(): unknown source {source!r}; recorded: {names}")
 
 
 class Report:

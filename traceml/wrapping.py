@@ -118,6 +118,11 @@ def sources() -> dict[int, Source]:
     return _sources
 
 
+def by_name() -> dict[str, Source]:
+    """The known sources by name."""
+    return _by_name
+
+
 def _is_dataloader(obj: Any) -> bool:
     torch = sys.modules.get("torch")
     if torch is None:
