@@ -165,10 +165,12 @@ parse_schedstat(const char *buf, tm_sample *out)
     return 0;
 }
 
-/* Read one process.  A failed read closes that file and keeps the errno;
-   a failed stat read marks the process as exited. */
+/* Read one process into out; failed[f] gets the errno of a file that
+   could not be read (0 if fine).  The process entry itself is only
+   updated under the lock, by apply_failures(). */
 static void
-sample_proc(tm_watched *w, int64_t now, tm_sample *out)
+sample_proc(const tm_watched *w, int64_t now, tm_sample *out,
+            int failed[TM_NFILES])
 {
     char buf[2048];
     int f;
@@ -184,9 +186,11 @@ sample_proc(tm_watched *w, int64_t now, tm_sample *out)
     for (f = 0; f < TM_NFILES; f++) {
         int ok;
 
+        failed[f] = 0;
         if (w->fd[f] < 0) {
             continue;
         }
+        errno = 0;
         ok = read_file(w->fd[f], buf, sizeof(buf)) > 0;
         if (ok) {
             ok = (f == TM_FILE_STAT ? parse_stat(buf, out)
@@ -197,12 +201,27 @@ sample_proc(tm_watched *w, int64_t now, tm_sample *out)
             }
         }
         if (!ok) {
-            w->err[f] = errno != 0 ? errno : EIO;
-            close(w->fd[f]);
-            w->fd[f] = -1;
-            if (f == TM_FILE_STAT && w->exited_ns == 0) {
-                w->exited_ns = now;
-            }
+            failed[f] = errno != 0 ? errno : EIO;
+        }
+    }
+}
+
+/* Under the lock: a file that failed is closed and its errno kept; a
+   failed stat marks the process as exited. */
+static void
+apply_failures(tm_watched *w, int64_t now, const int failed[TM_NFILES])
+{
+    int f;
+
+    for (f = 0; f < TM_NFILES; f++) {
+        if (failed[f] == 0 || w->fd[f] < 0) {
+            continue;
+        }
+        w->err[f] = failed[f];
+        close(w->fd[f]);
+        w->fd[f] = -1;
+        if (f == TM_FILE_STAT && w->exited_ns == 0) {
+            w->exited_ns = now;
         }
     }
 }
@@ -323,6 +342,7 @@ sampler_main(void *arg)
 {
     tm_sampler *s = arg;
     tm_sample *readings = NULL;
+    int (*failed)[TM_NFILES] = NULL;
     size_t readings_cap = 0;
 
     pthread_mutex_lock(&s->lock);
@@ -345,22 +365,29 @@ sampler_main(void *arg)
         n = s->nprocs;
         if (n > readings_cap) {
             tm_sample *grown = realloc(readings, n * sizeof(tm_sample));
+            int (*grown_failed)[TM_NFILES] = grown != NULL
+                ? realloc(failed, n * sizeof(*failed)) : NULL;
 
             if (grown != NULL) {
                 readings = grown;
+            }
+            if (grown_failed != NULL) {
+                failed = grown_failed;
                 readings_cap = n;
             }
         }
         if (n > readings_cap) {
             n = readings_cap;
         }
-        /* procs belongs to this thread while it runs: read unlocked. */
+        /* Only this thread changes procs while it runs, and only under
+           the lock: reading it unlocked here is safe. */
         pthread_mutex_unlock(&s->lock);
         for (i = 0; i < n; i++) {
-            sample_proc(&s->procs[i], now, &readings[i]);
+            sample_proc(&s->procs[i], now, &readings[i], failed[i]);
         }
         pthread_mutex_lock(&s->lock);
         for (i = 0; i < n; i++) {
+            apply_failures(&s->procs[i], now, failed[i]);
             if (readings[i].utime_ticks != TM_UNKNOWN
                     || readings[i].cpu_ns != TM_UNKNOWN
                     || readings[i].read_bytes != TM_UNKNOWN) {
@@ -379,6 +406,7 @@ sampler_main(void *arg)
     }
     pthread_mutex_unlock(&s->lock);
     free(readings);
+    free(failed);
     return NULL;
 }
 
