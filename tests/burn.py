@@ -1,6 +1,8 @@
 """Datasets whose __getitem__ burns a set amount of CPU time, for timing
 shape tests on real DataLoaders."""
 
+import multiprocessing
+import os
 import time
 
 import torch
@@ -48,3 +50,38 @@ class BurnIterable(IterableDataset):
         for i in range(self.n):
             burn_cpu(self.cpu_s)
             yield torch.tensor([i])
+
+
+# Lock-step workers for cadence tests (measured in tests/test_dataloader.py:
+# workers left to the scheduler of a loaded 2-core host drift out of phase
+# in about a third of runs; started at one barrier with their burn on one
+# shared core they keep the period in all of 80-odd runs).
+
+
+class OneCoreBurnDataset(BurnDataset):
+    """BurnDataset whose burn runs on one given core; the rest of the
+    worker (collate, the queue's feeder thread, passing the batch's
+    shared-memory handle) may run on any core."""
+
+    def __init__(self, n, cpu_s, core):
+        super().__init__(n, cpu_s)
+        self.core = core
+
+    def __getitem__(self, i):
+        allowed = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self.core})
+        try:
+            return super().__getitem__(i)
+        finally:
+            os.sched_setaffinity(0, allowed)
+
+
+class StartTogether:
+    """worker_init_fn: wait until all workers have started."""
+
+    def __init__(self, num_workers):
+        ctx = multiprocessing.get_context("fork")
+        self.barrier = ctx.Barrier(num_workers, timeout=60)
+
+    def __call__(self, worker_id):
+        self.barrier.wait()

@@ -1,6 +1,7 @@
 """sweep() on real DataLoaders whose items burn a set amount of CPU."""
 
 import multiprocessing
+import os
 import warnings
 
 import numpy as np
@@ -11,16 +12,20 @@ torch = pytest.importorskip("torch")
 import traceml  # noqa: E402
 from traceml import _core  # noqa: E402
 
-from burn import BurnDataset  # noqa: E402
+from burn import BurnDataset, OneCoreBurnDataset, StartTogether  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 
 
 def make_loader(num_workers, **kw):
     # 4 items x 25 ms CPU = 100 ms of CPU per batch: far above the 10 ms
-    # consumer pace, so every condition is input-bound.
+    # consumer pace, so every condition is input-bound.  Workers start
+    # together and burn on one shared core, so that they stay in lock-step
+    # on a loaded host (see tests/burn.py).
     return torch.utils.data.DataLoader(
-        BurnDataset(4 * 24, 0.025), batch_size=4, num_workers=num_workers, **kw
+        OneCoreBurnDataset(4 * 24, 0.025, core=min(os.sched_getaffinity(0))),
+        batch_size=4, num_workers=num_workers,
+        worker_init_fn=StartTogether(num_workers) if num_workers else None, **kw
     )
 
 
