@@ -7,14 +7,14 @@ import traceml
 from traceml.compare import verdict
 from traceml.report import build
 
-from test_report import INFO, MS, records
+from test_report import INFO, SYNTHETIC, MS, records
 
 N = 100
 
 
 def run(mean_wait_ms, compute_ms=20):
     wait = np.full(N, int(mean_wait_ms * MS))
-    return build(records(wait, np.full(N, compute_ms * MS)), INFO, 77, None)
+    return build(records(wait, np.full(N, compute_ms * MS)), INFO, SYNTHETIC, None)
 
 
 def test_verdicts_follow_the_tolerances():
@@ -36,7 +36,7 @@ def test_stalls_counted_at_the_baseline_threshold():
     base = run(10)
     other_wait = np.full(N, 1 * MS)
     other_wait[::5] = 100 * MS
-    other = build(records(other_wait, np.full(N, 20 * MS)), INFO, 77, None)
+    other = build(records(other_wait, np.full(N, 20 * MS)), INFO, SYNTHETIC, None)
     c = traceml.compare(base, other)
     thr = base["stalls"]["threshold_s"]
     expected = int((other.input_wait_ns[1:] > thr * 1e9).sum())

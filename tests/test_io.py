@@ -12,7 +12,7 @@ import pytest
 import traceml
 from traceml.report import build
 
-from test_report import INFO, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, SYNTHETIC, lockstep, records, loader_source  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run(loader_source):  # noqa: F811
     loader_source(4)
     wait, compute = lockstep(4, bursts=12)
-    return build(records(wait, compute), INFO, 77, None)
+    return build(records(wait, compute), INFO, SYNTHETIC, None)
 
 
 def test_save_load_round_trip(run, tmp_path):

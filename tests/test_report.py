@@ -11,6 +11,8 @@ from traceml import _core, policy, wrapping
 from traceml.report import build
 
 MS = 1_000_000
+# A source id no test reaches by wrapping (ids count up from 1).
+SYNTHETIC = 65000
 INFO = {
     "dropped_steps": 0,
     "out_of_memory": False,
@@ -19,7 +21,7 @@ INFO = {
 }
 
 
-def records(wait_ns, compute_ns, epoch=None, source=77, t0=10**12):
+def records(wait_ns, compute_ns, epoch=None, source=SYNTHETIC, t0=10**12):
     """Contiguous steps with the given waits and computes (ns)."""
     wait_ns = np.asarray(wait_ns, dtype=np.int64)
     compute_ns = np.asarray(compute_ns, dtype=np.int64)
@@ -43,16 +45,16 @@ def records(wait_ns, compute_ns, epoch=None, source=77, t0=10**12):
 
 @pytest.fixture
 def loader_source():
-    """A registered source with DataLoader facts, id 77."""
+    """A registered source with DataLoader facts, id SYNTHETIC."""
     def make(num_workers, epochs=1):
         facts = {k: None for k in wrapping.LOADER_FIELDS}
         facts["num_workers"] = num_workers
-        wrapping._sources[77] = wrapping.Source(
-            77, "synthetic", "DataLoader", loader=facts,
+        wrapping._sources[SYNTHETIC] = wrapping.Source(
+            SYNTHETIC, "synthetic", "DataLoader", loader=facts,
             loader_by_epoch=[facts] * epochs, epochs=epochs,
         )
     yield make
-    wrapping._sources.pop(77, None)
+    wrapping._sources.pop(SYNTHETIC, None)
 
 
 def lockstep(k, bursts, stall_ms=80, fast_us=50, compute_ms=10, rng=None):
@@ -71,7 +73,7 @@ def test_statistics_equal_numpy(loader_source):
     rng = np.random.default_rng(1)
     wait = rng.integers(1, 50 * MS, 200)
     compute = rng.integers(1, 30 * MS, 200)
-    r = build(records(wait, compute), INFO, 77, None)
+    r = build(records(wait, compute), INFO, SYNTHETIC, None)
     steady = slice(1, None)  # one worker: only the first fetch is start-up
     for key, x in (("input_wait_s", wait), ("compute_s", compute), ("step_s", wait + compute)):
         got = r[key]
@@ -95,7 +97,7 @@ def test_statistics_equal_numpy(loader_source):
 def test_diagnosis_thresholds(share, label):
     assert policy.diagnose(share)[0] == label
     wait = np.full(50, int(share * 1000))
-    r = build(records(wait, 1000 - wait), INFO, 77, None)
+    r = build(records(wait, 1000 - wait), INFO, SYNTHETIC, None)
     assert r["diagnosis"] == label
     assert r["input_share"] == pytest.approx(share, abs=1e-3)
 
@@ -114,7 +116,7 @@ def test_no_data_report_says_so():
 def test_mostly_fast_with_lockstep_stalls(loader_source, k):
     loader_source(k)
     wait, compute = lockstep(k, bursts=12)
-    r = build(records(wait, compute), INFO, 77, None)
+    r = build(records(wait, compute), INFO, SYNTHETIC, None)
     start = k  # the first k fetches are start-up
     stall_idx = [i for i in range(start, len(wait)) if i % k == 0]
     assert r["stalls"]["steps"] == stall_idx
@@ -130,7 +132,7 @@ def test_mostly_fast_with_lockstep_stalls(loader_source, k):
 def test_cadence_not_matching_num_workers(loader_source):
     loader_source(4)
     wait, compute = lockstep(2, bursts=20)
-    r = build(records(wait, compute), INFO, 77, None)
+    r = build(records(wait, compute), INFO, SYNTHETIC, None)
     assert r["cadence"]["period"] == 2
     assert r["cadence"]["matches_num_workers"] is False
     assert r["cadence"]["multiple_fraction"] == 0.0
@@ -140,7 +142,7 @@ def test_every_fetch_slow_is_every_fetch_a_stall(loader_source):
     loader_source(0)
     rng = np.random.default_rng(2)
     wait = (100 * MS * rng.uniform(0.97, 1.03, 60)).astype(np.int64)
-    r = build(records(wait, np.full(60, 5 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(60, 5 * MS)), INFO, SYNTHETIC, None)
     assert r["stalls"]["count"] == r["steady_steps"] == 59
     assert r["cadence"]["period"] == 1
     assert r["cadence"]["matches_num_workers"] is True  # 0 workers: the main process
@@ -151,7 +153,7 @@ def test_healthy_noise_is_not_a_stall():
     rng = np.random.default_rng(3)
     wait = rng.lognormal(np.log(40_000), 0.8, 500).astype(np.int64)  # ~40 µs
     wait[::97] = 900_000  # rare 0.9 ms hiccups
-    r = build(records(wait, np.full(500, 30 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(500, 30 * MS)), INFO, SYNTHETIC, None)
     assert r["stalls"]["count"] == 0
     assert r["diagnosis"] == "COMPUTE-BOUND"
     assert r["cadence"]["period"] is None
@@ -159,7 +161,7 @@ def test_healthy_noise_is_not_a_stall():
 
 def test_given_threshold_is_absolute():
     wait = np.array([1, 6, 2, 7, 3, 5] * 5, dtype=np.int64) * 1_000_000_000
-    r = build(records(wait, np.full(30, MS)), INFO, 77, 5.0)
+    r = build(records(wait, np.full(30, MS)), INFO, SYNTHETIC, 5.0)
     w = wait[1:]
     assert r["stalls"]["threshold_s"] == 5.0
     assert r["stalls"]["count"] == int((w > 5e9).sum())
@@ -175,7 +177,7 @@ def test_epoch_start_is_not_steady_state_cadence(loader_source):
     wait2 = wait.copy()
     w = np.r_[wait, wait2]
     epoch = np.r_[np.zeros(len(wait)), np.ones(len(wait2))].astype(np.int32)
-    r = build(records(w, np.r_[compute, compute], epoch=epoch), INFO, 77, None)
+    r = build(records(w, np.r_[compute, compute], epoch=epoch), INFO, SYNTHETIC, None)
     assert r["epoch_start"]["count"] == 8
     assert r["epoch_start"]["steps"] == [0, 1, 2, 3, 32, 33, 34, 35]
     assert r["epoch_start"]["input_wait_s"]["mean"] == pytest.approx(0.4)
@@ -187,7 +189,7 @@ def test_epoch_start_is_not_steady_state_cadence(loader_source):
 def test_text_and_html_show_the_evidence(loader_source):
     loader_source(4)
     wait, compute = lockstep(4, bursts=10)
-    r = build(records(wait, compute), INFO, 77, None)
+    r = build(records(wait, compute), INFO, SYNTHETIC, None)
     text = str(r)
     assert text.splitlines()[1].startswith("INPUT-BOUND")
     assert "a stall every 4 steps" in text and "num_workers=4" in text
@@ -210,7 +212,7 @@ def test_text_and_html_show_the_evidence(loader_source):
 
 def test_report_steps_views():
     wait = np.arange(1, 11) * MS
-    r = build(records(wait, np.full(10, 2 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(10, 2 * MS)), INFO, SYNTHETIC, None)
     np.testing.assert_array_equal(r.input_wait_ns, wait)
     np.testing.assert_array_equal(r.compute_ns, np.full(10, 2 * MS))
     np.testing.assert_array_equal(r.step_ns, wait + 2 * MS)

@@ -7,7 +7,7 @@ import pytest
 from traceml import policy
 from traceml.report import build
 
-from test_report import INFO, MS, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401
 
 
 def test_equal_mean_different_shape(loader_source):  # noqa: F811
@@ -18,8 +18,8 @@ def test_equal_mean_different_shape(loader_source):  # noqa: F811
     heavy = np.where(np.arange(n) % 4 == 0, 80 * MS - 150_000, 50_000)
     assert uniform.mean() == pytest.approx(heavy.mean(), rel=1e-9)
     compute = np.full(n, 10 * MS)
-    a = build(records(uniform, compute), INFO, 77, None)
-    b = build(records(heavy, compute), INFO, 77, None)
+    a = build(records(uniform, compute), INFO, SYNTHETIC, None)
+    b = build(records(heavy, compute), INFO, SYNTHETIC, None)
     assert a["shape"] == "UNIFORMLY-SLOW"
     assert b["shape"] == "HEAVY-TAILED"
     assert a["input_wait_s"]["mean"] == pytest.approx(b["input_wait_s"]["mean"], rel=0.02)
@@ -31,7 +31,7 @@ def test_equal_mean_different_shape(loader_source):  # noqa: F811
 def test_fast_shape_when_no_stall():
     rng = np.random.default_rng(0)
     wait = rng.integers(20_000, 60_000, 200)
-    r = build(records(wait, np.full(200, 20 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(200, 20 * MS)), INFO, SYNTHETIC, None)
     assert r["shape"] == "FAST" and r["stalls"]["count"] == 0
     assert r["temporal"] is None
     assert r["concentration"]["stall_wait_share"] == 0.0
@@ -50,7 +50,7 @@ def test_periodic_with_jitter(loader_source, period):  # noqa: F811
     stall_at[::9] += 1
     stall_at = stall_at[stall_at < n]
     wait[stall_at] = (60 * MS * rng.uniform(0.7, 1.3, len(stall_at))).astype(np.int64)
-    r = build(records(wait, np.full(n, 8 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(n, 8 * MS)), INFO, SYNTHETIC, None)
     t = r["temporal"]
     assert t["label"] == "PERIODIC" and t["period"] == period
     assert t["modal_share"] >= 0.5
@@ -66,7 +66,7 @@ def test_random_stalls_are_irregular(loader_source):  # noqa: F811
     stalls = rng.random(n) < 0.2
     stalls[:4] = False
     wait[stalls] = 60 * MS
-    r = build(records(wait, np.full(n, 8 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(n, 8 * MS)), INFO, SYNTHETIC, None)
     assert r["stalls"]["count"] == int(stalls.sum())
     assert r["temporal"]["label"] == "IRREGULAR"
     assert r["temporal"]["period"] is None and r["cadence"]["period"] is None
@@ -77,7 +77,7 @@ def test_random_stalls_are_irregular(loader_source):  # noqa: F811
 def test_too_few_stalls_give_no_temporal_label():
     wait = np.full(30, 40_000)
     wait[[10, 20]] = 60 * MS  # two stalls: one gap
-    r = build(records(wait, np.full(30, 8 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(30, 8 * MS)), INFO, SYNTHETIC, None)
     assert r["stalls"]["count"] == 2
     assert r["temporal"] is None
     assert any("too few to tell a pattern" in s for s in r["next"])
@@ -86,7 +86,7 @@ def test_too_few_stalls_give_no_temporal_label():
 def test_autocorrelation_peaks_at_the_period(loader_source):  # noqa: F811
     loader_source(4)
     wait, compute = lockstep(4, bursts=30)
-    r = build(records(wait, compute), INFO, 77, None)
+    r = build(records(wait, compute), INFO, SYNTHETIC, None)
     assert r["temporal"]["autocorrelation"] > 0.9
 
 
@@ -96,7 +96,7 @@ def test_autocorrelation_peaks_at_the_period(loader_source):  # noqa: F811
 def test_next_for_lockstep_cadence_points_at_sweep(loader_source):  # noqa: F811
     loader_source(4)
     wait, compute = lockstep(4, bursts=20)
-    nxt = build(records(wait, compute), INFO, 77, None)["next"]
+    nxt = build(records(wait, compute), INFO, SYNTHETIC, None)["next"]
     assert "of the input wait: mostly fast input with large stalls" in nxt[0]
     assert "recur every 4 steps and num_workers=4" in nxt[1]
     assert "vary num_workers" in nxt[2] and "in_order=(True, False)" in nxt[2]
@@ -105,7 +105,7 @@ def test_next_for_lockstep_cadence_points_at_sweep(loader_source):  # noqa: F811
 def test_next_for_a_period_that_does_not_follow_workers(loader_source):  # noqa: F811
     loader_source(2)
     wait, compute = lockstep(5, bursts=20)
-    nxt = build(records(wait, compute), INFO, 77, None)["next"]
+    nxt = build(records(wait, compute), INFO, SYNTHETIC, None)["next"]
     assert "every 5 steps while num_workers=2" in nxt[1]
 
 
@@ -114,19 +114,19 @@ def test_next_for_irregular_stalls_points_at_in_order(loader_source):  # noqa: F
     rng = np.random.default_rng(5)
     wait = rng.integers(20_000, 80_000, 300)
     wait[4:][rng.random(296) < 0.2] = 60 * MS
-    nxt = build(records(wait, np.full(300, 8 * MS)), INFO, 77, None)["next"]
+    nxt = build(records(wait, np.full(300, 8 * MS)), INFO, SYNTHETIC, None)["next"]
     assert "no regular period" in nxt[1] and "in_order=(True, False)" in nxt[2]
 
 
 def test_next_for_uniformly_slow_without_workers(loader_source):  # noqa: F811
     loader_source(0)
-    nxt = build(records(np.full(50, 30 * MS), np.full(50, 5 * MS)), INFO, 77, None)["next"]
+    nxt = build(records(np.full(50, 30 * MS), np.full(50, 5 * MS)), INFO, SYNTHETIC, None)["next"]
     assert nxt[0].startswith("Every fetch waits (median 30 ms)")
     assert "num_workers=0 loads in the main process" in nxt[1]
 
 
 def test_next_for_compute_bound_says_input_is_not_the_bottleneck():
-    nxt = build(records(np.full(50, 10_000), np.full(50, 20 * MS)), INFO, 77, None)["next"]
+    nxt = build(records(np.full(50, 10_000), np.full(50, 20 * MS)), INFO, SYNTHETIC, None)["next"]
     assert nxt == [
         "The loop waits for input 0% of the time: input is not the bottleneck; "
         "profile the step itself."
@@ -135,7 +135,7 @@ def test_next_for_compute_bound_says_input_is_not_the_bottleneck():
 
 def test_no_next_sentence_mentions_num_workers_without_a_loader():
     wait, compute = lockstep(4, bursts=20)
-    r = build(records(wait, compute), INFO, 77, None)
+    r = build(records(wait, compute), INFO, SYNTHETIC, None)
     assert r["loader"] is None
     assert not any("num_workers=" in s for s in r["next"])
     assert "every 4 steps" in r["next"][1]
@@ -159,7 +159,7 @@ def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):  # noqa
     for r0 in range(4, n, 4):
         wait[r0] = int(1.5e9 * rng.uniform(0.8, 1.2))
         wait[r0 + 1] = int(1.3e9 * rng.uniform(0.8, 1.2))
-    r = build(records(wait, np.full(n, 150 * MS)), INFO, 77, None)
+    r = build(records(wait, np.full(n, 150 * MS)), INFO, SYNTHETIC, None)
     assert set(r["stalls"]["gaps"]) == {1, 3}
     t = r["temporal"]
     assert t["label"] == "PERIODIC" and t["period"] == 4 and t["counted"] == "bursts"
@@ -169,5 +169,5 @@ def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):  # noqa
 
 def test_every_step_stalling_keeps_period_one(loader_source):  # noqa: F811
     loader_source(1)
-    r = build(records(np.full(40, 80 * MS), np.full(40, 5 * MS)), INFO, 77, None)
+    r = build(records(np.full(40, 80 * MS), np.full(40, 5 * MS)), INFO, SYNTHETIC, None)
     assert r["temporal"]["period"] == 1 and r["temporal"]["counted"] == "stalls"

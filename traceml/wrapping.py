@@ -8,6 +8,7 @@ The wrapper is thin Python; each iter() of it returns the C iterator
 from __future__ import annotations
 
 import collections.abc
+import itertools
 import multiprocessing
 import os
 import sys
@@ -111,6 +112,7 @@ def configure(
 _sources: dict[int, Source] = {0: Source(0, "probes", "probes")}
 _by_name: dict[str, Source] = {"probes": _sources[0]}
 _name_counts: dict[str, int] = {}  # last "#n" suffix handed out per type name
+_next_id = itertools.count(1)  # source ids are never reused
 
 
 def sources() -> dict[int, Source]:
@@ -210,7 +212,7 @@ def _source_for(iterable: Any, name: Optional[str]) -> Source:
             ref, src = known
             if ref() is iterable:
                 return src
-    sid = len(_sources)
+    sid = next(_next_id)
     if sid > 65535:
         raise RuntimeError(
             "traceml.wrap(): more than 65535 wrapped iterables in one process"
