@@ -1,0 +1,147 @@
+"""python -m traceml.demo: the plain demo and --investigate, at --quick size.
+
+The quick size is too small for the stall cadence to hold; these tests check
+that every piece runs and that the objects and tables are what they claim:
+both reports with steps, the sweep's grid in its order, the fixed row, the
+comparison of the two paths.
+"""
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("datasets")
+pytest.importorskip("PIL")
+
+import traceml  # noqa: E402
+from traceml import demo  # noqa: E402
+from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, REGRESSION  # noqa: E402
+
+HISTORICAL_WORKERS = [4, 2, 1, 0, 0, 1, 2, 4]
+DIRECTIONS = ["forward"] * 4 + ["backward"] * 4
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """One quick dataset for the module, built here, reused by every test."""
+    path = str(tmp_path_factory.mktemp("demo-data"))
+    lines = []
+    demo.load_datasets(data_dir=path, quick=True, out=lines.append)
+    assert lines[0].startswith("building dataset")
+    return path
+
+
+@pytest.fixture(scope="module")
+def investigation(data_dir):
+    """run_investigation(quick=True), its output lines and its result."""
+    traceml.reset()
+    lines = []
+    sweep, comparison = demo.run_investigation(
+        data_dir=data_dir, quick=True, progress=False, out=lines.append
+    )
+    traceml.reset()
+    return sweep, comparison, "\n".join(lines)
+
+
+def test_run_demo_quick(data_dir):
+    lines = []
+    historical, fixed = demo.run_demo(data_dir=data_dir, quick=True, out=lines.append)
+    text = "\n".join(lines)
+    for name, rep in (("historical", historical), ("fixed", fixed)):
+        assert isinstance(rep, traceml.Report)
+        s = rep.to_dict()
+        assert s["source"] == name
+        assert s["steps"] == demo.QUICK.steps
+        assert s["steady_steps"] > 0
+        assert s["loader"]["num_workers"] == 4
+        assert str(rep) in text
+    assert "verdict: historical" in text
+    assert text.rstrip().splitlines()[-1] == demo.verdict(historical, fixed)
+
+
+def test_main_quick(data_dir, capsys):
+    assert demo.main(["--quick", "--data-dir", data_dir]) == 0
+    out = capsys.readouterr().out
+    assert "running the historical path" in out
+    assert "running the fixed path" in out
+    assert out.count("verdict: historical") == 1
+    # The dataset was reused, not rebuilt.
+    assert "building dataset" not in out
+    assert "dataset ready: 48 frames" in out
+
+
+def test_main_rejects_num_workers_with_investigate(data_dir, capsys):
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--investigate", "--num-workers", "2", "--data-dir", data_dir])
+    assert exc.value.code == 2
+    assert "--num-workers does not apply to --investigate" in capsys.readouterr().err
+
+
+def test_investigation_sweep_rows(investigation):
+    sweep, _, _ = investigation
+    assert isinstance(sweep, traceml.SweepResult)
+    assert isinstance(sweep, demo.InvestigationResult)
+    assert not sweep.interrupted
+    assert len(sweep.rows) == len(sweep.runs) == 9
+
+    historical = sweep.rows[:8]
+    assert [r["condition"]["num_workers"] for r in historical] == HISTORICAL_WORKERS
+    assert [r["direction"] for r in historical] == DIRECTIONS
+    assert all(r["condition"]["path"] == "historical" for r in historical)
+    assert sweep.historical.rows == historical
+    for row, rep in zip(sweep.rows, sweep.runs):
+        assert row["error"] is None, row
+        assert isinstance(rep, traceml.Report)
+        assert rep["steps"] == demo.INVESTIGATE_QUICK.steps
+        assert rep["loader"]["num_workers"] == row["condition"]["num_workers"]
+        assert row["diagnosis"] == rep["diagnosis"]
+        assert row["mean_s"] is not None and row["mean_s"] >= 0
+
+    fixed_row, fixed_rep = sweep.rows[8], sweep.runs[8]
+    assert fixed_row["condition"] == {"num_workers": demo.FIXED_WORKERS, "path": "fixed"}
+    assert fixed_row["direction"] == "forward"
+    assert "path=fixed" in fixed_rep["source"]
+    assert sweep.fixed.rows == [fixed_row]
+
+    # The correlation is the historical grid's, never the fixed row's.
+    assert sweep.correlation == sweep.historical.correlation
+    assert sweep.correlation["points"] <= 8
+    json.dumps(sweep.to_dict())
+
+
+def test_investigation_comparison(investigation):
+    sweep, comparison, _ = investigation
+    assert isinstance(comparison, traceml.Comparison)
+    assert [r["label"] for r in comparison.rows] == ["historical", "fixed"]
+    assert comparison.rows[0]["verdict"] == BASELINE
+    assert comparison.rows[1]["verdict"] in (IMPROVEMENT, EQUIVALENT, REGRESSION)
+    # historical = the sweep's last historical condition (num_workers=4,
+    # backward), fixed = the fixed row.
+    hist_rep, fixed_rep = sweep.runs[7], sweep.runs[8]
+    assert comparison.rows[0]["mean_wait_s"] == hist_rep["input_wait_s"]["mean"]
+    assert comparison.rows[1]["mean_wait_s"] == fixed_rep["input_wait_s"]["mean"]
+    assert comparison.threshold_s == hist_rep["stalls"]["threshold_s"]
+
+
+def test_investigation_output(investigation):
+    sweep, comparison, text = investigation
+    assert str(sweep) in text
+    assert str(comparison) in text
+    assert "num_workers vs stall cadence" in text
+    assert "historical conditions (num_workers:gap 4:" in text
+    table = str(sweep).splitlines()
+    rows = [ln for ln in table if ln.startswith("num_workers=")]
+    assert [int(ln.split()[0].split("=")[1]) for ln in rows] == HISTORICAL_WORKERS + [4]
+    assert rows[-1].split()[1] == "path=fixed"
+    assert "investigation took" in text.splitlines()[-1]
+
+
+def test_main_investigate_quick(data_dir, capsys):
+    assert demo.main(["--investigate", "--quick", "--data-dir", data_dir]) == 0
+    out = capsys.readouterr().out
+    assert "worker-count table" in out
+    assert "num_workers=4 path=fixed" in out
+    assert "historical versus fixed" in out
+    assert "fixed: " in out  # the comparison's verdict line
+    assert traceml._core.store_info()["steps"] == 0  # the sweeps left no records
