@@ -57,3 +57,9 @@ def test_compare_renders_and_validates(tmp_path):
         traceml.compare(base, 3)
     with pytest.raises(ValueError, match="labels has 1 names for 2 runs"):
         traceml.compare(base, base, labels=["a"])
+
+
+def test_repr_names_the_verdicts():
+    base = run(10)
+    c = traceml.compare(base, run(20), labels=["before", "after"])
+    assert repr(c) == "<traceml.Comparison before=BASELINE, after=REGRESSION>"

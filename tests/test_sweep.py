@@ -48,6 +48,7 @@ def test_cadence_follows_num_workers():
     assert "num_workers=4" in text and "Pearson r" in text
     assert "<table" in res._repr_html_()
     assert res.to_dict()["correlation"]["points"] == 3
+    assert repr(res) == f"<traceml.SweepResult rows=3 r={c['r']:.3f} points=3>"
 
 
 def test_both_directions_and_other_axes_make_the_grid():

@@ -73,6 +73,10 @@ class Comparison:
         self.rows = rows
         self.threshold_s = threshold_s
 
+    def __repr__(self) -> str:
+        verdicts = ", ".join(f"{r['label']}={r['verdict']}" for r in self.rows)
+        return f"<traceml.Comparison {verdicts}>"
+
     def to_dict(self) -> dict:
         return {"threshold_s": self.threshold_s, "rows": [dict(r) for r in self.rows],
                 "tolerance": {"relative": REL_TOL, "step_share": STEP_TOL}}

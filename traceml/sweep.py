@@ -87,6 +87,12 @@ class SweepResult:
         self.interrupted = interrupted
         self.correlation = correlation(rows)
 
+    def __repr__(self) -> str:
+        c = self.correlation
+        r = "-" if c["r"] is None else f"{c['r']:.3f}"
+        return (f"<traceml.SweepResult rows={len(self.rows)} r={r} points={c['points']}"
+                f"{' interrupted' if self.interrupted else ''}>")
+
     def to_dict(self) -> dict:
         return {
             "rows": [dict(r) for r in self.rows],
