@@ -96,6 +96,7 @@ mod_after_fork_child(PyObject *module, PyObject *Py_UNUSED(ignored))
         tm_sampler_after_fork(&st->sampler);
     }
     st->active_loops = 0;
+    st->fork_generation++;
     Py_RETURN_NONE;
 }
 
@@ -701,6 +702,10 @@ mod_percentiles(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(q);
         return NULL;
     }
+    /* Without the GIL another thread may write x meanwhile (so may one
+       running NumPy code that releases the GIL, whatever we do): the
+       selection is written to stay in bounds when x changes between its
+       passes; the answer is then meaningless, never a memory error. */
     Py_BEGIN_ALLOW_THREADS
     rc = tm_percentiles(i64_data(x), arr_len(x), qv, (size_t)nq,
                         (double *)PyArray_DATA(out));

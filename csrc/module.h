@@ -31,6 +31,7 @@ typedef struct {
     int64_t stuck_after_ns;
     size_t sampler_capacity;
     int active_loops;          /* wrapped loops the sampler serves */
+    uint64_t fork_generation;  /* bumped in every forked child */
     PyTypeObject *wrapiter_type;
     PyObject *record_dtype;    /* numpy.dtype of one tm_record */
     PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */

@@ -199,6 +199,23 @@ select_ranks_in_slice(int64_t *slice, ptrdiff_t len, const size_t *ranks,
     }
 }
 
+/* The histogram bucket of v; clamped, so that a value outside [lo, hi]
+   (x changed between passes) cannot index past the histogram. */
+static inline size_t
+bucket_of(int64_t v, int64_t lo, unsigned shift)
+{
+    uint64_t b = ((uint64_t)v - (uint64_t)lo) >> shift;
+
+    return b < TM_HIST_SIZE ? (size_t)b : TM_HIST_SIZE - 1;
+}
+
+/* Whether a gathered slice of len values holds every wanted rank. */
+static inline int
+slice_holds(size_t len, const size_t *ranks, size_t nr, size_t base)
+{
+    return nr > 0 && ranks[0] >= base && ranks[nr - 1] - base < len;
+}
+
 static int
 select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
              int64_t *vals)
@@ -251,7 +268,7 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
         goto done;
     }
     for (i = 0; i < n; i++) {
-        pos[((uint64_t)x[i] - (uint64_t)lo) >> shift]++;
+        pos[bucket_of(x[i], lo, shift)]++;
     }
     /* One walk of the cumulative counts places every rank in its bucket. */
     cum = 0;
@@ -291,9 +308,12 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
         goto done;
     }
     for (i = 0; i < n; i++) {
-        size_t *slot = &pos[((uint64_t)x[i] - (uint64_t)lo) >> shift];
+        size_t *slot = &pos[bucket_of(x[i], lo, shift)];
 
-        if (*slot != SIZE_MAX) {
+        /* *slot < total holds unless x changed since the histogram pass
+           (a thread writing it without the GIL): then the answer is
+           garbage, but every write stays inside buf. */
+        if (*slot < total) {
             buf[(*slot)++] = x[i];
         }
     }
@@ -310,6 +330,13 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
             r++;
         }
         len = pos[bucket[g]] - start[g];
+        if (!slice_holds(len, ranks + g, r - g, below[g])) {
+            /* x changed under us (see the gather): no answer, no harm. */
+            for (; g < r; g++) {
+                vals[g] = lo;
+            }
+            continue;
+        }
         if (len > TM_SMALL_N && len < n) {
             size_t base = below[g];
             size_t k;
@@ -529,7 +556,7 @@ tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
     memset(mask, 0, n);
     while (start < n) {
         size_t end = start + 1;
-        int64_t top = -1;
+        int64_t top;
 
         /* One epoch: [start, end). */
         while (end < n && (epoch == NULL || epoch[end] == epoch[start])) {
@@ -538,12 +565,11 @@ tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
         if (epoch == NULL) {
             end = n;
         }
-        for (i = start; i < end; i++) {
-            if (ranks[i] > top) {
-                top = ranks[i];
-            }
-        }
-        if (top >= 0 && (size_t)top + 1 > seen_cap) {
+        /* With m deliveries the lowest undelivered rank is at most m, so
+           ranks above m never need remembering: seen[] has m + 1 slots
+           whatever the ranks' values. */
+        top = (int64_t)(end - start);
+        if ((size_t)top + 1 > seen_cap) {
             uint8_t *grown = realloc(seen, (size_t)top + 1);
 
             if (grown == NULL) {
@@ -553,9 +579,7 @@ tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
             seen = grown;
             seen_cap = (size_t)top + 1;
         }
-        if (top >= 0) {
-            memset(seen, 0, (size_t)top + 1);
-        }
+        memset(seen, 0, (size_t)top + 1);
         low = 0;
         for (i = start; i < end; i++) {
             int64_t r = ranks[i];
@@ -567,7 +591,9 @@ tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
                 mask[i] = 1;
                 count++;
             }
-            seen[r] = 1;
+            if (r <= top) {
+                seen[r] = 1;
+            }
             while (low <= (size_t)top && seen[low]) {
                 low++;
             }

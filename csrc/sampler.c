@@ -541,7 +541,9 @@ tm_sampler_copy_stuck(tm_sampler *s, tm_stuck *out, size_t max)
 
     pthread_mutex_lock(&s->lock);
     n = s->nstuck < max ? s->nstuck : max;
-    memcpy(out, s->stuck, n * sizeof(tm_stuck));
+    if (n > 0) {
+        memcpy(out, s->stuck, n * sizeof(tm_stuck));
+    }
     pthread_mutex_unlock(&s->lock);
     return n;
 }
@@ -556,7 +558,9 @@ tm_sampler_copy_procs(tm_sampler *s, tm_watched *out, size_t max)
     src = s->has_pending ? s->pending : s->procs;
     n = s->has_pending ? s->npending : s->nprocs;
     n = n < max ? n : max;
-    memcpy(out, src, n * sizeof(tm_watched));
+    if (n > 0) {
+        memcpy(out, src, n * sizeof(tm_watched));
+    }
     pthread_mutex_unlock(&s->lock);
     return n;
 }

@@ -50,6 +50,7 @@ typedef struct {
     int open;
     int track;                 /* delivery tracking on */
     int watching;              /* counted in st->active_loops */
+    uint64_t fork_generation;  /* st->fork_generation when counted */
     tm_task *tasks;            /* outstanding tasks after the last fetch */
     Py_ssize_t ntasks;
     Py_ssize_t tasks_cap;
@@ -86,7 +87,12 @@ end_loop(tm_wrapiter *self)
 {
     if (self->watching) {
         self->watching = 0;
-        tm_loop_ended(self->st);
+        /* An iterator inherited through fork() was counted in the parent's
+           process, not in this one: releasing it must not stop the child's
+           own sampler. */
+        if (self->fork_generation == self->st->fork_generation) {
+            tm_loop_ended(self->st);
+        }
     }
 }
 
@@ -125,19 +131,26 @@ read_tasks(tm_wrapiter *self, Py_ssize_t *n_out)
         Py_DECREF(info);
         return -1;
     }
+    /* Only ints and tuples are accepted: converting anything else could run
+       Python code (__index__) that changes the dict under PyDict_Next. */
     while (PyDict_Next(info, &pos, &key, &value)) {
-        long long rank = PyLong_AsLongLong(key);
+        long long rank;
         long worker;
 
-        if ((rank == -1 && PyErr_Occurred()) || !PyTuple_Check(value)
-                || PyTuple_GET_SIZE(value) < 1) {
+        if (n == self->scratch_cap || !PyLong_Check(key) || !PyTuple_Check(value)
+                || PyTuple_GET_SIZE(value) < 1
+                || !PyLong_Check(PyTuple_GET_ITEM(value, 0))) {
+            Py_DECREF(info);
+            return -1;
+        }
+        rank = PyLong_AsLongLong(key);
+        worker = PyLong_AsLong(PyTuple_GET_ITEM(value, 0));
+        if ((rank == -1 || worker == -1) && PyErr_Occurred()) {
             PyErr_Clear();
             Py_DECREF(info);
             return -1;
         }
-        worker = PyLong_AsLong(PyTuple_GET_ITEM(value, 0));
-        if (worker == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
+        if (rank < 0 || worker < 0 || worker > INT32_MAX) {
             Py_DECREF(info);
             return -1;
         }
@@ -357,6 +370,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (watch && tm_loop_started(st) == 0) {
         self->watching = 1;
+        self->fork_generation = st->fork_generation;
     }
     return (PyObject *)self;
 }
