@@ -231,11 +231,11 @@ def test_sampler_off_means_no_worker_evidence_but_timings():
 @pytest.mark.parametrize(
     "kwargs, exc, words",
     [
-        ({"sampler_period_s": 0}, ValueError, "sampler_period_s must be finite and >= 0.001"),
+        ({"sampler_period_s": 0}, ValueError, "sampler_period_s must be between 0.001 and 3600"),
         ({"stuck_after_s": -1}, ValueError, "stuck_after_s"),
         ({"stuck_after_s": "1"}, TypeError, "stuck_after_s must be a number"),
         ({"sampler": 1}, TypeError, "sampler must be a bool"),
-        ({"sampler_capacity": 3}, ValueError, "sampler_capacity must be >= 16"),
+        ({"sampler_capacity": 3}, ValueError, "sampler_capacity must be between 16 and"),
     ],
 )
 def test_configure_names_bad_settings(kwargs, exc, words):

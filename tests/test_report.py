@@ -50,8 +50,10 @@ def loader_source():
         facts = {k: None for k in wrapping.LOADER_FIELDS}
         facts["num_workers"] = num_workers
         wrapping._sources[SYNTHETIC] = wrapping.Source(
-            SYNTHETIC, "synthetic", "DataLoader", loader=facts,
-            loader_by_epoch=[facts] * epochs, epochs=epochs,
+            SYNTHETIC, "synthetic", "DataLoader", loader=facts, epochs=epochs,
+            epoch_facts={e: {"loader": facts, "worker_pids": None, "start_method": None,
+                             "torch_version": None, "usable_cpus": 2}
+                         for e in range(epochs)},
         )
     yield make
     wrapping._sources.pop(SYNTHETIC, None)

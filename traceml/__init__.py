@@ -17,7 +17,7 @@ Timings live in a C array (32 bytes a step); C reducers give the mean,
 median, p95, the stall gaps and their cadence; Python renders them.
 """
 
-from . import _core
+from . import _core, wrapping
 from ._core import clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
 from .io import load_report as load
@@ -30,10 +30,12 @@ __version__ = "0.1.0"
 
 def reset() -> None:
     """Start a new recording: discard every recorded step, the drop count
-    and the misuse counts.  A step open at this moment (in a wrapped loop or
+    and the misuse counts (per-epoch facts of wrapped loaders are kept for
+    the latest epoch only).  A step open at this moment (in a wrapped loop or
     between probes) is not recorded; a wrapped loop goes on recording from
     its next step, so ``reset()`` inside the loop skips a warm-up."""
     _core.reset()
+    wrapping.prune_after_reset()
 
 
 __all__ = [

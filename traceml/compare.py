@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import math
 import os
 from typing import Optional, Sequence, Union
@@ -161,6 +162,9 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
                 f"compare(): runs[{i}] must be a Report or a path, got {type(run).__name__}"
             )
     if labels is not None:
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, collections.abc.Iterable):
+            raise TypeError(f"compare(): labels must be a sequence of names, got "
+                            f"{type(labels).__name__}")
         labels = list(labels)
         if len(labels) != len(reports):
             raise ValueError(

@@ -40,7 +40,7 @@ def host(src) -> Optional[dict]:
     facts = getattr(src, "epoch_facts", None)
     if not facts:
         return None
-    last = facts[-1]
+    last = facts[max(facts)]
     loader = last["loader"] or {}
     nw = loader.get("num_workers")
     cpus = last["usable_cpus"]
@@ -51,9 +51,9 @@ def host(src) -> Optional[dict]:
         "num_workers": nw,
         "oversubscribed": bool(nw and cpus and nw > cpus),
         "by_epoch": [
-            {"epoch": e, **(f["loader"] or {}), "start_method": f["start_method"],
-             "worker_pids": f["worker_pids"]}
-            for e, f in enumerate(facts)
+            {"epoch": e, **(facts[e]["loader"] or {}), "start_method": facts[e]["start_method"],
+             "worker_pids": facts[e]["worker_pids"]}
+            for e in sorted(facts)
         ],
     }
 
@@ -78,10 +78,9 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     n = len(steps)
     ranks = np.full(n, -1, dtype=np.int64) if rank is None else rank.astype(np.int64)
     workers = np.full(n, -1, dtype=np.int64) if worker is None else worker.astype(np.int64)
-    by_epoch = getattr(src, "loader_by_epoch", [])
     position = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
     for e in np.unique(steps["epoch"]):
-        f = by_epoch[e] if e < len(by_epoch) else None
+        f = src.loader_of(e)
         if f is not None and (f.get("num_workers") or 0) == 0:
             sel = (steps["epoch"] == e) & (position < _core.FLAG_POS_MAX)
             ranks[sel] = position[sel]
@@ -102,11 +101,11 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
 def pid_changes(src, steps: np.ndarray) -> list[dict]:
     """Epochs whose worker PID set differs from the previous epoch's:
     {step (first step of that epoch in this report), epoch, old, new}."""
-    facts = getattr(src, "epoch_facts", None) or []
+    facts = getattr(src, "epoch_facts", None) or {}
     out = []
     prev = None
-    for e, f in enumerate(facts):
-        pids = f["worker_pids"]
+    for e in sorted(facts):
+        pids = facts[e]["worker_pids"]
         if pids is None:
             prev = None
             continue
@@ -288,7 +287,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     facts = getattr(src, "epoch_facts", None)
     if not facts or src.loader is None:
         return None
-    pids = sorted({p for f in facts for p in (f["worker_pids"] or [])})
+    pids = sorted({p for f in facts.values() for p in (f["worker_pids"] or [])})
     main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
     main_pid = main[0] if main else os.getpid()
     if len(steps):
@@ -309,7 +308,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     busy_s = info.get("busy_s") or 0.0
     run_s = info.get("run_s") or 0.0
     return {
-        "pids_by_epoch": [{"epoch": e, "pids": f["worker_pids"]} for e, f in enumerate(facts)],
+        "pids_by_epoch": [{"epoch": e, "pids": facts[e]["worker_pids"]} for e in sorted(facts)],
         "pid_changes": pid_changes(src, steps),
         "exited": exited,
         "sampler": {
@@ -321,7 +320,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         },
         "intervals": iv,
         "evidence": interval_sentences(iv, (src.loader or {}).get("num_workers"),
-                                       facts[-1]["usable_cpus"]),
+                                       facts[max(facts)]["usable_cpus"]),
     }
 
 

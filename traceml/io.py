@@ -35,9 +35,20 @@ FORMAT_VERSION = 1
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def _path_arg(path, func: str) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{func}: path must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fspath(path)
+
+
 def save_report(report, path: PathLike) -> str:
-    """Write ``report`` to ``path`` (overwriting); returns the path as str."""
-    path = os.fspath(path)
+    """Write ``report`` to ``path`` (overwriting); returns the path as str.
+
+    Raises:
+        TypeError: path is not a str or os.PathLike.
+        OSError: the file cannot be written.
+    """
+    path = _path_arg(path, "Report.save()")
     header = {"format": FORMAT, "format_version": FORMAT_VERSION,
               "summary": report.to_dict()}
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
@@ -54,13 +65,14 @@ def load_report(path: PathLike):
     """Read a run file written by :meth:`Report.save`.
 
     Raises:
+        TypeError: path is not a str or os.PathLike.
         FileNotFoundError: no such file.
         ValueError: the file is truncated, corrupt, or not a traceml run
             file; the message names the file.
     """
     from .report import Report
 
-    path = os.fspath(path)
+    path = _path_arg(path, "traceml.load()")
     if not os.path.exists(path):
         raise FileNotFoundError(f"traceml.load(): no such file: {path}")
     try:
@@ -80,7 +92,17 @@ def load_report(path: PathLike):
                     f"(this traceml reads {FORMAT_VERSION})"
                 )
             summary = header["summary"]
-            steps = np.zeros(int(summary["steps"]), dtype=_core.RECORD_DTYPE)
+            count = summary.get("steps") if isinstance(summary, dict) else None
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"{path}: summary.json has no valid step count ({count!r})")
+            if "begin_ns.npy" not in z.namelist():
+                raise ValueError(f"{path}: run file lacks the 'begin_ns' array")
+            # Each step takes 8 bytes of begin_ns: refuse a count the file
+            # cannot hold before allocating for it.
+            if z.getinfo("begin_ns.npy").file_size < count * 8:
+                raise ValueError(
+                    f"{path}: the step count {count} does not match the arrays in the file")
+            steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
             for field in steps.dtype.names:
                 try:
                     raw = z.read(f"{field}.npy")

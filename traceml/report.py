@@ -65,16 +65,13 @@ def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
 def _startup_steps(src, epoch: np.ndarray) -> np.ndarray:
     """Per step: how many leading steps of its epoch are start-up
     (max(1, num_workers) for a DataLoader, else 1)."""
-    if src is None or not src.loader_by_epoch:
-        return np.ones(len(epoch), dtype=np.int64)
-    per_epoch = np.array(
-        [
-            policy.effective_workers((f or {}).get("num_workers")) or 1
-            for f in src.loader_by_epoch
-        ],
-        dtype=np.int64,
-    )
-    return per_epoch[np.clip(epoch, 0, len(per_epoch) - 1)]
+    out = np.ones(len(epoch), dtype=np.int64)
+    if src is None:
+        return out
+    for e in np.unique(epoch):
+        loader = src.loader_of(e)
+        out[epoch == e] = policy.effective_workers((loader or {}).get("num_workers")) or 1
+    return out
 
 
 def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:

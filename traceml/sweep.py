@@ -8,9 +8,11 @@ num_workers?" or "does in_order=False change it?".
 
 from __future__ import annotations
 
+import collections.abc
 import gc
 import itertools
 import math
+import numbers
 import sys
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -271,11 +273,19 @@ def sweep(
         raise ValueError(f"sweep(): steps must be an int >= 2, got {steps!r}")
     if not isinstance(passes, int) or passes < 1:
         raise ValueError(f"sweep(): passes must be an int >= 1, got {passes!r}")
+    if isinstance(consumer_pace_s, bool) or not isinstance(consumer_pace_s, numbers.Real):
+        raise TypeError("sweep(): consumer_pace_s must be a number of seconds, "
+                        f"got {type(consumer_pace_s).__name__}")
     pace = float(consumer_pace_s)
     if not math.isfinite(pace) or pace < 0:
         raise ValueError(f"sweep(): consumer_pace_s must be finite and >= 0, got {consumer_pace_s!r}")
     threshold = _check_threshold(stall_threshold_s)
-    axes = {"num_workers": tuple(num_workers), **{k: tuple(v) for k, v in other_axes.items()}}
+    axes = {}
+    for name, values in {"num_workers": num_workers, **other_axes}.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, collections.abc.Iterable):
+            raise TypeError(f"sweep(): {name} must be a sequence of values to sweep, "
+                            f"got {type(values).__name__}")
+        axes[name] = tuple(values)
     for name, values in axes.items():
         if not values:
             raise ValueError(f"sweep(): {name} needs at least one value")

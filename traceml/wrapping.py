@@ -34,15 +34,20 @@ LOADER_FIELDS = (
 class Source:
     """One wrapped iterable: its id in the store, its name, and what was
     known of it at each epoch's start (``epoch_facts[e]``: loader settings,
-    worker PIDs, start method, torch version, usable CPUs)."""
+    worker PIDs, start method, torch version, usable CPUs).  ``reset()``
+    keeps only the latest epoch's facts."""
 
     id: int
     name: str
     kind: str
     loader: Optional[dict] = None
     epochs: int = 0
-    loader_by_epoch: list = field(default_factory=list)
-    epoch_facts: list = field(default_factory=list)
+    epoch_facts: dict = field(default_factory=dict)
+
+    def loader_of(self, epoch: int) -> Optional[dict]:
+        """The DataLoader settings of an epoch (None: not a DataLoader or
+        not known)."""
+        return (self.epoch_facts.get(int(epoch)) or {}).get("loader")
 
 
 # Sampler settings (see configure()); mirrored into the C module state.
@@ -66,13 +71,14 @@ def configure(
     Args:
         sampler: sample the main process and DataLoader workers while a
             wrapped loop runs (default True).  Off: timing only.
-        sampler_period_s: seconds between readings (default 0.02; at least
-            0.001).  Each reading is a few pread() calls per process; at
+        sampler_period_s: seconds between readings (default 0.02; 0.001
+            to 3600).  Each reading is a few pread() calls per process; at
             20 ms the thread stays under 1% of one CPU (benchmarks/).
         stuck_after_s: a fetch waiting longer than this is recorded as a
-            stuck loader (default 30 s; 0 turns the watch off).
+            stuck loader (default 30 s; 0 turns the watch off; at most 1e7).
         sampler_capacity: readings kept in the ring (default 131072: with
-            a main process and 4 workers at 20 ms, the last ~9 minutes).
+            a main process and 4 workers at 20 ms, the last ~9 minutes;
+            16 to 2**26, 96 bytes each).
 
     Raises:
         TypeError: a setting of the wrong type.
@@ -86,21 +92,24 @@ def configure(
         if not isinstance(sampler, bool):
             raise TypeError(f"configure(): sampler must be a bool, got {type(sampler).__name__}")
         new["sampler"] = sampler
-    for name, value, low in (("sampler_period_s", sampler_period_s, 0.001),
-                             ("stuck_after_s", stuck_after_s, 0.0)):
+    # Upper bounds keep the nanosecond and ring sizes well inside C's types.
+    for name, value, low, high in (("sampler_period_s", sampler_period_s, 0.001, 3600.0),
+                                   ("stuck_after_s", stuck_after_s, 0.0, 1e7)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"configure(): {name} must be a number of seconds, "
                             f"got {type(value).__name__}")
-        if not math.isfinite(value) or value < low:
-            raise ValueError(f"configure(): {name} must be finite and >= {low:g}, got {value!r}")
+        if not math.isfinite(value) or not low <= value <= high:
+            raise ValueError(f"configure(): {name} must be between {low:g} and {high:g} "
+                             f"seconds, got {value!r}")
         new[name] = float(value)
     if sampler_capacity is not None:
         if isinstance(sampler_capacity, bool) or not isinstance(sampler_capacity, int):
             raise TypeError("configure(): sampler_capacity must be an int")
-        if sampler_capacity < 16:
-            raise ValueError(f"configure(): sampler_capacity must be >= 16, got {sampler_capacity}")
+        if not 16 <= sampler_capacity <= 1 << 26:
+            raise ValueError("configure(): sampler_capacity must be between 16 and "
+                             f"{1 << 26} readings, got {sampler_capacity}")
         new["sampler_capacity"] = sampler_capacity
     _core._sampler_config(int(new["sampler_period_s"] * 1e9), int(new["stuck_after_s"] * 1e9),
                           new["sampler_capacity"], new["sampler"])
@@ -113,6 +122,18 @@ _sources: dict[int, Source] = {0: Source(0, "probes", "probes")}
 _by_name: dict[str, Source] = {"probes": _sources[0]}
 _name_counts: dict[str, int] = {}  # last "#n" suffix handed out per type name
 _next_id = itertools.count(1)  # source ids are never reused
+
+
+def prune_after_reset() -> None:
+    """After reset(): each source keeps only its latest epoch's facts (a
+    loop may still be running in it), and identity entries of wrapped
+    objects that are gone are dropped."""
+    for src in _sources.values():
+        if len(src.epoch_facts) > 1:
+            last = max(src.epoch_facts)
+            src.epoch_facts = {last: src.epoch_facts[last]}
+    for key in [k for k, (ref, _src) in _by_object.items() if ref() is None]:
+        del _by_object[key]
 
 
 def sources() -> dict[int, Source]:
@@ -278,9 +299,8 @@ class Wrapped:
         src.epochs += 1
         facts = loader_facts(self.iterable)
         src.loader = facts
-        src.loader_by_epoch.append(facts)
         known = epoch_facts(self.iterable, inner, facts)
-        src.epoch_facts.append(known)
+        src.epoch_facts[epoch] = known
         pids = known["worker_pids"] or []
         watch = _settings["sampler"]
         if watch:
