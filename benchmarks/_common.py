@@ -63,6 +63,26 @@ def _gcc_version() -> str:
         return "unknown"
 
 
+def _valgrind_version() -> str:
+    try:
+        out = subprocess.run(
+            ["valgrind", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+        return out.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "not installed"
+
+
+def _dist_version(name: str) -> str:
+    """An installed distribution's version, without importing it."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def _clocksource() -> str:
     path = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
     try:
@@ -91,6 +111,8 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "gcc": _gcc_version(),
+        "torch": _dist_version("torch"),
+        "valgrind": _valgrind_version(),
         "traceml": getattr(traceml, "__version__", "?"),
     }
 
@@ -103,7 +125,8 @@ def print_machine(info: Optional[dict] = None) -> None:
     )
     print(
         f"software: Python {info['python']}, numpy {info['numpy']}, "
-        f"{info['gcc']}, traceml {info['traceml']}"
+        f"torch {info.get('torch', '?')}, {info['gcc']}, "
+        f"{info.get('valgrind', 'valgrind ?')}, traceml {info['traceml']}"
     )
     print(f"load average now: {load_average()}")
 

@@ -1,12 +1,17 @@
-"""Run the four traceml benchmarks and print a compact summary.
+"""Run the traceml benchmarks and print a compact summary.
 
 Each benchmark runs in its own Python process (so that the memory
 benchmark starts from a clean heap and no benchmark inherits another's
-store), its full output is shown as it runs, and the targets of all four
-are collected at the end::
+store), its full output is shown as it runs, and the targets of all of
+them are collected at the end::
 
-    python benchmarks/run_all.py            # full run (about 2 minutes)
-    python benchmarks/run_all.py --quick    # smoke run (< 10 s per script)
+    python benchmarks/run_all.py            # full run (11-25 minutes)
+    python benchmarks/run_all.py --quick    # smoke run (about 5 minutes)
+    python benchmarks/run_all.py --no-peer  # without traceml-ai
+
+bench_peers.py runs traceml-ai from a second venv (--peer-venv, default
+/tmp/venv-peer) and skips it, saying so, when that venv is missing;
+bench_callgrind.py skips itself when valgrind is missing.
 
 Exit status: 0 when every script ran (whatever the verdicts), 1 when one
 failed; with ``--strict``, also 1 when a target is missed.
@@ -25,16 +30,27 @@ import time
 from _common import load_average, machine_info, print_machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = ["bench_probes.py", "bench_wrap.py", "bench_reduce.py", "bench_memory.py"]
+SCRIPTS = [
+    "bench_probes.py",
+    "bench_wrap.py",
+    "bench_reduce.py",
+    "bench_memory.py",
+    "bench_sampler.py",
+    "bench_peers.py",
+    "bench_callgrind.py",
+]
 
 
-def run_one(script: str, quick: bool, tmpdir: str) -> tuple[int, list[dict], float]:
+def run_one(script: str, quick: bool, tmpdir: str,
+            extra: list[str]) -> tuple[int, list[dict], float]:
     """Run one script; returns its exit status, its checks and its wall time."""
     out = os.path.join(tmpdir, script + ".json")
     cmd = [sys.executable, os.path.join(HERE, script), "--no-machine", "--json", out]
     if quick:
         cmd.append("--quick")
-    print(f"\n=== {script}{' --quick' if quick else ''} ===", flush=True)
+    cmd += extra
+    flags = " ".join(cmd[cmd.index(out) + 1:])
+    print(f"\n=== {script}{' ' + flags if flags else ''} ===", flush=True)
     t0 = time.perf_counter()
     rc = subprocess.call(cmd)
     elapsed = time.perf_counter() - t0
@@ -54,13 +70,24 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--only", nargs="+", choices=SCRIPTS, default=SCRIPTS, help="a subset"
     )
+    p.add_argument("--no-peer", action="store_true",
+                   help="bench_peers.py without traceml-ai")
+    p.add_argument("--peer-venv", default=None,
+                   help="bench_peers.py: the venv with traceml-ai")
     args = p.parse_args(argv)
+    extras = {script: [] for script in SCRIPTS}
+    if args.no_peer:
+        extras["bench_peers.py"].append("--no-peer")
+    if args.peer_venv:
+        extras["bench_peers.py"] += ["--peer-venv", args.peer_venv]
 
     print_machine(machine_info())
     results = []
     with tempfile.TemporaryDirectory() as tmpdir:
         for script in args.only:
-            results.append((script, *run_one(script, args.quick, tmpdir)))
+            results.append(
+                (script, *run_one(script, args.quick, tmpdir, extras[script]))
+            )
 
     print(f"\n=== summary === (load average now: {load_average()})")
     failed = missed = 0
