@@ -171,3 +171,14 @@ def test_every_step_stalling_keeps_period_one(loader_source):  # noqa: F811
     loader_source(1)
     r = build(records(np.full(40, 80 * MS), np.full(40, 5 * MS)), INFO, SYNTHETIC, None)
     assert r["temporal"]["period"] == 1 and r["temporal"]["counted"] == "stalls"
+
+
+def test_next_for_even_small_waits_names_both_explanations():
+    """BALANCED with no stall: the numbers cannot tell a per-batch hand-over
+    cost from a loader at its limit, so the sentence names both."""
+    wait = np.full(60, 10 * MS)
+    r = build(records(wait, np.full(60, 150 * MS)), INFO, SYNTHETIC, None)
+    assert r["diagnosis"] == "BALANCED" and r["shape"] == "FAST"
+    assert "spread over every fetch (median 10 ms)" in r["next"][0]
+    assert "hand-over" in r["next"][0] and "only just keeping up" in r["next"][0]
+    assert "a wait that stays put is per-batch hand-over cost" in r["next"][1]

@@ -364,12 +364,15 @@ def next_steps(s: dict, fmt_s) -> list[str]:
     if shp == FAST:
         out.append(
             f"No fetch waited past the stall threshold, yet input is "
-            f"{_pct(share)} of step time: many small waits; the loader is "
-            "only just keeping up."
+            f"{_pct(share)} of step time, spread over every fetch (median "
+            f"{fmt_s(wait['median'])}): a cost paid per batch (handing it over "
+            "from the workers, collate, pin_memory) or a loader only just "
+            "keeping up."
         )
         out.append(
-            "Next: vary num_workers or prefetch_factor (traceml.sweep) and "
-            "watch the mean fetch."
+            "Next: vary num_workers or prefetch_factor (traceml.sweep): a "
+            "wait that stays put is per-batch hand-over cost; one that falls "
+            "with more workers is loader throughput."
         )
         return out
     # HEAVY-TAILED: mostly fast input with large stalls.
