@@ -180,5 +180,6 @@ def test_next_for_even_small_waits_names_both_explanations():
     r = build(records(wait, np.full(60, 150 * MS)), INFO, SYNTHETIC, None)
     assert r["diagnosis"] == "BALANCED" and r["shape"] == "FAST"
     assert "spread over every fetch (median 10 ms)" in r["next"][0]
-    assert "hand-over" in r["next"][0] and "only just keeping up" in r["next"][0]
+    assert "handing it over from the workers" in r["next"][0]
+    assert "only just keeping up" in r["next"][0]
     assert "a wait that stays put is per-batch hand-over cost" in r["next"][1]
