@@ -566,6 +566,30 @@ int64_scalar_arg(PyObject *obj, const char *func, const char *arg,
     return 0;
 }
 
+/* The optional epoch argument: an int64 array of length n, or *out = NULL
+   for None.  -1 with an error naming the argument otherwise. */
+static int
+epoch_arg(PyObject *obj, npy_intp n, const char *func, const char *other,
+          PyArrayObject **out)
+{
+    *out = NULL;
+    if (obj == Py_None) {
+        return 0;
+    }
+    *out = int64_arg(obj, func, "epoch");
+    if (*out == NULL) {
+        return -1;
+    }
+    if (PyArray_SIZE(*out) != n) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): epoch must have the length of %s (%zd), got %zd",
+                     func, other, (Py_ssize_t)n, (Py_ssize_t)PyArray_SIZE(*out));
+        Py_CLEAR(*out);
+        return -1;
+    }
+    return 0;
+}
+
 static inline const int64_t *
 i64_data(PyArrayObject *arr)
 {
@@ -780,21 +804,9 @@ mod_stall_gaps(PyObject *module, PyObject *args, PyObject *kwds)
         return NULL;
     }
     n = PyArray_SIZE(mask);
-    if (epoch_obj != Py_None) {
-        epoch = int64_arg(epoch_obj, "stall_gaps", "epoch");
-        if (epoch == NULL) {
-            Py_DECREF(mask);
-            return NULL;
-        }
-        if (PyArray_SIZE(epoch) != n) {
-            PyErr_Format(PyExc_ValueError,
-                         "stall_gaps(): epoch must have the length of mask "
-                         "(%zd), got %zd", (Py_ssize_t)n,
-                         (Py_ssize_t)PyArray_SIZE(epoch));
-            Py_DECREF(mask);
-            Py_DECREF(epoch);
-            return NULL;
-        }
+    if (epoch_arg(epoch_obj, n, "stall_gaps", "mask", &epoch) < 0) {
+        Py_DECREF(mask);
+        return NULL;
     }
     scratch = PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (scratch == NULL) {
@@ -1025,21 +1037,9 @@ mod_overtaking(PyObject *module, PyObject *args, PyObject *kwds)
         return NULL;
     }
     n = PyArray_SIZE(ranks);
-    if (epoch_obj != Py_None) {
-        epoch = int64_arg(epoch_obj, "overtaking", "epoch");
-        if (epoch == NULL) {
-            Py_DECREF(ranks);
-            return NULL;
-        }
-        if (PyArray_SIZE(epoch) != n) {
-            PyErr_Format(PyExc_ValueError,
-                         "overtaking(): epoch must have the length of ranks "
-                         "(%zd), got %zd", (Py_ssize_t)n,
-                         (Py_ssize_t)PyArray_SIZE(epoch));
-            Py_DECREF(ranks);
-            Py_DECREF(epoch);
-            return NULL;
-        }
+    if (epoch_arg(epoch_obj, n, "overtaking", "ranks", &epoch) < 0) {
+        Py_DECREF(ranks);
+        return NULL;
     }
     mask = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
     if (mask == NULL) {
