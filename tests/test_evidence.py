@@ -241,3 +241,32 @@ def test_sampler_off_means_no_worker_evidence_but_timings():
 def test_configure_names_bad_settings(kwargs, exc, words):
     with pytest.raises(exc, match=words):
         traceml.configure(**kwargs)
+
+
+def _iv(slow_cpu, slow_runq, busiest, wall=1.0, reads=0.0, faults=0.0):
+    kind = {"count": 3, "wall_s": wall, "worker_cpu_s": slow_cpu, "runq_wait_s": slow_runq,
+            "read_bytes": reads, "major_faults": faults,
+            "worker_cores_busy": slow_cpu / wall,
+            "worker_cores_runnable": (slow_cpu + slow_runq) / wall}
+    fast = dict(kind, count=10, worker_cpu_s=0.1, runq_wait_s=0.0,
+                worker_cores_busy=0.1, worker_cores_runnable=0.1)
+    return {"slow": dict(kind, busiest_worker_cores=busiest), "fast": fast, "unavailable": {}}
+
+
+def test_one_worker_grinding_a_slow_sample_is_cpu_side_not_idle():
+    """2 workers on 2 CPUs: one burns through a slow item (0.97 cores),
+    the other idles; total demand stays under half the capacity."""
+    text = evidence.interval_sentences(_iv(0.97, 0.0, busiest=0.97), num_workers=2, cpus=2)
+    assert any("One worker stayed busy through the stalls (1.0 cores)" in t for t in text)
+    assert any("CPU-side dataset processing" in t for t in text)
+    assert not any("mostly idle" in t for t in text)
+
+
+def test_idle_workers_without_reads_point_elsewhere():
+    text = evidence.interval_sentences(_iv(0.1, 0.0, busiest=0.06), num_workers=2, cpus=2)
+    assert any("the workers were mostly idle" in t for t in text)
+
+
+def test_run_queue_wait_without_oversubscription_blames_other_processes():
+    text = evidence.interval_sentences(_iv(0.7, 1.2, busiest=0.9), num_workers=2, cpus=2)
+    assert any("although 2 workers fit on 2 CPUs: other processes competed" in t for t in text)

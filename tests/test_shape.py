@@ -183,3 +183,24 @@ def test_next_for_even_small_waits_names_both_explanations():
     assert "handing it over from the workers" in r["next"][0]
     assert "only just keeping up" in r["next"][0]
     assert "a wait that stays put is per-batch hand-over cost" in r["next"][1]
+
+
+def test_slow_throughout_with_periodic_stalls_is_not_heavy_tailed(loader_source):  # noqa: F811
+    """A stall every 4th fetch, and most fetches between them wait 40 ms,
+    four steps of compute: not "mostly fast input" however few the stalls."""
+    loader_source(4)
+    n = 4 * 30
+    wait = np.tile(np.array([150, 40, 3, 40]) * MS, 30)
+    r = build(records(wait, np.full(n, 10 * MS)), INFO, SYNTHETIC, None)
+    assert 0 < r["stalls"]["count"] <= r["steady_steps"] / 2
+    assert r["shape"] == "UNIFORMLY-SLOW"
+    assert "between stalls are slow too" in r["shape_rule"]
+    assert r["next"][0].startswith("Every fetch waits")
+    assert r["next"][1] == "On top, larger stalls recur every 4 steps (num_workers=4)."
+
+
+def test_too_few_steps_get_no_advice():
+    r = build(records(np.full(4, 80 * MS), np.full(4, 1 * MS)), INFO, SYNTHETIC, None)
+    assert r["steady_steps"] == 3
+    assert r["next"] == ["Only 3 steady-state steps: too few to judge the input's "
+                         "shape; record at least 8."]

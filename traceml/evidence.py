@@ -187,6 +187,7 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     out = {k: {"count": int(len(a)), "wall_s": float((b - a).sum()) * 1e-9}
            for k, (a, b) in kinds.items()}
     unavailable = {}
+    slow_by_pid: dict[str, dict[int, float]] = {}
     for name, field, scale, file, workers_only in COUNTERS:
         pids = worker_pid_list if workers_only else ([main_pid] if main_pid else [])
         series = []
@@ -197,6 +198,9 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
                 s = _series(samples, pid, field, scale)
             if s is not None and len(s[0]):
                 series.append(s)
+                slow_by_pid.setdefault(name, {})[pid] = float(
+                    _window_deltas(s, slow_a.astype(np.float64),
+                                   slow_b.astype(np.float64)).sum())
         if not series:
             unavailable[name] = _reason(info, pids, file) or (
                 "no reading of this counter" if pids else "no worker processes")
@@ -216,6 +220,13 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         out[k]["worker_cores_busy"] = cpu / w if cpu is not None and w > 0 else None
         out[k]["worker_cores_runnable"] = (
             (cpu + runq) / w if cpu is not None and runq is not None and w > 0 else None)
+    # The busiest single worker during stalls: one worker grinding through a
+    # slow sample while the others idle is CPU-side work too.
+    w = out["slow"]["wall_s"]
+    cpu_by = slow_by_pid.get("worker_cpu_s", {})
+    runq_by = slow_by_pid.get("runq_wait_s", {})
+    out["slow"]["busiest_worker_cores"] = (
+        max((cpu_by[p] + runq_by.get(p, 0.0)) / w for p in cpu_by) if cpu_by and w > 0 else None)
     out["unavailable"] = unavailable
     return out
 
@@ -245,7 +256,13 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
     demand = slow.get("worker_cores_runnable")
     if demand is None:
         demand = slow.get("worker_cores_busy")
-    busy = demand is not None and capacity is not None and demand >= BUSY_SHARE * capacity
+    busiest = slow.get("busiest_worker_cores")
+    busy = ((demand is not None and capacity is not None and demand >= BUSY_SHARE * capacity)
+            or (busiest is not None and busiest >= BUSY_SHARE))
+    if busy and busiest is not None and capacity and capacity > 1 and (
+            demand is None or demand < BUSY_SHARE * capacity):
+        out.append(f"One worker stayed busy through the stalls ({busiest:.1f} cores) "
+                   "while the others had little to do: one slow batch held the line.")
     if reads is not None and faults is not None:
         fast_reads = fast.get("read_bytes") or 0
         fast_faults = fast.get("major_faults") or 0
@@ -276,6 +293,9 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
                 "runnable but not running")
         if num_workers and cpus and num_workers > cpus:
             text += f" ({num_workers} workers on {cpus} CPUs)"
+        elif num_workers and cpus:
+            text += (f" although {num_workers} workers fit on {cpus} CPUs: other "
+                     "processes competed for the CPUs")
         out.append(text + ", which stretches each batch.")
     out.append(CAVEATS)
     return out

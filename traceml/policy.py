@@ -90,11 +90,13 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
 
 
 class StallRule(NamedTuple):
-    """What the stall threshold rule decided."""
+    """What the stall threshold rule decided; ``floor_ns`` is max(1 ms, 20%
+    of the median step), below which a wait is not material."""
 
     threshold_ns: int
     rule: str
     every_fetch_slow: bool
+    floor_ns: float = STALL_FLOOR_S * 1e9
 
 
 def stall_threshold_ns(
@@ -122,16 +124,16 @@ def stall_threshold_ns(
             return StallRule(int(round(given_s * 1e9)), f"given: wait > {given_s:g} s", False)
         return StallRule(int(STALL_FLOOR_S * 1e9), "auto: no steady-state steps", False)
     p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, 95.0])
-    if given_s is not None:
-        threshold = int(round(given_s * 1e9))
-        return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold))
     median_step = _core.percentiles(step_ns, 50.0)
     floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
+    if given_s is not None:
+        threshold = int(round(given_s * 1e9))
+        return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold), floor)
     if p10 > floor:
         return StallRule(int(floor), (
             "auto: every fetch is slow (p10 wait > floor); floor "
             "max(1 ms, 20% of median step)"
-        ), True)
+        ), True, floor)
     candidates = {
         "floor max(1 ms, 20% of median step)": floor,
         "half the p95 wait": STALL_P95_SHARE * p95,
@@ -140,7 +142,7 @@ def stall_threshold_ns(
     if split is not None:
         candidates["Otsu split between fast and slow fetches"] = split
     name = max(candidates, key=candidates.get)
-    return StallRule(int(candidates[name]), f"auto: {name}", False)
+    return StallRule(int(candidates[name]), f"auto: {name}", False, floor)
 
 
 # --- shape ---------------------------------------------------------------------
@@ -156,13 +158,17 @@ HEAVY_TAILED = "HEAVY-TAILED"
 HEAVY_TAIL_MAX_STALL_SHARE = 0.5
 
 
-def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool) -> Optional[tuple[str, str]]:
+def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
+          calm_wait_ns: Optional[float] = None,
+          floor_ns: Optional[float] = None) -> Optional[tuple[str, str]]:
     """(label, rule) from the stall rule's outcome; None without steps.
 
     FAST: no fetch is a stall.  UNIFORMLY-SLOW: every fetch is slow (the
-    p10 wait clears the stall threshold) or more than half the fetches are
-    stalls.  HEAVY-TAILED: stalls, but at most half the fetches, the rest
-    fast: "mostly fast input with large stalls".
+    p10 wait clears the stall threshold), more than half the fetches are
+    stalls, or the fetches between stalls are themselves slow (their median
+    wait, ``calm_wait_ns``, above the material floor ``floor_ns``).
+    HEAVY-TAILED: stalls, but at most half the fetches, the rest fast:
+    "mostly fast input with large stalls".
     """
     if steady_steps == 0:
         return None
@@ -172,6 +178,9 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool) -> Option
         return UNIFORMLY_SLOW, "at least 90% of fetches wait past the stall threshold"
     if stall_count > HEAVY_TAIL_MAX_STALL_SHARE * steady_steps:
         return UNIFORMLY_SLOW, "more than half of the fetches are stalls"
+    if calm_wait_ns is not None and floor_ns is not None and calm_wait_ns > floor_ns:
+        return UNIFORMLY_SLOW, ("the fetches between stalls are slow too (median wait "
+                                "above max(1 ms, 20% of the median step)), stalls on top")
     return HEAVY_TAILED, "at most half of the fetches are stalls; the rest are fast"
 
 
@@ -304,6 +313,10 @@ def cadence(gaps: np.ndarray, period: Optional[int], num_workers: Optional[int])
 # --- what next -------------------------------------------------------------------
 
 
+# Below this many steady-state steps no shape or next step is claimed.
+MIN_STEADY_STEPS = 8
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
@@ -319,6 +332,10 @@ def next_steps(s: dict, fmt_s) -> list[str]:
     diag = s["diagnosis"]
     if diag == NO_DATA:
         return ["Nothing recorded yet: iterate traceml.wrap(loader), then call traceml.report()."]
+    if s["steady_steps"] < MIN_STEADY_STEPS:
+        return [f"Only {s['steady_steps']} steady-state step"
+                f"{'s' if s['steady_steps'] != 1 else ''}: too few to judge the input's "
+                f"shape; record at least {MIN_STEADY_STEPS}."]
     share = s["input_share"]
     shp = s["shape"]
     conc = s["concentration"]
@@ -344,6 +361,11 @@ def next_steps(s: dict, fmt_s) -> list[str]:
             "slower than the step on every batch, uniformly slow input rather "
             "than stalls."
         )
+        if tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1:
+            out.append(
+                f"On top, larger stalls recur every {tmp['period']} steps"
+                + (f" (num_workers={nw})" if nw is not None else "") + "."
+            )
         if nw == 0:
             out.append(
                 "num_workers=0 loads in the main process: next, try num_workers "
@@ -383,8 +405,9 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         f"{fmt_s(wait['p95'])})."
     )
     if tmp is None:
+        n = s["stalls"]["count"]
         out.append(
-            f"Only {s['stalls']['count']} stalls: too few to tell a pattern; "
+            f"Only {n} stall{'s' if n != 1 else ''}: too few to tell a pattern; "
             "record more steps."
         )
         return out

@@ -249,7 +249,10 @@ def build(
     period = temporal["period"] if temporal else None
     cad = policy.cadence(gaps, period, num_workers)
     median_gap = _core.percentiles(gaps, 50.0) if len(gaps) else None
-    shape = policy.shape(int(mask.sum()), n_steady, rule.every_fetch_slow)
+    calm = wait[steady & ~mask]
+    shape = policy.shape(int(mask.sum()), n_steady, rule.every_fetch_slow,
+                         _core.percentiles(calm, 50.0) if len(calm) else None,
+                         rule.floor_ns)
 
     notes = []
     if info["dropped_steps"]:
@@ -268,7 +271,7 @@ def build(
             "no steps recorded: iterate traceml.wrap(loader) or call "
             "traceml.step_begin()/fetch_done()/step_end()"
         )
-    elif int(steady.sum()) < 8:
+    elif int(steady.sum()) < policy.MIN_STEADY_STEPS:
         notes.append(
             f"only {int(steady.sum())} steady-state steps: too few for the "
             "shape of the input wait to mean much"
