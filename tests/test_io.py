@@ -117,3 +117,10 @@ def test_html_says_how_to_get_plots_without_matplotlib(run, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     html = run._repr_html_()
     assert "pip install matplotlib" in html and "data:image/png" not in html
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match=r"pip install matplotlib .*\[plot\] extra"):
+        run.plot()

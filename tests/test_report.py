@@ -247,3 +247,23 @@ def test_epoch_start_mask_rule():
     got = policy.epoch_start_mask(pos, k)
     assert got.tolist() == [True, True, False, False, False, True, True, True, True]
     assert policy.epoch_start_mask(np.array([], dtype=np.int32), np.array([])).shape == (0,)
+
+
+def test_plain_iterables_get_no_host_and_a_plain_epoch_start_line():
+    for _ in traceml.wrap(list(range(12)), name="plain-list"):
+        pass
+    r = traceml.report(source="plain-list")
+    assert r["host"] is None and r["loader"] is None
+    text = str(r)
+    assert "(includes iter())" in text and "worker start-up" not in text
+    assert "torch" not in text
+
+
+def test_misuse_notes_point_at_the_probe_misused():
+    traceml.fetch_done()
+    traceml.step_begin()
+    traceml.step_begin()
+    traceml.step_end()
+    notes = traceml.report()["notes"]
+    assert "probe misuse: fetch_done_without_step x1 (see help(traceml.fetch_done))" in notes
+    assert "probe misuse: step_begin_while_open x1 (see help(traceml.step_begin))" in notes

@@ -76,7 +76,7 @@ def test_an_error_is_recorded_and_the_sweep_goes_on():
                         both_directions=False, progress=False)
     assert [r["error"] for r in res.rows] == [None, "RuntimeError: no loader for 2", None]
     assert res.runs[1] is None and res.runs[2].summary["steps"] == 4
-    assert "error: RuntimeError: no loader for 2" in str(res)
+    assert "error in num_workers=2 pass 0 forward: RuntimeError: no loader for 2" in str(res)
 
 
 def test_ctrl_c_returns_what_was_measured():
@@ -136,3 +136,28 @@ def test_bad_arguments_are_named(kwargs, exc, words):
 def test_make_loader_must_be_callable():
     with pytest.raises(TypeError, match="make_loader must be callable"):
         traceml.sweep(None)
+
+
+def test_correlation_says_what_it_rests_on():
+    from traceml.sweep import _row, correlation
+
+    rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
+                 stalls=s, median_gap=g, mean_s=0.1)
+            for k, s, g in [(4, 5, 4.0), (2, 9, 2.0), (1, 2, 1.0), (0, 12, 1.0)]]
+    c = correlation(rows)
+    # The 1-worker row has 2 stalls: below the 3 needed for a cadence.
+    assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 4 + 8 + 11
+    same = [dict(r, condition={"num_workers": 2}) for r in rows]
+    res = traceml.SweepResult(same, [None] * 4, False)
+    assert res.correlation["r"] is None
+    assert "num_workers did not vary" in str(res)
+
+
+def test_sweep_plot_shows_cadence_and_mean_fetch():
+    pytest.importorskip("matplotlib")
+    res = traceml.sweep(lambda num_workers: range(12), num_workers=(2, 1), steps=6,
+                        consumer_pace_s=0, progress=False)
+    fig = res.plot()
+    gap_ax, wait_ax = fig.axes
+    assert wait_ax.get_ylabel() == "mean fetch (s)"
+    assert list(gap_ax.get_xticks()) == [1, 2]

@@ -20,7 +20,7 @@ median, p95, the stall gaps and their cadence; Python renders them.
 from . import _core, wrapping
 from ._core import clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
-from .io import load_report as load
+from .io import load
 from .report import Report, report
 from .sweep import SweepResult, sweep
 from .wrapping import Wrapped, configure, wrap

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from .compare import compare
-from .io import load_report
+from .io import load as load_report
 
 
 def main(argv=None) -> int:

@@ -141,10 +141,13 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         baseline's mean wait, 2% of its mean step).
 
     Raises:
-        TypeError: a run is neither a Report nor a path.
-        ValueError: no runs, labels of the wrong length, or an unreadable file.
+        TypeError: a run is neither a Report nor a path, or labels is not a
+            sequence.
+        ValueError: no runs, labels of the wrong length, or a file that is
+            not a readable traceml run.
+        FileNotFoundError: a path that does not exist.
     """
-    from .io import load_report
+    from .io import load as load_report
     from .report import Report
 
     if not runs:

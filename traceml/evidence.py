@@ -38,7 +38,7 @@ CAVEATS = (
 def host(src) -> Optional[dict]:
     """Loader and host facts of the last epoch, and per epoch."""
     facts = getattr(src, "epoch_facts", None)
-    if not facts:
+    if not facts or getattr(src, "loader", None) is None:
         return None
     last = facts[max(facts)]
     loader = last["loader"] or {}

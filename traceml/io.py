@@ -61,7 +61,7 @@ def save_report(report, path: PathLike) -> str:
     return path
 
 
-def load_report(path: PathLike):
+def load(path: PathLike):
     """Read a run file written by :meth:`Report.save`.
 
     Raises:

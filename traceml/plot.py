@@ -14,7 +14,11 @@ INSTALL_HINT = "pip install matplotlib to see the plots"
 
 
 def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(f"traceml plots need matplotlib: {INSTALL_HINT} "
+                          "(or the [plot] extra)") from exc
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -57,24 +61,40 @@ def report_figure(summary: dict, steps: np.ndarray):
 
 
 def sweep_figure(rows: list[dict]):
-    """Observed stall cadence (median gap) against num_workers, one point
-    per condition and pass, with the line period = max(1, num_workers)."""
-    fig = _figure(5, 3.4)
-    ax = fig.subplots()
-    pts = [(max(r["condition"].get("num_workers") or 0, 1), r["median_gap"], r)
-           for r in rows if r.get("median_gap") is not None
-           and r["condition"].get("num_workers") is not None]
-    for x, y, r in pts:
-        ax.scatter(x, y, color="#b42318" if r["direction"] == "forward" else "#175cd3",
-                   s=24, zorder=3)
-    if pts:
-        xs = np.array(sorted({p[0] for p in pts}))
-        ax.plot(xs, xs, color="#98a2b3", ls="--", lw=0.8, label="period = num_workers")
-    ax.set_xlabel("max(1, num_workers)")
-    ax.set_ylabel("median stall gap (steps)")
-    ax.set_title("stall cadence against num_workers", fontsize=10)
-    if pts:
-        ax.legend(fontsize=7)
+    """Two panels over max(1, num_workers), one point per condition and
+    pass, forward and backward told apart: the median stall gap (with the
+    line period = num_workers) and the mean fetch."""
+    fig = _figure(9, 3.4)
+    gap_ax, wait_ax = fig.subplots(1, 2)
+    styles = {"forward": ("#b42318", "o"), "backward": ("#175cd3", "x")}
+    xs = set()
+    for direction, (color, marker) in styles.items():
+        sel = [r for r in rows if r["direction"] == direction and not r.get("error")
+               and r["condition"].get("num_workers") is not None]
+        x = [max(r["condition"]["num_workers"], 1) for r in sel]
+        xs.update(x)
+        gx = [xi for xi, r in zip(x, sel) if r.get("median_gap") is not None]
+        gy = [r["median_gap"] for r in sel if r.get("median_gap") is not None]
+        if gx:
+            gap_ax.scatter(gx, gy, color=color, marker=marker, s=30, zorder=3, label=direction)
+        wx = [xi for xi, r in zip(x, sel) if r.get("mean_s") is not None]
+        wy = [r["mean_s"] for r in sel if r.get("mean_s") is not None]
+        if wx:
+            wait_ax.scatter(wx, wy, color=color, marker=marker, s=30, zorder=3, label=direction)
+    if xs:
+        line = sorted(xs)
+        gap_ax.plot(line, line, color="#98a2b3", ls="--", lw=0.8, label="period = num_workers")
+        for ax in (gap_ax, wait_ax):
+            ax.set_xticks(line)
+    gap_ax.set_xlabel("max(1, num_workers)")
+    gap_ax.set_ylabel("median stall gap (steps)")
+    gap_ax.set_title("stall cadence", fontsize=10)
+    wait_ax.set_xlabel("max(1, num_workers)")
+    wait_ax.set_ylabel("mean fetch (s)")
+    wait_ax.set_title("input wait", fontsize=10)
+    for ax in (gap_ax, wait_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     return fig
 
 

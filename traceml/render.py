@@ -100,7 +100,8 @@ def _epoch_start_line(s: dict) -> Optional[str]:
     w = es["input_wait_s"]
     return (
         f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
-        f"(iter() and worker start-up) mean {fmt_s(w['mean'])}, max "
+        f"({'iter() and worker start-up' if s.get('loader') else 'includes iter()'}) "
+        f"mean {fmt_s(w['mean'])}, max "
         f"{fmt_s(w['max'])}; not in the table above"
     )
 

@@ -263,7 +263,8 @@ def build(
     if source_id == 0:
         misuse = {k: v for k, v in info["misuse"].items() if v}
         for key, count in misuse.items():
-            notes.append(f"probe misuse: {key} x{count} (see traceml.step_begin docs)")
+            probe = key.split("_without_")[0].split("_while_")[0].split("_repeated")[0]
+            notes.append(f"probe misuse: {key} x{count} (see help(traceml.{probe}))")
         if info["probe_step_open"]:
             notes.append("a probe step is still open (step_end() not called); not counted")
     if n == 0:

@@ -15,6 +15,7 @@ import math
 import numbers
 import sys
 import time
+import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -107,7 +108,7 @@ class SweepResult:
         for r in self.rows:
             if r["error"]:
                 out.append([_label(r["condition"]), str(r["pass_"]), r["direction"],
-                            f"error: {r['error']}"] + [""] * (len(ROW_COLUMNS) - 4))
+                            "error"] + ["-"] * (len(ROW_COLUMNS) - 4))
                 continue
             out.append([
                 _label(r["condition"]), str(r["pass_"]), r["direction"],
@@ -118,17 +119,23 @@ class SweepResult:
                 "-" if r["overtaking"] is None else str(r["overtaking"]),
                 "-" if r["slow_worker_cores"] is None else f"{r['slow_worker_cores']:.1f}",
                 "-" if r["slow_read_bytes"] is None else _bytes(r["slow_read_bytes"]),
-                r["diagnosis"],
+                r["diagnosis"] or "-",
             ])
         return out
 
     def _correlation_text(self) -> str:
         c = self.correlation
         if c["r"] is None:
+            if c["distinct_workers"] < 2 and c["points"] >= 2:
+                return ("num_workers vs stall cadence: num_workers did not vary among the "
+                        "conditions with stalls; nothing to correlate")
             return (f"num_workers vs stall cadence: not enough points "
-                    f"({c['points']} conditions with >= 2 stalls)")
+                    f"({c['points']} condition{'s' if c['points'] != 1 else ''} with "
+                    f">= {MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
+                    "num_workers; need 2 or more of each)")
         return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
-                f"{c['slope']:.2f} steps per worker, over {c['points']} conditions")
+                f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
+                f"({c['gaps']} stall gaps in all)")
 
     def __str__(self) -> str:
         head = [h for _, h in ROW_COLUMNS]
@@ -137,6 +144,8 @@ class SweepResult:
         fmt = lambda row: "  ".join(  # noqa: E731
             v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
         out = [fmt(head)] + [fmt(c) for c in cells] + [self._correlation_text()]
+        out.extend(f"error in {_label(r['condition'])} pass {r['pass_']} {r['direction']}: "
+                   f"{r['error']}" for r in self.rows if r["error"])
         if self.interrupted:
             out.append("(interrupted: the rows above are what was measured)")
         return "\n".join(out)
@@ -164,14 +173,26 @@ class SweepResult:
         return sweep_figure(self.rows)
 
 
+# A condition's median stall gap counts as its observed cadence only with
+# at least 3 stalls (2 gaps), the least PERIODIC needs (policy.temporal).
+MIN_STALLS_FOR_CADENCE = 3
+
+
 def correlation(rows: list[dict]) -> dict:
     """Pearson r and slope of median stall gap on max(1, num_workers) over
-    the rows with at least two stalls and a known num_workers."""
+    the rows with at least MIN_STALLS_FOR_CADENCE stalls and a known
+    num_workers; ``points``, ``distinct_workers`` and ``gaps`` say how much
+    it rests on.  r is None with fewer than 2 points or 2 distinct
+    num_workers."""
+    used = [r for r in rows
+            if not r["error"] and r["stalls"] >= MIN_STALLS_FOR_CADENCE
+            and r["median_gap"] is not None
+            and r["condition"].get("num_workers") is not None]
     pts = [(policy.effective_workers(r["condition"]["num_workers"]), r["median_gap"])
-           for r in rows
-           if not r["error"] and r["stalls"] >= 2 and r["median_gap"] is not None
-           and r["condition"].get("num_workers") is not None]
-    out = {"r": None, "slope": None, "intercept": None, "points": len(pts)}
+           for r in used]
+    out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
+           "distinct_workers": len({p[0] for p in pts}),
+           "gaps": int(sum(r["stalls"] - 1 for r in used))}
     if len(pts) < 2:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
@@ -244,7 +265,8 @@ def sweep(
     """Measure a DataLoader under each condition of a grid.
 
     ``make_loader(num_workers=..., **other)`` must build a fresh DataLoader
-    for each condition.  Every condition iterates ``steps`` batches with a
+    for each condition (any iterable is accepted, but only a DataLoader
+    gives num_workers its meaning).  Every condition iterates ``steps`` batches with a
     ``consumer_pace_s`` sleep per batch standing in for model compute (a
     DataLoader-only control) and is reported as its own run.  The grid is
     the product of ``num_workers`` and ``other_axes`` (for example
@@ -332,15 +354,20 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
     loader = None
     it = None
     try:
-        loader = make_loader(**condition)
-        it = iter(wrap(loader, name=name))
-        for _ in range(steps):
-            try:
-                next(it)
-            except StopIteration:
-                break
-            if pace:
-                time.sleep(pace)
+        with warnings.catch_warnings():
+            # A sweep tries more workers than CPUs on purpose; the report's
+            # host section says so when it happens.
+            warnings.filterwarnings("ignore", message="This DataLoader will create",
+                                    category=UserWarning)
+            loader = make_loader(**condition)
+            it = iter(wrap(loader, name=name))
+            for _ in range(steps):
+                try:
+                    next(it)
+                except StopIteration:
+                    break
+                if pace:
+                    time.sleep(pace)
         it.close()
         records = _core.snapshot()[mark:]
         sid = int(records["source"][0]) if len(records) else 0
