@@ -161,3 +161,20 @@ def test_sweep_plot_shows_cadence_and_mean_fetch():
     gap_ax, wait_ax = fig.axes
     assert wait_ax.get_ylabel() == "mean fetch (s)"
     assert list(gap_ax.get_xticks()) == [1, 2]
+
+
+def test_sweep_names_the_lowest_mean_fetch_and_its_peers():
+    from traceml.sweep import _row
+
+    def row(k, mean, direction="forward"):
+        return dict(_row({"num_workers": k}, 0, direction, None, None),
+                    mean_s=mean, diagnosis="INPUT-BOUND")
+
+    res = traceml.SweepResult([row(4, 0.052), row(2, 0.050), row(1, 0.105),
+                               row(2, 0.051, "backward")], [None] * 4, False)
+    b = res.best()
+    assert b["condition"] == {"num_workers": 2} and b["mean_s"] == pytest.approx(0.0505)
+    assert b["close"] == ["num_workers=4"]
+    assert ("lowest mean fetch: num_workers=2 (50.5 ms); within 10% of it "
+            "(no real difference): num_workers=4") in str(res)
+    assert res.to_dict()["best"]["close"] == ["num_workers=4"]

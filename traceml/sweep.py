@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _core, policy
+from .compare import REL_TOL
 from .render import fmt_s
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
@@ -100,6 +101,7 @@ class SweepResult:
         return {
             "rows": [dict(r) for r in self.rows],
             "correlation": dict(self.correlation),
+            "best": self.best(),
             "interrupted": self.interrupted,
         }
 
@@ -137,6 +139,34 @@ class SweepResult:
                 f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
                 f"({c['gaps']} stall gaps in all)")
 
+    def best(self) -> Optional[dict]:
+        """The condition with the lowest mean fetch (averaged over passes
+        and directions): {condition, mean_s, close} where ``close`` lists
+        the other conditions within 10% of it (compare's tolerance)."""
+        means: dict[str, list] = {}
+        conds: dict[str, dict] = {}
+        for r in self.rows:
+            if not r["error"] and r["mean_s"] is not None:
+                key = _label(r["condition"])
+                means.setdefault(key, []).append(r["mean_s"])
+                conds[key] = r["condition"]
+        if not means:
+            return None
+        avg = {k: float(np.mean(v)) for k, v in means.items()}
+        top = min(avg, key=avg.get)
+        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + REL_TOL)]
+        return {"condition": conds[top], "mean_s": avg[top], "close": close}
+
+    def _best_text(self) -> Optional[str]:
+        b = self.best()
+        if b is None or len(self.rows) < 2:
+            return None
+        text = f"lowest mean fetch: {_label(b['condition'])} ({fmt_s(b['mean_s'])})"
+        if b["close"]:
+            text += (f"; within {100 * REL_TOL:.0f}% of it (no real difference): "
+                     + ", ".join(b["close"]))
+        return text
+
     def __str__(self) -> str:
         head = [h for _, h in ROW_COLUMNS]
         cells = self._cells()
@@ -144,6 +174,9 @@ class SweepResult:
         fmt = lambda row: "  ".join(  # noqa: E731
             v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
         out = [fmt(head)] + [fmt(c) for c in cells] + [self._correlation_text()]
+        best = self._best_text()
+        if best:
+            out.append(best)
         out.extend(f"error in {_label(r['condition'])} pass {r['pass_']} {r['direction']}: "
                    f"{r['error']}" for r in self.rows if r["error"])
         if self.interrupted:
@@ -164,6 +197,7 @@ class SweepResult:
         return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
                 f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
                 f"<div>{e(self._correlation_text())}</div>"
+                f"<div>{e(self._best_text() or '')}</div>"
                 f"{figure_html(png_data_uri(self.plot))}</div>")
 
     def plot(self):
