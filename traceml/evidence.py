@@ -197,10 +197,7 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             else:
                 s = _series(samples, pid, field, scale)
             if s is not None and len(s[0]):
-                series.append(s)
-                slow_by_pid.setdefault(name, {})[pid] = float(
-                    _window_deltas(s, slow_a.astype(np.float64),
-                                   slow_b.astype(np.float64)).sum())
+                series.append((pid, s))
         if not series:
             unavailable[name] = _reason(info, pids, file) or (
                 "no reading of this counter" if pids else "no worker processes")
@@ -209,8 +206,11 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             continue
         for k, (a, b) in kinds.items():
             per = np.zeros(len(a))
-            for s in series:
-                per += _window_deltas(s, a.astype(np.float64), b.astype(np.float64))
+            for pid, s in series:
+                d = _window_deltas(s, a.astype(np.float64), b.astype(np.float64))
+                per += d
+                if k == "slow":
+                    slow_by_pid.setdefault(name, {})[pid] = float(d.sum())
             out[k][name] = float(per.sum())
             out[k][f"{name}_median"] = float(np.median(per)) if len(per) else None
     for k in kinds:
