@@ -303,39 +303,40 @@ done:
     return result;
 }
 
+static PyArrayObject *
+new_samples(tm_state *st, npy_intp n)
+{
+    Py_INCREF(st->sample_dtype);
+    return (PyArrayObject *)PyArray_NewFromDescr(
+        &PyArray_Type, (PyArray_Descr *)st->sample_dtype, 1, &n, NULL, NULL,
+        0, NULL);
+}
+
 static PyObject *
 mod_sampler_samples(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     tm_state *st = get_state(module);
-    npy_intp n = (npy_intp)st->sampler.cap;
-    PyArrayObject *arr;
-    size_t got;
+    npy_intp n = st->sampler_ok ? (npy_intp)tm_sampler_len(&st->sampler) : 0;
+    PyArrayObject *arr = new_samples(st, n);
+    PyArrayObject *part;
+    npy_intp got;
 
-    if (!st->sampler_ok || st->sampler.ring == NULL) {
-        n = 0;
-    }
-    Py_INCREF(st->sample_dtype);
-    arr = (PyArrayObject *)PyArray_NewFromDescr(
-        &PyArray_Type, (PyArray_Descr *)st->sample_dtype, 1, &n, NULL, NULL,
-        0, NULL);
     if (arr == NULL || n == 0) {
         return (PyObject *)arr;
     }
-    got = tm_sampler_copy(&st->sampler, (tm_sample *)PyArray_DATA(arr),
-                          (size_t)n);
-    /* Hand back only the filled part. */
-    {
-        PyObject *part = PySequence_GetSlice((PyObject *)arr, 0, (Py_ssize_t)got);
-        PyObject *copy;
-
-        Py_DECREF(arr);
-        if (part == NULL) {
-            return NULL;
-        }
-        copy = PyArray_NewCopy((PyArrayObject *)part, NPY_CORDER);
-        Py_DECREF(part);
-        return copy;
+    got = (npy_intp)tm_sampler_copy(&st->sampler,
+                                    (tm_sample *)PyArray_DATA(arr), (size_t)n);
+    if (got == n) {
+        return (PyObject *)arr;
     }
+    /* The ring was cleared meanwhile: hand back only what was copied. */
+    part = new_samples(st, got);
+    if (part != NULL) {
+        memcpy(PyArray_DATA(part), PyArray_DATA(arr),
+               (size_t)got * sizeof(tm_sample));
+    }
+    Py_DECREF(arr);
+    return (PyObject *)part;
 }
 
 static PyObject *

@@ -520,6 +520,17 @@ tm_sampler_clear(tm_sampler *s)
 }
 
 size_t
+tm_sampler_len(tm_sampler *s)
+{
+    size_t n;
+
+    pthread_mutex_lock(&s->lock);
+    n = s->len;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+size_t
 tm_sampler_copy(tm_sampler *s, tm_sample *out, size_t max)
 {
     size_t k, n;

@@ -115,6 +115,7 @@ void tm_sampler_stop(tm_sampler *s);
 int tm_sampler_watch(tm_sampler *s, const int *pids, const int *roles,
                      size_t n);
 void tm_sampler_clear(tm_sampler *s);
+size_t tm_sampler_len(tm_sampler *s);
 size_t tm_sampler_copy(tm_sampler *s, tm_sample *out, size_t max);
 size_t tm_sampler_copy_stuck(tm_sampler *s, tm_stuck *out, size_t max);
 size_t tm_sampler_copy_procs(tm_sampler *s, tm_watched *out, size_t max);
