@@ -30,7 +30,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
 import traceml  # noqa: E402
-from traceml import _core  # noqa: E402
+from traceml import _core, policy  # noqa: E402
 
 from burn import BurnDataset, BurnIterable, OneCoreBurnDataset, StartTogether  # noqa: E402
 
@@ -337,6 +337,15 @@ def test_cheap_dataset_has_no_stalls():
     # floor) about one run in 20 on this loaded 2-core host has one fetch
     # descheduled for 4-5 ms, which is a stall by the rule.  At 40 ms
     # (8 ms floor) with one-item batches, none in 55 runs under load.
+    #
+    # The label is not asserted to be COMPUTE-BOUND: on this host (a
+    # Firecracker VM that hands freed pages back to its host) a fetch that
+    # allocates after the loop has idled or burnt CPU for d ms takes a few
+    # percent of d, measured without traceml as well: 0.05 ms at a 1 ms
+    # pace, 1.2 ms at 40 ms, 4.4 ms at 100 ms.  That puts an empty
+    # dataset's input share at 3.5-4.5% unloaded and 5-10% under load,
+    # astride the 5% line.  So: the label must be the one the rule gives
+    # for the share, recomputed here, and the share far from input-bound.
     n_batches = 30
     loader = DataLoader(BurnDataset(n_batches, 0.0), batch_size=1)
     r = run_loader(loader, 0.040, uname("cheap0"))
@@ -345,8 +354,12 @@ def test_cheap_dataset_has_no_stalls():
     assert d["stalls"]["count"] == 0, (d["stalls"], r.input_wait_ns // 1000)
     assert d["stalls"]["gaps"] == []
     assert d["cadence"]["period"] is None
-    assert d["diagnosis"] == "COMPUTE-BOUND"
-    assert d["input_share"] < 0.05
+    share = r.input_wait_ns[1:].sum() / r.step_ns[1:].sum()
+    assert d["input_share"] == pytest.approx(share, rel=1e-12)
+    assert share < policy.INPUT_BOUND_SHARE / 2, r.input_wait_ns // 1000
+    expected = (policy.COMPUTE_BOUND if share < policy.COMPUTE_BOUND_SHARE
+                else policy.BALANCED)
+    assert d["diagnosis"] == expected
     # The consumer's 40 ms is the step.
     assert d["compute_s"]["median"] >= 0.040
 
