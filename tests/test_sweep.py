@@ -2,6 +2,7 @@
 
 import multiprocessing
 import os
+import time
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402
 from traceml import _core  # noqa: E402
+from traceml.render import fmt_s  # noqa: E402
 
 from burn import BurnDataset, OneCoreBurnDataset, StartTogether  # noqa: E402
 
@@ -178,3 +180,93 @@ def test_sweep_names_the_lowest_mean_fetch_and_its_peers():
     assert ("lowest mean fetch: num_workers=2 (50.5 ms); within 10% of it "
             "(no real difference): num_workers=4") in str(res)
     assert res.to_dict()["best"]["close"] == ["num_workers=4"]
+
+
+def paced(wait_s, n):
+    """A generator loader whose every fetch sleeps wait_s."""
+    for i in range(n):
+        time.sleep(wait_s)
+        yield i
+
+
+def test_order_effect_is_named_when_backward_differs():
+    calls = []
+
+    def make(num_workers):
+        # The forward runs wait 2 ms a fetch, the backward ones 30 ms: as if
+        # the host got busy half-way through the sweep.
+        calls.append(num_workers)
+        return paced(0.002 if len(calls) <= 2 else 0.030, 8)
+
+    res = traceml.sweep(make, num_workers=(2, 1), steps=8, consumer_pace_s=0.001,
+                        progress=False)
+    effects = res.order_effects()
+    assert [e["condition"] for e in effects] == [{"num_workers": 2}, {"num_workers": 1}]
+    for e in effects:
+        fwd, bwd = (r for r in res.rows if r["condition"] == e["condition"])
+        assert (fwd["direction"], bwd["direction"]) == ("forward", "backward")
+        assert e["forward_mean_s"] == fwd["mean_s"] < 0.015
+        assert e["backward_mean_s"] == bwd["mean_s"] >= 0.030
+        assert e["differs"] is True
+        assert e["pass_"] == 0
+    text = str(res)
+    assert "order effect in 2 of 2 conditions: num_workers=2 " in text
+    assert f"{fmt_s(effects[1]['forward_mean_s'])} forward vs " in text
+    assert "passes=2 shows whether they recur" in text
+    assert res.to_dict()["order_effects"] == effects
+    assert "order effect in 2 of 2" in res._repr_html_()
+
+
+def test_order_effects_use_compares_tolerance():
+    # A steady 20 ms fetch both ways: whether a pair differs is recomputed
+    # here from the per-step arrays with compare()'s rule.
+    res = traceml.sweep(lambda num_workers: paced(0.020, 8), num_workers=(1, 0),
+                        steps=8, consumer_pace_s=0.002, passes=2, progress=False)
+    effects = res.order_effects()
+    assert [(e["condition"]["num_workers"], e["pass_"]) for e in effects] == [
+        (1, 0), (0, 0), (1, 1), (0, 1)]
+    for e in effects:
+        fwd, bwd = (rep for row, rep in zip(res.rows, res.runs)
+                    if row["condition"] == e["condition"] and row["pass_"] == e["pass_"])
+        # Not a DataLoader: the first fetch is the epoch start.
+        f_wait = fwd.input_wait_ns[1:].mean() / 1e9
+        b_wait = bwd.input_wait_ns[1:].mean() / 1e9
+        tol = max(0.10 * f_wait, 0.02 * fwd.step_ns[1:].mean() / 1e9)
+        assert e["forward_mean_s"] == pytest.approx(f_wait, rel=1e-9)
+        assert e["backward_mean_s"] == pytest.approx(b_wait, rel=1e-9)
+        assert e["differs"] is bool(abs(b_wait - f_wait) > tol)
+    differ = [e for e in effects if e["differs"]]
+    if differ:  # with two passes each pair names its pass
+        e = differ[0]
+        assert (f"num_workers={e['condition']['num_workers']} pass {e['pass_']} "
+                f"{fmt_s(e['forward_mean_s'])} forward vs") in str(res)
+        assert "see whether they recur in every pass" in str(res)
+    else:
+        assert "forward and backward agree for all 4 conditions" in str(res)
+
+
+def test_one_direction_has_no_order_effects():
+    res = traceml.sweep(lambda num_workers: [0] * 4, num_workers=(1, 0), steps=3,
+                        consumer_pace_s=0, both_directions=False, progress=False)
+    assert res.order_effects() == []
+    assert res.to_dict()["order_effects"] == []
+    assert "forward and backward" not in str(res) and "order effect" not in str(res)
+
+
+def test_order_effects_name_the_pass_when_there_are_several():
+    calls = []
+
+    def make(num_workers):
+        calls.append(num_workers)  # runs 2 and 4 are the backward ones
+        return paced(0.030 if len(calls) % 2 == 0 else 0.002, 8)
+
+    res = traceml.sweep(make, num_workers=(1,), steps=8, consumer_pace_s=0.001,
+                        passes=2, progress=False)
+    assert [(r["pass_"], r["direction"]) for r in res.rows] == [
+        (0, "forward"), (0, "backward"), (1, "forward"), (1, "backward")]
+    effects = res.order_effects()
+    assert [(e["pass_"], e["differs"]) for e in effects] == [(0, True), (1, True)]
+    text = str(res)
+    assert "order effect in 2 of 2 conditions: num_workers=1 pass 0 " in text
+    assert "; num_workers=1 pass 1 " in text
+    assert "see whether they recur in every pass" in text

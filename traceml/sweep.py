@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _core, policy
-from .compare import REL_TOL
+from .compare import EQUIVALENT, REL_TOL, STEP_TOL, verdict
 from .render import fmt_s
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
@@ -81,8 +81,13 @@ class SweepResult:
         runs: the Report of each row (None where the condition failed).
         correlation: Pearson r and least-squares slope between
             max(1, num_workers) and the median stall gap, over the rows with
-            at least two stalls; ``points`` is how many rows that is.
+            at least MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many
+            rows that is.
         interrupted: True when Ctrl-C stopped the sweep early.
+
+    ``best()`` names the condition with the lowest mean fetch;
+    ``order_effects()`` says where the forward and backward runs of one
+    condition disagree.
     """
 
     def __init__(self, rows: list[dict], runs: list[Optional[Report]], interrupted: bool):
@@ -102,6 +107,7 @@ class SweepResult:
             "rows": [dict(r) for r in self.rows],
             "correlation": dict(self.correlation),
             "best": self.best(),
+            "order_effects": self.order_effects(),
             "interrupted": self.interrupted,
         }
 
@@ -167,6 +173,55 @@ class SweepResult:
                      + ", ".join(b["close"]))
         return text
 
+    def order_effects(self) -> list[dict]:
+        """Each condition measured both forward and backward in one pass:
+        {condition, pass_, forward_mean_s, backward_mean_s, differs, why}.
+
+        ``differs`` applies compare()'s verdict to the backward run against
+        the forward one (tolerance: 10% of the forward mean fetch or 2% of
+        its mean step, whichever is larger): True means that the order of
+        the conditions moved the result beyond what compare() would call
+        equivalent (warm page cache, workers of the previous condition
+        still exiting, a host that got busier), so that differences
+        between conditions of that size are not evidence.  An empty list
+        when the sweep ran one direction.
+        """
+        pairs: dict[tuple, dict] = {}
+        for row, rep in zip(self.rows, self.runs):
+            if rep is not None:
+                key = (_label(row["condition"]), row["pass_"])
+                pairs.setdefault(key, {})[row["direction"]] = (row, rep)
+        out = []
+        for (_, pass_), d in pairs.items():
+            if "forward" not in d or "backward" not in d:
+                continue
+            (fwd, fwd_rep), (bwd, bwd_rep) = d["forward"], d["backward"]
+            label, why = verdict(fwd_rep.summary, bwd_rep.summary)
+            out.append({"condition": fwd["condition"], "pass_": pass_,
+                        "forward_mean_s": fwd["mean_s"], "backward_mean_s": bwd["mean_s"],
+                        "differs": label != EQUIVALENT, "why": why})
+        return out
+
+    def _order_text(self) -> Optional[str]:
+        effects = self.order_effects()
+        if not effects:
+            return None
+        differ = [e for e in effects if e["differs"]]
+        if not differ:
+            return (f"forward and backward agree for all {len(effects)} conditions "
+                    f"(within compare's tolerance: {100 * REL_TOL:.0f}% of the mean fetch "
+                    f"or {100 * STEP_TOL:.0f}% of the step)")
+        several = len({e["pass_"] for e in effects}) > 1
+        listed = "; ".join(
+            _label(e["condition"]) + (f" pass {e['pass_']}" if several else "")
+            + f" {fmt_s(e['forward_mean_s'])} forward vs {fmt_s(e['backward_mean_s'])} backward"
+            for e in differ)
+        return (f"order effect in {len(differ)} of {len(effects)} conditions: {listed}. "
+                "Beyond compare's tolerance, so differences that size between conditions "
+                "are not evidence; "
+                + ("see whether they recur in every pass" if several
+                   else "passes=2 shows whether they recur"))
+
     def __str__(self) -> str:
         head = [h for _, h in ROW_COLUMNS]
         cells = self._cells()
@@ -174,9 +229,7 @@ class SweepResult:
         fmt = lambda row: "  ".join(  # noqa: E731
             v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
         out = [fmt(head)] + [fmt(c) for c in cells] + [self._correlation_text()]
-        best = self._best_text()
-        if best:
-            out.append(best)
+        out.extend(t for t in (self._best_text(), self._order_text()) if t)
         out.extend(f"error in {_label(r['condition'])} pass {r['pass_']} {r['direction']}: "
                    f"{r['error']}" for r in self.rows if r["error"])
         if self.interrupted:
@@ -198,6 +251,7 @@ class SweepResult:
                 f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
                 f"<div>{e(self._correlation_text())}</div>"
                 f"<div>{e(self._best_text() or '')}</div>"
+                f"<div>{e(self._order_text() or '')}</div>"
                 f"{figure_html(png_data_uri(self.plot))}</div>")
 
     def plot(self):
@@ -316,7 +370,9 @@ def sweep(
 
     Returns:
         A :class:`SweepResult` (``str()`` is a table; ``.correlation`` holds
-        Pearson r and slope between num_workers and the median stall gap).
+        Pearson r and slope between num_workers and the median stall gap;
+        ``order_effects()`` compares each condition's forward and backward
+        runs).
 
     Raises:
         TypeError: make_loader is not callable.
