@@ -1,10 +1,16 @@
 """compare(): verdicts against the first run, with documented tolerances."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import traceml
-from traceml.compare import verdict
+from traceml.__main__ import main
+from traceml.compare import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
+from traceml.render import fmt_s
 from traceml.report import build
 
 from test_report import INFO, SYNTHETIC, MS, records
@@ -63,3 +69,91 @@ def test_repr_names_the_verdicts():
     base = run(10)
     c = traceml.compare(base, run(20), labels=["before", "after"])
     assert repr(c) == "<traceml.Comparison before=BASELINE, after=REGRESSION>"
+
+
+def test_no_data_is_its_own_verdict_naming_the_empty_side():
+    empty = traceml.report()  # nothing recorded
+    assert empty["diagnosis"] == "NO-DATA" and empty["input_wait_s"]["mean"] is None
+    only_epoch_start = build(records(np.full(1, 50 * MS), np.full(1, 20 * MS)),
+                             INFO, SYNTHETIC, None)
+    assert only_epoch_start["steady_steps"] == 0
+    a = run(50)
+    for base, other, which in [(empty, a, "the baseline"), (a, empty, "this run"),
+                               (a, only_epoch_start, "this run"),
+                               (empty, empty, "either run")]:
+        row = traceml.compare(base, other).rows[1]
+        assert row["verdict"] == NO_DATA == "NO-DATA"
+        assert f"no steady-state steps in {which}" in row["why"]
+        assert verdict(base.summary, other.summary) == (row["verdict"], row["why"])
+    # Not a difference: sweep's order effects must not count it as one.
+    assert NO_DATA not in (IMPROVEMENT, REGRESSION, EQUIVALENT)
+    text = str(traceml.compare(a, empty, labels=["full", "empty"]))
+    assert "empty: NO-DATA: no steady-state steps in this run" in text
+
+
+def test_baseline_is_the_first_position_not_the_first_object(tmp_path):
+    a = run(10)
+    assert [r["verdict"] for r in traceml.compare(a, a).rows] == ["BASELINE", EQUIVALENT]
+    # the same object later on is judged like any other run
+    c = traceml.compare(a, run(20), a)
+    assert [r["verdict"] for r in c.rows] == ["BASELINE", REGRESSION, EQUIVALENT]
+    assert c.rows[2]["why"].startswith(f"mean fetch {fmt_s(a['input_wait_s']['mean'])}")
+    loaded = traceml.load(a.save(tmp_path / "s1.traceml"))
+    assert [r["verdict"] for r in traceml.compare(loaded, loaded).rows] == ["BASELINE", EQUIVALENT]
+
+
+def test_default_labels_that_collide_get_numbered(tmp_path):
+    name = run(10)["source"]
+    c = traceml.compare(run(10), run(12), run(14))
+    assert [r["label"] for r in c.rows] == [name, f"{name}#2", f"{name}#3"]
+    assert f"{name}#3: REGRESSION" in str(c)
+    path = run(10).save(tmp_path / "x.traceml")
+    assert [r["label"] for r in traceml.compare(path, path, run(10)).rows] == \
+        ["x.traceml", "x.traceml#2", name]
+    # a suffixed name already in use is skipped, and real names are kept
+    other = run(10)
+    (tmp_path / "d").mkdir()
+    taken = other.save(tmp_path / "d" / "x.traceml#2")
+    assert [r["label"] for r in traceml.compare(path, path, taken).rows] == \
+        ["x.traceml", "x.traceml#3", "x.traceml#2"]
+    # labels given by the caller are used as given
+    assert [r["label"] for r in traceml.compare(path, path, labels=["a", "a"]).rows] == ["a", "a"]
+
+
+def _cli(*args, stdout):
+    return subprocess.run([sys.executable, "-m", "traceml", *args], stdout=stdout,
+                          stderr=subprocess.PIPE, timeout=120)
+
+
+def test_cli_show_writes_html_and_text(tmp_path, capsys):
+    path = str(run(10).save(tmp_path / "s1.traceml"))
+    html = tmp_path / "s1.html"
+    assert main(["show", path, "--html", str(html)]) == 0
+    rep = traceml.load(path)
+    assert capsys.readouterr().out == str(rep) + "\n"
+    assert html.read_text(encoding="utf-8") == rep._repr_html_()
+
+
+def test_cli_bad_html_path_fails_first_and_prints_nothing(tmp_path, capsys):
+    path = str(run(10).save(tmp_path / "s1.traceml"))
+    bad = str(tmp_path / "missing-dir" / "out.html")
+    assert main(["show", path, "--html", bad]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("traceml: cannot write --html") and repr(bad) in err
+
+
+def test_cli_closed_stdout_exits_quietly_after_writing_html(tmp_path):
+    path = str(run(10).save(tmp_path / "s1.traceml"))
+    html = tmp_path / "s1.html"
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before anything is written, as after `| head`
+    try:
+        shown = _cli("show", path, "--html", str(html), stdout=w)
+        compared = _cli("compare", path, path, stdout=w)
+    finally:
+        os.close(w)
+    # exit status 1 and no traceback, as the Python docs advise for SIGPIPE
+    assert (shown.returncode, shown.stderr) == (1, b"")
+    assert (compared.returncode, compared.stderr) == (1, b"")
+    assert html.read_text(encoding="utf-8") == traceml.load(path)._repr_html_()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .compare import compare
@@ -26,16 +27,46 @@ def main(argv=None) -> int:
     try:
         if args.command == "show":
             rep = load_report(args.run)
-            print(rep)
             if args.html:
-                with open(args.html, "w", encoding="utf-8") as fh:
-                    fh.write(rep._repr_html_())
+                # Before any output, so that a bad path fails alone and a
+                # reader that stops early (| head) still gets the file.
+                try:
+                    with open(args.html, "w", encoding="utf-8") as fh:
+                        fh.write(rep._repr_html_())
+                except OSError as exc:
+                    raise OSError(f"cannot write --html {args.html!r}: "
+                                  f"{exc.strerror or exc}") from exc
+            text = str(rep)
         else:
-            print(compare(*args.runs, labels=args.labels))
+            text = str(compare(*args.runs, labels=args.labels))
     except (OSError, ValueError) as exc:
         print(f"traceml: {exc}", file=sys.stderr)
         return 2
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
     return 0
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``| head``): exit quietly, status 1.
+
+    As the Python docs advise (``signal`` module, "Note on SIGPIPE"):
+    point stdout at devnull so that the flush at interpreter exit does not
+    raise BrokenPipeError again.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file: nothing to flush
+        return 1
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+    return 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import math
 import os
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 from . import _core
 from .render import fmt_s
@@ -22,6 +22,10 @@ IMPROVEMENT = "IMPROVEMENT"
 REGRESSION = "REGRESSION"
 EQUIVALENT = "EQUIVALENT"
 BASELINE = "BASELINE"
+# The baseline or the run has no steady-state step (nothing recorded, or
+# only epoch-start fetches), so there is no mean wait to compare: neither
+# better, worse nor equal.
+NO_DATA = "NO-DATA"
 
 COLUMNS = (
     ("label", "run"),
@@ -40,11 +44,19 @@ COLUMNS = (
 
 def verdict(base: dict, run: dict) -> tuple[str, str]:
     """(verdict, why) of ``run`` against ``base`` (report summaries), on
-    mean input wait per steady-state step with the tolerances above."""
+    mean input wait per steady-state step with the tolerances above.
+
+    The verdict is IMPROVEMENT, REGRESSION or EQUIVALENT, or NO_DATA
+    ("NO-DATA") when either summary has no steady-state mean wait; ``why``
+    then says which of the two has none.  Only IMPROVEMENT and REGRESSION
+    mean a difference beyond the tolerance.
+    """
     b = base["input_wait_s"]["mean"]
     r = run["input_wait_s"]["mean"]
     if b is None or r is None:
-        return EQUIVALENT, "no steady-state steps to compare"
+        which = ("either run" if b is None and r is None
+                 else "the baseline" if b is None else "this run")
+        return NO_DATA, f"no steady-state steps in {which}: no mean fetch to compare"
     step = base["step_s"]["mean"] or 0.0
     tol = max(REL_TOL * b, STEP_TOL * step)
     delta = r - b
@@ -64,11 +76,31 @@ def _stalls_over(report, threshold_s: float) -> int:
     return int(mask.sum())
 
 
+def _distinct(names: list[str]) -> list[str]:
+    """``names`` with each repeat suffixed "#2", "#3", ... in order of
+    appearance, skipping suffixed names that are already taken."""
+    taken = set(names)
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        label = name
+        if name in seen:
+            n = 2
+            while f"{name}#{n}" in taken:
+                n += 1
+            label = f"{name}#{n}"
+            taken.add(label)
+        seen.add(name)
+        out.append(label)
+    return out
+
+
 class Comparison:
     """Runs side by side.  ``rows`` (list of dicts, keys of COLUMNS plus
-    ``why``), ``threshold_s`` (the baseline's stall threshold, applied to
-    every run so that stall counts compare), ``str()``, ``_repr_html_()``,
-    ``to_dict()``."""
+    ``why``; ``verdict`` is BASELINE for the first row, then IMPROVEMENT,
+    REGRESSION, EQUIVALENT or NO-DATA), ``threshold_s`` (the baseline's
+    stall threshold, applied to every run so that stall counts compare),
+    ``str()``, ``_repr_html_()``, ``to_dict()``."""
 
     def __init__(self, rows: list[dict], threshold_s: float):
         self.rows = rows
@@ -130,15 +162,21 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
 
     Args:
         *runs: Reports, or paths of files written by ``Report.save``.
-        labels: one name per run (default: the file name, or the report's
-            source name).
+        labels: one name per run, used as given (default: the file name,
+            or the report's source name; a default name that repeats gets
+            "#2", "#3", ... on its second, third, ... use, so every row
+            has its own label).
 
     Returns:
         A :class:`Comparison`: per run mean fetch, median, p95, stalls over
         the baseline's threshold, median stall gap, input share, diagnosis,
         shape, and a verdict against the first run: IMPROVEMENT, REGRESSION
         or EQUIVALENT on mean input wait per step, within max(10% of the
-        baseline's mean wait, 2% of its mean step).
+        baseline's mean wait, 2% of its mean step); NO-DATA when the
+        baseline or the run has no steady-state steps (e.g. a report of
+        nothing recorded), with ``why`` naming which.  The first run is
+        the baseline by position: passing the same Report twice gives
+        BASELINE then EQUIVALENT.
 
     Raises:
         TypeError: a run is neither a Report nor a path, or labels is not a
@@ -174,12 +212,14 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
                 f"compare(): labels has {len(labels)} names for {len(reports)} runs"
             )
         names = [str(x) for x in labels]
+    else:
+        names = _distinct(names)
     base = reports[0].summary
     threshold = base["stalls"]["threshold_s"]
     rows = []
-    for name, rep in zip(names, reports):
+    for i, (name, rep) in enumerate(zip(names, reports)):
         s = rep.summary
-        if rep is reports[0]:
+        if i == 0:
             v, why = BASELINE, "the baseline"
         else:
             v, why = verdict(base, s)
