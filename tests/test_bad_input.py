@@ -120,8 +120,8 @@ GOOD_MESSAGES = [
     # sweep: all refused before anything runs
     ("sweep-not-callable", lambda p: traceml.sweep(5), TypeError, "make_loader"),
     ("sweep-steps-1", lambda p: traceml.sweep(list, steps=1), ValueError, "steps"),
-    ("sweep-steps-float", lambda p: traceml.sweep(list, steps=2.5), ValueError, "steps"),
-    ("sweep-steps-str", lambda p: traceml.sweep(list, steps="4"), ValueError, "steps"),
+    ("sweep-steps-float", lambda p: traceml.sweep(list, steps=2.5), TypeError, "steps"),
+    ("sweep-steps-str", lambda p: traceml.sweep(list, steps="4"), TypeError, "steps"),
     ("sweep-passes-0", lambda p: traceml.sweep(list, passes=0), ValueError, "passes"),
     ("sweep-pace-negative", lambda p: traceml.sweep(list, consumer_pace_s=-1), ValueError,
      "consumer_pace_s"),
@@ -133,7 +133,7 @@ GOOD_MESSAGES = [
      "num_workers"),
     ("sweep-workers-negative", lambda p: traceml.sweep(list, num_workers=(2, -1)), ValueError,
      "num_workers"),
-    ("sweep-workers-float", lambda p: traceml.sweep(list, num_workers=(1.5,)), ValueError,
+    ("sweep-workers-float", lambda p: traceml.sweep(list, num_workers=(1.5,)), TypeError,
      "num_workers"),
     ("sweep-axis-empty", lambda p: traceml.sweep(list, in_order=()), ValueError, "in_order"),
     # compare

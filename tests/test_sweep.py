@@ -128,11 +128,23 @@ def test_workers_are_shut_down_between_conditions():
         ({"num_workers": (2, -1)}, ValueError, "num_workers must be ints >= 0"),
         ({"in_order": ()}, ValueError, "in_order needs at least one value"),
         ({"stall_threshold_s": float("nan")}, ValueError, "stall_threshold_s"),
+        ({"stall_threshold_s": -1}, ValueError, "stall_threshold_s must be finite and >= 0"),
+        # 1e10 s is 1e19 ns: past int64, where the threshold is held.
+        ({"stall_threshold_s": 1e10}, ValueError, "stall_threshold_s must be at most"),
+        ({"stall_threshold_s": "5"}, TypeError, "stall_threshold_s must be a number"),
+        ({"both_directions": "no"}, TypeError, "both_directions must be True or False"),
+        ({"progress": "no"}, TypeError, "progress must be True or False"),
+        ({"num_workers": ("a",)}, TypeError, "num_workers must be ints >= 0, got str"),
+        ({"num_workers": (2, True)}, TypeError, "num_workers must be ints >= 0, got bool"),
+        ({"steps": "16"}, TypeError, "steps must be an int >= 2, got str"),
+        ({"passes": 1.0}, TypeError, "passes must be an int >= 1, got float"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, exc, words):
-    with pytest.raises(exc, match=words):
-        traceml.sweep(lambda num_workers, **kw: range(3), progress=False, **kwargs)
+    with pytest.raises(exc, match=words) as info:
+        traceml.sweep(lambda num_workers, **kw: range(3), **{"progress": False, **kwargs})
+    assert type(info.value) is exc
+    assert str(info.value).startswith("sweep(): ")
 
 
 def test_make_loader_must_be_callable():
@@ -270,3 +282,144 @@ def test_order_effects_name_the_pass_when_there_are_several():
     assert "order effect in 2 of 2 conditions: num_workers=1 pass 0 " in text
     assert "; num_workers=1 pass 1 " in text
     assert "see whether they recur in every pass" in text
+
+
+def test_the_same_stall_gap_everywhere_is_said_plainly():
+    from traceml.sweep import _row
+
+    # Every condition stalls every other step: the gap is 2 at 4, 2 and 0
+    # workers, so the cadence does not follow num_workers.
+    rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
+                 stalls=6, median_gap=2.0, mean_s=0.02) for k in (4, 2, 0)]
+    res = traceml.SweepResult(rows, [None] * 3, False)
+    c = res.to_dict()["correlation"]
+    assert c["r"] is None
+    assert c["slope"] == 0.0 and c["intercept"] == 2.0
+    assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 3 * 5
+    text = str(res)
+    assert ("num_workers vs stall cadence: the cadence does not follow num_workers: the "
+            "same stall gap 2 in every condition (3 conditions, 3 distinct num_workers); "
+            "slope 0, r undefined because the gap does not vary") in text
+    assert "not enough points" not in text
+
+
+def test_the_correlation_uses_the_loaders_own_num_workers():
+    from traceml.sweep import _row
+
+    def row(asked, built, gap):
+        return dict(_row({"num_workers": asked}, 0, "forward", None, None),
+                    stalls=8, median_gap=gap, mean_s=0.02, loader_num_workers=built)
+
+    # Labelled 4 and 2 but built with 1 and 2 workers: the gap follows the
+    # built count (slope +1), not the labels (which would give -0.5).
+    c = traceml.SweepResult([row(4, 1, 1.0), row(2, 2, 2.0)], [None] * 2, False).correlation
+    assert c["slope"] == pytest.approx(1.0) and c["r"] == pytest.approx(1.0)
+    # Both built with 0 workers: nothing varied.
+    res = traceml.SweepResult([row(4, 0, 1.0), row(2, 0, 1.0)], [None] * 2, False)
+    assert res.correlation["distinct_workers"] == 1 and res.correlation["r"] is None
+    text = str(res)
+    assert "num_workers did not vary among the conditions with stalls" in text
+    assert ("make_loader ignored num_workers: num_workers=4 built a loader with 0 workers, "
+            "num_workers=2 built a loader with 0 workers") in text
+
+
+def test_a_make_loader_that_ignores_num_workers_is_named():
+    def make(num_workers):
+        return torch.utils.data.DataLoader(BurnDataset(20, 0.0), batch_size=2, num_workers=0)
+
+    res = traceml.sweep(make, num_workers=(1, 0), steps=4, consumer_pace_s=0,
+                        both_directions=False, progress=False)
+    assert [r["error"] for r in res.rows] == [None, None]
+    assert [rep.summary["loader"]["num_workers"] for rep in res.runs] == [0, 0]
+    assert [r["loader_num_workers"] for r in res.rows] == [0, 0]
+    assert [r["condition"]["num_workers"] for r in res.rows] == [1, 0]
+    text = str(res)
+    assert "make_loader ignored num_workers: num_workers=1 built a loader with 0 workers" in text
+    assert "num_workers=0 built" not in text
+    assert "make_loader ignored num_workers" in res._repr_html_()
+    assert res.to_dict()["rows"][0]["loader_num_workers"] == 0
+
+
+def test_a_loader_honouring_num_workers_gets_no_such_line():
+    res = traceml.sweep(
+        lambda num_workers: torch.utils.data.DataLoader(BurnDataset(20, 0.0), batch_size=2,
+                                                        num_workers=num_workers),
+        num_workers=(0,), steps=3, consumer_pace_s=0, progress=False)
+    assert [r["loader_num_workers"] for r in res.rows] == [0, 0]
+    assert "ignored num_workers" not in str(res)
+    # Iterables that are not DataLoaders have no num_workers of their own.
+    res = traceml.sweep(lambda num_workers: range(5), num_workers=(1,), steps=3,
+                        consumer_pace_s=0, both_directions=False, progress=False)
+    assert res.rows[0]["loader_num_workers"] is None
+    assert "ignored num_workers" not in str(res)
+
+
+def test_a_loader_that_runs_out_is_named():
+    sizes = {2: 3, 1: 10, 0: 4}
+
+    def make(num_workers):
+        if num_workers == 0:
+            raise RuntimeError("no loader")
+        return range(sizes[num_workers])
+
+    res = traceml.sweep(make, num_workers=(2, 1, 0), steps=5, consumer_pace_s=0,
+                        progress=False)
+    assert [r["steps"] for r in res.rows] == [3, 5, 0, 0, 5, 3]
+    assert {r["steps_requested"] for r in res.rows} == {5}
+    assert [rep.summary["steps"] for rep in res.runs if rep is not None] == [3, 5, 5, 3]
+    text = str(res)
+    # Listed once although it ran short both ways; the failed condition
+    # has its error line instead.
+    assert "ran fewer batches than steps=5: num_workers=2 (3)\n" in text + "\n"
+    assert "error in num_workers=0 pass 0 forward" in text
+    assert "ran fewer batches than steps=5" in res._repr_html_()
+    res = traceml.sweep(lambda num_workers: range(8), num_workers=(1,), steps=5,
+                        consumer_pace_s=0, progress=False)
+    assert [r["steps"] for r in res.rows] == [5, 5]
+    assert "ran fewer" not in str(res)
+
+
+def test_make_loader_signature_is_checked_before_anything_runs():
+    calls = []
+
+    def make(nw, **k):
+        calls.append(nw)
+        return range(4)
+
+    with pytest.raises(TypeError) as info:
+        traceml.sweep(make, num_workers=(1, 0), in_order=(True, False), steps=3,
+                      progress=False)
+    assert str(info.value).startswith(
+        "sweep(): make_loader must accept the keyword arguments num_workers=..., "
+        "in_order=...; got signature (nw, **k)")
+    assert calls == []
+
+
+def test_keyword_only_and_unsigned_make_loaders_run():
+    def make(*, num_workers, **kw):
+        return range(4)
+
+    res = traceml.sweep(make, num_workers=(1,), steps=3, consumer_pace_s=0,
+                        both_directions=False, progress=False)
+    assert res.rows[0]["error"] is None and res.rows[0]["steps"] == 3
+    # dict has no signature inspect can read: not checked, and called as
+    # dict(num_workers=1), whose one key is its one batch.
+    res = traceml.sweep(dict, num_workers=(1,), steps=2, consumer_pace_s=0,
+                        both_directions=False, progress=False)
+    assert res.rows[0]["error"] is None and res.rows[0]["steps"] == 1
+    assert "ran fewer batches than steps=2: num_workers=1 (1)" in str(res)
+
+
+def test_pairs_without_steady_state_steps_do_not_differ():
+    from traceml.compare import NO_DATA
+
+    # One batch per condition: the epoch-start fetch only, no steady state.
+    res = traceml.sweep(lambda num_workers: range(1), num_workers=(1, 0), steps=2,
+                        consumer_pace_s=0, progress=False)
+    assert [rep.summary["input_wait_s"]["mean"] for rep in res.runs] == [None] * 4
+    effects = res.order_effects()
+    assert [(e["verdict"], e["differs"]) for e in effects] == [(NO_DATA, False)] * 2
+    text = str(res)
+    assert "order effect" not in text and "agree" not in text
+    assert ("forward and backward: no condition has steady-state steps on both sides "
+            "to compare") in text

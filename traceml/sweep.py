@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections.abc
 import gc
+import inspect
 import itertools
 import math
 import numbers
@@ -21,10 +22,14 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _core, policy
-from .compare import EQUIVALENT, REL_TOL, STEP_TOL, verdict
+from .compare import EQUIVALENT, NO_DATA, REL_TOL, STEP_TOL, verdict
 from .render import fmt_s
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
+
+# compare() verdicts under which a forward/backward pair does not differ:
+# EQUIVALENT, and NO-DATA (a side without steady-state steps).
+_SAME = frozenset((EQUIVALENT, NO_DATA))
 
 ROW_COLUMNS = (
     ("condition", "condition"),
@@ -77,12 +82,21 @@ class SweepResult:
             ``overtaking`` (deliveries that overtook a lower rank),
             ``slow_worker_cores``, ``slow_read_bytes``, ``slow_major_faults``
             (worker evidence during stalls, None where not read), ``error``
-            (repr of an exception raised in that condition, else None).
+            (repr of an exception raised in that condition, else None),
+            ``steps`` (batches actually iterated; fewer than
+            ``steps_requested`` when the loader ran out),
+            ``steps_requested`` (sweep()'s ``steps``),
+            ``loader_num_workers`` (num_workers of the DataLoader that
+            make_loader built, from the report's ``loader`` section; None
+            for other iterables and failed conditions; differs from
+            ``condition["num_workers"]`` when make_loader ignored it).
         runs: the Report of each row (None where the condition failed).
-        correlation: Pearson r and least-squares slope between
-            max(1, num_workers) and the median stall gap, over the rows with
-            at least MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many
-            rows that is.
+        correlation: see :func:`correlation`: Pearson r and least-squares
+            slope between max(1, num_workers) (the loader's own num_workers
+            where known) and the median stall gap, over the rows with at
+            least MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many rows
+            that is.  r None with slope 0.0 means the stall gap was the
+            same in every condition (``intercept`` is that gap).
         interrupted: True when Ctrl-C stopped the sweep early.
 
     ``best()`` names the condition with the lowest mean fetch;
@@ -135,8 +149,18 @@ class SweepResult:
         c = self.correlation
         if c["r"] is None:
             if c["distinct_workers"] < 2 and c["points"] >= 2:
-                return ("num_workers vs stall cadence: num_workers did not vary among the "
+                text = ("num_workers vs stall cadence: num_workers did not vary among the "
                         "conditions with stalls; nothing to correlate")
+                if self._ignored():
+                    text += (" (counting the workers each loader was built with; "
+                             "make_loader ignored num_workers, see below)")
+                return text
+            if c["points"] >= 2 and c["slope"] == 0.0:
+                return (f"num_workers vs stall cadence: the cadence does not follow "
+                        f"num_workers: the same stall gap {c['intercept']:g} in every "
+                        f"condition ({c['points']} conditions, {c['distinct_workers']} "
+                        "distinct num_workers); slope 0, r undefined because the gap "
+                        "does not vary")
             return (f"num_workers vs stall cadence: not enough points "
                     f"({c['points']} condition{'s' if c['points'] != 1 else ''} with "
                     f">= {MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
@@ -144,6 +168,50 @@ class SweepResult:
         return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
                 f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
                 f"({c['gaps']} stall gaps in all)")
+
+    def _ignored(self) -> list[tuple]:
+        """(condition's num_workers, loader's num_workers) for each
+        distinct pair where make_loader built a DataLoader with another
+        num_workers than the condition asked for, in row order."""
+        out: list[tuple] = []
+        for r in self.rows:
+            built = r.get("loader_num_workers")
+            asked = r["condition"].get("num_workers")
+            if built is not None and asked is not None and built != asked \
+                    and (asked, built) not in out:
+                out.append((asked, built))
+        return out
+
+    def _ignored_text(self) -> Optional[str]:
+        pairs = self._ignored()
+        if not pairs:
+            return None
+        return ("make_loader ignored num_workers: "
+                + ", ".join(f"num_workers={a} built a loader with {b} worker"
+                            f"{'' if b == 1 else 's'}" for a, b in pairs)
+                + "; the correlation uses the loaders' own num_workers")
+
+    def _short_text(self) -> list[str]:
+        """One line per requested step count that some row fell short of:
+        the conditions whose loader ran out of batches first."""
+        short: dict[int, list[str]] = {}
+        for r in self.rows:
+            asked, ran = r.get("steps_requested"), r.get("steps")
+            if r["error"] or asked is None or ran is None or ran >= asked:
+                continue
+            cell = f"{_label(r['condition'])} ({ran})"
+            if cell not in short.setdefault(asked, []):
+                short[asked].append(cell)
+        return [f"ran fewer batches than steps={asked}: " + ", ".join(cells)
+                for asked, cells in short.items()]
+
+    def _notes(self) -> list[str]:
+        """The lines under the table, before the errors."""
+        out = [self._correlation_text()]
+        out.extend(t for t in (self._ignored_text(), self._best_text(),
+                               self._order_text()) if t)
+        out.extend(self._short_text())
+        return out
 
     def best(self) -> Optional[dict]:
         """The condition with the lowest mean fetch (averaged over passes
@@ -175,11 +243,14 @@ class SweepResult:
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:
-        {condition, pass_, forward_mean_s, backward_mean_s, differs, why}.
+        {condition, pass_, forward_mean_s, backward_mean_s, verdict, differs,
+        why}.
 
-        ``differs`` applies compare()'s verdict to the backward run against
-        the forward one (tolerance: 10% of the forward mean fetch or 2% of
-        its mean step, whichever is larger): True means that the order of
+        ``verdict`` is compare()'s verdict of the backward run against the
+        forward one (tolerance: 10% of the forward mean fetch or 2% of its
+        mean step, whichever is larger).  ``differs`` is False for
+        EQUIVALENT and for NO-DATA (a side without steady-state steps:
+        nothing to compare); True means that the order of
         the conditions moved the result beyond what compare() would call
         equivalent (warm page cache, workers of the previous condition
         still exiting, a host that got busier), so that differences
@@ -199,7 +270,7 @@ class SweepResult:
             label, why = verdict(fwd_rep.summary, bwd_rep.summary)
             out.append({"condition": fwd["condition"], "pass_": pass_,
                         "forward_mean_s": fwd["mean_s"], "backward_mean_s": bwd["mean_s"],
-                        "differs": label != EQUIVALENT, "why": why})
+                        "verdict": label, "differs": label not in _SAME, "why": why})
         return out
 
     def _order_text(self) -> Optional[str]:
@@ -207,10 +278,16 @@ class SweepResult:
         if not effects:
             return None
         differ = [e for e in effects if e["differs"]]
+        compared = [e for e in effects if e["verdict"] != NO_DATA]
+        if not compared:
+            return ("forward and backward: no condition has steady-state steps on both "
+                    "sides to compare")
         if not differ:
-            return (f"forward and backward agree for all {len(effects)} conditions "
+            skipped = len(effects) - len(compared)
+            return (f"forward and backward agree for all {len(compared)} conditions "
                     f"(within compare's tolerance: {100 * REL_TOL:.0f}% of the mean fetch "
-                    f"or {100 * STEP_TOL:.0f}% of the step)")
+                    f"or {100 * STEP_TOL:.0f}% of the step)"
+                    + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
         several = len({e["pass_"] for e in effects}) > 1
         listed = "; ".join(
             _label(e["condition"]) + (f" pass {e['pass_']}" if several else "")
@@ -228,8 +305,7 @@ class SweepResult:
         widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
         fmt = lambda row: "  ".join(  # noqa: E731
             v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
-        out = [fmt(head)] + [fmt(c) for c in cells] + [self._correlation_text()]
-        out.extend(t for t in (self._best_text(), self._order_text()) if t)
+        out = [fmt(head)] + [fmt(c) for c in cells] + self._notes()
         out.extend(f"error in {_label(r['condition'])} pass {r['pass_']} {r['direction']}: "
                    f"{r['error']}" for r in self.rows if r["error"])
         if self.interrupted:
@@ -249,16 +325,18 @@ class SweepResult:
                        for c in self._cells())
         return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
                 f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
-                f"<div>{e(self._correlation_text())}</div>"
-                f"<div>{e(self._best_text() or '')}</div>"
-                f"<div>{e(self._order_text() or '')}</div>"
+                + "".join(f"<div>{e(t)}</div>" for t in self._notes()) +
                 f"{figure_html(png_data_uri(self.plot))}</div>")
 
     def plot(self):
-        """A matplotlib Figure: median stall gap against max(1, num_workers)."""
+        """A matplotlib Figure: median stall gap against max(1, num_workers),
+        num_workers being the loader's own where known (as in the
+        correlation)."""
         from .plot import sweep_figure
 
-        return sweep_figure(self.rows)
+        return sweep_figure([
+            dict(r, condition=dict(r["condition"], num_workers=r["loader_num_workers"]))
+            if r.get("loader_num_workers") is not None else r for r in self.rows])
 
 
 # A condition's median stall gap counts as its observed cadence only with
@@ -266,18 +344,29 @@ class SweepResult:
 MIN_STALLS_FOR_CADENCE = 3
 
 
+def _workers(row: dict) -> Optional[int]:
+    """The row's num_workers: the DataLoader's own where known, else the
+    condition's."""
+    built = row.get("loader_num_workers")
+    return built if built is not None else row["condition"].get("num_workers")
+
+
 def correlation(rows: list[dict]) -> dict:
-    """Pearson r and slope of median stall gap on max(1, num_workers) over
-    the rows with at least MIN_STALLS_FOR_CADENCE stalls and a known
-    num_workers; ``points``, ``distinct_workers`` and ``gaps`` say how much
-    it rests on.  r is None with fewer than 2 points or 2 distinct
-    num_workers."""
+    """Pearson r and slope (steps per worker) of median stall gap on
+    max(1, num_workers) over the rows with at least MIN_STALLS_FOR_CADENCE
+    stalls and a known num_workers.  num_workers is the one the DataLoader
+    was built with (``loader_num_workers``) where known, else the
+    condition's: a make_loader that ignores num_workers gives no spread.
+    ``points``, ``distinct_workers`` and ``gaps`` say how much it rests on.
+
+    r, slope and intercept are None with fewer than 2 points or 2 distinct
+    num_workers.  When the median stall gap is the same in every point, r
+    is None (undefined: the gap does not vary), slope is exactly 0.0 and
+    intercept is that gap: the cadence does not follow num_workers."""
     used = [r for r in rows
             if not r["error"] and r["stalls"] >= MIN_STALLS_FOR_CADENCE
-            and r["median_gap"] is not None
-            and r["condition"].get("num_workers") is not None]
-    pts = [(policy.effective_workers(r["condition"]["num_workers"]), r["median_gap"])
-           for r in used]
+            and r["median_gap"] is not None and _workers(r) is not None]
+    pts = [(policy.effective_workers(_workers(r)), r["median_gap"]) for r in used]
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
            "distinct_workers": len({p[0] for p in pts}),
            "gaps": int(sum(r["stalls"] - 1 for r in used))}
@@ -287,16 +376,22 @@ def correlation(rows: list[dict]) -> dict:
     y = np.array([p[1] for p in pts], dtype=float)
     if np.ptp(x) == 0:
         return out
+    if np.ptp(y) == 0:
+        # polyfit leaves rounding residue (1e-16) here; the fit is exact.
+        out["slope"], out["intercept"] = 0.0, float(y[0])
+        return out
     slope, intercept = np.polyfit(x, y, 1)
     out["slope"], out["intercept"] = float(slope), float(intercept)
-    if np.ptp(y) > 0:
-        out["r"] = float(np.corrcoef(x, y)[0, 1])
+    out["r"] = float(np.corrcoef(x, y)[0, 1])
     return out
 
 
 def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
-         error: Optional[str]) -> dict:
+         error: Optional[str], steps: Optional[int] = None,
+         steps_requested: Optional[int] = None) -> dict:
     row = {"condition": condition, "pass_": pass_, "direction": direction,
+           "steps": steps, "steps_requested": steps_requested,
+           "loader_num_workers": None,
            "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
            "median_gap": None, "period": None, "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
@@ -319,6 +414,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
         })
         if s.get("delivery"):
             row["overtaking"] = s["delivery"]["overtaking"]
+        row["loader_num_workers"] = (s.get("loader") or {}).get("num_workers")
         iv = (s.get("workers") or {}).get("intervals")
         if iv and iv["slow"]["count"]:
             row["slow_worker_cores"] = iv["slow"].get("worker_cores_busy")
@@ -352,9 +448,12 @@ def sweep(
 ) -> SweepResult:
     """Measure a DataLoader under each condition of a grid.
 
-    ``make_loader(num_workers=..., **other)`` must build a fresh DataLoader
-    for each condition (any iterable is accepted, but only a DataLoader
-    gives num_workers its meaning).  Every condition iterates ``steps`` batches with a
+    ``make_loader`` is called with keyword arguments only, one per axis
+    (``make_loader(num_workers=4, in_order=True)``), so its parameters must
+    carry those names (or it takes ``**kwargs``); its signature is checked
+    before anything runs.  It must build a fresh DataLoader for each
+    condition (any iterable is accepted, but only a DataLoader gives
+    num_workers its meaning).  Every condition iterates ``steps`` batches with a
     ``consumer_pace_s`` sleep per batch standing in for model compute (a
     DataLoader-only control) and is reported as its own run.  The grid is
     the product of ``num_workers`` and ``other_axes`` (for example
@@ -366,7 +465,27 @@ def sweep(
     An exception inside a condition is recorded on its row and the sweep
     goes on; worker processes of a condition are shut down before the next
     starts; Ctrl-C stops the sweep and returns what was measured.  The
-    user's own recording is left as it was.
+    user's own recording is left as it was.  Each row records the batches
+    actually iterated (``steps``; a loader may run out first, and the table
+    says so) and the num_workers of the DataLoader actually built
+    (``loader_num_workers``): when make_loader ignores its num_workers
+    argument the table says so, and the correlation uses the loaders' own
+    num_workers rather than the condition's label.
+
+    Args:
+        make_loader: callable taking the conditions' keyword arguments.
+        num_workers: worker counts to sweep (ints >= 0).
+        steps: batches per condition (int >= 2).
+        consumer_pace_s: seconds slept per batch in place of model compute.
+        passes: how many times the whole grid runs (int >= 1).
+        both_directions: also run the grid backward (bool).
+        stall_threshold_s: seconds above which a fetch is a stall, or None
+            for policy.stall_threshold_ns's automatic rule; at most
+            9e9 s (int64 nanoseconds).
+        progress: show progress (bool): a tqdm bar when tqdm is installed,
+            else a line per condition on stderr.
+        other_axes: further keyword arguments of make_loader, each a
+            sequence of values to sweep.
 
     Returns:
         A :class:`SweepResult` (``str()`` is a table; ``.correlation`` holds
@@ -375,23 +494,35 @@ def sweep(
         runs).
 
     Raises:
-        TypeError: make_loader is not callable.
-        ValueError: steps < 2, passes < 1, a negative or non-finite pace or
+        TypeError: make_loader is not callable or its signature cannot take
+            the conditions' keyword arguments; steps, passes or a
+            num_workers value is not an int (bool is not a count);
+            both_directions or progress is not a bool; the pace or
+            threshold is not a number; an axis is not a sequence.
+        ValueError: steps < 2, passes < 1, a negative or non-finite pace,
+            a negative, non-finite or too large (> 9e9 s)
             threshold, an empty axis, or a negative num_workers.
     """
     if not callable(make_loader):
         raise TypeError(f"sweep(): make_loader must be callable, got {type(make_loader).__name__}")
-    if not isinstance(steps, int) or steps < 2:
-        raise ValueError(f"sweep(): steps must be an int >= 2, got {steps!r}")
-    if not isinstance(passes, int) or passes < 1:
-        raise ValueError(f"sweep(): passes must be an int >= 1, got {passes!r}")
+    for name, value, least in (("steps", steps, 2), ("passes", passes, 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"sweep(): {name} must be an int >= {least}, "
+                            f"got {type(value).__name__}")
+        if value < least:
+            raise ValueError(f"sweep(): {name} must be an int >= {least}, got {value!r}")
+    steps, passes = int(steps), int(passes)
+    for name, value in (("both_directions", both_directions), ("progress", progress)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"sweep(): {name} must be True or False, "
+                            f"got {type(value).__name__} {value!r}")
     if isinstance(consumer_pace_s, bool) or not isinstance(consumer_pace_s, numbers.Real):
         raise TypeError("sweep(): consumer_pace_s must be a number of seconds, "
                         f"got {type(consumer_pace_s).__name__}")
     pace = float(consumer_pace_s)
     if not math.isfinite(pace) or pace < 0:
         raise ValueError(f"sweep(): consumer_pace_s must be finite and >= 0, got {consumer_pace_s!r}")
-    threshold = _check_threshold(stall_threshold_s)
+    threshold = _sweep_threshold(stall_threshold_s)
     axes = {}
     for name, values in {"num_workers": num_workers, **other_axes}.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, collections.abc.Iterable):
@@ -401,9 +532,14 @@ def sweep(
     for name, values in axes.items():
         if not values:
             raise ValueError(f"sweep(): {name} needs at least one value")
-    if any(not isinstance(w, int) or w < 0 for w in axes["num_workers"]):
+    for w in axes["num_workers"]:
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Integral):
+            raise TypeError(f"sweep(): num_workers must be ints >= 0, got {type(w).__name__} "
+                            f"{w!r} in {axes['num_workers']!r}")
+    if any(w < 0 for w in axes["num_workers"]):
         raise ValueError(f"sweep(): num_workers must be ints >= 0, got {axes['num_workers']!r}")
     grid = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    _check_signature(make_loader, grid[0])
     plan = []
     for p in range(passes):
         plan.extend((c, p, "forward") for c in grid)
@@ -416,9 +552,10 @@ def sweep(
     interrupted = False
     try:
         for i, (condition, p, direction) in enumerate(plan):
-            rep, error = _run_condition(make_loader, condition, steps, pace, threshold,
-                                        f"sweep#{i} {_label(condition)} pass {p} {direction}")
-            rows.append(_row(condition, p, direction, rep, error))
+            rep, error, ran = _run_condition(
+                make_loader, condition, steps, pace, threshold,
+                f"sweep#{i} {_label(condition)} pass {p} {direction}")
+            rows.append(_row(condition, p, direction, rep, error, ran, steps))
             runs.append(rep)
             if bar is not None:
                 bar.update(1)
@@ -437,12 +574,39 @@ def sweep(
     return SweepResult(rows, runs, interrupted)
 
 
+def _sweep_threshold(stall_threshold_s: Any) -> Optional[float]:
+    """report()'s check of stall_threshold_s, in sweep()'s words."""
+    try:
+        return _check_threshold(stall_threshold_s)
+    except (TypeError, ValueError) as exc:
+        msg = str(exc).removeprefix("report(): ")
+        raise type(exc)(f"sweep(): {msg}") from None
+
+
+def _check_signature(make_loader: Callable[..., Any], condition: dict) -> None:
+    """TypeError unless make_loader(**condition) binds.  Every condition
+    has the same keywords, so the first stands for all.  Callables without
+    a signature inspect can read (some builtins) are not checked."""
+    try:
+        sig = inspect.signature(make_loader)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(**condition)
+    except TypeError as exc:
+        wanted = ", ".join(f"{k}=..." for k in condition)
+        raise TypeError(f"sweep(): make_loader must accept the keyword arguments {wanted}; "
+                        f"got signature {sig} ({exc})") from None
+
+
 def _run_condition(make_loader, condition, steps, pace, threshold, name):
-    """Iterate one condition; (Report, None) or (None, error repr).  The
-    condition's records are taken out of the store afterwards."""
+    """Iterate one condition; (Report, None, batches) or (None, error repr,
+    batches), ``batches`` being how many were iterated.  The condition's
+    records are taken out of the store afterwards."""
     mark = _core.store_info()["steps"]
     loader = None
     it = None
+    ran = 0
     try:
         with warnings.catch_warnings():
             # A sweep tries more workers than CPUs on purpose; the report's
@@ -456,6 +620,7 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
                     next(it)
                 except StopIteration:
                     break
+                ran += 1
                 if pace:
                     time.sleep(pace)
         it.close()
@@ -464,12 +629,12 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
         rep = (build_from_store(records, _core.store_info(), sid, threshold, start=mark)
                if len(records) else None)
         if rep is None:
-            return None, "the loader yielded no batch"
-        return rep, None
+            return None, "the loader yielded no batch", ran
+        return rep, None, ran
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded on the row
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, f"{type(exc).__name__}: {exc}", ran
     finally:
         if it is not None:
             it.close()
