@@ -19,7 +19,6 @@ lock-step), and delivery runs on any core.  With 100 ms batches the stall
 """
 
 import itertools
-import multiprocessing
 import os
 import time
 
@@ -329,6 +328,27 @@ def test_slow_every_fetch_stalls_without_parallel_workers(num_workers):
     else:
         # The worker's 100 ms a batch less the consumer's 10 ms.
         assert np.median(wait) >= 0.8 * (batch_cpu_s - CONSUMER_S) * 1e9
+
+
+def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence():
+    # num_workers=0, every batch burns 10 ms against a 1 ms step, and one
+    # sample in 50 (one batch in 10) burns 200 ms: the stalls are those
+    # batches, every 10 steps, though every fetch is slow next to the step.
+    batch, n_batches = 5, 40
+    loader = DataLoader(
+        BurnDataset(batch * n_batches, 0.002, slow_every=50, slow_index=25,
+                    slow_cpu_s=0.200),
+        batch_size=batch,
+    )
+    r = run_loader(loader, 0.001, uname("rare0"))
+    d = r.to_dict()
+    assert d["steps"] == n_batches
+    assert d["stalls"]["steps"] == [5, 15, 25, 35], r.input_wait_ns // MS
+    assert d["temporal"]["label"] == "PERIODIC" and d["temporal"]["period"] == 10
+    assert d["cadence"]["matches_num_workers"] is False
+    assert d["shape"] == "UNIFORMLY-SLOW"
+    assert d["diagnosis"] == "INPUT-BOUND"
+    assert (r.input_wait_ns[[5, 15, 25, 35]] >= 0.200 * 1e9).all()
 
 
 def test_cheap_dataset_has_no_stalls():

@@ -121,7 +121,9 @@ def test_next_for_irregular_stalls_points_at_in_order(loader_source):  # noqa: F
 def test_next_for_uniformly_slow_without_workers(loader_source):  # noqa: F811
     loader_source(0)
     nxt = build(records(np.full(50, 30 * MS), np.full(50, 5 * MS)), INFO, SYNTHETIC, None)["next"]
-    assert nxt[0].startswith("Every fetch waits (median 30 ms)")
+    # 30 ms of a 35 ms step.
+    assert nxt[0] == ("Every fetch waits (median 30 ms, 86% of the median step): "
+                      "uniformly slow input rather than stalls.")
     assert "num_workers=0 loads in the main process" in nxt[1]
 
 
@@ -204,3 +206,46 @@ def test_too_few_steps_get_no_advice():
     assert r["steady_steps"] == 3
     assert r["next"] == ["Only 3 steady-state steps: too few to judge the input's "
                          "shape; record at least 8."]
+
+
+def test_large_stalls_over_slow_fetches_keep_their_own_cadence(loader_source):  # noqa: F811
+    """Every fetch waits 10 ms against a 1 ms step (num_workers=0), and one
+    in ten waits 400 ms: the 400 ms fetches are the stalls, every 10 steps,
+    not "a stall every step"."""
+    loader_source(0)
+    rng = np.random.default_rng(11)
+    n = 120
+    wait = (10 * MS * rng.uniform(0.9, 1.1, n)).astype(np.int64)
+    wait[5::10] = (400 * MS * rng.uniform(0.95, 1.05, len(wait[5::10]))).astype(np.int64)
+    r = build(records(wait, np.full(n, 1 * MS)), INFO, SYNTHETIC, None)
+    big = np.flatnonzero(wait > 100 * MS)
+    assert r["stalls"]["steps"] == big.tolist()  # step 0 is the epoch start
+    assert r["stalls"]["count"] == len(big) == 12
+    assert r["stalls"]["threshold_s"] * 1e9 > wait[wait < 100 * MS].max()
+    assert "a separate group of large waits (at most half the fetches) stands out" in (
+        r["stalls"]["rule"])
+    assert r["temporal"]["label"] == "PERIODIC" and r["temporal"]["period"] == 10
+    assert r["cadence"]["matches_num_workers"] is False
+    # Slow between the stalls too: not "mostly fast input".
+    assert r["shape"] == "UNIFORMLY-SLOW"
+    assert "between stalls are slow too" in r["shape_rule"]
+    steady = wait[1:]
+    share = steady[steady > 100 * MS].sum() / steady.sum()
+    assert r["concentration"]["stall_wait_share"] == pytest.approx(share, rel=1e-12)
+    assert r["next"][0].endswith("slow input on every batch.")
+    assert r["next"][1].startswith("On top, larger stalls recur every 10 steps")
+
+
+def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):  # noqa: F811
+    """Every fetch slow and two groups, but the upper group is most of the
+    fetches: that is a slow loader with a few quick fetches, every fetch a
+    stall."""
+    loader_source(1)
+    n = 60
+    wait = np.full(n, 400 * MS, dtype=np.int64)
+    wait[::5] = 90 * MS  # above the floor, 20% of the ~400 ms median step
+    r = build(records(wait, np.full(n, 1 * MS)), INFO, SYNTHETIC, None)
+    assert policy.bimodal_split_ns(wait[1:]) is not None
+    assert "every fetch is slow" in r["stalls"]["rule"]
+    assert r["stalls"]["count"] == r["steady_steps"] == n - 1
+    assert r["shape"] == "UNIFORMLY-SLOW"

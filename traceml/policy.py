@@ -109,12 +109,14 @@ def stall_threshold_ns(
     (``5`` reproduces the common "> 5 s stall" convention).  Otherwise:
 
     * floor = max(1 ms, 20% of the median step);
-    * every fetch slow (p10 wait > floor): the floor, so every slow fetch
-      is a stall;
+    * every fetch slow (p10 wait > floor) in one group: the floor, so every
+      slow fetch is a stall;
     * else the largest of the floor, half the p95 wait, and the Otsu split
       of log(wait) when the waits form two separate groups: this keeps the
       recurring large stalls of "mostly fast input with stalls" and leaves
-      out both noise and the small waits inside a burst.
+      out both noise and the small waits inside a burst.  The same holds
+      when every fetch is slow but a separate group of large waits (at
+      most half the fetches) stands out: those are the stalls.
 
     ``every_fetch_slow`` reports the second case (also when a given
     threshold is used: p10 wait above the threshold).
@@ -129,20 +131,39 @@ def stall_threshold_ns(
     if given_s is not None:
         threshold = int(round(given_s * 1e9))
         return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold), floor)
-    if p10 > floor:
-        return StallRule(int(floor), (
-            "auto: every fetch is slow (p10 wait > floor); floor "
-            "max(1 ms, 20% of median step)"
-        ), True, floor)
+    every_slow = bool(p10 > floor)
     candidates = {
         "floor max(1 ms, 20% of median step)": floor,
         "half the p95 wait": STALL_P95_SHARE * p95,
     }
-    split = bimodal_split_ns(wait_ns)
+    if every_slow:
+        # Every fetch is slow, yet a separate group of much larger waits on
+        # top is still a set of stalls with a cadence of its own: one slow
+        # sample every 10 batches must not read as "a stall every step".
+        # The split looks at the slow fetches only: the few under the floor
+        # (a batch already prefetched, microseconds) would form a third
+        # group in log(wait) and hide the other two.
+        split = bimodal_split_ns(wait_ns[wait_ns > floor])
+        split_name = "Otsu split between slow and stalled fetches"
+    else:
+        split = bimodal_split_ns(wait_ns)
+        split_name = "Otsu split between fast and slow fetches"
     if split is not None:
-        candidates["Otsu split between fast and slow fetches"] = split
+        candidates[split_name] = split
     name = max(candidates, key=candidates.get)
-    return StallRule(int(candidates[name]), f"auto: {name}", False, floor)
+    threshold = int(candidates[name])
+    if not every_slow:
+        return StallRule(threshold, f"auto: {name}", False, floor)
+    if split is None or (np.count_nonzero(wait_ns > threshold)
+                         > HEAVY_TAIL_MAX_STALL_SHARE * len(wait_ns)):
+        return StallRule(int(floor), (
+            "auto: every fetch is slow (p10 wait > floor); floor "
+            "max(1 ms, 20% of median step)"
+        ), True, floor)
+    return StallRule(threshold, (
+        "auto: every fetch is slow (p10 wait > floor) and a separate group of "
+        f"large waits (at most half the fetches) stands out; {name}"
+    ), False, floor)
 
 
 # --- shape ---------------------------------------------------------------------
@@ -356,12 +377,16 @@ def next_steps(s: dict, fmt_s) -> list[str]:
             )
         return out
     if shp == UNIFORMLY_SLOW:
+        on_top = tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1
+        step_median = s["step_s"]["median"]
+        of_step = (f", {_pct(wait['median'] / step_median)} of the median step"
+                   if step_median else "")
         out.append(
-            f"Every fetch waits (median {fmt_s(wait['median'])}): the loader is "
-            "slower than the step on every batch, uniformly slow input rather "
-            "than stalls."
+            f"Every fetch waits (median {fmt_s(wait['median'])}{of_step}): "
+            + ("slow input on every batch." if on_top
+               else "uniformly slow input rather than stalls.")
         )
-        if tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1:
+        if on_top:
             out.append(
                 f"On top, larger stalls recur every {tmp['period']} steps"
                 + (f" (num_workers={nw})" if nw is not None else "") + "."

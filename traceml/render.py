@@ -69,7 +69,8 @@ def _stall_lines(s: dict) -> list[str]:
     ]
     cad = s["cadence"]
     if cad["period"] is not None:
-        text = f"cadence: a stall every {cad['period']} steps (modal gap)"
+        every = "step" if cad["period"] == 1 else f"{cad['period']} steps"
+        text = f"cadence: a stall every {every} (modal gap)"
     elif st["gaps"]:
         text = "cadence: no dominant gap between stalls"
     else:
