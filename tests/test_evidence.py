@@ -269,4 +269,90 @@ def test_idle_workers_without_reads_point_elsewhere():
 
 def test_run_queue_wait_without_oversubscription_blames_other_processes():
     text = evidence.interval_sentences(_iv(0.7, 1.2, busiest=0.9), num_workers=2, cpus=2)
-    assert any("although 2 workers fit on 2 CPUs: other processes competed" in t for t in text)
+    assert any("although 2 workers fit on 2 CPUs: other threads or processes, the "
+               "training loop's own included, competed" in t for t in text)
+
+
+def _main_iv(slow_cpu, wall=1.0, reads=0.0, faults=0.0, fast_reads=0.0):
+    """Intervals of a num_workers=0 loader: main-process counters only."""
+    unavailable = {k: evidence.NO_WORKERS for k in
+                   ("worker_cpu_s", "runq_wait_s", "read_bytes", "major_faults")}
+    slow = {"count": 3, "wall_s": wall, "main_cpu_s": slow_cpu,
+            "main_read_bytes": reads, "main_major_faults": faults}
+    fast = {"count": 10, "wall_s": 2.0, "main_cpu_s": 1.8,
+            "main_read_bytes": fast_reads, "main_major_faults": 0.0}
+    return {"slow": slow, "fast": fast, "unavailable": unavailable}
+
+
+@pytest.mark.parametrize("slow_cpu,reads,faults,expected", [
+    (0.95, 0.0, 0.0, "the cost is CPU-side dataset processing, not storage reads"),
+    (0.05, 8e6, 3, "During stalls the main process read 8.0 MB from storage with 3 major "
+                   "faults while keeping few cores busy: storage reads are the suspect"),
+    (0.9, 8e6, 0, "During stalls the main process was busy and also read 8.0 MB"),
+    (0.05, 0.0, 0.0, "During stalls the main process was mostly idle and read nothing from "
+                     "storage: the wait lies elsewhere (a sleep, a lock, the network)"),
+])
+def test_without_workers_the_main_process_counters_are_the_evidence(
+        slow_cpu, reads, faults, expected):
+    text = evidence.interval_sentences(_main_iv(slow_cpu, reads=reads, faults=faults),
+                                       num_workers=0, cpus=2)
+    assert text[0].startswith("num_workers=0, so the dataset runs in the main process: "
+                              f"slow intervals held {slow_cpu:.2f} main-process CPU-s "
+                              f"over 1.00 s ({slow_cpu:.1f} cores busy) against 1.80 over "
+                              "2.00 s in fast ones (0.9 cores, the training step included)")
+    assert sum(expected in t for t in text) == 1, text
+    assert text[-1] == evidence.CAVEATS
+    assert not any("worker-CPU" in t or "Storage counters unavailable" in t for t in text)
+
+
+def test_without_workers_unreadable_main_counters_say_why():
+    iv = _main_iv(0.9)
+    iv["slow"]["main_read_bytes"] = iv["fast"]["main_read_bytes"] = None
+    iv["unavailable"]["main_read_bytes"] = "/proc/1/io: Permission denied"
+    text = evidence.interval_sentences(iv, num_workers=0, cpus=2)
+    assert ("Storage counters unavailable (/proc/1/io: Permission denied): CPU-side "
+            "versus storage cannot be told apart here.") in text
+
+
+@pytest.mark.parametrize("slow_kind", ["burn", "sleep"])
+def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
+    # num_workers=0, one batch in 8 holds a 150 ms item: burnt on the CPU
+    # or slept.  The main process's CPU time during those stalls says which.
+    class Slow(BurnDataset):
+        def __getitem__(self, i):
+            if i % 8 == 3 and slow_kind == "sleep":
+                time.sleep(0.150)
+                return torch.tensor([i])
+            return super().__getitem__(i)
+
+    ds = Slow(32, 0.001, slow_every=8, slow_index=3,
+              slow_cpu_s=0.150 if slow_kind == "burn" else 0.0)
+    r = run(DataLoader(ds, batch_size=1), pace_s=0.005, name=f"main-{slow_kind}")
+    assert r["stalls"]["steps"] == [3, 11, 19, 27], r.input_wait_ns // 1_000_000
+    slow = r["workers"]["intervals"]["slow"]
+    assert slow["count"] == 4
+    cores = slow["main_cpu_s"] / slow["wall_s"]
+    text = str(r)
+    assert "num_workers=0, so the dataset runs in the main process" in text
+    assert "unavailable (no worker processes)" not in text
+    if slow_kind == "burn":
+        # 4 x 150 ms of thread CPU time, whatever the load stretches the
+        # wall time to; stat counts 10 ms ticks.
+        assert slow["main_cpu_s"] >= 0.45, slow
+        runnable = cores + (slow["main_runq_wait_s"] or 0) / slow["wall_s"]
+        assert runnable >= evidence.BUSY_SHARE, slow
+        assert "main process was mostly idle" not in text
+    else:
+        assert slow["main_cpu_s"] <= 0.15 and cores < 0.3, slow
+        assert "During stalls the main process was mostly idle" in text
+
+
+def test_without_workers_run_queue_wait_counts_as_busy():
+    """On a loaded host the main thread waits its turn: 0.3 cores on a CPU
+    plus 0.4 in the run queue is CPU work held up, not an idle wait."""
+    iv = _main_iv(0.3)
+    iv["slow"]["main_runq_wait_s"] = 0.4
+    text = evidence.interval_sentences(iv, num_workers=0, cpus=2)
+    assert "(0.3 cores busy, 0.7 runnable)" in text[0]
+    assert any("the cost is CPU-side dataset processing" in t for t in text)
+    assert not any("mostly idle" in t for t in text)

@@ -25,6 +25,9 @@ BUSY_SHARE = 0.5
 # worker was runnable but not running during stalls.
 CONTENTION_RUNQ_PER_WALL = 0.5
 
+# The reason a worker counter is null for a loader with num_workers=0.
+NO_WORKERS = "no worker processes"
+
 CAVEATS = (
     "Caveats: read_bytes 0 does not rule out page-cache effects (a cached "
     "read costs CPU, not storage); nothing here measures CPU cache misses "
@@ -163,6 +166,11 @@ COUNTERS = (
     ("read_bytes", "read_bytes", 1.0, "io", True),
     ("major_faults", "majflt", 1.0, "stat", True),
     ("main_cpu_s", "cpu", 1.0, "stat", False),
+    # With num_workers=0 the dataset runs in the main process: its own
+    # storage counters are the evidence.
+    ("main_runq_wait_s", "runq_ns", 1e-9, "schedstat", False),
+    ("main_read_bytes", "read_bytes", 1.0, "io", False),
+    ("main_major_faults", "majflt", 1.0, "stat", False),
 )
 
 
@@ -200,7 +208,7 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
                 series.append((pid, s))
         if not series:
             unavailable[name] = _reason(info, pids, file) or (
-                "no reading of this counter" if pids else "no worker processes")
+                "no reading of this counter" if pids else NO_WORKERS)
             for k in kinds:
                 out[k][name] = None
             continue
@@ -231,11 +239,77 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     return out
 
 
+def _storage_verdict(who: str, reads: float, faults: float, fast_reads: float,
+                     fast_faults: float, busy: bool, idle_known: bool) -> Optional[str]:
+    """The sentence on CPU-side work versus storage reads during stalls, for
+    ``who``: "the workers" or "the main process"."""
+    was = "was" if who == "the main process" else "were"
+    if reads == 0 and faults == 0 and fast_reads == 0 and fast_faults == 0 and busy:
+        return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
+                "dataset processing, not storage reads.")
+    if reads == 0 and faults == 0 and busy:
+        return (f"No storage reads or major faults during stalls while {who} {was} busy: "
+                "the stalls are CPU-side dataset processing.")
+    if (reads > 0 or faults > 0) and not busy:
+        return (f"During stalls {who} read {reads / 1e6:.1f} MB from storage with "
+                f"{faults:.0f} major faults while keeping few cores busy: storage reads "
+                "are the suspect.")
+    if reads > 0 or faults > 0:
+        return (f"During stalls {who} {was} busy and also read {reads / 1e6:.1f} MB from "
+                f"storage ({faults:.0f} major faults): both CPU work and storage may matter.")
+    if idle_known:
+        elsewhere = ("a sleep, a lock, the network" if who == "the main process"
+                     else "IPC, the main process, locks")
+        return (f"During stalls {who} {was} mostly idle and read nothing from storage: "
+                f"the wait lies elsewhere ({elsewhere}).")
+    return None
+
+
+def _main_process_sentences(iv: dict) -> list[str]:
+    """num_workers=0: the dataset runs inside next() in the main process, so
+    its CPU time and storage counters during stalls tell CPU-side work from
+    storage reads.  Busy: runnable (on a CPU, or the main thread waiting in
+    the run queue for one) for at least BUSY_SHARE of the stalls' wall
+    time, so that a loaded host does not make CPU work look idle."""
+    slow, fast = iv["slow"], iv["fast"]
+    cpu = slow.get("main_cpu_s")
+    if cpu is None or slow["wall_s"] <= 0:
+        why = iv["unavailable"].get("main_cpu_s", "no reading")
+        return [f"Main-process counters unavailable ({why}): CPU-side versus storage "
+                "cannot be told apart here."]
+    cores = cpu / slow["wall_s"]
+    runq = slow.get("main_runq_wait_s")
+    runnable = cores + (runq / slow["wall_s"] if runq is not None else 0.0)
+    fast_cores = fast["main_cpu_s"] / fast["wall_s"] if fast["wall_s"] > 0 else 0.0
+    out = [f"num_workers=0, so the dataset runs in the main process: slow intervals held "
+           f"{cpu:.2f} main-process CPU-s over {slow['wall_s']:.2f} s ({cores:.1f} cores "
+           + (f"busy, {runnable:.1f} runnable" if runq is not None else "busy")
+           + f") against {fast['main_cpu_s']:.2f} over {fast['wall_s']:.2f} s in fast "
+           f"ones ({fast_cores:.1f} cores, the training step included)."]
+    reads, faults = slow.get("main_read_bytes"), slow.get("main_major_faults")
+    if reads is None or faults is None:
+        why = (iv["unavailable"].get("main_read_bytes")
+               or iv["unavailable"].get("main_major_faults"))
+        out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
+                   "cannot be told apart here.")
+    else:
+        text = _storage_verdict("the main process", reads, faults,
+                                fast.get("main_read_bytes") or 0,
+                                fast.get("main_major_faults") or 0,
+                                runnable >= BUSY_SHARE, True)
+        if text:
+            out.append(text)
+    out.append(CAVEATS)
+    return out
+
+
 def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
                        cpus: Optional[int]) -> list[str]:
     """What the slow/fast comparison says, with its caveats."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
+    if num_workers == 0:
+        return _main_process_sentences(iv)
     slow, fast = iv["slow"], iv["fast"]
     out = []
     if slow.get("worker_cpu_s") is not None:
@@ -264,25 +338,10 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
         out.append(f"One worker stayed busy through the stalls ({busiest:.1f} cores) "
                    "while the others had little to do: one slow batch held the line.")
     if reads is not None and faults is not None:
-        fast_reads = fast.get("read_bytes") or 0
-        fast_faults = fast.get("major_faults") or 0
-        if reads == 0 and faults == 0 and fast_reads == 0 and fast_faults == 0 and busy:
-            out.append("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
-                       "dataset processing, not storage reads.")
-        elif reads == 0 and faults == 0 and busy:
-            out.append("No storage reads or major faults during stalls while the workers "
-                       "were busy: the stalls are CPU-side dataset processing.")
-        elif (reads > 0 or faults > 0) and not busy:
-            out.append(f"During stalls the workers read {reads / 1e6:.1f} MB from storage "
-                       f"with {faults:.0f} major faults while keeping few cores busy: "
-                       "storage reads are the suspect.")
-        elif reads > 0 or faults > 0:
-            out.append(f"During stalls the workers were busy and also read "
-                       f"{reads / 1e6:.1f} MB from storage ({faults:.0f} major faults): "
-                       "both CPU work and storage may matter.")
-        elif not busy and capacity is not None:
-            out.append("During stalls the workers were mostly idle and read nothing from "
-                       "storage: the wait lies elsewhere (IPC, the main process, locks).")
+        text = _storage_verdict("the workers", reads, faults, fast.get("read_bytes") or 0,
+                                fast.get("major_faults") or 0, busy, capacity is not None)
+        if text:
+            out.append(text)
     else:
         why = iv["unavailable"].get("read_bytes") or iv["unavailable"].get("major_faults")
         out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
@@ -295,7 +354,8 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
             text += f" ({num_workers} workers on {cpus} CPUs)"
         elif num_workers and cpus:
             text += (f" although {num_workers} workers fit on {cpus} CPUs: other "
-                     "processes competed for the CPUs")
+                     "threads or processes, the training loop's own included, competed "
+                     "for the CPUs")
         out.append(text + ", which stretches each batch.")
     out.append(CAVEATS)
     return out

@@ -145,8 +145,12 @@ def _process_lines(s: dict) -> list[str]:
                        + (f", {100 * share:.2f}% of one CPU" if share is not None else ""))
         iv = w.get("intervals")
         if iv and iv["unavailable"]:
+            from .evidence import NO_WORKERS
+
+            # Worker counters of a loader without workers are not news.
             for name, why in iv["unavailable"].items():
-                out.append(f"{name}: unavailable ({why})")
+                if why != NO_WORKERS:
+                    out.append(f"{name}: unavailable ({why})")
     return out
 
 
