@@ -150,6 +150,46 @@ def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
     assert "held by worker 1" in str(traceml.report(source="stuck"))
 
 
+def test_a_loader_stuck_on_its_first_fetch_is_what_report_shows():
+    # Nothing recorded yet: report() with no source picks the stuck loader,
+    # not the empty probes.  Once a probe step exists, the probes' report
+    # points at the stuck loader.
+    traceml.configure(stuck_after_s=0.3, sampler_period_s=0.02)
+    loader = DataLoader(_BlocksOn(4, blocked=0), batch_size=1, num_workers=1, timeout=2)
+    seen = {}
+
+    def look():
+        time.sleep(1.0)
+        seen["first"] = traceml.report()
+        traceml.step_begin()
+        traceml.fetch_done()
+        traceml.step_end()
+        seen["probes"] = traceml.report()
+
+    t = threading.Thread(target=look)
+    t.start()
+    with pytest.raises(RuntimeError, match="timed out"):
+        for _b in traceml.wrap(loader, name="stuck-first"):
+            pass
+    t.join()
+    first = seen["first"]
+    assert first["source"] == "stuck-first" and first["steps"] == 0
+    assert first["diagnosis"] == "NO-DATA"
+    (ev,) = first["stuck"]
+    assert ev["still_waiting"] and ev["step_in_epoch"] == 0 and ev["step"] is None
+    assert ev["oldest_rank"] == 0 and ev["worker"] == 0 and ev["state"] == "S"
+    assert 0.3 <= ev["waited_s"] < 2.0
+    text = str(first)
+    assert "STUCK: fetch 0 of epoch 0" in text and "held by worker 0" in text
+    assert "loader: num_workers=1" in text
+    assert "no fetch of this source has returned yet" in text
+    assert "STUCK: fetch 0 of epoch 0" in first._repr_html_()
+    probes = seen["probes"]
+    assert probes["source"] == "probes" and probes["steps"] == 1
+    assert "a fetch of 'stuck-first' is stuck now: see report(source='stuck-first')" in (
+        probes["notes"])
+
+
 def test_unreadable_counters_are_null_with_a_reason():
     steps = np.zeros(3, dtype=_core.RECORD_DTYPE)
     steps["begin_ns"] = [0, 100, 200]

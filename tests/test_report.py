@@ -109,6 +109,7 @@ def test_no_data_report_says_so():
     assert r["diagnosis"] == "NO-DATA" and r["steps"] == 0
     assert r["input_wait_s"]["mean"] is None
     text = str(r)
+    assert text.splitlines()[0] == "traceml · nothing recorded yet"
     assert "NO-DATA" in text and "no steps recorded" in text
     assert "NO-DATA" in r._repr_html_()
     json.dumps(r.to_dict())

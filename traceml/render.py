@@ -27,6 +27,10 @@ def fmt_s(seconds: Optional[float]) -> str:
 
 
 def _headline(s: dict) -> str:
+    if s["steps"] == 0:
+        if s["source"] == "probes" and not s.get("sources"):
+            return "traceml · nothing recorded yet"
+        return f"traceml · {s['source']} · no steps yet"
     return (
         f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
         f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
@@ -165,6 +169,8 @@ def report_text(s: dict) -> str:
     out = [_headline(s)]
     if s["diagnosis"] == "NO-DATA":
         out.append(f"NO-DATA: {s['diagnosis_rule']}")
+        out.extend(f"  · {line}" for line in _evidence_lines(s))
+        out.extend(line for line in (_loader_line(s), *_process_lines(s)) if line)
         out.extend(f"note: {n}" for n in s["notes"])
         return "\n".join(out)
     out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
@@ -249,6 +255,9 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
             if line:
                 parts.append(f"<div>{e(line)}</div>")
         parts.append(figure_html(png_uri))
+    else:
+        parts.extend(f"<div>{e(line)}</div>" for line in
+                     (*_evidence_lines(s), _loader_line(s), *_process_lines(s)) if line)
     parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
     parts.append("</div>")
     return "".join(parts)

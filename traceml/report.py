@@ -79,7 +79,10 @@ def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:
     ids, counts = np.unique(records["source"], return_counts=True)
     if source is None:
         if len(ids) == 0:
-            return 0
+            # Nothing recorded: a loader stuck on its very first fetch is
+            # what there is to show, if the stuck watch has seen one.
+            stuck = [ev for ev in _core.sampler_stuck() if ev["source"] in known]
+            return int(max(stuck, key=lambda ev: ev["since_ns"])["source"]) if stuck else 0
         # The source with the most steps; the earliest wrapped on ties.
         return int(ids[np.argmax(counts)])
     if isinstance(source, str) and source in by_name():
@@ -267,7 +270,9 @@ def build(
             notes.append(f"probe misuse: {key} x{count} (see help(traceml.{probe}))")
         if info["probe_step_open"]:
             notes.append("a probe step is still open (step_end() not called); not counted")
-    if n == 0:
+    if n == 0 and source_id != 0:
+        notes.append("no fetch of this source has returned yet")
+    elif n == 0:
         notes.append(
             "no steps recorded: iterate traceml.wrap(loader) or call "
             "traceml.step_begin()/fetch_done()/step_end()"
@@ -284,6 +289,10 @@ def build(
             "CPUs: workers share cores, so absolute stall lengths depend on contention"
         )
     stuck = evidence.stuck(stuck_events or [], source_id, steps)
+    for sid in sorted({ev["source"] for ev in stuck_events or []
+                       if ev["source"] != source_id and not ev["ended_ns"]}):
+        name = known[sid].name if sid in known else str(sid)
+        notes.append(f"a fetch of {name!r} is stuck now: see report(source={name!r})")
     others = [s for s in all_sources if s["name"] != (src.name if src else None)]
     if others:
         listed = ", ".join(f"{o['name']!r} ({o['steps']} steps)" for o in others)
