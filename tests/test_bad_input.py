@@ -94,6 +94,9 @@ GOOD_MESSAGES = [
     ("wrap-name-int", lambda p: traceml.wrap([1], name=5), TypeError, "name"),
     ("wrap-name-bytes", lambda p: traceml.wrap([1], name=b"x"), TypeError, "name"),
     ("wrap-name-probes", lambda p: traceml.wrap([1], name="probes"), ValueError, "probes"),
+    ("wrap-name-empty", lambda p: traceml.wrap([1], name=""), ValueError, "name must be non-blank"),
+    ("wrap-name-blank", lambda p: traceml.wrap([1], name="  "), ValueError, "name must be non-blank"),
+    ("wrap-name-newline", lambda p: traceml.wrap([1], name="a\nb"), ValueError, "printable"),
     ("wrap-positional-name", lambda p: traceml.wrap([1], "x"), TypeError, "wrap"),
     # report
     ("report-str", lambda p: traceml.report("5"), TypeError, "stall_threshold_s"),
@@ -102,6 +105,7 @@ GOOD_MESSAGES = [
     ("report-negative", lambda p: traceml.report(-1), ValueError, "stall_threshold_s"),
     ("report-nan", lambda p: traceml.report(math.nan), ValueError, "stall_threshold_s"),
     ("report-inf", lambda p: traceml.report(math.inf), ValueError, "stall_threshold_s"),
+    ("report-huge", lambda p: traceml.report(1e10), ValueError, "stall_threshold_s must be at most"),
     ("report-source-unknown", lambda p: traceml.report(source="no such"), ValueError, "source"),
     ("report-source-id", lambda p: traceml.report(source=10**9), ValueError, "source"),
     ("report-source-list", lambda p: traceml.report(source=[1]), ValueError, "source"),

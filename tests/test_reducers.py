@@ -1,7 +1,6 @@
 """The C reducers against NumPy and exact Python references."""
 
 import math
-import statistics
 from fractions import Fraction
 
 import numpy as np

@@ -73,6 +73,7 @@ def load(path: PathLike):
     from .report import Report
 
     path = _path_arg(path, "traceml.load()")
+    where = f"traceml.load(): {path}"
     if not os.path.exists(path):
         raise FileNotFoundError(f"traceml.load(): no such file: {path}")
     try:
@@ -81,40 +82,40 @@ def load(path: PathLike):
                 header = json.loads(z.read("summary.json").decode("utf-8"))
             except KeyError:
                 raise ValueError(
-                    f"{path}: not a traceml run file (no summary.json inside)"
+                    f"{where}: not a traceml run file (no summary.json inside)"
                 ) from None
             if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise ValueError(f"{path}: not a traceml run file (format is not {FORMAT!r})")
+                raise ValueError(f"{where}: not a traceml run file (format is not {FORMAT!r})")
             if header.get("format_version") != FORMAT_VERSION:
                 raise ValueError(
-                    f"{path}: traceml run format version "
+                    f"{where}: traceml run format version "
                     f"{header.get('format_version')!r} is not supported "
                     f"(this traceml reads {FORMAT_VERSION})"
                 )
             summary = header["summary"]
             count = summary.get("steps") if isinstance(summary, dict) else None
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ValueError(f"{path}: summary.json has no valid step count ({count!r})")
+                raise ValueError(f"{where}: summary.json has no valid step count ({count!r})")
             if "begin_ns.npy" not in z.namelist():
-                raise ValueError(f"{path}: run file lacks the 'begin_ns' array")
+                raise ValueError(f"{where}: run file lacks the 'begin_ns' array")
             # Each step takes 8 bytes of begin_ns: refuse a count the file
             # cannot hold before allocating for it.
             if z.getinfo("begin_ns.npy").file_size < count * 8:
                 raise ValueError(
-                    f"{path}: the step count {count} does not match the arrays in the file")
+                    f"{where}: the step count {count} does not match the arrays in the file")
             steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
             for field in steps.dtype.names:
                 try:
                     raw = z.read(f"{field}.npy")
                 except KeyError:
-                    raise ValueError(f"{path}: run file lacks the {field!r} array") from None
+                    raise ValueError(f"{where}: run file lacks the {field!r} array") from None
                 try:
                     arr = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
                 except ValueError as exc:
-                    raise ValueError(f"{path}: the {field!r} array is damaged ({exc})") from exc
+                    raise ValueError(f"{where}: the {field!r} array is damaged ({exc})") from exc
                 if arr.shape != steps.shape:
                     raise ValueError(
-                        f"{path}: the {field!r} array has shape {arr.shape}, "
+                        f"{where}: the {field!r} array has shape {arr.shape}, "
                         f"expected {steps.shape}"
                     )
                 steps[field] = arr
@@ -122,6 +123,6 @@ def load(path: PathLike):
             json.JSONDecodeError, KeyError, TypeError, zlib.error) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise ValueError(f"{path}: not a readable traceml run file ({exc})") from exc
+        raise ValueError(f"{where}: not a readable traceml run file ({exc})") from exc
     return Report(summary, steps)
 

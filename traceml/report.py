@@ -43,6 +43,10 @@ def duration_stats_s(x_ns: np.ndarray) -> dict:
     }
 
 
+# Thresholds are compared in int64 nanoseconds, which end near 9.2e9 s.
+MAX_THRESHOLD_S = 9e9
+
+
 def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
     if stall_threshold_s is None:
         return None
@@ -58,6 +62,11 @@ def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
         raise ValueError(
             "report(): stall_threshold_s must be finite and >= 0 seconds, "
             f"got {stall_threshold_s!r}"
+        )
+    if value > MAX_THRESHOLD_S:
+        raise ValueError(
+            f"report(): stall_threshold_s must be at most {MAX_THRESHOLD_S:g} s "
+            f"(int64 nanoseconds), got {stall_threshold_s!r}"
         )
     return value
 
@@ -380,7 +389,7 @@ def report(
 
     Raises:
         TypeError: stall_threshold_s is not a real number.
-        ValueError: stall_threshold_s is negative, NaN or infinite; or
+        ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
             source names no known source.
         MemoryError: the step store could not grow and nothing was recorded.
     """

@@ -367,7 +367,8 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
 
     Raises:
         TypeError: ``iterable`` is not iterable, or ``name`` is not a str.
-        ValueError: ``name`` is ``"probes"`` (reserved).
+        ValueError: ``name`` is ``"probes"`` (reserved), blank, or not
+            printable (a newline, a control character).
     """
     if not isinstance(iterable, collections.abc.Iterable) and not hasattr(
         type(iterable), "__getitem__"
@@ -379,5 +380,12 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
     if name is not None and not isinstance(name, str):
         raise TypeError(
             f"traceml.wrap(): name must be a str or None, got {type(name).__name__}"
+        )
+    if name is not None and (not name.strip() or not name.isprintable()):
+        # The name heads the report and keys report(source=...): an empty
+        # or multi-line one would garble both.
+        raise ValueError(
+            "traceml.wrap(): name must be non-blank and printable (no newlines "
+            f"or control characters), got {name!r}"
         )
     return Wrapped(iterable, name)
