@@ -192,6 +192,19 @@ def test_loader_facts_absent_for_a_list():
     assert d["cadence"]["matches_num_workers"] is None
 
 
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_wrapping_a_dataloaders_iterator_warns_and_still_records(num_workers):
+    # iter(loader) hides the loader's settings and workers from the report:
+    # the user is told to wrap the loader, and the steps are kept anyway.
+    loader = DataLoader(BurnDataset(4, 0.0), batch_size=1, num_workers=num_workers)
+    name = uname("iter")
+    with pytest.warns(UserWarning, match=r"wrap the DataLoader itself \(traceml.wrap\(loader\)\)"):
+        wrapped = traceml.wrap(iter(loader), name=name)
+    assert batch_ids(wrapped) == [0, 1, 2, 3]
+    d = traceml.report(source=name).to_dict()
+    assert d["steps"] == 4 and d["loader"] is None
+
+
 # --- epoch start ------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import itertools
 import multiprocessing
 import os
 import sys
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
@@ -154,6 +155,15 @@ def _is_dataloader(obj: Any) -> bool:
         return isinstance(obj, torch.utils.data.DataLoader)
     except AttributeError:
         return False
+
+
+def _is_dataloader_iterator(obj: Any) -> bool:
+    """True for what iter(DataLoader) returns (torch's private
+    _BaseDataLoaderIter, looked up with a guard)."""
+    torch = sys.modules.get("torch")
+    module = getattr(getattr(getattr(torch, "utils", None), "data", None), "dataloader", None)
+    base = getattr(module, "_BaseDataLoaderIter", None)
+    return isinstance(base, type) and isinstance(obj, base)
 
 
 def loader_facts(obj: Any) -> Optional[dict]:
@@ -381,6 +391,12 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
         raise TypeError(
             f"traceml.wrap(): name must be a str or None, got {type(name).__name__}"
         )
+    if _is_dataloader_iterator(iterable):
+        warnings.warn(
+            "traceml.wrap() got a DataLoader's iterator: wrap the DataLoader itself "
+            "(traceml.wrap(loader)) so that the report has its settings, delivery "
+            "order and worker evidence",
+            UserWarning, stacklevel=2)
     if name is not None and (not name.strip() or not name.isprintable()):
         # The name heads the report and keys report(source=...): an empty
         # or multi-line one would garble both.
