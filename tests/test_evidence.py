@@ -58,6 +58,21 @@ def test_overtaking_follows_in_order(in_order):
     assert "overtook a batch of lower rank" in str(r)
 
 
+def test_two_live_iterators_of_one_loader_keep_their_own_delivery_order():
+    # zip(wrap(dl), wrap(dl)): two epochs of one source run at once, their
+    # steps interleaved in the store.  Each epoch delivers in order.
+    loader = DataLoader(BurnDataset(8, 0.001), batch_size=1, num_workers=2)
+    pairs = [(int(a), int(b)) for a, b in zip(traceml.wrap(loader), traceml.wrap(loader))]
+    assert pairs == [(i, i) for i in range(8)]
+    r = traceml.report()
+    d = r["delivery"]
+    assert d["known"] == 16 and d["overtaking"] == 0
+    epochs = r.steps["epoch"]
+    assert len(np.unique(epochs)) == 2
+    for e in np.unique(epochs):
+        assert [d["ranks"][i] for i in np.flatnonzero(epochs == e)] == list(range(8))
+
+
 def test_delivery_for_workerless_loader_is_sampler_order():
     r = run(DataLoader(BurnDataset(10, 0.0), batch_size=2, num_workers=0))
     assert r["delivery"]["ranks"] == [0, 1, 2, 3, 4]

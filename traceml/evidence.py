@@ -88,7 +88,13 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
             sel = (steps["epoch"] == e) & (position < _core.FLAG_POS_MAX)
             ranks[sel] = position[sel]
     known = ranks >= 0
-    overtook = _core.overtaking(ranks, steps["epoch"]) if n else np.zeros(0, bool)
+    # _core.overtaking takes each epoch as one contiguous run; two iterators
+    # of one loader alive at once (zip(wrap(dl), wrap(dl))) interleave their
+    # epochs' steps, so group them by epoch first, keeping step order within.
+    order = np.argsort(steps["epoch"], kind="stable")
+    overtook = np.zeros(n, dtype=bool)
+    if n:
+        overtook[order] = _core.overtaking(ranks[order], steps["epoch"][order])
     return {
         "in_order": loader.get("in_order"),
         "ranks": [int(r) if r >= 0 else None for r in ranks],
