@@ -391,12 +391,6 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
         raise TypeError(
             f"traceml.wrap(): name must be a str or None, got {type(name).__name__}"
         )
-    if _is_dataloader_iterator(iterable):
-        warnings.warn(
-            "traceml.wrap() got a DataLoader's iterator: wrap the DataLoader itself "
-            "(traceml.wrap(loader)) so that the report has its settings, delivery "
-            "order and worker evidence",
-            UserWarning, stacklevel=2)
     if name is not None and (not name.strip() or not name.isprintable()):
         # The name heads the report and keys report(source=...): an empty
         # or multi-line one would garble both.
@@ -404,4 +398,10 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
             "traceml.wrap(): name must be non-blank and printable (no newlines "
             f"or control characters), got {name!r}"
         )
+    if _is_dataloader_iterator(iterable):
+        warnings.warn(
+            "traceml.wrap() got a DataLoader's iterator: wrap the DataLoader itself "
+            "(traceml.wrap(loader)) so that the report has its settings, delivery "
+            "order and worker evidence",
+            UserWarning, stacklevel=2)
     return Wrapped(iterable, name)
