@@ -2,6 +2,7 @@
 
 import multiprocessing
 import os
+import re
 import time
 import warnings
 
@@ -12,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402
 from traceml import _core  # noqa: E402
+from traceml.sweep import _bytes  # noqa: E402
 from traceml.render import fmt_s  # noqa: E402
 
 from burn import BurnDataset, OneCoreBurnDataset, StartTogether  # noqa: E402
@@ -423,3 +425,27 @@ def test_pairs_without_steady_state_steps_do_not_differ():
     assert "order effect" not in text and "agree" not in text
     assert ("forward and backward: no condition has steady-state steps on both sides "
             "to compare") in text
+
+
+def test_without_workers_the_stall_columns_hold_the_main_process():
+    # num_workers=0: the dataset runs in the main process, so cores@stall
+    # and read@stall are its counters, not "-".
+    def make(num_workers):
+        return torch.utils.data.DataLoader(
+            BurnDataset(16, 0.001, slow_every=4, slow_index=1, slow_cpu_s=0.1),
+            batch_size=1, num_workers=num_workers)
+
+    res = traceml.sweep(make, num_workers=(0,), steps=16, consumer_pace_s=0.002,
+                        both_directions=False, progress=False)
+    (row,), (rep,) = res.rows, res.runs
+    assert row["stalls"] == 4, rep.input_wait_ns // 1_000_000
+    slow = rep["workers"]["intervals"]["slow"]
+    assert row["slow_worker_cores"] == pytest.approx(slow["main_cpu_s"] / slow["wall_s"])
+    assert row["slow_worker_cores"] >= 0.25  # 4 x 0.1 s of CPU burnt in the stalls
+    assert row["slow_read_bytes"] == slow["main_read_bytes"]
+    assert row["slow_major_faults"] == slow["main_major_faults"]
+    line = str(res).splitlines()[1]
+    cores_cell = f"{row['slow_worker_cores']:.1f}"
+    read_cell = _bytes(row["slow_read_bytes"])
+    assert re.search(rf"\s{re.escape(cores_cell)}\s+{re.escape(read_cell)}\s+INPUT-BOUND$",
+                     line), line

@@ -81,7 +81,9 @@ class SweepResult:
             max(1, num_workers)), ``input_share``, ``diagnosis``, ``shape``,
             ``overtaking`` (deliveries that overtook a lower rank),
             ``slow_worker_cores``, ``slow_read_bytes``, ``slow_major_faults``
-            (worker evidence during stalls, None where not read), ``error``
+            (worker evidence during stalls: busy cores, read_bytes, major
+            faults; the main process's for a loader with num_workers=0,
+            where the dataset runs; None where not read), ``error``
             (repr of an exception raised in that condition, else None),
             ``steps`` (batches actually iterated; fewer than
             ``steps_requested`` when the loader ran out),
@@ -417,9 +419,18 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
         row["loader_num_workers"] = (s.get("loader") or {}).get("num_workers")
         iv = (s.get("workers") or {}).get("intervals")
         if iv and iv["slow"]["count"]:
-            row["slow_worker_cores"] = iv["slow"].get("worker_cores_busy")
-            row["slow_read_bytes"] = iv["slow"].get("read_bytes")
-            row["slow_major_faults"] = iv["slow"].get("major_faults")
+            slow = iv["slow"]
+            if row["loader_num_workers"] == 0:
+                # No workers: the dataset runs in the main process, whose
+                # counters stand in (evidence._main_process_sentences).
+                cpu, wall = slow.get("main_cpu_s"), slow["wall_s"]
+                row["slow_worker_cores"] = cpu / wall if cpu is not None and wall > 0 else None
+                row["slow_read_bytes"] = slow.get("main_read_bytes")
+                row["slow_major_faults"] = slow.get("main_major_faults")
+            else:
+                row["slow_worker_cores"] = slow.get("worker_cores_busy")
+                row["slow_read_bytes"] = slow.get("read_bytes")
+                row["slow_major_faults"] = slow.get("major_faults")
     return row
 
 
