@@ -343,17 +343,19 @@ def test_slow_every_fetch_stalls_without_parallel_workers(num_workers):
         assert np.median(wait) >= 0.8 * (batch_cpu_s - CONSUMER_S) * 1e9
 
 
-def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence():
-    # num_workers=0, every batch burns 10 ms against a 1 ms step, and one
-    # sample in 50 (one batch in 10) burns 200 ms: the stalls are those
-    # batches, every 10 steps, though every fetch is slow next to the step.
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence(num_workers):
+    # Every batch burns 10 ms against a 1 ms step, and one sample in 50
+    # (one batch in 10) burns 200 ms: the stalls are those batches, every
+    # 10 steps, though every fetch is slow next to the step.  One worker
+    # prefetches, which spreads the ordinary waits (0.7-36 ms measured).
     batch, n_batches = 5, 40
     loader = DataLoader(
         BurnDataset(batch * n_batches, 0.002, slow_every=50, slow_index=25,
                     slow_cpu_s=0.200),
-        batch_size=batch,
+        batch_size=batch, num_workers=num_workers,
     )
-    r = run_loader(loader, 0.001, uname("rare0"))
+    r = run_loader(loader, 0.001, uname(f"rare{num_workers}"))
     d = r.to_dict()
     assert d["steps"] == n_batches
     assert d["stalls"]["steps"] == [5, 15, 25, 35], r.input_wait_ns // MS
@@ -361,7 +363,10 @@ def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence():
     assert d["cadence"]["matches_num_workers"] is False
     assert d["shape"] == "UNIFORMLY-SLOW"
     assert d["diagnosis"] == "INPUT-BOUND"
-    assert (r.input_wait_ns[[5, 15, 25, 35]] >= 0.200 * 1e9).all()
+    # In the main process the loop waits the whole 200 ms; a worker may
+    # start the slow batch up to two batches (~25 ms) before it is asked for.
+    least_s = 0.200 if num_workers == 0 else 0.150
+    assert (r.input_wait_ns[[5, 15, 25, 35]] >= least_s * 1e9).all()
 
 
 def test_cheap_dataset_has_no_stalls():

@@ -4,7 +4,7 @@ inputs."""
 import numpy as np
 import pytest
 
-from traceml import policy
+from traceml import _core, policy
 from traceml.report import build
 
 from test_report import INFO, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401
@@ -222,8 +222,8 @@ def test_large_stalls_over_slow_fetches_keep_their_own_cadence(loader_source):  
     assert r["stalls"]["steps"] == big.tolist()  # step 0 is the epoch start
     assert r["stalls"]["count"] == len(big) == 12
     assert r["stalls"]["threshold_s"] * 1e9 > wait[wait < 100 * MS].max()
-    assert "a separate group of large waits (at most half the fetches) stands out" in (
-        r["stalls"]["rule"])
+    assert ("a separate group of large waits stands out (at least 2, at most half the "
+            "fetches, typically 4x the rest)") in r["stalls"]["rule"]
     assert r["temporal"]["label"] == "PERIODIC" and r["temporal"]["period"] == 10
     assert r["cadence"]["matches_num_workers"] is False
     # Slow between the stalls too: not "mostly fast input".
@@ -249,3 +249,38 @@ def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):
     assert "every fetch is slow" in r["stalls"]["rule"]
     assert r["stalls"]["count"] == r["steady_steps"] == n - 1
     assert r["shape"] == "UNIFORMLY-SLOW"
+
+
+def test_stalls_over_spread_out_slow_fetches_of_one_worker(loader_source):  # noqa: F811
+    """Measured with num_workers=1 (10 ms batches, one in ten 200 ms, a 1 ms
+    step): prefetching spreads the ordinary waits over 0.7-36 ms, which
+    pulls Otsu's eta to 0.74; the three 200 ms waits are still the stalls."""
+    loader_source(1)
+    ms = np.array([5.0, 7.6, 8.1, 6.3, 6.3, 6.6, 6.3, 11.3, 36.1, 208.4, 4.8, 6.8, 5.9,
+                   2.5, 7.0, 7.4, 7.6, 1.9, 12.3, 191.5, 12.6, 10.6, 4.9, 9.6, 19.6, 6.0,
+                   4.8, 28.9, 23.9, 206.4, 5.8, 5.6, 5.7, 2.8, 5.6, 6.5, 5.6, 8.5, 0.7])
+    wait = np.r_[60.0, ms]  # step 0: the epoch start
+    r = build(records((wait * MS).astype(np.int64), np.full(len(wait), 1 * MS)),
+              INFO, SYNTHETIC, None)
+    assert _core.log_otsu((ms * MS).astype(np.int64))["eta"] < policy.BIMODAL_MIN_ETA
+    assert r["stalls"]["steps"] == np.flatnonzero(wait > 100).tolist() == [10, 20, 30]
+    assert r["temporal"]["label"] == "PERIODIC" and r["temporal"]["period"] == 10
+    assert r["shape"] == "UNIFORMLY-SLOW"
+
+
+@pytest.mark.parametrize("hiccups,expect_all", [(1, True), (3, False)])
+def test_one_long_wait_in_a_slow_run_is_a_hiccup_not_a_group(loader_source, hiccups,  # noqa: F811
+                                                            expect_all):
+    """Every fetch ~100 ms: one 450 ms wait leaves every fetch a stall (a
+    single hiccup is no pattern); three make a group of their own."""
+    loader_source(1)
+    rng = np.random.default_rng(5)
+    wait = (100 * MS * rng.uniform(0.95, 1.05, 20)).astype(np.int64)
+    wait[[5, 11, 17][:hiccups]] = 450 * MS
+    r = build(records(wait, np.full(20, 5 * MS)), INFO, SYNTHETIC, None)
+    if expect_all:
+        assert r["stalls"]["count"] == r["steady_steps"] == 19
+        assert "every fetch is slow (p10 wait > floor); floor" in r["stalls"]["rule"]
+    else:
+        assert r["stalls"]["steps"] == [5, 11, 17]
+        assert r["temporal"]["period"] == 6
