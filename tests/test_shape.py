@@ -284,3 +284,23 @@ def test_one_long_wait_in_a_slow_run_is_a_hiccup_not_a_group(loader_source, hicc
     else:
         assert r["stalls"]["steps"] == [5, 11, 17]
         assert r["temporal"]["period"] == 6
+
+
+@pytest.mark.parametrize("slow_steps,tail", [
+    ([7, 19], "On top, 2 larger stalls, too few to show a pattern."),
+    ([3, 5, 12, 20, 31, 33, 41, 50], "On top, 8 larger stalls at irregular intervals."),
+])
+def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,  # noqa: F811
+                                                                   slow_steps, tail):
+    """Slow fetches everywhere and a few much slower ones, not periodic: the
+    sentence names the stalls instead of "uniformly slow rather than stalls"."""
+    loader_source(0)
+    n = 60
+    wait = np.full(n, 10 * MS, dtype=np.int64)
+    wait[slow_steps] = 200 * MS
+    r = build(records(wait, np.full(n, 1 * MS)), INFO, SYNTHETIC, None)
+    assert r["stalls"]["steps"] == slow_steps
+    assert r["shape"] == "UNIFORMLY-SLOW"
+    assert r["next"][0].endswith("slow input on every batch.")
+    assert r["next"][1] == tail
+    assert not any("rather than stalls" in line for line in r["next"])

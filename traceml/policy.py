@@ -400,7 +400,8 @@ def next_steps(s: dict, fmt_s) -> list[str]:
             )
         return out
     if shp == UNIFORMLY_SLOW:
-        on_top = tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1
+        count = s["stalls"]["count"]
+        on_top = 0 < count <= HEAVY_TAIL_MAX_STALL_SHARE * s["steady_steps"]
         step_median = s["step_s"]["median"]
         of_step = (f", {_pct(wait['median'] / step_median)} of the median step"
                    if step_median else "")
@@ -409,10 +410,16 @@ def next_steps(s: dict, fmt_s) -> list[str]:
             + ("slow input on every batch." if on_top
                else "uniformly slow input rather than stalls.")
         )
-        if on_top:
+        if on_top and tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1:
             out.append(
                 f"On top, larger stalls recur every {tmp['period']} steps"
                 + (f" (num_workers={nw})" if nw is not None else "") + "."
+            )
+        elif on_top:
+            out.append(
+                f"On top, {count} larger stall{'s' if count != 1 else ''}"
+                + (" at irregular intervals." if tmp is not None
+                   else ", too few to show a pattern.")
             )
         if nw == 0:
             out.append(
