@@ -163,6 +163,35 @@ def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
     assert not done["still_waiting"] and done["waited_s"] > 2.5
     assert "STUCK: fetch 5 of epoch 0" in str(traceml.report(source="stuck"))
     assert "held by worker 1" in str(traceml.report(source="stuck"))
+    # The DataLoader's timeout ended that fetch: no batch came of it.
+    assert done["step"] is None
+    assert "then ended without a batch" in str(traceml.report(source="stuck"))
+
+
+class _SlowOnce:
+    """Item `slow` sleeps `sleep_s` (without burning CPU), then returns."""
+
+    def __init__(self, n, slow, sleep_s):
+        self.n, self.slow, self.sleep_s = n, slow, sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.slow:
+            time.sleep(self.sleep_s)
+        return torch.tensor([i])
+
+
+def test_a_stuck_fetch_that_returns_names_its_step():
+    traceml.configure(stuck_after_s=0.3, sampler_period_s=0.02)
+    loader = DataLoader(_SlowOnce(6, slow=2, sleep_s=1.0), batch_size=1, num_workers=1)
+    r = run(loader, pace_s=0.0, name="slow-once")
+    (ev,) = r["stuck"]
+    assert ev["step"] == 2 and ev["step_in_epoch"] == 2 and not ev["still_waiting"]
+    # The record of step 2 is the stuck fetch: its wait is the stuck time.
+    assert ev["waited_s"] == pytest.approx(r.input_wait_ns[2] * 1e-9, abs=0.05)
+    assert "STUCK: fetch 2 of epoch 0" in str(r) and "then returned a batch." in str(r)
 
 
 def test_a_loader_stuck_on_its_first_fetch_is_what_report_shows():

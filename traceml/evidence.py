@@ -450,6 +450,12 @@ def stuck_sentence(ev: dict) -> str:
                 if ev["worker_cpu_s_during_wait"] is not None:
                     who += f", {ev['worker_cpu_s_during_wait']:.2f} CPU-s during the wait"
                 who += ")"
-    status = "still waiting" if ev["still_waiting"] else "then returned"
+    if ev["still_waiting"]:
+        status = "still waiting"
+    elif ev["step"] is not None:
+        status = "then returned a batch"
+    else:
+        # No step begins at the stuck fetch: it ended without a batch.
+        status = "then ended without a batch (an exception, or the loop stopped)"
     return (f"STUCK: fetch {ev['step_in_epoch']} of epoch {ev['epoch']} waited "
             f"{fmt_s(ev['waited_s'])}{who}; {status}.")
