@@ -33,6 +33,13 @@ CAVEATS = (
     "read costs CPU, not storage); nothing here measures CPU cache misses "
     "or isolates the scheduler."
 )
+# Once the stalls did read from storage, the page-cache caveat is moot.
+CAVEATS_WITH_READS = ("Caveats: nothing here measures CPU cache misses or isolates "
+                      "the scheduler.")
+
+
+def _caveats(reads: Optional[float]) -> str:
+    return CAVEATS_WITH_READS if reads else CAVEATS
 
 
 # --- host ------------------------------------------------------------------------
@@ -245,30 +252,59 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     return out
 
 
-def _storage_verdict(who: str, reads: float, faults: float, fast_reads: float,
-                     fast_faults: float, busy: bool, idle_known: bool) -> Optional[str]:
+def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key: str,
+                     busy: bool, idle_known: bool) -> Optional[str]:
     """The sentence on CPU-side work versus storage reads during stalls, for
-    ``who``: "the workers" or "the main process"."""
+    ``who`` ("the workers" or "the main process"), from the counters
+    ``read_key`` (read_bytes) and ``fault_key`` (major faults) of the slow
+    and fast intervals.
+
+    Reads count against the stalls only where they are heavier there than
+    outside them, per second of wall time: the main process's training
+    step may read files too, and at the sampler's 20 ms resolution some of
+    its reads spill into the stalls' windows.
+    """
     was = "was" if who == "the main process" else "were"
-    if reads == 0 and faults == 0 and fast_reads == 0 and fast_faults == 0 and busy:
+    reads, faults = slow[read_key], slow[fault_key]
+    fast_reads, fast_faults = fast.get(read_key) or 0.0, fast.get(fault_key) or 0.0
+    slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
+
+    def heavier(in_stalls: float, outside: float) -> bool:
+        if in_stalls <= 0:
+            return False
+        return fast_wall <= 0 or in_stalls / slow_wall > outside / fast_wall
+
+    def rate(amount: float, wall: float) -> str:
+        return f"{amount / wall / 1e6:.1f} MB/s" if wall > 0 else "-"
+
+    nothing = reads == 0 and faults == 0
+    if nothing and fast_reads == 0 and fast_faults == 0 and busy:
         return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
                 "dataset processing, not storage reads.")
-    if reads == 0 and faults == 0 and busy:
-        return (f"No storage reads or major faults during stalls while {who} {was} busy: "
-                "the stalls are CPU-side dataset processing.")
-    if (reads > 0 or faults > 0) and not busy:
-        return (f"During stalls {who} read {reads / 1e6:.1f} MB from storage with "
-                f"{faults:.0f} major faults while keeping few cores busy: storage reads "
-                "are the suspect.")
-    if reads > 0 or faults > 0:
-        return (f"During stalls {who} {was} busy and also read {reads / 1e6:.1f} MB from "
-                f"storage ({faults:.0f} major faults): both CPU work and storage may matter.")
-    if idle_known:
-        elsewhere = ("a sleep, a lock, the network" if who == "the main process"
-                     else "IPC, the main process, locks")
-        return (f"During stalls {who} {was} mostly idle and read nothing from storage: "
-                f"the wait lies elsewhere ({elsewhere}).")
-    return None
+    if not (heavier(reads, fast_reads) or heavier(faults, fast_faults)):
+        if nothing and busy:
+            return (f"No storage reads or major faults during stalls while {who} {was} "
+                    "busy: the stalls are CPU-side dataset processing.")
+        lighter = ("" if nothing else
+                   f"; its reads ({reads / 1e6:.1f} MB, {rate(reads, slow_wall)}) were no "
+                   f"heavier than outside the stalls ({rate(fast_reads, fast_wall)})")
+        if busy:
+            return (f"During stalls {who} {was} busy{lighter}: the stalls are CPU-side "
+                    "dataset processing, not storage reads.")
+        if idle_known:
+            elsewhere = ("a sleep, a lock, the network" if who == "the main process"
+                         else "IPC, the main process, locks")
+            return (f"During stalls {who} {was} mostly idle"
+                    + (" and read nothing from storage" if nothing else lighter)
+                    + f": the wait lies elsewhere ({elsewhere}).")
+        return None
+    heavy = (f"{reads / 1e6:.1f} MB from storage ({rate(reads, slow_wall)} against "
+             f"{rate(fast_reads, fast_wall)} outside the stalls) with {faults:.0f} major faults")
+    if not busy:
+        return (f"During stalls {who} read {heavy} while keeping few cores busy: storage "
+                "reads are the suspect.")
+    return (f"During stalls {who} {was} busy and also read {heavy}: both CPU work and "
+            "storage may matter.")
 
 
 def _main_process_sentences(iv: dict) -> list[str]:
@@ -299,13 +335,11 @@ def _main_process_sentences(iv: dict) -> list[str]:
         out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
                    "cannot be told apart here.")
     else:
-        text = _storage_verdict("the main process", reads, faults,
-                                fast.get("main_read_bytes") or 0,
-                                fast.get("main_major_faults") or 0,
-                                runnable >= BUSY_SHARE, True)
+        text = _storage_verdict("the main process", slow, fast, "main_read_bytes",
+                                "main_major_faults", runnable >= BUSY_SHARE, True)
         if text:
             out.append(text)
-    out.append(CAVEATS)
+    out.append(_caveats(reads))
     return out
 
 
@@ -344,8 +378,8 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
         out.append(f"One worker stayed busy through the stalls ({busiest:.1f} cores) "
                    "while the others had little to do: one slow batch held the line.")
     if reads is not None and faults is not None:
-        text = _storage_verdict("the workers", reads, faults, fast.get("read_bytes") or 0,
-                                fast.get("major_faults") or 0, busy, capacity is not None)
+        text = _storage_verdict("the workers", slow, fast, "read_bytes", "major_faults",
+                                busy, capacity is not None)
         if text:
             out.append(text)
     else:
@@ -363,7 +397,7 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
                      "threads or processes, the training loop's own included, competed "
                      "for the CPUs")
         out.append(text + ", which stretches each batch.")
-    out.append(CAVEATS)
+    out.append(_caveats(reads))
     return out
 
 
