@@ -47,6 +47,38 @@ def test_stalls_counted_at_the_baseline_threshold():
     thr = base["stalls"]["threshold_s"]
     expected = int((other.input_wait_ns[1:] > thr * 1e9).sum())
     assert c.rows[1]["stalls"] == expected and c.threshold_s == thr
+    assert str(c).splitlines()[0] == ("stalls and stall gaps counted at the baseline's "
+                                      f"threshold, {fmt_s(thr)}")
+
+
+def test_stall_gaps_are_counted_at_the_baseline_threshold_too():
+    # The other run's own threshold keeps only its 100 ms stalls (every 6
+    # steps); at the baseline's 4 ms threshold its 30 ms waits (every 3
+    # steps) count too, and the gap column must say 3, like the count.
+    base = run(1)
+    wait = np.full(N, 1 * MS)
+    wait[::3] = 30 * MS
+    wait[::6] = 100 * MS
+    other = build(records(wait, np.full(N, 20 * MS)), INFO, SYNTHETIC, None)
+    assert other["stalls"]["median_gap"] == 6
+    c = traceml.compare(base, other)
+    thr_ns = c.threshold_s * 1e9
+    stalled = np.flatnonzero(other.input_wait_ns > thr_ns)
+    stalled = stalled[stalled > 0]  # step 0 is the epoch start
+    assert c.rows[1]["stalls"] == len(stalled)
+    assert c.rows[1]["median_gap"] == np.median(np.diff(stalled)) == 3
+
+
+def test_a_baseline_without_data_counts_no_stalls():
+    empty = traceml.report()
+    c = traceml.compare(empty, run(10))
+    assert c.threshold_s is None
+    assert [r["stalls"] for r in c.rows] == [None, None]
+    assert [r["median_gap"] for r in c.rows] == [None, None]
+    text = str(c)
+    assert text.splitlines()[0] == ("no stalls counted: the baseline has no steady-state "
+                                    "steps to set the threshold")
+    assert "no stalls counted" in c._repr_html_()
 
 
 def test_compare_renders_and_validates(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections.abc
-import math
 import os
 from typing import Optional, Sequence
 
@@ -67,13 +66,16 @@ def verdict(base: dict, run: dict) -> tuple[str, str]:
     return (IMPROVEMENT if delta < 0 else REGRESSION), why
 
 
-def _stalls_over(report, threshold_s: float) -> int:
-    """Steady-state fetches of ``report`` waiting longer than threshold_s."""
+def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
+    """(count, median gap in steps) of the steady-state fetches of
+    ``report`` waiting longer than threshold_s; the gap is None with fewer
+    than two such stalls in one epoch."""
     s = report.summary
     wait = report.input_wait_ns
     mask = _core.stall_mask(wait, int(round(threshold_s * 1e9)))
     mask[s["epoch_start"]["steps"]] = False
-    return int(mask.sum())
+    gaps = _core.stall_gaps(mask, report.steps["epoch"])
+    return int(mask.sum()), (float(_core.percentiles(gaps, 50.0)) if len(gaps) else None)
 
 
 def _distinct(names: list[str]) -> list[str]:
@@ -99,10 +101,11 @@ class Comparison:
     """Runs side by side.  ``rows`` (list of dicts, keys of COLUMNS plus
     ``why``; ``verdict`` is BASELINE for the first row, then IMPROVEMENT,
     REGRESSION, EQUIVALENT or NO-DATA), ``threshold_s`` (the baseline's
-    stall threshold, applied to every run so that stall counts compare),
-    ``str()``, ``_repr_html_()``, ``to_dict()``."""
+    stall threshold, applied to every run so that stall counts and median
+    stall gaps compare; None, and no stalls counted, when the baseline has
+    no steady-state steps), ``str()``, ``_repr_html_()``, ``to_dict()``."""
 
-    def __init__(self, rows: list[dict], threshold_s: float):
+    def __init__(self, rows: list[dict], threshold_s: Optional[float]):
         self.rows = rows
         self.threshold_s = threshold_s
 
@@ -119,7 +122,7 @@ class Comparison:
         for r in self.rows:
             out.append([
                 r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]),
-                fmt_s(r["p95_wait_s"]), str(r["stalls"]),
+                fmt_s(r["p95_wait_s"]), "-" if r["stalls"] is None else str(r["stalls"]),
                 "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
                 "-" if r["overtaking"] is None else str(r["overtaking"]),
                 "-" if r["input_share"] is None else f"{100 * r['input_share']:.1f}%",
@@ -127,14 +130,20 @@ class Comparison:
             ])
         return out
 
+    def _threshold_text(self) -> str:
+        if self.threshold_s is None:
+            return ("no stalls counted: the baseline has no steady-state steps to set "
+                    "the threshold")
+        return (f"stalls and stall gaps counted at the baseline's threshold, "
+                f"{fmt_s(self.threshold_s)}")
+
     def __str__(self) -> str:
         head = [h for _, h in COLUMNS]
         cells = self._cells()
         widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
         line = lambda row: "  ".join(v.ljust(w) if i == 0 else v.rjust(w)  # noqa: E731
                                      for i, (v, w) in enumerate(zip(row, widths)))
-        out = [f"stalls counted at the baseline's threshold, {fmt_s(self.threshold_s)}",
-               line(head)]
+        out = [self._threshold_text(), line(head)]
         out.extend(line(c) for c in cells)
         out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in self.rows[1:])
         return "\n".join(out)
@@ -152,7 +161,7 @@ class Comparison:
         notes = "".join(f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
                         for r in self.rows[1:])
         return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
-                f"<div>stalls counted at the baseline's threshold, {e(fmt_s(self.threshold_s))}</div>"
+                f"<div>{e(self._threshold_text())}</div>"
                 f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
                 f"{notes}</div>")
 
@@ -215,7 +224,9 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     else:
         names = _distinct(names)
     base = reports[0].summary
-    threshold = base["stalls"]["threshold_s"]
+    # A baseline without steady-state steps has no threshold of its own to
+    # lend (only the rule's 1 ms default): then no stalls are counted.
+    threshold = base["stalls"]["threshold_s"] if base["steady_steps"] else None
     rows = []
     for i, (name, rep) in enumerate(zip(names, reports)):
         s = rep.summary
@@ -223,14 +234,14 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             v, why = BASELINE, "the baseline"
         else:
             v, why = verdict(base, s)
-        gap = s["stalls"]["median_gap"]
+        stalls, gap = _stalls_over(rep, threshold) if threshold is not None else (None, None)
         rows.append({
             "label": name,
             "mean_wait_s": s["input_wait_s"]["mean"],
             "median_wait_s": s["input_wait_s"]["median"],
             "p95_wait_s": s["input_wait_s"]["p95"],
-            "stalls": _stalls_over(rep, threshold),
-            "median_gap": None if gap is None or math.isnan(gap) else gap,
+            "stalls": stalls,
+            "median_gap": gap,
             "overtaking": (s.get("delivery") or {}).get("overtaking"),
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],
