@@ -108,8 +108,9 @@ GOOD_MESSAGES = [
     ("report-huge", lambda p: traceml.report(1e10), ValueError, "stall_threshold_s must be at most"),
     ("report-source-unknown", lambda p: traceml.report(source="no such"), ValueError, "source"),
     ("report-source-id", lambda p: traceml.report(source=10**9), ValueError, "source"),
-    ("report-source-list", lambda p: traceml.report(source=[1]), ValueError, "source"),
-    ("report-source-bool", lambda p: traceml.report(source=True), ValueError, "source"),
+    ("report-source-list", lambda p: traceml.report(source=[1]), TypeError, "source must be"),
+    ("report-source-bytes", lambda p: traceml.report(source=b"x"), TypeError, "source must be"),
+    ("report-source-bool", lambda p: traceml.report(source=True), TypeError, "source must be"),
     ("report-extra-positional", lambda p: traceml.report(1, 2), TypeError, "report"),
     # reset and the probes take no arguments
     ("reset-arg", lambda p: traceml.reset(1), TypeError, "reset"),
@@ -140,6 +141,8 @@ GOOD_MESSAGES = [
     ("sweep-workers-float", lambda p: traceml.sweep(list, num_workers=(1.5,)), TypeError,
      "num_workers"),
     ("sweep-axis-empty", lambda p: traceml.sweep(list, in_order=()), ValueError, "in_order"),
+    ("sweep-workers-repeated", lambda p: traceml.sweep(list, num_workers=(0, 2, 0)), ValueError,
+     "sweep(): num_workers repeats 0; use passes="),
     # compare
     ("compare-nothing", lambda p: traceml.compare(), ValueError, "run"),
     ("compare-int", lambda p: traceml.compare(5), TypeError, "runs[0]"),
@@ -201,7 +204,8 @@ GOOD_MESSAGES = [
     # Report.save
     ("save-missing-dir", lambda p: _report_obj().save(p / "no" / "such" / "dir.traceml"),
      FileNotFoundError, "dir.traceml"),
-    ("save-directory", lambda p: _report_obj().save(p), IsADirectoryError, ""),
+    ("save-directory", lambda p: _report_obj().save(p), IsADirectoryError,
+     "Report.save(): cannot write"),
 ]
 
 

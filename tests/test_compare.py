@@ -93,8 +93,10 @@ def test_compare_renders_and_validates(tmp_path):
         traceml.compare()
     with pytest.raises(TypeError, match=r"runs\[1\] must be a Report or a path"):
         traceml.compare(base, 3)
-    with pytest.raises(ValueError, match="labels has 1 names for 2 runs"):
+    with pytest.raises(ValueError, match="labels has 1 name for 2 runs"):
         traceml.compare(base, base, labels=["a"])
+    with pytest.raises(ValueError, match="compare\\(\\): labels must be distinct, 'x' repeats"):
+        traceml.compare(base, base, labels=["x", "x"])
 
 
 def test_repr_names_the_verdicts():
@@ -148,8 +150,8 @@ def test_default_labels_that_collide_get_numbered(tmp_path):
     taken = other.save(tmp_path / "d" / "x.traceml#2")
     assert [r["label"] for r in traceml.compare(path, path, taken).rows] == \
         ["x.traceml", "x.traceml#3", "x.traceml#2"]
-    # labels given by the caller are used as given
-    assert [r["label"] for r in traceml.compare(path, path, labels=["a", "a"]).rows] == ["a", "a"]
+    # labels given by the caller are used as given, and must be distinct
+    assert [r["label"] for r in traceml.compare(path, path, labels=["a", "b"]).rows] == ["a", "b"]
 
 
 def _cli(*args, stdout):

@@ -268,3 +268,13 @@ def test_misuse_notes_point_at_the_probe_misused():
     notes = traceml.report()["notes"]
     assert "probe misuse: fetch_done_without_step x1 (see help(traceml.fetch_done))" in notes
     assert "probe misuse: step_begin_while_open x1 (see help(traceml.step_begin))" in notes
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (None, "-"), (0.0, "0 ns"), (4.2e-7, "420 ns"), (3.5e-5, "35 µs"), (0.0123, "12.3 ms"),
+    (1.5, "1.50 s"), (86400.0, "86400.00 s"), (9e9, "9e+09 s"),
+])
+def test_durations_keep_three_digits_readable(seconds, text):
+    from traceml.render import fmt_s
+
+    assert fmt_s(seconds) == text

@@ -234,6 +234,9 @@ def test_large_stalls_over_slow_fetches_keep_their_own_cadence(loader_source):  
     assert r["concentration"]["stall_wait_share"] == pytest.approx(share, rel=1e-12)
     assert r["next"][0].endswith("slow input on every batch.")
     assert r["next"][1].startswith("On top, larger stalls recur every 10 steps")
+    # num_workers=0: every gap is a multiple of 1, so that is not said.
+    assert "cadence: a stall every 10 steps (modal gap); num_workers=0\n" in str(r) + "\n"
+    assert "multiples of 1" not in str(r)
 
 
 def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):  # noqa: F811

@@ -171,7 +171,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
 
     Args:
         *runs: Reports, or paths of files written by ``Report.save``.
-        labels: one name per run, used as given (default: the file name,
+        labels: one distinct name per run, used as given (default: the file name,
             or the report's source name; a default name that repeats gets
             "#2", "#3", ... on its second, third, ... use, so every row
             has its own label).
@@ -190,7 +190,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     Raises:
         TypeError: a run is neither a Report nor a path, or labels is not a
             sequence.
-        ValueError: no runs, labels of the wrong length, or a file that is
+        ValueError: no runs, labels of the wrong length or repeated, or a file that is
             not a readable traceml run.
         FileNotFoundError: a path that does not exist.
     """
@@ -218,9 +218,13 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         labels = list(labels)
         if len(labels) != len(reports):
             raise ValueError(
-                f"compare(): labels has {len(labels)} names for {len(reports)} runs"
+                f"compare(): labels has {len(labels)} name{'s' if len(labels) != 1 else ''} "
+                f"for {len(reports)} run{'s' if len(reports) != 1 else ''}"
             )
         names = [str(x) for x in labels]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"compare(): labels must be distinct, {repeated[0]!r} repeats")
     else:
         names = _distinct(names)
     base = reports[0].summary

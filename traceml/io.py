@@ -51,13 +51,18 @@ def save_report(report, path: PathLike) -> str:
     path = _path_arg(path, "Report.save()")
     header = {"format": FORMAT, "format_version": FORMAT_VERSION,
               "summary": report.to_dict()}
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        z.writestr("summary.json", json.dumps(header, indent=1))
-        for field in report.steps.dtype.names:
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(report.steps[field]),
-                                      allow_pickle=False)
-            z.writestr(f"{field}.npy", buf.getvalue())
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr("summary.json", json.dumps(header, indent=1))
+            for field in report.steps.dtype.names:
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.ascontiguousarray(report.steps[field]),
+                                          allow_pickle=False)
+                z.writestr(f"{field}.npy", buf.getvalue())
+    except OSError as exc:
+        # Same errno, so the same subclass (IsADirectoryError, ...).
+        raise OSError(exc.errno, f"Report.save(): cannot write {path!r}: "
+                                 f"{exc.strerror or exc}") from exc
     return path
 
 

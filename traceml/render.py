@@ -17,6 +17,8 @@ def fmt_s(seconds: Optional[float]) -> str:
     if seconds is None:
         return "-"
     a = abs(seconds)
+    if a >= 1e5:
+        return f"{seconds:.3g} s"
     if a >= 1:
         return f"{seconds:.2f} s"
     if a >= 1e-3:
@@ -83,8 +85,9 @@ def _stall_lines(s: dict) -> list[str]:
         text += f"; num_workers={cad['num_workers']}"
         if cad["matches_num_workers"]:
             text += ": the cadence follows num_workers"
-        if cad["multiple_fraction"] is not None:
-            k = max(cad["num_workers"], 1)
+        if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
+            # Every gap is a multiple of 1: said only when it can fail.
+            k = cad["num_workers"]
             text += (
                 f" ({100 * cad['multiple_fraction']:.0f}% of gaps are "
                 f"multiples of {k})"

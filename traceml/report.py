@@ -86,6 +86,10 @@ def _startup_steps(src, epoch: np.ndarray) -> np.ndarray:
 def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:
     known = sources()
     ids, counts = np.unique(records["source"], return_counts=True)
+    if source is not None and (isinstance(source, bool)
+                               or not isinstance(source, (str, int))):
+        raise TypeError("report(): source must be a source name (str) or id (int), "
+                        f"got {type(source).__name__}")
     if source is None:
         if len(ids) == 0:
             # Nothing recorded: a loader stuck on its very first fetch is
@@ -388,7 +392,8 @@ def report(
         whose text says so.
 
     Raises:
-        TypeError: stall_threshold_s is not a real number.
+        TypeError: stall_threshold_s is not a real number, or source is
+            neither a str nor an int.
         ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
             source names no known source.
         MemoryError: the step store could not grow and nothing was recorded.

@@ -512,7 +512,8 @@ def sweep(
             threshold is not a number; an axis is not a sequence.
         ValueError: steps < 2, passes < 1, a negative or non-finite pace,
             a negative, non-finite or too large (> 9e9 s)
-            threshold, an empty axis, or a negative num_workers.
+            threshold, an empty axis or one that repeats a value, or a
+            negative num_workers.
     """
     if not callable(make_loader):
         raise TypeError(f"sweep(): make_loader must be callable, got {type(make_loader).__name__}")
@@ -543,6 +544,16 @@ def sweep(
     for name, values in axes.items():
         if not values:
             raise ValueError(f"sweep(): {name} needs at least one value")
+        seen = []
+        for v in values:
+            try:
+                repeated = v in seen
+            except Exception:  # noqa: BLE001 - values without a plain ==
+                repeated = False
+            if repeated:
+                raise ValueError(f"sweep(): {name} repeats {v!r}; use passes= to "
+                                 "measure a condition again")
+            seen.append(v)
     for w in axes["num_workers"]:
         if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Integral):
             raise TypeError(f"sweep(): num_workers must be ints >= 0, got {type(w).__name__} "
