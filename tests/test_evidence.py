@@ -199,7 +199,9 @@ def test_a_loader_stuck_on_its_first_fetch_is_what_report_shows():
     # not the empty probes.  Once a probe step exists, the probes' report
     # points at the stuck loader.
     traceml.configure(stuck_after_s=0.3, sampler_period_s=0.02)
-    loader = DataLoader(_BlocksOn(4, blocked=0), batch_size=1, num_workers=1, timeout=2)
+    # The worker wakes soon after the timeout, so its shutdown is quick.
+    loader = DataLoader(_SlowOnce(4, slow=0, sleep_s=2.5), batch_size=1, num_workers=1,
+                        timeout=2)
     seen = {}
 
     def look():
