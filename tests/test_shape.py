@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from traceml import _core, policy
+from traceml.render import fmt_s
 from traceml.report import build
 
 from test_report import INFO, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401
@@ -197,7 +198,8 @@ def test_slow_throughout_with_periodic_stalls_is_not_heavy_tailed(loader_source)
     assert 0 < r["stalls"]["count"] <= r["steady_steps"] / 2
     assert r["shape"] == "UNIFORMLY-SLOW"
     assert "between stalls are slow too" in r["shape_rule"]
-    assert r["next"][0].startswith("Every fetch waits")
+    assert r["next"][0].startswith("Most fetches wait (median 40 ms")  # a quarter wait 3 ms
+    assert r["next"][0].endswith("slow input on most batches.")
     assert r["next"][1] == "On top, larger stalls recur every 4 steps (num_workers=4)."
 
 
@@ -307,3 +309,45 @@ def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,
     assert r["next"][0].endswith("slow input on every batch.")
     assert r["next"][1] == tail
     assert not any("rather than stalls" in line for line in r["next"])
+
+
+@pytest.mark.parametrize("gaps,label,period", [
+    ([2, 18], "IRREGULAR", None),      # two different gaps: no period
+    ([4, 4], "PERIODIC", 4),
+    ([2, 2, 18], "PERIODIC", 2),
+    ([1, 3, 1, 3], "IRREGULAR", None),  # a tie: left to the per-burst count
+    ([4, 4, 8], "PERIODIC", 4),
+])
+def test_a_period_is_a_gap_seen_twice_and_commoner_than_any_other(gaps, label, period):
+    t = policy.temporal(np.array(gaps, dtype=np.int64), np.full(40, MS, dtype=np.int64))
+    assert (t["label"], t["period"]) == (label, period)
+
+
+def _overtaking_summary(period, num_workers=4, overtaking=30):
+    """A HEAVY-TAILED summary whose stalls recur every ``period`` steps,
+    from an in_order=False loader whose deliveries overtook."""
+    n = 120
+    wait = np.full(n, 50_000, dtype=np.int64)
+    wait[::period] = 300 * MS
+    s = build(records(wait, np.full(n, 10 * MS)), INFO, SYNTHETIC, None).summary
+    assert s["shape"] == "HEAVY-TAILED" and s["temporal"]["period"] == period
+    s["loader"] = {"num_workers": num_workers, "in_order": False}
+    s["delivery"] = {"in_order": False, "known": n, "overtaking": overtaking}
+    return s
+
+
+def test_overtaking_with_the_workers_period_blames_the_round(loader_source):  # noqa: F811
+    loader_source(4)
+    nxt = policy.next_steps(_overtaking_summary(4), fmt_s)
+    assert any("yet the stalls still recur every 4 steps: not one slow sample" in t
+               for t in nxt)
+
+
+def test_overtaking_with_another_period_does_not_blame_the_round(loader_source):  # noqa: F811
+    """in_order=False, num_workers=4, one slow sample every 8 batches: the
+    stalls follow the sample, so the workers' round is not the cause."""
+    loader_source(4)
+    nxt = policy.next_steps(_overtaking_summary(8), fmt_s)
+    assert not any("workers' round" in t for t in nxt), nxt
+    assert any("30 deliveries overtook a slower batch: single slow samples" in t for t in nxt)
+    assert any("The stalls recur every 8 steps while num_workers=4" in t for t in nxt)

@@ -91,12 +91,15 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
 
 class StallRule(NamedTuple):
     """What the stall threshold rule decided; ``floor_ns`` is max(1 ms, 20%
-    of the median step), below which a wait is not material."""
+    of the median step), below which a wait is not material; ``all_slow``
+    says that even the p10 wait clears it (every fetch is slow, whether or
+    not larger stalls stand out on top)."""
 
     threshold_ns: int
     rule: str
     every_fetch_slow: bool
     floor_ns: float = STALL_FLOOR_S * 1e9
+    all_slow: bool = False
 
 
 def stall_threshold_ns(
@@ -130,7 +133,8 @@ def stall_threshold_ns(
     floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
     if given_s is not None:
         threshold = int(round(given_s * 1e9))
-        return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold), floor)
+        return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold), floor,
+                         bool(p10 > floor))
     every_slow = bool(p10 > floor)
     candidates = {
         "floor max(1 ms, 20% of median step)": floor,
@@ -158,12 +162,12 @@ def stall_threshold_ns(
         return StallRule(int(floor), (
             "auto: every fetch is slow (p10 wait > floor); floor "
             "max(1 ms, 20% of median step)"
-        ), True, floor)
+        ), True, floor, True)
     return StallRule(threshold, (
         "auto: every fetch is slow (p10 wait > floor) and a separate group of "
         f"large waits stands out (at least {MIN_GROUP_ON_TOP}, at most half the fetches, "
         f"typically {BIMODAL_MIN_RATIO:g}x the rest); {name}"
-    ), False, floor)
+    ), False, floor, True)
 
 
 # A group of large waits on top of slow fetches needs at least two members:
@@ -243,15 +247,20 @@ def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
 
 # --- temporal structure -------------------------------------------------------
 # PERIODIC when there are at least 2 gaps between stalls (3 stalls) and the
-# modal gap holds at least half of them; IRREGULAR otherwise; null with
-# fewer than 2 gaps.  Random stalls (each step a stall with probability p,
+# modal gap holds at least half of them, was seen at least twice, and is
+# more common than any other gap; IRREGULAR otherwise; null with fewer than
+# 2 gaps.  Random stalls (each step a stall with probability p,
 # independently) have geometric gaps whose mode holds a share p of them, so
-# the rule calls them IRREGULAR whenever p < 1/2.  As evidence the report
-# adds the autocorrelation of steady-state input wait at the period.
+# the rule calls them IRREGULAR whenever p < 1/2; "seen twice" keeps two
+# different gaps (2 and 18) from making a period of one of them, and "more
+# common" keeps a tie (1, 3, 1, 3) for the per-burst count to resolve.  As
+# evidence the report adds the autocorrelation of steady-state input wait
+# at the period.
 PERIODIC = "PERIODIC"
 IRREGULAR = "IRREGULAR"
 PERIOD_MIN_GAPS = 2
 PERIOD_MIN_SHARE = 0.5
+PERIOD_MIN_REPEATS = 2
 
 
 def burst_onsets(stall_mask: np.ndarray, epoch: np.ndarray) -> np.ndarray:
@@ -294,9 +303,12 @@ def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray) -> Optional[dict]:
         return None
     values, counts = _core.gap_histogram(gaps)
     modal = int(_core.modal_gap(gaps))
-    share = float(counts[values == modal][0]) / len(gaps)
+    modal_count = int(counts[values == modal][0])
+    share = float(modal_count) / len(gaps)
     match = _core.cadence_match(gaps, modal)
-    periodic = share >= PERIOD_MIN_SHARE
+    runner_up = int(np.sort(counts)[-2]) if len(counts) > 1 else 0
+    periodic = (share >= PERIOD_MIN_SHARE and modal_count >= PERIOD_MIN_REPEATS
+                and modal_count > runner_up)
     ac = _core.autocorr(steady_wait_ns, modal) if modal < len(steady_wait_ns) else float("nan")
     return {
         "label": PERIODIC if periodic else IRREGULAR,
@@ -405,9 +417,12 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         step_median = s["step_s"]["median"]
         of_step = (f", {_pct(wait['median'] / step_median)} of the median step"
                    if step_median else "")
+        every = s["stalls"].get("all_slow", True)
         out.append(
-            f"Every fetch waits (median {fmt_s(wait['median'])}{of_step}): "
-            + ("slow input on every batch." if on_top
+            f"{'Every fetch waits' if every else 'Most fetches wait'} "
+            f"(median {fmt_s(wait['median'])}{of_step}): "
+            + ("slow input on every batch." if on_top and every
+               else "slow input on most batches." if on_top
                else "uniformly slow input rather than stalls.")
         )
         if on_top and tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1:
@@ -468,7 +483,8 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         return out
     dlv = s.get("delivery")
     if loader and loader.get("in_order") is False and dlv and dlv["known"]:
-        if dlv["overtaking"] and tmp["label"] == PERIODIC:
+        if (dlv["overtaking"] and tmp["label"] == PERIODIC
+                and tmp["period"] == effective_workers(nw)):
             out.append(
                 f"With in_order=False, {dlv['overtaking']} deliveries overtook a "
                 f"slower batch, yet the stalls still recur every {tmp['period']} "

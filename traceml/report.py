@@ -337,6 +337,7 @@ def build(
         "stalls": {
             "threshold_s": threshold_ns * NS,
             "rule": rule.rule,
+            "all_slow": rule.all_slow,
             "count": int(mask.sum()),
             "steps": [int(i) for i in np.flatnonzero(mask)],
             "gaps": [int(g) for g in gaps],
