@@ -88,10 +88,14 @@ def test_pid_changes_at_epoch_starts_only_without_persistent_workers(persistent)
     w = r["workers"]
     pids = [e["pids"] for e in w["pids_by_epoch"]]
     assert len(pids) == 3 and all(len(p) == 2 for p in pids)
+    start_line = next(ln for ln in str(r).splitlines() if ln.startswith("epoch start:"))
     if persistent:
         assert pids[0] == pids[1] == pids[2]
         assert w["pid_changes"] == []
+        assert "persistent workers start once" in start_line
+        assert "worker start-up" not in start_line
     else:
+        assert "(iter() and worker start-up)" in start_line
         assert len({tuple(p) for p in pids}) == 3
         steps_per_epoch = 8
         assert [c["step"] for c in w["pid_changes"]] == [steps_per_epoch, 2 * steps_per_epoch]
@@ -460,3 +464,44 @@ def test_without_workers_run_queue_wait_counts_as_busy():
     assert "(0.3 cores busy, 0.7 runnable)" in text[0]
     assert any("the cost is CPU-side dataset processing" in t for t in text)
     assert not any("mostly idle" in t for t in text)
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_a_reset_mid_epoch_does_not_make_overtaking(in_order):
+    # reset() after 4 batches drops ranks 0-3 from the record: they were
+    # delivered, so in order the later ones overtook nothing.
+    ds = BurnDataset(24, 0.002, slow_every=8, slow_index=5, slow_cpu_s=0.15)
+    loader = DataLoader(ds, batch_size=1, num_workers=2, in_order=in_order)
+    for i, _b in enumerate(traceml.wrap(loader, name=f"reset-{in_order}")):
+        time.sleep(0.002)
+        if i == 3:
+            traceml.reset()
+    d = traceml.report(source=f"reset-{in_order}")["delivery"]
+    ranks = d["ranks"]
+    assert len(ranks) == 20 and len(set(ranks)) == 20
+    # Independent count among the recorded deliveries: one overtakes when a
+    # lower rank is delivered after it.
+    expected = sum(1 for i, rk in enumerate(ranks) if any(q < rk for q in ranks[i + 1:]))
+    assert d["overtaking"] == expected
+    if in_order:
+        assert ranks == list(range(4, 24)) and expected == 0
+
+
+@pytest.mark.parametrize("reads,faults", [(4096.0, 0.0), (0.0, 1.0)])
+def test_a_trace_of_reads_in_the_stalls_is_not_storage(reads, faults):
+    """One page read or one major fault in 0.45 s of stalls (a trial run of
+    a dataset that only sleeps): not a storage bottleneck."""
+    slow = {"count": 3, "wall_s": 0.45, "worker_cpu_s": 0.01, "runq_wait_s": 0.0,
+            "read_bytes": reads, "major_faults": faults, "worker_cores_busy": 0.02,
+            "worker_cores_runnable": 0.02, "busiest_worker_cores": 0.02}
+    fast = {"count": 9, "wall_s": 1.3, "worker_cpu_s": 0.1, "runq_wait_s": 0.0,
+            "read_bytes": 0.0, "major_faults": 0.0, "worker_cores_busy": 0.08,
+            "worker_cores_runnable": 0.08}
+    text = evidence.interval_sentences({"slow": slow, "fast": fast, "unavailable": {}},
+                                       num_workers=2, cpus=2)
+    assert not any("suspect" in t or "may matter" in t for t in text), text
+    assert any(t.startswith("During stalls the workers were mostly idle; it read only "
+                            f"{reads / 1e3:.0f} kB with {faults:.0f} major fault")
+               and t.endswith("a trace, not a storage bottleneck: the wait lies elsewhere "
+                              "(IPC, the main process, locks).") for t in text), text
+    assert text[-1] == evidence.CAVEATS  # the page-cache caveat still applies

@@ -33,13 +33,14 @@ CAVEATS = (
     "read costs CPU, not storage); nothing here measures CPU cache misses "
     "or isolates the scheduler."
 )
-# Once the stalls did read from storage, the page-cache caveat is moot.
+# Once the stalls did read from storage in earnest, the page-cache caveat
+# is moot.
 CAVEATS_WITH_READS = ("Caveats: nothing here measures CPU cache misses or isolates "
                       "the scheduler.")
 
 
-def _caveats(reads: Optional[float]) -> str:
-    return CAVEATS_WITH_READS if reads else CAVEATS
+def _caveats(reads_matter: bool) -> str:
+    return CAVEATS_WITH_READS if reads_matter else CAVEATS
 
 
 # --- host ------------------------------------------------------------------------
@@ -78,7 +79,9 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     ``ranks[i]`` is step i's batch position in its epoch's sampler order,
     ``workers[i]`` the worker that produced it (None: unknown or the main
     process).  ``overtaking`` counts deliveries made while a batch of lower
-    rank was still undelivered (see ``_core.overtaking``).  A loader with
+    rank was still undelivered (see ``_core.overtaking``), among the
+    batches the record holds: one delivered before a reset() mid-epoch, or
+    still pending when the loop stopped, is not counted.  A loader with
     num_workers=0 delivers in sampler order by construction: rank = the
     step's position in its epoch.
     """
@@ -95,13 +98,23 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
             sel = (steps["epoch"] == e) & (position < _core.FLAG_POS_MAX)
             ranks[sel] = position[sel]
     known = ranks >= 0
+    # Overtaking is judged among the deliveries recorded: each epoch's
+    # recorded ranks are renumbered 0..m-1 in rank order.  For a whole epoch
+    # that changes nothing; a batch the record never saw (delivered before a
+    # reset() mid-epoch, or still pending when the loop stopped) then does
+    # not count as undelivered.
+    counted = ranks.copy()
+    for e in np.unique(steps["epoch"]):
+        sel = (steps["epoch"] == e) & known
+        if sel.any():
+            counted[sel] = np.unique(ranks[sel], return_inverse=True)[1]
     # _core.overtaking takes each epoch as one contiguous run; two iterators
     # of one loader alive at once (zip(wrap(dl), wrap(dl))) interleave their
     # epochs' steps, so group them by epoch first, keeping step order within.
     order = np.argsort(steps["epoch"], kind="stable")
     overtook = np.zeros(n, dtype=bool)
     if n:
-        overtook[order] = _core.overtaking(ranks[order], steps["epoch"][order])
+        overtook[order] = _core.overtaking(counted[order], steps["epoch"][order])
     return {
         "in_order": loader.get("in_order"),
         "ranks": [int(r) if r >= 0 else None for r in ranks],
@@ -252,27 +265,43 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     return out
 
 
+# Reads below these rates during stalls are a trace (a page of a module, a
+# log line, one fault), not a storage bottleneck: a loader held up by storage
+# moves tens of MB/s or more.  1 MB/s is 256 pages of 4 KiB a second.
+MIN_STALL_READ_BYTES_PER_S = 1e6
+MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
+
+
+def _reads_matter(slow: dict, fast: dict, read_key: str, fault_key: str) -> bool:
+    """Whether the stalls read from storage in earnest: read_bytes or major
+    faults per second of stall at least the rates above, and heavier than
+    outside the stalls (the training step may read files too, and at the
+    sampler's 20 ms resolution some of its reads spill into the stalls'
+    windows)."""
+    slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
+    if slow_wall <= 0:
+        return False
+
+    def matters(key: str, floor: float) -> bool:
+        amount = slow.get(key) or 0.0
+        if amount / slow_wall < floor:
+            return False
+        return fast_wall <= 0 or amount / slow_wall > (fast.get(key) or 0.0) / fast_wall
+
+    return (matters(read_key, MIN_STALL_READ_BYTES_PER_S)
+            or matters(fault_key, MIN_STALL_MAJOR_FAULTS_PER_S))
+
+
 def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key: str,
                      busy: bool, idle_known: bool) -> Optional[str]:
     """The sentence on CPU-side work versus storage reads during stalls, for
     ``who`` ("the workers" or "the main process"), from the counters
     ``read_key`` (read_bytes) and ``fault_key`` (major faults) of the slow
-    and fast intervals.
-
-    Reads count against the stalls only where they are heavier there than
-    outside them, per second of wall time: the main process's training
-    step may read files too, and at the sampler's 20 ms resolution some of
-    its reads spill into the stalls' windows.
-    """
+    and fast intervals; storage counts only where :func:`_reads_matter`."""
     was = "was" if who == "the main process" else "were"
     reads, faults = slow[read_key], slow[fault_key]
     fast_reads, fast_faults = fast.get(read_key) or 0.0, fast.get(fault_key) or 0.0
     slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
-
-    def heavier(in_stalls: float, outside: float) -> bool:
-        if in_stalls <= 0:
-            return False
-        return fast_wall <= 0 or in_stalls / slow_wall > outside / fast_wall
 
     def rate(amount: float, wall: float) -> str:
         return f"{amount / wall / 1e6:.1f} MB/s" if wall > 0 else "-"
@@ -281,13 +310,21 @@ def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key:
     if nothing and fast_reads == 0 and fast_faults == 0 and busy:
         return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
                 "dataset processing, not storage reads.")
-    if not (heavier(reads, fast_reads) or heavier(faults, fast_faults)):
+    if not _reads_matter(slow, fast, read_key, fault_key):
         if nothing and busy:
             return (f"No storage reads or major faults during stalls while {who} {was} "
                     "busy: the stalls are CPU-side dataset processing.")
-        lighter = ("" if nothing else
-                   f"; its reads ({reads / 1e6:.1f} MB, {rate(reads, slow_wall)}) were no "
-                   f"heavier than outside the stalls ({rate(fast_reads, fast_wall)})")
+        few = (slow_wall <= 0 or (reads / slow_wall < MIN_STALL_READ_BYTES_PER_S
+                                  and faults / slow_wall < MIN_STALL_MAJOR_FAULTS_PER_S))
+        if nothing:
+            lighter = ""
+        elif few:
+            lighter = (f"; it read only {reads / 1e3:.0f} kB with {faults:.0f} major "
+                       f"fault{'s' if faults != 1 else ''}: a trace, not a storage "
+                       "bottleneck")
+        else:
+            lighter = (f"; its reads ({reads / 1e6:.1f} MB, {rate(reads, slow_wall)}) were "
+                       f"no heavier than outside the stalls ({rate(fast_reads, fast_wall)})")
         if busy:
             return (f"During stalls {who} {was} busy{lighter}: the stalls are CPU-side "
                     "dataset processing, not storage reads.")
@@ -339,7 +376,8 @@ def _main_process_sentences(iv: dict) -> list[str]:
                                 "main_major_faults", runnable >= BUSY_SHARE, True)
         if text:
             out.append(text)
-    out.append(_caveats(reads))
+    out.append(_caveats(reads is not None and faults is not None and _reads_matter(
+        slow, fast, "main_read_bytes", "main_major_faults")))
     return out
 
 
@@ -397,7 +435,8 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
                      "threads or processes, the training loop's own included, competed "
                      "for the CPUs")
         out.append(text + ", which stretches each batch.")
-    out.append(_caveats(reads))
+    out.append(_caveats(reads is not None and faults is not None and _reads_matter(
+        slow, fast, "read_bytes", "major_faults")))
     return out
 
 
