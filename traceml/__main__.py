@@ -32,7 +32,7 @@ def main(argv=None) -> int:
                 # reader that stops early (| head) still gets the file.
                 try:
                     with open(args.html, "w", encoding="utf-8") as fh:
-                        fh.write(rep._repr_html_())
+                        fh.write(_html_page(rep))
                 except OSError as exc:
                     raise OSError(f"cannot write --html {args.html!r}: "
                                   f"{exc.strerror or exc}") from exc
@@ -48,6 +48,16 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     return 0
+
+
+def _html_page(rep) -> str:
+    """The notebook view of ``rep`` as a standalone UTF-8 page (the report
+    prints "·", "µs" and "→", which need the charset declared)."""
+    import html
+
+    title = html.escape(f"traceml · {rep.summary['source']}")
+    return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+            f"<title>{title}</title></head>\n<body>\n{rep._repr_html_()}\n</body></html>\n")
 
 
 def _stdout_closed() -> int:

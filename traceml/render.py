@@ -101,6 +101,14 @@ def _stall_lines(s: dict) -> list[str]:
     return lines
 
 
+def _epoch_start_cause(loader: Optional[dict]) -> str:
+    if not loader:
+        return "includes iter()"
+    if loader.get("persistent_workers"):
+        return "iter() and the workers' first batches; persistent workers start once"
+    return "iter() and worker start-up"
+
+
 def _epoch_start_line(s: dict) -> Optional[str]:
     es = s["epoch_start"]
     if not es["count"]:
@@ -108,7 +116,7 @@ def _epoch_start_line(s: dict) -> Optional[str]:
     w = es["input_wait_s"]
     return (
         f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
-        f"({'iter() and worker start-up' if s.get('loader') else 'includes iter()'}) "
+        f"({_epoch_start_cause(s.get('loader'))}) "
         f"mean {fmt_s(w['mean'])}, max "
         f"{fmt_s(w['max'])}; not in the table above"
     )
