@@ -363,14 +363,18 @@ def test_run_queue_wait_without_oversubscription_blames_other_processes():
                "training loop's own included, competed" in t for t in text)
 
 
-def _main_iv(slow_cpu, wall=1.0, reads=0.0, faults=0.0, fast_reads=0.0):
-    """Intervals of a num_workers=0 loader: main-process counters only."""
+def _main_iv(slow_cpu, wall=1.0, reads=0.0, faults=0.0, fast_reads=0.0, runq=None):
+    """Intervals of a num_workers=0 loader: main-process counters only,
+    with the busy and runnable cores intervals() derives from them."""
     unavailable = {k: evidence.NO_WORKERS for k in
                    ("worker_cpu_s", "runq_wait_s", "read_bytes", "major_faults")}
-    slow = {"count": 3, "wall_s": wall, "main_cpu_s": slow_cpu,
-            "main_read_bytes": reads, "main_major_faults": faults}
-    fast = {"count": 10, "wall_s": 2.0, "main_cpu_s": 1.8,
-            "main_read_bytes": fast_reads, "main_major_faults": 0.0}
+    slow = {"count": 3, "wall_s": wall, "main_cpu_s": slow_cpu, "main_runq_wait_s": runq,
+            "main_read_bytes": reads, "main_major_faults": faults,
+            "main_cores_busy": slow_cpu / wall,
+            "main_cores_runnable": (slow_cpu + (runq or 0.0)) / wall}
+    fast = {"count": 10, "wall_s": 2.0, "main_cpu_s": 1.8, "main_runq_wait_s": None,
+            "main_read_bytes": fast_reads, "main_major_faults": 0.0,
+            "main_cores_busy": 0.9, "main_cores_runnable": 0.9}
     return {"slow": slow, "fast": fast, "unavailable": unavailable}
 
 
@@ -440,6 +444,7 @@ def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
     slow = r["workers"]["intervals"]["slow"]
     assert slow["count"] == 4
     cores = slow["main_cpu_s"] / slow["wall_s"]
+    assert slow["main_cores_busy"] == pytest.approx(cores)
     text = str(r)
     assert "num_workers=0, so the dataset runs in the main process" in text
     assert "unavailable (no worker processes)" not in text
@@ -458,8 +463,7 @@ def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
 def test_without_workers_run_queue_wait_counts_as_busy():
     """On a loaded host the main thread waits its turn: 0.3 cores on a CPU
     plus 0.4 in the run queue is CPU work held up, not an idle wait."""
-    iv = _main_iv(0.3)
-    iv["slow"]["main_runq_wait_s"] = 0.4
+    iv = _main_iv(0.3, runq=0.4)
     text = evidence.interval_sentences(iv, num_workers=0, cpus=2)
     assert "(0.3 cores busy, 0.7 runnable)" in text[0]
     assert any("the cost is CPU-side dataset processing" in t for t in text)

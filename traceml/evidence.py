@@ -254,6 +254,11 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         out[k]["worker_cores_busy"] = cpu / w if cpu is not None and w > 0 else None
         out[k]["worker_cores_runnable"] = (
             (cpu + runq) / w if cpu is not None and runq is not None and w > 0 else None)
+        main_cpu = out[k].get("main_cpu_s")
+        main_runq = out[k].get("main_runq_wait_s")
+        out[k]["main_cores_busy"] = main_cpu / w if main_cpu is not None and w > 0 else None
+        out[k]["main_cores_runnable"] = (
+            (main_cpu + (main_runq or 0.0)) / w if main_cpu is not None and w > 0 else None)
     # The busiest single worker during stalls: one worker grinding through a
     # slow sample while the others idle is CPU-side work too.
     w = out["slow"]["wall_s"]
@@ -272,24 +277,30 @@ MIN_STALL_READ_BYTES_PER_S = 1e6
 MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
 
 
-def _reads_matter(slow: dict, fast: dict, read_key: str, fault_key: str) -> bool:
-    """Whether the stalls read from storage in earnest: read_bytes or major
-    faults per second of stall at least the rates above, and heavier than
-    outside the stalls (the training step may read files too, and at the
-    sampler's 20 ms resolution some of its reads spill into the stalls'
-    windows)."""
+# What the stalls' reads amount to (see _stall_reads).
+NO_READS, TRACE_READS, LIGHTER_READS, HEAVY_READS = "none", "trace", "lighter", "heavy"
+
+
+def _stall_reads(slow: dict, fast: dict, read_key: str, fault_key: str) -> str:
+    """What read_bytes (``read_key``) and major faults (``fault_key``) in the
+    stalls amount to: NO_READS; TRACE_READS, both under the rates above;
+    LIGHTER_READS, no heavier per second than outside the stalls (the
+    training step may read files too, and at the sampler's 20 ms
+    resolution some of its reads spill into the stalls' windows); or
+    HEAVY_READS, storage read in earnest."""
     slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
-    if slow_wall <= 0:
-        return False
-
-    def matters(key: str, floor: float) -> bool:
-        amount = slow.get(key) or 0.0
-        if amount / slow_wall < floor:
-            return False
-        return fast_wall <= 0 or amount / slow_wall > (fast.get(key) or 0.0) / fast_wall
-
-    return (matters(read_key, MIN_STALL_READ_BYTES_PER_S)
-            or matters(fault_key, MIN_STALL_MAJOR_FAULTS_PER_S))
+    if not (slow.get(read_key) or slow.get(fault_key)):
+        return NO_READS
+    lighter = False
+    for key, floor in ((read_key, MIN_STALL_READ_BYTES_PER_S),
+                       (fault_key, MIN_STALL_MAJOR_FAULTS_PER_S)):
+        rate = (slow.get(key) or 0.0) / slow_wall if slow_wall > 0 else 0.0
+        if rate < floor:
+            continue
+        if fast_wall <= 0 or rate > (fast.get(key) or 0.0) / fast_wall:
+            return HEAVY_READS
+        lighter = True
+    return LIGHTER_READS if lighter else TRACE_READS
 
 
 def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key: str,
@@ -297,34 +308,33 @@ def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key:
     """The sentence on CPU-side work versus storage reads during stalls, for
     ``who`` ("the workers" or "the main process"), from the counters
     ``read_key`` (read_bytes) and ``fault_key`` (major faults) of the slow
-    and fast intervals; storage counts only where :func:`_reads_matter`."""
+    and fast intervals; storage counts only for HEAVY_READS
+    (:func:`_stall_reads`)."""
     was = "was" if who == "the main process" else "were"
     reads, faults = slow[read_key], slow[fault_key]
     fast_reads, fast_faults = fast.get(read_key) or 0.0, fast.get(fault_key) or 0.0
     slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
+    kind = _stall_reads(slow, fast, read_key, fault_key)
 
     def rate(amount: float, wall: float) -> str:
         return f"{amount / wall / 1e6:.1f} MB/s" if wall > 0 else "-"
 
-    nothing = reads == 0 and faults == 0
-    if nothing and fast_reads == 0 and fast_faults == 0 and busy:
+    if kind == NO_READS and fast_reads == 0 and fast_faults == 0 and busy:
         return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
                 "dataset processing, not storage reads.")
-    if not _reads_matter(slow, fast, read_key, fault_key):
-        if nothing and busy:
-            return (f"No storage reads or major faults during stalls while {who} {was} "
-                    "busy: the stalls are CPU-side dataset processing.")
-        few = (slow_wall <= 0 or (reads / slow_wall < MIN_STALL_READ_BYTES_PER_S
-                                  and faults / slow_wall < MIN_STALL_MAJOR_FAULTS_PER_S))
-        if nothing:
-            lighter = ""
-        elif few:
-            lighter = (f"; it read only {reads / 1e3:.0f} kB with {faults:.0f} major "
-                       f"fault{'s' if faults != 1 else ''}: a trace, not a storage "
-                       "bottleneck")
-        else:
-            lighter = (f"; its reads ({reads / 1e6:.1f} MB, {rate(reads, slow_wall)}) were "
-                       f"no heavier than outside the stalls ({rate(fast_reads, fast_wall)})")
+    if kind == NO_READS and busy:
+        return (f"No storage reads or major faults during stalls while {who} {was} "
+                "busy: the stalls are CPU-side dataset processing.")
+    if kind != HEAVY_READS:
+        lighter = {
+            NO_READS: "",
+            TRACE_READS: (f"; it read only {reads / 1e3:.0f} kB with {faults:.0f} major "
+                          f"fault{'s' if faults != 1 else ''}: a trace, not a storage "
+                          "bottleneck"),
+            LIGHTER_READS: (f"; its reads ({reads / 1e6:.1f} MB, {rate(reads, slow_wall)}) "
+                            "were no heavier than outside the stalls "
+                            f"({rate(fast_reads, fast_wall)})"),
+        }[kind]
         if busy:
             return (f"During stalls {who} {was} busy{lighter}: the stalls are CPU-side "
                     "dataset processing, not storage reads.")
@@ -332,7 +342,7 @@ def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key:
             elsewhere = ("a sleep, a lock, the network" if who == "the main process"
                          else "IPC, the main process, locks")
             return (f"During stalls {who} {was} mostly idle"
-                    + (" and read nothing from storage" if nothing else lighter)
+                    + (" and read nothing from storage" if kind == NO_READS else lighter)
                     + f": the wait lies elsewhere ({elsewhere}).")
         return None
     heavy = (f"{reads / 1e6:.1f} MB from storage ({rate(reads, slow_wall)} against "
@@ -356,15 +366,13 @@ def _main_process_sentences(iv: dict) -> list[str]:
         why = iv["unavailable"].get("main_cpu_s", "no reading")
         return [f"Main-process counters unavailable ({why}): CPU-side versus storage "
                 "cannot be told apart here."]
-    cores = cpu / slow["wall_s"]
-    runq = slow.get("main_runq_wait_s")
-    runnable = cores + (runq / slow["wall_s"] if runq is not None else 0.0)
-    fast_cores = fast["main_cpu_s"] / fast["wall_s"] if fast["wall_s"] > 0 else 0.0
+    cores, runnable = slow["main_cores_busy"], slow["main_cores_runnable"]
     out = [f"num_workers=0, so the dataset runs in the main process: slow intervals held "
            f"{cpu:.2f} main-process CPU-s over {slow['wall_s']:.2f} s ({cores:.1f} cores "
-           + (f"busy, {runnable:.1f} runnable" if runq is not None else "busy")
+           + (f"busy, {runnable:.1f} runnable" if slow.get("main_runq_wait_s") is not None
+              else "busy")
            + f") against {fast['main_cpu_s']:.2f} over {fast['wall_s']:.2f} s in fast "
-           f"ones ({fast_cores:.1f} cores, the training step included)."]
+           f"ones ({fast['main_cores_busy'] or 0.0:.1f} cores, the training step included)."]
     reads, faults = slow.get("main_read_bytes"), slow.get("main_major_faults")
     if reads is None or faults is None:
         why = (iv["unavailable"].get("main_read_bytes")
@@ -376,8 +384,8 @@ def _main_process_sentences(iv: dict) -> list[str]:
                                 "main_major_faults", runnable >= BUSY_SHARE, True)
         if text:
             out.append(text)
-    out.append(_caveats(reads is not None and faults is not None and _reads_matter(
-        slow, fast, "main_read_bytes", "main_major_faults")))
+    out.append(_caveats(reads is not None and faults is not None and _stall_reads(
+        slow, fast, "main_read_bytes", "main_major_faults") == HEAVY_READS))
     return out
 
 
@@ -435,8 +443,8 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
                      "threads or processes, the training loop's own included, competed "
                      "for the CPUs")
         out.append(text + ", which stretches each batch.")
-    out.append(_caveats(reads is not None and faults is not None and _reads_matter(
-        slow, fast, "read_bytes", "major_faults")))
+    out.append(_caveats(reads is not None and faults is not None and _stall_reads(
+        slow, fast, "read_bytes", "major_faults") == HEAVY_READS))
     return out
 
 

@@ -423,8 +423,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             if row["loader_num_workers"] == 0:
                 # No workers: the dataset runs in the main process, whose
                 # counters stand in (evidence._main_process_sentences).
-                cpu, wall = slow.get("main_cpu_s"), slow["wall_s"]
-                row["slow_worker_cores"] = cpu / wall if cpu is not None and wall > 0 else None
+                row["slow_worker_cores"] = slow.get("main_cores_busy")
                 row["slow_read_bytes"] = slow.get("main_read_bytes")
                 row["slow_major_faults"] = slow.get("main_major_faults")
             else:
