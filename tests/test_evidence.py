@@ -125,24 +125,26 @@ def test_slow_intervals_carry_the_worker_cpu_and_no_reads():
     json.dumps(r.to_dict())
 
 
-class _BlocksOn:
-    """Item `blocked` sleeps (without burning CPU) far longer than the test."""
+class _SlowOnce:
+    """Item `slow` sleeps `sleep_s` (without burning CPU), then returns."""
 
-    def __init__(self, n, blocked):
-        self.n, self.blocked = n, blocked
+    def __init__(self, n, slow, sleep_s):
+        self.n, self.slow, self.sleep_s = n, slow, sleep_s
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        if i == self.blocked:
-            time.sleep(60)
+        if i == self.slow:
+            time.sleep(self.sleep_s)
         return torch.tensor([i])
 
 
 def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
     traceml.configure(stuck_after_s=0.5, sampler_period_s=0.02)
-    loader = DataLoader(_BlocksOn(12, blocked=5), batch_size=1, num_workers=2, timeout=3)
+    # Item 5 sleeps far longer than the test: the DataLoader's timeout ends it.
+    loader = DataLoader(_SlowOnce(12, slow=5, sleep_s=60), batch_size=1, num_workers=2,
+                        timeout=3)
     seen_while_waiting = {}
 
     def look():
@@ -170,21 +172,6 @@ def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
     # The DataLoader's timeout ended that fetch: no batch came of it.
     assert done["step"] is None
     assert "then ended without a batch" in str(traceml.report(source="stuck"))
-
-
-class _SlowOnce:
-    """Item `slow` sleeps `sleep_s` (without burning CPU), then returns."""
-
-    def __init__(self, n, slow, sleep_s):
-        self.n, self.slow, self.sleep_s = n, slow, sleep_s
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i == self.slow:
-            time.sleep(self.sleep_s)
-        return torch.tensor([i])
 
 
 def test_a_stuck_fetch_that_returns_names_its_step():
