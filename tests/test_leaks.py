@@ -188,9 +188,10 @@ class GenItems:
 # scenarios
 
 
-def test_exhausted_loops_leak_nothing():
-    name = uname("exhausted")
-    data = Items(5)
+@pytest.mark.parametrize("tag,data_type", [("exhausted", Items), ("generator", GenItems)])
+def test_loops_run_to_the_end_leak_nothing(tag, data_type):
+    name = uname(tag)
+    data = data_type(5)
 
     def scenario():
         for _ in range(OPS):
@@ -199,22 +200,7 @@ def test_exhausted_loops_leak_nothing():
         traceml.reset()
         _trim_epoch_facts(name)
 
-    assert_no_growth(measure(scenario), "exhausted")
-    assert data.last() is None
-
-
-def test_generator_loops_leak_nothing():
-    name = uname("generator")
-    data = GenItems(5)
-
-    def scenario():
-        for _ in range(OPS):
-            for _x in traceml.wrap(data, name=name):
-                pass
-        traceml.reset()
-        _trim_epoch_facts(name)
-
-    assert_no_growth(measure(scenario), "generator")
+    assert_no_growth(measure(scenario), tag)
     assert data.last() is None
 
 
