@@ -290,6 +290,23 @@ def common_args(description: str, timing: bool = True) -> argparse.ArgumentParse
     return p
 
 
+def start_sized(description: str, argv: list[str], size_flag: str, what: str,
+                size: tuple[int, int], rounds: tuple[int, int]):
+    """Parse the common flags plus one size flag (``size_flag``, e.g.
+    "--items"; ``size`` and ``rounds`` are (full, quick) defaults), set the
+    clock and print the machine line unless --no-machine.  Returns
+    (args, size, rounds)."""
+    p = common_args(description)
+    p.add_argument(size_flag, type=int, default=None,
+                   help=f"{what} (default {size[0]:,}; quick: {size[1]:,})")
+    args = p.parse_args(argv)
+    set_clock(args.clock)
+    n = getattr(args, size_flag.lstrip("-").replace("-", "_")) or size[args.quick]
+    if not args.no_machine:
+        print_machine()
+    return args, n, args.rounds or rounds[args.quick]
+
+
 def write_json(path: Optional[str], checks: list[Check], extra: dict) -> None:
     if not path:
         return

@@ -42,13 +42,11 @@ from _common import (
     Check,
     Stat,
     clock_seconds,
-    common_args,
     free_store,
     interleave,
     print_checks,
-    print_machine,
     run_main,
-    set_clock,
+    start_sized,
     stat_header,
     write_json,
 )
@@ -248,19 +246,8 @@ def report(res: dict, number: int, rounds: int) -> list[Check]:
 
 
 def main(argv: list[str]) -> int:
-    p = common_args(__doc__.splitlines()[0])
-    p.add_argument(
-        "--number",
-        type=int,
-        default=None,
-        help="statements per timing (default 1,000,000; quick: 100,000)",
-    )
-    args = p.parse_args(argv)
-    set_clock(args.clock)
-    number = args.number or (100_000 if args.quick else 1_000_000)
-    rounds = args.rounds or (5 if args.quick else 15)
-    if not args.no_machine:
-        print_machine()
+    args, number, rounds = start_sized(__doc__.splitlines()[0], argv, "--number",
+                                       "statements per timing", (1_000_000, 100_000), (15, 5))
     res = measure(number, rounds)
     checks = report(res, number, rounds)
     print()

@@ -22,7 +22,6 @@ Target (the issue): percentiles faster than NumPy.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -30,12 +29,10 @@ from _common import (
     Check,
     Stat,
     clock,
-    common_args,
     interleave,
     print_checks,
-    print_machine,
     run_main,
-    set_clock,
+    start_sized,
     stat_header,
     write_json,
 )
@@ -179,19 +176,8 @@ def report(res, data, rounds: int) -> list[Check]:
 
 
 def main(argv: list[str]) -> int:
-    p = common_args(__doc__.splitlines()[0])
-    p.add_argument(
-        "--samples",
-        type=int,
-        default=None,
-        help="samples per data set (default 10,000,000; quick: 1,000,000)",
-    )
-    args = p.parse_args(argv)
-    set_clock(args.clock)
-    n = args.samples or (1_000_000 if args.quick else 10_000_000)
-    rounds = args.rounds or (3 if args.quick else 7)
-    if not args.no_machine:
-        print_machine()
+    args, n, rounds = start_sized(__doc__.splitlines()[0], argv, "--samples",
+                                  "samples per data set", (10_000_000, 1_000_000), (7, 3))
     data = make_data(n)
     print(f"\nequality with numpy ({n:,} samples):")
     checks = verify(data)

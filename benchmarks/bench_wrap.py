@@ -43,13 +43,11 @@ from _common import (
     Check,
     Stat,
     clock,
-    common_args,
     free_store,
     interleave,
     print_checks,
-    print_machine,
     run_main,
-    set_clock,
+    start_sized,
     stat_header,
     write_json,
 )
@@ -248,19 +246,8 @@ def report(res: dict[str, np.ndarray], n: int, rounds: int) -> list[Check]:
 
 
 def main(argv: list[str]) -> int:
-    p = common_args(__doc__.splitlines()[0])
-    p.add_argument(
-        "--items",
-        type=int,
-        default=None,
-        help="items per loop (default 3,000,000; quick: 300,000)",
-    )
-    args = p.parse_args(argv)
-    set_clock(args.clock)
-    n = args.items or (300_000 if args.quick else 3_000_000)
-    rounds = args.rounds or (5 if args.quick else 9)
-    if not args.no_machine:
-        print_machine()
+    args, n, rounds = start_sized(__doc__.splitlines()[0], argv, "--items",
+                                  "items per loop", (3_000_000, 300_000), (9, 5))
     res = measure(n, rounds)
     checks = report(res, n, rounds)
     per_epoch = epoch_cost(50 if args.quick else 200, 3 if args.quick else 5)
