@@ -143,9 +143,9 @@ def free_store() -> None:
     on an empty store frees the array."""
     traceml.reset()
     try:
-        _core._set_capacity_limit(None)
+        _core.default_recorder()._set_capacity_limit(None)
     except TypeError:  # an older build spelled "no cap" as 0
-        _core._set_capacity_limit(0)
+        _core.default_recorder()._set_capacity_limit(0)
 
 
 # --------------------------------------------------------------------------

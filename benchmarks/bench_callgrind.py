@@ -31,7 +31,7 @@ Each loop runs N and then 2N iterations (after a warm-up run of 2N, so that
 the store has grown and the interpreter has specialised the code).  Each
 run starts with a call of ``traceml._core.sampler_info()``, at whose entry
 callgrind zeroes its counters (``--zero-before=mod_sampler_info``), and
-ends with one of ``traceml._core.store_info()``, at whose entry it dumps
+ends with one of ``traceml._core.default_recorder().store_info()``, at whose entry it dumps
 them (``--dump-before=mod_store_info``); so ``(I(2N) - I(N)) / N`` is the
 instructions of one iteration, without the interpreter's start-up or any
 per-run constant.  The garbage collector is off during the runs (it runs,
@@ -64,7 +64,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Neither function is on any loop path: at the entry of _core.sampler_info()
-# callgrind zeroes its counters, at the entry of _core.store_info() it dumps
+# callgrind zeroes its counters, at the entry of _core.default_recorder().store_info() it dumps
 # them (and zeroes them).
 ZERO = "mod_sampler_info"
 MARKER = "mod_store_info"

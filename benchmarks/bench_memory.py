@@ -134,13 +134,13 @@ def measure(via: str, n: int) -> dict:
     t0 = time.perf_counter_ns()
     RECORDERS[via](n)
     elapsed = time.perf_counter_ns() - t0
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     rss1 = proc_status_kib("VmRSS") * 1024
     hwm1 = proc_status_kib("VmHWM") * 1024
-    delivery = _core.snapshot_delivery() if hasattr(_core, "snapshot_delivery") else None
+    delivery = _core.default_recorder().snapshot_delivery() if hasattr(_core, "snapshot_delivery") else None
     tracked = delivery is not None and int((delivery[0] >= 0).sum())
     del delivery
-    snap = _core.snapshot()
+    snap = _core.default_recorder().snapshot()
     rss_snap = proc_status_kib("VmRSS") * 1024
     snap_len = len(snap)
     del snap

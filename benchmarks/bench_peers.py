@@ -625,7 +625,7 @@ def local_shape(args, shape: str, traceml, load_average) -> dict:
     print(f"({time.perf_counter() - t0:.1f} s; load average now {load_average()})")
 
     # report() once, after the timed blocks, timed on its own.
-    steps = traceml._core.store_info()["steps"]
+    steps = traceml._core.default_recorder().store_info()["steps"]
     w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
     rep = traceml.report()
     str(rep)

@@ -1,10 +1,17 @@
 /*
- * What the translation units of traceml._core share: the module state and
- * the entry points module.c puts in its method table.
+ * What the translation units of traceml._core share: the module state, the
+ * Recorder's layout, and the entry points each file gives module.c.
+ *
+ * Rooms: module.c (state, life, fork), recorder.c (the Recorder type and
+ * its store bindings), probes.c (the probes), wrap.c (WrapIter),
+ * sampler_py.c (the sampler's Python face), reduce_py.c (the reducers'
+ * NumPy face); store.c, sampler.c, procfs.c and reduce.c know no Python
+ * objects.
  */
 #ifndef TRACEML_MODULE_H
 #define TRACEML_MODULE_H
 
+#include "clock.h"
 #include "sampler.h"
 #include "store.h"
 
@@ -21,36 +28,86 @@ typedef struct {
     uint64_t end_without_fetch;
 } tm_probes;
 
+typedef struct tm_state tm_state;
+
+/* Testing hook: a clock that returns given values in turn. */
 typedef struct {
+    int64_t *values;          /* NULL: the real clock */
+    size_t n;
+    size_t next;
+    uint64_t overrun;         /* reads past the end (the last value repeats) */
+} tm_test_clock;
+
+/*
+ * traceml._core.Recorder: one recording.  It owns its store, its probes'
+ * open step and misuse counts, and (through its live WrapIters) its watch
+ * entries and fetch slots.  Python's traceml.Recorder subclasses it to add
+ * the sources and the report.
+ */
+typedef struct tm_recorder {
+    PyObject_HEAD
+    tm_state *st;             /* module state; our type holds the module */
+    uint32_t id;              /* unique in this process, never 0 */
     tm_store store;
     tm_probes probes;
+    tm_test_clock clock;
+    struct tm_recorder *prev; /* the module's list of live recorders */
+    struct tm_recorder *next;
+} tm_recorder;
+
+struct tm_state {
     tm_sampler sampler;
     int sampler_ok;            /* tm_sampler_init succeeded */
-    int sampling;              /* configure(sampler=...) */
-    int64_t period_ns;
-    int64_t stuck_after_ns;
-    size_t sampler_capacity;
-    int active_loops;          /* wrapped loops the sampler serves */
     uint64_t fork_generation;  /* bumped in every forked child */
+    uint32_t next_recorder_id;
+    tm_recorder *recorders;    /* live recorders (borrowed), for fork */
+    PyObject *default_recorder;  /* what the module-level probes record into */
+    PyTypeObject *recorder_type;
     PyTypeObject *wrapiter_type;
     PyObject *record_dtype;    /* numpy.dtype of one tm_record */
     PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */
     PyObject *str_task_info;   /* interned "_task_info" */
-} tm_state;
+};
 
-/* A wrapped loop starts / ends: the sampler runs while any is active. */
-int tm_loop_started(tm_state *st);
-void tm_loop_ended(tm_state *st);
+/* The clock a recorder's steps are stamped with. */
+static inline int64_t
+tm_rec_clock(tm_recorder *rec)
+{
+    tm_test_clock *c = &rec->clock;
 
+    if (c->values == NULL) {
+        return tm_clock_ns();
+    }
+    if (c->next < c->n) {
+        return c->values[c->next++];
+    }
+    c->overrun++;
+    return c->values[c->n - 1];
+}
+
+/* module.c */
+extern struct PyModuleDef tm_module_def;
+tm_state *tm_state_of_type(PyTypeObject *type);
+
+/* recorder.c */
+extern PyType_Spec tm_recorder_spec;
+void tm_recorder_after_fork(tm_recorder *rec);
+extern PyMethodDef tm_recorder_module_methods[];
+
+/* probes.c: the probes of a recorder, and the module-level ones that use
+   the default recorder */
 void tm_probes_clear(tm_probes *probes);
+PyObject *tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs);
+PyObject *tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs);
+PyObject *tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs);
+extern PyMethodDef tm_probe_module_methods[];
 
-PyObject *tm_step_begin(PyObject *module, PyObject *const *args,
-                        Py_ssize_t nargs);
-PyObject *tm_fetch_done(PyObject *module, PyObject *const *args,
-                        Py_ssize_t nargs);
-PyObject *tm_step_end(PyObject *module, PyObject *const *args,
-                      Py_ssize_t nargs);
-
+/* wrap.c */
 extern PyType_Spec tm_wrapiter_spec;
+
+/* sampler_py.c, reduce_py.c */
+extern PyMethodDef tm_sampler_methods[];
+extern PyMethodDef tm_reduce_methods[];
+int tm_build_sample_dtype(tm_state *st);
 
 #endif  /* TRACEML_MODULE_H */

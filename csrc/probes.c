@@ -1,16 +1,18 @@
 /*
- * The hand-placed probes: step_begin(), fetch_done(), step_end().
+ * The hand-placed probes: step_begin(), fetch_done(), step_end(), as
+ * methods of a Recorder and as module functions that record into the
+ * default recorder.
  *
  * The clock is read first, so that argument checking and bookkeeping are
  * not billed to the user's step.  A probe never raises inside the loop
- * (only a call with arguments is refused): misuse is counted in the module
- * state and reported, and a step is written to the store only once it is
- * closed, so misuse never touches earlier records.
+ * (only a call with arguments is refused): misuse is counted in the
+ * recorder and reported, and a step is written to the store only once it
+ * is closed, so misuse never touches earlier records.  Knows nothing of
+ * iterators or reducers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "clock.h"
 #include "module.h"
 
 void
@@ -29,9 +31,9 @@ refuse_args(const char *name, Py_ssize_t nargs)
 
 /* Close the open step at now.  A step without fetch_done() waited 0 ns. */
 static void
-close_step(tm_state *st, int64_t now, uint16_t flags)
+close_step(tm_recorder *rec, int64_t now, uint16_t flags)
 {
-    tm_probes *p = &st->probes;
+    tm_probes *p = &rec->probes;
     int64_t fetch_done_ns = p->fetch_done_ns;
 
     if (!p->fetched) {
@@ -39,71 +41,124 @@ close_step(tm_state *st, int64_t now, uint16_t flags)
         flags |= TM_FLAG_NO_FETCH;
         fetch_done_ns = p->begin_ns;
     }
-    tm_store_push(&st->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags,
+    tm_store_push(&rec->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags,
                   -1, -1);
     p->open = 0;
     p->fetched = 0;
 }
 
 PyObject *
-tm_step_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
 {
-    int64_t now = tm_clock_ns();
-    tm_state *st;
+    int64_t now = tm_rec_clock(rec);
+    tm_probes *p = &rec->probes;
 
-    (void)args;
     if (nargs != 0) {
         return refuse_args("step_begin", nargs);
     }
-    st = PyModule_GetState(module);
-    if (st->probes.open) {
-        st->probes.begin_while_open++;
-        close_step(st, now, TM_FLAG_IMPLICIT_END);
+    if (p->open) {
+        p->begin_while_open++;
+        close_step(rec, now, TM_FLAG_IMPLICIT_END);
     }
-    st->probes.open = 1;
-    st->probes.fetched = 0;
-    st->probes.begin_ns = now;
+    p->open = 1;
+    p->fetched = 0;
+    p->begin_ns = now;
     Py_RETURN_NONE;
 }
 
 PyObject *
-tm_fetch_done(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
 {
-    int64_t now = tm_clock_ns();
-    tm_state *st;
+    int64_t now = tm_rec_clock(rec);
+    tm_probes *p = &rec->probes;
 
-    (void)args;
     if (nargs != 0) {
         return refuse_args("fetch_done", nargs);
     }
-    st = PyModule_GetState(module);
-    if (!st->probes.open) {
-        st->probes.fetch_without_step++;
+    if (!p->open) {
+        p->fetch_without_step++;
         Py_RETURN_NONE;
     }
-    if (st->probes.fetched) {
-        st->probes.fetch_repeated++;
+    if (p->fetched) {
+        p->fetch_repeated++;
     }
-    st->probes.fetched = 1;
-    st->probes.fetch_done_ns = now;
+    p->fetched = 1;
+    p->fetch_done_ns = now;
     Py_RETURN_NONE;
 }
 
 PyObject *
-tm_step_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs)
 {
-    int64_t now = tm_clock_ns();
-    tm_state *st;
+    int64_t now = tm_rec_clock(rec);
 
-    (void)args;
     if (nargs != 0) {
         return refuse_args("step_end", nargs);
     }
-    st = PyModule_GetState(module);
-    if (!st->probes.open) {
-        st->probes.end_without_step++;
+    if (!rec->probes.open) {
+        rec->probes.end_without_step++;
         Py_RETURN_NONE;
     }
-    close_step(st, now, 0);
+    close_step(rec, now, 0);
     Py_RETURN_NONE;
 }
+
+/* ------------------------------------------------------------------ */
+/* module level: the default recorder                                  */
+
+static inline tm_recorder *
+default_of(PyObject *module)
+{
+    return (tm_recorder *)((tm_state *)PyModule_GetState(module))
+        ->default_recorder;
+}
+
+static PyObject *
+mod_step_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_step_begin(default_of(module), nargs);
+}
+
+static PyObject *
+mod_fetch_done(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_fetch_done(default_of(module), nargs);
+}
+
+static PyObject *
+mod_step_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_step_end(default_of(module), nargs);
+}
+
+PyDoc_STRVAR(step_begin_doc,
+"step_begin() -> None\n--\n\n"
+"Open a step at the current clock_ns(), in the default recorder.  If a\n"
+"step is already open it is closed first at the same instant (counted as\n"
+"misuse 'step_begin_while_open').  Never raises inside a loop.");
+
+PyDoc_STRVAR(fetch_done_doc,
+"fetch_done() -> None\n--\n\n"
+"Mark that the open step's input has arrived: input wait is\n"
+"fetch_done - step_begin.  Without an open step it is ignored (misuse\n"
+"'fetch_done_without_step'); called twice in one step, the later call\n"
+"counts ('fetch_done_repeated').");
+
+PyDoc_STRVAR(step_end_doc,
+"step_end() -> None\n--\n\n"
+"Close the open step and record it.  Without an open step it is ignored\n"
+"('step_end_without_step'); a step closed without fetch_done() is\n"
+"recorded with zero input wait ('step_end_without_fetch').");
+
+PyMethodDef tm_probe_module_methods[] = {
+    {"step_begin", (PyCFunction)(void (*)(void))mod_step_begin,
+     METH_FASTCALL, step_begin_doc},
+    {"fetch_done", (PyCFunction)(void (*)(void))mod_fetch_done,
+     METH_FASTCALL, fetch_done_doc},
+    {"step_end", (PyCFunction)(void (*)(void))mod_step_end, METH_FASTCALL,
+     step_end_doc},
+    {NULL, NULL, 0, NULL},
+};

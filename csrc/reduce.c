@@ -1,6 +1,10 @@
 /*
  * Pure reducers over int64 arrays.  See reduce.h for the contracts.
+ * Scratch memory comes from PyMem_Raw* (safe without the GIL, and seen by
+ * tracemalloc); no Python object is touched.
  */
+#include <Python.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,13 +237,13 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
     int rc = -1;
 
     if (n <= TM_SMALL_N) {
-        buf = malloc(n * sizeof(int64_t));
+        buf = PyMem_RawMalloc(n * sizeof(int64_t));
         if (buf == NULL) {
             return -1;
         }
         memcpy(buf, x, n * sizeof(int64_t));
         select_ranks_in_slice(buf, (ptrdiff_t)n, ranks, nr, 0, vals);
-        free(buf);
+        PyMem_RawFree(buf);
         return 0;
     }
     for (i = 0; i < n; i++) {
@@ -260,10 +264,10 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
     while ((range >> shift) >= TM_HIST_SIZE) {
         shift++;
     }
-    pos = calloc(TM_HIST_SIZE, sizeof(size_t));
-    below = malloc(nr * sizeof(size_t));
-    bucket = malloc(nr * sizeof(size_t));
-    start = malloc(nr * sizeof(size_t));
+    pos = PyMem_RawCalloc(TM_HIST_SIZE, sizeof(size_t));
+    below = PyMem_RawMalloc(nr * sizeof(size_t));
+    bucket = PyMem_RawMalloc(nr * sizeof(size_t));
+    start = PyMem_RawMalloc(nr * sizeof(size_t));
     if (pos == NULL || below == NULL || bucket == NULL || start == NULL) {
         goto done;
     }
@@ -303,7 +307,7 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
             pos[b] = SIZE_MAX;
         }
     }
-    buf = malloc(total * sizeof(int64_t));
+    buf = PyMem_RawMalloc(total * sizeof(int64_t));
     if (buf == NULL) {
         goto done;
     }
@@ -353,11 +357,11 @@ select_ranks(const int64_t *x, size_t n, const size_t *ranks, size_t nr,
     }
 
 done:
-    free(buf);
-    free(pos);
-    free(below);
-    free(bucket);
-    free(start);
+    PyMem_RawFree(buf);
+    PyMem_RawFree(pos);
+    PyMem_RawFree(below);
+    PyMem_RawFree(bucket);
+    PyMem_RawFree(start);
     return rc;
 }
 
@@ -377,11 +381,11 @@ tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
         }
         return 0;
     }
-    ranks = malloc(2 * nq * sizeof(size_t));
-    vals = malloc(2 * nq * sizeof(int64_t));
+    ranks = PyMem_RawMalloc(2 * nq * sizeof(size_t));
+    vals = PyMem_RawMalloc(2 * nq * sizeof(int64_t));
     if (ranks == NULL || vals == NULL) {
-        free(ranks);
-        free(vals);
+        PyMem_RawFree(ranks);
+        PyMem_RawFree(vals);
         return -1;
     }
     /* The two neighbours of every virtual index, as numpy's "linear". */
@@ -435,8 +439,8 @@ tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
     }
 
 done:
-    free(ranks);
-    free(vals);
+    PyMem_RawFree(ranks);
+    PyMem_RawFree(vals);
     return rc;
 }
 
@@ -493,7 +497,7 @@ tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
     if (n == 0) {
         return 0;
     }
-    sorted = malloc(n * sizeof(int64_t));
+    sorted = PyMem_RawMalloc(n * sizeof(int64_t));
     if (sorted == NULL) {
         return -1;
     }
@@ -509,7 +513,7 @@ tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
             m++;
         }
     }
-    free(sorted);
+    PyMem_RawFree(sorted);
     *nbins = m;
     return 0;
 }
@@ -570,10 +574,10 @@ tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
            whatever the ranks' values. */
         top = (int64_t)(end - start);
         if ((size_t)top + 1 > seen_cap) {
-            uint8_t *grown = realloc(seen, (size_t)top + 1);
+            uint8_t *grown = PyMem_RawRealloc(seen, (size_t)top + 1);
 
             if (grown == NULL) {
-                free(seen);
+                PyMem_RawFree(seen);
                 return -1;
             }
             seen = grown;
@@ -600,7 +604,7 @@ tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
         }
         start = end;
     }
-    free(seen);
+    PyMem_RawFree(seen);
     return count;
 }
 
@@ -660,7 +664,7 @@ tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out)
     if (n < 2) {
         return 0;
     }
-    v = malloc(n * sizeof(double));
+    v = PyMem_RawMalloc(n * sizeof(double));
     if (v == NULL) {
         return -1;
     }
@@ -697,6 +701,6 @@ tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out)
         out->eta = (double)(best * (long double)n / var);
         out->upper_count = n - split - 1;
     }
-    free(v);
+    PyMem_RawFree(v);
     return 0;
 }

@@ -1,25 +1,24 @@
 /*
- * The /proc sampler thread.  See sampler.h.
+ * The /proc sampler thread, its ring, the watch union and the stuck
+ * watch.  See sampler.h.
  *
- * Each tick: take the watched set (applying a pending one), read every
- * process's stat, io and schedstat with pread on descriptors kept open,
- * then, under the lock, push the readings into the ring and check the
- * fetch in progress against stuck_after_ns.  The reads happen outside the
- * lock, so Python copying the ring never waits on the file system.
+ * The thread starts with the first watch entry and then lives until
+ * tm_sampler_shutdown() (configure(sampler=False), module free): while no
+ * entry is left it parks on `wake` and samples nothing.  Each tick, under
+ * the lock, it reads every process of the union, pushes the readings into
+ * the ring and checks each entry's fetch slot against stuck_after_ns.
+ * The lock is held across the reads (a few pread() calls per process,
+ * microseconds): in exchange the union can change under the lock alone,
+ * and the thread never allocates.
  */
-#define _GNU_SOURCE
+#include <Python.h>
+
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "sampler.h"
-
-static const char *const file_names[TM_NFILES] = {"stat", "io", "schedstat"};
 
 int
 tm_sampler_init(tm_sampler *s)
@@ -27,204 +26,29 @@ tm_sampler_init(tm_sampler *s)
     pthread_condattr_t attr;
 
     memset(s, 0, sizeof(*s));
+    s->enabled = 1;
+    s->period_ns = INT64_C(20000000);          /* 20 ms */
+    s->stuck_after_ns = INT64_C(30000000000);  /* 30 s */
+    s->capacity = (size_t)1 << 17;             /* 131072 readings */
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         return -1;
     }
     if (pthread_condattr_init(&attr) != 0) {
+        pthread_mutex_destroy(&s->lock);
         return -1;
     }
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     if (pthread_cond_init(&s->wake, &attr) != 0) {
         pthread_condattr_destroy(&attr);
+        pthread_mutex_destroy(&s->lock);
         return -1;
     }
     pthread_condattr_destroy(&attr);
     return 0;
 }
 
-static void
-close_procs(tm_watched *procs, size_t n)
-{
-    size_t i;
-    int f;
-
-    for (i = 0; i < n; i++) {
-        for (f = 0; f < TM_NFILES; f++) {
-            if (procs[i].fd[f] >= 0) {
-                close(procs[i].fd[f]);
-                procs[i].fd[f] = -1;
-            }
-        }
-    }
-}
-
-static void
-open_proc(tm_watched *w, int pid, int role)
-{
-    char path[64];
-    int f;
-
-    w->pid = pid;
-    w->role = role;
-    w->exited_ns = 0;
-    for (f = 0; f < TM_NFILES; f++) {
-        snprintf(path, sizeof(path), "/proc/%d/%s", pid, file_names[f]);
-        w->fd[f] = open(path, O_RDONLY | O_CLOEXEC);
-        w->err[f] = w->fd[f] < 0 ? errno : 0;
-    }
-}
-
-/* Read a whole /proc file from offset 0; -1 with errno on failure. */
-static ssize_t
-read_file(int fd, char *buf, size_t size)
-{
-    ssize_t n = pread(fd, buf, size - 1, 0);
-
-    if (n >= 0) {
-        buf[n] = '\0';
-    }
-    return n;
-}
-
-/*
- * Fields of /proc/PID/stat after the command name, which may itself hold
- * spaces and parentheses: parse after the last ')'.  The first field after
- * it is field 3 (state).
- */
-static int
-parse_stat(const char *buf, tm_sample *out)
-{
-    const char *p = strrchr(buf, ')');
-    int field = 3;
-
-    if (p == NULL) {
-        return -1;
-    }
-    p++;
-    while (*p != '\0') {
-        while (*p == ' ') {
-            p++;
-        }
-        if (*p == '\0' || *p == '\n') {
-            break;
-        }
-        switch (field) {
-            case 3:
-                out->state = (unsigned char)*p;
-                break;
-            case 10:
-                out->minflt = strtoll(p, NULL, 10);
-                break;
-            case 12:
-                out->majflt = strtoll(p, NULL, 10);
-                break;
-            case 14:
-                out->utime_ticks = strtoll(p, NULL, 10);
-                break;
-            case 15:
-                out->stime_ticks = strtoll(p, NULL, 10);
-                break;
-            case 22:
-                out->starttime = strtoll(p, NULL, 10);
-                return 0;
-            default:
-                break;
-        }
-        while (*p != '\0' && *p != ' ') {
-            p++;
-        }
-        field++;
-    }
-    return -1;
-}
-
-static int
-parse_io(const char *buf, tm_sample *out)
-{
-    const char *rchar = strstr(buf, "rchar:");
-    const char *read_bytes = strstr(buf, "read_bytes:");
-
-    if (rchar == NULL || read_bytes == NULL) {
-        return -1;
-    }
-    out->rchar = strtoll(rchar + 6, NULL, 10);
-    out->read_bytes = strtoll(read_bytes + 11, NULL, 10);
-    return 0;
-}
-
-static int
-parse_schedstat(const char *buf, tm_sample *out)
-{
-    long long cpu, runq;
-
-    if (sscanf(buf, "%lld %lld", &cpu, &runq) != 2) {
-        return -1;
-    }
-    out->cpu_ns = cpu;
-    out->runq_ns = runq;
-    return 0;
-}
-
-/* Read one process into out; failed[f] gets the errno of a file that
-   could not be read (0 if fine).  The process entry itself is only
-   updated under the lock, by apply_failures(). */
-static void
-sample_proc(const tm_watched *w, int64_t now, tm_sample *out,
-            int failed[TM_NFILES])
-{
-    char buf[2048];
-    int f;
-
-    memset(out, 0, sizeof(*out));
-    out->t_ns = now;
-    out->pid = w->pid;
-    out->role = w->role;
-    out->utime_ticks = out->stime_ticks = TM_UNKNOWN;
-    out->minflt = out->majflt = out->starttime = TM_UNKNOWN;
-    out->read_bytes = out->rchar = TM_UNKNOWN;
-    out->cpu_ns = out->runq_ns = TM_UNKNOWN;
-    for (f = 0; f < TM_NFILES; f++) {
-        int ok;
-
-        failed[f] = 0;
-        if (w->fd[f] < 0) {
-            continue;
-        }
-        errno = 0;
-        ok = read_file(w->fd[f], buf, sizeof(buf)) > 0;
-        if (ok) {
-            ok = (f == TM_FILE_STAT ? parse_stat(buf, out)
-                  : f == TM_FILE_IO ? parse_io(buf, out)
-                  : parse_schedstat(buf, out)) == 0;
-            if (!ok) {
-                errno = EPROTO;
-            }
-        }
-        if (!ok) {
-            failed[f] = errno != 0 ? errno : EIO;
-        }
-    }
-}
-
-/* Under the lock: a file that failed is closed and its errno kept; a
-   failed stat marks the process as exited. */
-static void
-apply_failures(tm_watched *w, int64_t now, const int failed[TM_NFILES])
-{
-    int f;
-
-    for (f = 0; f < TM_NFILES; f++) {
-        if (failed[f] == 0 || w->fd[f] < 0) {
-            continue;
-        }
-        w->err[f] = failed[f];
-        close(w->fd[f]);
-        w->fd[f] = -1;
-        if (f == TM_FILE_STAT && w->exited_ns == 0) {
-            w->exited_ns = now;
-        }
-    }
-}
+/* ------------------------------------------------------------------ */
+/* the thread                                                         */
 
 static void
 ring_push(tm_sampler *s, const tm_sample *sample)
@@ -258,68 +82,82 @@ cpu_ticks_at(const tm_sampler *s, int pid, int64_t t)
     return TM_UNKNOWN;
 }
 
-/* Called with the lock held, after this tick's readings are in the ring. */
+/* A consistent copy of a fetch slot (the seqlock's reader side). */
 static void
-check_stuck(tm_sampler *s, int64_t now, const tm_sample *readings, size_t n)
+read_slot(const tm_fetch_slot *f, tm_fetch_slot *out)
 {
     uint64_t seq;
-    int64_t since, step, rank;
-    int32_t source, epoch, worker;
+
+    do {
+        seq = __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE);
+        out->since_ns = __atomic_load_n(&f->since_ns, __ATOMIC_RELAXED);
+        out->source = __atomic_load_n(&f->source, __ATOMIC_RELAXED);
+        out->epoch = __atomic_load_n(&f->epoch, __ATOMIC_RELAXED);
+        out->step = __atomic_load_n(&f->step, __ATOMIC_RELAXED);
+        out->oldest_rank = __atomic_load_n(&f->oldest_rank, __ATOMIC_RELAXED);
+        out->worker = __atomic_load_n(&f->worker, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while ((seq & 1) || seq != __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE));
+}
+
+/* With the lock held, after this tick's readings are in the ring. */
+static void
+check_stuck(tm_sampler *s, tm_watch_entry *e, int64_t now)
+{
+    tm_fetch_slot f;
     tm_stuck *ev;
     size_t i;
 
-    do {
-        seq = __atomic_load_n(&s->fetch_seq, __ATOMIC_ACQUIRE);
-        since = __atomic_load_n(&s->fetch_since_ns, __ATOMIC_RELAXED);
-        source = __atomic_load_n(&s->fetch_source, __ATOMIC_RELAXED);
-        epoch = __atomic_load_n(&s->fetch_epoch, __ATOMIC_RELAXED);
-        step = __atomic_load_n(&s->fetch_step, __ATOMIC_RELAXED);
-        rank = __atomic_load_n(&s->fetch_oldest_rank, __ATOMIC_RELAXED);
-        worker = __atomic_load_n(&s->fetch_worker, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    } while ((seq & 1) || seq != __atomic_load_n(&s->fetch_seq, __ATOMIC_ACQUIRE));
-
-    if (s->stuck_open) {
-        ev = &s->stuck[s->nstuck - 1];
-        if (since != ev->since_ns) {
-            ev->ended_ns = now;   /* returned within the last period */
-            s->stuck_open = 0;
-        }
-    }
-    if (since == 0 || s->stuck_after_ns <= 0 || now - since < s->stuck_after_ns) {
+    if (e->slot == NULL) {
         return;
     }
-    if (!s->stuck_open) {
+    read_slot(e->slot, &f);
+    if (e->stuck_open) {
+        ev = &s->stuck[e->stuck_open - 1];
+        if (f.since_ns != ev->since_ns) {
+            ev->ended_ns = now;   /* returned within the last period */
+            e->stuck_open = 0;
+        }
+    }
+    if (f.since_ns == 0 || s->stuck_after_ns <= 0
+            || now - f.since_ns < s->stuck_after_ns) {
+        return;
+    }
+    if (!e->stuck_open) {
         if (s->nstuck == TM_MAX_STUCK) {
             return;
         }
         ev = &s->stuck[s->nstuck++];
         memset(ev, 0, sizeof(*ev));
-        ev->since_ns = since;
+        ev->since_ns = f.since_ns;
         ev->detected_ns = now;
-        ev->source = source;
-        ev->epoch = epoch;
-        ev->step = step;
-        ev->oldest_rank = rank;
-        ev->worker = worker;
+        ev->recorder = e->recorder;
+        ev->source = f.source;
+        ev->epoch = f.epoch;
+        ev->step = f.step;
+        ev->oldest_rank = f.oldest_rank;
+        ev->worker = f.worker;
         ev->cpu_ticks_at_since = TM_UNKNOWN;
         ev->cpu_ticks_last = TM_UNKNOWN;
-        for (i = 0; i < s->nprocs; i++) {
-            if (worker >= 0 && s->procs[i].role == worker) {
-                ev->pid = s->procs[i].pid;
+        for (i = 0; i < e->n; i++) {
+            if (f.worker >= 0 && e->roles[i] == f.worker) {
+                ev->pid = e->pids[i];
             }
         }
         if (ev->pid != 0) {
-            ev->cpu_ticks_at_since = cpu_ticks_at(s, ev->pid, since);
+            ev->cpu_ticks_at_since = cpu_ticks_at(s, ev->pid, f.since_ns);
         }
-        s->stuck_open = 1;
+        e->stuck_open = (int)s->nstuck;
     }
-    ev = &s->stuck[s->nstuck - 1];
+    ev = &s->stuck[e->stuck_open - 1];
     ev->last_ns = now;
-    for (i = 0; i < n; i++) {
-        if (readings[i].pid == ev->pid && readings[i].utime_ticks != TM_UNKNOWN) {
-            ev->state = readings[i].state;
-            ev->cpu_ticks_last = readings[i].utime_ticks + readings[i].stime_ticks;
+    for (i = 0; i < s->nprocs; i++) {
+        const tm_sample *r = &s->readings[i];
+
+        if (r->pid == ev->pid && r->t_ns == now
+                && r->utime_ticks != TM_UNKNOWN) {
+            ev->state = r->state;
+            ev->cpu_ticks_last = r->utime_ticks + r->stime_ticks;
             if (ev->cpu_ticks_at_since == TM_UNKNOWN) {
                 /* No reading before the fetch began: count from now on. */
                 ev->cpu_ticks_at_since = ev->cpu_ticks_last;
@@ -337,185 +175,346 @@ thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
 }
 
+static void
+deadline_after(int64_t t_ns, struct timespec *out)
+{
+    out->tv_sec = (time_t)(t_ns / 1000000000);
+    out->tv_nsec = (long)(t_ns % 1000000000);
+}
+
 static void *
 sampler_main(void *arg)
 {
     tm_sampler *s = arg;
-    tm_sample *readings = NULL;
-    int (*failed)[TM_NFILES] = NULL;
-    size_t readings_cap = 0;
 
     pthread_mutex_lock(&s->lock);
     while (!s->stop) {
-        int64_t now = tm_clock_ns();
-        int64_t cpu0 = thread_cpu_ns();
-        int64_t deadline_ns;
+        int64_t now, cpu0;
         struct timespec deadline;
-        size_t i, n;
+        size_t i;
 
-        if (s->has_pending) {
-            close_procs(s->procs, s->nprocs);
-            free(s->procs);
-            s->procs = s->pending;
-            s->nprocs = s->npending;
-            s->pending = NULL;
-            s->npending = 0;
-            s->has_pending = 0;
+        if (s->nentries == 0) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
         }
-        n = s->nprocs;
-        if (n > readings_cap) {
-            tm_sample *grown = realloc(readings, n * sizeof(tm_sample));
-            int (*grown_failed)[TM_NFILES] = grown != NULL
-                ? realloc(failed, n * sizeof(*failed)) : NULL;
-
-            if (grown != NULL) {
-                readings = grown;
-            }
-            if (grown_failed != NULL) {
-                failed = grown_failed;
-                readings_cap = n;
+        now = tm_clock_ns();
+        cpu0 = thread_cpu_ns();
+        for (i = 0; i < s->nprocs; i++) {
+            if (tm_proc_sample(&s->procs[i], now, &s->readings[i])) {
+                ring_push(s, &s->readings[i]);
             }
         }
-        if (n > readings_cap) {
-            n = readings_cap;
+        for (i = 0; i < s->nentries; i++) {
+            check_stuck(s, &s->entries[i], now);
         }
-        /* Only this thread changes procs while it runs, and only under
-           the lock: reading it unlocked here is safe. */
-        pthread_mutex_unlock(&s->lock);
-        for (i = 0; i < n; i++) {
-            sample_proc(&s->procs[i], now, &readings[i], failed[i]);
-        }
-        pthread_mutex_lock(&s->lock);
-        for (i = 0; i < n; i++) {
-            apply_failures(&s->procs[i], now, failed[i]);
-            if (readings[i].utime_ticks != TM_UNKNOWN
-                    || readings[i].cpu_ns != TM_UNKNOWN
-                    || readings[i].read_bytes != TM_UNKNOWN) {
-                ring_push(s, &readings[i]);
-            }
-        }
-        check_stuck(s, now, readings, n);
         s->ticks++;
         s->busy_ns += thread_cpu_ns() - cpu0;
-        deadline_ns = now + s->period_ns;
-        deadline.tv_sec = (time_t)(deadline_ns / 1000000000);
-        deadline.tv_nsec = (long)(deadline_ns % 1000000000);
-        while (!s->stop && !s->has_pending
-               && pthread_cond_timedwait(&s->wake, &s->lock, &deadline) != ETIMEDOUT) {
+        deadline_after(now + s->period_ns, &deadline);
+        while (!s->stop && s->nentries > 0
+               && pthread_cond_timedwait(&s->wake, &s->lock, &deadline)
+                  != ETIMEDOUT) {
         }
     }
     pthread_mutex_unlock(&s->lock);
-    free(readings);
-    free(failed);
     return NULL;
 }
 
-int
-tm_sampler_start(tm_sampler *s, int64_t period_ns, int64_t stuck_after_ns,
-                 size_t capacity)
+/* ------------------------------------------------------------------ */
+/* the union                                                          */
+
+/* Index of pid in procs[0..n), or -1. */
+static Py_ssize_t
+find_pid(const tm_watched *procs, size_t n, int pid)
 {
-    int rc = 0;
+    size_t i;
 
-    pthread_mutex_lock(&s->lock);
-    s->period_ns = period_ns;
-    s->stuck_after_ns = stuck_after_ns;
-    if (s->running) {
-        pthread_mutex_unlock(&s->lock);
-        return 0;
-    }
-    if (s->ring == NULL || s->cap != capacity) {
-        tm_sample *ring = calloc(capacity > 0 ? capacity : 1, sizeof(tm_sample));
-
-        if (ring == NULL) {
-            pthread_mutex_unlock(&s->lock);
-            return -1;
+    for (i = 0; i < n; i++) {
+        if (procs[i].pid == pid) {
+            return (Py_ssize_t)i;
         }
-        free(s->ring);
-        s->ring = ring;
-        s->cap = capacity;
-        s->head = 0;
-        s->len = 0;
     }
-    s->stop = 0;
-    s->started_ns = tm_clock_ns();
-    if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) {
-        rc = -1;
-    }
-    else {
-        s->running = 1;
-    }
-    pthread_mutex_unlock(&s->lock);
-    return rc;
+    return -1;
 }
 
-void
-tm_sampler_stop(tm_sampler *s)
+/* Keep a process that left the union for sampler_info(), oldest out. */
+static void
+retire(tm_sampler *s, tm_watched *w)
 {
-    pthread_mutex_lock(&s->lock);
-    if (!s->running) {
-        pthread_mutex_unlock(&s->lock);
+    tm_proc_close(w);
+    if (s->retired == NULL) {
         return;
     }
-    s->stop = 1;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
-    pthread_mutex_lock(&s->lock);
-    s->running = 0;
-    s->run_ns += tm_clock_ns() - s->started_ns;
-    if (s->stuck_open) {
-        s->stuck[s->nstuck - 1].ended_ns = tm_clock_ns();
-        s->stuck_open = 0;
+    if (s->nretired == TM_MAX_RETIRED) {
+        memmove(s->retired, s->retired + 1,
+                (TM_MAX_RETIRED - 1) * sizeof(tm_watched));
+        s->nretired--;
     }
-    pthread_mutex_unlock(&s->lock);
+    s->retired[s->nretired++] = *w;
 }
 
-int
-tm_sampler_watch(tm_sampler *s, const int *pids, const int *roles, size_t n)
+/*
+ * With the lock held: rebuild procs as the union of the entries' PIDs,
+ * keeping the descriptors of PIDs already watched and opening new ones.
+ * -1 when memory ran out (the old union stays).
+ */
+static int
+rebuild_union(tm_sampler *s)
 {
-    tm_watched *procs = calloc(n > 0 ? n : 1, sizeof(tm_watched));
-    size_t i;
+    tm_watched *procs = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_watched));
+    size_t n = 0, e, i;
 
     if (procs == NULL) {
         return -1;
     }
-    for (i = 0; i < n; i++) {
-        open_proc(&procs[i], pids[i], roles[i]);
+    if (s->readings == NULL) {
+        s->readings = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_sample));
+        s->retired = PyMem_RawCalloc(TM_MAX_RETIRED, sizeof(tm_watched));
+        if (s->readings == NULL || s->retired == NULL) {
+            PyMem_RawFree(procs);
+            return -1;
+        }
+    }
+    for (e = 0; e < s->nentries; e++) {
+        const tm_watch_entry *w = &s->entries[e];
+
+        for (i = 0; i < w->n; i++) {
+            Py_ssize_t old;
+
+            if (find_pid(procs, n, w->pids[i]) >= 0) {
+                continue;
+            }
+            if (n == TM_MAX_PROCS) {
+                s->dropped_watch++;
+                continue;
+            }
+            old = find_pid(s->procs, s->nprocs, w->pids[i]);
+            if (old >= 0) {
+                procs[n] = s->procs[old];
+                s->procs[old].pid = 0;   /* carried over */
+            }
+            else {
+                tm_proc_open(&procs[n], w->pids[i], w->roles[i]);
+            }
+            n++;
+        }
+    }
+    for (i = 0; i < s->nprocs; i++) {
+        if (s->procs[i].pid != 0) {
+            retire(s, &s->procs[i]);
+        }
+    }
+    PyMem_RawFree(s->procs);
+    s->procs = procs;
+    s->nprocs = n;
+    return 0;
+}
+
+/* With the lock held: a ring of the wanted capacity, 0 or an errno. */
+static int
+ensure_ring(tm_sampler *s)
+{
+    tm_sample *ring;
+
+    if (s->ring != NULL && s->cap == s->capacity) {
+        return 0;
+    }
+    ring = PyMem_RawCalloc(s->capacity, sizeof(tm_sample));
+    if (ring == NULL) {
+        return ENOMEM;
+    }
+    PyMem_RawFree(s->ring);
+    s->ring = ring;
+    s->cap = s->capacity;
+    s->head = 0;
+    s->len = 0;
+    return 0;
+}
+
+/* With the lock held: the thread runs, or start_errno says why not. */
+static void
+ensure_thread(tm_sampler *s)
+{
+    int err;
+
+    if (s->thread_alive) {
+        return;
+    }
+    s->stop = 0;
+    err = pthread_create(&s->thread, NULL, sampler_main, s);
+    if (err != 0) {
+        s->start_errno = err;
+        s->start_what = "thread start";
+        return;
+    }
+    s->thread_alive = 1;
+}
+
+int
+tm_sampler_watch_add(tm_sampler *s, uint32_t recorder, tm_fetch_slot *slot,
+                     const int *pids, const int *roles, size_t n,
+                     uint64_t *handle)
+{
+    int *copy = PyMem_RawMalloc((n > 0 ? n : 1) * 2 * sizeof(int));
+    tm_watch_entry *e;
+    int err;
+
+    pthread_mutex_lock(&s->lock);
+    if (!s->enabled) {
+        pthread_mutex_unlock(&s->lock);
+        PyMem_RawFree(copy);
+        return -1;
+    }
+    if (s->nentries == 0) {
+        err = ensure_ring(s);
+        if (err != 0) {
+            s->start_errno = err;
+            s->start_what = "ring allocation";
+            goto fail;
+        }
+        s->start_errno = 0;
+        s->start_what = NULL;
+    }
+    if (copy == NULL) {
+        goto fail;
+    }
+    if (s->nentries == s->entries_cap) {
+        size_t cap = s->entries_cap ? 2 * s->entries_cap : 8;
+        tm_watch_entry *grown = PyMem_RawRealloc(s->entries,
+                                                 cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            goto fail;
+        }
+        s->entries = grown;
+        s->entries_cap = cap;
+    }
+    e = &s->entries[s->nentries++];
+    memset(e, 0, sizeof(*e));
+    e->handle = ++s->next_handle;
+    e->recorder = recorder;
+    e->slot = slot;
+    e->pids = copy;
+    e->roles = copy + n;
+    e->n = n;
+    if (n > 0) {
+        memcpy(e->pids, pids, n * sizeof(int));
+        memcpy(e->roles, roles, n * sizeof(int));
+    }
+    if (rebuild_union(s) < 0) {
+        s->nentries--;
+        goto fail;
+    }
+    if (s->nentries == 1) {
+        s->started_ns = tm_clock_ns();
+    }
+    ensure_thread(s);
+    *handle = e->handle;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+
+fail:
+    s->dropped_watch++;
+    pthread_mutex_unlock(&s->lock);
+    PyMem_RawFree(copy);
+    return -1;
+}
+
+void
+tm_sampler_watch_remove(tm_sampler *s, uint64_t handle)
+{
+    size_t i;
+    int64_t now = tm_clock_ns();
+
+    pthread_mutex_lock(&s->lock);
+    for (i = 0; i < s->nentries; i++) {
+        tm_watch_entry *e = &s->entries[i];
+
+        if (e->handle != handle) {
+            continue;
+        }
+        if (e->stuck_open) {
+            s->stuck[e->stuck_open - 1].ended_ns = now;
+        }
+        PyMem_RawFree(e->pids);
+        s->entries[i] = s->entries[--s->nentries];
+        if (rebuild_union(s) < 0) {
+            /* Out of memory: keep sampling the old union, which still
+               holds this entry's PIDs; better than losing the others. */
+            s->dropped_watch++;
+        }
+        if (s->nentries == 0) {
+            s->run_ns += now - s->started_ns;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A recorder's reset: its stuck events go; other recorders' stay. */
+void
+tm_sampler_forget(tm_sampler *s, uint32_t recorder)
+{
+    size_t i, j, k = 0;
+
+    pthread_mutex_lock(&s->lock);
+    for (i = 0; i < s->nstuck; i++) {
+        int keep = s->stuck[i].recorder != recorder;
+
+        /* An entry's open event moves to its new index, or is gone. */
+        for (j = 0; j < s->nentries; j++) {
+            if (s->entries[j].stuck_open == (int)i + 1) {
+                s->entries[j].stuck_open = keep ? (int)k + 1 : 0;
+            }
+        }
+        if (keep) {
+            s->stuck[k++] = s->stuck[i];
+        }
+    }
+    s->nstuck = k;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* settings, life, copies                                             */
+
+int
+tm_sampler_configure(tm_sampler *s, int enabled, int64_t period_ns,
+                     int64_t stuck_after_ns, size_t capacity)
+{
+    if (capacity < TM_RING_MIN || capacity > TM_RING_MAX) {
+        return -1;
     }
     pthread_mutex_lock(&s->lock);
-    if (s->running) {
-        if (s->has_pending) {
-            close_procs(s->pending, s->npending);
-            free(s->pending);
-        }
-        s->pending = procs;
-        s->npending = n;
-        s->has_pending = 1;
-        pthread_cond_signal(&s->wake);
-    }
-    else {
-        close_procs(s->procs, s->nprocs);
-        free(s->procs);
-        s->procs = procs;
-        s->nprocs = n;
-    }
+    s->enabled = enabled;
+    s->period_ns = period_ns;
+    s->stuck_after_ns = stuck_after_ns;
+    s->capacity = capacity;
+    pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
 
+/* Stop and join the thread.  The caller may release the GIL around it:
+   the thread never takes it. */
 void
-tm_sampler_clear(tm_sampler *s)
+tm_sampler_shutdown(tm_sampler *s)
 {
+    pthread_t thread;
+
     pthread_mutex_lock(&s->lock);
-    s->head = 0;
-    s->len = 0;
-    s->overwritten = 0;
-    s->ticks = 0;
-    s->busy_ns = 0;
-    s->run_ns = 0;
-    s->started_ns = tm_clock_ns();
-    s->nstuck = 0;
-    s->stuck_open = 0;
+    if (!s->thread_alive) {
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    s->stop = 1;
+    thread = s->thread;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(thread, NULL);
+    pthread_mutex_lock(&s->lock);
+    s->thread_alive = 0;
+    s->stop = 0;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -559,52 +558,74 @@ tm_sampler_copy_stuck(tm_sampler *s, tm_stuck *out, size_t max)
     return n;
 }
 
+/* The processes watched now, then those that left, newest first, up to
+   max in all. */
 size_t
 tm_sampler_copy_procs(tm_sampler *s, tm_watched *out, size_t max)
 {
-    size_t n;
-    const tm_watched *src;
+    size_t n = 0, i;
 
     pthread_mutex_lock(&s->lock);
-    src = s->has_pending ? s->pending : s->procs;
-    n = s->has_pending ? s->npending : s->nprocs;
-    n = n < max ? n : max;
-    if (n > 0) {
-        memcpy(out, src, n * sizeof(tm_watched));
+    for (i = 0; i < s->nprocs && n < max; i++) {
+        out[n++] = s->procs[i];
+    }
+    for (i = s->nretired; i > 0 && n < max; i--) {
+        if (find_pid(out, n, s->retired[i - 1].pid) < 0) {
+            out[n++] = s->retired[i - 1];
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return n;
 }
 
+static void
+release_memory(tm_sampler *s)
+{
+    size_t i;
+
+    for (i = 0; i < s->nprocs; i++) {
+        tm_proc_close(&s->procs[i]);
+    }
+    for (i = 0; i < s->nentries; i++) {
+        PyMem_RawFree(s->entries[i].pids);
+    }
+    PyMem_RawFree(s->entries);
+    PyMem_RawFree(s->procs);
+    PyMem_RawFree(s->retired);
+    PyMem_RawFree(s->readings);
+    PyMem_RawFree(s->ring);
+}
+
 void
 tm_sampler_free(tm_sampler *s)
 {
-    tm_sampler_stop(s);
-    close_procs(s->procs, s->nprocs);
-    close_procs(s->pending, s->npending);
-    free(s->procs);
-    free(s->pending);
-    free(s->ring);
-    s->procs = s->pending = NULL;
-    s->nprocs = s->npending = 0;
-    s->ring = NULL;
-    s->cap = s->len = s->head = 0;
+    tm_sampler_shutdown(s);
+    release_memory(s);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
+    memset(s, 0, sizeof(*s));
 }
 
 /*
  * In a forked child the thread does not exist and the lock may have been
- * held by it at the fork: start over without touching either.  The child
- * is single-threaded here, so re-initialising is safe.
+ * held by it at the fork: start over without touching either, keeping the
+ * settings.  The child is single-threaded here, so this is safe.
  */
-void
+int
 tm_sampler_after_fork(tm_sampler *s)
 {
-    close_procs(s->procs, s->nprocs);
-    close_procs(s->pending, s->npending);
-    free(s->procs);
-    free(s->pending);
-    free(s->ring);
-    tm_sampler_init(s);
+    int enabled = s->enabled;
+    int64_t period_ns = s->period_ns;
+    int64_t stuck_after_ns = s->stuck_after_ns;
+    size_t capacity = s->capacity;
+
+    release_memory(s);
+    if (tm_sampler_init(s) < 0) {
+        return -1;
+    }
+    s->enabled = enabled;
+    s->period_ns = period_ns;
+    s->stuck_after_ns = stuck_after_ns;
+    s->capacity = capacity;
+    return 0;
 }

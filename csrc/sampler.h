@@ -1,10 +1,19 @@
 /*
- * The /proc sampler: a thread of its own, never holding the GIL, that
- * reads the counters of the main process and of the watched worker
- * processes at a fixed period into a bounded ring, and watches the fetch in
- * progress so that a loader stuck for too long is recorded.
+ * The /proc sampler: one thread per process, never holding the GIL, that
+ * reads the counters of every watched process at a fixed period into a
+ * bounded ring, and checks each watched loop's fetch in progress so that a
+ * loader stuck for too long is recorded.
  *
- * It knows nothing of Python.  All shared state is guarded by `lock`.
+ * What it samples is a union: every live wrapped loop adds a watch entry
+ * (its recorder, its main process and worker PIDs, its fetch slot) when it
+ * starts and removes it when it ends; the sampler reads each PID of the
+ * union once per tick, whichever loops share it.  Readings carry the PID,
+ * so each report reads its own processes.
+ *
+ * It knows nothing of Python and never allocates on its thread: the union
+ * is rebuilt by the caller of add/remove (with the GIL), under `lock`.
+ * Memory comes from PyMem_Raw* so that tracemalloc sees it.  /proc parsing
+ * is in procfs.h.
  */
 #ifndef TRACEML_SAMPLER_H
 #define TRACEML_SAMPLER_H
@@ -13,38 +22,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TM_UNKNOWN INT64_C(-1)
+#include "procfs.h"
 
-/* Which /proc file a counter comes from (index into the error arrays). */
-enum { TM_FILE_STAT = 0, TM_FILE_IO = 1, TM_FILE_SCHEDSTAT = 2, TM_NFILES = 3 };
+/* Most processes sampled at once, and most kept for sampler_info() after
+   they leave the union; past these, entries are counted as dropped. */
+#define TM_MAX_PROCS 1024
+#define TM_MAX_RETIRED 4096
+/* The ring's bounds: 96 bytes a reading, so at most 96 MiB. */
+#define TM_RING_MIN 16
+#define TM_RING_MAX ((size_t)1 << 20)
 
-/* One reading of one process.  Counters are cumulative; TM_UNKNOWN where
-   the file could not be read (the reason is kept per watched process). */
+/*
+ * The fetch in progress of one loop, written by that loop (holding the GIL)
+ * under a seqlock with no locked instructions, read by the sampler thread.
+ */
 typedef struct {
-    int64_t t_ns;            /* clock_ns() of the reading */
-    int32_t pid;
-    int32_t role;            /* -1: the main process; else the worker id */
-    int64_t utime_ticks;     /* /proc/PID/stat fields 14, 15 (all threads) */
-    int64_t stime_ticks;
-    int64_t minflt;          /* field 10 */
-    int64_t majflt;          /* field 12 */
-    int64_t starttime;       /* field 22, clock ticks after boot */
-    int64_t read_bytes;      /* /proc/PID/io: bytes fetched from storage */
-    int64_t rchar;           /* bytes read by read(2) and the like */
-    int64_t cpu_ns;          /* /proc/PID/schedstat: on-CPU ns (main thread) */
-    int64_t runq_ns;         /* run-queue wait ns (main thread) */
-    int32_t state;           /* field 3 as a character, 0 if unknown */
+    uint64_t seq;            /* odd while being written */
+    int64_t since_ns;        /* 0: no fetch in progress */
+    int32_t source;
+    int32_t epoch;
+    int64_t step;
+    int64_t oldest_rank;
+    int32_t worker;
     int32_t pad;
-} tm_sample;
-
-typedef struct {
-    int pid;
-    int role;
-    int fd[TM_NFILES];       /* kept open: pread re-reads, and a recycled
-                                PID cannot slip in behind an open fd */
-    int err[TM_NFILES];      /* errno of the failed open or read, else 0 */
-    int64_t exited_ns;       /* first failed read of stat, else 0 */
-} tm_watched;
+} tm_fetch_slot;
 
 /* A fetch that has waited longer than stuck_after_ns. */
 typedef struct {
@@ -52,69 +53,82 @@ typedef struct {
     int64_t detected_ns;
     int64_t last_ns;         /* last check while still waiting */
     int64_t ended_ns;        /* the fetch returned (0: still waiting) */
+    uint32_t recorder;       /* the recorder whose loop it is */
     int32_t source;
     int32_t epoch;
+    int32_t worker;          /* worker holding it, or -1 */
     int64_t step;            /* index of the awaited batch in its epoch */
     int64_t oldest_rank;     /* lowest undelivered sampler rank, or -1 */
-    int32_t worker;          /* worker holding it, or -1 */
     int32_t pid;             /* that worker's pid, or 0 */
     int32_t state;           /* its /proc state at the last check */
-    int32_t pad;
     int64_t cpu_ticks_at_since;  /* utime + stime when the fetch began */
     int64_t cpu_ticks_last;      /* ... at the last check (TM_UNKNOWN) */
 } tm_stuck;
 
 #define TM_MAX_STUCK 64
 
+/* One live loop's watch. */
+typedef struct {
+    uint64_t handle;
+    uint32_t recorder;
+    tm_fetch_slot *slot;     /* owned by the loop; NULL: no stuck watch */
+    int *pids;
+    int *roles;
+    size_t n;
+    int stuck_open;          /* 1 + index of its open stuck event, or 0 */
+} tm_watch_entry;
+
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
-    int running;             /* the thread exists */
-    int stop;                /* asked to stop */
+    int thread_alive;        /* the thread exists (it parks when idle) */
+    int stop;                /* asked to exit */
+    /* settings */
+    int enabled;
     int64_t period_ns;
     int64_t stuck_after_ns;
+    size_t capacity;         /* wanted ring size, applied when idle */
+    /* why the sampler could not run, 0 if it could: an errno */
+    int start_errno;
+    const char *start_what;  /* "ring allocation", "thread start", ... */
     /* the ring */
     tm_sample *ring;
     size_t cap;
     size_t head;             /* next write */
     size_t len;
-    uint64_t overwritten;
+    uint64_t overwritten;    /* readings dropped by the ring wrapping */
     uint64_t ticks;          /* sampling rounds done */
     int64_t busy_ns;         /* thread CPU time spent sampling */
-    int64_t started_ns;      /* the thread last started */
-    int64_t run_ns;          /* wall time the thread has run, finished runs */
-    /* the processes: procs is owned by the thread while it runs; a new
-       set from tm_sampler_watch() waits in pending until the next tick */
-    tm_watched *procs;
+    int64_t started_ns;      /* sampling last started (entries 0 -> 1) */
+    int64_t run_ns;          /* wall time spent sampling, finished spans */
+    /* the watch entries and their union */
+    tm_watch_entry *entries;
+    size_t nentries;
+    size_t entries_cap;
+    uint64_t next_handle;
+    uint64_t dropped_watch;  /* entries or PIDs that could not be watched */
+    tm_watched *procs;       /* the union, one per PID */
     size_t nprocs;
-    tm_watched *pending;
-    size_t npending;
-    int has_pending;
-    /* the fetch in progress, written by the loop under a seqlock (no
-       mutex on the hot path), read by the thread */
-    uint64_t fetch_seq;      /* odd while being written */
-    int64_t fetch_since_ns;  /* 0: no fetch in progress */
-    int32_t fetch_source;
-    int32_t fetch_epoch;
-    int64_t fetch_step;
-    int64_t fetch_oldest_rank;
-    int32_t fetch_worker;
+    tm_watched *retired;     /* processes that left the union, newest last */
+    size_t nretired;
+    tm_sample *readings;     /* one tick's readings, nprocs of them */
     /* stuck fetches */
     tm_stuck stuck[TM_MAX_STUCK];
     size_t nstuck;
-    int stuck_open;          /* stuck[nstuck - 1] is still waiting */
 } tm_sampler;
 
 int tm_sampler_init(tm_sampler *s);
 void tm_sampler_free(tm_sampler *s);
-void tm_sampler_after_fork(tm_sampler *s);
-int tm_sampler_start(tm_sampler *s, int64_t period_ns, int64_t stuck_after_ns,
-                     size_t capacity);
-void tm_sampler_stop(tm_sampler *s);
-int tm_sampler_watch(tm_sampler *s, const int *pids, const int *roles,
-                     size_t n);
-void tm_sampler_clear(tm_sampler *s);
+int tm_sampler_after_fork(tm_sampler *s);
+int tm_sampler_configure(tm_sampler *s, int enabled, int64_t period_ns,
+                         int64_t stuck_after_ns, size_t capacity);
+void tm_sampler_shutdown(tm_sampler *s);
+int tm_sampler_watch_add(tm_sampler *s, uint32_t recorder,
+                         tm_fetch_slot *slot, const int *pids,
+                         const int *roles, size_t n, uint64_t *handle);
+void tm_sampler_watch_remove(tm_sampler *s, uint64_t handle);
+void tm_sampler_forget(tm_sampler *s, uint32_t recorder);
 size_t tm_sampler_len(tm_sampler *s);
 size_t tm_sampler_copy(tm_sampler *s, tm_sample *out, size_t max);
 size_t tm_sampler_copy_stuck(tm_sampler *s, tm_stuck *out, size_t max);
@@ -128,40 +142,32 @@ size_t tm_sampler_copy_procs(tm_sampler *s, tm_watched *out, size_t max);
  * plain moves.
  */
 static inline void
-tm_watch_publish(tm_sampler *s, int64_t since_ns, int32_t source,
-                 int32_t epoch, int64_t step, int64_t oldest_rank,
-                 int32_t worker)
-{
-    uint64_t seq = __atomic_load_n(&s->fetch_seq, __ATOMIC_RELAXED);
-
-    __atomic_store_n(&s->fetch_seq, seq + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&s->fetch_source, source, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_epoch, epoch, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_step, step, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_oldest_rank, oldest_rank, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_worker, worker, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_since_ns, since_ns, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_seq, seq + 2, __ATOMIC_RELEASE);
-}
-
-static inline void
-tm_watch_begin(tm_sampler *s, int64_t since_ns, int32_t source,
+tm_watch_begin(tm_fetch_slot *f, int64_t since_ns, int32_t source,
                int32_t epoch, int64_t step, int64_t oldest_rank,
                int32_t worker)
 {
-    tm_watch_publish(s, since_ns, source, epoch, step, oldest_rank, worker);
+    uint64_t seq = __atomic_load_n(&f->seq, __ATOMIC_RELAXED);
+
+    __atomic_store_n(&f->seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&f->source, source, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->epoch, epoch, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->step, step, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->oldest_rank, oldest_rank, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->worker, worker, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->since_ns, since_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 static inline void
-tm_watch_end(tm_sampler *s)
+tm_watch_end(tm_fetch_slot *f)
 {
-    uint64_t seq = __atomic_load_n(&s->fetch_seq, __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_load_n(&f->seq, __ATOMIC_RELAXED);
 
-    __atomic_store_n(&s->fetch_seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->seq, seq + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&s->fetch_since_ns, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->fetch_seq, seq + 2, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->since_ns, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 #endif  /* TRACEML_SAMPLER_H */

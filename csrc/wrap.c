@@ -17,15 +17,20 @@
  * delivered, its worker the one that held it.  Anything unexpected turns
  * tracking off for this iterator; the steps then read rank -1.
  *
- * Watch (watch=True): while a fetch is in progress its start, step and the
- * oldest undelivered rank are published to the sampler, which records a
- * fetch that waits longer than stuck_after.
+ * Watch (watch=(main pid, worker pids...)): the iterator adds a watch
+ * entry to the sampler for its processes and its own fetch slot, and
+ * removes it when the loop ends.  While a fetch is in progress its start,
+ * step and the oldest undelivered rank are published in the slot, and the
+ * sampler records a fetch that waits longer than stuck_after.
+ *
+ * Re-entrancy: reading `_task_info` runs Python code (a property could even
+ * call next() on this very iterator), so no pointer into the task buffers
+ * is held across it; the buffers are read only once it has returned.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 
-#include "clock.h"
+#include "compat.h"
 #include "module.h"
 
 typedef struct {
@@ -37,7 +42,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *inner;           /* the timed iterator; NULL once released */
-    tm_state *st;              /* module state, owned by our type's module */
+    tm_recorder *rec;          /* the recorder its steps go to (owned) */
     uint64_t generation;       /* store generation the open step began in */
     int64_t epoch_begin_ns;    /* iter() of the wrapped iterable began */
     int64_t begin_ns;          /* the open step */
@@ -49,8 +54,10 @@ typedef struct {
     int source;
     int open;
     int track;                 /* delivery tracking on */
-    int watching;              /* counted in st->active_loops */
-    uint64_t fork_generation;  /* st->fork_generation when counted */
+    int watching;              /* has a watch entry in the sampler */
+    uint64_t watch_handle;
+    uint64_t fork_generation;  /* st->fork_generation when it was added */
+    tm_fetch_slot slot;        /* the fetch in progress, for the sampler */
     tm_task *tasks;            /* outstanding tasks after the last fetch */
     Py_ssize_t ntasks;
     Py_ssize_t tasks_cap;
@@ -69,12 +76,12 @@ close_open_step(tm_wrapiter *self, int64_t now)
         return;
     }
     self->open = 0;
-    if (self->generation != self->st->store.generation) {
+    if (self->generation != self->rec->store.generation) {
         /* It began before a reset() or a fork: no recording's step. */
         return;
     }
     pos = self->steps - 1 < TM_FLAG_POS_MAX ? self->steps - 1 : TM_FLAG_POS_MAX;
-    tm_store_push(&self->st->store, self->begin_ns, self->fetch_done_ns, now,
+    tm_store_push(&self->rec->store, self->begin_ns, self->fetch_done_ns, now,
                   (int32_t)self->epoch, (uint16_t)self->source,
                   (uint16_t)((pos << TM_FLAG_POS_SHIFT)
                              | (pos == 0 ? TM_FLAG_EPOCH_START : 0)),
@@ -85,13 +92,14 @@ close_open_step(tm_wrapiter *self, int64_t now)
 static void
 end_loop(tm_wrapiter *self)
 {
+    tm_state *st = self->rec->st;
+
     if (self->watching) {
         self->watching = 0;
-        /* An iterator inherited through fork() was counted in the parent's
-           process, not in this one: releasing it must not stop the child's
-           own sampler. */
-        if (self->fork_generation == self->st->fork_generation) {
-            tm_loop_ended(self->st);
+        /* An iterator inherited through fork() was watched by the parent's
+           sampler, not by this process's: nothing to remove here. */
+        if (self->fork_generation == st->fork_generation) {
+            tm_sampler_watch_remove(&st->sampler, self->watch_handle);
         }
     }
 }
@@ -113,14 +121,23 @@ reserve(tm_task **buf, Py_ssize_t *cap, Py_ssize_t n)
     return 0;
 }
 
-/* Read inner._task_info into scratch, sorted by rank; -1 if not usable. */
+/* Read inner._task_info into scratch, sorted by rank; -1 if not usable.
+   The attribute lookup, the one call into Python, comes first: the task
+   buffers are only touched once it has returned. */
 static int
 read_tasks(tm_wrapiter *self, Py_ssize_t *n_out)
 {
-    PyObject *info = PyObject_GetAttr(self->inner, self->st->str_task_info);
+    PyObject *inner = self->inner;
+    PyObject *info;
     PyObject *key, *value;
     Py_ssize_t pos = 0, n = 0, i, j;
 
+    if (inner == NULL) {
+        return -1;
+    }
+    Py_INCREF(inner);
+    info = PyObject_GetAttr(inner, self->rec->st->str_task_info);
+    Py_DECREF(inner);
     if (info == NULL) {
         PyErr_Clear();
         return -1;
@@ -221,8 +238,8 @@ take_tasks(tm_wrapiter *self)
 static void
 track_delivery(tm_wrapiter *self)
 {
-    tm_task *before = self->tasks;
-    Py_ssize_t nbefore = self->ntasks;
+    tm_task *before;
+    Py_ssize_t nbefore;
     Py_ssize_t n, i = 0, j = 0;
     int64_t rank = -1;
     int32_t worker = -1;
@@ -233,6 +250,10 @@ track_delivery(tm_wrapiter *self)
         self->track = 0;
         return;
     }
+    /* Only now: read_tasks may have run Python code that re-entered this
+       iterator and swapped or reallocated the buffers. */
+    before = self->tasks;
+    nbefore = self->ntasks;
     /* Both sorted: ranks in before that are not in after have left.  The
        delivered one is the highest (lower ones were skipped, e.g. an
        exhausted IterableDataset worker's). */
@@ -260,7 +281,7 @@ track_delivery(tm_wrapiter *self)
 static PyObject *
 wrapiter_next(tm_wrapiter *self)
 {
-    int64_t call_ns = tm_clock_ns();
+    int64_t call_ns = tm_rec_clock(self->rec);
     int64_t done_ns;
     PyObject *inner = self->inner;
     PyObject *item;
@@ -270,16 +291,16 @@ wrapiter_next(tm_wrapiter *self)
         return NULL;
     }
     if (self->watching) {
-        tm_watch_begin(&self->st->sampler, call_ns, self->source, self->epoch,
+        tm_watch_begin(&self->slot, call_ns, self->source, self->epoch,
                        (int64_t)self->steps, self->oldest_rank,
                        self->oldest_worker);
     }
     /* The inner __next__ may run code that releases us or our iterator. */
     Py_INCREF(inner);
     item = Py_TYPE(inner)->tp_iternext(inner);
-    done_ns = tm_clock_ns();
+    done_ns = tm_rec_clock(self->rec);
     if (self->watching) {
-        tm_watch_end(&self->st->sampler);
+        tm_watch_end(&self->slot);
     }
     if (item == NULL) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -297,7 +318,7 @@ wrapiter_next(tm_wrapiter *self)
     Py_DECREF(inner);
     self->begin_ns = self->steps == 0 ? self->epoch_begin_ns : call_ns;
     self->fetch_done_ns = done_ns;
-    self->generation = self->st->store.generation;
+    self->generation = self->rec->store.generation;
     self->open = 1;
     self->steps++;
     if (self->track && self->inner != NULL) {
@@ -310,29 +331,97 @@ wrapiter_next(tm_wrapiter *self)
     return item;
 }
 
+/* Add a watch entry for the processes in `watch` (main process first, then
+   worker 0, 1, ...).  A sampler that cannot watch never stops the timing:
+   the report reads its reason from sampler_info(). */
+static int
+start_watch(tm_wrapiter *self, PyObject *watch)
+{
+    tm_state *st = self->rec->st;
+    PyObject *seq;
+    Py_ssize_t n, i;
+    int *pids, *roles;
+    int rc;
+
+    seq = PySequence_Fast(watch, "WrapIter(): watch must be a sequence of "
+                                 "PIDs (main process first) or None");
+    if (seq == NULL) {
+        return -1;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    pids = PyMem_Malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof(int));
+    if (pids == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    roles = pids + n;
+    for (i = 0; i < n; i++) {
+        long pid = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+
+        if (pid == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        if (pid <= 0 || pid > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError,
+                         "WrapIter(): watch holds a bad PID %ld", pid);
+            goto fail;
+        }
+        pids[i] = (int)pid;
+        roles[i] = (int)i - 1;
+    }
+    Py_DECREF(seq);
+    rc = st->sampler_ok
+         ? tm_sampler_watch_add(&st->sampler, self->rec->id, &self->slot,
+                                pids, roles, (size_t)n, &self->watch_handle)
+         : -1;
+    PyMem_Free(pids);
+    if (rc == 0) {
+        self->watching = 1;
+        self->fork_generation = st->fork_generation;
+    }
+    return 0;
+
+fail:
+    Py_DECREF(seq);
+    PyMem_Free(pids);
+    return -1;
+}
+
 static PyObject *
 wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"iterator", "source", "epoch", "epoch_begin_ns",
-                             "track", "watch", NULL};
+    static char *kwlist[] = {"iterator", "recorder", "source", "epoch",
+                             "epoch_begin_ns", "track", "watch", NULL};
     PyObject *inner;
+    PyObject *rec;
     int source;
     int epoch;
     long long epoch_begin_ns;
     int track = 0;
-    int watch = 0;
+    PyObject *watch = Py_None;
     tm_state *st;
     tm_wrapiter *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiiL|pp:WrapIter", kwlist,
-                                     &inner, &source, &epoch,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pO:WrapIter", kwlist,
+                                     &inner, &rec, &source, &epoch,
                                      &epoch_begin_ns, &track, &watch)) {
+        return NULL;
+    }
+    st = PyType_GetModuleState(type);
+    if (st == NULL) {
         return NULL;
     }
     if (!PyIter_Check(inner)) {
         PyErr_Format(PyExc_TypeError,
                      "WrapIter(): iterator must be an iterator, got %.200s",
                      Py_TYPE(inner)->tp_name);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(rec, st->recorder_type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "WrapIter(): recorder must be a traceml.Recorder, got "
+                     "%.200s", Py_TYPE(rec)->tp_name);
         return NULL;
     }
     if (source < 1 || source > UINT16_MAX) {
@@ -346,17 +435,13 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      "WrapIter(): epoch must be >= 0, got %d", epoch);
         return NULL;
     }
-    st = PyType_GetModuleState(type);
-    if (st == NULL) {
-        return NULL;
-    }
     self = (tm_wrapiter *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
     }
     self->inner = Py_NewRef(inner);
-    self->st = st;
-    self->generation = st->store.generation;
+    self->rec = (tm_recorder *)Py_NewRef(rec);
+    self->generation = self->rec->store.generation;
     self->epoch_begin_ns = epoch_begin_ns;
     self->epoch = epoch;
     self->source = source;
@@ -368,9 +453,9 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (track) {
         take_tasks(self);
     }
-    if (watch && tm_loop_started(st) == 0) {
-        self->watching = 1;
-        self->fork_generation = st->fork_generation;
+    if (watch != Py_None && start_watch(self, watch) < 0) {
+        Py_DECREF(self);
+        return NULL;
     }
     return (PyObject *)self;
 }
@@ -378,7 +463,9 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static PyObject *
 wrapiter_close(tm_wrapiter *self, PyObject *Py_UNUSED(ignored))
 {
-    close_open_step(self, tm_clock_ns());
+    if (self->open) {
+        close_open_step(self, tm_rec_clock(self->rec));
+    }
     Py_CLEAR(self->inner);
     end_loop(self);
     Py_RETURN_NONE;
@@ -389,9 +476,12 @@ wrapiter_traverse(tm_wrapiter *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->inner);
+    Py_VISIT(self->rec);
     return 0;
 }
 
+/* The recorder is kept until dealloc, which still writes the open step
+   into it; clearing the inner iterator is enough to break a cycle. */
 static int
 wrapiter_clear(tm_wrapiter *self)
 {
@@ -405,9 +495,12 @@ wrapiter_dealloc(tm_wrapiter *self)
     PyTypeObject *tp = Py_TYPE(self);
 
     PyObject_GC_UnTrack(self);
-    close_open_step(self, tm_clock_ns());
+    if (self->open) {
+        close_open_step(self, tm_rec_clock(self->rec));
+    }
     end_loop(self);
     Py_CLEAR(self->inner);
+    Py_CLEAR(self->rec);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
     tp->tp_free(self);
@@ -420,6 +513,24 @@ get_tracking(tm_wrapiter *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->track);
 }
 
+static PyObject *
+get_inner(tm_wrapiter *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->inner != NULL ? self->inner : Py_None);
+}
+
+static PyObject *
+get_recorder(tm_wrapiter *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef((PyObject *)self->rec);
+}
+
+static PyObject *
+get_watching(tm_wrapiter *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->watching);
+}
+
 static PyMethodDef wrapiter_methods[] = {
     {"close", (PyCFunction)wrapiter_close, METH_NOARGS,
      "close()\n--\n\n"
@@ -430,13 +541,11 @@ static PyMethodDef wrapiter_methods[] = {
 };
 
 static PyMemberDef wrapiter_members[] = {
-    {"inner", T_OBJECT, offsetof(tm_wrapiter, inner), READONLY,
-     "The timed inner iterator, or None once exhausted or closed."},
-    {"epoch", T_INT, offsetof(tm_wrapiter, epoch), READONLY,
+    {"epoch", Py_T_INT, offsetof(tm_wrapiter, epoch), Py_READONLY,
      "Epoch index of this iterator (0-based, per wrapped iterable)."},
-    {"source", T_INT, offsetof(tm_wrapiter, source), READONLY,
+    {"source", Py_T_INT, offsetof(tm_wrapiter, source), Py_READONLY,
      "Source id that tags this iterator's steps in the store."},
-    {"steps", T_ULONGLONG, offsetof(tm_wrapiter, steps), READONLY,
+    {"steps", Py_T_ULONGLONG, offsetof(tm_wrapiter, steps), Py_READONLY,
      "Batches delivered so far in this epoch."},
     {NULL, 0, 0, 0, NULL},
 };
@@ -445,12 +554,19 @@ static PyGetSetDef wrapiter_getset[] = {
     {"tracking", (getter)get_tracking, NULL,
      "Whether the delivered batches' ranks and workers are being recorded.",
      NULL},
+    {"inner", (getter)get_inner, NULL,
+     "The timed inner iterator, or None once exhausted or closed.", NULL},
+    {"recorder", (getter)get_recorder, NULL,
+     "The Recorder this iterator's steps go to.", NULL},
+    {"watching", (getter)get_watching, NULL,
+     "Whether the sampler watches this loop's processes and fetches now.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyDoc_STRVAR(wrapiter_doc,
-"WrapIter(iterator, source, epoch, epoch_begin_ns, track=False, watch=False)\n"
-"--\n\n"
+"WrapIter(iterator, recorder, source, epoch, epoch_begin_ns, track=False,\n"
+"         watch=None)\n--\n\n"
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item.  Made by traceml.wrap(); not for direct use.");
 

@@ -15,7 +15,7 @@ from traceml import _core  # noqa: E402
 def fresh_record():
     """Every test starts and ends with an empty store and no cap."""
     traceml.reset()
-    _core._set_capacity_limit(None)
+    _core.default_recorder()._set_capacity_limit(None)
     yield
     traceml.reset()
-    _core._set_capacity_limit(None)
+    _core.default_recorder()._set_capacity_limit(None)

@@ -45,16 +45,16 @@ class Recorded:
         self.name = uname("list")
         for _ in traceml.wrap([1, 2, 3, 4], name=self.name):
             pass
-        self.snapshot = _core.snapshot().copy()
-        self.info = _core.store_info()
+        self.snapshot = _core.default_recorder().snapshot().copy()
+        self.info = _core.default_recorder().store_info()
         self.steps = traceml.report()["steps"]
         self.list_steps = traceml.report(source=self.name)["steps"]
         self.settings = traceml.configure()
         assert self.steps == 6 and self.list_steps == 4
 
     def check(self):
-        np.testing.assert_array_equal(_core.snapshot(), self.snapshot)
-        info = _core.store_info()
+        np.testing.assert_array_equal(_core.default_recorder().snapshot(), self.snapshot)
+        info = _core.default_recorder().store_info()
         for key in ("steps", "dropped_steps", "out_of_memory", "misuse",
                     "probe_step_open", "generation"):
             assert info[key] == self.info[key], key
@@ -69,6 +69,14 @@ def recorded():
     rec = Recorded()
     yield rec
     rec.check()
+
+
+@pytest.fixture
+def scratch(recorded):
+    """A fresh recorder as the default for the test's own steps: what the
+    ``recorded`` fixture recorded is untouched by construction."""
+    with traceml.Recorder() as rec:
+        yield rec
 
 
 def names_argument(exc, arg):
@@ -410,15 +418,21 @@ def test_reducer_refuses_bad_input_naming_the_argument(func, args, kwargs, exc, 
     assert names_argument(info.value, arg), str(info.value)
 
 
-@pytest.mark.parametrize("func", ["summary", "log_otsu", "gap_histogram", "modal_gap"])
-def test_unary_reducers_refuse_keyword_and_missing_arguments(func, recorded):
+@pytest.mark.parametrize("func,arg", [("summary", "x"), ("log_otsu", "x"),
+                                      ("gap_histogram", "gaps"), ("modal_gap", "gaps")])
+def test_unary_reducers_refuse_unknown_keyword_and_missing_arguments(func, arg, recorded):
+    """One parser serves every reducer: an argument comes by position or by
+    its documented name, and nothing else is taken."""
     f = getattr(_core, func)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=f"missing required argument '{arg}'"):
         f()
-    with pytest.raises(TypeError):
-        f(x=[1])
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        f(nope=[1])
+    with pytest.raises(TypeError, match="at most 1 arguments"):
         f([1], [1])
+    with pytest.raises(TypeError, match="multiple values"):
+        f([1], **{arg: [1]})
+    assert repr(f(**{arg: [1, 2, 2]})) == repr(f([1, 2, 2]))
 
 
 def test_reducers_accept_any_integer_layout(recorded):
@@ -577,27 +591,27 @@ def test_report_with_arbitrary_arguments_refuses_or_reports(threshold, source, r
 # the probes: a refused call changes nothing, even with a step open
 
 
-def test_refused_probe_calls_leave_an_open_step_alone(recorded):
+def test_refused_probe_calls_leave_an_open_step_alone(scratch):
     traceml.step_begin()
-    before = _core.store_info()
+    before = _core.default_recorder().store_info()
     for probe in (traceml.step_begin, traceml.fetch_done, traceml.step_end):
         for args, kwargs in (((1,), {}), ((None, None), {}), ((), {"x": 1})):
             with pytest.raises(TypeError):
                 probe(*args, **kwargs)
-    assert _core.store_info() == before
+    assert _core.default_recorder().store_info() == before
     traceml.fetch_done()
     traceml.step_end()
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     assert info["steps"] == before["steps"] + 1
     assert info["misuse"] == before["misuse"]
     # Back to what the fixture recorded, plus this one step.
-    _core._truncate(before["steps"])
 
 
 # --------------------------------------------------------------------------
 # WrapIter: direct construction, and hostile inner iterators
 
 
+# Arguments after the iterator's: the default recorder is put in second.
 WRAPITER_BAD = [
     ((5, 1, 0, 0), TypeError, "iterator"),
     (([1, 2], 1, 0, 0), TypeError, "iterator"),
@@ -614,14 +628,33 @@ WRAPITER_BAD = [
 
 @pytest.mark.parametrize("args,exc,word", WRAPITER_BAD)
 def test_wrapiter_refuses_bad_construction(args, exc, word, recorded):
+    args = (args[0], _core.default_recorder(), *args[1:])
     with pytest.raises(exc) as info:
         _core.WrapIter(*args)
     if word:
         assert names_argument(info.value, word), str(info.value)
 
 
+@pytest.mark.parametrize("kwargs,exc,word", [
+    ({"recorder": None}, TypeError, "recorder"),
+    ({"recorder": object()}, TypeError, "recorder"),
+    ({"watch": 5}, TypeError, "watch"),
+    ({"watch": [0]}, ValueError, "PID"),
+    ({"watch": ["x"]}, TypeError, None),
+])
+def test_wrapiter_refuses_a_bad_recorder_or_watch(kwargs, exc, word, recorded):
+    args = {"iterator": iter([1]), "recorder": _core.default_recorder(), "source": 1,
+            "epoch": 0, "epoch_begin_ns": 0, **kwargs}
+    with pytest.raises(exc) as info:
+        _core.WrapIter(**args)
+    if word:
+        assert word in str(info.value), str(info.value)
+
+
 def _source_id(name):
-    return traceml.wrap([], name=name).source
+    """(recorder, source id) of a new source named name."""
+    w = traceml.wrap([], name=name)
+    return w.recorder, w.source
 
 
 def test_inner_next_that_reenters_the_wrapper_does_not_crash(recorded):
@@ -635,7 +668,7 @@ def test_inner_next_that_reenters_the_wrapper_does_not_crash(recorded):
             return next(self.outer)
 
     inner = Reentrant()
-    it = _core.WrapIter(inner, _source_id(uname("reenter")), 0, traceml.clock_ns())
+    it = _core.WrapIter(inner, *_source_id(uname("reenter")), 0, traceml.clock_ns())
     inner.outer = it
     # Each level is a C frame too: keep the depth modest (sanitizer builds
     # have large C frames).
@@ -653,7 +686,7 @@ def test_inner_next_that_reenters_the_wrapper_does_not_crash(recorded):
     del inner.outer
 
 
-def test_inner_next_that_reenters_once_does_not_crash(recorded):
+def test_inner_next_that_reenters_once_does_not_crash(scratch):
     class ReentrantOnce:
         outer = None
         depth = 0
@@ -678,17 +711,16 @@ def test_inner_next_that_reenters_once_does_not_crash(recorded):
 
     inner = ReentrantOnce()
     name = uname("reenter-once")
-    it = _core.WrapIter(inner, _source_id(name), 0, traceml.clock_ns())
+    it = _core.WrapIter(inner, *_source_id(name), 0, traceml.clock_ns())
     inner.outer = it
     items = list(it)
     assert items and all(isinstance(i, int) for i in items)
     del inner.outer
     rep = traceml.report(source=name)
     assert 1 <= rep["steps"] <= 6
-    _core._truncate(recorded.info["steps"])
 
 
-def test_inner_next_that_closes_or_resets_does_not_crash(recorded):
+def test_inner_next_that_closes_or_resets_does_not_crash(scratch):
     class Closer:
         outer = None
         n = 0
@@ -705,7 +737,7 @@ def test_inner_next_that_closes_or_resets_does_not_crash(recorded):
             return self.n
 
     inner = Closer()
-    it = _core.WrapIter(inner, _source_id(uname("closer")), 0, traceml.clock_ns())
+    it = _core.WrapIter(inner, *_source_id(uname("closer")), 0, traceml.clock_ns())
     inner.outer = it
     got = list(it)
     assert got[:3] == [1, 2, 3]
@@ -713,7 +745,6 @@ def test_inner_next_that_closes_or_resets_does_not_crash(recorded):
     del inner.outer
     with pytest.raises(StopIteration):
         next(it)
-    _core._truncate(recorded.info["steps"])
 
 
 def test_inner_next_that_resets_the_record_does_not_crash():
@@ -726,7 +757,7 @@ def test_inner_next_that_resets_the_record_does_not_crash():
         def __next__(self):
             self.n += 1
             if self.n == 3:
-                _core.reset()
+                traceml.reset()
             if self.n > 5:
                 raise StopIteration
             return self.n
@@ -772,14 +803,13 @@ class _Tasks:
     [{-5: (0,), 2**40: (1, "data")}, {}],                   # odd ranks
     [{i: (i % 3,) for i in range(500)}, {i: (0,) for i in range(1, 500)}, {}],
 ])
-def test_odd_task_tables_turn_tracking_off_without_crashing(infos, recorded):
+def test_odd_task_tables_turn_tracking_off_without_crashing(infos, scratch):
     inner = _Tasks(infos)
     inner._task_info = {0: (0,), 1: (1,)}
     name = uname("tasks")
-    it = _core.WrapIter(inner, _source_id(name), 0, traceml.clock_ns(), track=True)
+    it = _core.WrapIter(inner, *_source_id(name), 0, traceml.clock_ns(), track=True)
     assert list(it) == list(range(len(infos) - 1, -1, -1))
     assert traceml.report(source=name)["steps"] == len(infos)
-    _core._truncate(recorded.info["steps"])
 
 
 def test_task_table_mutated_while_read_does_not_corrupt_memory(tmp_path):
@@ -847,7 +877,7 @@ def test_inner_that_is_not_an_iterator_is_refused_by_wrap(recorded):
             pass
 
 
-def test_iterable_with_len_that_raises(recorded):
+def test_iterable_with_len_that_raises(scratch):
     class BadLen:
         def __iter__(self):
             return iter([1, 2])
@@ -862,10 +892,9 @@ def test_iterable_with_len_that_raises(recorded):
         bool(w)
     # (list(w) would ask len() for a size hint and fail: a for loop does not.)
     assert [x for x in w] == [1, 2]
-    _core._truncate(recorded.info["steps"])
 
 
-def test_wrapiter_in_a_reference_cycle_is_collected_and_closes_its_step(recorded):
+def test_wrapiter_in_a_reference_cycle_is_collected_and_closes_its_step(scratch):
     import gc
     import weakref
 
@@ -881,7 +910,7 @@ def test_wrapiter_in_a_reference_cycle_is_collected_and_closes_its_step(recorded
 
     inner = Holder()
     name = uname("cycle")
-    it = _core.WrapIter(inner, _source_id(name), 0, traceml.clock_ns())
+    it = _core.WrapIter(inner, *_source_id(name), 0, traceml.clock_ns())
     inner.me = it          # inner -> WrapIter -> inner
     next(it)
     ref = weakref.ref(inner)
@@ -889,4 +918,3 @@ def test_wrapiter_in_a_reference_cycle_is_collected_and_closes_its_step(recorded
     gc.collect()
     assert ref() is None
     assert traceml.report(source=name)["steps"] == 1
-    _core._truncate(recorded.info["steps"])

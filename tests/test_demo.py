@@ -144,4 +144,4 @@ def test_main_investigate_quick(data_dir, capsys):
     assert "num_workers=4 path=fixed" in out
     assert "historical versus fixed" in out
     assert "fixed: " in out  # the comparison's verdict line
-    assert traceml._core.store_info()["steps"] == 0  # the sweeps left no records
+    assert traceml._core.default_recorder().store_info()["steps"] == 0  # the sweeps left no records

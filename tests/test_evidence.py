@@ -254,8 +254,12 @@ def test_unreadable_counters_are_null_with_a_reason():
 
 
 def test_sampler_watches_real_counters_and_knows_a_missing_process():
-    _core._sampler_watch([os.getpid(), 2**22 + 12345], [-1, 0])
+    rec = traceml.Recorder()
+    it = _core.WrapIter(iter([1]), rec, 1, 0, rec.clock_ns(),
+                        watch=[os.getpid(), 2**22 + 12345])
+    assert it.watching
     info = _core.sampler_info()
+    it.close()
     missing = [p for p in info["procs"] if p["role"] == 0][0]
     assert "No such file or directory" in missing["errors"]["stat"]
     me = [p for p in info["procs"] if p["role"] == -1][0]

@@ -25,7 +25,6 @@ import pytest
 
 import traceml
 from traceml import _core
-from traceml.wrapping import by_name
 
 _names = itertools.count()
 
@@ -45,6 +44,10 @@ def uname(tag):
     return f"test_leaks-{tag}-{next(_names)}"
 
 
+def by_name():
+    return _core.default_recorder().sources.by_name
+
+
 def _trim_epoch_facts(*names):
     """Per-epoch facts are kept for every epoch a source ever had (see
     test_epoch_facts_do_not_outlive_reset); drop them so that the rounds
@@ -53,10 +56,6 @@ def _trim_epoch_facts(*names):
         src = by_name().get(name)
         if src is not None:
             src.epoch_facts.clear()
-
-
-def _sweep_sources():
-    return [n for n in by_name() if n.startswith("sweep#")]
 
 
 def measure(scenario, warmup=2, rounds=ROUNDS, exclude=()):
@@ -368,9 +367,9 @@ def _reducer_calls(x, big, mask, epoch, ranks, gaps, bad):
         lambda: _core.overtaking(ranks, epoch),
         lambda: _core.overtaking(ranks=ranks),
         lambda: _core.log_otsu(x),
-        lambda: _core.snapshot(),
-        lambda: _core.snapshot_delivery(),
-        lambda: _core.store_info(),
+        lambda: _core.default_recorder().snapshot(),
+        lambda: _core.default_recorder().snapshot_delivery(),
+        lambda: _core.default_recorder().store_info(),
         lambda: _core.sampler_samples(),
         lambda: _core.sampler_stuck(),
         lambda: _core.sampler_info(),
@@ -490,7 +489,6 @@ def test_sweeps_leak_nothing():
         res.to_dict()
         # (not _repr_html_(): matplotlib's own glyph caches grow with it)
         del res
-        _trim_epoch_facts(*_sweep_sources())
 
     assert_no_growth(measure(scenario, warmup=1, rounds=3), "sweeps")
 

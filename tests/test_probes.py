@@ -14,7 +14,7 @@ F = _core
 
 
 def steps():
-    return _core.snapshot()
+    return _core.default_recorder().snapshot()
 
 
 def test_clock_is_monotonic_ns():
@@ -64,7 +64,7 @@ def test_step_begin_twice_closes_the_open_step_at_the_second_begin():
     assert rec["end_ns"][0] == rec["begin_ns"][1]
     assert rec["flags"][0] == F.FLAG_IMPLICIT_END
     assert rec["flags"][1] == 0
-    assert _core.store_info()["misuse"]["step_begin_while_open"] == 1
+    assert _core.default_recorder().store_info()["misuse"]["step_begin_while_open"] == 1
 
 
 def test_step_end_without_fetch_records_zero_wait():
@@ -76,7 +76,7 @@ def test_step_end_without_fetch_records_zero_wait():
     assert rec["fetch_done_ns"][0] == rec["begin_ns"][0]
     assert rec["end_ns"][0] - rec["begin_ns"][0] >= 5_000_000
     assert rec["flags"][0] == F.FLAG_NO_FETCH
-    assert _core.store_info()["misuse"]["step_end_without_fetch"] == 1
+    assert _core.default_recorder().store_info()["misuse"]["step_end_without_fetch"] == 1
 
 
 def test_stray_probes_are_counted_and_ignored():
@@ -89,7 +89,7 @@ def test_stray_probes_are_counted_and_ignored():
     traceml.step_end()
     after = steps()
     np.testing.assert_array_equal(before, after)  # nothing earlier touched
-    misuse = _core.store_info()["misuse"]
+    misuse = _core.default_recorder().store_info()["misuse"]
     assert misuse["fetch_done_without_step"] == 1
     assert misuse["step_end_without_step"] == 2
     text = str(traceml.report())
@@ -106,7 +106,7 @@ def test_repeated_fetch_done_keeps_the_later_one():
     traceml.step_end()
     rec = steps()
     assert rec["fetch_done_ns"][0] >= t
-    assert _core.store_info()["misuse"]["fetch_done_repeated"] == 1
+    assert _core.default_recorder().store_info()["misuse"]["fetch_done_repeated"] == 1
 
 
 def test_reset_discards_the_record_and_the_open_step():
@@ -116,7 +116,7 @@ def test_reset_discards_the_record_and_the_open_step():
     traceml.reset()
     traceml.step_end()  # the open step went with the reset
     assert len(steps()) == 0
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     assert info["misuse"]["step_end_without_step"] == 1
     assert not info["probe_step_open"]
 
@@ -133,12 +133,12 @@ def test_open_probe_step_is_not_reported_but_noted():
 
 
 def test_failed_growth_drops_steps_and_keeps_the_rest():
-    _core._set_capacity_limit(1500)
+    _core.default_recorder()._set_capacity_limit(1500)
     for _ in range(2000):
         traceml.step_begin()
         traceml.fetch_done()
         traceml.step_end()
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     assert info["steps"] == 1500 and info["dropped_steps"] == 500
     assert info["out_of_memory"]
     rec = steps()
@@ -150,7 +150,7 @@ def test_failed_growth_drops_steps_and_keeps_the_rest():
 
 
 def test_nothing_recordable_raises_memory_error_at_report():
-    _core._set_capacity_limit(0)
+    _core.default_recorder()._set_capacity_limit(0)
     traceml.step_begin()
     traceml.step_end()  # never raises in the loop
     with pytest.raises(MemoryError, match="1 steps were dropped"):
@@ -177,7 +177,7 @@ def test_forked_child_records_into_its_own_store():
     if pid == 0:  # child
         try:
             os.close(r)
-            inherited = len(_core.snapshot())
+            inherited = len(_core.default_recorder().snapshot())
             for _ in range(2):
                 traceml.step_begin()
                 traceml.fetch_done()
@@ -206,7 +206,7 @@ class _ProbingDataset:
         traceml.step_begin()
         traceml.fetch_done()
         traceml.step_end()
-        return _core.store_info()["steps"]
+        return _core.default_recorder().store_info()["steps"]
 
 
 def test_probes_in_dataloader_workers_do_not_touch_the_parent():

@@ -144,13 +144,13 @@ def test_forked_child_mid_loop_records_only_its_own_steps():
 def _fork_mid_loop(it, name):
     assert [next(it), next(it)] == [0, 1]     # step 1 open at the fork
     assert _core.sampler_info()["running"]
-    parent_before = _core.snapshot().copy()
-    info_before = _core.store_info()
+    parent_before = _core.default_recorder().snapshot().copy()
+    info_before = _core.default_recorder().store_info()
 
     def child():
         out = {
-            "inherited": len(_core.snapshot()),
-            "probe_open": _core.store_info()["probe_step_open"],
+            "inherited": len(_core.default_recorder().snapshot()),
+            "probe_open": _core.default_recorder().store_info()["probe_step_open"],
             "sampler_running": _core.sampler_info()["running"],
             "samples": len(_core.sampler_samples()),
         }
@@ -158,7 +158,7 @@ def _fork_mid_loop(it, name):
         probe_steps(2)
         out["list_steps"] = traceml.report(source=name)["steps"]
         out["probe_steps"] = traceml.report(source="probes")["steps"]
-        out["store_steps"] = _core.store_info()["steps"]
+        out["store_steps"] = _core.default_recorder().store_info()["steps"]
         return out
 
     got = run_in_fork(child)
@@ -167,8 +167,8 @@ def _fork_mid_loop(it, name):
                    # the step open at the fork is the parent's: not recorded
                    "list_steps": 4, "probe_steps": 2, "store_steps": 6}
     # The parent is untouched and goes on where it was.
-    np.testing.assert_array_equal(_core.snapshot(), parent_before)
-    assert _core.store_info() == info_before
+    np.testing.assert_array_equal(_core.default_recorder().snapshot(), parent_before)
+    assert _core.default_recorder().store_info() == info_before
     assert _core.sampler_info()["running"]
     assert list(it) == [2, 3, 4, 5]
     traceml.fetch_done()
@@ -180,7 +180,7 @@ def _fork_mid_loop(it, name):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_runs_its_own_worker_loader():
     probe_steps(2)
-    parent_before = _core.snapshot().copy()
+    parent_before = _core.default_recorder().snapshot().copy()
     name = uname("fork-child-loader")
 
     def child():
@@ -188,7 +188,7 @@ def test_forked_child_runs_its_own_worker_loader():
                             multiprocessing_context="fork")
         ids = sorted(int(i) for b in traceml.wrap(loader, name=name) for i in b)
         rep = traceml.report(source=name)
-        return {"ids": ids, "steps": rep["steps"], "all": _core.store_info()["steps"],
+        return {"ids": ids, "steps": rep["steps"], "all": _core.default_recorder().store_info()["steps"],
                 "pids": rep["workers"]["pids_by_epoch"][0]["pids"],
                 "me": os.getpid()}
 
@@ -196,7 +196,7 @@ def test_forked_child_runs_its_own_worker_loader():
     assert got["ids"] == list(range(12))
     assert got["steps"] == 6 and got["all"] == 6
     assert len(got["pids"]) == 2 and got["me"] not in got["pids"]
-    np.testing.assert_array_equal(_core.snapshot(), parent_before)
+    np.testing.assert_array_equal(_core.default_recorder().snapshot(), parent_before)
     with pytest.raises(ValueError):
         traceml.report(source=name)           # the parent never saw it
 
@@ -311,9 +311,9 @@ def test_probes_from_two_threads_keep_the_bookkeeping():
     E = sum(c["E"] for c in counts.values()) + 1
     assert B + F + E == 2 * n + 1
 
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     m = info["misuse"]
-    rec = _core.snapshot()
+    rec = _core.default_recorder().snapshot()
     records = len(rec)
     assert info["dropped_steps"] == 0 and not info["probe_step_open"]
     assert records == info["steps"]
@@ -349,7 +349,7 @@ def test_report_from_another_thread_while_the_sampler_runs():
     def reporter():
         while not done.is_set():
             try:
-                if name in traceml.wrapping.by_name():
+                if name in _core.default_recorder().sources.by_name:
                     rep = traceml.report(source=name)
                     str(rep)
                     d = rep.to_dict()

@@ -8,7 +8,16 @@ import pytest
 
 import traceml
 from traceml import _core, policy, wrapping
-from traceml.report import build
+from traceml.report import build as build_from
+
+# The sources the hand-made records belong to: build() reads no registry.
+SOURCES = {}
+
+
+def build(records, info, source_id, stall_threshold_s, **kwargs):
+    """report.build() over SOURCES (the loader_source fixture fills it)."""
+    return build_from(records, info, source_id, stall_threshold_s,
+                      sources=kwargs.pop("sources", SOURCES), **kwargs)
 
 MS = 1_000_000
 # A source id no test reaches by wrapping (ids count up from 1).
@@ -49,14 +58,14 @@ def loader_source():
     def make(num_workers, epochs=1):
         facts = {k: None for k in wrapping.LOADER_FIELDS}
         facts["num_workers"] = num_workers
-        wrapping._sources[SYNTHETIC] = wrapping.Source(
+        SOURCES[SYNTHETIC] = wrapping.Source(
             SYNTHETIC, "synthetic", "DataLoader", loader=facts, epochs=epochs,
             epoch_facts={e: {"loader": facts, "worker_pids": None, "start_method": None,
                              "torch_version": None, "usable_cpus": 2}
                          for e in range(epochs)},
         )
     yield make
-    wrapping._sources.pop(SYNTHETIC, None)
+    SOURCES.pop(SYNTHETIC, None)
 
 
 def lockstep(k, bursts, stall_ms=80, fast_us=50, compute_ms=10, rng=None):

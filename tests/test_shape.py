@@ -6,9 +6,8 @@ import pytest
 
 from traceml import _core, policy
 from traceml.render import fmt_s
-from traceml.report import build
 
-from test_report import INFO, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, build, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401
 
 
 def test_equal_mean_different_shape(loader_source):  # noqa: F811

@@ -100,10 +100,10 @@ def test_the_users_recording_is_left_as_it_was():
         traceml.step_begin()
         traceml.fetch_done()
         traceml.step_end()
-    before = _core.snapshot().copy()
+    before = _core.default_recorder().snapshot().copy()
     traceml.sweep(lambda num_workers: range(8), num_workers=(1, 0), steps=5,
                   consumer_pace_s=0, progress=False)
-    np.testing.assert_array_equal(_core.snapshot(), before)
+    np.testing.assert_array_equal(_core.default_recorder().snapshot(), before)
 
 
 def test_workers_are_shut_down_between_conditions():

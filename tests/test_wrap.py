@@ -58,7 +58,7 @@ def test_len_forwards_without_starting_iteration():
     assert bool(w) is True
     assert obj.iter_calls == 0
     assert w.epochs == 0
-    assert len(_core.snapshot()) == 0
+    assert len(_core.default_recorder().snapshot()) == 0
 
 
 def test_len_zero_makes_wrapped_falsy_and_unsized_is_truthy():
@@ -285,7 +285,7 @@ def test_exhaustion_closes_last_step_and_releases_inner():
     assert body_end <= s["end_ns"][-1] <= after
     assert s["end_ns"][-1] - s["fetch_done_ns"][-1] >= 20 * MS
     # Exhaustion recorded nothing more, nor does another next().
-    assert len(_core.snapshot()) == 4
+    assert len(_core.default_recorder().snapshot()) == 4
 
 
 def test_break_closes_last_step_at_release():
@@ -454,7 +454,7 @@ def test_held_iterator_keeps_step_open_until_released():
     it = iter(traceml.wrap([1, 2, 3], name=name))
     next(it)
     time.sleep(0.010)
-    assert len(_core.snapshot()) == 0
+    assert len(_core.default_recorder().snapshot()) == 0
     t_a = traceml.clock_ns()
     del it
     gc.collect()

@@ -46,7 +46,7 @@ if ! command -v "$py" >/dev/null 2>&1; then
 fi
 py=$(command -v "$py")
 
-quick_tests=(tests/test_bad_input.py tests/test_leaks.py tests/test_reducers.py
+quick_tests=(tests/test_bad_input.py tests/test_leaks.py tests/test_reducers.py tests/test_recorder.py
              tests/test_probes.py tests/test_wrap.py tests/test_processes.py)
 pytest_args=()
 if [ "${1:-}" = "--quick" ]; then

@@ -52,7 +52,7 @@ def probes():
             traceml.step_begin(*bad)
         except TypeError:
             pass
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     assert info["steps"] == 53, info
     assert all(v >= 1 for v in info["misuse"].values()), info
     rep = traceml.report(source="probes")
@@ -158,7 +158,7 @@ def dataloader(quick):
     assert info["ticks"] >= 3, info
     assert rep["workers"]["sampler"]["samples"] > 0
     _core.sampler_stuck()
-    _core.snapshot_delivery()
+    _core.default_recorder().snapshot_delivery()
     traceml.configure(sampler_period_s=0.02)
     say(f"dataloader: {rep['steps']} steps, {info['ticks']} sampler ticks, "
         f"{rep['workers']['sampler']['samples']} samples, "
@@ -250,7 +250,7 @@ def forked():
         verdict = b"error"
         try:
             os.close(r)
-            assert len(_core.snapshot()) == 0
+            assert len(_core.default_recorder().snapshot()) == 0
             for _ in traceml.wrap(range(5), name="smoke-child"):
                 pass
             traceml.step_begin()
@@ -276,18 +276,17 @@ def growth():
     for _ in range(5000):                 # past the first capacity, twice
         traceml.step_begin()
         traceml.step_end()
-    assert _core.store_info()["capacity"] >= 5000
-    _core._truncate(10)
+    assert _core.default_recorder().store_info()["capacity"] >= 5000
     traceml.reset()
-    _core._set_capacity_limit(100)
+    _core.default_recorder()._set_capacity_limit(100)
     for _ in range(150):
         traceml.step_begin()
         traceml.step_end()
-    info = _core.store_info()
+    info = _core.default_recorder().store_info()
     assert info["steps"] == 100 and info["dropped_steps"] == 50, info
     str(traceml.report())
     traceml.reset()
-    _core._set_capacity_limit(0)
+    _core.default_recorder()._set_capacity_limit(0)
     traceml.step_begin()
     traceml.step_end()
     try:
@@ -295,7 +294,7 @@ def growth():
     except MemoryError:
         pass
     traceml.reset()
-    _core._set_capacity_limit(None)
+    _core.default_recorder()._set_capacity_limit(None)
     say("store: growth, capacity limit, drops, reset")
 
 

@@ -13,33 +13,29 @@ Probes for loops that do not iterate a loader directly::
     traceml.step_begin(); batch = get(); traceml.fetch_done()
     train_step(batch); traceml.step_end()
 
-Timings live in a C array (32 bytes a step); C reducers give the mean,
-median, p95, the stall gaps and their cadence; Python renders them.
+Timings live in a C array (32 bytes a step) owned by a
+:class:`traceml.Recorder`; the module-level functions use the default one.
+C reducers give the mean, median, p95, the stall gaps and their cadence;
+Python renders them.
 """
 
-from . import _core, wrapping
+from . import _core
 from ._core import clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
 from .io import load
-from .report import Report, report
+from .recorder import Recorder, report, reset
+from .report import Report
 from .sweep import SweepResult, sweep
 from .wrapping import Wrapped, configure, wrap
 
 __version__ = "0.1.0"
 
-
-def reset() -> None:
-    """Start a new recording: discard every recorded step, the drop count
-    and the misuse counts (per-epoch facts of wrapped loaders are kept for
-    the latest epoch only).  A step open at this moment (in a wrapped loop or
-    between probes) is not recorded; a wrapped loop goes on recording from
-    its next step, so ``reset()`` inside the loop skips a warm-up."""
-    _core.reset()
-    wrapping.prune_after_reset()
-
+# The default recorder: what wrap(), the probes, report() and reset() use.
+_core._set_default_recorder(Recorder())
 
 __all__ = [
     "Comparison",
+    "Recorder",
     "Report",
     "SweepResult",
     "Wrapped",

@@ -457,7 +457,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     pids = sorted({p for f in facts.values() for p in (f["worker_pids"] or [])})
     main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
     main_pid = main[0] if main else os.getpid()
-    if len(steps):
+    if len(steps) and any(f.get("watched") for f in facts.values()):
         lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
         samples = samples[(samples["t_ns"] >= lo - info["period_s"] * 2e9)
                           & (samples["t_ns"] <= hi + info["period_s"] * 2e9)]
@@ -465,13 +465,19 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
     exited = []
+    # The sampler lists every process it watched, this loop's and others';
+    # each of this source's workers belongs to the epoch that started it.
+    epoch_of = {pid: e for e in sorted(facts) for pid in (facts[e]["worker_pids"] or [])}
     for p in info.get("procs", []):
-        if p["role"] >= 0 and p["exited_ns"] and len(steps):
-            # A worker that vanished before the last fetch of the loop died
-            # mid-run; at the loop's end, workers are shut down normally.
-            if p["exited_ns"] < steps["fetch_done_ns"].max():
-                at = int(np.searchsorted(steps["begin_ns"], p["exited_ns"]))
-                exited.append({"pid": p["pid"], "worker": p["role"], "step": at})
+        e = epoch_of.get(p["pid"])
+        if e is None or p["role"] < 0 or not p["exited_ns"]:
+            continue
+        fetched = steps["fetch_done_ns"][steps["epoch"] == e]
+        # A worker that vanished before the last fetch of its epoch died
+        # mid-run; at the epoch's end, workers are shut down normally.
+        if len(fetched) and p["exited_ns"] < fetched.max():
+            at = int(np.searchsorted(steps["begin_ns"], p["exited_ns"]))
+            exited.append({"pid": p["pid"], "worker": p["role"], "step": at})
     busy_s = info.get("busy_s") or 0.0
     run_s = info.get("run_s") or 0.0
     return {

@@ -15,7 +15,6 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _core, evidence, policy
-from .wrapping import by_name, sources
 
 NS = 1e-9
 QUANTILES = (50.0, 90.0, 95.0, 99.0)
@@ -81,30 +80,6 @@ def _startup_steps(src, epoch: np.ndarray) -> np.ndarray:
         loader = src.loader_of(e)
         out[epoch == e] = policy.effective_workers((loader or {}).get("num_workers")) or 1
     return out
-
-
-def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:
-    known = sources()
-    ids, counts = np.unique(records["source"], return_counts=True)
-    if source is not None and (isinstance(source, bool)
-                               or not isinstance(source, (str, int))):
-        raise TypeError("report(): source must be a source name (str) or id (int), "
-                        f"got {type(source).__name__}")
-    if source is None:
-        if len(ids) == 0:
-            # Nothing recorded: a loader stuck on its very first fetch is
-            # what there is to show, if the stuck watch has seen one.
-            stuck = [ev for ev in _core.sampler_stuck() if ev["source"] in known]
-            return int(max(stuck, key=lambda ev: ev["since_ns"])["source"]) if stuck else 0
-        # The source with the most steps; the earliest wrapped on ties.
-        return int(ids[np.argmax(counts)])
-    if isinstance(source, str) and source in by_name():
-        return by_name()[source].id
-    if isinstance(source, int) and not isinstance(source, bool) and source in known:
-        return source
-    recorded = ["probes"] + [known[int(i)].name for i in ids if int(i) in known and i != 0]
-    names = ", ".join(repr(n) for n in recorded)
-    raise ValueError(f"report(): unknown source {source!r}; recorded: {names}")
 
 
 class Report:
@@ -217,13 +192,17 @@ def build(
     samples: Optional[np.ndarray] = None,
     sampler_info: Optional[dict] = None,
     stuck_events: Optional[list] = None,
+    sources: Optional[dict] = None,
+    main_pid: Optional[int] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
-    ``delivery`` is ``(rank, worker)`` parallel to ``records`` (or None);
-    ``samples``, ``sampler_info`` and ``stuck_events`` come from the
-    sampler (None: no worker evidence)."""
-    known = sources()
+    ``sources`` maps source id -> :class:`traceml.wrapping.Source` (None:
+    no names or loader facts); ``delivery`` is ``(rank, worker)`` parallel
+    to ``records`` (or None); ``samples``, ``sampler_info`` and
+    ``stuck_events`` come from the sampler (None: no worker evidence);
+    ``main_pid`` is the process the loop ran in."""
+    known = sources or {}
     src = known.get(source_id)
     selected = records["source"] == source_id
     steps = records[selected]
@@ -365,60 +344,3 @@ def build(
 
     summary["next"] = policy.next_steps(summary, fmt_s)
     return Report(summary, steps)
-
-
-def report(
-    stall_threshold_s: Optional[float] = None,
-    *,
-    source: Union[None, str, int] = None,
-) -> Report:
-    """Reduce what has been recorded so far into a :class:`Report`.
-
-    Args:
-        stall_threshold_s: a fetch whose input wait exceeds this many
-            seconds is a stall (``5`` reproduces the common "> 5 s stall"
-            convention).  None (default): the automatic rule of
-            :func:`traceml.policy.stall_threshold_ns`.
-        source: which wrapped iterable to report, by name or id; None picks
-            the one with the most steps (the probes are ``"probes"``).
-
-    Statistics (input_wait_s, compute_s, step_s, input_share, stalls,
-    cadence) cover steady-state steps.  The first max(1, num_workers)
-    steps of each epoch of a DataLoader (the first step for other
-    iterables) hold start-up, each worker's first batch carrying its process
-    start, and are reported on their own under ``epoch_start``.
-
-    Returns:
-        A Report; with nothing recorded, one whose diagnosis is NO-DATA and
-        whose text says so.
-
-    Raises:
-        TypeError: stall_threshold_s is not a real number, or source is
-            neither a str nor an int.
-        ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
-            source names no known source.
-        MemoryError: the step store could not grow and nothing was recorded.
-    """
-    threshold = _check_threshold(stall_threshold_s)
-    info = _core.store_info()
-    records = _core.snapshot()
-    if info["out_of_memory"] and len(records) == 0:
-        raise MemoryError(
-            "traceml could not allocate its step store: "
-            f"{info['dropped_steps']} steps were dropped and none recorded"
-        )
-    sid = _pick_source(records, source)
-    return build_from_store(records, info, sid, threshold)
-
-
-def build_from_store(records: np.ndarray, info: dict, source_id: int,
-                     threshold: Optional[float], start: int = 0) -> Report:
-    """build() with the delivery, sampler readings and stuck events the C
-    core holds now; ``records`` is ``snapshot()[start:]``."""
-    delivery = _core.snapshot_delivery()
-    if delivery is not None:
-        delivery = (delivery[0][start:start + len(records)],
-                    delivery[1][start:start + len(records)])
-    return build(records, info, source_id, threshold, delivery=delivery,
-                 samples=_core.sampler_samples(), sampler_info=_core.sampler_info(),
-                 stuck_events=_core.sampler_stuck())

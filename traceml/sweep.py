@@ -21,11 +21,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import _core, policy
+from . import policy
 from .compare import EQUIVALENT, NO_DATA, REL_TOL, STEP_TOL, verdict
 from .render import fmt_s
-from .report import Report, _check_threshold, build_from_store
-from .wrapping import wrap
+from .recorder import Recorder
+from .report import Report, _check_threshold
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
@@ -621,10 +621,10 @@ def _check_signature(make_loader: Callable[..., Any], condition: dict) -> None:
 
 
 def _run_condition(make_loader, condition, steps, pace, threshold, name):
-    """Iterate one condition; (Report, None, batches) or (None, error repr,
-    batches), ``batches`` being how many were iterated.  The condition's
-    records are taken out of the store afterwards."""
-    mark = _core.store_info()["steps"]
+    """Iterate one condition into a recorder of its own; (Report, None,
+    batches) or (None, error repr, batches), ``batches`` being how many
+    were iterated.  Nothing is written to the user's recorders."""
+    rec = Recorder()
     loader = None
     it = None
     ran = 0
@@ -635,7 +635,7 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
             warnings.filterwarnings("ignore", message="This DataLoader will create",
                                     category=UserWarning)
             loader = make_loader(**condition)
-            it = iter(wrap(loader, name=name))
+            it = iter(rec.wrap(loader, name=name))
             for _ in range(steps):
                 try:
                     next(it)
@@ -645,13 +645,9 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
                 if pace:
                     time.sleep(pace)
         it.close()
-        records = _core.snapshot()[mark:]
-        sid = int(records["source"][0]) if len(records) else 0
-        rep = (build_from_store(records, _core.store_info(), sid, threshold, start=mark)
-               if len(records) else None)
-        if rep is None:
+        if rec.store_info()["steps"] == 0:
             return None, "the loader yielded no batch", ran
-        return rep, None, ran
+        return rec.report(threshold, source=name), None, ran
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded on the row
@@ -663,4 +659,3 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
             _shutdown(loader)
         del it, loader
         gc.collect()
-        _core._truncate(min(mark, _core.store_info()["steps"]))

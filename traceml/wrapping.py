@@ -77,9 +77,11 @@ def configure(
             20 ms the thread stays under 1% of one CPU (benchmarks/).
         stuck_after_s: a fetch waiting longer than this is recorded as a
             stuck loader (default 30 s; 0 turns the watch off; at most 1e7).
-        sampler_capacity: readings kept in the ring (default 131072: with
-            a main process and 4 workers at 20 ms, the last ~9 minutes;
-            16 to 2**26, 96 bytes each).
+        sampler_capacity: readings kept in the ring, shared by every
+            watched process (default 131072: with a main process and 4
+            workers at 20 ms, the last ~9 minutes; 16 to 2**20, 96 bytes
+            each, so at most 96 MiB).  Readings the ring drops are counted
+            (``sampler_info()["overwritten"]``) and the report says so.
 
     Raises:
         TypeError: a setting of the wrong type.
@@ -108,43 +110,14 @@ def configure(
     if sampler_capacity is not None:
         if isinstance(sampler_capacity, bool) or not isinstance(sampler_capacity, int):
             raise TypeError("configure(): sampler_capacity must be an int")
-        if not 16 <= sampler_capacity <= 1 << 26:
+        if not 16 <= sampler_capacity <= _core.SAMPLER_RING_MAX:
             raise ValueError("configure(): sampler_capacity must be between 16 and "
-                             f"{1 << 26} readings, got {sampler_capacity}")
+                             f"{_core.SAMPLER_RING_MAX} readings, got {sampler_capacity}")
         new["sampler_capacity"] = sampler_capacity
     _core._sampler_config(int(new["sampler_period_s"] * 1e9), int(new["stuck_after_s"] * 1e9),
                           new["sampler_capacity"], new["sampler"])
     _settings.update(new)
     return dict(_settings)
-
-
-# Source 0 is the hand-placed probes; wrapped iterables get 1, 2, ...
-_sources: dict[int, Source] = {0: Source(0, "probes", "probes")}
-_by_name: dict[str, Source] = {"probes": _sources[0]}
-_name_counts: dict[str, int] = {}  # last "#n" suffix handed out per type name
-_next_id = itertools.count(1)  # source ids are never reused
-
-
-def prune_after_reset() -> None:
-    """After reset(): each source keeps only its latest epoch's facts (a
-    loop may still be running in it), and identity entries of wrapped
-    objects that are gone are dropped."""
-    for src in _sources.values():
-        if len(src.epoch_facts) > 1:
-            last = max(src.epoch_facts)
-            src.epoch_facts = {last: src.epoch_facts[last]}
-    for key in [k for k, (ref, _src) in _by_object.items() if ref() is None]:
-        del _by_object[key]
-
-
-def sources() -> dict[int, Source]:
-    """The known sources by id (the probes are source 0)."""
-    return _sources
-
-
-def by_name() -> dict[str, Source]:
-    """The known sources by name."""
-    return _by_name
 
 
 def _is_dataloader(obj: Any) -> bool:
@@ -217,55 +190,82 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
         "start_method": None,
         "torch_version": getattr(torch, "__version__", None) if facts else None,
         "usable_cpus": usable_cpus(),
+        "watched": False,  # set once the sampler has taken the epoch
     }
     if facts is not None and (facts.get("num_workers") or 0) > 0:
         out["start_method"] = start_method(loader)
     return out
 
 
-# Default sources by the identity of the wrapped object, so that wrapping
-# the same loader again (once per epoch, say) continues its source.  A weak
-# reference guards against a recycled id(); objects that take no weak
-# reference (list, tuple, range) get a new source each time unless named.
-_by_object: dict[int, tuple[Any, Source]] = {}
+class SourceRegistry:
+    """A recorder's sources: id -> :class:`Source` and name -> Source.
 
+    Source 0 is the hand-placed probes; wrapped iterables get 1, 2, ...
+    (never reused within a recorder, at most 65535).  Wrapping the same
+    object again without a name continues its source: a weak reference
+    guards against a recycled id(); objects that take no weak reference
+    (list, tuple, range) get a new source each time unless named.
+    """
 
-def _source_for(iterable: Any, name: Optional[str]) -> Source:
-    if name is not None:
-        src = _by_name.get(name)
-        if src is not None:
-            if src.id == 0:
-                raise ValueError("traceml.wrap(): name 'probes' is reserved for the probes")
-            return src
-    else:
-        known = _by_object.get(id(iterable))
-        if known is not None:
-            ref, src = known
-            if ref() is iterable:
+    MAX_SOURCES = 65535  # the store's source field is uint16
+
+    def __init__(self) -> None:
+        probes = Source(0, "probes", "probes")
+        self.by_id: dict[int, Source] = {0: probes}
+        self.by_name: dict[str, Source] = {"probes": probes}
+        self._name_counts: dict[str, int] = {}  # last "#n" suffix per type name
+        self._by_object: dict[int, tuple[Any, Source]] = {}
+        self._next_id = itertools.count(1)
+
+    def for_iterable(self, iterable: Any, name: Optional[str]) -> Source:
+        """The source ``iterable`` records under (a new one, or the one it
+        or ``name`` already has)."""
+        if name is not None:
+            src = self.by_name.get(name)
+            if src is not None:
+                if src.id == 0:
+                    raise ValueError("traceml.wrap(): name 'probes' is reserved for the probes")
                 return src
-    sid = next(_next_id)
-    if sid > 65535:
-        raise RuntimeError(
-            "traceml.wrap(): more than 65535 wrapped iterables in one process"
-        )
-    kind = type(iterable).__name__
-    if name is None:
-        name = kind
-        n = _name_counts.get(kind, 1)
-        while name in _by_name:
-            n += 1
-            name = f"{kind}#{n}"
-        _name_counts[kind] = n
-        src = Source(sid, name, kind)
-        try:
-            _by_object[id(iterable)] = (weakref.ref(iterable), src)
-        except TypeError:
-            pass  # no weak reference: an id() could be recycled, so no reuse
-    else:
-        src = Source(sid, name, kind)
-    _sources[sid] = src
-    _by_name[src.name] = src
-    return src
+        else:
+            known = self._by_object.get(id(iterable))
+            if known is not None:
+                ref, src = known
+                if ref() is iterable:
+                    return src
+        sid = next(self._next_id)
+        if sid > self.MAX_SOURCES:
+            raise RuntimeError(
+                f"traceml.wrap(): more than {self.MAX_SOURCES} wrapped iterables in one "
+                "recorder; use a new traceml.Recorder()")
+        kind = type(iterable).__name__
+        if name is None:
+            name = kind
+            n = self._name_counts.get(kind, 1)
+            while name in self.by_name:
+                n += 1
+                name = f"{kind}#{n}"
+            self._name_counts[kind] = n
+            src = Source(sid, name, kind)
+            try:
+                self._by_object[id(iterable)] = (weakref.ref(iterable), src)
+            except TypeError:
+                pass  # no weak reference: an id() could be recycled, so no reuse
+        else:
+            src = Source(sid, name, kind)
+        self.by_id[sid] = src
+        self.by_name[src.name] = src
+        return src
+
+    def prune_after_reset(self) -> None:
+        """After a reset: each source keeps only its latest epoch's facts (a
+        loop may still be running in it), and identity entries of wrapped
+        objects that are gone are dropped."""
+        for src in self.by_id.values():
+            if len(src.epoch_facts) > 1:
+                last = max(src.epoch_facts)
+                src.epoch_facts = {last: src.epoch_facts[last]}
+        for key in [k for k, (ref, _src) in self._by_object.items() if ref() is None]:
+            del self._by_object[key]
 
 
 class Wrapped:
@@ -277,13 +277,15 @@ class Wrapped:
 
     Attributes:
         iterable: the wrapped object.
+        recorder: the :class:`traceml.Recorder` its steps go to.
         name: the name its steps are reported under.
-        source: its source id in the store (int >= 1).
+        source: its source id in the recorder (int >= 1).
     """
 
-    def __init__(self, iterable: Any, name: Optional[str]):
+    def __init__(self, iterable: Any, name: Optional[str], recorder: Any):
         self.iterable = iterable
-        self._source = _source_for(iterable, name)
+        self.recorder = recorder
+        self._source = recorder.sources.for_iterable(iterable, name)
 
     @property
     def name(self) -> str:
@@ -303,7 +305,7 @@ class Wrapped:
         # The first step's clock starts before iter(): a DataLoader starts
         # its worker processes there, and that start-up belongs to the
         # epoch's first fetch.
-        begin_ns = _core.clock_ns()
+        begin_ns = self.recorder.clock_ns()
         inner = iter(self.iterable)
         epoch = src.epochs
         src.epochs += 1
@@ -311,14 +313,18 @@ class Wrapped:
         src.loader = facts
         known = epoch_facts(self.iterable, inner, facts)
         src.epoch_facts[epoch] = known
-        pids = known["worker_pids"] or []
-        watch = _settings["sampler"]
-        if watch:
-            _core._sampler_watch([os.getpid(), *pids], [-1, *range(len(pids))])
+        # The sampler watches this loop's processes (main first, then worker
+        # 0, 1, ...) while it runs, beside any other live loop's.
+        watch = [os.getpid(), *(known["worker_pids"] or [])] if _settings["sampler"] else None
         # Delivery order is read from a multiprocessing DataLoader
         # iterator's private task table (rank -> (worker_id, ...)).
         track = isinstance(getattr(inner, "_task_info", None), dict)
-        return _core.WrapIter(inner, src.id, epoch, begin_ns, track=track, watch=watch)
+        it = _core.WrapIter(inner, self.recorder, src.id, epoch, begin_ns, track=track,
+                            watch=watch)
+        # Whether the sampler took this epoch's processes: without it the
+        # readings of the time are other loops', not evidence about this one.
+        known["watched"] = it.watching
+        return it
 
     def __len__(self) -> int:
         return len(self.iterable)
@@ -331,7 +337,7 @@ class Wrapped:
 
     def __getattr__(self, attr: str) -> Any:
         # Only reached for attributes Wrapped itself lacks.
-        if attr.startswith("__") or attr in ("iterable", "_source"):
+        if attr.startswith("__") or attr in ("iterable", "recorder", "_source"):
             raise AttributeError(attr)
         return getattr(self.iterable, attr)
 
@@ -340,7 +346,9 @@ class Wrapped:
 
 
 def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
-    """Time every fetch from ``iterable``; each ``iter()`` is one epoch.
+    """Time every fetch from ``iterable`` into the default recorder
+    (:meth:`traceml.Recorder.wrap` for another); each ``iter()`` is one
+    epoch.
 
     ::
 
@@ -380,6 +388,13 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
         ValueError: ``name`` is ``"probes"`` (reserved), blank, or not
             printable (a newline, a control character).
     """
+    return wrap_into(_core.default_recorder(), iterable, name)
+
+
+def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str]) -> Wrapped:
+    """:func:`wrap` for ``recorder``: the argument checks, then the
+    :class:`Wrapped`.  Called by :func:`wrap` and :meth:`Recorder.wrap`
+    only, so that a warning points at their caller."""
     if not isinstance(iterable, collections.abc.Iterable) and not hasattr(
         type(iterable), "__getitem__"
     ):
@@ -403,5 +418,5 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
             "traceml.wrap() got a DataLoader's iterator: wrap the DataLoader itself "
             "(traceml.wrap(loader)) so that the report has its settings, delivery "
             "order and worker evidence",
-            UserWarning, stacklevel=2)
-    return Wrapped(iterable, name)
+            UserWarning, stacklevel=3)
+    return Wrapped(iterable, name, recorder)

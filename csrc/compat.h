@@ -1,0 +1,17 @@
+/*
+ * Version shims, in one place: the current CPython names, defined for the
+ * older releases traceml supports (3.10, 3.11).
+ */
+#ifndef TRACEML_COMPAT_H
+#define TRACEML_COMPAT_H
+
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_INT T_INT
+#define Py_T_ULONGLONG T_ULONGLONG
+#define Py_READONLY READONLY
+#endif
+
+#endif  /* TRACEML_COMPAT_H */

@@ -1,0 +1,416 @@
+/*
+ * traceml._core.Recorder: one recording's store, probes and test clock,
+ * and its store bindings (snapshot, store_info, reset).  The probes'
+ * logic is in probes.c, the loop's iterator in wrap.c.  Knows nothing of
+ * reducers or of /proc.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL traceml_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include <string.h>
+
+#include "module.h"
+
+static void
+link_recorder(tm_state *st, tm_recorder *rec)
+{
+    rec->prev = NULL;
+    rec->next = st->recorders;
+    if (st->recorders != NULL) {
+        st->recorders->prev = rec;
+    }
+    st->recorders = rec;
+}
+
+static void
+unlink_recorder(tm_recorder *rec)
+{
+    if (rec->prev != NULL) {
+        rec->prev->next = rec->next;
+    }
+    else if (rec->st->recorders == rec) {
+        rec->st->recorders = rec->next;
+    }
+    if (rec->next != NULL) {
+        rec->next->prev = rec->prev;
+    }
+    rec->prev = rec->next = NULL;
+}
+
+static void
+clear_test_clock(tm_recorder *rec)
+{
+    PyMem_RawFree(rec->clock.values);
+    memset(&rec->clock, 0, sizeof(rec->clock));
+}
+
+/* Called in a forked child: the parent's record is not the child's. */
+void
+tm_recorder_after_fork(tm_recorder *rec)
+{
+    tm_store_free(&rec->store);
+    tm_store_clear(&rec->store);
+    tm_probes_clear(&rec->probes);
+}
+
+static PyObject *
+recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    tm_state *st;
+    tm_recorder *self;
+
+    if ((args != NULL && PyTuple_GET_SIZE(args) != 0)
+            || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Recorder() takes no arguments");
+        return NULL;
+    }
+    st = tm_state_of_type(type);
+    if (st == NULL) {
+        return NULL;
+    }
+    self = (tm_recorder *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->st = st;
+    if (++st->next_recorder_id == 0) {
+        st->next_recorder_id = 1;
+    }
+    self->id = st->next_recorder_id;
+    tm_store_init(&self->store);
+    tm_probes_clear(&self->probes);
+    link_recorder(st, self);
+    return (PyObject *)self;
+}
+
+static int
+recorder_traverse(tm_recorder *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static void
+recorder_dealloc(tm_recorder *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+
+    PyObject_GC_UnTrack(self);
+    unlink_recorder(self);
+    if (self->st->sampler_ok) {
+        tm_sampler_forget(&self->st->sampler, self->id);
+    }
+    tm_store_free(&self->store);
+    clear_test_clock(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* ------------------------------------------------------------------ */
+/* methods                                                            */
+
+static PyObject *
+rec_step_begin(tm_recorder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_step_begin(self, nargs);
+}
+
+static PyObject *
+rec_fetch_done(tm_recorder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_fetch_done(self, nargs);
+}
+
+static PyObject *
+rec_step_end(tm_recorder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_step_end(self, nargs);
+}
+
+static PyObject *
+rec_clock_ns(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromLongLong(tm_rec_clock(self));
+}
+
+static PyObject *
+rec_reset(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    tm_store_clear(&self->store);
+    tm_probes_clear(&self->probes);
+    if (self->st->sampler_ok) {
+        tm_sampler_forget(&self->st->sampler, self->id);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rec_snapshot(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    npy_intp n = (npy_intp)self->store.len;
+    PyObject *arr;
+
+    Py_INCREF(self->st->record_dtype);
+    arr = PyArray_NewFromDescr(&PyArray_Type,
+                               (PyArray_Descr *)self->st->record_dtype, 1,
+                               &n, NULL, NULL, 0, NULL);
+    if (arr == NULL) {
+        return NULL;
+    }
+    if (n > 0) {
+        memcpy(PyArray_DATA((PyArrayObject *)arr), self->store.records,
+               (size_t)n * sizeof(tm_record));
+    }
+    return arr;
+}
+
+static PyObject *
+rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    npy_intp n = (npy_intp)self->store.len;
+    PyArrayObject *rank, *worker;
+    int32_t *r, *w;
+    npy_intp i;
+
+    if (self->store.delivery == NULL) {
+        Py_RETURN_NONE;
+    }
+    rank = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    worker = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (rank == NULL || worker == NULL) {
+        Py_XDECREF(rank);
+        Py_XDECREF(worker);
+        return NULL;
+    }
+    r = (int32_t *)PyArray_DATA(rank);
+    w = (int32_t *)PyArray_DATA(worker);
+    for (i = 0; i < n; i++) {
+        r[i] = self->store.delivery[i].rank;
+        w[i] = self->store.delivery[i].worker;
+    }
+    return Py_BuildValue("(NN)", rank, worker);
+}
+
+static PyObject *
+rec_store_info(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    tm_probes *p = &self->probes;
+    tm_store *s = &self->store;
+
+    return Py_BuildValue(
+        "{s:n,s:n,s:n,s:K,s:O,s:O,s:K,s:O,s:K,s:{s:K,s:K,s:K,s:K,s:K}}",
+        "steps", (Py_ssize_t)s->len,
+        "capacity", (Py_ssize_t)s->cap,
+        "record_bytes", (Py_ssize_t)sizeof(tm_record),
+        "dropped_steps", (unsigned long long)s->dropped,
+        "out_of_memory", s->oom ? Py_True : Py_False,
+        "delivery_lost", s->delivery_lost ? Py_True : Py_False,
+        "generation", (unsigned long long)s->generation,
+        "probe_step_open", p->open ? Py_True : Py_False,
+        "test_clock_overrun", (unsigned long long)self->clock.overrun,
+        "misuse",
+        "step_begin_while_open", (unsigned long long)p->begin_while_open,
+        "fetch_done_without_step", (unsigned long long)p->fetch_without_step,
+        "fetch_done_repeated", (unsigned long long)p->fetch_repeated,
+        "step_end_without_step", (unsigned long long)p->end_without_step,
+        "step_end_without_fetch", (unsigned long long)p->end_without_fetch);
+}
+
+static PyObject *
+rec_set_capacity_limit(tm_recorder *self, PyObject *arg)
+{
+    size_t limit = SIZE_MAX;
+
+    if (arg != Py_None) {
+        Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+
+        if (n == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (n < 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "_set_capacity_limit(): limit must be >= 0 or "
+                            "None");
+            return NULL;
+        }
+        limit = (size_t)n;
+    }
+    if (self->store.len != 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the capacity limit can only be set on an empty "
+                        "store: call reset() first");
+        return NULL;
+    }
+    tm_store_free(&self->store);
+    self->store.cap_limit = limit;
+    Py_RETURN_NONE;
+}
+
+/* Testing hook: None for the real clock, or a sequence of int64 values
+   that each later clock read returns in turn (the last one repeats). */
+static PyObject *
+rec_set_test_clock(tm_recorder *self, PyObject *arg)
+{
+    PyObject *seq;
+    Py_ssize_t n, i;
+    int64_t *values;
+
+    if (arg == Py_None) {
+        clear_test_clock(self);
+        Py_RETURN_NONE;
+    }
+    seq = PySequence_Fast(arg, "_set_test_clock(): values must be a "
+                               "sequence of ints or None");
+    if (seq == NULL) {
+        return NULL;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n == 0) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError,
+                        "_set_test_clock(): values must not be empty");
+        return NULL;
+    }
+    values = PyMem_RawMalloc((size_t)n * sizeof(int64_t));
+    if (values == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+
+        if (v == -1 && PyErr_Occurred()) {
+            PyMem_RawFree(values);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        values[i] = (int64_t)v;
+    }
+    Py_DECREF(seq);
+    clear_test_clock(self);
+    self->clock.values = values;
+    self->clock.n = (size_t)n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rec_get_id(tm_recorder *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLong(self->id);
+}
+
+static PyMethodDef recorder_methods[] = {
+    {"step_begin", (PyCFunction)(void (*)(void))rec_step_begin,
+     METH_FASTCALL,
+     "step_begin() -> None\n--\n\n"
+     "Open a step at this recorder's clock.  See traceml.step_begin."},
+    {"fetch_done", (PyCFunction)(void (*)(void))rec_fetch_done,
+     METH_FASTCALL,
+     "fetch_done() -> None\n--\n\n"
+     "Mark the open step's input as arrived.  See traceml.fetch_done."},
+    {"step_end", (PyCFunction)(void (*)(void))rec_step_end, METH_FASTCALL,
+     "step_end() -> None\n--\n\n"
+     "Close and record the open step.  See traceml.step_end."},
+    {"clock_ns", (PyCFunction)rec_clock_ns, METH_NOARGS,
+     "clock_ns() -> int\n--\n\n"
+     "The clock this recorder stamps steps with (CLOCK_MONOTONIC ns, or\n"
+     "the test clock's next value)."},
+    {"_reset_store", (PyCFunction)rec_reset, METH_NOARGS,
+     "Discard the recorded steps, drop and misuse counts and this\n"
+     "recorder's stuck events; close the probes' open step unrecorded."},
+    {"snapshot", (PyCFunction)rec_snapshot, METH_NOARGS,
+     "snapshot() -> ndarray[RECORD_DTYPE]\n--\n\n"
+     "A copy of every recorded step, in the order the steps closed."},
+    {"snapshot_delivery", (PyCFunction)rec_snapshot_delivery, METH_NOARGS,
+     "snapshot_delivery() -> (rank, worker) or None\n--\n\n"
+     "Per recorded step (parallel to snapshot()): the delivered batch's\n"
+     "rank in its epoch's sampler order and the worker that produced it\n"
+     "(int32, -1 where unknown); None when no step carried delivery\n"
+     "information."},
+    {"store_info", (PyCFunction)rec_store_info, METH_NOARGS,
+     "store_info() -> dict\n--\n\n"
+     "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"
+     "delivery_lost, generation, probe_step_open, test_clock_overrun and\n"
+     "the misuse counts."},
+    {"_set_capacity_limit", (PyCFunction)rec_set_capacity_limit, METH_O,
+     "Testing hook: cap the store at this many records (None: no cap)."},
+    {"_set_test_clock", (PyCFunction)rec_set_test_clock, METH_O,
+     "Testing hook: the clock returns these int64 values in turn (the\n"
+     "last repeats; reads past the end count as test_clock_overrun);\n"
+     "None restores CLOCK_MONOTONIC."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef recorder_getset[] = {
+    {"id", (getter)rec_get_id, NULL,
+     "This recorder's id, unique in the process (stuck events carry it).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(recorder_doc,
+"Recorder()\n--\n\n"
+"The C half of traceml.Recorder: a step store, the probes' open step and\n"
+"misuse counts, and an optional test clock.  Use traceml.Recorder.");
+
+static PyType_Slot recorder_slots[] = {
+    {Py_tp_doc, (void *)recorder_doc},
+    {Py_tp_new, recorder_new},
+    {Py_tp_dealloc, recorder_dealloc},
+    {Py_tp_traverse, recorder_traverse},
+    {Py_tp_methods, recorder_methods},
+    {Py_tp_getset, recorder_getset},
+    {0, NULL},
+};
+
+PyType_Spec tm_recorder_spec = {
+    .name = "traceml._core.Recorder",
+    .basicsize = sizeof(tm_recorder),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    .slots = recorder_slots,
+};
+
+/* ------------------------------------------------------------------ */
+/* the default recorder                                               */
+
+static PyObject *
+mod_default_recorder(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = PyModule_GetState(module);
+
+    return Py_NewRef(st->default_recorder);
+}
+
+static PyObject *
+mod_set_default_recorder(PyObject *module, PyObject *rec)
+{
+    tm_state *st = PyModule_GetState(module);
+    PyObject *old;
+
+    if (!PyObject_TypeCheck(rec, st->recorder_type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "_set_default_recorder(): recorder must be a "
+                     "traceml.Recorder, got %.200s", Py_TYPE(rec)->tp_name);
+        return NULL;
+    }
+    old = st->default_recorder;
+    st->default_recorder = Py_NewRef(rec);
+    return old;   /* the reference the state held */
+}
+
+PyMethodDef tm_recorder_module_methods[] = {
+    {"default_recorder", mod_default_recorder, METH_NOARGS,
+     "default_recorder() -> Recorder\n--\n\n"
+     "The recorder the module-level probes, wrap() and report() use."},
+    {"_set_default_recorder", mod_set_default_recorder, METH_O,
+     "_set_default_recorder(rec) -> the previous default."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,314 @@
+/*
+ * The sampler's Python face: its settings, its readings as a NumPy array,
+ * its stuck events and its state as dicts.  The thread, the ring and the
+ * union are in sampler.c; /proc parsing in procfs.c.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL traceml_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include <string.h>
+
+#include "module.h"
+
+/* Most processes sampler_info() lists (watched now, then those that left). */
+#define TM_INFO_PROCS 4096
+
+int
+tm_build_sample_dtype(tm_state *st)
+{
+    PyObject *fields;
+    PyArray_Descr *descr = NULL;
+
+    fields = Py_BuildValue(
+        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
+        "t_ns", "<i8", "pid", "<i4", "role", "<i4",
+        "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
+        "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
+        "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
+        "state", "<i4", "pad", "<i4");
+    if (fields == NULL) {
+        return -1;
+    }
+    if (!PyArray_DescrConverter(fields, &descr)) {
+        Py_DECREF(fields);
+        return -1;
+    }
+    Py_DECREF(fields);
+    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(tm_sample)) {
+        Py_DECREF(descr);
+        PyErr_SetString(PyExc_SystemError,
+                        "sample dtype does not match tm_sample");
+        return -1;
+    }
+    st->sample_dtype = (PyObject *)descr;
+    return 0;
+}
+
+static tm_state *
+state_of(PyObject *module)
+{
+    return (tm_state *)PyModule_GetState(module);
+}
+
+static PyObject *
+mod_sampler_config(PyObject *module, PyObject *args)
+{
+    tm_state *st = state_of(module);
+    long long period_ns, stuck_ns;
+    Py_ssize_t capacity;
+    int enabled;
+
+    if (!PyArg_ParseTuple(args, "LLnp:_sampler_config", &period_ns,
+                          &stuck_ns, &capacity, &enabled)) {
+        return NULL;
+    }
+    if (period_ns < 1000000 || stuck_ns < 0 || capacity < TM_RING_MIN
+            || (size_t)capacity > TM_RING_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "_sampler_config(): period >= 1 ms, stuck_after >= 0, "
+                     "capacity in [%d, %zu]", TM_RING_MIN,
+                     (size_t)TM_RING_MAX);
+        return NULL;
+    }
+    if (!st->sampler_ok) {
+        Py_RETURN_NONE;   /* sampler_info() says why */
+    }
+    tm_sampler_configure(&st->sampler, enabled, period_ns, stuck_ns,
+                         (size_t)capacity);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_sampler_shutdown(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+
+    if (st->sampler_ok) {
+        Py_BEGIN_ALLOW_THREADS
+        tm_sampler_shutdown(&st->sampler);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyArrayObject *
+new_samples(tm_state *st, npy_intp n)
+{
+    Py_INCREF(st->sample_dtype);
+    return (PyArrayObject *)PyArray_NewFromDescr(
+        &PyArray_Type, (PyArray_Descr *)st->sample_dtype, 1, &n, NULL, NULL,
+        0, NULL);
+}
+
+static PyObject *
+mod_sampler_samples(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+    npy_intp n = st->sampler_ok ? (npy_intp)tm_sampler_len(&st->sampler) : 0;
+    PyArrayObject *arr = new_samples(st, n);
+    PyArrayObject *part;
+    npy_intp got;
+
+    if (arr == NULL || n == 0) {
+        return (PyObject *)arr;
+    }
+    got = (npy_intp)tm_sampler_copy(&st->sampler,
+                                    (tm_sample *)PyArray_DATA(arr), (size_t)n);
+    if (got == n) {
+        return (PyObject *)arr;
+    }
+    /* Fewer readings than a moment ago (a fork, say): only those copied. */
+    part = new_samples(st, got);
+    if (part != NULL) {
+        memcpy(PyArray_DATA(part), PyArray_DATA(arr),
+               (size_t)got * sizeof(tm_sample));
+    }
+    Py_DECREF(arr);
+    return (PyObject *)part;
+}
+
+static PyObject *
+mod_sampler_stuck(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+    tm_stuck ev[TM_MAX_STUCK];
+    size_t n, i;
+    PyObject *list;
+
+    n = st->sampler_ok ? tm_sampler_copy_stuck(&st->sampler, ev, TM_MAX_STUCK)
+                       : 0;
+    list = PyList_New((Py_ssize_t)n);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        char state[2] = {(char)ev[i].state, '\0'};
+        PyObject *d = Py_BuildValue(
+            "{s:L,s:L,s:L,s:L,s:k,s:i,s:i,s:L,s:L,s:i,s:i,s:s,s:L,s:L}",
+            "since_ns", (long long)ev[i].since_ns,
+            "detected_ns", (long long)ev[i].detected_ns,
+            "last_ns", (long long)ev[i].last_ns,
+            "ended_ns", (long long)ev[i].ended_ns,
+            "recorder", (unsigned long)ev[i].recorder,
+            "source", (int)ev[i].source, "epoch", (int)ev[i].epoch,
+            "step", (long long)ev[i].step,
+            "oldest_rank", (long long)ev[i].oldest_rank,
+            "worker", (int)ev[i].worker, "pid", (int)ev[i].pid,
+            "state", ev[i].state ? state : "",
+            "cpu_ticks_at_since", (long long)ev[i].cpu_ticks_at_since,
+            "cpu_ticks_last", (long long)ev[i].cpu_ticks_last);
+
+        if (d == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+    }
+    return list;
+}
+
+static PyObject *
+errno_text(int err)
+{
+    if (err == 0) {
+        return Py_NewRef(Py_None);
+    }
+    return PyUnicode_FromFormat("%s (errno %d)", strerror(err), err);
+}
+
+static PyObject *
+procs_list(const tm_watched *procs, size_t n)
+{
+    PyObject *plist = PyList_New((Py_ssize_t)n);
+    size_t i;
+
+    if (plist == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *d = Py_BuildValue(
+            "{s:i,s:i,s:L,s:{s:N,s:N,s:N}}",
+            "pid", procs[i].pid, "role", procs[i].role,
+            "exited_ns", (long long)procs[i].exited_ns, "errors",
+            "stat", errno_text(procs[i].err[TM_FILE_STAT]),
+            "io", errno_text(procs[i].err[TM_FILE_IO]),
+            "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]));
+
+        if (d == NULL) {
+            Py_DECREF(plist);
+            return NULL;
+        }
+        PyList_SET_ITEM(plist, (Py_ssize_t)i, d);
+    }
+    return plist;
+}
+
+static PyObject *
+mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+    tm_sampler *s = &st->sampler;
+    tm_watched *procs;
+    size_t n = 0;
+    PyObject *plist, *error;
+    int enabled = 0, sampling = 0;
+    unsigned long long ticks = 0, overwritten = 0, dropped_watch = 0;
+    long long busy = 0, run = 0, period = 0, stuck = 0;
+    Py_ssize_t len = 0, cap = 0, capacity = 0, entries = 0, nprocs = 0;
+    int start_errno = 0;
+    const char *start_what = NULL;
+
+    procs = PyMem_Malloc(TM_INFO_PROCS * sizeof(tm_watched));
+    if (procs == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (st->sampler_ok) {
+        n = tm_sampler_copy_procs(s, procs, TM_INFO_PROCS);
+        pthread_mutex_lock(&s->lock);
+        enabled = s->enabled;
+        sampling = s->thread_alive && s->nentries > 0;
+        ticks = s->ticks;
+        overwritten = s->overwritten;
+        dropped_watch = s->dropped_watch;
+        busy = s->busy_ns;
+        run = s->run_ns + (s->nentries > 0 ? tm_clock_ns() - s->started_ns
+                                           : 0);
+        period = s->period_ns;
+        stuck = s->stuck_after_ns;
+        capacity = (Py_ssize_t)s->capacity;
+        len = (Py_ssize_t)s->len;
+        cap = (Py_ssize_t)s->cap;
+        entries = (Py_ssize_t)s->nentries;
+        nprocs = (Py_ssize_t)s->nprocs;
+        start_errno = s->start_errno;
+        start_what = s->start_what;
+        pthread_mutex_unlock(&s->lock);
+    }
+    plist = procs_list(procs, n);
+    PyMem_Free(procs);
+    if (plist == NULL) {
+        return NULL;
+    }
+    if (!st->sampler_ok) {
+        error = PyUnicode_FromString("the sampler's lock could not be "
+                                     "initialised");
+    }
+    else if (start_errno != 0) {
+        error = PyUnicode_FromFormat("%s failed: %s (errno %d)",
+                                     start_what ? start_what : "start",
+                                     strerror(start_errno), start_errno);
+    }
+    else {
+        error = Py_NewRef(Py_None);
+    }
+    if (error == NULL) {
+        Py_DECREF(plist);
+        return NULL;
+    }
+    return Py_BuildValue(
+        "{s:O,s:O,s:d,s:d,s:n,s:K,s:d,s:d,s:n,s:n,s:K,s:K,s:n,s:n,s:N,s:N}",
+        "enabled", enabled ? Py_True : Py_False,
+        "running", sampling ? Py_True : Py_False,
+        "period_s", (double)period * 1e-9,
+        "stuck_after_s", (double)stuck * 1e-9,
+        "capacity", capacity,
+        "ticks", ticks, "busy_s", (double)busy * 1e-9,
+        "run_s", (double)run * 1e-9, "samples", len, "ring", cap,
+        "overwritten", overwritten, "dropped_watch", dropped_watch,
+        "active_loops", entries, "watched_procs", nprocs,
+        "error", error, "procs", plist);
+}
+
+PyMethodDef tm_sampler_methods[] = {
+    {"_sampler_config", mod_sampler_config, METH_VARARGS,
+     "_sampler_config(period_ns, stuck_after_ns, capacity, enabled)"},
+    {"_sampler_shutdown", mod_sampler_shutdown, METH_NOARGS,
+     "Stop and join the sampler thread (the GIL released meanwhile); the\n"
+     "next watched loop starts a new one."},
+    {"sampler_samples", mod_sampler_samples, METH_NOARGS,
+     "sampler_samples() -> ndarray[SAMPLE_DTYPE]\n--\n\n"
+     "A copy of the sampler's ring, oldest reading first, every watched\n"
+     "process.  Counters that could not be read are -1 (see\n"
+     "sampler_info()['procs'][i]['errors'])."},
+    {"sampler_stuck", mod_sampler_stuck, METH_NOARGS,
+     "sampler_stuck() -> list[dict]\n--\n\n"
+     "Fetches that waited longer than stuck_after: since_ns, detected_ns,\n"
+     "last_ns, ended_ns (0 while waiting), recorder (its id), source,\n"
+     "epoch, step, oldest_rank, worker, pid, state, cpu_ticks_at_since,\n"
+     "cpu_ticks_last."},
+    {"sampler_info", mod_sampler_info, METH_NOARGS,
+     "sampler_info() -> dict\n--\n\n"
+     "enabled, running (sampling now), period_s, stuck_after_s, capacity,\n"
+     "ticks, busy_s (the thread's own CPU time), run_s, samples, ring,\n"
+     "overwritten (readings the ring dropped), dropped_watch (loops or\n"
+     "processes that could not be watched), active_loops (watch entries),\n"
+     "watched_procs, error (why the sampler could not run, or None) and\n"
+     "procs (pid, role, exited_ns, errors per file; watched now, then\n"
+     "those that left, newest first)."},
+    {NULL, NULL, 0, NULL},
+};

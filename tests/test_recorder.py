@@ -1,0 +1,361 @@
+"""traceml.Recorder: a recording owned by one object.
+
+Probe and wrap semantics are checked exactly with the test clock (no
+sleeps); the faults that a single process-wide recording caused are each
+reproduced: zipped or nested loaders keep their worker evidence, two
+sweeps in a row are alike, the module can be freed, and the reducers'
+scratch memory is visible to tracemalloc.
+"""
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import traceml
+from traceml import _core
+
+
+def fields(rec):
+    snap = rec.snapshot()
+    return [(int(r["begin_ns"]), int(r["fetch_done_ns"]), int(r["end_ns"]),
+             int(r["epoch"]), int(r["source"]), int(r["flags"])) for r in snap]
+
+
+# --- the test clock ---------------------------------------------------------------
+
+
+def test_probes_record_the_test_clock_exactly():
+    rec = traceml.Recorder()
+    rec._set_test_clock([100, 150, 400, 500, 520, 900, 1000, 1100])
+    rec.step_begin()
+    rec.fetch_done()
+    rec.step_end()
+    rec.step_begin()
+    rec.fetch_done()
+    rec.step_end()
+    rec.step_begin()          # 1000
+    rec.step_begin()          # 1100: closes the open step without a fetch
+    assert fields(rec) == [
+        (100, 150, 400, 0, 0, 0),
+        (500, 520, 900, 0, 0, 0),
+        (1000, 1000, 1100, 0, 0, _core.FLAG_NO_FETCH | _core.FLAG_IMPLICIT_END),
+    ]
+    info = rec.store_info()
+    assert info["misuse"]["step_begin_while_open"] == 1
+    assert info["misuse"]["step_end_without_fetch"] == 1
+    assert info["probe_step_open"] is True
+    assert info["test_clock_overrun"] == 0
+    rec.step_end()            # past the end: the last value repeats, counted
+    assert rec.store_info()["test_clock_overrun"] == 1
+    assert fields(rec)[-1] == (1100, 1100, 1100, 0, 0, _core.FLAG_NO_FETCH)
+
+
+def test_probe_misuse_with_the_test_clock_touches_no_record():
+    rec = traceml.Recorder()
+    rec._set_test_clock([10, 20, 30, 40, 50, 60])
+    rec.fetch_done()          # 10: no open step
+    rec.step_end()            # 20: no open step
+    rec.step_begin()          # 30
+    rec.fetch_done()          # 40
+    rec.fetch_done()          # 50: repeated, the later one counts
+    rec.step_end()            # 60
+    assert fields(rec) == [(30, 50, 60, 0, 0, 0)]
+    misuse = rec.store_info()["misuse"]
+    assert misuse["fetch_done_without_step"] == 1
+    assert misuse["step_end_without_step"] == 1
+    assert misuse["fetch_done_repeated"] == 1
+
+
+def test_wrap_steps_follow_the_test_clock_exactly():
+    rec = traceml.Recorder()
+    # iter(): 1000; each next(): call, done; the last next() finds the end.
+    rec._set_test_clock([1000, 1010, 1030, 1100, 1120, 1300, 1340, 1500, 1510])
+    got = [x for x in rec.wrap(["a", "b", "c"], name="letters")]
+    assert got == ["a", "b", "c"]
+    start = _core.FLAG_EPOCH_START
+    shift = _core.FLAG_POS_SHIFT
+    sid = rec.sources.by_name["letters"].id
+    # Step i: from the call fetching batch i (the first from iter()) to the
+    # call fetching batch i + 1; the last ends at the call that hits the end.
+    assert fields(rec) == [
+        (1000, 1030, 1100, 0, sid, start),
+        (1100, 1120, 1300, 0, sid, 1 << shift),
+        (1300, 1340, 1500, 0, sid, 2 << shift),
+    ]
+    assert rec.store_info()["test_clock_overrun"] == 0
+
+
+def test_wrap_break_closes_the_step_at_release():
+    rec = traceml.Recorder()
+    rec._set_test_clock([0, 5, 7, 20, 26, 90])
+    it = iter(rec.wrap(range(10), name="r"))
+    next(it)                  # 5, 7
+    next(it)                  # 20, 26
+    it.close()                # 90
+    assert [(b, f, e) for b, f, e, *_ in fields(rec)] == [(0, 7, 20), (20, 26, 90)]
+
+
+def test_test_clock_refuses_bad_values():
+    rec = traceml.Recorder()
+    with pytest.raises(ValueError, match="empty"):
+        rec._set_test_clock([])
+    with pytest.raises(TypeError):
+        rec._set_test_clock(5)
+    with pytest.raises(TypeError):
+        rec._set_test_clock(["x"])
+    rec._set_test_clock([1, 2])
+    rec._set_test_clock(None)      # back to CLOCK_MONOTONIC
+    a = rec.clock_ns()
+    assert abs(a - traceml.clock_ns()) < 10**9
+
+
+# --- recorders are separate --------------------------------------------------------
+
+
+def test_recorders_do_not_see_each_other():
+    a, b = traceml.Recorder(), traceml.Recorder()
+    assert a.id != b.id
+    for _ in a.wrap([1, 2, 3], name="x"):
+        pass
+    for _ in b.wrap([1, 2], name="x"):
+        pass
+    b.step_begin()
+    b.fetch_done()
+    b.step_end()
+    assert a.report(source="x")["steps"] == 3
+    assert b.report(source="x")["steps"] == 2
+    assert a.report(source="probes")["steps"] == 0
+    assert b.report(source="probes")["steps"] == 1
+    a.reset()
+    assert a.store_info()["steps"] == 0 and b.store_info()["steps"] == 3
+
+
+def test_context_manager_makes_the_recorder_the_default_and_restores():
+    outer = _core.default_recorder()
+    before = outer.store_info()["steps"]
+    with traceml.Recorder() as rec:
+        assert _core.default_recorder() is rec
+        traceml.step_begin()
+        traceml.fetch_done()
+        traceml.step_end()
+        for _ in traceml.wrap([1, 2], name="inside"):
+            pass
+        assert traceml.report(source="inside")["steps"] == 2
+        with traceml.Recorder() as inner:
+            assert _core.default_recorder() is inner
+        assert _core.default_recorder() is rec
+    assert _core.default_recorder() is outer
+    assert outer.store_info()["steps"] == before
+    assert "inside" not in outer.sources.by_name
+    assert rec.report(source="probes")["steps"] == 1
+
+
+def test_recorder_refuses_arguments_and_default_refuses_strangers():
+    with pytest.raises(TypeError):
+        traceml.Recorder(1)
+    with pytest.raises(TypeError, match="recorder"):
+        _core._set_default_recorder(object())
+
+
+def test_a_stuck_fetch_belongs_to_its_recorder_only():
+    import threading
+    import time
+
+    traceml.configure(stuck_after_s=0.05, sampler_period_s=0.01)
+    release = threading.Event()
+
+    class Slow:
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            release.wait(5)
+            raise StopIteration
+
+    try:
+        a, b = traceml.Recorder(), traceml.Recorder()
+        it = iter(a.wrap(Slow(), name="slow"))
+        watcher = threading.Thread(target=lambda: list(it))
+        watcher.start()
+        deadline = time.monotonic() + 5
+        while not a.report()["stuck"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert a.report()["stuck"], "the stuck watch saw nothing"
+        assert not b.report()["stuck"]
+        release.set()
+        watcher.join(5)
+        a.reset()
+        assert not [ev for ev in _core.sampler_stuck() if ev["recorder"] == a.id]
+    finally:
+        release.set()
+        traceml.configure(stuck_after_s=30.0, sampler_period_s=0.02)
+
+
+# --- the three faults ---------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader  # noqa: E402
+
+from burn import BurnDataset  # noqa: E402
+
+
+def _burning_loader():
+    # 16 batches of 2 items x 15 ms of CPU, 2 workers, against a 1 ms
+    # consumer: the workers are busy through the whole run.
+    return DataLoader(BurnDataset(32, 0.015), batch_size=2, num_workers=2)
+
+
+def _worker_cpu_s(rep):
+    iv = rep["workers"]["intervals"]
+    assert iv is not None, rep["workers"]
+    return (iv["slow"]["worker_cpu_s"] or 0.0) + (iv["fast"]["worker_cpu_s"] or 0.0)
+
+
+@pytest.mark.parametrize("shape", ["zip", "nested"])
+def test_zipped_or_nested_loader_keeps_its_worker_cpu(shape):
+    """Each iter() of a wrapped object used to replace the sampler's one
+    watch list: zip(wrap(loader), wrap(list)) lost the loader's workers and
+    reported them idle."""
+    import time
+
+    with traceml.Recorder() as rec:
+        loader = traceml.wrap(_burning_loader(), name="loader")
+        if shape == "zip":
+            loop = zip(loader, traceml.wrap(list(range(100)), name="other"))
+        else:
+            loop = traceml.wrap(loader, name="outer")
+        for _ in loop:
+            time.sleep(0.001)
+        rep = rec.report(source="loader")
+    assert rep["steps"] == 16
+    # 32 items x 15 ms: about 0.48 s of worker CPU; the sampler's 10 ms
+    # ticks lose a little at the edges.
+    assert _worker_cpu_s(rep) > 0.2, rep["workers"]["intervals"]
+
+
+def test_two_sweeps_in_a_row_are_alike_and_leave_no_trace():
+    """A second sweep used to continue the first sweep's sources (names
+    restart at sweep#0): its reports carried the first sweep's PIDs and
+    'worker PIDs changed at step 0'."""
+    def make(num_workers):
+        return DataLoader(BurnDataset(12, 0.002), batch_size=2, num_workers=num_workers)
+
+    default = _core.default_recorder()
+    before = (default.store_info()["steps"], set(default.sources.by_name))
+    results = [traceml.sweep(make, num_workers=(2, 0), steps=5, consumer_pace_s=0.001,
+                             progress=False) for _ in range(2)]
+    for res in results:
+        assert [r["error"] for r in res.rows] == [None] * 4
+        for rep, row in zip(res.runs, res.rows):
+            assert rep["steps"] == 5
+            assert rep["workers"]["pid_changes"] == []
+            pids = rep["workers"]["pids_by_epoch"]
+            assert len(pids) == 1
+            assert len(pids[0]["pids"] or []) == row["condition"]["num_workers"]
+    first, second = ([(r["condition"], r["direction"]) for r in res.rows] for res in results)
+    assert first == second
+    assert [rep["source"] for rep in results[0].runs] == [rep["source"] for rep in results[1].runs]
+    # The user's recording is untouched by construction.
+    assert (default.store_info()["steps"], set(default.sources.by_name)) == before
+
+
+def test_module_is_freed_and_reimported(tmp_path):
+    """The at-fork hook used to hold a bound method of the module, so the
+    module could never be freed."""
+    script = textwrap.dedent("""
+        import gc, sys, weakref
+        import traceml
+        for _ in traceml.wrap([1, 2, 3]):
+            pass
+        ref = weakref.ref(sys.modules["traceml._core"])
+        old_type = sys.modules["traceml._core"].Recorder
+        del old_type
+        for name in [m for m in sys.modules if m == "traceml" or m.startswith("traceml.")]:
+            del sys.modules[name]
+        del traceml
+        gc.collect()
+        assert ref() is None, gc.get_referrers(ref())
+        import traceml
+        assert sys.modules["traceml._core"] is not None
+        for _ in traceml.wrap([1, 2]):
+            pass
+        assert traceml.report()["steps"] == 2
+        import os
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if traceml._core.default_recorder().store_info()["steps"] == 0 else 3)
+        assert os.waitpid(pid, 0)[1] == 0
+        print("freed")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "freed"
+
+
+def test_reducer_scratch_memory_is_visible_to_tracemalloc():
+    """The reducers allocate through PyMem_Raw*: a leak of their scratch
+    would show in tracemalloc (it could not while they used malloc)."""
+    x = np.arange(100_000, dtype=np.int64)[::-1].copy()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        _core.percentiles(x, [50.0, 95.0])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The selection's histogram alone is 65536 counters of 8 bytes; the
+    # copy it selects in is 8 bytes a value.
+    assert peak - base >= 65536 * 8
+
+
+def test_reentrant_task_info_does_not_read_freed_memory():
+    """A `_task_info` property that advances the same iterator: the outer
+    fetch must not hold a pointer into buffers the inner one swapped or
+    grew (tools/sanitize.sh runs this file under ASan)."""
+    class Inner:
+        def __init__(self):
+            self.n = 0
+            self.outer = None
+            self.depth = 0
+            self.table = {0: (0,), 1: (1,)}
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            self.n += 1
+            if self.n > 12:
+                raise StopIteration
+            # Grow the table so that the buffers must be reallocated.
+            self.table = {r: (r % 3,) for r in range(self.n, self.n + 4 * self.n)}
+            return self.n
+
+        @property
+        def _task_info(self):
+            if self.outer is not None and self.depth == 0 and self.n % 3 == 1:
+                self.depth += 1
+                try:
+                    next(self.outer)
+                except StopIteration:
+                    pass
+                finally:
+                    self.depth -= 1
+            return self.table
+
+    rec = traceml.Recorder()
+    inner = Inner()
+    it = _core.WrapIter(inner, rec, 1, 0, rec.clock_ns(), track=True)
+    inner.outer = it
+    got = list(it)
+    del inner.outer
+    assert got and all(isinstance(v, int) for v in got)
+    assert 1 <= rec.store_info()["steps"] <= 12

@@ -1,0 +1,178 @@
+"""traceml.Recorder: one recording, owned by one object.
+
+A Recorder owns its step store (in C), its probes' open step, its sources
+(the wrapped iterables and their per-epoch facts) and, while its loops run,
+their watch entries in the process-wide /proc sampler.  Two recorders never
+see each other's steps, names or stuck fetches.  The module-level
+``traceml.wrap``, probes, ``report`` and ``reset`` use the default recorder.
+
+This module gathers a recording's inputs and hands them to
+:func:`traceml.report.build`; it holds no rule and no sentence.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Optional, Union
+
+import numpy as np
+
+from . import _core
+from .report import Report, _check_threshold, build
+from .wrapping import SourceRegistry, Wrapped, wrap_into
+
+
+class Recorder(_core.Recorder):
+    """A recording of its own: a step store, the probes, the wrapped sources.
+
+    ::
+
+        rec = traceml.Recorder()
+        for batch in rec.wrap(loader):
+            train_step(batch)
+        print(rec.report())
+
+    ``with traceml.Recorder() as rec:`` also makes ``rec`` the default
+    recorder inside the block, so that ``traceml.wrap``, the module-level
+    probes, ``traceml.report`` and ``traceml.reset`` use it; the previous
+    default is restored on leaving.  The default is process-wide (like the
+    probes, use it from one thread).
+
+    Methods ``step_begin()``, ``fetch_done()``, ``step_end()`` are the
+    probes of this recorder (see :func:`traceml.step_begin`);
+    ``clock_ns()`` its clock; ``snapshot()``, ``snapshot_delivery()`` and
+    ``store_info()`` its raw record.
+
+    Attributes:
+        sources: its :class:`traceml.wrapping.SourceRegistry` (``by_id``,
+            ``by_name``).
+        id: unique in the process; the sampler's stuck events carry it.
+    """
+
+    def __init__(self) -> None:
+        self.sources = SourceRegistry()
+        self._outer: list = []
+
+    def wrap(self, iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
+        """:func:`traceml.wrap` into this recorder (same arguments, same
+        errors)."""
+        return wrap_into(self, iterable, name)
+
+    def reset(self) -> None:
+        """Start a new recording in this recorder: discard every recorded
+        step, the drop and misuse counts and this recorder's stuck fetches
+        (per-epoch facts of wrapped loaders are kept for the latest epoch
+        only).  A step open now is not recorded; a wrapped loop goes on
+        recording from its next step, so calling it inside the loop skips a
+        warm-up.  Other recorders are untouched."""
+        self._reset_store()
+        self.sources.prune_after_reset()
+
+    def report(
+        self,
+        stall_threshold_s: Optional[float] = None,
+        *,
+        source: Union[None, str, int] = None,
+    ) -> Report:
+        """:func:`traceml.report` of this recorder (same arguments, same
+        errors)."""
+        threshold = _check_threshold(stall_threshold_s)
+        info = self.store_info()
+        records = self.snapshot()
+        if info["out_of_memory"] and len(records) == 0:
+            raise MemoryError(
+                "traceml could not allocate its step store: "
+                f"{info['dropped_steps']} steps were dropped and none recorded"
+            )
+        # Read after the records: a loop in another thread may have added
+        # steps since (keep the first len(records)), or reset (drop it).
+        delivery = self.snapshot_delivery()
+        if delivery is not None:
+            n = len(records)
+            delivery = (delivery[0][:n], delivery[1][:n]) if len(delivery[0]) >= n else None
+        stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
+        sid = self._pick_source(records, source, stuck)
+        return build(records, info, sid, threshold, sources=self.sources.by_id,
+                     delivery=delivery, samples=_core.sampler_samples(),
+                     sampler_info=_core.sampler_info(), stuck_events=stuck,
+                     main_pid=os.getpid())
+
+    def _pick_source(self, records: np.ndarray, source: Any, stuck: list) -> int:
+        known = self.sources.by_id
+        ids, counts = np.unique(records["source"], return_counts=True)
+        if source is not None and (isinstance(source, bool)
+                                   or not isinstance(source, (str, int))):
+            raise TypeError("report(): source must be a source name (str) or id (int), "
+                            f"got {type(source).__name__}")
+        if source is None:
+            if len(ids) == 0:
+                # Nothing recorded: a loader stuck on its very first fetch is
+                # what there is to show, if the stuck watch has seen one.
+                stuck = [ev for ev in stuck if ev["source"] in known]
+                return int(max(stuck, key=lambda ev: ev["since_ns"])["source"]) if stuck else 0
+            # The source with the most steps; the earliest wrapped on ties.
+            return int(ids[np.argmax(counts)])
+        if isinstance(source, str) and source in self.sources.by_name:
+            return self.sources.by_name[source].id
+        if isinstance(source, int) and source in known:
+            return source
+        recorded = ["probes"] + [known[int(i)].name for i in ids if int(i) in known and i != 0]
+        names = ", ".join(repr(n) for n in recorded)
+        raise ValueError(f"report(): unknown source {source!r}; recorded: {names}")
+
+    def __enter__(self) -> "Recorder":
+        self._outer.append(_core._set_default_recorder(self))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _core._set_default_recorder(self._outer.pop())
+
+    def __repr__(self) -> str:
+        steps = self.store_info()["steps"]
+        return f"<traceml.Recorder id={self.id} steps={steps}>"
+
+
+def report(
+    stall_threshold_s: Optional[float] = None,
+    *,
+    source: Union[None, str, int] = None,
+) -> Report:
+    """Reduce what the default recorder has recorded so far into a
+    :class:`Report` (:meth:`Recorder.report` for another recorder).
+
+    Args:
+        stall_threshold_s: a fetch whose input wait exceeds this many
+            seconds is a stall (``5`` reproduces the common "> 5 s stall"
+            convention).  None (default): the automatic rule of
+            :func:`traceml.policy.stall_threshold_ns`.
+        source: which wrapped iterable to report, by name or id; None picks
+            the one with the most steps (the probes are ``"probes"``).
+
+    Statistics (input_wait_s, compute_s, step_s, input_share, stalls,
+    cadence) cover steady-state steps.  The first max(1, num_workers)
+    steps of each epoch of a DataLoader (the first step for other
+    iterables) hold start-up, each worker's first batch carrying its process
+    start, and are reported on their own under ``epoch_start``.
+
+    Returns:
+        A Report; with nothing recorded, one whose diagnosis is NO-DATA and
+        whose text says so.
+
+    Raises:
+        TypeError: stall_threshold_s is not a real number, or source is
+            neither a str nor an int.
+        ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
+            source names no known source.
+        MemoryError: the step store could not grow and nothing was recorded.
+    """
+    return _core.default_recorder().report(stall_threshold_s, source=source)
+
+
+def reset() -> None:
+    """Start a new recording in the default recorder: discard every
+    recorded step, the drop count and the misuse counts (per-epoch facts of
+    wrapped loaders are kept for the latest epoch only).  A step open at
+    this moment (in a wrapped loop or between probes) is not recorded; a
+    wrapped loop goes on recording from its next step, so ``reset()``
+    inside the loop skips a warm-up.  Other recorders are untouched."""
+    _core.default_recorder().reset()
