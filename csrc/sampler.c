@@ -340,13 +340,19 @@ ensure_thread(tm_sampler *s)
         return;
     }
     s->stop = 0;
-    err = pthread_create(&s->thread, NULL, sampler_main, s);
+    err = s->inject_errno;
+    s->inject_errno = 0;
+    if (err == 0) {
+        err = pthread_create(&s->thread, NULL, sampler_main, s);
+    }
     if (err != 0) {
         s->start_errno = err;
         s->start_what = "thread start";
         return;
     }
     s->thread_alive = 1;
+    s->start_errno = 0;
+    s->start_what = NULL;
 }
 
 int

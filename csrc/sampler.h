@@ -91,6 +91,7 @@ typedef struct {
     size_t capacity;         /* wanted ring size, applied when idle */
     /* why the sampler could not run, 0 if it could: an errno */
     int start_errno;
+    int inject_errno;        /* testing hook: the next thread start fails */
     const char *start_what;  /* "ring allocation", "thread start", ... */
     /* the ring */
     tm_sample *ring;

@@ -96,6 +96,28 @@ mod_sampler_shutdown(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+static PyObject *
+mod_sampler_fail_next_start(PyObject *module, PyObject *arg)
+{
+    tm_state *st = state_of(module);
+    long err = PyLong_AsLong(arg);
+
+    if (err == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (err <= 0 || err > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_sampler_fail_next_start(): errno must be > 0");
+        return NULL;
+    }
+    if (st->sampler_ok) {
+        pthread_mutex_lock(&st->sampler.lock);
+        st->sampler.inject_errno = (int)err;
+        pthread_mutex_unlock(&st->sampler.lock);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyArrayObject *
 new_samples(tm_state *st, npy_intp n)
 {
@@ -290,6 +312,9 @@ PyMethodDef tm_sampler_methods[] = {
     {"_sampler_shutdown", mod_sampler_shutdown, METH_NOARGS,
      "Stop and join the sampler thread (the GIL released meanwhile); the\n"
      "next watched loop starts a new one."},
+    {"_sampler_fail_next_start", mod_sampler_fail_next_start, METH_O,
+     "Testing hook: the next start of the sampler thread fails with this\n"
+     "errno (after _sampler_shutdown(), the next watched loop's)."},
     {"sampler_samples", mod_sampler_samples, METH_NOARGS,
      "sampler_samples() -> ndarray[SAMPLE_DTYPE]\n--\n\n"
      "A copy of the sampler's ring, oldest reading first, every watched\n"

@@ -359,3 +359,27 @@ def test_reentrant_task_info_does_not_read_freed_memory():
     del inner.outer
     assert got and all(isinstance(v, int) for v in got)
     assert 1 <= rec.store_info()["steps"] <= 12
+
+
+def test_a_sampler_that_cannot_start_never_stops_timing():
+    """The thread start fails (errno 11, EAGAIN): the loop is timed in full
+    and the report says the evidence is unavailable and why."""
+    import errno
+
+    _core._sampler_shutdown()
+    _core._sampler_fail_next_start(errno.EAGAIN)
+    with traceml.Recorder() as rec:
+        loader = DataLoader(BurnDataset(8, 0.001), batch_size=1, num_workers=1)
+        for _ in traceml.wrap(loader, name="nosampler"):
+            pass
+        rep = rec.report(source="nosampler")
+    assert rep["steps"] == 8
+    smp = rep["workers"]["sampler"]
+    assert smp["samples"] == 0
+    assert "thread start failed" in smp["error"] and "errno 11" in smp["error"]
+    assert rep["workers"]["intervals"] is None
+    assert "sampler: unavailable (thread start failed" in str(rep)
+    # The next loop starts the thread again, and the error is gone.
+    for _ in traceml.Recorder().wrap(DataLoader(BurnDataset(4, 0.0), num_workers=1)):
+        pass
+    assert _core.sampler_info()["error"] is None

@@ -457,8 +457,11 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     pids = sorted({p for f in facts.values() for p in (f["worker_pids"] or [])})
     main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
     main_pid = main[0] if main else os.getpid()
+    # Readings of this run were lost when the ring wrapped after it began.
+    lost = False
     if len(steps) and any(f.get("watched") for f in facts.values()):
         lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
+        lost = bool(info.get("overwritten")) and len(samples) > 0 and samples["t_ns"].min() > lo
         samples = samples[(samples["t_ns"] >= lo - info["period_s"] * 2e9)
                           & (samples["t_ns"] <= hi + info["period_s"] * 2e9)]
     else:
@@ -489,6 +492,9 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             "period_s": info.get("period_s"),
             "samples": int(len(samples)),
             "overwritten": info.get("overwritten"),
+            "readings_lost": lost,
+            "dropped_watch": info.get("dropped_watch"),
+            "error": info.get("error"),
             "cpu_share": busy_s / run_s if run_s > 0 else None,
         },
         "intervals": iv,

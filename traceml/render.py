@@ -158,6 +158,15 @@ def _process_lines(s: dict) -> list[str]:
             share = smp["cpu_share"]
             out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
                        + (f", {100 * share:.2f}% of one CPU" if share is not None else ""))
+        elif smp.get("error") and smp["enabled"]:
+            out.append(f"sampler: unavailable ({smp['error']}): timings only, no worker "
+                       "or process evidence")
+        if smp.get("readings_lost"):
+            out.append(f"sampler: the ring dropped {smp['overwritten']} readings, some of this "
+                       "run's; raise traceml.configure(sampler_capacity=...)")
+        if smp.get("dropped_watch"):
+            out.append(f"sampler: {smp['dropped_watch']} loops or processes could not be "
+                       "watched (out of memory or over the process limit)")
         iv = w.get("intervals")
         if iv and iv["unavailable"]:
             from .evidence import NO_WORKERS
