@@ -536,6 +536,7 @@ REDUCERS = {
 ACCEPTABLE = (TypeError, ValueError, OverflowError)
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])

@@ -158,6 +158,7 @@ def _cli(*args, stdout):
                           stderr=subprocess.PIPE, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_show_writes_html_and_text(tmp_path, capsys):
     path = str(run(10).save(tmp_path / "s1.traceml"))
     html = tmp_path / "s1.html"
@@ -180,6 +181,7 @@ def test_cli_bad_html_path_fails_first_and_prints_nothing(tmp_path, capsys):
     assert err.startswith("traceml: cannot write --html") and repr(bad) in err
 
 
+@pytest.mark.slow
 def test_cli_closed_stdout_exits_quietly_after_writing_html(tmp_path):
     path = str(run(10).save(tmp_path / "s1.traceml"))
     html = tmp_path / "s1.html"

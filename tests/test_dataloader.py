@@ -270,6 +270,7 @@ def run_loader(loader, consumer_s, name):
 
 
 @pytest.mark.parametrize("num_workers,rounds", [(2, 8), (4, 6)])
+@pytest.mark.slow
 def test_slow_cadence_period_is_num_workers(num_workers, rounds):
     n_batches = num_workers * rounds
     loader = DataLoader(
@@ -311,6 +312,7 @@ def test_slow_cadence_period_is_num_workers(num_workers, rounds):
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
+@pytest.mark.slow
 def test_slow_every_fetch_stalls_without_parallel_workers(num_workers):
     # With num_workers=0 the main process burns each batch inside next().
     # With one worker, 100 ms batches against a 10 ms consumer: a fetch
@@ -344,6 +346,7 @@ def test_slow_every_fetch_stalls_without_parallel_workers(num_workers):
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
+@pytest.mark.slow
 def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence(num_workers):
     # Every batch burns 10 ms against a 1 ms step, and one sample in 50
     # (one batch in 10) burns 200 ms: the stalls are those batches, every
@@ -369,6 +372,7 @@ def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence(num_workers):
     assert (r.input_wait_ns[[5, 15, 25, 35]] >= least_s * 1e9).all()
 
 
+@pytest.mark.slow
 def test_cheap_dataset_has_no_stalls():
     # The stall floor is 20% of the median step, so the consumer's pace
     # sets the margin against scheduling noise: at a 20 ms pace (4 ms
@@ -402,6 +406,7 @@ def test_cheap_dataset_has_no_stalls():
     assert d["compute_s"]["median"] >= 0.040
 
 
+@pytest.mark.slow
 def test_cheap_dataset_with_workers_waits_little():
     # With workers each fetch is a round trip to a worker process (the
     # batch's shared-memory handle comes over a socket from the worker): on

@@ -44,6 +44,7 @@ def investigation(data_dir):
     return sweep, comparison, "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_run_demo_quick(data_dir):
     lines = []
     historical, fixed = demo.run_demo(data_dir=data_dir, quick=True, out=lines.append)
@@ -60,6 +61,7 @@ def test_run_demo_quick(data_dir):
     assert text.rstrip().splitlines()[-1] == demo.verdict(historical, fixed)
 
 
+@pytest.mark.slow
 def test_main_quick(data_dir, capsys):
     assert demo.main(["--quick", "--data-dir", data_dir]) == 0
     out = capsys.readouterr().out
@@ -78,6 +80,7 @@ def test_main_rejects_num_workers_with_investigate(data_dir, capsys):
     assert "--num-workers does not apply to --investigate" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_investigation_sweep_rows(investigation):
     sweep, _, _ = investigation
     assert isinstance(sweep, traceml.SweepResult)
@@ -110,6 +113,7 @@ def test_investigation_sweep_rows(investigation):
     json.dumps(sweep.to_dict())
 
 
+@pytest.mark.slow
 def test_investigation_comparison(investigation):
     sweep, comparison, _ = investigation
     assert isinstance(comparison, traceml.Comparison)
@@ -124,6 +128,7 @@ def test_investigation_comparison(investigation):
     assert comparison.threshold_s == hist_rep["stalls"]["threshold_s"]
 
 
+@pytest.mark.slow
 def test_investigation_output(investigation):
     sweep, comparison, text = investigation
     assert str(sweep) in text
@@ -137,6 +142,7 @@ def test_investigation_output(investigation):
     assert "investigation took" in text.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_main_investigate_quick(data_dir, capsys):
     assert demo.main(["--investigate", "--quick", "--data-dir", data_dir]) == 0
     out = capsys.readouterr().out

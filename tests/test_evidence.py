@@ -37,6 +37,7 @@ def run(loader, pace_s=0.005, epochs=1, name=None):
 
 
 @pytest.mark.parametrize("in_order", [True, False])
+@pytest.mark.slow
 def test_overtaking_follows_in_order(in_order):
     """One index in eight is slow (num_workers=4, batch_size=1)."""
     ds = BurnDataset(48, 0.002, slow_every=8, slow_index=3, slow_cpu_s=0.2)
@@ -104,6 +105,7 @@ def test_pid_changes_at_epoch_starts_only_without_persistent_workers(persistent)
     assert w["exited"] == []  # nobody died mid-run
 
 
+@pytest.mark.slow
 def test_slow_intervals_carry_the_worker_cpu_and_no_reads():
     ds = BurnDataset(4 * 24, 0.025)
     r = run(DataLoader(ds, batch_size=4, num_workers=2), pace_s=0.01)
@@ -140,6 +142,7 @@ class _SlowOnce:
         return torch.tensor([i])
 
 
+@pytest.mark.slow
 def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
     traceml.configure(stuck_after_s=0.5, sampler_period_s=0.02)
     # Item 5 sleeps far longer than the test: the DataLoader's timeout ends it.
@@ -174,6 +177,7 @@ def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
     assert "then ended without a batch" in str(traceml.report(source="stuck"))
 
 
+@pytest.mark.slow
 def test_a_stuck_fetch_that_returns_names_its_step():
     traceml.configure(stuck_after_s=0.3, sampler_period_s=0.02)
     loader = DataLoader(_SlowOnce(6, slow=2, sleep_s=1.0), batch_size=1, num_workers=1)
@@ -185,6 +189,7 @@ def test_a_stuck_fetch_that_returns_names_its_step():
     assert "STUCK: fetch 2 of epoch 0" in str(r) and "then returned a batch." in str(r)
 
 
+@pytest.mark.slow
 def test_a_loader_stuck_on_its_first_fetch_is_what_report_shows():
     # Nothing recorded yet: report() with no source picks the stuck loader,
     # not the empty probes.  Once a probe step exists, the probes' report
@@ -266,6 +271,7 @@ def test_sampler_watches_real_counters_and_knows_a_missing_process():
     assert me["errors"] == {"stat": None, "io": None, "schedstat": None}
 
 
+@pytest.mark.slow
 def test_host_facts_and_oversubscription_note():
     r = run(DataLoader(BurnDataset(12, 0.0), batch_size=2, num_workers=4,
                        multiprocessing_context="spawn"), pace_s=0)
@@ -418,6 +424,7 @@ def test_without_workers_unreadable_main_counters_say_why():
 
 
 @pytest.mark.parametrize("slow_kind", ["burn", "sleep"])
+@pytest.mark.slow
 def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
     # num_workers=0, one batch in 8 holds a 150 ms item: burnt on the CPU
     # or slept.  The main process's CPU time during those stalls says which.
@@ -462,6 +469,7 @@ def test_without_workers_run_queue_wait_counts_as_busy():
 
 
 @pytest.mark.parametrize("in_order", [True, False])
+@pytest.mark.slow
 def test_a_reset_mid_epoch_does_not_make_overtaking(in_order):
     # reset() after 4 batches drops ranks 0-3 from the record: they were
     # delivered, so in order the later ones overtook nothing.

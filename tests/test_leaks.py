@@ -188,6 +188,7 @@ class GenItems:
 
 
 @pytest.mark.parametrize("tag,data_type", [("exhausted", Items), ("generator", GenItems)])
+@pytest.mark.slow
 def test_loops_run_to_the_end_leak_nothing(tag, data_type):
     name = uname(tag)
     data = data_type(5)
@@ -203,6 +204,7 @@ def test_loops_run_to_the_end_leak_nothing(tag, data_type):
     assert data.last() is None
 
 
+@pytest.mark.slow
 def test_broken_out_of_loops_leak_nothing():
     name = uname("break")
     data = Items(10)
@@ -218,6 +220,7 @@ def test_broken_out_of_loops_leak_nothing():
     assert_no_growth(measure(scenario), "break")
 
 
+@pytest.mark.slow
 def test_closed_iterators_leak_nothing():
     name = uname("close")
     data = Items(10)
@@ -237,6 +240,7 @@ def test_closed_iterators_leak_nothing():
     assert_no_growth(measure(scenario), "close")
 
 
+@pytest.mark.slow
 def test_failing_inner_and_failing_body_leak_nothing():
     name = uname("fail")
     inner_fails = Items(10, fail_at=3)
@@ -261,6 +265,7 @@ def test_failing_inner_and_failing_body_leak_nothing():
     assert_no_growth(measure(scenario), "failures")
 
 
+@pytest.mark.slow
 def test_tracked_deliveries_leak_nothing():
     name = uname("tracked")
     data = TaskItems(30)
@@ -279,6 +284,7 @@ def test_tracked_deliveries_leak_nothing():
     assert data.last() is None
 
 
+@pytest.mark.slow
 def test_probes_leak_nothing():
     def scenario():
         for _ in range(OPS * 5):
@@ -292,6 +298,7 @@ def test_probes_leak_nothing():
     assert_no_growth(measure(scenario), "probes")
 
 
+@pytest.mark.slow
 def test_store_growth_and_reset_leak_nothing():
     """Recording past the store's first capacity and resetting, many times:
     the store keeps one block, it does not pile them up."""
@@ -306,6 +313,7 @@ def test_store_growth_and_reset_leak_nothing():
     assert_no_growth(measure(scenario, rounds=3), "store growth")
 
 
+@pytest.mark.slow
 def test_reports_leak_nothing(tmp_path):
     from traceml.render import report_html
 
@@ -409,6 +417,7 @@ def _call_all(calls):
             pass
 
 
+@pytest.mark.slow
 def test_reducer_outputs_and_errors_leak_nothing():
     calls = _reducer_calls(**_reducer_inputs())
 
@@ -473,6 +482,7 @@ def test_wrapping_leaks_no_reference_to_the_iterable_or_its_items():
     assert (sys.getrefcount(data), sys.getrefcount(item), sys.getrefcount(items)) == before
 
 
+@pytest.mark.slow
 def test_sweeps_leak_nothing():
     """A leaked condition would keep its Report (a summary of dozens of
     objects and kilobytes): a few conditions per round are enough.  (Each
@@ -493,6 +503,7 @@ def test_sweeps_leak_nothing():
     assert_no_growth(measure(scenario, warmup=1, rounds=3), "sweeps")
 
 
+@pytest.mark.slow
 def test_dataloader_epochs_leak_nothing():
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -638,6 +649,7 @@ def test_no_wrapiter_outlives_its_loop():
 # per-epoch facts
 
 
+@pytest.mark.slow
 def test_epoch_facts_do_not_outlive_reset():
     name = uname("facts")
     data = Items(2)

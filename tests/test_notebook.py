@@ -91,6 +91,7 @@ def test_structure():
     assert "[demo]" in install.source
 
 
+@pytest.mark.slow
 def test_executes_quick(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")

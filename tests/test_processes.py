@@ -226,7 +226,11 @@ def test_inherited_loop_ending_in_a_child_does_not_stop_the_childs_sampler():
 # DataLoader workers under each start method
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("method", [
+    "fork",
+    pytest.param("spawn", marks=pytest.mark.slow),
+    pytest.param("forkserver", marks=pytest.mark.slow),
+])
 def test_wrapped_workers_under_each_start_method(method):
     if method not in multiprocessing.get_all_start_methods():
         pytest.skip(f"no {method} here")
@@ -437,6 +441,7 @@ def test_two_threads_pulling_from_one_wrapped_iterator():
     assert (rec["fetch_done_ns"] <= rec["end_ns"]).all()
 
 
+@pytest.mark.slow
 def test_reducer_input_mutated_by_another_thread_does_not_corrupt_memory():
     proc = run_python("""
         import threading, time
@@ -557,6 +562,7 @@ class SlowAfter(BurnDataset):
         return super().__getitem__(i)
 
 
+@pytest.mark.slow
 def test_sigint_while_waiting_for_a_worker_leaves_a_record():
     """Ctrl-C arrives while the loop is blocked inside the DataLoader's
     __next__: the KeyboardInterrupt comes out of the wrapped iterator and
@@ -632,6 +638,7 @@ def test_leaving_a_worker_loop_stops_its_workers_at_once(how):
         del it
 
 
+@pytest.mark.slow
 def test_interpreter_exit_mid_epoch_is_clean():
     """Leaving the interpreter while wrapped multi-worker loops are open
     (one held in a global, one in a reference cycle) exits cleanly, and

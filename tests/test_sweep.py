@@ -33,6 +33,7 @@ def make_loader(num_workers, **kw):
     )
 
 
+@pytest.mark.slow
 def test_cadence_follows_num_workers():
     res = traceml.sweep(make_loader, num_workers=(4, 2, 1), steps=24,
                         consumer_pace_s=0.01, both_directions=False, progress=False)
@@ -55,6 +56,7 @@ def test_cadence_follows_num_workers():
     assert repr(res) == f"<traceml.SweepResult rows=3 r={c['r']:.3f} points=3>"
 
 
+@pytest.mark.slow
 def test_both_directions_and_other_axes_make_the_grid():
     calls = []
 
@@ -106,6 +108,7 @@ def test_the_users_recording_is_left_as_it_was():
     np.testing.assert_array_equal(_core.default_recorder().snapshot(), before)
 
 
+@pytest.mark.slow
 def test_workers_are_shut_down_between_conditions():
     seen = []
 
@@ -169,6 +172,7 @@ def test_correlation_says_what_it_rests_on():
     assert "num_workers did not vary" in str(res)
 
 
+@pytest.mark.slow
 def test_sweep_plot_shows_cadence_and_mean_fetch():
     pytest.importorskip("matplotlib")
     res = traceml.sweep(lambda num_workers: range(12), num_workers=(2, 1), steps=6,
@@ -203,6 +207,7 @@ def paced(wait_s, n):
         yield i
 
 
+@pytest.mark.slow
 def test_order_effect_is_named_when_backward_differs():
     calls = []
 
@@ -231,6 +236,7 @@ def test_order_effect_is_named_when_backward_differs():
     assert "order effect in 2 of 2" in res._repr_html_()
 
 
+@pytest.mark.slow
 def test_order_effects_use_compares_tolerance():
     # A steady 20 ms fetch both ways: whether a pair differs is recomputed
     # here from the per-step arrays with compare()'s rule.
@@ -267,6 +273,7 @@ def test_one_direction_has_no_order_effects():
     assert "forward and backward" not in str(res) and "order effect" not in str(res)
 
 
+@pytest.mark.slow
 def test_order_effects_name_the_pass_when_there_are_several():
     calls = []
 
@@ -325,6 +332,7 @@ def test_the_correlation_uses_the_loaders_own_num_workers():
             "num_workers=2 built a loader with 0 workers") in text
 
 
+@pytest.mark.slow
 def test_a_make_loader_that_ignores_num_workers_is_named():
     def make(num_workers):
         return torch.utils.data.DataLoader(BurnDataset(20, 0.0), batch_size=2, num_workers=0)
@@ -342,6 +350,7 @@ def test_a_make_loader_that_ignores_num_workers_is_named():
     assert res.to_dict()["rows"][0]["loader_num_workers"] == 0
 
 
+@pytest.mark.slow
 def test_a_loader_honouring_num_workers_gets_no_such_line():
     res = traceml.sweep(
         lambda num_workers: torch.utils.data.DataLoader(BurnDataset(20, 0.0), batch_size=2,
@@ -356,6 +365,7 @@ def test_a_loader_honouring_num_workers_gets_no_such_line():
     assert "ignored num_workers" not in str(res)
 
 
+@pytest.mark.slow
 def test_a_loader_that_runs_out_is_named():
     sizes = {2: 3, 1: 10, 0: 4}
 
@@ -412,6 +422,7 @@ def test_keyword_only_and_unsigned_make_loaders_run():
     assert "ran fewer batches than steps=2: num_workers=1 (1)" in str(res)
 
 
+@pytest.mark.slow
 def test_pairs_without_steady_state_steps_do_not_differ():
     from traceml.compare import NO_DATA
 
@@ -427,6 +438,7 @@ def test_pairs_without_steady_state_steps_do_not_differ():
             "to compare") in text
 
 
+@pytest.mark.slow
 def test_without_workers_the_stall_columns_hold_the_main_process():
     # num_workers=0: the dataset runs in the main process, so cores@stall
     # and read@stall are its counters, not "-".
