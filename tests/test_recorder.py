@@ -163,6 +163,7 @@ def test_recorder_refuses_arguments_and_default_refuses_strangers():
         _core._set_default_recorder(object())
 
 
+@pytest.mark.slow
 def test_a_stuck_fetch_belongs_to_its_recorder_only():
     import threading
     import time
@@ -217,6 +218,7 @@ def _worker_cpu_s(rep):
     return (iv["slow"]["worker_cpu_s"] or 0.0) + (iv["fast"]["worker_cpu_s"] or 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["zip", "nested"])
 def test_zipped_or_nested_loader_keeps_its_worker_cpu(shape):
     """Each iter() of a wrapped object used to replace the sampler's one
@@ -239,6 +241,7 @@ def test_zipped_or_nested_loader_keeps_its_worker_cpu(shape):
     assert _worker_cpu_s(rep) > 0.2, rep["workers"]["intervals"]
 
 
+@pytest.mark.slow
 def test_two_sweeps_in_a_row_are_alike_and_leave_no_trace():
     """A second sweep used to continue the first sweep's sources (names
     restart at sweep#0): its reports carried the first sweep's PIDs and
@@ -265,6 +268,7 @@ def test_two_sweeps_in_a_row_are_alike_and_leave_no_trace():
     assert (default.store_info()["steps"], set(default.sources.by_name)) == before
 
 
+@pytest.mark.slow
 def test_module_is_freed_and_reimported(tmp_path):
     """The at-fork hook used to hold a bound method of the module, so the
     module could never be freed."""
@@ -361,6 +365,7 @@ def test_reentrant_task_info_does_not_read_freed_memory():
     assert 1 <= rec.store_info()["steps"] <= 12
 
 
+@pytest.mark.slow
 def test_a_sampler_that_cannot_start_never_stops_timing():
     """The thread start fails (errno 11, EAGAIN): the loop is timed in full
     and the report says the evidence is unavailable and why."""
