@@ -84,6 +84,30 @@ mod_sampler_config(PyObject *module, PyObject *args)
 }
 
 static PyObject *
+mod_sampler_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+    tm_sampler *s = &st->sampler;
+    int enabled = 0;
+    long long period = 0, stuck = 0;
+    Py_ssize_t capacity = 0;
+
+    if (st->sampler_ok) {
+        pthread_mutex_lock(&s->lock);
+        enabled = s->enabled;
+        period = s->period_ns;
+        stuck = s->stuck_after_ns;
+        capacity = (Py_ssize_t)s->capacity;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return Py_BuildValue("{s:O,s:d,s:d,s:n}",
+                         "sampler", enabled ? Py_True : Py_False,
+                         "sampler_period_s", (double)period / 1e9,
+                         "stuck_after_s", (double)stuck / 1e9,
+                         "sampler_capacity", capacity);
+}
+
+static PyObject *
 mod_sampler_shutdown(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     tm_state *st = state_of(module);
@@ -297,7 +321,7 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
         "enabled", enabled ? Py_True : Py_False,
         "running", sampling ? Py_True : Py_False,
         "period_s", (double)period * 1e-9,
-        "stuck_after_s", (double)stuck * 1e-9,
+        "stuck_after_s", (double)stuck / 1e9,
         "capacity", capacity,
         "ticks", ticks, "busy_s", (double)busy * 1e-9,
         "run_s", (double)run * 1e-9, "samples", len, "ring", cap,
@@ -309,6 +333,10 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
 PyMethodDef tm_sampler_methods[] = {
     {"_sampler_config", mod_sampler_config, METH_VARARGS,
      "_sampler_config(period_ns, stuck_after_ns, capacity, enabled)"},
+    {"_sampler_settings", mod_sampler_settings, METH_NOARGS,
+     "The settings in force, in configure()'s names: sampler,\n"
+     "sampler_period_s, stuck_after_s, sampler_capacity.  Their defaults\n"
+     "live in sampler.c alone."},
     {"_sampler_shutdown", mod_sampler_shutdown, METH_NOARGS,
      "Stop and join the sampler thread (the GIL released meanwhile); the\n"
      "next watched loop starts a new one."},

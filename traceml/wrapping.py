@@ -1,8 +1,11 @@
 """traceml.wrap(): time every fetch of an iterable, one epoch per iter().
 
-The wrapper is thin Python; each iter() of it returns the C iterator
-``traceml._core.WrapIter``, which stamps the clock around the inner
-``__next__`` and writes one record per step into the C store.
+Holds the wrapper (:class:`Wrapped`), a recorder's sources
+(:class:`SourceRegistry`), what is known of a DataLoader at each epoch's
+start, and the sampler's settings (:func:`configure`).  The wrapper is thin
+Python; each iter() of it returns the C iterator ``traceml._core.WrapIter``,
+which stamps the clock around the inner ``__next__`` and writes one record
+per step into its recorder's store.  Never reduces or reports.
 """
 
 from __future__ import annotations
@@ -51,15 +54,6 @@ class Source:
         return (self.epoch_facts.get(int(epoch)) or {}).get("loader")
 
 
-# Sampler settings (see configure()); mirrored into the C module state.
-_settings = {
-    "sampler": True,
-    "sampler_period_s": 0.02,
-    "stuck_after_s": 30.0,
-    "sampler_capacity": 1 << 17,
-}
-
-
 def configure(
     *,
     sampler: Optional[bool] = None,
@@ -90,7 +84,7 @@ def configure(
     import math
     import numbers
 
-    new = dict(_settings)
+    new = _core._sampler_settings()
     if sampler is not None:
         if not isinstance(sampler, bool):
             raise TypeError(f"configure(): sampler must be a bool, got {type(sampler).__name__}")
@@ -114,10 +108,10 @@ def configure(
             raise ValueError("configure(): sampler_capacity must be between 16 and "
                              f"{_core.SAMPLER_RING_MAX} readings, got {sampler_capacity}")
         new["sampler_capacity"] = sampler_capacity
-    _core._sampler_config(int(new["sampler_period_s"] * 1e9), int(new["stuck_after_s"] * 1e9),
+    _core._sampler_config(int(round(new["sampler_period_s"] * 1e9)),
+                          int(round(new["stuck_after_s"] * 1e9)),
                           new["sampler_capacity"], new["sampler"])
-    _settings.update(new)
-    return dict(_settings)
+    return _core._sampler_settings()
 
 
 def _is_dataloader(obj: Any) -> bool:
@@ -315,7 +309,8 @@ class Wrapped:
         src.epoch_facts[epoch] = known
         # The sampler watches this loop's processes (main first, then worker
         # 0, 1, ...) while it runs, beside any other live loop's.
-        watch = [os.getpid(), *(known["worker_pids"] or [])] if _settings["sampler"] else None
+        watching = _core._sampler_settings()["sampler"]
+        watch = [os.getpid(), *(known["worker_pids"] or [])] if watching else None
         # Delivery order is read from a multiprocessing DataLoader
         # iterator's private task table (rank -> (worker_id, ...)).
         track = isinstance(getattr(inner, "_task_info", None), dict)
