@@ -238,7 +238,10 @@ tm_exec(PyObject *module)
 
     st->sampler_ok = tm_sampler_init(&st->sampler) == 0;
     st->str_task_info = PyUnicode_InternFromString("_task_info");
-    if (st->str_task_info == NULL) {
+    st->str_nbytes = PyUnicode_InternFromString("nbytes");
+    st->str_torch = PyUnicode_InternFromString("torch");
+    if (st->str_task_info == NULL || st->str_nbytes == NULL
+            || st->str_torch == NULL) {
         return -1;
     }
     if (PyArray_ImportNumPyAPI() < 0) {
@@ -281,6 +284,7 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->wrapiter_type);
     Py_VISIT(st->record_dtype);
     Py_VISIT(st->sample_dtype);
+    Py_VISIT(st->tensor_type);
     return 0;
 }
 
@@ -295,6 +299,9 @@ tm_clear(PyObject *module)
     Py_CLEAR(st->record_dtype);
     Py_CLEAR(st->sample_dtype);
     Py_CLEAR(st->str_task_info);
+    Py_CLEAR(st->str_nbytes);
+    Py_CLEAR(st->str_torch);
+    Py_CLEAR(st->tensor_type);
     return 0;
 }
 

@@ -26,6 +26,7 @@ typedef struct {
     uint64_t fetch_repeated;
     uint64_t end_without_step;
     uint64_t end_without_fetch;
+    uint64_t abandoned;       /* open steps dropped by abandon_step() */
 } tm_probes;
 
 typedef struct tm_state tm_state;
@@ -67,6 +68,9 @@ struct tm_state {
     PyObject *record_dtype;    /* numpy.dtype of one tm_record */
     PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */
     PyObject *str_task_info;   /* interned "_task_info" */
+    PyObject *str_nbytes;      /* interned "nbytes" */
+    PyObject *str_torch;       /* interned "torch" */
+    PyObject *tensor_type;     /* torch.Tensor once torch is imported */
 };
 
 /* The clock a recorder's steps are stamped with. */
@@ -100,6 +104,7 @@ void tm_probes_clear(tm_probes *probes);
 PyObject *tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs);
+PyObject *tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs);
 extern PyMethodDef tm_probe_module_methods[];
 
 /* wrap.c */

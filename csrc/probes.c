@@ -42,7 +42,7 @@ close_step(tm_recorder *rec, int64_t now, uint16_t flags)
         fetch_done_ns = p->begin_ns;
     }
     tm_store_push(&rec->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags,
-                  -1, -1);
+                  -1, -1, -1);
     p->open = 0;
     p->fetched = 0;
 }
@@ -103,6 +103,24 @@ tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* Drop the open step unrecorded: the loop ended inside it (the fetch
+   raised StopIteration).  Not misuse; without an open step, nothing. */
+PyObject *
+tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs)
+{
+    tm_probes *p = &rec->probes;
+
+    if (nargs != 0) {
+        return refuse_args("abandon_step", nargs);
+    }
+    if (p->open) {
+        p->abandoned++;
+        p->open = 0;
+        p->fetched = 0;
+    }
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------ */
 /* module level: the default recorder                                  */
 
@@ -134,6 +152,13 @@ mod_step_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return tm_probe_step_end(default_of(module), nargs);
 }
 
+static PyObject *
+mod_abandon_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_abandon_step(default_of(module), nargs);
+}
+
 PyDoc_STRVAR(step_begin_doc,
 "step_begin() -> None\n--\n\n"
 "Open a step at the current clock_ns(), in the default recorder.  If a\n"
@@ -153,7 +178,16 @@ PyDoc_STRVAR(step_end_doc,
 "('step_end_without_step'); a step closed without fetch_done() is\n"
 "recorded with zero input wait ('step_end_without_fetch').");
 
+PyDoc_STRVAR(abandon_step_doc,
+"abandon_step() -> None\n--\n\n"
+"Drop the open step without recording it, for a loop that ends inside\n"
+"a step: step_begin(); try: batch = next(it) except StopIteration:\n"
+"abandon_step(); break.  Counted as steps_abandoned, not as misuse;\n"
+"without an open step it does nothing.");
+
 PyMethodDef tm_probe_module_methods[] = {
+    {"abandon_step", (PyCFunction)(void (*)(void))mod_abandon_step,
+     METH_FASTCALL, abandon_step_doc},
     {"step_begin", (PyCFunction)(void (*)(void))mod_step_begin,
      METH_FASTCALL, step_begin_doc},
     {"fetch_done", (PyCFunction)(void (*)(void))mod_fetch_done,

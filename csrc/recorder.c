@@ -136,6 +136,13 @@ rec_step_end(tm_recorder *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+rec_abandon_step(tm_recorder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    return tm_probe_abandon_step(self, nargs);
+}
+
+static PyObject *
 rec_clock_ns(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     return PyLong_FromLongLong(tm_rec_clock(self));
@@ -176,8 +183,9 @@ static PyObject *
 rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     npy_intp n = (npy_intp)self->store.len;
-    PyArrayObject *rank, *worker;
+    PyArrayObject *rank, *worker, *bytes;
     int32_t *r, *w;
+    int64_t *b;
     npy_intp i;
 
     if (self->store.delivery == NULL) {
@@ -185,18 +193,22 @@ rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     }
     rank = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
     worker = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
-    if (rank == NULL || worker == NULL) {
+    bytes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (rank == NULL || worker == NULL || bytes == NULL) {
         Py_XDECREF(rank);
         Py_XDECREF(worker);
+        Py_XDECREF(bytes);
         return NULL;
     }
     r = (int32_t *)PyArray_DATA(rank);
     w = (int32_t *)PyArray_DATA(worker);
+    b = (int64_t *)PyArray_DATA(bytes);
     for (i = 0; i < n; i++) {
         r[i] = self->store.delivery[i].rank;
         w[i] = self->store.delivery[i].worker;
+        b[i] = self->store.delivery[i].bytes;
     }
-    return Py_BuildValue("(NN)", rank, worker);
+    return Py_BuildValue("(NNN)", rank, worker, bytes);
 }
 
 static PyObject *
@@ -206,7 +218,7 @@ rec_store_info(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     tm_store *s = &self->store;
 
     return Py_BuildValue(
-        "{s:n,s:n,s:n,s:K,s:O,s:O,s:K,s:O,s:K,s:{s:K,s:K,s:K,s:K,s:K}}",
+        "{s:n,s:n,s:n,s:K,s:O,s:O,s:K,s:O,s:K,s:K,s:{s:K,s:K,s:K,s:K,s:K}}",
         "steps", (Py_ssize_t)s->len,
         "capacity", (Py_ssize_t)s->cap,
         "record_bytes", (Py_ssize_t)sizeof(tm_record),
@@ -216,6 +228,7 @@ rec_store_info(tm_recorder *self, PyObject *Py_UNUSED(ignored))
         "generation", (unsigned long long)s->generation,
         "probe_step_open", p->open ? Py_True : Py_False,
         "test_clock_overrun", (unsigned long long)self->clock.overrun,
+        "steps_abandoned", (unsigned long long)p->abandoned,
         "misuse",
         "step_begin_while_open", (unsigned long long)p->begin_while_open,
         "fetch_done_without_step", (unsigned long long)p->fetch_without_step,
@@ -319,6 +332,10 @@ static PyMethodDef recorder_methods[] = {
     {"step_end", (PyCFunction)(void (*)(void))rec_step_end, METH_FASTCALL,
      "step_end() -> None\n--\n\n"
      "Close and record the open step.  See traceml.step_end."},
+    {"abandon_step", (PyCFunction)(void (*)(void))rec_abandon_step,
+     METH_FASTCALL,
+     "abandon_step() -> None\n--\n\n"
+     "Drop the open step unrecorded.  See traceml.abandon_step."},
     {"clock_ns", (PyCFunction)rec_clock_ns, METH_NOARGS,
      "clock_ns() -> int\n--\n\n"
      "The clock this recorder stamps steps with (CLOCK_MONOTONIC ns, or\n"
@@ -330,16 +347,17 @@ static PyMethodDef recorder_methods[] = {
      "snapshot() -> ndarray[RECORD_DTYPE]\n--\n\n"
      "A copy of every recorded step, in the order the steps closed."},
     {"snapshot_delivery", (PyCFunction)rec_snapshot_delivery, METH_NOARGS,
-     "snapshot_delivery() -> (rank, worker) or None\n--\n\n"
+     "snapshot_delivery() -> (rank, worker, bytes) or None\n--\n\n"
      "Per recorded step (parallel to snapshot()): the delivered batch's\n"
      "rank in its epoch's sampler order and the worker that produced it\n"
-     "(int32, -1 where unknown); None when no step carried delivery\n"
-     "information."},
+     "(int32, -1 where unknown), and its tensor and array bytes (int64, -1\n"
+     "where not measured: wrap measures the first 8 batches of an epoch\n"
+     "and every 64th); None when no step carried any of these."},
     {"store_info", (PyCFunction)rec_store_info, METH_NOARGS,
      "store_info() -> dict\n--\n\n"
      "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"
-     "delivery_lost, generation, probe_step_open, test_clock_overrun and\n"
-     "the misuse counts."},
+     "delivery_lost, generation, probe_step_open, test_clock_overrun,\n"
+     "steps_abandoned and the misuse counts."},
     {"_set_capacity_limit", (PyCFunction)rec_set_capacity_limit, METH_O,
      "Testing hook: cap the store at this many records (None: no cap)."},
     {"_set_test_clock", (PyCFunction)rec_set_test_clock, METH_O,

@@ -92,7 +92,8 @@ tm_store_grow(tm_store *store)
 /* Record step i's delivery, allocating the parallel array on first use
    (earlier steps read as unknown). */
 void
-tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker)
+tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker,
+                      int64_t bytes)
 {
     size_t k;
 
@@ -108,8 +109,10 @@ tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker)
         for (k = 0; k < i; k++) {
             store->delivery[k].rank = -1;
             store->delivery[k].worker = -1;
+            store->delivery[k].bytes = -1;
         }
     }
     store->delivery[i].rank = rank;
     store->delivery[i].worker = worker;
+    store->delivery[i].bytes = bytes;
 }

@@ -34,11 +34,13 @@ typedef struct {
     uint16_t flags;          /* TM_FLAG_* */
 } tm_record;
 
-/* Which batch a step delivered, where a DataLoader exposes it: its rank in
-   the epoch's sampler order and the worker that produced it (-1: unknown). */
+/* What a step delivered, where known: the batch's rank in the epoch's
+   sampler order and the worker that produced it (a DataLoader's, -1:
+   unknown), and its tensor and array bytes (-1: not measured). */
 typedef struct {
     int32_t rank;
     int32_t worker;
+    int64_t bytes;
 } tm_delivery;
 
 typedef struct {
@@ -55,7 +57,7 @@ typedef struct {
 
 void tm_store_init(tm_store *store);
 void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
-                           int32_t worker);
+                           int32_t worker, int64_t bytes);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);
@@ -64,7 +66,7 @@ int tm_store_grow(tm_store *store);
 static inline void
 tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
               int64_t end_ns, int32_t epoch, uint16_t source, uint16_t flags,
-              int32_t rank, int32_t worker)
+              int32_t rank, int32_t worker, int64_t bytes)
 {
     tm_record *rec;
 
@@ -79,8 +81,8 @@ tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
     rec->epoch = epoch;
     rec->source = source;
     rec->flags = flags;
-    if (rank >= 0 || store->delivery != NULL) {
-        tm_store_set_delivery(store, store->len, rank, worker);
+    if (rank >= 0 || bytes >= 0 || store->delivery != NULL) {
+        tm_store_set_delivery(store, store->len, rank, worker, bytes);
     }
     store->len++;
 }

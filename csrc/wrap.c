@@ -23,6 +23,11 @@
  * step and the oldest undelivered rank are published in the slot, and the
  * sampler records a fetch that waits longer than stuck_after.
  *
+ * Bytes: on sampled batches (see TM_BYTES_*) the delivered batch's tensor
+ * and NumPy array bytes are summed, walking tuples, lists and dict values;
+ * sizes only, nothing is copied.  Hand-over of large batches (collate,
+ * shared memory) costs per byte, so the report can put the wait beside them.
+ *
  * Re-entrancy: reading `_task_info` runs Python code (a property could even
  * call next() on this very iterator), so no pointer into the task buffers
  * is held across it; the buffers are read only once it has returned.
@@ -30,8 +35,23 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL traceml_ARRAY_API
+#include <numpy/arrayobject.h>
+
 #include "compat.h"
 #include "module.h"
+
+/* Bytes per batch are measured on the first TM_BYTES_FIRST batches of an
+   epoch and on every TM_BYTES_EVERY-th after: a batch's size rarely
+   changes, and a tensor's nbytes costs a call into torch (about 50-100 ns),
+   which on every batch would double wrap's cost over a DataLoader. */
+#define TM_BYTES_FIRST 8
+#define TM_BYTES_EVERY 64
+/* How far a batch is walked: nesting depth and leaves looked at. */
+#define TM_BYTES_DEPTH 4
+#define TM_BYTES_LEAVES 256
 
 typedef struct {
     int64_t rank;
@@ -49,6 +69,7 @@ typedef struct {
     int64_t fetch_done_ns;
     int32_t open_rank;         /* the open step's delivery, or -1 */
     int32_t open_worker;
+    int64_t open_bytes;        /* the open step's batch bytes, or -1 */
     unsigned long long steps;  /* batches delivered in this epoch */
     int epoch;
     int source;
@@ -85,7 +106,7 @@ close_open_step(tm_wrapiter *self, int64_t now)
                   (int32_t)self->epoch, (uint16_t)self->source,
                   (uint16_t)((pos << TM_FLAG_POS_SHIFT)
                              | (pos == 0 ? TM_FLAG_EPOCH_START : 0)),
-                  self->open_rank, self->open_worker);
+                  self->open_rank, self->open_worker, self->open_bytes);
 }
 
 /* The loop this iterator serves has ended (idempotent). */
@@ -278,6 +299,98 @@ track_delivery(tm_wrapiter *self)
     adopt_scratch(self, n);
 }
 
+/* torch.Tensor, once torch has been imported by someone (we never import
+   it), or NULL. */
+static PyTypeObject *
+tensor_type(tm_state *st)
+{
+    PyObject *torch, *tensor;
+
+    if (st->tensor_type != NULL) {
+        return (PyTypeObject *)st->tensor_type;
+    }
+    torch = PyImport_GetModule(st->str_torch);
+    if (torch == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    tensor = PyObject_GetAttrString(torch, "Tensor");
+    Py_DECREF(torch);
+    if (tensor == NULL || !PyType_Check(tensor)) {
+        PyErr_Clear();
+        Py_XDECREF(tensor);
+        return NULL;
+    }
+    st->tensor_type = tensor;
+    return (PyTypeObject *)tensor;
+}
+
+/* Tensor and array bytes in obj (-1: none found).  Each object looked at
+   is held while it is, since a tensor's nbytes may run Python code that
+   changes the containers. */
+static int64_t
+batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
+{
+    PyTypeObject *tensor;
+    int64_t total = -1;
+
+    if (--*leaves < 0) {
+        return -1;
+    }
+    if (PyArray_Check(obj)) {
+        return (int64_t)PyArray_NBYTES((PyArrayObject *)obj);
+    }
+    tensor = tensor_type(st);
+    if (tensor != NULL && PyObject_TypeCheck(obj, tensor)) {
+        PyObject *n = PyObject_GetAttr(obj, st->str_nbytes);
+        long long v = n != NULL ? PyLong_AsLongLong(n) : -1;
+
+        Py_XDECREF(n);
+        if (v < 0) {
+            PyErr_Clear();
+            return -1;
+        }
+        return (int64_t)v;
+    }
+    if (depth >= TM_BYTES_DEPTH) {
+        return -1;
+    }
+    if (PyTuple_Check(obj) || PyList_Check(obj) || PyDict_Check(obj)) {
+        PyObject *items = PyDict_Check(obj) ? PyDict_Values(obj)
+                                            : PySequence_Tuple(obj);
+        Py_ssize_t i, n;
+
+        if (items == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        /* A snapshot (list or tuple) of the items: nbytes cannot change
+           what is walked. */
+        n = PySequence_Fast_GET_SIZE(items);
+        for (i = 0; i < n && *leaves > 0; i++) {
+            int64_t b = batch_bytes(st, PySequence_Fast_GET_ITEM(items, i),
+                                    depth + 1, leaves);
+
+            if (b >= 0) {
+                total = (total < 0 ? 0 : total) + b;
+            }
+        }
+        Py_DECREF(items);
+    }
+    return total;
+}
+
+static int64_t
+sampled_bytes(tm_wrapiter *self, PyObject *item)
+{
+    int leaves = TM_BYTES_LEAVES;
+
+    if (self->steps > TM_BYTES_FIRST && self->steps % TM_BYTES_EVERY != 0) {
+        return -1;
+    }
+    return batch_bytes(self->rec->st, item, 0, &leaves);
+}
+
 static PyObject *
 wrapiter_next(tm_wrapiter *self)
 {
@@ -321,6 +434,7 @@ wrapiter_next(tm_wrapiter *self)
     self->generation = self->rec->store.generation;
     self->open = 1;
     self->steps++;
+    self->open_bytes = sampled_bytes(self, item);
     if (self->track && self->inner != NULL) {
         track_delivery(self);
     }
@@ -447,6 +561,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->source = source;
     self->open_rank = -1;
     self->open_worker = -1;
+    self->open_bytes = -1;
     self->oldest_rank = -1;
     self->oldest_worker = -1;
     self->track = track;

@@ -130,6 +130,7 @@ GOOD_MESSAGES = [
     ("fetch_done-kw", lambda p: traceml.fetch_done(x=1), TypeError, "fetch_done"),
     ("step_end-arg", lambda p: traceml.step_end("x"), TypeError, "step_end"),
     ("step_end-kw", lambda p: traceml.step_end(x=1), TypeError, "step_end"),
+    ("abandon_step-arg", lambda p: traceml.abandon_step(0), TypeError, "abandon_step"),
     # sweep: all refused before anything runs
     ("sweep-not-callable", lambda p: traceml.sweep(5), TypeError, "make_loader"),
     ("sweep-steps-1", lambda p: traceml.sweep(list, steps=1), ValueError, "steps"),

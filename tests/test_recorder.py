@@ -388,3 +388,32 @@ def test_a_sampler_that_cannot_start_never_stops_timing():
     for _ in traceml.Recorder().wrap(DataLoader(BurnDataset(4, 0.0), num_workers=1)):
         pass
     assert _core.sampler_info()["error"] is None
+
+
+def test_abandon_step_ends_a_manual_loop_cleanly_at_stop_iteration():
+    """step_begin(); next(it) raising StopIteration used to leave a step
+    open, and step_end(); break recorded one step too many."""
+    rec = traceml.Recorder()
+    rec._set_test_clock([0, 4, 10, 10, 15, 30, 30])
+    it = iter(["a", "b"])
+    while True:
+        rec.step_begin()
+        try:
+            next(it)
+        except StopIteration:
+            rec.abandon_step()
+            break
+        rec.fetch_done()
+        rec.step_end()
+    assert fields(rec) == [(0, 4, 10, 0, 0, 0), (10, 15, 30, 0, 0, 0)]
+    info = rec.store_info()
+    assert info["steps_abandoned"] == 1 and info["probe_step_open"] is False
+    assert not any(info["misuse"].values())
+    rec.abandon_step()            # nothing open: nothing happens
+    assert rec.store_info()["steps_abandoned"] == 1
+    with pytest.raises(TypeError, match="abandon_step"):
+        rec.abandon_step(1)
+    with traceml.Recorder() as inner:
+        traceml.step_begin()
+        traceml.abandon_step()
+        assert inner.store_info()["steps_abandoned"] == 1

@@ -20,7 +20,7 @@ Python renders them.
 """
 
 from . import _core
-from ._core import clock_ns, fetch_done, step_begin, step_end
+from ._core import abandon_step, clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
 from .io import load
 from .recorder import Recorder, report, reset
@@ -39,6 +39,7 @@ __all__ = [
     "Report",
     "SweepResult",
     "Wrapped",
+    "abandon_step",
     "clock_ns",
     "compare",
     "configure",

@@ -89,7 +89,8 @@ class Recorder(_core.Recorder):
         delivery = self.snapshot_delivery()
         if delivery is not None:
             n = len(records)
-            delivery = (delivery[0][:n], delivery[1][:n]) if len(delivery[0]) >= n else None
+            delivery = ((delivery[0][:n], delivery[1][:n]) if len(delivery[0]) >= n
+                        else None)
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
         sid = self._pick_source(records, source, stuck)
         return build(records, info, sid, threshold, sources=self.sources.by_id,
