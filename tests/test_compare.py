@@ -10,7 +10,7 @@ import pytest
 import traceml
 from traceml.__main__ import main
 from traceml.compare import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
-from traceml.render import fmt_s
+from traceml.fmt import fmt_s
 from traceml.report import build
 
 from test_report import INFO, SYNTHETIC, MS, records

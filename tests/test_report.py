@@ -275,6 +275,6 @@ def test_misuse_notes_point_at_the_probe_misused():
     (1.5, "1.50 s"), (86400.0, "86400.00 s"), (9e9, "9e+09 s"),
 ])
 def test_durations_keep_three_digits_readable(seconds, text):
-    from traceml.render import fmt_s
+    from traceml.fmt import fmt_s
 
     assert fmt_s(seconds) == text

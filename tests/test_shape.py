@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from traceml import _core, policy
-from traceml.render import fmt_s
+from traceml.fmt import fmt_s
 from traceml.report import build
 
 from test_report import INFO, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401

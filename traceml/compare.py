@@ -7,7 +7,7 @@ import os
 from typing import Optional, Sequence
 
 from . import _core
-from .render import fmt_s
+from .fmt import fmt_s, pct
 
 # A change in mean input wait per step counts only when it exceeds both:
 # 10% of the baseline's mean input wait (mean fetch time moves by several
@@ -125,7 +125,7 @@ class Comparison:
                 fmt_s(r["p95_wait_s"]), "-" if r["stalls"] is None else str(r["stalls"]),
                 "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
                 "-" if r["overtaking"] is None else str(r["overtaking"]),
-                "-" if r["input_share"] is None else f"{100 * r['input_share']:.1f}%",
+                "-" if r["input_share"] is None else pct(r["input_share"], 1),
                 r["diagnosis"], r["shape"] or "-", r["verdict"],
             ])
         return out

@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from . import _core
-from .render import fmt_s
+from .fmt import fmt_s
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -12,6 +12,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from . import _core
+from .fmt import pct
 
 # --- diagnosis -------------------------------------------------------------
 # Share of step time spent waiting for input.  TensorFlow's input-pipeline
@@ -35,19 +36,19 @@ def diagnose(input_share: Optional[float]) -> tuple[str, str]:
     """
     if input_share is None or not math.isfinite(input_share):
         return NO_DATA, "no steady-state steps recorded"
-    pct = f"{100 * input_share:.1f}%"
+    said = pct(input_share, 1)
     if input_share >= INPUT_BOUND_SHARE:
         return INPUT_BOUND, (
-            f"input wait is {pct} of step time (>= 20%: TensorFlow's "
+            f"input wait is {said} of step time (>= 20%: TensorFlow's "
             "input-pipeline analyzer calls this highly input-bound)"
         )
     if input_share < COMPUTE_BOUND_SHARE:
         return COMPUTE_BOUND, (
-            f"input wait is {pct} of step time (< 5%: TensorFlow's "
+            f"input wait is {said} of step time (< 5%: TensorFlow's "
             "input-pipeline analyzer calls this not input-bound)"
         )
     return BALANCED, (
-        f"input wait is {pct} of step time (5% to 20%: moderately "
+        f"input wait is {said} of step time (5% to 20%: moderately "
         "input-bound in TensorFlow's input-pipeline analyzer)"
     )
 
@@ -373,10 +374,6 @@ def cadence(gaps: np.ndarray, period: Optional[int], num_workers: Optional[int])
 MIN_STEADY_STEPS = 8
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
 def next_steps(s: dict, fmt_s) -> list[str]:
     """Short sentences driven by the numbers of a report summary ``s``:
     what the evidence says and which cheap experiment discriminates next,
@@ -401,13 +398,13 @@ def next_steps(s: dict, fmt_s) -> list[str]:
     wait = s["input_wait_s"]
     if diag == COMPUTE_BOUND:
         out.append(
-            f"The loop waits for input {_pct(share)} of the time: input is not "
+            f"The loop waits for input {pct(share)} of the time: input is not "
             "the bottleneck; profile the step itself."
         )
         if shp == HEAVY_TAILED and conc["stall_wait_share"] is not None:
             out.append(
-                f"Still, {_pct(conc['stall_step_share'])} of steps hold "
-                f"{_pct(conc['stall_wait_share'])} of the input wait: "
+                f"Still, {pct(conc['stall_step_share'])} of steps hold "
+                f"{pct(conc['stall_wait_share'])} of the input wait: "
                 "stalls matter only if step-time spikes do."
             )
         return out
@@ -415,7 +412,7 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         count = s["stalls"]["count"]
         on_top = 0 < count <= HEAVY_TAIL_MAX_STALL_SHARE * s["steady_steps"]
         step_median = s["step_s"]["median"]
-        of_step = (f", {_pct(wait['median'] / step_median)} of the median step"
+        of_step = (f", {pct(wait['median'] / step_median)} of the median step"
                    if step_median else "")
         every = s["stalls"].get("all_slow", True)
         out.append(
@@ -456,7 +453,7 @@ def next_steps(s: dict, fmt_s) -> list[str]:
     if shp == FAST:
         out.append(
             f"No fetch waited past the stall threshold, yet input is "
-            f"{_pct(share)} of step time, spread over every fetch (median "
+            f"{pct(share)} of step time, spread over every fetch (median "
             f"{fmt_s(wait['median'])}): a cost paid per batch (handing it over "
             "from the workers, collate, pin_memory) or a loader only just "
             "keeping up."
@@ -469,8 +466,8 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         return out
     # HEAVY-TAILED: mostly fast input with large stalls.
     out.append(
-        f"{_pct(conc['stall_step_share'])} of steps hold "
-        f"{_pct(conc['stall_wait_share'])} of the input wait: mostly fast input "
+        f"{pct(conc['stall_step_share'])} of steps hold "
+        f"{pct(conc['stall_wait_share'])} of the input wait: mostly fast input "
         f"with large stalls (median fetch {fmt_s(wait['median'])}, p95 "
         f"{fmt_s(wait['p95'])})."
     )
@@ -533,7 +530,7 @@ def next_steps(s: dict, fmt_s) -> list[str]:
     out.append(
         f"The stalls have no regular period (the commonest gap, "
         f"{tmp['modal_gap']} step{'s' if tmp['modal_gap'] != 1 else ''}, holds "
-        f"{_pct(tmp['modal_share'])} of gaps): "
+        f"{pct(tmp['modal_share'])} of gaps): "
         "they point at particular slow samples or outside contention rather "
         "than the worker round."
     )

@@ -8,24 +8,10 @@ from __future__ import annotations
 import html
 from typing import Optional
 
+from .fmt import fmt_s, pct
+
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
 COLS = ("mean", "median", "p90", "p95", "p99", "max", "total")
-
-
-def fmt_s(seconds: Optional[float]) -> str:
-    """A duration in the unit that keeps 3 significant digits readable."""
-    if seconds is None:
-        return "-"
-    a = abs(seconds)
-    if a >= 1e5:
-        return f"{seconds:.3g} s"
-    if a >= 1:
-        return f"{seconds:.2f} s"
-    if a >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if a >= 1e-6:
-        return f"{seconds * 1e6:.3g} µs"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def _headline(s: dict) -> str:
@@ -56,13 +42,13 @@ def _shape_line(s: dict) -> Optional[str]:
     else:
         parts.append(
             f"IRREGULAR (commonest gap {tmp['modal_gap']} holds "
-            f"{100 * tmp['modal_share']:.0f}% of gaps)"
+            f"{pct(tmp['modal_share'])} of gaps)"
         )
     conc = s.get("concentration") or {}
     if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
         parts.append(
-            f"{100 * conc['stall_step_share']:.0f}% of steps hold "
-            f"{100 * conc['stall_wait_share']:.0f}% of the input wait"
+            f"{pct(conc['stall_step_share'])} of steps hold "
+            f"{pct(conc['stall_wait_share'])} of the input wait"
         )
     return " · ".join(parts)
 
@@ -89,7 +75,7 @@ def _stall_lines(s: dict) -> list[str]:
             # Every gap is a multiple of 1: said only when it can fail.
             k = cad["num_workers"]
             text += (
-                f" ({100 * cad['multiple_fraction']:.0f}% of gaps are "
+                f" ({pct(cad['multiple_fraction'])} of gaps are "
                 f"multiples of {k})"
             )
     if text:
@@ -157,7 +143,7 @@ def _process_lines(s: dict) -> list[str]:
         if smp["samples"]:
             share = smp["cpu_share"]
             out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
-                       + (f", {100 * share:.2f}% of one CPU" if share is not None else ""))
+                       + (f", {pct(share, 2)} of one CPU" if share is not None else ""))
         iv = w.get("intervals")
         if iv and iv["unavailable"]:
             from .evidence import NO_WORKERS

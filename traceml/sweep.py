@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _core, policy
 from .compare import EQUIVALENT, NO_DATA, REL_TOL, STEP_TOL, verdict
-from .render import fmt_s
+from .fmt import fmt_bytes, fmt_s, pct, plural
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
 
@@ -59,10 +59,6 @@ def _shutdown(loader: Any) -> None:
             stop()
         except Exception:  # noqa: BLE001 - best effort at clean-up
             pass
-
-
-def _bytes(n: float) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n:.0f} B"
 
 
 def _label(condition: dict) -> str:
@@ -139,10 +135,10 @@ class SweepResult:
                 fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
                 str(r["stalls"]),
                 "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
-                "-" if r["multiple_fraction"] is None else f"{100 * r['multiple_fraction']:.0f}%",
+                "-" if r["multiple_fraction"] is None else pct(r["multiple_fraction"]),
                 "-" if r["overtaking"] is None else str(r["overtaking"]),
                 "-" if r["slow_worker_cores"] is None else f"{r['slow_worker_cores']:.1f}",
-                "-" if r["slow_read_bytes"] is None else _bytes(r["slow_read_bytes"]),
+                "-" if r["slow_read_bytes"] is None else fmt_bytes(r["slow_read_bytes"]),
                 r["diagnosis"] or "-",
             ])
         return out
@@ -164,7 +160,7 @@ class SweepResult:
                         "distinct num_workers); slope 0, r undefined because the gap "
                         "does not vary")
             return (f"num_workers vs stall cadence: not enough points "
-                    f"({c['points']} condition{'s' if c['points'] != 1 else ''} with "
+                    f"({plural(c['points'], 'condition')} with "
                     f">= {MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
                     "num_workers; need 2 or more of each)")
         return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
@@ -189,8 +185,8 @@ class SweepResult:
         if not pairs:
             return None
         return ("make_loader ignored num_workers: "
-                + ", ".join(f"num_workers={a} built a loader with {b} worker"
-                            f"{'' if b == 1 else 's'}" for a, b in pairs)
+                + ", ".join(f"num_workers={a} built a loader with {plural(b, 'worker')}"
+                            for a, b in pairs)
                 + "; the correlation uses the loaders' own num_workers")
 
     def _short_text(self) -> list[str]:
@@ -239,7 +235,7 @@ class SweepResult:
             return None
         text = f"lowest mean fetch: {_label(b['condition'])} ({fmt_s(b['mean_s'])})"
         if b["close"]:
-            text += (f"; within {100 * REL_TOL:.0f}% of it (no real difference): "
+            text += (f"; within {pct(REL_TOL)} of it (no real difference): "
                      + ", ".join(b["close"]))
         return text
 
@@ -287,8 +283,8 @@ class SweepResult:
         if not differ:
             skipped = len(effects) - len(compared)
             return (f"forward and backward agree for all {len(compared)} conditions "
-                    f"(within compare's tolerance: {100 * REL_TOL:.0f}% of the mean fetch "
-                    f"or {100 * STEP_TOL:.0f}% of the step)"
+                    f"(within compare's tolerance: {pct(REL_TOL)} of the mean fetch "
+                    f"or {pct(STEP_TOL)} of the step)"
                     + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
         several = len({e["pass_"] for e in effects}) > 1
         listed = "; ".join(
