@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 
 from . import _core
 from .fmt import fmt_s, pct
+from .result import Report
 
 # A change in mean input wait per step counts only when it exceeds both:
 # 10% of the baseline's mean input wait (mean fetch time moves by several
@@ -194,9 +195,6 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             not a readable traceml run.
         FileNotFoundError: a path that does not exist.
     """
-    from .io import load as load_report
-    from .report import Report
-
     if not runs:
         raise ValueError("compare(): give at least one run")
     reports, names = [], []
@@ -205,7 +203,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             reports.append(run)
             names.append(run.summary["source"])
         elif isinstance(run, (str, os.PathLike)):
-            reports.append(load_report(run))
+            reports.append(Report.load(run))
             names.append(os.path.basename(os.fspath(run)))
         else:
             raise TypeError(

@@ -3,7 +3,7 @@
 ``traceml.report()`` snapshots the C store, reduces it with the C reducers,
 applies the rules in :mod:`traceml.policy`, and returns a :class:`Report`:
 plain data that renders itself as text (``str``), HTML (``_repr_html_``)
-and a JSON-serialisable dict (``to_dict``).
+and a JSON-serialisable dict (``to_dict``), defined in :mod:`traceml.result`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _core, evidence, policy
+from .result import Report
 from .wrapping import by_name, sources
 
 NS = 1e-9
@@ -105,106 +106,6 @@ def _pick_source(records: np.ndarray, source: Union[None, str, int]) -> int:
     recorded = ["probes"] + [known[int(i)].name for i in ids if int(i) in known and i != 0]
     names = ", ".join(repr(n) for n in recorded)
     raise ValueError(f"report(): unknown source {source!r}; recorded: {names}")
-
-
-class Report:
-    """What one source recorded, reduced.
-
-    Attributes:
-        steps: the per-step records, a NumPy structured array with fields
-            ``begin_ns``, ``fetch_done_ns``, ``end_ns`` (int64, clock_ns()
-            timestamps), ``epoch`` (int32), ``source`` (uint16) and
-            ``flags`` (uint16; see ``traceml._core.FLAG_*``), in step order.
-        summary: the dict :meth:`to_dict` returns.
-
-    ``str(report)`` is the terminal text, ``report._repr_html_()`` the
-    notebook view (static HTML, no JavaScript).
-    """
-
-    def __init__(self, summary: dict, steps: np.ndarray):
-        self.summary = summary
-        self.steps = steps
-
-    # Convenience views of the per-step arrays, in nanoseconds.
-    @property
-    def input_wait_ns(self) -> np.ndarray:
-        """fetch_done_ns - begin_ns per step (int64, shape (steps,))."""
-        return self.steps["fetch_done_ns"] - self.steps["begin_ns"]
-
-    @property
-    def compute_ns(self) -> np.ndarray:
-        """end_ns - fetch_done_ns per step (int64, shape (steps,))."""
-        return self.steps["end_ns"] - self.steps["fetch_done_ns"]
-
-    @property
-    def step_ns(self) -> np.ndarray:
-        """end_ns - begin_ns per step (int64, shape (steps,))."""
-        return self.steps["end_ns"] - self.steps["begin_ns"]
-
-    @property
-    def diagnosis(self) -> str:
-        return self.summary["diagnosis"]
-
-    def __getitem__(self, key: str) -> Any:
-        return self.summary[key]
-
-    def to_dict(self) -> dict:
-        """The summary as plain JSON-serialisable data (a deep copy).
-
-        Keys: version, source, sources, steps, steady_steps, epochs,
-        wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
-        compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
-        input_share, diagnosis, diagnosis_rule, shape, shape_rule,
-        temporal, concentration, stalls, cadence, epoch_start, loader,
-        host, delivery, workers, stuck, notes, next.
-        """
-        import copy
-
-        return copy.deepcopy(self.summary)
-
-    def save(self, path) -> str:
-        """Write this report (summary and per-step arrays) to ``path``.
-
-        The format, readable without traceml, is described in
-        :mod:`traceml.io`: a zip with ``summary.json`` and one ``.npy`` per
-        field of :attr:`steps`.  Returns the path.
-        """
-        from .io import save_report
-
-        return save_report(self, path)
-
-    def plot(self):
-        """A matplotlib Figure (no pyplot state): per-step input wait over
-        steps (log scale) with stalls and epoch boundaries marked, and the
-        input-wait histogram.  Raises ImportError without matplotlib."""
-        from .plot import report_figure
-
-        return report_figure(self.summary, self.steps)
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Report):
-            return NotImplemented
-        return self.summary == other.summary and np.array_equal(self.steps, other.steps)
-
-    __hash__ = None
-
-    def __str__(self) -> str:
-        from .render import report_text
-
-        return report_text(self.summary)
-
-    def __repr__(self) -> str:
-        s = self.summary
-        return (
-            f"<traceml.Report source={s['source']!r} steps={s['steps']} "
-            f"diagnosis={s['diagnosis']}>"
-        )
-
-    def _repr_html_(self) -> str:
-        from .plot import png_data_uri
-        from .render import report_html
-
-        return report_html(self.summary, png_data_uri(self.plot))
 
 
 def build(
