@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402
-from traceml import _core, evidence  # noqa: E402
+from traceml import _core, evidence, policy  # noqa: E402
 
 from burn import BurnDataset  # noqa: E402
 
@@ -440,7 +440,7 @@ def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
         # wall time to; stat counts 10 ms ticks.
         assert slow["main_cpu_s"] >= 0.45, slow
         runnable = cores + (slow["main_runq_wait_s"] or 0) / slow["wall_s"]
-        assert runnable >= evidence.BUSY_SHARE, slow
+        assert runnable >= policy.BUSY_SHARE, slow
         assert "main process was mostly idle" not in text
     else:
         assert slow["main_cpu_s"] <= 0.15 and cores < 0.3, slow

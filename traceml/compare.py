@@ -6,17 +6,9 @@ import collections.abc
 import os
 from typing import Optional, Sequence
 
-from . import _core
+from . import _core, policy
 from .fmt import fmt_s, pct
 from .result import Report
-
-# A change in mean input wait per step counts only when it exceeds both:
-# 10% of the baseline's mean input wait (mean fetch time moves by several
-# percent between identical runs on a shared machine), and 2% of the
-# baseline's mean step (below that, input wait cannot move training
-# throughput by more than 2%).
-REL_TOL = 0.10
-STEP_TOL = 0.02
 
 IMPROVEMENT = "IMPROVEMENT"
 REGRESSION = "REGRESSION"
@@ -58,7 +50,7 @@ def verdict(base: dict, run: dict) -> tuple[str, str]:
                  else "the baseline" if b is None else "this run")
         return NO_DATA, f"no steady-state steps in {which}: no mean fetch to compare"
     step = base["step_s"]["mean"] or 0.0
-    tol = max(REL_TOL * b, STEP_TOL * step)
+    tol = max(policy.REL_TOL * b, policy.STEP_TOL * step)
     delta = r - b
     why = (f"mean fetch {fmt_s(b)} -> {fmt_s(r)} ({'+' if delta >= 0 else '-'}"
            f"{fmt_s(abs(delta))}; tolerance {fmt_s(tol)})")
@@ -116,7 +108,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"threshold_s": self.threshold_s, "rows": [dict(r) for r in self.rows],
-                "tolerance": {"relative": REL_TOL, "step_share": STEP_TOL}}
+                "tolerance": {"relative": policy.REL_TOL, "step_share": policy.STEP_TOL}}
 
     def _cells(self) -> list[list[str]]:
         out = []

@@ -11,19 +11,10 @@ from typing import Optional
 
 import numpy as np
 
-from . import _core
+from . import _core, policy
 from .fmt import fmt_s
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-# During a stall, workers count as busy when they are runnable -- on a CPU
-# or waiting in the run queue for one -- for at least half of the CPUs
-# they could use (min(num_workers, usable CPUs)).  Counting run-queue wait
-# keeps CPU-bound workers on an oversubscribed host from looking idle.
-BUSY_SHARE = 0.5
-# Run-queue wait counts as contention when, on average, at least half a
-# worker was runnable but not running during stalls.
-CONTENTION_RUNQ_PER_WALL = 0.5
 
 # The reason a worker counter is null for a loader with num_workers=0.
 NO_WORKERS = "no worker processes"
@@ -270,13 +261,6 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     return out
 
 
-# Reads below these rates during stalls are a trace (a page of a module, a
-# log line, one fault), not a storage bottleneck: a loader held up by storage
-# moves tens of MB/s or more.  1 MB/s is 256 pages of 4 KiB a second.
-MIN_STALL_READ_BYTES_PER_S = 1e6
-MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
-
-
 # What the stalls' reads amount to (see _stall_reads).
 NO_READS, TRACE_READS, LIGHTER_READS, HEAVY_READS = "none", "trace", "lighter", "heavy"
 
@@ -285,15 +269,15 @@ def _stall_reads(slow: dict, fast: dict, read_key: str, fault_key: str) -> str:
     """What read_bytes (``read_key``) and major faults (``fault_key``) in the
     stalls amount to: NO_READS; TRACE_READS, both under the rates above;
     LIGHTER_READS, no heavier per second than outside the stalls (the
-    training step may read files too, and at the sampler's 20 ms
-    resolution some of its reads spill into the stalls' windows); or
+    training step may read files too, and at the sampler's period some of
+    its reads spill into the stalls' windows); or
     HEAVY_READS, storage read in earnest."""
     slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
     if not (slow.get(read_key) or slow.get(fault_key)):
         return NO_READS
     lighter = False
-    for key, floor in ((read_key, MIN_STALL_READ_BYTES_PER_S),
-                       (fault_key, MIN_STALL_MAJOR_FAULTS_PER_S)):
+    for key, floor in ((read_key, policy.MIN_STALL_READ_BYTES_PER_S),
+                       (fault_key, policy.MIN_STALL_MAJOR_FAULTS_PER_S)):
         rate = (slow.get(key) or 0.0) / slow_wall if slow_wall > 0 else 0.0
         if rate < floor:
             continue
@@ -358,7 +342,7 @@ def _main_process_sentences(iv: dict) -> list[str]:
     """num_workers=0: the dataset runs inside next() in the main process, so
     its CPU time and storage counters during stalls tell CPU-side work from
     storage reads.  Busy: runnable (on a CPU, or the main thread waiting in
-    the run queue for one) for at least BUSY_SHARE of the stalls' wall
+    the run queue for one) for at least policy.BUSY_SHARE of the stalls' wall
     time, so that a loaded host does not make CPU work look idle."""
     slow, fast = iv["slow"], iv["fast"]
     cpu = slow.get("main_cpu_s")
@@ -381,7 +365,7 @@ def _main_process_sentences(iv: dict) -> list[str]:
                    "cannot be told apart here.")
     else:
         text = _storage_verdict("the main process", slow, fast, "main_read_bytes",
-                                "main_major_faults", runnable >= BUSY_SHARE, True)
+                                "main_major_faults", runnable >= policy.BUSY_SHARE, True)
         if text:
             out.append(text)
     out.append(_caveats(reads is not None and faults is not None and _stall_reads(
@@ -417,10 +401,10 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
     if demand is None:
         demand = slow.get("worker_cores_busy")
     busiest = slow.get("busiest_worker_cores")
-    busy = ((demand is not None and capacity is not None and demand >= BUSY_SHARE * capacity)
-            or (busiest is not None and busiest >= BUSY_SHARE))
+    busy = ((demand is not None and capacity is not None and demand >= policy.BUSY_SHARE * capacity)
+            or (busiest is not None and busiest >= policy.BUSY_SHARE))
     if busy and busiest is not None and capacity and capacity > 1 and (
-            demand is None or demand < BUSY_SHARE * capacity):
+            demand is None or demand < policy.BUSY_SHARE * capacity):
         out.append(f"One worker stayed busy through the stalls ({busiest:.1f} cores) "
                    "while the others had little to do: one slow batch held the line.")
     if reads is not None and faults is not None:
@@ -433,7 +417,8 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
         out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
                    "cannot be told apart here.")
     runq = slow.get("runq_wait_s")
-    if runq is not None and slow["wall_s"] > 0 and runq / slow["wall_s"] >= CONTENTION_RUNQ_PER_WALL:
+    if (runq is not None and slow["wall_s"] > 0
+            and runq / slow["wall_s"] >= policy.CONTENTION_RUNQ_PER_WALL):
         text = (f"Workers waited {runq:.2f} s in the run queue during stalls: "
                 "runnable but not running")
         if num_workers and cpus and num_workers > cpus:
@@ -459,8 +444,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     main_pid = main[0] if main else os.getpid()
     if len(steps):
         lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
-        samples = samples[(samples["t_ns"] >= lo - info["period_s"] * 2e9)
-                          & (samples["t_ns"] <= hi + info["period_s"] * 2e9)]
+        margin = info["period_s"] * policy.SAMPLE_MARGIN_PERIODS * 1e9
+        samples = samples[(samples["t_ns"] >= lo - margin) & (samples["t_ns"] <= hi + margin)]
     else:
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)

@@ -541,3 +541,53 @@ def next_steps(s: dict, fmt_s) -> list[str]:
         "storage reads."
     )
     return out
+
+
+# --- worker evidence -----------------------------------------------------------------
+# During a stall, workers count as busy when they are runnable -- on a CPU
+# or waiting in the run queue for one -- for at least half of the CPUs
+# they could use (min(num_workers, usable CPUs)).  Counting run-queue wait
+# keeps CPU-bound workers on an oversubscribed host from looking idle.
+BUSY_SHARE = 0.5
+# Run-queue wait counts as contention when, on average, at least half a
+# worker was runnable but not running during stalls.
+CONTENTION_RUNQ_PER_WALL = 0.5
+# Reads below these rates during stalls are a trace (a page of a module, a
+# log line, one fault), not a storage bottleneck: a loader held up by storage
+# moves tens of MB/s or more.  1 MB/s is 256 pages of 4 KiB a second.
+MIN_STALL_READ_BYTES_PER_S = 1e6
+MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
+# Sampler readings kept around a report's steps: two sampler periods on
+# either side, so that the counters at the first and last step's edges
+# can be interpolated.
+SAMPLE_MARGIN_PERIODS = 2
+
+# --- sampler defaults ------------------------------------------------------------------
+# traceml.configure()'s defaults (mirrored in wrapping.py, which the
+# recording side owns).  At 20 ms between readings the /proc reader stays
+# under 1% of one CPU (benchmarks/bench_sampler.py).  30 s for a stuck
+# fetch is a choice with no measured source: six times the common "> 5 s
+# stall" convention.  2**17 readings of a main process and 4 workers at
+# 20 ms hold the last ~9 minutes.
+SAMPLER_PERIOD_S = 0.02
+STUCK_AFTER_S = 30.0
+SAMPLER_CAPACITY = 1 << 17
+
+# --- stall threshold argument ------------------------------------------------------------
+# Thresholds are compared in int64 nanoseconds, which end near 9.2e9 s.
+MAX_THRESHOLD_S = 9e9
+
+# --- compare ---------------------------------------------------------------------------
+# A change in mean input wait per step counts only when it exceeds both:
+# 10% of the baseline's mean input wait (mean fetch time moves by several
+# percent between identical runs on a shared machine), and 2% of the
+# baseline's mean step (below that, input wait cannot move training
+# throughput by more than 2%).
+REL_TOL = 0.10
+STEP_TOL = 0.02
+
+
+# --- sweep -------------------------------------------------------------------------------
+# A condition's median stall gap counts as its observed cadence only with
+# at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
+MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1

@@ -44,10 +44,6 @@ def duration_stats_s(x_ns: np.ndarray) -> dict:
     }
 
 
-# Thresholds are compared in int64 nanoseconds, which end near 9.2e9 s.
-MAX_THRESHOLD_S = 9e9
-
-
 def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
     if stall_threshold_s is None:
         return None
@@ -64,9 +60,9 @@ def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
             "report(): stall_threshold_s must be finite and >= 0 seconds, "
             f"got {stall_threshold_s!r}"
         )
-    if value > MAX_THRESHOLD_S:
+    if value > policy.MAX_THRESHOLD_S:
         raise ValueError(
-            f"report(): stall_threshold_s must be at most {MAX_THRESHOLD_S:g} s "
+            f"report(): stall_threshold_s must be at most {policy.MAX_THRESHOLD_S:g} s "
             f"(int64 nanoseconds), got {stall_threshold_s!r}"
         )
     return value

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _core, policy
-from .compare import EQUIVALENT, NO_DATA, REL_TOL, STEP_TOL, verdict
+from .compare import EQUIVALENT, NO_DATA, verdict
 from .fmt import fmt_bytes, fmt_s, pct, plural
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
@@ -92,7 +92,7 @@ class SweepResult:
         correlation: see :func:`correlation`: Pearson r and least-squares
             slope between max(1, num_workers) (the loader's own num_workers
             where known) and the median stall gap, over the rows with at
-            least MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many rows
+            least policy.MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many rows
             that is.  r None with slope 0.0 means the stall gap was the
             same in every condition (``intercept`` is that gap).
         interrupted: True when Ctrl-C stopped the sweep early.
@@ -161,7 +161,8 @@ class SweepResult:
                         "does not vary")
             return (f"num_workers vs stall cadence: not enough points "
                     f"({plural(c['points'], 'condition')} with "
-                    f">= {MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
+                    f">= {policy.MIN_STALLS_FOR_CADENCE} stalls, "
+                    f"{c['distinct_workers']} distinct "
                     "num_workers; need 2 or more of each)")
         return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
                 f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
@@ -226,7 +227,7 @@ class SweepResult:
             return None
         avg = {k: float(np.mean(v)) for k, v in means.items()}
         top = min(avg, key=avg.get)
-        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + REL_TOL)]
+        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + policy.REL_TOL)]
         return {"condition": conds[top], "mean_s": avg[top], "close": close}
 
     def _best_text(self) -> Optional[str]:
@@ -235,7 +236,7 @@ class SweepResult:
             return None
         text = f"lowest mean fetch: {_label(b['condition'])} ({fmt_s(b['mean_s'])})"
         if b["close"]:
-            text += (f"; within {pct(REL_TOL)} of it (no real difference): "
+            text += (f"; within {pct(policy.REL_TOL)} of it (no real difference): "
                      + ", ".join(b["close"]))
         return text
 
@@ -283,8 +284,8 @@ class SweepResult:
         if not differ:
             skipped = len(effects) - len(compared)
             return (f"forward and backward agree for all {len(compared)} conditions "
-                    f"(within compare's tolerance: {pct(REL_TOL)} of the mean fetch "
-                    f"or {pct(STEP_TOL)} of the step)"
+                    f"(within compare's tolerance: {pct(policy.REL_TOL)} of the mean fetch "
+                    f"or {pct(policy.STEP_TOL)} of the step)"
                     + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
         several = len({e["pass_"] for e in effects}) > 1
         listed = "; ".join(
@@ -337,11 +338,6 @@ class SweepResult:
             if r.get("loader_num_workers") is not None else r for r in self.rows])
 
 
-# A condition's median stall gap counts as its observed cadence only with
-# at least 3 stalls (2 gaps), the least PERIODIC needs (policy.temporal).
-MIN_STALLS_FOR_CADENCE = 3
-
-
 def _workers(row: dict) -> Optional[int]:
     """The row's num_workers: the DataLoader's own where known, else the
     condition's."""
@@ -351,7 +347,7 @@ def _workers(row: dict) -> Optional[int]:
 
 def correlation(rows: list[dict]) -> dict:
     """Pearson r and slope (steps per worker) of median stall gap on
-    max(1, num_workers) over the rows with at least MIN_STALLS_FOR_CADENCE
+    max(1, num_workers) over the rows with at least policy.MIN_STALLS_FOR_CADENCE
     stalls and a known num_workers.  num_workers is the one the DataLoader
     was built with (``loader_num_workers``) where known, else the
     condition's: a make_loader that ignores num_workers gives no spread.
@@ -362,7 +358,7 @@ def correlation(rows: list[dict]) -> dict:
     is None (undefined: the gap does not vary), slope is exactly 0.0 and
     intercept is that gap: the cadence does not follow num_workers."""
     used = [r for r in rows
-            if not r["error"] and r["stalls"] >= MIN_STALLS_FOR_CADENCE
+            if not r["error"] and r["stalls"] >= policy.MIN_STALLS_FOR_CADENCE
             and r["median_gap"] is not None and _workers(r) is not None]
     pts = [(policy.effective_workers(_workers(r)), r["median_gap"]) for r in used]
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
