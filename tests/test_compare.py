@@ -11,9 +11,8 @@ import traceml
 from traceml.__main__ import main
 from traceml.compare import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
 from traceml.fmt import fmt_s
-from traceml.report import build
 
-from test_report import INFO, SYNTHETIC, MS, records
+from test_report import INFO, SYNTHETIC, MS, build, records
 
 N = 100
 

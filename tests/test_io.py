@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml.report import build
 
-from test_report import INFO, SYNTHETIC, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, SYNTHETIC, build, lockstep, records, loader_source  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@ import pytest
 
 import traceml
 from traceml import _core, policy, wrapping
-from traceml.report import build
+from traceml.report import build as build_report
 
 MS = 1_000_000
 # A source id no test reaches by wrapping (ids count up from 1).
@@ -19,6 +19,12 @@ INFO = {
     "misuse": {},
     "probe_step_open": False,
 }
+
+
+def build(records, info, source_id, threshold, **kw):
+    """report.build over the sources registered now (the loader_source
+    fixture registers SYNTHETIC; without it the source is unknown)."""
+    return build_report(records, info, source_id, threshold, sources=wrapping.sources(), **kw)
 
 
 def records(wait_ns, compute_ns, epoch=None, source=SYNTHETIC, t0=10**12):

@@ -6,18 +6,12 @@ import collections.abc
 import os
 from typing import Optional, Sequence
 
-from . import _core, policy
+from . import _core, policy, wording
 from .fmt import fmt_s, pct
+from .policy import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION  # noqa: F401 - re-exported
 from .result import Report
 
-IMPROVEMENT = "IMPROVEMENT"
-REGRESSION = "REGRESSION"
-EQUIVALENT = "EQUIVALENT"
 BASELINE = "BASELINE"
-# The baseline or the run has no steady-state step (nothing recorded, or
-# only epoch-start fetches), so there is no mean wait to compare: neither
-# better, worse nor equal.
-NO_DATA = "NO-DATA"
 
 COLUMNS = (
     ("label", "run"),
@@ -36,27 +30,18 @@ COLUMNS = (
 
 def verdict(base: dict, run: dict) -> tuple[str, str]:
     """(verdict, why) of ``run`` against ``base`` (report summaries), on
-    mean input wait per steady-state step with the tolerances above.
+    mean input wait per steady-state step, by policy.compare_means:
+    beyond max(policy.REL_TOL of the baseline's mean wait, policy.STEP_TOL
+    of its mean step).
 
     The verdict is IMPROVEMENT, REGRESSION or EQUIVALENT, or NO_DATA
     ("NO-DATA") when either summary has no steady-state mean wait; ``why``
     then says which of the two has none.  Only IMPROVEMENT and REGRESSION
     mean a difference beyond the tolerance.
     """
-    b = base["input_wait_s"]["mean"]
-    r = run["input_wait_s"]["mean"]
-    if b is None or r is None:
-        which = ("either run" if b is None and r is None
-                 else "the baseline" if b is None else "this run")
-        return NO_DATA, f"no steady-state steps in {which}: no mean fetch to compare"
-    step = base["step_s"]["mean"] or 0.0
-    tol = max(policy.REL_TOL * b, policy.STEP_TOL * step)
-    delta = r - b
-    why = (f"mean fetch {fmt_s(b)} -> {fmt_s(r)} ({'+' if delta >= 0 else '-'}"
-           f"{fmt_s(abs(delta))}; tolerance {fmt_s(tol)})")
-    if abs(delta) <= tol:
-        return EQUIVALENT, why
-    return (IMPROVEMENT if delta < 0 else REGRESSION), why
+    v = policy.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
+                             base["step_s"]["mean"])
+    return v.label, wording.verdict_why(v)
 
 
 def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
@@ -124,11 +109,7 @@ class Comparison:
         return out
 
     def _threshold_text(self) -> str:
-        if self.threshold_s is None:
-            return ("no stalls counted: the baseline has no steady-state steps to set "
-                    "the threshold")
-        return (f"stalls and stall gaps counted at the baseline's threshold, "
-                f"{fmt_s(self.threshold_s)}")
+        return wording.compare_threshold(self.threshold_s)
 
     def __str__(self) -> str:
         head = [h for _, h in COLUMNS]
@@ -173,8 +154,8 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         A :class:`Comparison`: per run mean fetch, median, p95, stalls over
         the baseline's threshold, median stall gap, input share, diagnosis,
         shape, and a verdict against the first run: IMPROVEMENT, REGRESSION
-        or EQUIVALENT on mean input wait per step, within max(10% of the
-        baseline's mean wait, 2% of its mean step); NO-DATA when the
+        or EQUIVALENT on mean input wait per step, within max(policy.REL_TOL
+        of the baseline's mean wait, policy.STEP_TOL of its mean step); NO-DATA when the
         baseline or the run has no steady-state steps (e.g. a report of
         nothing recorded), with ``why`` naming which.  The first run is
         the baseline by position: passing the same Report twice gives
@@ -225,7 +206,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     for i, (name, rep) in enumerate(zip(names, reports)):
         s = rep.summary
         if i == 0:
-            v, why = BASELINE, "the baseline"
+            v, why = BASELINE, wording.BASELINE_WHY
         else:
             v, why = verdict(base, s)
         stalls, gap = _stalls_over(rep, threshold) if threshold is not None else (None, None)

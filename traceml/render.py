@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
+from . import wording
 from .fmt import fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -110,9 +111,7 @@ def _epoch_start_line(s: dict) -> Optional[str]:
 
 def _evidence_lines(s: dict) -> list[str]:
     """Stuck fetches first, then what the worker counters say."""
-    from .evidence import stuck_sentence
-
-    out = [stuck_sentence(ev) for ev in s.get("stuck") or []]
+    out = [wording.stuck_sentence(ev) for ev in s.get("stuck") or []]
     w = s.get("workers")
     if w and w.get("evidence"):
         out.extend(w["evidence"])

@@ -21,15 +21,15 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import _core, policy
-from .compare import EQUIVALENT, NO_DATA, verdict
-from .fmt import fmt_bytes, fmt_s, pct, plural
+from . import _core, policy, wording
+from .compare import verdict
+from .fmt import fmt_bytes, fmt_s, pct
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
-_SAME = frozenset((EQUIVALENT, NO_DATA))
+_SAME = frozenset((policy.EQUIVALENT, policy.NO_DATA))
 
 ROW_COLUMNS = (
     ("condition", "condition"),
@@ -59,10 +59,6 @@ def _shutdown(loader: Any) -> None:
             stop()
         except Exception:  # noqa: BLE001 - best effort at clean-up
             pass
-
-
-def _label(condition: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in condition.items())
 
 
 class SweepResult:
@@ -127,11 +123,11 @@ class SweepResult:
         out = []
         for r in self.rows:
             if r["error"]:
-                out.append([_label(r["condition"]), str(r["pass_"]), r["direction"],
+                out.append([wording.condition(r["condition"]), str(r["pass_"]), r["direction"],
                             "error"] + ["-"] * (len(ROW_COLUMNS) - 4))
                 continue
             out.append([
-                _label(r["condition"]), str(r["pass_"]), r["direction"],
+                wording.condition(r["condition"]), str(r["pass_"]), r["direction"],
                 fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
                 str(r["stalls"]),
                 "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
@@ -144,29 +140,7 @@ class SweepResult:
         return out
 
     def _correlation_text(self) -> str:
-        c = self.correlation
-        if c["r"] is None:
-            if c["distinct_workers"] < 2 and c["points"] >= 2:
-                text = ("num_workers vs stall cadence: num_workers did not vary among the "
-                        "conditions with stalls; nothing to correlate")
-                if self._ignored():
-                    text += (" (counting the workers each loader was built with; "
-                             "make_loader ignored num_workers, see below)")
-                return text
-            if c["points"] >= 2 and c["slope"] == 0.0:
-                return (f"num_workers vs stall cadence: the cadence does not follow "
-                        f"num_workers: the same stall gap {c['intercept']:g} in every "
-                        f"condition ({c['points']} conditions, {c['distinct_workers']} "
-                        "distinct num_workers); slope 0, r undefined because the gap "
-                        "does not vary")
-            return (f"num_workers vs stall cadence: not enough points "
-                    f"({plural(c['points'], 'condition')} with "
-                    f">= {policy.MIN_STALLS_FOR_CADENCE} stalls, "
-                    f"{c['distinct_workers']} distinct "
-                    "num_workers; need 2 or more of each)")
-        return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
-                f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
-                f"({c['gaps']} stall gaps in all)")
+        return wording.sweep_correlation(self.correlation, bool(self._ignored()))
 
     def _ignored(self) -> list[tuple]:
         """(condition's num_workers, loader's num_workers) for each
@@ -181,46 +155,25 @@ class SweepResult:
                 out.append((asked, built))
         return out
 
-    def _ignored_text(self) -> Optional[str]:
-        pairs = self._ignored()
-        if not pairs:
-            return None
-        return ("make_loader ignored num_workers: "
-                + ", ".join(f"num_workers={a} built a loader with {plural(b, 'worker')}"
-                            for a, b in pairs)
-                + "; the correlation uses the loaders' own num_workers")
-
-    def _short_text(self) -> list[str]:
-        """One line per requested step count that some row fell short of:
-        the conditions whose loader ran out of batches first."""
-        short: dict[int, list[str]] = {}
-        for r in self.rows:
-            asked, ran = r.get("steps_requested"), r.get("steps")
-            if r["error"] or asked is None or ran is None or ran >= asked:
-                continue
-            cell = f"{_label(r['condition'])} ({ran})"
-            if cell not in short.setdefault(asked, []):
-                short[asked].append(cell)
-        return [f"ran fewer batches than steps={asked}: " + ", ".join(cells)
-                for asked, cells in short.items()]
-
     def _notes(self) -> list[str]:
         """The lines under the table, before the errors."""
         out = [self._correlation_text()]
-        out.extend(t for t in (self._ignored_text(), self._best_text(),
-                               self._order_text()) if t)
-        out.extend(self._short_text())
+        out.extend(t for t in (wording.sweep_ignored(self._ignored()),
+                               wording.sweep_best(self.best(), len(self.rows)),
+                               wording.sweep_order(self.order_effects())) if t)
+        out.extend(wording.sweep_short(self.rows))
         return out
 
     def best(self) -> Optional[dict]:
         """The condition with the lowest mean fetch (averaged over passes
         and directions): {condition, mean_s, close} where ``close`` lists
-        the other conditions within 10% of it (compare's tolerance)."""
+        the other conditions within policy.REL_TOL of it (compare's
+        relative tolerance)."""
         means: dict[str, list] = {}
         conds: dict[str, dict] = {}
         for r in self.rows:
             if not r["error"] and r["mean_s"] is not None:
-                key = _label(r["condition"])
+                key = wording.condition(r["condition"])
                 means.setdefault(key, []).append(r["mean_s"])
                 conds[key] = r["condition"]
         if not means:
@@ -230,24 +183,14 @@ class SweepResult:
         close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + policy.REL_TOL)]
         return {"condition": conds[top], "mean_s": avg[top], "close": close}
 
-    def _best_text(self) -> Optional[str]:
-        b = self.best()
-        if b is None or len(self.rows) < 2:
-            return None
-        text = f"lowest mean fetch: {_label(b['condition'])} ({fmt_s(b['mean_s'])})"
-        if b["close"]:
-            text += (f"; within {pct(policy.REL_TOL)} of it (no real difference): "
-                     + ", ".join(b["close"]))
-        return text
-
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:
         {condition, pass_, forward_mean_s, backward_mean_s, verdict, differs,
         why}.
 
         ``verdict`` is compare()'s verdict of the backward run against the
-        forward one (tolerance: 10% of the forward mean fetch or 2% of its
-        mean step, whichever is larger).  ``differs`` is False for
+        forward one (tolerance: policy.REL_TOL of the forward mean fetch or
+        policy.STEP_TOL of its mean step, whichever is larger).  ``differs`` is False for
         EQUIVALENT and for NO-DATA (a side without steady-state steps:
         nothing to compare); True means that the order of
         the conditions moved the result beyond what compare() would call
@@ -259,7 +202,7 @@ class SweepResult:
         pairs: dict[tuple, dict] = {}
         for row, rep in zip(self.rows, self.runs):
             if rep is not None:
-                key = (_label(row["condition"]), row["pass_"])
+                key = (wording.condition(row["condition"]), row["pass_"])
                 pairs.setdefault(key, {})[row["direction"]] = (row, rep)
         out = []
         for (_, pass_), d in pairs.items():
@@ -272,32 +215,6 @@ class SweepResult:
                         "verdict": label, "differs": label not in _SAME, "why": why})
         return out
 
-    def _order_text(self) -> Optional[str]:
-        effects = self.order_effects()
-        if not effects:
-            return None
-        differ = [e for e in effects if e["differs"]]
-        compared = [e for e in effects if e["verdict"] != NO_DATA]
-        if not compared:
-            return ("forward and backward: no condition has steady-state steps on both "
-                    "sides to compare")
-        if not differ:
-            skipped = len(effects) - len(compared)
-            return (f"forward and backward agree for all {len(compared)} conditions "
-                    f"(within compare's tolerance: {pct(policy.REL_TOL)} of the mean fetch "
-                    f"or {pct(policy.STEP_TOL)} of the step)"
-                    + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
-        several = len({e["pass_"] for e in effects}) > 1
-        listed = "; ".join(
-            _label(e["condition"]) + (f" pass {e['pass_']}" if several else "")
-            + f" {fmt_s(e['forward_mean_s'])} forward vs {fmt_s(e['backward_mean_s'])} backward"
-            for e in differ)
-        return (f"order effect in {len(differ)} of {len(effects)} conditions: {listed}. "
-                "Beyond compare's tolerance, so differences that size between conditions "
-                "are not evidence; "
-                + ("see whether they recur in every pass" if several
-                   else "passes=2 shows whether they recur"))
-
     def __str__(self) -> str:
         head = [h for _, h in ROW_COLUMNS]
         cells = self._cells()
@@ -305,10 +222,9 @@ class SweepResult:
         fmt = lambda row: "  ".join(  # noqa: E731
             v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
         out = [fmt(head)] + [fmt(c) for c in cells] + self._notes()
-        out.extend(f"error in {_label(r['condition'])} pass {r['pass_']} {r['direction']}: "
-                   f"{r['error']}" for r in self.rows if r["error"])
+        out.extend(wording.sweep_error(r) for r in self.rows if r["error"])
         if self.interrupted:
-            out.append("(interrupted: the rows above are what was measured)")
+            out.append(wording.SWEEP_INTERRUPTED)
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
@@ -567,18 +483,14 @@ def sweep(
         for i, (condition, p, direction) in enumerate(plan):
             rep, error, ran = _run_condition(
                 make_loader, condition, steps, pace, threshold,
-                f"sweep#{i} {_label(condition)} pass {p} {direction}")
+                f"sweep#{i} {wording.condition(condition)} pass {p} {direction}")
             rows.append(_row(condition, p, direction, rep, error, ran, steps))
             runs.append(rep)
             if bar is not None:
                 bar.update(1)
             elif progress:
-                r = rows[-1]
-                status = (f"error {error}" if error else
-                          f"mean fetch {fmt_s(r['mean_s'])}, {r['stalls']} stalls, "
-                          f"stall gap {r['median_gap'] if r['median_gap'] is not None else '-'}")
-                print(f"[traceml.sweep {i + 1}/{len(plan)}] {_label(condition)} "
-                      f"pass {p} {direction}: {status}", file=sys.stderr, flush=True)
+                print(wording.sweep_progress(i + 1, len(plan), rows[-1]), file=sys.stderr,
+                      flush=True)
     except KeyboardInterrupt:
         interrupted = True
     finally:
