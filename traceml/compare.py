@@ -1,4 +1,10 @@
-"""traceml.compare(): runs side by side, each judged against the first."""
+"""traceml.compare(): runs side by side, each judged against the first.
+
+Holds the comparison workflow and its plain data; the verdict rule and its
+tolerances live in :mod:`traceml.policy`, the sentences in
+:mod:`traceml.wording`, the table in :mod:`traceml.render`.  Never touches
+the recording.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +12,11 @@ import collections.abc
 import os
 from typing import Optional, Sequence
 
-from . import _core, policy, wording
-from .fmt import fmt_s, pct
+from . import _core, policy, render, wording
 from .policy import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION  # noqa: F401 - re-exported
 from .result import Report
 
 BASELINE = "BASELINE"
-
-COLUMNS = (
-    ("label", "run"),
-    ("mean_wait_s", "mean fetch"),
-    ("median_wait_s", "median"),
-    ("p95_wait_s", "p95"),
-    ("stalls", "stalls>thr"),
-    ("median_gap", "stall gap"),
-    ("overtaking", "overtakes"),
-    ("input_share", "input share"),
-    ("diagnosis", "diagnosis"),
-    ("shape", "shape"),
-    ("verdict", "verdict"),
-)
 
 
 def verdict(base: dict, run: dict) -> tuple[str, str]:
@@ -76,12 +67,14 @@ def _distinct(names: list[str]) -> list[str]:
 
 
 class Comparison:
-    """Runs side by side.  ``rows`` (list of dicts, keys of COLUMNS plus
-    ``why``; ``verdict`` is BASELINE for the first row, then IMPROVEMENT,
-    REGRESSION, EQUIVALENT or NO-DATA), ``threshold_s`` (the baseline's
-    stall threshold, applied to every run so that stall counts and median
-    stall gaps compare; None, and no stalls counted, when the baseline has
-    no steady-state steps), ``str()``, ``_repr_html_()``, ``to_dict()``."""
+    """Runs side by side.  ``rows`` (list of dicts: label, mean_wait_s,
+    median_wait_s, p95_wait_s, stalls, median_gap, overtaking,
+    input_share, diagnosis, shape, verdict, why; ``verdict`` is BASELINE
+    for the first row, then IMPROVEMENT, REGRESSION, EQUIVALENT or
+    NO-DATA), ``threshold_s`` (the baseline's stall threshold, applied to
+    every run so that stall counts and median stall gaps compare; None, and
+    no stalls counted, when the baseline has no steady-state steps),
+    ``str()``, ``_repr_html_()``, ``to_dict()``."""
 
     def __init__(self, rows: list[dict], threshold_s: Optional[float]):
         self.rows = rows
@@ -95,49 +88,11 @@ class Comparison:
         return {"threshold_s": self.threshold_s, "rows": [dict(r) for r in self.rows],
                 "tolerance": {"relative": policy.REL_TOL, "step_share": policy.STEP_TOL}}
 
-    def _cells(self) -> list[list[str]]:
-        out = []
-        for r in self.rows:
-            out.append([
-                r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]),
-                fmt_s(r["p95_wait_s"]), "-" if r["stalls"] is None else str(r["stalls"]),
-                "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
-                "-" if r["overtaking"] is None else str(r["overtaking"]),
-                "-" if r["input_share"] is None else pct(r["input_share"], 1),
-                r["diagnosis"], r["shape"] or "-", r["verdict"],
-            ])
-        return out
-
-    def _threshold_text(self) -> str:
-        return wording.compare_threshold(self.threshold_s)
-
     def __str__(self) -> str:
-        head = [h for _, h in COLUMNS]
-        cells = self._cells()
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-        line = lambda row: "  ".join(v.ljust(w) if i == 0 else v.rjust(w)  # noqa: E731
-                                     for i, (v, w) in enumerate(zip(row, widths)))
-        out = [self._threshold_text(), line(head)]
-        out.extend(line(c) for c in cells)
-        out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in self.rows[1:])
-        return "\n".join(out)
+        return render.comparison_text(self.to_dict())
 
     def _repr_html_(self) -> str:
-        import html
-
-        e = html.escape
-        cell = 'style="padding:2px 8px;text-align:right"'
-        head = "".join(f"<th {cell}>{e(h)}</th>" for _, h in COLUMNS)
-        body = "".join(
-            "<tr>" + "".join(f"<td {cell}>{e(v)}</td>" for v in c) + "</tr>"
-            for c in self._cells()
-        )
-        notes = "".join(f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
-                        for r in self.rows[1:])
-        return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
-                f"<div>{e(self._threshold_text())}</div>"
-                f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
-                f"{notes}</div>")
+        return render.comparison_html(self.to_dict())
 
 
 def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:

@@ -1,18 +1,66 @@
-"""Drawing a Report: compact text for terminals, static HTML for notebooks.
+"""Drawing results: compact text for terminals and static HTML for
+notebooks, of the plain dicts of a Report, a Comparison and a SweepResult.
 
-Nothing here measures or decides; it only lays out the summary dict.
+Nothing here measures or decides, and no sentence is worded here
+(:mod:`traceml.wording`); it only lays out the dicts, with one table helper.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Optional
+from typing import Optional, Sequence
 
 from . import wording
-from .fmt import fmt_s, pct
+from .evidence import NO_WORKERS
+from .fmt import fmt_bytes, fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
 COLS = ("mean", "median", "p90", "p95", "p99", "max", "total")
+
+
+# --- tables ---------------------------------------------------------------------
+
+_CELL = 'style="padding:2px 8px;text-align:right"'
+
+
+def table_text(head: Sequence[str], rows: Sequence[Sequence[str]], *, sep: str = "  ",
+               min_widths: Sequence[int] = ()) -> list[str]:
+    """The header and rows of cells (str) as lines: the first column
+    left-aligned, the others right-aligned, each as wide as its widest cell
+    (and at least ``min_widths[i]``), columns joined by ``sep``."""
+    widths = [max([len(h), *(len(r[i]) for r in rows), *min_widths[i:i + 1]])
+              for i, h in enumerate(head)]
+
+    def line(row):
+        return sep.join(v.ljust(w) if i == 0 else v.rjust(w)
+                        for i, (v, w) in enumerate(zip(row, widths)))
+
+    return [line(head)] + [line(r) for r in rows]
+
+
+def table_html(head: Sequence[str], rows: Sequence[Sequence[str]], *,
+               row_heads: bool = False) -> str:
+    """The header and rows of cells (str) as an HTML table; with
+    ``row_heads`` the first cell of each row is a left-aligned header."""
+    e = html.escape
+
+    def row(cells):
+        first = (f'<th style="text-align:left;padding:2px 8px">{e(cells[0])}</th>'
+                 if row_heads else f"<td {_CELL}>{e(cells[0])}</td>")
+        return "<tr>" + first + "".join(f"<td {_CELL}>{e(v)}</td>" for v in cells[1:]) + "</tr>"
+
+    corner = f"<th>{e(head[0])}</th>" if row_heads else f"<th {_CELL}>{e(head[0])}</th>"
+    return ('<table style="border-collapse:collapse;margin:6px 0"><tr>' + corner
+            + "".join(f"<th {_CELL}>{e(h)}</th>" for h in head[1:]) + "</tr>"
+            + "".join(row(r) for r in rows) + "</table>")
+
+
+def _cell(value, fmt=str) -> str:
+    """A table cell: "-" for None, else ``fmt(value)``."""
+    return "-" if value is None else fmt(value)
+
+
+# --- Report ----------------------------------------------------------------------
 
 
 def _headline(s: dict) -> str:
@@ -145,8 +193,6 @@ def _process_lines(s: dict) -> list[str]:
                        + (f", {pct(share, 2)} of one CPU" if share is not None else ""))
         iv = w.get("intervals")
         if iv and iv["unavailable"]:
-            from .evidence import NO_WORKERS
-
             # Worker counters of a loader without workers are not news.
             for name, why in iv["unavailable"].items():
                 if why != NO_WORKERS:
@@ -158,6 +204,11 @@ def _loader_line(s: dict) -> Optional[str]:
     if not s["loader"]:
         return None
     return "loader: " + " ".join(f"{k}={v}" for k, v in s["loader"].items())
+
+
+def _stat_rows(s: dict) -> list[list[str]]:
+    """The table of input wait, compute and step statistics."""
+    return [[label, *(fmt_s(s[key][c]) for c in COLS)] for label, key in ROWS]
 
 
 def report_text(s: dict) -> str:
@@ -178,11 +229,7 @@ def report_text(s: dict) -> str:
     out.append("")
     out.extend(_stall_lines(s))
     out.append("")
-    width = 11
-    out.append(" " * 12 + "".join(c.rjust(width) for c in COLS))
-    for label, key in ROWS:
-        row = s[key]
-        out.append(label.ljust(12) + "".join(fmt_s(row[c]).rjust(width) for c in COLS))
+    out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
     for line in (_epoch_start_line(s), _loader_line(s), *_process_lines(s)):
         if line:
             out.append(line)
@@ -235,18 +282,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
         parts.extend(f"<div>{e(line)}</div>" for line in _stall_lines(s))
-        cell = 'style="padding:2px 8px;text-align:right"'
-        head = "".join(f"<th {cell}>{c}</th>" for c in COLS)
-        rows = "".join(
-            f"<tr><th style=\"text-align:left;padding:2px 8px\">{label}</th>"
-            + "".join(f"<td {cell}>{e(fmt_s(s[key][c]))}</td>" for c in COLS)
-            + "</tr>"
-            for label, key in ROWS
-        )
-        parts.append(
-            '<table style="border-collapse:collapse;margin:6px 0">'
-            f"<tr><th></th>{head}</tr>{rows}</table>"
-        )
+        parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
         for line in (_epoch_start_line(s), _loader_line(s), *_process_lines(s)):
             if line:
                 parts.append(f"<div>{e(line)}</div>")
@@ -257,3 +293,92 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
     parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
     parts.append("</div>")
     return "".join(parts)
+
+
+def _page(parts: list[str]) -> str:
+    return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
+            + "".join(parts) + "</div>")
+
+
+# --- Comparison ------------------------------------------------------------------
+
+COMPARE_COLUMNS = ("run", "mean fetch", "median", "p95", "stalls>thr", "stall gap",
+                   "overtakes", "input share", "diagnosis", "shape", "verdict")
+
+
+def _comparison_cells(rows: list[dict]) -> list[list[str]]:
+    return [[
+        r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]), fmt_s(r["p95_wait_s"]),
+        _cell(r["stalls"]), _cell(r["median_gap"], lambda g: f"{g:g}"),
+        _cell(r["overtaking"]), _cell(r["input_share"], lambda x: pct(x, 1)),
+        r["diagnosis"], r["shape"] or "-", r["verdict"],
+    ] for r in rows]
+
+
+def comparison_text(d: dict) -> str:
+    """The terminal table of a Comparison's ``to_dict()``."""
+    out = [wording.compare_threshold(d["threshold_s"])]
+    out.extend(table_text(COMPARE_COLUMNS, _comparison_cells(d["rows"])))
+    out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:])
+    return "\n".join(out)
+
+
+def comparison_html(d: dict) -> str:
+    """Static HTML of a Comparison's ``to_dict()``."""
+    e = html.escape
+    return _page([f"<div>{e(wording.compare_threshold(d['threshold_s']))}</div>",
+                  table_html(COMPARE_COLUMNS, _comparison_cells(d["rows"]))]
+                 + [f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
+                    for r in d["rows"][1:]])
+
+
+# --- SweepResult -----------------------------------------------------------------
+
+SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "median", "p95", "stalls",
+                 "stall gap", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
+                 "diagnosis")
+
+
+def _sweep_cells(rows: list[dict]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        first = [wording.condition(r["condition"]), str(r["pass_"]), r["direction"]]
+        if r["error"]:
+            out.append(first + ["error"] + ["-"] * (len(SWEEP_COLUMNS) - 4))
+            continue
+        out.append(first + [
+            fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
+            _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["multiple_fraction"], pct),
+            _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
+            _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
+        ])
+    return out
+
+
+def _sweep_notes(d: dict) -> list[str]:
+    """The lines under a sweep's table, before the errors."""
+    ignored = d["ignored_num_workers"]
+    out = [wording.sweep_correlation(d["correlation"], bool(ignored))]
+    out.extend(t for t in (wording.sweep_ignored(ignored),
+                           wording.sweep_best(d["best"], len(d["rows"])),
+                           wording.sweep_order(d["order_effects"])) if t)
+    out.extend(wording.sweep_short(d["rows"]))
+    return out
+
+
+def sweep_text(d: dict) -> str:
+    """The terminal table of a SweepResult's ``to_dict()``."""
+    out = table_text(SWEEP_COLUMNS, _sweep_cells(d["rows"])) + _sweep_notes(d)
+    out.extend(wording.sweep_error(r) for r in d["rows"] if r["error"])
+    if d["interrupted"]:
+        out.append(wording.SWEEP_INTERRUPTED)
+    return "\n".join(out)
+
+
+def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
+    """Static HTML of a SweepResult's ``to_dict()``, with its plot as an
+    inline PNG when ``png_uri`` is given."""
+    e = html.escape
+    return _page([table_html(SWEEP_COLUMNS, _sweep_cells(d["rows"]))]
+                 + [f"<div>{e(t)}</div>" for t in _sweep_notes(d)]
+                 + [figure_html(png_uri)])

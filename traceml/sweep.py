@@ -3,7 +3,10 @@
 Each condition builds a fresh DataLoader, iterates a few batches with an
 artificial consumer (a sleep instead of model compute), and is recorded as
 its own run, so that one call answers "does the stall cadence follow
-num_workers?" or "does in_order=False change it?".
+num_workers?" or "does in_order=False change it?".  This module holds the
+workflow and the SweepResult data; thresholds are in :mod:`traceml.policy`,
+sentences in :mod:`traceml.wording`, tables in :mod:`traceml.render`, and
+it never touches C internals beyond snapshotting its own records.
 """
 
 from __future__ import annotations
@@ -21,31 +24,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import _core, policy, wording
+from . import _core, policy, render, wording
 from .compare import verdict
-from .fmt import fmt_bytes, fmt_s, pct
 from .report import Report, _check_threshold, build_from_store
 from .wrapping import wrap
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
 _SAME = frozenset((policy.EQUIVALENT, policy.NO_DATA))
-
-ROW_COLUMNS = (
-    ("condition", "condition"),
-    ("pass_", "pass"),
-    ("direction", "dir"),
-    ("mean_s", "mean fetch"),
-    ("median_s", "median"),
-    ("p95_s", "p95"),
-    ("stalls", "stalls"),
-    ("median_gap", "stall gap"),
-    ("multiple_fraction", "gaps=k·n"),
-    ("overtaking", "overtakes"),
-    ("slow_worker_cores", "cores@stall"),
-    ("slow_read_bytes", "read@stall"),
-    ("diagnosis", "diagnosis"),
-)
 
 
 def _shutdown(loader: Any) -> None:
@@ -116,31 +102,17 @@ class SweepResult:
             "correlation": dict(self.correlation),
             "best": self.best(),
             "order_effects": self.order_effects(),
+            "ignored_num_workers": [list(pair) for pair in self._ignored()],
             "interrupted": self.interrupted,
         }
 
-    def _cells(self) -> list[list[str]]:
-        out = []
-        for r in self.rows:
-            if r["error"]:
-                out.append([wording.condition(r["condition"]), str(r["pass_"]), r["direction"],
-                            "error"] + ["-"] * (len(ROW_COLUMNS) - 4))
-                continue
-            out.append([
-                wording.condition(r["condition"]), str(r["pass_"]), r["direction"],
-                fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
-                str(r["stalls"]),
-                "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
-                "-" if r["multiple_fraction"] is None else pct(r["multiple_fraction"]),
-                "-" if r["overtaking"] is None else str(r["overtaking"]),
-                "-" if r["slow_worker_cores"] is None else f"{r['slow_worker_cores']:.1f}",
-                "-" if r["slow_read_bytes"] is None else fmt_bytes(r["slow_read_bytes"]),
-                r["diagnosis"] or "-",
-            ])
-        return out
+    def __str__(self) -> str:
+        return render.sweep_text(self.to_dict())
 
-    def _correlation_text(self) -> str:
-        return wording.sweep_correlation(self.correlation, bool(self._ignored()))
+    def _repr_html_(self) -> str:
+        from .plot import png_data_uri
+
+        return render.sweep_html(self.to_dict(), png_data_uri(self.plot))
 
     def _ignored(self) -> list[tuple]:
         """(condition's num_workers, loader's num_workers) for each
@@ -153,15 +125,6 @@ class SweepResult:
             if built is not None and asked is not None and built != asked \
                     and (asked, built) not in out:
                 out.append((asked, built))
-        return out
-
-    def _notes(self) -> list[str]:
-        """The lines under the table, before the errors."""
-        out = [self._correlation_text()]
-        out.extend(t for t in (wording.sweep_ignored(self._ignored()),
-                               wording.sweep_best(self.best(), len(self.rows)),
-                               wording.sweep_order(self.order_effects())) if t)
-        out.extend(wording.sweep_short(self.rows))
         return out
 
     def best(self) -> Optional[dict]:
@@ -214,34 +177,6 @@ class SweepResult:
                         "forward_mean_s": fwd["mean_s"], "backward_mean_s": bwd["mean_s"],
                         "verdict": label, "differs": label not in _SAME, "why": why})
         return out
-
-    def __str__(self) -> str:
-        head = [h for _, h in ROW_COLUMNS]
-        cells = self._cells()
-        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
-        fmt = lambda row: "  ".join(  # noqa: E731
-            v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
-        out = [fmt(head)] + [fmt(c) for c in cells] + self._notes()
-        out.extend(wording.sweep_error(r) for r in self.rows if r["error"])
-        if self.interrupted:
-            out.append(wording.SWEEP_INTERRUPTED)
-        return "\n".join(out)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        from .plot import png_data_uri
-        from .render import figure_html
-
-        e = html.escape
-        cell = 'style="padding:2px 8px;text-align:right"'
-        head = "".join(f"<th {cell}>{e(h)}</th>" for _, h in ROW_COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td {cell}>{e(v)}</td>" for v in c) + "</tr>"
-                       for c in self._cells())
-        return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
-                f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
-                + "".join(f"<div>{e(t)}</div>" for t in self._notes()) +
-                f"{figure_html(png_data_uri(self.plot))}</div>")
 
     def plot(self):
         """A matplotlib Figure: median stall gap against max(1, num_workers),
