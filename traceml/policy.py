@@ -95,9 +95,9 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
 
 # The stall rule's codes (StallRule.code); :mod:`traceml.wording` words them.
 RULE_GIVEN = "given"            # the caller's threshold, absolute
-RULE_NO_STEPS = "no_steps"      # no steady-state steps: the 1 ms floor
-RULE_FLOOR = "floor"            # max(1 ms, 20% of the median step)
-RULE_P95 = "p95"                # half the p95 wait
+RULE_NO_STEPS = "no_steps"      # no steady-state steps: STALL_FLOOR_S
+RULE_FLOOR = "floor"            # the floor (below)
+RULE_P95 = "p95"                # STALL_P95_SHARE of the p95 wait
 RULE_OTSU = "otsu"              # the Otsu split of log(wait)
 RULE_ALL_SLOW = "all_slow"      # every fetch slow, one group: the floor
 RULE_ALL_SLOW_SPLIT = "all_slow_split"  # every fetch slow, large waits on top
@@ -108,15 +108,15 @@ class StallRule(NamedTuple):
 
     ``code`` is one of the RULE_* codes; for RULE_ALL_SLOW_SPLIT, ``basis``
     names the candidate that set the threshold (RULE_FLOOR, RULE_P95 or
-    RULE_OTSU).  ``floor_ns`` is max(1 ms, 20% of the median step), below
-    which a wait is not material; ``all_slow`` says that even the p10 wait
+    RULE_OTSU).  ``floor_ns`` is max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE
+    of the median step) in ns, below which a wait is not material; ``all_slow`` says that even the p10 wait
     clears it (every fetch is slow, whether or not larger stalls stand out
     on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN."""
 
     threshold_ns: int
     code: str
     every_fetch_slow: bool
-    floor_ns: float = STALL_FLOOR_S * 1e9
+    floor_ns: float
     all_slow: bool = False
     given_s: Optional[float] = None
     basis: Optional[str] = None
@@ -146,9 +146,10 @@ def stall_threshold_ns(
     threshold is used: p10 wait above the threshold).
     """
     if len(wait_ns) == 0:
+        floor = STALL_FLOOR_S * 1e9
         if given_s is not None:
-            return StallRule(int(round(given_s * 1e9)), RULE_GIVEN, False, given_s=given_s)
-        return StallRule(int(STALL_FLOOR_S * 1e9), RULE_NO_STEPS, False)
+            return StallRule(int(round(given_s * 1e9)), RULE_GIVEN, False, floor, given_s=given_s)
+        return StallRule(int(floor), RULE_NO_STEPS, False, floor)
     p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, STALL_PERCENTILE])
     median_step = _core.percentiles(step_ns, 50.0)
     floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
