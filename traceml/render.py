@@ -2,7 +2,8 @@
 notebooks, of the plain dicts of a Report, a Comparison and a SweepResult.
 
 Nothing here measures or decides, and no sentence is worded here
-(:mod:`traceml.wording`); it only lays out the dicts, with one table helper.
+(:mod:`traceml.wording` gives the lines); it orders and marks the lines,
+lays out the tables with one helper, and escapes HTML.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import html
 from typing import Optional, Sequence
 
 from . import wording
-from .evidence import NO_WORKERS
 from .fmt import fmt_bytes, fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -63,176 +63,38 @@ def _cell(value, fmt=str) -> str:
 # --- Report ----------------------------------------------------------------------
 
 
-def _headline(s: dict) -> str:
-    if s["steps"] == 0:
-        if s["source"] == "probes" and not s.get("sources"):
-            return "traceml · nothing recorded yet"
-        return f"traceml · {s['source']} · no steps yet"
-    return (
-        f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
-        f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
-    )
-
-
-def _shape_line(s: dict) -> Optional[str]:
-    if not s.get("shape"):
-        return None
-    parts = [f"shape {s['shape']}"]
-    tmp = s.get("temporal")
-    if tmp is None:
-        parts.append("too few stalls for a temporal pattern")
-    elif tmp["label"] == "PERIODIC":
-        text = f"PERIODIC every {tmp['period']} step{'s' if tmp['period'] != 1 else ''}"
-        if tmp.get("counted") == "bursts":
-            text += " (counting back-to-back stalls as one burst)"
-        if tmp["autocorrelation"] is not None and tmp["period"] > 1:
-            text += f" (wait autocorrelation {tmp['autocorrelation']:.2f} at lag {tmp['period']})"
-        parts.append(text)
-    else:
-        parts.append(
-            f"IRREGULAR (commonest gap {tmp['modal_gap']} holds "
-            f"{pct(tmp['modal_share'])} of gaps)"
-        )
-    conc = s.get("concentration") or {}
-    if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
-        parts.append(
-            f"{pct(conc['stall_step_share'])} of steps hold "
-            f"{pct(conc['stall_wait_share'])} of the input wait"
-        )
-    return " · ".join(parts)
-
-
-def _stall_lines(s: dict) -> list[str]:
-    st = s["stalls"]
-    lines = [
-        f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
-        f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
-    ]
-    cad = s["cadence"]
-    if cad["period"] is not None:
-        every = "step" if cad["period"] == 1 else f"{cad['period']} steps"
-        text = f"cadence: a stall every {every} (modal gap)"
-    elif st["gaps"]:
-        text = "cadence: no dominant gap between stalls"
-    else:
-        text = None
-    if text and cad["num_workers"] is not None:
-        text += f"; num_workers={cad['num_workers']}"
-        if cad["matches_num_workers"]:
-            text += ": the cadence follows num_workers"
-        if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
-            # Every gap is a multiple of 1: said only when it can fail.
-            k = cad["num_workers"]
-            text += (
-                f" ({pct(cad['multiple_fraction'])} of gaps are "
-                f"multiples of {k})"
-            )
-    if text:
-        lines.append(text)
-    if st["gap_histogram"]:
-        hist = "  ".join(f"{g}×{c}" for g, c in st["gap_histogram"][:12])
-        more = " …" if len(st["gap_histogram"]) > 12 else ""
-        lines.append(f"gaps between stalls (steps×count): {hist}{more}")
-    return lines
-
-
-def _epoch_start_cause(loader: Optional[dict]) -> str:
-    if not loader:
-        return "includes iter()"
-    if loader.get("persistent_workers"):
-        return "iter() and the workers' first batches; persistent workers start once"
-    return "iter() and worker start-up"
-
-
-def _epoch_start_line(s: dict) -> Optional[str]:
-    es = s["epoch_start"]
-    if not es["count"]:
-        return None
-    w = es["input_wait_s"]
-    return (
-        f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
-        f"({_epoch_start_cause(s.get('loader'))}) "
-        f"mean {fmt_s(w['mean'])}, max "
-        f"{fmt_s(w['max'])}; not in the table above"
-    )
-
-
-def _evidence_lines(s: dict) -> list[str]:
-    """Stuck fetches first, then what the worker counters say."""
-    out = [wording.stuck_sentence(ev) for ev in s.get("stuck") or []]
-    w = s.get("workers")
-    if w and w.get("evidence"):
-        out.extend(w["evidence"])
-    return out
-
-
-def _process_lines(s: dict) -> list[str]:
-    out = []
-    h = s.get("host")
-    if h:
-        out.append(f"host: {h['usable_cpus']} usable CPUs, start method "
-                   f"{h['start_method'] or '-'}, torch {h['torch_version'] or '-'}")
-    d = s.get("delivery")
-    if d and d["known"]:
-        out.append(f"delivery: in_order={d['in_order']}, {d['overtaking']} of {d['known']} "
-                   "deliveries overtook a batch of lower rank")
-    w = s.get("workers")
-    if w:
-        changes = w["pid_changes"]
-        if changes:
-            at = ", ".join(f"step {c['step']} (epoch {c['epoch']})" for c in changes)
-            out.append(f"worker PIDs changed at {at}")
-        elif len(w["pids_by_epoch"]) > 1:
-            out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
-        for e in w["exited"]:
-            out.append(f"worker {e['worker']} (pid {e['pid']}) exited mid-run near step {e['step']}")
-        smp = w["sampler"]
-        if smp["samples"]:
-            share = smp["cpu_share"]
-            out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
-                       + (f", {pct(share, 2)} of one CPU" if share is not None else ""))
-        iv = w.get("intervals")
-        if iv and iv["unavailable"]:
-            # Worker counters of a loader without workers are not news.
-            for name, why in iv["unavailable"].items():
-                if why != NO_WORKERS:
-                    out.append(f"{name}: unavailable ({why})")
-    return out
-
-
-def _loader_line(s: dict) -> Optional[str]:
-    if not s["loader"]:
-        return None
-    return "loader: " + " ".join(f"{k}={v}" for k, v in s["loader"].items())
-
-
 def _stat_rows(s: dict) -> list[list[str]]:
     """The table of input wait, compute and step statistics."""
     return [[label, *(fmt_s(s[key][c]) for c in COLS)] for label, key in ROWS]
 
 
+def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
+    """The lines under the table: epoch start (optional), loader, processes."""
+    lines = (wording.epoch_start_line(s) if epoch_start else None, wording.loader_line(s),
+             *wording.process_lines(s))
+    return [line for line in lines if line]
+
+
 def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict."""
-    out = [_headline(s)]
+    out = [wording.headline(s)]
     if s["diagnosis"] == "NO-DATA":
         out.append(f"NO-DATA: {s['diagnosis_rule']}")
-        out.extend(f"  · {line}" for line in _evidence_lines(s))
-        out.extend(line for line in (_loader_line(s), *_process_lines(s)) if line)
+        out.extend(f"  · {line}" for line in wording.evidence_lines(s))
+        out.extend(_fact_lines(s, epoch_start=False))
         out.extend(f"note: {n}" for n in s["notes"])
         return "\n".join(out)
     out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
-    shape = _shape_line(s)
+    shape = wording.shape_line(s)
     if shape:
         out.append(shape)
     out.extend(f"  → {line}" for line in s.get("next", []))
-    out.extend(f"  · {line}" for line in _evidence_lines(s))
+    out.extend(f"  · {line}" for line in wording.evidence_lines(s))
     out.append("")
-    out.extend(_stall_lines(s))
+    out.extend(wording.stall_lines(s))
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
-    for line in (_epoch_start_line(s), _loader_line(s), *_process_lines(s)):
-        if line:
-            out.append(line)
+    out.extend(_fact_lines(s))
     out.extend(f"note: {n}" for n in s["notes"])
     return "\n".join(out)
 
@@ -262,13 +124,13 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
     parts = [
         '<div class="traceml-report" style="font-family:system-ui,sans-serif;'
         'font-size:13px;line-height:1.4">',
-        f"<div><b>{e(_headline(s))}</b></div>",
+        f"<div><b>{e(wording.headline(s))}</b></div>",
         f'<div><span style="background:{color};color:#fff;padding:1px 6px;'
         f'border-radius:3px;font-weight:600">{e(s["diagnosis"])}</span> '
         f"{e(s['diagnosis_rule'])}</div>",
     ]
     if s["diagnosis"] != "NO-DATA":
-        shape = _shape_line(s)
+        shape = wording.shape_line(s)
         if shape:
             parts.append(f"<div><b>{e(shape)}</b></div>")
         if s.get("next"):
@@ -277,19 +139,17 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                 + "".join(f"<li>{e(line)}</li>" for line in s["next"])
                 + "</ul>"
             )
-        ev = _evidence_lines(s)
+        ev = wording.evidence_lines(s)
         if ev:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
-        parts.extend(f"<div>{e(line)}</div>" for line in _stall_lines(s))
+        parts.extend(f"<div>{e(line)}</div>" for line in wording.stall_lines(s))
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
-        for line in (_epoch_start_line(s), _loader_line(s), *_process_lines(s)):
-            if line:
-                parts.append(f"<div>{e(line)}</div>")
+        parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
         parts.append(figure_html(png_uri))
     else:
-        parts.extend(f"<div>{e(line)}</div>" for line in
-                     (*_evidence_lines(s), _loader_line(s), *_process_lines(s)) if line)
+        parts.extend(f"<div>{e(line)}</div>"
+                     for line in (*wording.evidence_lines(s), *_fact_lines(s, epoch_start=False)))
     parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
     parts.append("</div>")
     return "".join(parts)

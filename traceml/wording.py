@@ -1,10 +1,11 @@
 """Every sentence traceml prints: rule descriptions, next steps, evidence,
-notes, compare and sweep sentences, worded from the codes and numbers of
-:mod:`traceml.policy` and :mod:`traceml.evidence`.
+notes, the lines of a report, compare and sweep sentences, worded from the
+codes and numbers of :mod:`traceml.policy` and :mod:`traceml.evidence`.
 
 Thresholds are quoted from the policy constants, never restated as
 literals, so a changed constant changes the sentence.  Nothing here
-measures, decides or lays out a table.
+measures or decides, and layout (order, markers, tables, HTML) is
+:mod:`traceml.render`'s.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Optional
 
 from . import policy
+from .evidence import NO_WORKERS
 from .fmt import fmt_s, pct, plural
 
 # --- thresholds in words -------------------------------------------------------
@@ -349,6 +351,166 @@ def stuck_sentence(ev: dict) -> str:
         status = "then ended without a batch (an exception, or the loop stopped)"
     return (f"STUCK: fetch {ev['step_in_epoch']} of epoch {ev['epoch']} waited "
             f"{fmt_s(ev['waited_s'])}{who}; {status}.")
+
+
+# --- the lines of a report ------------------------------------------------------------
+# How many distinct gaps the histogram line lists before "…".
+GAPS_SHOWN = 12
+
+
+def headline(s: dict) -> str:
+    """The first line of a report: source, steps, epochs, wall time."""
+    if s["steps"] == 0:
+        if s["source"] == "probes" and not s.get("sources"):
+            return "traceml · nothing recorded yet"
+        return f"traceml · {s['source']} · no steps yet"
+    return (
+        f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
+        f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
+    )
+
+
+def shape_line(s: dict) -> Optional[str]:
+    """Shape, temporal structure and concentration of the stalls; None
+    without a shape."""
+    if not s.get("shape"):
+        return None
+    parts = [f"shape {s['shape']}"]
+    tmp = s.get("temporal")
+    if tmp is None:
+        parts.append("too few stalls for a temporal pattern")
+    elif tmp["label"] == policy.PERIODIC:
+        text = f"{policy.PERIODIC} every {tmp['period']} step{'s' if tmp['period'] != 1 else ''}"
+        if tmp.get("counted") == "bursts":
+            text += " (counting back-to-back stalls as one burst)"
+        if tmp["autocorrelation"] is not None and tmp["period"] > 1:
+            text += (f" (wait autocorrelation {tmp['autocorrelation']:.2f} "
+                     f"at lag {tmp['period']})")
+        parts.append(text)
+    else:
+        parts.append(
+            f"{policy.IRREGULAR} (commonest gap {tmp['modal_gap']} holds "
+            f"{pct(tmp['modal_share'])} of gaps)"
+        )
+    conc = s.get("concentration") or {}
+    if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
+        parts.append(
+            f"{pct(conc['stall_step_share'])} of steps hold "
+            f"{pct(conc['stall_wait_share'])} of the input wait"
+        )
+    return " · ".join(parts)
+
+
+def stall_lines(s: dict) -> list[str]:
+    """The stall count at its threshold and rule, the cadence, and the
+    histogram of gaps between stalls."""
+    st = s["stalls"]
+    lines = [
+        f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
+        f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
+    ]
+    cad = s["cadence"]
+    if cad["period"] is not None:
+        every = "step" if cad["period"] == 1 else f"{cad['period']} steps"
+        text = f"cadence: a stall every {every} (modal gap)"
+    elif st["gaps"]:
+        text = "cadence: no dominant gap between stalls"
+    else:
+        text = None
+    if text and cad["num_workers"] is not None:
+        text += f"; num_workers={cad['num_workers']}"
+        if cad["matches_num_workers"]:
+            text += ": the cadence follows num_workers"
+        if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
+            # Every gap is a multiple of 1: said only when it can fail.
+            k = cad["num_workers"]
+            text += (
+                f" ({pct(cad['multiple_fraction'])} of gaps are "
+                f"multiples of {k})"
+            )
+    if text:
+        lines.append(text)
+    if st["gap_histogram"]:
+        shown = st["gap_histogram"][:GAPS_SHOWN]
+        hist = "  ".join(f"{g}×{c}" for g, c in shown)
+        more = " …" if len(st["gap_histogram"]) > GAPS_SHOWN else ""
+        lines.append(f"gaps between stalls (steps×count): {hist}{more}")
+    return lines
+
+
+def _epoch_start_cause(loader: Optional[dict]) -> str:
+    if not loader:
+        return "includes iter()"
+    if loader.get("persistent_workers"):
+        return "iter() and the workers' first batches; persistent workers start once"
+    return "iter() and worker start-up"
+
+
+def epoch_start_line(s: dict) -> Optional[str]:
+    """The epoch-start fetches, kept out of the statistics; None without."""
+    es = s["epoch_start"]
+    if not es["count"]:
+        return None
+    w = es["input_wait_s"]
+    return (
+        f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
+        f"({_epoch_start_cause(s.get('loader'))}) "
+        f"mean {fmt_s(w['mean'])}, max "
+        f"{fmt_s(w['max'])}; not in the table above"
+    )
+
+
+def evidence_lines(s: dict) -> list[str]:
+    """Stuck fetches first, then what the worker counters say."""
+    out = [stuck_sentence(ev) for ev in s.get("stuck") or []]
+    w = s.get("workers")
+    if w and w.get("evidence"):
+        out.extend(w["evidence"])
+    return out
+
+
+def process_lines(s: dict) -> list[str]:
+    """Host, delivery order, worker processes, sampler and unavailable
+    counters."""
+    out = []
+    h = s.get("host")
+    if h:
+        out.append(f"host: {h['usable_cpus']} usable CPUs, start method "
+                   f"{h['start_method'] or '-'}, torch {h['torch_version'] or '-'}")
+    d = s.get("delivery")
+    if d and d["known"]:
+        out.append(f"delivery: in_order={d['in_order']}, {d['overtaking']} of {d['known']} "
+                   "deliveries overtook a batch of lower rank")
+    w = s.get("workers")
+    if w:
+        changes = w["pid_changes"]
+        if changes:
+            at = ", ".join(f"step {c['step']} (epoch {c['epoch']})" for c in changes)
+            out.append(f"worker PIDs changed at {at}")
+        elif len(w["pids_by_epoch"]) > 1:
+            out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
+        for e in w["exited"]:
+            out.append(f"worker {e['worker']} (pid {e['pid']}) exited mid-run near "
+                       f"step {e['step']}")
+        smp = w["sampler"]
+        if smp["samples"]:
+            share = smp["cpu_share"]
+            out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
+                       + (f", {pct(share, 2)} of one CPU" if share is not None else ""))
+        iv = w.get("intervals")
+        if iv and iv["unavailable"]:
+            # Worker counters of a loader without workers are not news.
+            for name, why in iv["unavailable"].items():
+                if why != NO_WORKERS:
+                    out.append(f"{name}: unavailable ({why})")
+    return out
+
+
+def loader_line(s: dict) -> Optional[str]:
+    """The DataLoader's settings; None for other iterables."""
+    if not s["loader"]:
+        return None
+    return "loader: " + " ".join(f"{k}={v}" for k, v in s["loader"].items())
 
 
 # --- compare ------------------------------------------------------------------------------
