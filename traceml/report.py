@@ -5,8 +5,9 @@ and verdicts.
 store info, the sources mapping, sampler readings): the C reducers give
 the numbers, :mod:`traceml.policy` the verdicts, :mod:`traceml.wording`
 the sentences.  ``build`` never reads the global source registry or the
-live process; only ``report()`` (the user-facing call) snapshots the C
-store.  The :class:`Report` itself is in :mod:`traceml.result`.
+live process; only ``report()`` and ``build_from_store()`` read the C
+store and the registry.  The :class:`Report` itself is in
+:mod:`traceml.result`.
 """
 
 from __future__ import annotations
@@ -331,8 +332,7 @@ def report(
     Raises:
         TypeError: stall_threshold_s is not a real number, or source is
             neither a str nor an int.
-        ValueError: stall_threshold_s is negative, NaN, infinite or over
-            policy.MAX_THRESHOLD_S (9e9 s); or
+        ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
             source names no known source.
         MemoryError: the step store could not grow and nothing was recorded.
     """
