@@ -29,9 +29,10 @@ tm_sampler_init(tm_sampler *s)
     /* The defaults of traceml.configure(), here alone.  20 ms: a few
        pread() calls per process each tick keep the thread under 1% of one
        CPU (0.3% measured, benchmarks/bench_sampler.py) while a stall of
-       100 ms still spans several readings.  30 s: the common "> 5 s stall"
-       convention's order, well past any healthy fetch.  131072 readings:
-       the last ~9 minutes of a main process and 4 workers at 20 ms. */
+       100 ms still spans several readings.  30 s: a choice with no
+       measured source, six times the common "> 5 s stall" convention.
+       131072 readings: the last ~9 minutes of a main process and 4
+       workers at 20 ms. */
     s->enabled = 1;
     s->period_ns = INT64_C(20000000);
     s->stuck_after_ns = INT64_C(30000000000);

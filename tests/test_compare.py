@@ -10,9 +10,9 @@ import pytest
 import traceml
 from traceml.__main__ import main
 from traceml.compare import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
-from traceml.render import fmt_s
+from traceml.fmt import fmt_s
 
-from test_report import INFO, build, SYNTHETIC, MS, records
+from test_report import INFO, SYNTHETIC, MS, build, records
 
 N = 100
 
@@ -158,7 +158,6 @@ def _cli(*args, stdout):
                           stderr=subprocess.PIPE, timeout=120)
 
 
-@pytest.mark.slow
 def test_cli_show_writes_html_and_text(tmp_path, capsys):
     path = str(run(10).save(tmp_path / "s1.traceml"))
     html = tmp_path / "s1.html"
@@ -181,7 +180,6 @@ def test_cli_bad_html_path_fails_first_and_prints_nothing(tmp_path, capsys):
     assert err.startswith("traceml: cannot write --html") and repr(bad) in err
 
 
-@pytest.mark.slow
 def test_cli_closed_stdout_exits_quietly_after_writing_html(tmp_path):
     path = str(run(10).save(tmp_path / "s1.traceml"))
     html = tmp_path / "s1.html"

@@ -14,12 +14,17 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402
-from traceml import _core, evidence  # noqa: E402
+from traceml import _core, evidence, policy, wording  # noqa: E402
 
 from burn import BurnDataset  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 DataLoader = torch.utils.data.DataLoader
+
+
+def _sentences(iv, num_workers, cpus):
+    """The evidence sentences of intervals ``iv`` (findings, then wording)."""
+    return wording.evidence_sentences(evidence.interval_findings(iv, num_workers, cpus))
 
 
 @pytest.fixture(autouse=True)
@@ -123,7 +128,7 @@ def test_slow_intervals_carry_the_worker_cpu_and_no_reads():
     ev = r["workers"]["evidence"]
     assert any("the cost is CPU-side dataset processing" in e or
                "the stalls are CPU-side dataset processing" in e for e in ev)
-    assert ev[-1] == evidence.CAVEATS
+    assert ev[-1] == wording.CAVEATS
     json.dumps(r.to_dict())
 
 
@@ -254,7 +259,7 @@ def test_unreadable_counters_are_null_with_a_reason():
     assert iv["unavailable"]["read_bytes"] == "/proc/4242/io: Permission denied (errno 13)"
     assert iv["slow"]["worker_cpu_s"] == pytest.approx((90 + 90) * 0.5e-9)
     assert iv["unavailable"]["main_cpu_s"] == "no worker processes"
-    text = evidence.interval_sentences(iv, 1, 2)
+    text = _sentences(iv, 1, 2)
     assert any("Storage counters unavailable (/proc/4242/io: Permission denied" in t for t in text)
 
 
@@ -343,19 +348,19 @@ def _iv(slow_cpu, slow_runq, busiest, wall=1.0, reads=0.0, faults=0.0):
 def test_one_worker_grinding_a_slow_sample_is_cpu_side_not_idle():
     """2 workers on 2 CPUs: one burns through a slow item (0.97 cores),
     the other idles; total demand stays under half the capacity."""
-    text = evidence.interval_sentences(_iv(0.97, 0.0, busiest=0.97), num_workers=2, cpus=2)
+    text = _sentences(_iv(0.97, 0.0, busiest=0.97), num_workers=2, cpus=2)
     assert any("One worker stayed busy through the stalls (1.0 cores)" in t for t in text)
     assert any("CPU-side dataset processing" in t for t in text)
     assert not any("mostly idle" in t for t in text)
 
 
 def test_idle_workers_without_reads_point_elsewhere():
-    text = evidence.interval_sentences(_iv(0.1, 0.0, busiest=0.06), num_workers=2, cpus=2)
+    text = _sentences(_iv(0.1, 0.0, busiest=0.06), num_workers=2, cpus=2)
     assert any("the workers were mostly idle" in t for t in text)
 
 
 def test_run_queue_wait_without_oversubscription_blames_other_processes():
-    text = evidence.interval_sentences(_iv(0.7, 1.2, busiest=0.9), num_workers=2, cpus=2)
+    text = _sentences(_iv(0.7, 1.2, busiest=0.9), num_workers=2, cpus=2)
     assert any("although 2 workers fit on 2 CPUs: other threads or processes, the "
                "training loop's own included, competed" in t for t in text)
 
@@ -386,14 +391,14 @@ def _main_iv(slow_cpu, wall=1.0, reads=0.0, faults=0.0, fast_reads=0.0, runq=Non
 ])
 def test_without_workers_the_main_process_counters_are_the_evidence(
         slow_cpu, reads, faults, expected):
-    text = evidence.interval_sentences(_main_iv(slow_cpu, reads=reads, faults=faults),
+    text = _sentences(_main_iv(slow_cpu, reads=reads, faults=faults),
                                        num_workers=0, cpus=2)
     assert text[0].startswith("num_workers=0, so the dataset runs in the main process: "
                               f"slow intervals held {slow_cpu:.2f} main-process CPU-s "
                               f"over 1.00 s ({slow_cpu:.1f} cores busy) against 1.80 over "
                               "2.00 s in fast ones (0.9 cores, the training step included)")
     assert sum(expected in t for t in text) == 1, text
-    assert text[-1] == (evidence.CAVEATS_WITH_READS if reads else evidence.CAVEATS)
+    assert text[-1] == (wording.CAVEATS_WITH_READS if reads else wording.CAVEATS)
     assert not any("worker-CPU" in t or "Storage counters unavailable" in t for t in text)
 
 
@@ -409,7 +414,7 @@ def test_reads_heavier_outside_the_stalls_are_not_blamed(slow_cpu, expected):
     """The training step reads 200 MB in the 2 s outside the stalls; 8 MB
     land in the stalls' windows (sampler resolution): not the stalls' cause."""
     iv = _main_iv(slow_cpu, reads=8e6, fast_reads=200e6)
-    text = evidence.interval_sentences(iv, num_workers=0, cpus=2)
+    text = _sentences(iv, num_workers=0, cpus=2)
     assert expected in text
     assert not any("suspect" in t or "may matter" in t for t in text)
 
@@ -418,7 +423,7 @@ def test_without_workers_unreadable_main_counters_say_why():
     iv = _main_iv(0.9)
     iv["slow"]["main_read_bytes"] = iv["fast"]["main_read_bytes"] = None
     iv["unavailable"]["main_read_bytes"] = "/proc/1/io: Permission denied"
-    text = evidence.interval_sentences(iv, num_workers=0, cpus=2)
+    text = _sentences(iv, num_workers=0, cpus=2)
     assert ("Storage counters unavailable (/proc/1/io: Permission denied): CPU-side "
             "versus storage cannot be told apart here.") in text
 
@@ -451,7 +456,7 @@ def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
         # wall time to; stat counts 10 ms ticks.
         assert slow["main_cpu_s"] >= 0.45, slow
         runnable = cores + (slow["main_runq_wait_s"] or 0) / slow["wall_s"]
-        assert runnable >= evidence.BUSY_SHARE, slow
+        assert runnable >= policy.BUSY_SHARE, slow
         assert "main process was mostly idle" not in text
     else:
         assert slow["main_cpu_s"] <= 0.15 and cores < 0.3, slow
@@ -462,7 +467,7 @@ def test_without_workers_run_queue_wait_counts_as_busy():
     """On a loaded host the main thread waits its turn: 0.3 cores on a CPU
     plus 0.4 in the run queue is CPU work held up, not an idle wait."""
     iv = _main_iv(0.3, runq=0.4)
-    text = evidence.interval_sentences(iv, num_workers=0, cpus=2)
+    text = _sentences(iv, num_workers=0, cpus=2)
     assert "(0.3 cores busy, 0.7 runnable)" in text[0]
     assert any("the cost is CPU-side dataset processing" in t for t in text)
     assert not any("mostly idle" in t for t in text)
@@ -500,11 +505,11 @@ def test_a_trace_of_reads_in_the_stalls_is_not_storage(reads, faults):
     fast = {"count": 9, "wall_s": 1.3, "worker_cpu_s": 0.1, "runq_wait_s": 0.0,
             "read_bytes": 0.0, "major_faults": 0.0, "worker_cores_busy": 0.08,
             "worker_cores_runnable": 0.08}
-    text = evidence.interval_sentences({"slow": slow, "fast": fast, "unavailable": {}},
+    text = _sentences({"slow": slow, "fast": fast, "unavailable": {}},
                                        num_workers=2, cpus=2)
     assert not any("suspect" in t or "may matter" in t for t in text), text
     assert any(t.startswith("During stalls the workers were mostly idle; it read only "
                             f"{reads / 1e3:.0f} kB with {faults:.0f} major fault")
                and t.endswith("a trace, not a storage bottleneck: the wait lies elsewhere "
                               "(IPC, the main process, locks).") for t in text), text
-    assert text[-1] == evidence.CAVEATS  # the page-cache caveat still applies
+    assert text[-1] == wording.CAVEATS  # the page-cache caveat still applies

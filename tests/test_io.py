@@ -11,7 +11,7 @@ import pytest
 
 import traceml
 
-from test_report import INFO, build, SYNTHETIC, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, SYNTHETIC, build, lockstep, records, loader_source  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,7 +84,6 @@ def _cli(*args):
                           text=True, env=env, cwd=ROOT, timeout=120)
 
 
-@pytest.mark.slow
 def test_cli_show_and_compare(run, tmp_path):
     a = run.save(tmp_path / "a.traceml")
     out = _cli("show", a, "--html", str(tmp_path / "a.html"))
@@ -103,7 +102,6 @@ def test_cli_reports_a_bad_file(tmp_path):
     assert out.returncode == 2 and "bad.traceml" in out.stderr
 
 
-@pytest.mark.slow
 def test_plot_and_html_embed(run):
     pytest.importorskip("matplotlib")
     fig = run.plot()

@@ -8,16 +8,10 @@ import pytest
 
 import traceml
 from traceml import _core, policy, wrapping
-from traceml.report import build as build_from
+from traceml.report import build as build_report
 
 # The sources the hand-made records belong to: build() reads no registry.
 SOURCES = {}
-
-
-def build(records, info, source_id, stall_threshold_s, **kwargs):
-    """report.build() over SOURCES (the loader_source fixture fills it)."""
-    return build_from(records, info, source_id, stall_threshold_s,
-                      sources=kwargs.pop("sources", SOURCES), **kwargs)
 
 MS = 1_000_000
 # A source id no test reaches by wrapping (ids count up from 1).
@@ -28,6 +22,13 @@ INFO = {
     "misuse": {},
     "probe_step_open": False,
 }
+
+
+def build(records, info, source_id, threshold, **kw):
+    """report.build over SOURCES (the loader_source fixture registers
+    SYNTHETIC there; without it the source is unknown)."""
+    return build_report(records, info, source_id, threshold,
+                        sources=kw.pop("sources", SOURCES), **kw)
 
 
 def records(wait_ns, compute_ns, epoch=None, source=SYNTHETIC, t0=10**12):
@@ -284,6 +285,6 @@ def test_misuse_notes_point_at_the_probe_misused():
     (1.5, "1.50 s"), (86400.0, "86400.00 s"), (9e9, "9e+09 s"),
 ])
 def test_durations_keep_three_digits_readable(seconds, text):
-    from traceml.render import fmt_s
+    from traceml.fmt import fmt_s
 
     assert fmt_s(seconds) == text

@@ -4,10 +4,9 @@ inputs."""
 import numpy as np
 import pytest
 
-from traceml import _core, policy
-from traceml.render import fmt_s
+from traceml import _core, policy, wording
 
-from test_report import INFO, build, SYNTHETIC, MS, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, SYNTHETIC, MS, build, lockstep, records, loader_source  # noqa: F401
 
 
 def test_equal_mean_different_shape(loader_source):  # noqa: F811
@@ -337,7 +336,7 @@ def _overtaking_summary(period, num_workers=4, overtaking=30):
 
 def test_overtaking_with_the_workers_period_blames_the_round(loader_source):  # noqa: F811
     loader_source(4)
-    nxt = policy.next_steps(_overtaking_summary(4), fmt_s)
+    nxt = wording.next_steps(_overtaking_summary(4))
     assert any("yet the stalls still recur every 4 steps: not one slow sample" in t
                for t in nxt)
 
@@ -346,7 +345,7 @@ def test_overtaking_with_another_period_does_not_blame_the_round(loader_source):
     """in_order=False, num_workers=4, one slow sample every 8 batches: the
     stalls follow the sample, so the workers' round is not the cause."""
     loader_source(4)
-    nxt = policy.next_steps(_overtaking_summary(8), fmt_s)
+    nxt = wording.next_steps(_overtaking_summary(8))
     assert not any("workers' round" in t for t in nxt), nxt
     assert any("30 deliveries overtook a slower batch: single slow samples" in t for t in nxt)
     assert any("The stalls recur every 8 steps while num_workers=4" in t for t in nxt)

@@ -13,8 +13,7 @@ torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402
 from traceml import _core  # noqa: E402
-from traceml.sweep import _bytes  # noqa: E402
-from traceml.render import fmt_s  # noqa: E402
+from traceml.fmt import fmt_bytes, fmt_s  # noqa: E402
 
 from burn import BurnDataset, OneCoreBurnDataset, StartTogether  # noqa: E402
 
@@ -458,6 +457,6 @@ def test_without_workers_the_stall_columns_hold_the_main_process():
     assert row["slow_major_faults"] == slow["main_major_faults"]
     line = str(res).splitlines()[1]
     cores_cell = f"{row['slow_worker_cores']:.1f}"
-    read_cell = _bytes(row["slow_read_bytes"])
+    read_cell = fmt_bytes(row["slow_read_bytes"])
     assert re.search(rf"\s{re.escape(cores_cell)}\s+{re.escape(read_cell)}\s+INPUT-BOUND$",
                      line), line

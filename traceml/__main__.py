@@ -1,5 +1,6 @@
 """Command line: ``python -m traceml show RUN`` and
-``python -m traceml compare A B ...`` on files written by Report.save."""
+``python -m traceml compare A B ...`` on files written by Report.save.
+Reads saved runs only; never records."""
 
 from __future__ import annotations
 

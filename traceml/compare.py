@@ -1,4 +1,10 @@
-"""traceml.compare(): runs side by side, each judged against the first."""
+"""traceml.compare(): runs side by side, each judged against the first.
+
+Holds the comparison workflow and its plain data; the verdict rule and its
+tolerances live in :mod:`traceml.policy`, the sentences in
+:mod:`traceml.wording`, the table in :mod:`traceml.render`.  Never touches
+the recording.
+"""
 
 from __future__ import annotations
 
@@ -6,64 +12,27 @@ import collections.abc
 import os
 from typing import Optional, Sequence
 
-from . import _core
-from .render import fmt_s
+from . import _core, policy, render, wording
+from .policy import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION  # noqa: F401 - re-exported
+from .result import Report
 
-# A change in mean input wait per step counts only when it exceeds both:
-# 10% of the baseline's mean input wait (mean fetch time moves by several
-# percent between identical runs on a shared machine), and 2% of the
-# baseline's mean step (below that, input wait cannot move training
-# throughput by more than 2%).
-REL_TOL = 0.10
-STEP_TOL = 0.02
-
-IMPROVEMENT = "IMPROVEMENT"
-REGRESSION = "REGRESSION"
-EQUIVALENT = "EQUIVALENT"
 BASELINE = "BASELINE"
-# The baseline or the run has no steady-state step (nothing recorded, or
-# only epoch-start fetches), so there is no mean wait to compare: neither
-# better, worse nor equal.
-NO_DATA = "NO-DATA"
-
-COLUMNS = (
-    ("label", "run"),
-    ("mean_wait_s", "mean fetch"),
-    ("median_wait_s", "median"),
-    ("p95_wait_s", "p95"),
-    ("stalls", "stalls>thr"),
-    ("median_gap", "stall gap"),
-    ("overtaking", "overtakes"),
-    ("input_share", "input share"),
-    ("diagnosis", "diagnosis"),
-    ("shape", "shape"),
-    ("verdict", "verdict"),
-)
 
 
 def verdict(base: dict, run: dict) -> tuple[str, str]:
     """(verdict, why) of ``run`` against ``base`` (report summaries), on
-    mean input wait per steady-state step with the tolerances above.
+    mean input wait per steady-state step, by policy.compare_means:
+    beyond max(policy.REL_TOL of the baseline's mean wait, policy.STEP_TOL
+    of its mean step).
 
     The verdict is IMPROVEMENT, REGRESSION or EQUIVALENT, or NO_DATA
     ("NO-DATA") when either summary has no steady-state mean wait; ``why``
     then says which of the two has none.  Only IMPROVEMENT and REGRESSION
     mean a difference beyond the tolerance.
     """
-    b = base["input_wait_s"]["mean"]
-    r = run["input_wait_s"]["mean"]
-    if b is None or r is None:
-        which = ("either run" if b is None and r is None
-                 else "the baseline" if b is None else "this run")
-        return NO_DATA, f"no steady-state steps in {which}: no mean fetch to compare"
-    step = base["step_s"]["mean"] or 0.0
-    tol = max(REL_TOL * b, STEP_TOL * step)
-    delta = r - b
-    why = (f"mean fetch {fmt_s(b)} -> {fmt_s(r)} ({'+' if delta >= 0 else '-'}"
-           f"{fmt_s(abs(delta))}; tolerance {fmt_s(tol)})")
-    if abs(delta) <= tol:
-        return EQUIVALENT, why
-    return (IMPROVEMENT if delta < 0 else REGRESSION), why
+    v = policy.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
+                             base["step_s"]["mean"])
+    return v.label, wording.verdict_why(v)
 
 
 def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
@@ -98,12 +67,14 @@ def _distinct(names: list[str]) -> list[str]:
 
 
 class Comparison:
-    """Runs side by side.  ``rows`` (list of dicts, keys of COLUMNS plus
-    ``why``; ``verdict`` is BASELINE for the first row, then IMPROVEMENT,
-    REGRESSION, EQUIVALENT or NO-DATA), ``threshold_s`` (the baseline's
-    stall threshold, applied to every run so that stall counts and median
-    stall gaps compare; None, and no stalls counted, when the baseline has
-    no steady-state steps), ``str()``, ``_repr_html_()``, ``to_dict()``."""
+    """Runs side by side.  ``rows`` (list of dicts: label, mean_wait_s,
+    median_wait_s, p95_wait_s, stalls, median_gap, overtaking,
+    input_share, diagnosis, shape, verdict, why; ``verdict`` is BASELINE
+    for the first row, then IMPROVEMENT, REGRESSION, EQUIVALENT or
+    NO-DATA), ``threshold_s`` (the baseline's stall threshold, applied to
+    every run so that stall counts and median stall gaps compare; None, and
+    no stalls counted, when the baseline has no steady-state steps),
+    ``str()``, ``_repr_html_()``, ``to_dict()``."""
 
     def __init__(self, rows: list[dict], threshold_s: Optional[float]):
         self.rows = rows
@@ -115,55 +86,13 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"threshold_s": self.threshold_s, "rows": [dict(r) for r in self.rows],
-                "tolerance": {"relative": REL_TOL, "step_share": STEP_TOL}}
-
-    def _cells(self) -> list[list[str]]:
-        out = []
-        for r in self.rows:
-            out.append([
-                r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]),
-                fmt_s(r["p95_wait_s"]), "-" if r["stalls"] is None else str(r["stalls"]),
-                "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
-                "-" if r["overtaking"] is None else str(r["overtaking"]),
-                "-" if r["input_share"] is None else f"{100 * r['input_share']:.1f}%",
-                r["diagnosis"], r["shape"] or "-", r["verdict"],
-            ])
-        return out
-
-    def _threshold_text(self) -> str:
-        if self.threshold_s is None:
-            return ("no stalls counted: the baseline has no steady-state steps to set "
-                    "the threshold")
-        return (f"stalls and stall gaps counted at the baseline's threshold, "
-                f"{fmt_s(self.threshold_s)}")
+                "tolerance": {"relative": policy.REL_TOL, "step_share": policy.STEP_TOL}}
 
     def __str__(self) -> str:
-        head = [h for _, h in COLUMNS]
-        cells = self._cells()
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-        line = lambda row: "  ".join(v.ljust(w) if i == 0 else v.rjust(w)  # noqa: E731
-                                     for i, (v, w) in enumerate(zip(row, widths)))
-        out = [self._threshold_text(), line(head)]
-        out.extend(line(c) for c in cells)
-        out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in self.rows[1:])
-        return "\n".join(out)
+        return render.comparison_text(self.to_dict())
 
     def _repr_html_(self) -> str:
-        import html
-
-        e = html.escape
-        cell = 'style="padding:2px 8px;text-align:right"'
-        head = "".join(f"<th {cell}>{e(h)}</th>" for _, h in COLUMNS)
-        body = "".join(
-            "<tr>" + "".join(f"<td {cell}>{e(v)}</td>" for v in c) + "</tr>"
-            for c in self._cells()
-        )
-        notes = "".join(f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
-                        for r in self.rows[1:])
-        return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
-                f"<div>{e(self._threshold_text())}</div>"
-                f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
-                f"{notes}</div>")
+        return render.comparison_html(self.to_dict())
 
 
 def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
@@ -180,8 +109,8 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         A :class:`Comparison`: per run mean fetch, median, p95, stalls over
         the baseline's threshold, median stall gap, input share, diagnosis,
         shape, and a verdict against the first run: IMPROVEMENT, REGRESSION
-        or EQUIVALENT on mean input wait per step, within max(10% of the
-        baseline's mean wait, 2% of its mean step); NO-DATA when the
+        or EQUIVALENT on mean input wait per step, within max(policy.REL_TOL
+        of the baseline's mean wait, policy.STEP_TOL of its mean step); NO-DATA when the
         baseline or the run has no steady-state steps (e.g. a report of
         nothing recorded), with ``why`` naming which.  The first run is
         the baseline by position: passing the same Report twice gives
@@ -194,9 +123,6 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             not a readable traceml run.
         FileNotFoundError: a path that does not exist.
     """
-    from .io import load as load_report
-    from .report import Report
-
     if not runs:
         raise ValueError("compare(): give at least one run")
     reports, names = [], []
@@ -205,7 +131,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             reports.append(run)
             names.append(run.summary["source"])
         elif isinstance(run, (str, os.PathLike)):
-            reports.append(load_report(run))
+            reports.append(Report.load(run))
             names.append(os.path.basename(os.fspath(run)))
         else:
             raise TypeError(
@@ -235,7 +161,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     for i, (name, rep) in enumerate(zip(names, reports)):
         s = rep.summary
         if i == 0:
-            v, why = BASELINE, "the baseline"
+            v, why = BASELINE, wording.BASELINE_WHY
         else:
             v, why = verdict(base, s)
         stalls, gap = _stalls_over(rep, threshold) if threshold is not None else (None, None)

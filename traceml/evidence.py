@@ -1,7 +1,8 @@
 """Worker and delivery evidence: which batch came from where, worker
 processes and their /proc counters in slow and fast intervals, stuck
 fetches, and the host.  Pure functions of what the C store and sampler
-recorded; the sentences they produce quote only numbers that were read.
+recorded, returning numbers and finding codes; :mod:`traceml.wording`
+words them, and nothing here draws or reads the live process.
 """
 
 from __future__ import annotations
@@ -11,36 +12,15 @@ from typing import Optional
 
 import numpy as np
 
-from . import _core
-from .render import fmt_s
+from . import _core, policy
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-# During a stall, workers count as busy when they are runnable -- on a CPU
-# or waiting in the run queue for one -- for at least half of the CPUs
-# they could use (min(num_workers, usable CPUs)).  Counting run-queue wait
-# keeps CPU-bound workers on an oversubscribed host from looking idle.
-BUSY_SHARE = 0.5
-# Run-queue wait counts as contention when, on average, at least half a
-# worker was runnable but not running during stalls.
-CONTENTION_RUNQ_PER_WALL = 0.5
-
-# The reason a worker counter is null for a loader with num_workers=0.
+# Why a counter is null (values of ``intervals()["unavailable"]`` besides
+# the /proc error read): a loader with num_workers=0 has no workers, or
+# the sampler never read the counter.
 NO_WORKERS = "no worker processes"
-
-CAVEATS = (
-    "Caveats: read_bytes 0 does not rule out page-cache effects (a cached "
-    "read costs CPU, not storage); nothing here measures CPU cache misses "
-    "or isolates the scheduler."
-)
-# Once the stalls did read from storage in earnest, the page-cache caveat
-# is moot.
-CAVEATS_WITH_READS = ("Caveats: nothing here measures CPU cache misses or isolates "
-                      "the scheduler.")
-
-
-def _caveats(reads_matter: bool) -> str:
-    return CAVEATS_WITH_READS if reads_matter else CAVEATS
+NO_READING = "no reading of this counter"
 
 
 # --- host ------------------------------------------------------------------------
@@ -234,7 +214,7 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
                 series.append((pid, s))
         if not series:
             unavailable[name] = _reason(info, pids, file) or (
-                "no reading of this counter" if pids else NO_WORKERS)
+                NO_READING if pids else NO_WORKERS)
             for k in kinds:
                 out[k][name] = None
             continue
@@ -270,30 +250,24 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     return out
 
 
-# Reads below these rates during stalls are a trace (a page of a module, a
-# log line, one fault), not a storage bottleneck: a loader held up by storage
-# moves tens of MB/s or more.  1 MB/s is 256 pages of 4 KiB a second.
-MIN_STALL_READ_BYTES_PER_S = 1e6
-MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
-
-
 # What the stalls' reads amount to (see _stall_reads).
 NO_READS, TRACE_READS, LIGHTER_READS, HEAVY_READS = "none", "trace", "lighter", "heavy"
 
 
 def _stall_reads(slow: dict, fast: dict, read_key: str, fault_key: str) -> str:
     """What read_bytes (``read_key``) and major faults (``fault_key``) in the
-    stalls amount to: NO_READS; TRACE_READS, both under the rates above;
+    stalls amount to: NO_READS; TRACE_READS, both under
+    policy.MIN_STALL_READ_BYTES_PER_S and MIN_STALL_MAJOR_FAULTS_PER_S;
     LIGHTER_READS, no heavier per second than outside the stalls (the
-    training step may read files too, and at the sampler's 20 ms
-    resolution some of its reads spill into the stalls' windows); or
-    HEAVY_READS, storage read in earnest."""
+    training step may read files too, and at the sampler's period some of
+    its reads spill into the stalls' windows); or HEAVY_READS, storage
+    read in earnest."""
     slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
     if not (slow.get(read_key) or slow.get(fault_key)):
         return NO_READS
     lighter = False
-    for key, floor in ((read_key, MIN_STALL_READ_BYTES_PER_S),
-                       (fault_key, MIN_STALL_MAJOR_FAULTS_PER_S)):
+    for key, floor in ((read_key, policy.MIN_STALL_READ_BYTES_PER_S),
+                       (fault_key, policy.MIN_STALL_MAJOR_FAULTS_PER_S)):
         rate = (slow.get(key) or 0.0) / slow_wall if slow_wall > 0 else 0.0
         if rate < floor:
             continue
@@ -303,113 +277,85 @@ def _stall_reads(slow: dict, fast: dict, read_key: str, fault_key: str) -> str:
     return LIGHTER_READS if lighter else TRACE_READS
 
 
-def _storage_verdict(who: str, slow: dict, fast: dict, read_key: str, fault_key: str,
-                     busy: bool, idle_known: bool) -> Optional[str]:
-    """The sentence on CPU-side work versus storage reads during stalls, for
-    ``who`` ("the workers" or "the main process"), from the counters
-    ``read_key`` (read_bytes) and ``fault_key`` (major faults) of the slow
-    and fast intervals; storage counts only for HEAVY_READS
-    (:func:`_stall_reads`)."""
-    was = "was" if who == "the main process" else "were"
-    reads, faults = slow[read_key], slow[fault_key]
-    fast_reads, fast_faults = fast.get(read_key) or 0.0, fast.get(fault_key) or 0.0
-    slow_wall, fast_wall = slow["wall_s"], fast["wall_s"]
+def _storage_finding(who: str, slow: dict, fast: dict, read_key: str, fault_key: str,
+                     busy: bool, idle_known: bool) -> Optional[tuple[str, dict]]:
+    """CPU-side work versus storage reads during stalls, for ``who``
+    ("workers" or "main"), from the counters ``read_key`` (read_bytes) and
+    ``fault_key`` (major faults) of the slow and fast intervals; storage
+    counts only for HEAVY_READS (:func:`_stall_reads`).  Codes:
+    "cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads", "idle",
+    "storage", "cpu_and_storage"; None when nothing can be said (not busy,
+    capacity unknown)."""
     kind = _stall_reads(slow, fast, read_key, fault_key)
-
-    def rate(amount: float, wall: float) -> str:
-        return f"{amount / wall / 1e6:.1f} MB/s" if wall > 0 else "-"
-
-    if kind == NO_READS and fast_reads == 0 and fast_faults == 0 and busy:
-        return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
-                "dataset processing, not storage reads.")
+    params = {"who": who, "reads": kind,
+              "read_bytes": slow[read_key], "major_faults": slow[fault_key],
+              "wall_s": slow["wall_s"],
+              "fast_read_bytes": fast.get(read_key) or 0.0,
+              "fast_major_faults": fast.get(fault_key) or 0.0,
+              "fast_wall_s": fast["wall_s"]}
+    if kind == NO_READS and busy and not (params["fast_read_bytes"]
+                                          or params["fast_major_faults"]):
+        return "cpu_no_reads_anywhere", params
     if kind == NO_READS and busy:
-        return (f"No storage reads or major faults during stalls while {who} {was} "
-                "busy: the stalls are CPU-side dataset processing.")
+        return "cpu_no_reads", params
     if kind != HEAVY_READS:
-        lighter = {
-            NO_READS: "",
-            TRACE_READS: (f"; it read only {reads / 1e3:.0f} kB with {faults:.0f} major "
-                          f"fault{'s' if faults != 1 else ''}: a trace, not a storage "
-                          "bottleneck"),
-            LIGHTER_READS: (f"; its reads ({reads / 1e6:.1f} MB, {rate(reads, slow_wall)}) "
-                            "were no heavier than outside the stalls "
-                            f"({rate(fast_reads, fast_wall)})"),
-        }[kind]
         if busy:
-            return (f"During stalls {who} {was} busy{lighter}: the stalls are CPU-side "
-                    "dataset processing, not storage reads.")
-        if idle_known:
-            elsewhere = ("a sleep, a lock, the network" if who == "the main process"
-                         else "IPC, the main process, locks")
-            return (f"During stalls {who} {was} mostly idle"
-                    + (" and read nothing from storage" if kind == NO_READS else lighter)
-                    + f": the wait lies elsewhere ({elsewhere}).")
-        return None
-    heavy = (f"{reads / 1e6:.1f} MB from storage ({rate(reads, slow_wall)} against "
-             f"{rate(fast_reads, fast_wall)} outside the stalls) with {faults:.0f} major faults")
-    if not busy:
-        return (f"During stalls {who} read {heavy} while keeping few cores busy: storage "
-                "reads are the suspect.")
-    return (f"During stalls {who} {was} busy and also read {heavy}: both CPU work and "
-            "storage may matter.")
+            return "cpu_light_reads", params
+        return ("idle", params) if idle_known else None
+    return ("cpu_and_storage" if busy else "storage"), params
 
 
-def _main_process_sentences(iv: dict) -> list[str]:
+def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
     """num_workers=0: the dataset runs inside next() in the main process, so
     its CPU time and storage counters during stalls tell CPU-side work from
     storage reads.  Busy: runnable (on a CPU, or the main thread waiting in
-    the run queue for one) for at least BUSY_SHARE of the stalls' wall
-    time, so that a loaded host does not make CPU work look idle."""
+    the run queue for one) for at least policy.BUSY_SHARE of the stalls'
+    wall time, so that a loaded host does not make CPU work look idle."""
     slow, fast = iv["slow"], iv["fast"]
     cpu = slow.get("main_cpu_s")
     if cpu is None or slow["wall_s"] <= 0:
-        why = iv["unavailable"].get("main_cpu_s", "no reading")
-        return [f"Main-process counters unavailable ({why}): CPU-side versus storage "
-                "cannot be told apart here."]
-    cores, runnable = slow["main_cores_busy"], slow["main_cores_runnable"]
-    out = [f"num_workers=0, so the dataset runs in the main process: slow intervals held "
-           f"{cpu:.2f} main-process CPU-s over {slow['wall_s']:.2f} s ({cores:.1f} cores "
-           + (f"busy, {runnable:.1f} runnable" if slow.get("main_runq_wait_s") is not None
-              else "busy")
-           + f") against {fast['main_cpu_s']:.2f} over {fast['wall_s']:.2f} s in fast "
-           f"ones ({fast['main_cores_busy'] or 0.0:.1f} cores, the training step included)."]
+        return [("main_unavailable", {"why": iv["unavailable"].get("main_cpu_s", "no reading")})]
+    runnable = slow["main_cores_runnable"]
+    out = [("main_cpu", {
+        "cpu_s": cpu, "wall_s": slow["wall_s"], "cores": slow["main_cores_busy"],
+        "runnable": runnable if slow.get("main_runq_wait_s") is not None else None,
+        "fast_cpu_s": fast["main_cpu_s"], "fast_wall_s": fast["wall_s"],
+        "fast_cores": fast["main_cores_busy"] or 0.0})]
     reads, faults = slow.get("main_read_bytes"), slow.get("main_major_faults")
     if reads is None or faults is None:
         why = (iv["unavailable"].get("main_read_bytes")
                or iv["unavailable"].get("main_major_faults"))
-        out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
-                   "cannot be told apart here.")
+        out.append(("storage_unavailable", {"why": why}))
     else:
-        text = _storage_verdict("the main process", slow, fast, "main_read_bytes",
-                                "main_major_faults", runnable >= BUSY_SHARE, True)
-        if text:
-            out.append(text)
-    out.append(_caveats(reads is not None and faults is not None and _stall_reads(
-        slow, fast, "main_read_bytes", "main_major_faults") == HEAVY_READS))
+        found = _storage_finding("main", slow, fast, "main_read_bytes", "main_major_faults",
+                                 runnable >= policy.BUSY_SHARE, True)
+        if found:
+            out.append(found)
+    out.append(("caveats", {"reads_matter": reads is not None and faults is not None
+                            and _stall_reads(slow, fast, "main_read_bytes",
+                                             "main_major_faults") == HEAVY_READS}))
     return out
 
 
-def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
-                       cpus: Optional[int]) -> list[str]:
-    """What the slow/fast comparison says, with its caveats."""
+def interval_findings(iv: Optional[dict], num_workers: Optional[int],
+                      cpus: Optional[int]) -> list[tuple[str, dict]]:
+    """What the slow/fast comparison of :func:`intervals` says, as
+    (code, numbers) items ending with the caveats; :func:`traceml.wording.
+    evidence_sentences` words them.  Empty without stalls."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
     if num_workers == 0:
-        return _main_process_sentences(iv)
+        return _main_process_findings(iv)
     slow, fast = iv["slow"], iv["fast"]
     out = []
     if slow.get("worker_cpu_s") is not None:
-        def cores(iv_kind):
-            text = f"{iv_kind['worker_cores_busy'] or 0:.1f} cores busy"
-            if iv_kind.get("worker_cores_runnable") is not None:
-                text += f", {iv_kind['worker_cores_runnable']:.1f} runnable"
-            return text
-
-        out.append(
-            f"Slow intervals held {slow['worker_cpu_s']:.2f} worker-CPU-s over "
-            f"{slow['wall_s']:.2f} s ({cores(slow)}) against {fast['worker_cpu_s']:.2f} "
-            f"over {fast['wall_s']:.2f} s in fast ones ({cores(fast)})."
-        )
+        out.append(("worker_cpu", {
+            "cpu_s": slow["worker_cpu_s"], "wall_s": slow["wall_s"],
+            "cores": slow["worker_cores_busy"] or 0,
+            "runnable": slow.get("worker_cores_runnable"),
+            "fast_cpu_s": fast["worker_cpu_s"], "fast_wall_s": fast["wall_s"],
+            "fast_cores": fast["worker_cores_busy"] or 0,
+            "fast_runnable": fast.get("worker_cores_runnable")}))
     reads = slow.get("read_bytes")
     faults = slow.get("major_faults")
     capacity = min(num_workers or 0, cpus or 0) or None
@@ -417,53 +363,50 @@ def interval_sentences(iv: Optional[dict], num_workers: Optional[int],
     if demand is None:
         demand = slow.get("worker_cores_busy")
     busiest = slow.get("busiest_worker_cores")
-    busy = ((demand is not None and capacity is not None and demand >= BUSY_SHARE * capacity)
-            or (busiest is not None and busiest >= BUSY_SHARE))
+    share = policy.BUSY_SHARE
+    busy = ((demand is not None and capacity is not None and demand >= share * capacity)
+            or (busiest is not None and busiest >= share))
     if busy and busiest is not None and capacity and capacity > 1 and (
-            demand is None or demand < BUSY_SHARE * capacity):
-        out.append(f"One worker stayed busy through the stalls ({busiest:.1f} cores) "
-                   "while the others had little to do: one slow batch held the line.")
+            demand is None or demand < share * capacity):
+        out.append(("one_worker_busy", {"cores": busiest}))
     if reads is not None and faults is not None:
-        text = _storage_verdict("the workers", slow, fast, "read_bytes", "major_faults",
-                                busy, capacity is not None)
-        if text:
-            out.append(text)
+        found = _storage_finding("workers", slow, fast, "read_bytes", "major_faults",
+                                 busy, capacity is not None)
+        if found:
+            out.append(found)
     else:
         why = iv["unavailable"].get("read_bytes") or iv["unavailable"].get("major_faults")
-        out.append(f"Storage counters unavailable ({why}): CPU-side versus storage "
-                   "cannot be told apart here.")
+        out.append(("storage_unavailable", {"why": why}))
     runq = slow.get("runq_wait_s")
-    if runq is not None and slow["wall_s"] > 0 and runq / slow["wall_s"] >= CONTENTION_RUNQ_PER_WALL:
-        text = (f"Workers waited {runq:.2f} s in the run queue during stalls: "
-                "runnable but not running")
-        if num_workers and cpus and num_workers > cpus:
-            text += f" ({num_workers} workers on {cpus} CPUs)"
-        elif num_workers and cpus:
-            text += (f" although {num_workers} workers fit on {cpus} CPUs: other "
-                     "threads or processes, the training loop's own included, competed "
-                     "for the CPUs")
-        out.append(text + ", which stretches each batch.")
-    out.append(_caveats(reads is not None and faults is not None and _stall_reads(
-        slow, fast, "read_bytes", "major_faults") == HEAVY_READS))
+    if (runq is not None and slow["wall_s"] > 0
+            and runq / slow["wall_s"] >= policy.CONTENTION_RUNQ_PER_WALL):
+        out.append(("run_queue", {"runq_s": runq, "num_workers": num_workers, "cpus": cpus}))
+    out.append(("caveats", {"reads_matter": reads is not None and faults is not None
+                            and _stall_reads(slow, fast, "read_bytes",
+                                             "major_faults") == HEAVY_READS}))
     return out
 
 
 def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
-            samples: np.ndarray, info: dict) -> Optional[dict]:
-    """The ``workers`` section of a report for a DataLoader source."""
+            samples: np.ndarray, info: dict, main_pid: Optional[int] = None) -> Optional[dict]:
+    """The ``workers`` section of a report for a DataLoader source, its
+    ``findings`` being :func:`interval_findings` (``evidence``, their
+    sentences, is added by the report).  ``main_pid`` is the training
+    process (default: the main process the sampler read, if any)."""
     facts = getattr(src, "epoch_facts", None)
     if not facts or src.loader is None:
         return None
     pids = sorted({p for f in facts.values() for p in (f["worker_pids"] or [])})
-    main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
-    main_pid = main[0] if main else os.getpid()
+    if main_pid is None:
+        main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
+        main_pid = main[0] if main else None
     # Readings of this run were lost when the ring wrapped after it began.
     lost = False
     if len(steps) and any(f.get("watched") for f in facts.values()):
         lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
         lost = bool(info.get("overwritten")) and len(samples) > 0 and samples["t_ns"].min() > lo
-        samples = samples[(samples["t_ns"] >= lo - info["period_s"] * 2e9)
-                          & (samples["t_ns"] <= hi + info["period_s"] * 2e9)]
+        margin = info["period_s"] * policy.SAMPLE_MARGIN_PERIODS * 1e9
+        samples = samples[(samples["t_ns"] >= lo - margin) & (samples["t_ns"] <= hi + margin)]
     else:
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
@@ -498,8 +441,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             "cpu_share": busy_s / run_s if run_s > 0 else None,
         },
         "intervals": iv,
-        "evidence": interval_sentences(iv, (src.loader or {}).get("num_workers"),
-                                       facts[max(facts)]["usable_cpus"]),
+        "findings": interval_findings(iv, (src.loader or {}).get("num_workers"),
+                                      facts[max(facts)]["usable_cpus"]),
     }
 
 
@@ -530,25 +473,3 @@ def stuck(events: list[dict], source_id: int, steps: np.ndarray) -> list[dict]:
             "worker_cpu_s_during_wait": cpu,
         })
     return out
-
-
-def stuck_sentence(ev: dict) -> str:
-    who = ""
-    if ev["oldest_rank"] is not None:
-        who = f" for batch rank {ev['oldest_rank']}"
-        if ev["worker"] is not None:
-            who += f" held by worker {ev['worker']}"
-            if ev["pid"]:
-                who += f" (pid {ev['pid']}, state {ev['state'] or '?'}"
-                if ev["worker_cpu_s_during_wait"] is not None:
-                    who += f", {ev['worker_cpu_s_during_wait']:.2f} CPU-s during the wait"
-                who += ")"
-    if ev["still_waiting"]:
-        status = "still waiting"
-    elif ev["step"] is not None:
-        status = "then returned a batch"
-    else:
-        # No step begins at the stuck fetch: it ended without a batch.
-        status = "then ended without a batch (an exception, or the loop stopped)"
-    return (f"STUCK: fetch {ev['step_in_epoch']} of epoch {ev['epoch']} waited "
-            f"{fmt_s(ev['waited_s'])}{who}; {status}.")

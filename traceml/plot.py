@@ -1,6 +1,7 @@
 """Figures, built on ``matplotlib.figure.Figure`` (never pyplot's global
 state, so a notebook never shows a figure twice).  matplotlib is optional:
-everything else in traceml works without it."""
+everything else in traceml works without it.  Draws plain summaries and
+step arrays; never measures or decides."""
 
 from __future__ import annotations
 

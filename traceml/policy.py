@@ -1,7 +1,9 @@
 """Every threshold and rule traceml applies, each with where it comes from.
 
-Pure functions over NumPy arrays of nanoseconds: the same arrays in, the
-same verdict out, so every rule is tested on hand-made inputs.
+Pure functions over NumPy arrays of nanoseconds and plain numbers: the
+same inputs in, the same codes and numbers out, so every rule is tested on
+hand-made inputs.  No sentence is built here (:mod:`traceml.wording` words
+the codes) and nothing is measured or drawn.
 """
 
 from __future__ import annotations
@@ -27,29 +29,29 @@ BALANCED = "BALANCED"
 NO_DATA = "NO-DATA"
 
 
-def diagnose(input_share: Optional[float]) -> tuple[str, str]:
-    """(label, rule) for the share of step time spent waiting for input.
+class Diagnosis(NamedTuple):
+    """The diagnosis label and the input share (total input wait / total
+    step time, None without steps) it was read from."""
+
+    label: str
+    share: Optional[float]
+
+
+def diagnose(input_share: Optional[float]) -> Diagnosis:
+    """(label, share) for the share of step time spent waiting for input:
+    INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
+    COMPUTE_BOUND_SHARE, BALANCED between.
 
     ``input_share`` is total input wait / total step time over steady-state
     steps; None (no steps) gives NO-DATA.
     """
     if input_share is None or not math.isfinite(input_share):
-        return NO_DATA, "no steady-state steps recorded"
-    pct = f"{100 * input_share:.1f}%"
+        return Diagnosis(NO_DATA, None)
     if input_share >= INPUT_BOUND_SHARE:
-        return INPUT_BOUND, (
-            f"input wait is {pct} of step time (>= 20%: TensorFlow's "
-            "input-pipeline analyzer calls this highly input-bound)"
-        )
+        return Diagnosis(INPUT_BOUND, input_share)
     if input_share < COMPUTE_BOUND_SHARE:
-        return COMPUTE_BOUND, (
-            f"input wait is {pct} of step time (< 5%: TensorFlow's "
-            "input-pipeline analyzer calls this not input-bound)"
-        )
-    return BALANCED, (
-        f"input wait is {pct} of step time (5% to 20%: moderately "
-        "input-bound in TensorFlow's input-pipeline analyzer)"
-    )
+        return Diagnosis(COMPUTE_BOUND, input_share)
+    return Diagnosis(BALANCED, input_share)
 
 
 # --- stall threshold ---------------------------------------------------------
@@ -61,6 +63,8 @@ STALL_FLOOR_S = 1e-3
 STALL_FLOOR_STEP_SHARE = 0.20
 # Every fetch is slow when even the 10th-percentile wait clears the floor.
 ALL_SLOW_PERCENTILE = 10.0
+# The large-wait percentile the threshold is a share of (below).
+STALL_PERCENTILE = 95.0
 # Otherwise a stall is a *large* wait: above half the p95 wait.  Measured on
 # this project's CPU-burning DataLoader runs (tests/test_dataloader.py): on
 # a 2-core host with 4 workers, workers share the cores and finish in
@@ -89,17 +93,33 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
     return split["threshold_ns"]
 
 
+# The stall rule's codes (StallRule.code); :mod:`traceml.wording` words them.
+RULE_GIVEN = "given"            # the caller's threshold, absolute
+RULE_NO_STEPS = "no_steps"      # no steady-state steps: STALL_FLOOR_S
+RULE_FLOOR = "floor"            # the floor (below)
+RULE_P95 = "p95"                # STALL_P95_SHARE of the p95 wait
+RULE_OTSU = "otsu"              # the Otsu split of log(wait)
+RULE_ALL_SLOW = "all_slow"      # every fetch slow, one group: the floor
+RULE_ALL_SLOW_SPLIT = "all_slow_split"  # every fetch slow, large waits on top
+
+
 class StallRule(NamedTuple):
-    """What the stall threshold rule decided; ``floor_ns`` is max(1 ms, 20%
-    of the median step), below which a wait is not material; ``all_slow``
-    says that even the p10 wait clears it (every fetch is slow, whether or
-    not larger stalls stand out on top)."""
+    """What the stall threshold rule decided.
+
+    ``code`` is one of the RULE_* codes; for RULE_ALL_SLOW_SPLIT, ``basis``
+    names the candidate that set the threshold (RULE_FLOOR, RULE_P95 or
+    RULE_OTSU).  ``floor_ns`` is max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE
+    of the median step) in ns, below which a wait is not material; ``all_slow`` says that even the p10 wait
+    clears it (every fetch is slow, whether or not larger stalls stand out
+    on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN."""
 
     threshold_ns: int
-    rule: str
+    code: str
     every_fetch_slow: bool
-    floor_ns: float = STALL_FLOOR_S * 1e9
+    floor_ns: float
     all_slow: bool = False
+    given_s: Optional[float] = None
+    basis: Optional[str] = None
 
 
 def stall_threshold_ns(
@@ -111,35 +131,34 @@ def stall_threshold_ns(
     Given ``given_s`` (seconds), the threshold is that, absolute
     (``5`` reproduces the common "> 5 s stall" convention).  Otherwise:
 
-    * floor = max(1 ms, 20% of the median step);
+    * floor = max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE of the median step);
     * every fetch slow (p10 wait > floor) in one group: the floor, so every
       slow fetch is a stall;
-    * else the largest of the floor, half the p95 wait, and the Otsu split
-      of log(wait) when the waits form two separate groups: this keeps the
-      recurring large stalls of "mostly fast input with stalls" and leaves
-      out both noise and the small waits inside a burst.  The same holds
-      when every fetch is slow but a separate group of large waits (at
-      most half the fetches) stands out: those are the stalls.
+    * else the largest of the floor, STALL_P95_SHARE of the p95 wait, and
+      the Otsu split of log(wait) when the waits form two separate groups:
+      this keeps the recurring large stalls of "mostly fast input with
+      stalls" and leaves out both noise and the small waits inside a
+      burst.  The same holds when every fetch is slow but a separate group
+      of large waits (at most half the fetches) stands out: those are the
+      stalls.
 
     ``every_fetch_slow`` reports the second case (also when a given
     threshold is used: p10 wait above the threshold).
     """
     if len(wait_ns) == 0:
+        floor = STALL_FLOOR_S * 1e9
         if given_s is not None:
-            return StallRule(int(round(given_s * 1e9)), f"given: wait > {given_s:g} s", False)
-        return StallRule(int(STALL_FLOOR_S * 1e9), "auto: no steady-state steps", False)
-    p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, 95.0])
+            return StallRule(int(round(given_s * 1e9)), RULE_GIVEN, False, floor, given_s=given_s)
+        return StallRule(int(floor), RULE_NO_STEPS, False, floor)
+    p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, STALL_PERCENTILE])
     median_step = _core.percentiles(step_ns, 50.0)
     floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
     if given_s is not None:
         threshold = int(round(given_s * 1e9))
-        return StallRule(threshold, f"given: wait > {given_s:g} s", bool(p10 > threshold), floor,
-                         bool(p10 > floor))
+        return StallRule(threshold, RULE_GIVEN, bool(p10 > threshold), floor,
+                         bool(p10 > floor), given_s=given_s)
     every_slow = bool(p10 > floor)
-    candidates = {
-        "floor max(1 ms, 20% of median step)": floor,
-        "half the p95 wait": STALL_P95_SHARE * p95,
-    }
+    candidates = {RULE_FLOOR: floor, RULE_P95: STALL_P95_SHARE * p95}
     if every_slow:
         # Every fetch is slow, yet a separate group of much larger waits on
         # top is still a set of stalls with a cadence of its own: one slow
@@ -148,26 +167,17 @@ def stall_threshold_ns(
         # (a batch already prefetched, microseconds) would form a third
         # group in log(wait) and hide the other two.
         split = bimodal_split_ns(wait_ns[wait_ns > floor])
-        split_name = "Otsu split between slow and stalled fetches"
     else:
         split = bimodal_split_ns(wait_ns)
-        split_name = "Otsu split between fast and slow fetches"
     if split is not None:
-        candidates[split_name] = split
-    name = max(candidates, key=candidates.get)
-    threshold = int(candidates[name])
+        candidates[RULE_OTSU] = split
+    basis = max(candidates, key=candidates.get)
+    threshold = int(candidates[basis])
     if not every_slow:
-        return StallRule(threshold, f"auto: {name}", False, floor)
+        return StallRule(threshold, basis, False, floor)
     if not _stands_out(wait_ns, threshold):
-        return StallRule(int(floor), (
-            "auto: every fetch is slow (p10 wait > floor); floor "
-            "max(1 ms, 20% of median step)"
-        ), True, floor, True)
-    return StallRule(threshold, (
-        "auto: every fetch is slow (p10 wait > floor) and a separate group of "
-        f"large waits stands out (at least {MIN_GROUP_ON_TOP}, at most half the fetches, "
-        f"typically {BIMODAL_MIN_RATIO:g}x the rest); {name}"
-    ), False, floor, True)
+        return StallRule(int(floor), RULE_ALL_SLOW, True, floor, True)
+    return StallRule(threshold, RULE_ALL_SLOW_SPLIT, False, floor, True, basis=basis)
 
 
 # A group of large waits on top of slow fetches needs at least two members:
@@ -206,30 +216,39 @@ HEAVY_TAILED = "HEAVY-TAILED"
 HEAVY_TAIL_MAX_STALL_SHARE = 0.5
 
 
+# The shape rule's codes (second item of shape()'s answer).
+SHAPE_NO_STALLS = "no_stalls"          # FAST
+SHAPE_EVERY_SLOW = "every_slow"        # UNIFORMLY-SLOW: p10 wait past the threshold
+SHAPE_MOST_STALL = "most_stall"        # UNIFORMLY-SLOW: over half the fetches stall
+SHAPE_SLOW_BETWEEN = "slow_between"    # UNIFORMLY-SLOW: calm fetches slow too
+SHAPE_HEAVY_TAIL = "heavy_tail"        # HEAVY-TAILED
+
+
 def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
           calm_wait_ns: Optional[float] = None,
           floor_ns: Optional[float] = None) -> Optional[tuple[str, str]]:
-    """(label, rule) from the stall rule's outcome; None without steps.
+    """(label, SHAPE_* code) from the stall rule's outcome; None without
+    steps.
 
     FAST: no fetch is a stall.  UNIFORMLY-SLOW: every fetch is slow (the
-    p10 wait clears the stall threshold), more than half the fetches are
-    stalls, or the fetches between stalls are themselves slow (their median
-    wait, ``calm_wait_ns``, above the material floor ``floor_ns``).
-    HEAVY-TAILED: stalls, but at most half the fetches, the rest fast:
-    "mostly fast input with large stalls".
+    p10 wait clears the stall threshold), more than
+    HEAVY_TAIL_MAX_STALL_SHARE of the fetches are stalls, or the fetches
+    between stalls are themselves slow (their median wait,
+    ``calm_wait_ns``, above the material floor ``floor_ns``).
+    HEAVY-TAILED: stalls, but at most that share of the fetches, the rest
+    fast: "mostly fast input with large stalls".
     """
     if steady_steps == 0:
         return None
     if stall_count == 0:
-        return FAST, "no fetch waited past the stall threshold"
+        return FAST, SHAPE_NO_STALLS
     if every_fetch_slow:
-        return UNIFORMLY_SLOW, "at least 90% of fetches wait past the stall threshold"
+        return UNIFORMLY_SLOW, SHAPE_EVERY_SLOW
     if stall_count > HEAVY_TAIL_MAX_STALL_SHARE * steady_steps:
-        return UNIFORMLY_SLOW, "more than half of the fetches are stalls"
+        return UNIFORMLY_SLOW, SHAPE_MOST_STALL
     if calm_wait_ns is not None and floor_ns is not None and calm_wait_ns > floor_ns:
-        return UNIFORMLY_SLOW, ("the fetches between stalls are slow too (median wait "
-                                "above max(1 ms, 20% of the median step)), stalls on top")
-    return HEAVY_TAILED, "at most half of the fetches are stalls; the rest are fast"
+        return UNIFORMLY_SLOW, SHAPE_SLOW_BETWEEN
+    return HEAVY_TAILED, SHAPE_HEAVY_TAIL
 
 
 def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
@@ -373,25 +392,19 @@ def cadence(gaps: np.ndarray, period: Optional[int], num_workers: Optional[int])
 MIN_STEADY_STEPS = 8
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
-def next_steps(s: dict, fmt_s) -> list[str]:
-    """Short sentences driven by the numbers of a report summary ``s``:
-    what the evidence says and which cheap experiment discriminates next,
-    following INPUT-BOUND -> shape -> temporal structure -> vary
-    num_workers -> compare in_order -> worker CPU versus storage reads.
-    ``fmt_s`` formats seconds.  A sentence is only emitted when the numbers
-    it quotes are present."""
-    out: list[str] = []
+def next_steps(s: dict) -> list[tuple[str, dict]]:
+    """What the evidence of a report summary ``s`` says and which cheap
+    experiment discriminates next, as (code, numbers) items, following
+    INPUT-BOUND -> shape -> temporal structure -> vary num_workers ->
+    compare in_order -> worker CPU versus storage reads.  An item is only
+    given when the numbers it quotes are present; :func:`traceml.wording.
+    next_steps` words them (durations in seconds, shares as fractions)."""
+    out: list[tuple[str, dict]] = []
     diag = s["diagnosis"]
     if diag == NO_DATA:
-        return ["Nothing recorded yet: iterate traceml.wrap(loader), then call traceml.report()."]
+        return [("no_data", {})]
     if s["steady_steps"] < MIN_STEADY_STEPS:
-        return [f"Only {s['steady_steps']} steady-state step"
-                f"{'s' if s['steady_steps'] != 1 else ''}: too few to judge the input's "
-                f"shape; record at least {MIN_STEADY_STEPS}."]
+        return [("too_few_steps", {"steps": s["steady_steps"], "least": MIN_STEADY_STEPS})]
     share = s["input_share"]
     shp = s["shape"]
     conc = s["concentration"]
@@ -400,147 +413,144 @@ def next_steps(s: dict, fmt_s) -> list[str]:
     nw = loader.get("num_workers") if loader else None
     wait = s["input_wait_s"]
     if diag == COMPUTE_BOUND:
-        out.append(
-            f"The loop waits for input {_pct(share)} of the time: input is not "
-            "the bottleneck; profile the step itself."
-        )
+        out.append(("compute_bound", {"share": share}))
         if shp == HEAVY_TAILED and conc["stall_wait_share"] is not None:
-            out.append(
-                f"Still, {_pct(conc['stall_step_share'])} of steps hold "
-                f"{_pct(conc['stall_wait_share'])} of the input wait: "
-                "stalls matter only if step-time spikes do."
-            )
+            out.append(("compute_bound_stalls", {"step_share": conc["stall_step_share"],
+                                                 "wait_share": conc["stall_wait_share"]}))
         return out
     if shp == UNIFORMLY_SLOW:
         count = s["stalls"]["count"]
         on_top = 0 < count <= HEAVY_TAIL_MAX_STALL_SHARE * s["steady_steps"]
         step_median = s["step_s"]["median"]
-        of_step = (f", {_pct(wait['median'] / step_median)} of the median step"
-                   if step_median else "")
-        every = s["stalls"].get("all_slow", True)
-        out.append(
-            f"{'Every fetch waits' if every else 'Most fetches wait'} "
-            f"(median {fmt_s(wait['median'])}{of_step}): "
-            + ("slow input on every batch." if on_top and every
-               else "slow input on most batches." if on_top
-               else "uniformly slow input rather than stalls.")
-        )
+        out.append(("uniformly_slow", {
+            "every": s["stalls"].get("all_slow", True),
+            "median_s": wait["median"],
+            "step_share": wait["median"] / step_median if step_median else None,
+            "on_top": on_top,
+        }))
         if on_top and tmp is not None and tmp["label"] == PERIODIC and tmp["period"] > 1:
-            out.append(
-                f"On top, larger stalls recur every {tmp['period']} steps"
-                + (f" (num_workers={nw})" if nw is not None else "") + "."
-            )
+            out.append(("periodic_on_top", {"period": tmp["period"], "num_workers": nw}))
         elif on_top:
-            out.append(
-                f"On top, {count} larger stall{'s' if count != 1 else ''}"
-                + (" at irregular intervals." if tmp is not None
-                   else ", too few to show a pattern.")
-            )
+            out.append(("stalls_on_top", {"count": count, "pattern_known": tmp is not None}))
         if nw == 0:
-            out.append(
-                "num_workers=0 loads in the main process: next, try num_workers "
-                ">= 1 (traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))."
-            )
+            out.append(("try_workers", {}))
         elif nw is not None:
-            out.append(
-                f"Next: vary num_workers around {nw} (traceml.sweep(make_loader, "
-                "num_workers=...)): if the wait falls as workers are added, the "
-                "workers are the limit; if not, look at work in the main process."
-            )
+            out.append(("vary_workers_around", {"num_workers": nw}))
         else:
-            out.append(
-                "Next: wrap the DataLoader itself and sweep num_workers "
-                "(traceml.sweep) to see whether more workers shorten the wait."
-            )
+            out.append(("wrap_and_sweep", {}))
         return out
     if shp == FAST:
-        out.append(
-            f"No fetch waited past the stall threshold, yet input is "
-            f"{_pct(share)} of step time, spread over every fetch (median "
-            f"{fmt_s(wait['median'])}): a cost paid per batch (handing it over "
-            "from the workers, collate, pin_memory) or a loader only just "
-            "keeping up."
-        )
-        out.append(
-            "Next: vary num_workers or prefetch_factor (traceml.sweep): a "
-            "wait that stays put is per-batch hand-over cost; one that falls "
-            "with more workers is loader throughput."
-        )
+        out.append(("spread_wait", {"share": share, "median_s": wait["median"]}))
+        out.append(("vary_workers_or_prefetch", {}))
         return out
     # HEAVY-TAILED: mostly fast input with large stalls.
-    out.append(
-        f"{_pct(conc['stall_step_share'])} of steps hold "
-        f"{_pct(conc['stall_wait_share'])} of the input wait: mostly fast input "
-        f"with large stalls (median fetch {fmt_s(wait['median'])}, p95 "
-        f"{fmt_s(wait['p95'])})."
-    )
+    out.append(("heavy_tailed", {"step_share": conc["stall_step_share"],
+                                 "wait_share": conc["stall_wait_share"],
+                                 "median_s": wait["median"], "p95_s": wait["p95"]}))
     if tmp is None:
-        n = s["stalls"]["count"]
-        out.append(
-            f"Only {n} stall{'s' if n != 1 else ''}: too few to tell a pattern; "
-            "record more steps."
-        )
+        out.append(("too_few_stalls", {"count": s["stalls"]["count"]}))
         return out
     dlv = s.get("delivery")
     if loader and loader.get("in_order") is False and dlv and dlv["known"]:
         if (dlv["overtaking"] and tmp["label"] == PERIODIC
                 and tmp["period"] == effective_workers(nw)):
-            out.append(
-                f"With in_order=False, {dlv['overtaking']} deliveries overtook a "
-                f"slower batch, yet the stalls still recur every {tmp['period']} "
-                "steps: not one slow sample blocking the line, but the workers' "
-                "round; next, check worker CPU against storage reads."
-            )
+            out.append(("overtaking_round", {"overtaking": dlv["overtaking"],
+                                             "period": tmp["period"]}))
             return out
         if dlv["overtaking"]:
-            out.append(
-                f"With in_order=False, {dlv['overtaking']} deliveries overtook a "
-                "slower batch: single slow samples hold batches back."
-            )
+            out.append(("overtaking", {"overtaking": dlv["overtaking"]}))
     if tmp["label"] == PERIODIC:
         p = tmp["period"]
         k = effective_workers(nw)
         if k is not None and p == k:
-            out.append(
-                f"The stalls recur every {p} steps and num_workers={nw}: "
-                "consistent with the workers finishing their batches together "
-                "(lock-step), so the cost is per-batch work inside the workers."
-            )
-            out.append(
-                "Next: vary num_workers (traceml.sweep(make_loader, "
-                "num_workers=(4, 2, 1, 0))); if the period follows, compare "
-                "in_order=(True, False) to see whether batches overtake, then "
-                "check worker CPU against storage reads in the slow intervals."
-            )
+            out.append(("lockstep", {"period": p, "num_workers": nw}))
+            out.append(("vary_workers_then_in_order", {}))
         elif k is not None:
-            out.append(
-                f"The stalls recur every {p} steps while num_workers={nw}: a "
-                "period that does not follow the workers points at something "
-                f"that recurs by step (a slow sample every {p} batches, a "
-                "periodic flush or log write)."
-            )
-            out.append(
-                f"Next: vary num_workers (traceml.sweep) to confirm the period "
-                f"stays at {p}, and look at what runs every {p} steps."
-            )
+            out.append(("period_not_workers", {"period": p, "num_workers": nw}))
+            out.append(("confirm_period", {"period": p}))
         else:
-            out.append(f"The stalls recur every {p} steps.")
-            out.append(
-                "Next: wrap the DataLoader itself so its num_workers can be "
-                f"compared with the period, or look at what recurs every {p} steps."
-            )
+            out.append(("period", {"period": p}))
+            out.append(("wrap_to_compare_period", {"period": p}))
         return out
-    out.append(
-        f"The stalls have no regular period (the commonest gap, "
-        f"{tmp['modal_gap']} step{'s' if tmp['modal_gap'] != 1 else ''}, holds "
-        f"{_pct(tmp['modal_share'])} of gaps): "
-        "they point at particular slow samples or outside contention rather "
-        "than the worker round."
-    )
-    out.append(
-        "Next: compare in_order=(True, False) (traceml.sweep(make_loader, "
-        "in_order=(True, False))): if later batches overtake a slow one, "
-        "single slow samples are to blame; then check worker CPU against "
-        "storage reads."
-    )
+    out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"]}))
+    out.append(("compare_in_order", {}))
     return out
+
+
+# --- worker evidence -----------------------------------------------------------------
+# During a stall, workers count as busy when they are runnable -- on a CPU
+# or waiting in the run queue for one -- for at least half of the CPUs
+# they could use (min(num_workers, usable CPUs)).  Counting run-queue wait
+# keeps CPU-bound workers on an oversubscribed host from looking idle.
+BUSY_SHARE = 0.5
+# Run-queue wait counts as contention when, on average, at least half a
+# worker was runnable but not running during stalls.
+CONTENTION_RUNQ_PER_WALL = 0.5
+# Reads below these rates during stalls are a trace (a page of a module, a
+# log line, one fault), not a storage bottleneck: a loader held up by storage
+# moves tens of MB/s or more.  1 MB/s is 256 pages of 4 KiB a second.
+MIN_STALL_READ_BYTES_PER_S = 1e6
+MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
+# Sampler readings kept around a report's steps: two sampler periods on
+# either side, so that the counters at the first and last step's edges
+# can be interpolated.
+SAMPLE_MARGIN_PERIODS = 2
+
+# --- sampler defaults ------------------------------------------------------------------
+# traceml.configure()'s defaults live in csrc/sampler.c (tm_sampler_init),
+# with their reasons: the sampler holds them before any Python runs, and one
+# copy cannot drift from another.
+
+# --- stall threshold argument ------------------------------------------------------------
+# Thresholds are compared in int64 nanoseconds, which end near 9.2e9 s.
+MAX_THRESHOLD_S = 9e9
+
+# --- compare ---------------------------------------------------------------------------
+# A change in mean input wait per step counts only when it exceeds both:
+# 10% of the baseline's mean input wait (mean fetch time moves by several
+# percent between identical runs on a shared machine), and 2% of the
+# baseline's mean step (below that, input wait cannot move training
+# throughput by more than 2%).
+REL_TOL = 0.10
+STEP_TOL = 0.02
+
+IMPROVEMENT = "IMPROVEMENT"
+REGRESSION = "REGRESSION"
+EQUIVALENT = "EQUIVALENT"
+# The baseline or the run has no steady-state step (nothing recorded, or
+# only epoch-start fetches), so there is no mean wait to compare: NO_DATA,
+# neither better, worse nor equal.
+
+
+class Verdict(NamedTuple):
+    """A run's mean fetch (s) against the baseline's: IMPROVEMENT,
+    REGRESSION, EQUIVALENT, or NO_DATA where either mean is None
+    (``missing`` then says "both", "baseline" or "run")."""
+
+    label: str
+    base_s: Optional[float] = None
+    run_s: Optional[float] = None
+    tolerance_s: Optional[float] = None
+    missing: Optional[str] = None
+
+
+def compare_means(base_s: Optional[float], run_s: Optional[float],
+                  base_step_s: Optional[float]) -> Verdict:
+    """The verdict on mean input wait per steady-state step: a difference
+    counts beyond max(REL_TOL of the baseline's mean wait, STEP_TOL of its
+    mean step ``base_step_s``)."""
+    if base_s is None or run_s is None:
+        missing = ("both" if base_s is None and run_s is None
+                   else "baseline" if base_s is None else "run")
+        return Verdict(NO_DATA, base_s, run_s, missing=missing)
+    tol = max(REL_TOL * base_s, STEP_TOL * (base_step_s or 0.0))
+    delta = run_s - base_s
+    if abs(delta) <= tol:
+        return Verdict(EQUIVALENT, base_s, run_s, tol)
+    return Verdict(IMPROVEMENT if delta < 0 else REGRESSION, base_s, run_s, tol)
+
+
+# --- sweep -------------------------------------------------------------------------------
+# A condition's median stall gap counts as its observed cadence only with
+# at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
+MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1

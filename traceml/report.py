@@ -1,20 +1,24 @@
-"""The Report: what was recorded, reduced to numbers and verdicts.
+"""Building a Report: the recorded steps of one source reduced to numbers
+and verdicts.
 
-``traceml.report()`` snapshots the C store, reduces it with the C reducers,
-applies the rules in :mod:`traceml.policy`, and returns a :class:`Report`:
-plain data that renders itself as text (``str``), HTML (``_repr_html_``)
-and a JSON-serialisable dict (``to_dict``).
+``build()`` is a pipeline of stages over explicit inputs (records,
+store info, the sources mapping, sampler readings): the C reducers give
+the numbers, :mod:`traceml.policy` the verdicts, :mod:`traceml.wording`
+the sentences.  ``build`` never reads a recorder or the live process:
+:meth:`traceml.Recorder.report` gathers its inputs.  The :class:`Report`
+itself is in :mod:`traceml.result`.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Optional, Union
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, policy
+from . import _core, evidence, policy, wording
+from .result import Report
 
 NS = 1e-9
 QUANTILES = (50.0, 90.0, 95.0, 99.0)
@@ -42,10 +46,6 @@ def duration_stats_s(x_ns: np.ndarray) -> dict:
     }
 
 
-# Thresholds are compared in int64 nanoseconds, which end near 9.2e9 s.
-MAX_THRESHOLD_S = 9e9
-
-
 def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
     if stall_threshold_s is None:
         return None
@@ -62,9 +62,9 @@ def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
             "report(): stall_threshold_s must be finite and >= 0 seconds, "
             f"got {stall_threshold_s!r}"
         )
-    if value > MAX_THRESHOLD_S:
+    if value > policy.MAX_THRESHOLD_S:
         raise ValueError(
-            f"report(): stall_threshold_s must be at most {MAX_THRESHOLD_S:g} s "
+            f"report(): stall_threshold_s must be at most {policy.MAX_THRESHOLD_S:g} s "
             f"(int64 nanoseconds), got {stall_threshold_s!r}"
         )
     return value
@@ -82,265 +82,196 @@ def _startup_steps(src, epoch: np.ndarray) -> np.ndarray:
     return out
 
 
-class Report:
-    """What one source recorded, reduced.
-
-    Attributes:
-        steps: the per-step records, a NumPy structured array with fields
-            ``begin_ns``, ``fetch_done_ns``, ``end_ns`` (int64, clock_ns()
-            timestamps), ``epoch`` (int32), ``source`` (uint16) and
-            ``flags`` (uint16; see ``traceml._core.FLAG_*``), in step order.
-        summary: the dict :meth:`to_dict` returns.
-
-    ``str(report)`` is the terminal text, ``report._repr_html_()`` the
-    notebook view (static HTML, no JavaScript).
-    """
-
-    def __init__(self, summary: dict, steps: np.ndarray):
-        self.summary = summary
-        self.steps = steps
-
-    # Convenience views of the per-step arrays, in nanoseconds.
-    @property
-    def input_wait_ns(self) -> np.ndarray:
-        """fetch_done_ns - begin_ns per step (int64, shape (steps,))."""
-        return self.steps["fetch_done_ns"] - self.steps["begin_ns"]
-
-    @property
-    def compute_ns(self) -> np.ndarray:
-        """end_ns - fetch_done_ns per step (int64, shape (steps,))."""
-        return self.steps["end_ns"] - self.steps["fetch_done_ns"]
-
-    @property
-    def step_ns(self) -> np.ndarray:
-        """end_ns - begin_ns per step (int64, shape (steps,))."""
-        return self.steps["end_ns"] - self.steps["begin_ns"]
-
-    @property
-    def diagnosis(self) -> str:
-        return self.summary["diagnosis"]
-
-    def __getitem__(self, key: str) -> Any:
-        return self.summary[key]
-
-    def to_dict(self) -> dict:
-        """The summary as plain JSON-serialisable data (a deep copy).
-
-        Keys: version, source, sources, steps, steady_steps, epochs,
-        wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
-        compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
-        input_share, diagnosis, diagnosis_rule, shape, shape_rule,
-        temporal, concentration, stalls, cadence, epoch_start, loader,
-        host, delivery, workers, stuck, notes, next.
-        """
-        import copy
-
-        return copy.deepcopy(self.summary)
-
-    def save(self, path) -> str:
-        """Write this report (summary and per-step arrays) to ``path``.
-
-        The format, readable without traceml, is described in
-        :mod:`traceml.io`: a zip with ``summary.json`` and one ``.npy`` per
-        field of :attr:`steps`.  Returns the path.
-        """
-        from .io import save_report
-
-        return save_report(self, path)
-
-    def plot(self):
-        """A matplotlib Figure (no pyplot state): per-step input wait over
-        steps (log scale) with stalls and epoch boundaries marked, and the
-        input-wait histogram.  Raises ImportError without matplotlib."""
-        from .plot import report_figure
-
-        return report_figure(self.summary, self.steps)
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Report):
-            return NotImplemented
-        return self.summary == other.summary and np.array_equal(self.steps, other.steps)
-
-    __hash__ = None
-
-    def __str__(self) -> str:
-        from .render import report_text
-
-        return report_text(self.summary)
-
-    def __repr__(self) -> str:
-        s = self.summary
-        return (
-            f"<traceml.Report source={s['source']!r} steps={s['steps']} "
-            f"diagnosis={s['diagnosis']}>"
-        )
-
-    def _repr_html_(self) -> str:
-        from .plot import png_data_uri
-        from .render import report_html
-
-        return report_html(self.summary, png_data_uri(self.plot))
-
-
 def build(
     records: np.ndarray,
     info: dict,
     source_id: int,
     stall_threshold_s: Optional[float],
     *,
+    sources: Mapping[int, Any],
     delivery: Optional[tuple] = None,
     samples: Optional[np.ndarray] = None,
     sampler_info: Optional[dict] = None,
     stuck_events: Optional[list] = None,
-    sources: Optional[dict] = None,
     main_pid: Optional[int] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
-    ``sources`` maps source id -> :class:`traceml.wrapping.Source` (None:
-    no names or loader facts); ``delivery`` is ``(rank, worker)`` parallel
-    to ``records`` (or None); ``samples``, ``sampler_info`` and
-    ``stuck_events`` come from the sampler (None: no worker evidence);
-    ``main_pid`` is the process the loop ran in."""
-    known = sources or {}
-    src = known.get(source_id)
+    ``records`` is the store's structured array (every source), ``info``
+    its ``store_info()``; ``sources`` maps source ids to objects with
+    ``name``, ``kind``, ``loader``, ``epochs``, ``epoch_facts`` and
+    ``loader_of(epoch)`` (see ``traceml.wrapping.Source``); an id it lacks
+    is reported by number, without loader facts.  ``delivery`` is
+    ``(rank, worker)`` parallel to ``records`` (or None); ``samples``,
+    ``sampler_info`` and ``stuck_events`` come from the sampler (None: no
+    worker evidence); ``main_pid`` is the training process (default: the
+    main process the sampler read)."""
+    src = sources.get(source_id)
     selected = records["source"] == source_id
     steps = records[selected]
     if delivery is not None:
         delivery = (delivery[0][selected], delivery[1][selected])
-    n = len(steps)
     wait = steps["fetch_done_ns"] - steps["begin_ns"]
-    compute = steps["end_ns"] - steps["fetch_done_ns"]
     step = steps["end_ns"] - steps["begin_ns"]
+    first = _epoch_start(steps, src, source_id)
+    steady = ~first
+    loader = src.loader if src is not None else None
+    recorded = _recorded(records, sources)
+
+    summary = {"version": 1, **_counts(steps, steady, info, source_id, src, recorded)}
+    summary.update(_durations(wait, step, steady))
+    mask, gaps, stalls = _stalls(wait, step, steady, steps["epoch"], stall_threshold_s)
+    summary.update(stalls)
+    summary.update(_temporal(mask, gaps, steps["epoch"], wait[steady],
+                             loader.get("num_workers") if loader else None))
+    summary["epoch_start"] = {
+        "count": int(first.sum()),
+        "steps": [int(i) for i in np.flatnonzero(first)],
+        "input_wait_s": duration_stats_s(wait[first]),
+    }
+    summary["loader"] = dict(loader) if loader is not None else None
+    summary.update(_evidence(steps, mask, steady, src, source_id, delivery, samples,
+                             sampler_info, stuck_events, main_pid))
+    summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
+                                            stuck_events or [], sources))
+    summary["next"] = wording.next_steps(summary)
+    return Report(summary, steps)
+
+
+def _epoch_start(steps: np.ndarray, src, source_id: int) -> np.ndarray:
+    """True for the start-up steps of each epoch (none for the probes)."""
     position = steps["flags"] >> _core.FLAG_POS_SHIFT
     first = policy.epoch_start_mask(position, _startup_steps(src, steps["epoch"]))
     if source_id == 0:
         first[:] = False
-    steady = ~first
-    epochs = np.unique(steps["epoch"])
+    return first
 
+
+def _recorded(records: np.ndarray, sources: Mapping[int, Any]) -> list[dict]:
+    """{name, steps} of every source in ``records``."""
     ids, counts = np.unique(records["source"], return_counts=True)
-    all_sources = [
-        {"name": known[int(i)].name if int(i) in known else str(int(i)),
-         "steps": int(c)}
-        for i, c in zip(ids, counts)
-    ]
-    loader = src.loader if src is not None else None
+    return [{"name": sources[int(i)].name if int(i) in sources else str(int(i)),
+             "steps": int(c)} for i, c in zip(ids, counts)]
 
-    total_step = int(step[steady].sum())
-    input_share = (
-        float(wait[steady].sum()) / total_step if total_step > 0 else None
-    )
-    diagnosis, diagnosis_rule = policy.diagnose(input_share)
 
-    rule = policy.stall_threshold_ns(wait[steady], step[steady], stall_threshold_s)
-    threshold_ns = rule.threshold_ns
-    mask = _core.stall_mask(wait, threshold_ns) & steady
-    gaps = _core.stall_gaps(mask, steps["epoch"])
-    values, hist_counts = _core.gap_histogram(gaps)
-    num_workers = loader.get("num_workers") if loader else None
-    n_steady = int(steady.sum())
-    temporal = policy.temporal_of(mask, steps["epoch"], wait[steady])
-    period = temporal["period"] if temporal else None
-    cad = policy.cadence(gaps, period, num_workers)
-    median_gap = _core.percentiles(gaps, 50.0) if len(gaps) else None
-    calm = wait[steady & ~mask]
-    shape = policy.shape(int(mask.sum()), n_steady, rule.every_fetch_slow,
-                         _core.percentiles(calm, 50.0) if len(calm) else None,
-                         rule.floor_ns)
-
-    notes = []
-    if info["dropped_steps"]:
-        notes.append(
-            f"{info['dropped_steps']} steps were dropped: the step store could "
-            "not grow (out of memory); statistics cover the recorded steps only"
-        )
-    if source_id == 0:
-        misuse = {k: v for k, v in info["misuse"].items() if v}
-        for key, count in misuse.items():
-            probe = key.split("_without_")[0].split("_while_")[0].split("_repeated")[0]
-            notes.append(f"probe misuse: {key} x{count} (see help(traceml.{probe}))")
-        if info["probe_step_open"]:
-            notes.append("a probe step is still open (step_end() not called); not counted")
-    if n == 0 and source_id != 0:
-        notes.append("no fetch of this source has returned yet")
-    elif n == 0:
-        notes.append(
-            "no steps recorded: iterate traceml.wrap(loader) or call "
-            "traceml.step_begin()/fetch_done()/step_end()"
-        )
-    elif int(steady.sum()) < policy.MIN_STEADY_STEPS:
-        notes.append(
-            f"only {int(steady.sum())} steady-state steps: too few for the "
-            "shape of the input wait to mean much"
-        )
-    host = evidence.host(src) if src is not None and source_id != 0 else None
-    if host and host["oversubscribed"]:
-        notes.append(
-            f"num_workers={host['num_workers']} exceeds the {host['usable_cpus']} usable "
-            "CPUs: workers share cores, so absolute stall lengths depend on contention"
-        )
-    stuck = evidence.stuck(stuck_events or [], source_id, steps)
-    for sid in sorted({ev["source"] for ev in stuck_events or []
-                       if ev["source"] != source_id and not ev["ended_ns"]}):
-        name = known[sid].name if sid in known else str(sid)
-        notes.append(f"a fetch of {name!r} is stuck now: see report(source={name!r})")
-    others = [s for s in all_sources if s["name"] != (src.name if src else None)]
-    if others:
-        listed = ", ".join(f"{o['name']!r} ({o['steps']} steps)" for o in others)
-        notes.append(f"also recorded: {listed}; see report(source=name)")
-
-    summary = {
-        "version": 1,
+def _counts(steps: np.ndarray, steady: np.ndarray, info: dict, source_id: int, src,
+            recorded: list[dict]) -> dict:
+    """Which source, how many steps and epochs, and the store's health."""
+    n = len(steps)
+    return {
         "source": src.name if src is not None else str(source_id),
-        "sources": all_sources,
+        "sources": recorded,
         "steps": n,
-        "steady_steps": n_steady,
-        "epochs": int(len(epochs)),
-        "wall_s": (
-            float(steps["end_ns"].max() - steps["begin_ns"].min()) * NS if n else 0.0
-        ),
+        "steady_steps": int(steady.sum()),
+        "epochs": int(len(np.unique(steps["epoch"]))),
+        "wall_s": float(steps["end_ns"].max() - steps["begin_ns"].min()) * NS if n else 0.0,
         "dropped_steps": int(info["dropped_steps"]),
         "out_of_memory": bool(info["out_of_memory"]),
         "misuse": dict(info["misuse"]) if source_id == 0 else {},
+    }
+
+
+def _durations(wait: np.ndarray, step: np.ndarray, steady: np.ndarray) -> dict:
+    """Input wait, compute and step statistics of the steady-state steps,
+    the input share and the diagnosis."""
+    total_step = int(step[steady].sum())
+    share = float(wait[steady].sum()) / total_step if total_step > 0 else None
+    diagnosis = policy.diagnose(share)
+    return {
         "input_wait_s": duration_stats_s(wait[steady]),
-        "compute_s": duration_stats_s(compute[steady]),
+        "compute_s": duration_stats_s((step - wait)[steady]),
         "step_s": duration_stats_s(step[steady]),
-        "input_share": input_share,
-        "diagnosis": diagnosis,
-        "diagnosis_rule": diagnosis_rule,
+        "input_share": share,
+        "diagnosis": diagnosis.label,
+        "diagnosis_rule": wording.diagnosis_rule(*diagnosis),
+    }
+
+
+def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.ndarray,
+            threshold_s: Optional[float]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(stall mask, gaps between stalls, the shape, concentration and
+    stalls sections) under policy.stall_threshold_ns."""
+    rule = policy.stall_threshold_ns(wait[steady], step[steady], threshold_s)
+    mask = _core.stall_mask(wait, rule.threshold_ns) & steady
+    gaps = _core.stall_gaps(mask, epoch)
+    values, counts = _core.gap_histogram(gaps)
+    calm = wait[steady & ~mask]
+    shape = policy.shape(int(mask.sum()), int(steady.sum()), rule.every_fetch_slow,
+                         _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns)
+    return mask, gaps, {
         "shape": shape[0] if shape else None,
-        "shape_rule": shape[1] if shape else None,
-        "temporal": temporal,
+        "shape_rule": wording.shape_rule(shape[1]) if shape else None,
         "concentration": policy.concentration(wait[steady], mask[steady]),
         "stalls": {
-            "threshold_s": threshold_ns * NS,
-            "rule": rule.rule,
+            "threshold_s": rule.threshold_ns * NS,
+            "rule": wording.stall_rule(rule),
+            "rule_code": rule.code,
             "all_slow": rule.all_slow,
             "count": int(mask.sum()),
             "steps": [int(i) for i in np.flatnonzero(mask)],
             "gaps": [int(g) for g in gaps],
-            "median_gap": median_gap,
+            "median_gap": _core.percentiles(gaps, 50.0) if len(gaps) else None,
             "modal_gap": _core.modal_gap(gaps),
-            "gap_histogram": [[int(v), int(c)] for v, c in zip(values, hist_counts)],
+            "gap_histogram": [[int(v), int(c)] for v, c in zip(values, counts)],
         },
-        "cadence": cad,
-        "epoch_start": {
-            "count": int(first.sum()),
-            "steps": [int(i) for i in np.flatnonzero(first)],
-            "input_wait_s": duration_stats_s(wait[first]),
-        },
-        "loader": dict(loader) if loader is not None else None,
-        "host": host,
-        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src)
-                     if src is not None and source_id != 0 else None),
-        "workers": (evidence.workers(src, steps, mask, steady, samples, sampler_info)
-                    if samples is not None and sampler_info is not None and src is not None
-                    and source_id != 0 else None),
-        "stuck": stuck,
-        "notes": notes,
     }
-    from .render import fmt_s
 
-    summary["next"] = policy.next_steps(summary, fmt_s)
-    return Report(summary, steps)
+
+def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
+              steady_wait: np.ndarray, num_workers: Optional[int]) -> dict:
+    """The temporal structure of the stalls and their cadence."""
+    temporal = policy.temporal_of(mask, epoch, steady_wait)
+    period = temporal["period"] if temporal else None
+    return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
+
+
+def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,
+              delivery: Optional[tuple], samples: Optional[np.ndarray],
+              sampler_info: Optional[dict], stuck_events: Optional[list],
+              main_pid: Optional[int]) -> dict:
+    """Host, delivery, worker and stuck-fetch evidence (DataLoader sources)."""
+    loader_src = src is not None and source_id != 0
+    workers = None
+    if loader_src and samples is not None and sampler_info is not None:
+        workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid)
+        if workers is not None:
+            workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
+    return {
+        "host": evidence.host(src) if loader_src else None,
+        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src)
+                     if loader_src else None),
+        "workers": workers,
+        "stuck": evidence.stuck(stuck_events or [], source_id, steps),
+    }
+
+
+def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
+           stuck_events: list, sources: Mapping[int, Any]) -> list[tuple[str, dict]]:
+    """The report's notes as (code, numbers) items, for wording.notes."""
+    out: list[tuple[str, dict]] = []
+    if info["dropped_steps"]:
+        out.append(("dropped", {"count": info["dropped_steps"]}))
+    if source_id == 0:
+        for key, count in info["misuse"].items():
+            if count:
+                probe = key.split("_without_")[0].split("_while_")[0].split("_repeated")[0]
+                out.append(("misuse", {"key": key, "count": count, "probe": probe}))
+        if info["probe_step_open"]:
+            out.append(("probe_open", {}))
+    if s["steps"] == 0:
+        out.append(("no_fetch_yet", {}) if source_id != 0 else ("no_steps", {}))
+    elif s["steady_steps"] < policy.MIN_STEADY_STEPS:
+        out.append(("few_steps", {"steps": s["steady_steps"]}))
+    host = s["host"]
+    if host and host["oversubscribed"]:
+        out.append(("oversubscribed", {"num_workers": host["num_workers"],
+                                       "cpus": host["usable_cpus"]}))
+    for sid in sorted({ev["source"] for ev in stuck_events
+                       if ev["source"] != source_id and not ev["ended_ns"]}):
+        out.append(("stuck_elsewhere", {"name": sources[sid].name if sid in sources
+                                        else str(sid)}))
+    others = [(o["name"], o["steps"]) for o in recorded
+              if o["name"] != (src.name if src else None)]
+    if others:
+        out.append(("also_recorded", {"others": others}))
+    return out

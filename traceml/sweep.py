@@ -3,7 +3,10 @@
 Each condition builds a fresh DataLoader, iterates a few batches with an
 artificial consumer (a sleep instead of model compute), and is recorded as
 its own run, so that one call answers "does the stall cadence follow
-num_workers?" or "does in_order=False change it?".
+num_workers?" or "does in_order=False change it?".  This module holds the
+workflow and the SweepResult data; thresholds are in :mod:`traceml.policy`,
+sentences in :mod:`traceml.wording`, tables in :mod:`traceml.render`, and
+it never touches C internals beyond snapshotting its own records.
 """
 
 from __future__ import annotations
@@ -21,31 +24,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import policy
-from .compare import EQUIVALENT, NO_DATA, REL_TOL, STEP_TOL, verdict
-from .render import fmt_s
+from . import policy, render, wording
+from .compare import verdict
 from .recorder import Recorder
 from .report import Report, _check_threshold
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
-_SAME = frozenset((EQUIVALENT, NO_DATA))
-
-ROW_COLUMNS = (
-    ("condition", "condition"),
-    ("pass_", "pass"),
-    ("direction", "dir"),
-    ("mean_s", "mean fetch"),
-    ("median_s", "median"),
-    ("p95_s", "p95"),
-    ("stalls", "stalls"),
-    ("median_gap", "stall gap"),
-    ("multiple_fraction", "gaps=k·n"),
-    ("overtaking", "overtakes"),
-    ("slow_worker_cores", "cores@stall"),
-    ("slow_read_bytes", "read@stall"),
-    ("diagnosis", "diagnosis"),
-)
+_SAME = frozenset((policy.EQUIVALENT, policy.NO_DATA))
 
 
 def _shutdown(loader: Any) -> None:
@@ -59,14 +45,6 @@ def _shutdown(loader: Any) -> None:
             stop()
         except Exception:  # noqa: BLE001 - best effort at clean-up
             pass
-
-
-def _bytes(n: float) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n:.0f} B"
-
-
-def _label(condition: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in condition.items())
 
 
 class SweepResult:
@@ -96,7 +74,7 @@ class SweepResult:
         correlation: see :func:`correlation`: Pearson r and least-squares
             slope between max(1, num_workers) (the loader's own num_workers
             where known) and the median stall gap, over the rows with at
-            least MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many rows
+            least policy.MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many rows
             that is.  r None with slope 0.0 means the stall gap was the
             same in every condition (``intercept`` is that gap).
         interrupted: True when Ctrl-C stopped the sweep early.
@@ -124,52 +102,17 @@ class SweepResult:
             "correlation": dict(self.correlation),
             "best": self.best(),
             "order_effects": self.order_effects(),
+            "ignored_num_workers": [list(pair) for pair in self._ignored()],
             "interrupted": self.interrupted,
         }
 
-    def _cells(self) -> list[list[str]]:
-        out = []
-        for r in self.rows:
-            if r["error"]:
-                out.append([_label(r["condition"]), str(r["pass_"]), r["direction"],
-                            "error"] + ["-"] * (len(ROW_COLUMNS) - 4))
-                continue
-            out.append([
-                _label(r["condition"]), str(r["pass_"]), r["direction"],
-                fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
-                str(r["stalls"]),
-                "-" if r["median_gap"] is None else f"{r['median_gap']:g}",
-                "-" if r["multiple_fraction"] is None else f"{100 * r['multiple_fraction']:.0f}%",
-                "-" if r["overtaking"] is None else str(r["overtaking"]),
-                "-" if r["slow_worker_cores"] is None else f"{r['slow_worker_cores']:.1f}",
-                "-" if r["slow_read_bytes"] is None else _bytes(r["slow_read_bytes"]),
-                r["diagnosis"] or "-",
-            ])
-        return out
+    def __str__(self) -> str:
+        return render.sweep_text(self.to_dict())
 
-    def _correlation_text(self) -> str:
-        c = self.correlation
-        if c["r"] is None:
-            if c["distinct_workers"] < 2 and c["points"] >= 2:
-                text = ("num_workers vs stall cadence: num_workers did not vary among the "
-                        "conditions with stalls; nothing to correlate")
-                if self._ignored():
-                    text += (" (counting the workers each loader was built with; "
-                             "make_loader ignored num_workers, see below)")
-                return text
-            if c["points"] >= 2 and c["slope"] == 0.0:
-                return (f"num_workers vs stall cadence: the cadence does not follow "
-                        f"num_workers: the same stall gap {c['intercept']:g} in every "
-                        f"condition ({c['points']} conditions, {c['distinct_workers']} "
-                        "distinct num_workers); slope 0, r undefined because the gap "
-                        "does not vary")
-            return (f"num_workers vs stall cadence: not enough points "
-                    f"({c['points']} condition{'s' if c['points'] != 1 else ''} with "
-                    f">= {MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
-                    "num_workers; need 2 or more of each)")
-        return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
-                f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
-                f"({c['gaps']} stall gaps in all)")
+    def _repr_html_(self) -> str:
+        from .plot import png_data_uri
+
+        return render.sweep_html(self.to_dict(), png_data_uri(self.plot))
 
     def _ignored(self) -> list[tuple]:
         """(condition's num_workers, loader's num_workers) for each
@@ -184,64 +127,24 @@ class SweepResult:
                 out.append((asked, built))
         return out
 
-    def _ignored_text(self) -> Optional[str]:
-        pairs = self._ignored()
-        if not pairs:
-            return None
-        return ("make_loader ignored num_workers: "
-                + ", ".join(f"num_workers={a} built a loader with {b} worker"
-                            f"{'' if b == 1 else 's'}" for a, b in pairs)
-                + "; the correlation uses the loaders' own num_workers")
-
-    def _short_text(self) -> list[str]:
-        """One line per requested step count that some row fell short of:
-        the conditions whose loader ran out of batches first."""
-        short: dict[int, list[str]] = {}
-        for r in self.rows:
-            asked, ran = r.get("steps_requested"), r.get("steps")
-            if r["error"] or asked is None or ran is None or ran >= asked:
-                continue
-            cell = f"{_label(r['condition'])} ({ran})"
-            if cell not in short.setdefault(asked, []):
-                short[asked].append(cell)
-        return [f"ran fewer batches than steps={asked}: " + ", ".join(cells)
-                for asked, cells in short.items()]
-
-    def _notes(self) -> list[str]:
-        """The lines under the table, before the errors."""
-        out = [self._correlation_text()]
-        out.extend(t for t in (self._ignored_text(), self._best_text(),
-                               self._order_text()) if t)
-        out.extend(self._short_text())
-        return out
-
     def best(self) -> Optional[dict]:
         """The condition with the lowest mean fetch (averaged over passes
         and directions): {condition, mean_s, close} where ``close`` lists
-        the other conditions within 10% of it (compare's tolerance)."""
+        the other conditions within policy.REL_TOL of it (compare's
+        relative tolerance)."""
         means: dict[str, list] = {}
         conds: dict[str, dict] = {}
         for r in self.rows:
             if not r["error"] and r["mean_s"] is not None:
-                key = _label(r["condition"])
+                key = wording.condition(r["condition"])
                 means.setdefault(key, []).append(r["mean_s"])
                 conds[key] = r["condition"]
         if not means:
             return None
         avg = {k: float(np.mean(v)) for k, v in means.items()}
         top = min(avg, key=avg.get)
-        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + REL_TOL)]
+        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + policy.REL_TOL)]
         return {"condition": conds[top], "mean_s": avg[top], "close": close}
-
-    def _best_text(self) -> Optional[str]:
-        b = self.best()
-        if b is None or len(self.rows) < 2:
-            return None
-        text = f"lowest mean fetch: {_label(b['condition'])} ({fmt_s(b['mean_s'])})"
-        if b["close"]:
-            text += (f"; within {100 * REL_TOL:.0f}% of it (no real difference): "
-                     + ", ".join(b["close"]))
-        return text
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:
@@ -249,8 +152,8 @@ class SweepResult:
         why}.
 
         ``verdict`` is compare()'s verdict of the backward run against the
-        forward one (tolerance: 10% of the forward mean fetch or 2% of its
-        mean step, whichever is larger).  ``differs`` is False for
+        forward one (tolerance: policy.REL_TOL of the forward mean fetch or
+        policy.STEP_TOL of its mean step, whichever is larger).  ``differs`` is False for
         EQUIVALENT and for NO-DATA (a side without steady-state steps:
         nothing to compare); True means that the order of
         the conditions moved the result beyond what compare() would call
@@ -262,7 +165,7 @@ class SweepResult:
         pairs: dict[tuple, dict] = {}
         for row, rep in zip(self.rows, self.runs):
             if rep is not None:
-                key = (_label(row["condition"]), row["pass_"])
+                key = (wording.condition(row["condition"]), row["pass_"])
                 pairs.setdefault(key, {})[row["direction"]] = (row, rep)
         out = []
         for (_, pass_), d in pairs.items():
@@ -275,61 +178,6 @@ class SweepResult:
                         "verdict": label, "differs": label not in _SAME, "why": why})
         return out
 
-    def _order_text(self) -> Optional[str]:
-        effects = self.order_effects()
-        if not effects:
-            return None
-        differ = [e for e in effects if e["differs"]]
-        compared = [e for e in effects if e["verdict"] != NO_DATA]
-        if not compared:
-            return ("forward and backward: no condition has steady-state steps on both "
-                    "sides to compare")
-        if not differ:
-            skipped = len(effects) - len(compared)
-            return (f"forward and backward agree for all {len(compared)} conditions "
-                    f"(within compare's tolerance: {100 * REL_TOL:.0f}% of the mean fetch "
-                    f"or {100 * STEP_TOL:.0f}% of the step)"
-                    + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
-        several = len({e["pass_"] for e in effects}) > 1
-        listed = "; ".join(
-            _label(e["condition"]) + (f" pass {e['pass_']}" if several else "")
-            + f" {fmt_s(e['forward_mean_s'])} forward vs {fmt_s(e['backward_mean_s'])} backward"
-            for e in differ)
-        return (f"order effect in {len(differ)} of {len(effects)} conditions: {listed}. "
-                "Beyond compare's tolerance, so differences that size between conditions "
-                "are not evidence; "
-                + ("see whether they recur in every pass" if several
-                   else "passes=2 shows whether they recur"))
-
-    def __str__(self) -> str:
-        head = [h for _, h in ROW_COLUMNS]
-        cells = self._cells()
-        widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
-        fmt = lambda row: "  ".join(  # noqa: E731
-            v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
-        out = [fmt(head)] + [fmt(c) for c in cells] + self._notes()
-        out.extend(f"error in {_label(r['condition'])} pass {r['pass_']} {r['direction']}: "
-                   f"{r['error']}" for r in self.rows if r["error"])
-        if self.interrupted:
-            out.append("(interrupted: the rows above are what was measured)")
-        return "\n".join(out)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        from .plot import png_data_uri
-        from .render import figure_html
-
-        e = html.escape
-        cell = 'style="padding:2px 8px;text-align:right"'
-        head = "".join(f"<th {cell}>{e(h)}</th>" for _, h in ROW_COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td {cell}>{e(v)}</td>" for v in c) + "</tr>"
-                       for c in self._cells())
-        return ('<div style="font-family:system-ui,sans-serif;font-size:13px">'
-                f'<table style="border-collapse:collapse"><tr>{head}</tr>{body}</table>'
-                + "".join(f"<div>{e(t)}</div>" for t in self._notes()) +
-                f"{figure_html(png_data_uri(self.plot))}</div>")
-
     def plot(self):
         """A matplotlib Figure: median stall gap against max(1, num_workers),
         num_workers being the loader's own where known (as in the
@@ -341,11 +189,6 @@ class SweepResult:
             if r.get("loader_num_workers") is not None else r for r in self.rows])
 
 
-# A condition's median stall gap counts as its observed cadence only with
-# at least 3 stalls (2 gaps), the least PERIODIC needs (policy.temporal).
-MIN_STALLS_FOR_CADENCE = 3
-
-
 def _workers(row: dict) -> Optional[int]:
     """The row's num_workers: the DataLoader's own where known, else the
     condition's."""
@@ -355,7 +198,7 @@ def _workers(row: dict) -> Optional[int]:
 
 def correlation(rows: list[dict]) -> dict:
     """Pearson r and slope (steps per worker) of median stall gap on
-    max(1, num_workers) over the rows with at least MIN_STALLS_FOR_CADENCE
+    max(1, num_workers) over the rows with at least policy.MIN_STALLS_FOR_CADENCE
     stalls and a known num_workers.  num_workers is the one the DataLoader
     was built with (``loader_num_workers``) where known, else the
     condition's: a make_loader that ignores num_workers gives no spread.
@@ -366,7 +209,7 @@ def correlation(rows: list[dict]) -> dict:
     is None (undefined: the gap does not vary), slope is exactly 0.0 and
     intercept is that gap: the cadence does not follow num_workers."""
     used = [r for r in rows
-            if not r["error"] and r["stalls"] >= MIN_STALLS_FOR_CADENCE
+            if not r["error"] and r["stalls"] >= policy.MIN_STALLS_FOR_CADENCE
             and r["median_gap"] is not None and _workers(r) is not None]
     pts = [(policy.effective_workers(_workers(r)), r["median_gap"]) for r in used]
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
@@ -575,18 +418,14 @@ def sweep(
         for i, (condition, p, direction) in enumerate(plan):
             rep, error, ran = _run_condition(
                 make_loader, condition, steps, pace, threshold,
-                f"sweep#{i} {_label(condition)} pass {p} {direction}")
+                f"sweep#{i} {wording.condition(condition)} pass {p} {direction}")
             rows.append(_row(condition, p, direction, rep, error, ran, steps))
             runs.append(rep)
             if bar is not None:
                 bar.update(1)
             elif progress:
-                r = rows[-1]
-                status = (f"error {error}" if error else
-                          f"mean fetch {fmt_s(r['mean_s'])}, {r['stalls']} stalls, "
-                          f"stall gap {r['median_gap'] if r['median_gap'] is not None else '-'}")
-                print(f"[traceml.sweep {i + 1}/{len(plan)}] {_label(condition)} "
-                      f"pass {p} {direction}: {status}", file=sys.stderr, flush=True)
+                print(wording.sweep_progress(i + 1, len(plan), rows[-1]), file=sys.stderr,
+                      flush=True)
     except KeyboardInterrupt:
         interrupted = True
     finally:

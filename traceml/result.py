@@ -1,0 +1,230 @@
+"""The Report: one run's summary and per-step arrays, in memory and on
+disk.  Plain data and its views; it never measures or decides, and
+drawing is delegated to :mod:`traceml.render` and :mod:`traceml.plot`.
+
+A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
+
+* ``summary.json`` — UTF-8 JSON ``{"format": "traceml-run",
+  "format_version": 1, "summary": <Report.to_dict()>}``;
+* ``begin_ns.npy``, ``fetch_done_ns.npy``, ``end_ns.npy`` (int64,
+  ``clock_ns()`` timestamps), ``epoch.npy`` (int32), ``source.npy`` and
+  ``flags.npy`` (uint16) — the per-step arrays of ``Report.steps``, in NumPy's
+  ``.npy`` format, all of length ``summary["steps"]``.
+
+Read without traceml::
+
+    import json, zipfile, numpy as np
+    with zipfile.ZipFile(path) as z:
+        summary = json.loads(z.read("summary.json"))["summary"]
+    begin_ns = np.load(path)["begin_ns"]
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import zipfile
+import zlib
+from typing import Any
+
+import numpy as np
+
+from . import _core
+
+FORMAT = "traceml-run"
+FORMAT_VERSION = 1
+
+
+class Report:
+    """What one source recorded, reduced.
+
+    Attributes:
+        steps: the per-step records, a NumPy structured array with fields
+            ``begin_ns``, ``fetch_done_ns``, ``end_ns`` (int64, clock_ns()
+            timestamps), ``epoch`` (int32), ``source`` (uint16) and
+            ``flags`` (uint16; see ``traceml._core.FLAG_*``), in step order.
+        summary: the dict :meth:`to_dict` returns.
+
+    ``str(report)`` is the terminal text, ``report._repr_html_()`` the
+    notebook view (static HTML, no JavaScript).
+    """
+
+    def __init__(self, summary: dict, steps: np.ndarray):
+        self.summary = summary
+        self.steps = steps
+
+    # Convenience views of the per-step arrays, in nanoseconds.
+    @property
+    def input_wait_ns(self) -> np.ndarray:
+        """fetch_done_ns - begin_ns per step (int64, shape (steps,))."""
+        return self.steps["fetch_done_ns"] - self.steps["begin_ns"]
+
+    @property
+    def compute_ns(self) -> np.ndarray:
+        """end_ns - fetch_done_ns per step (int64, shape (steps,))."""
+        return self.steps["end_ns"] - self.steps["fetch_done_ns"]
+
+    @property
+    def step_ns(self) -> np.ndarray:
+        """end_ns - begin_ns per step (int64, shape (steps,))."""
+        return self.steps["end_ns"] - self.steps["begin_ns"]
+
+    @property
+    def diagnosis(self) -> str:
+        return self.summary["diagnosis"]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.summary[key]
+
+    def to_dict(self) -> dict:
+        """The summary as plain JSON-serialisable data (a deep copy).
+
+        Keys: version, source, sources, steps, steady_steps, epochs,
+        wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
+        compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
+        input_share, diagnosis, diagnosis_rule, shape, shape_rule,
+        temporal, concentration, stalls, cadence, epoch_start, loader,
+        host, delivery, workers, stuck, notes, next.
+        """
+        return copy.deepcopy(self.summary)
+
+    def save(self, path) -> str:
+        """Write this report (summary and per-step arrays) to ``path``.
+
+        The format, readable without traceml, is described in
+        :mod:`traceml.result`: a zip with ``summary.json`` and one ``.npy`` per
+        field of :attr:`steps`.  Returns the path.
+
+        Raises:
+            TypeError: path is not a str or os.PathLike.
+            OSError: the file cannot be written.
+        """
+        return _write(self.to_dict(), self.steps, _path_arg(path, "Report.save()"))
+
+    @classmethod
+    def load(cls, path) -> "Report":
+        """Read a run file written by :meth:`save` (``traceml.load``).
+
+        Raises:
+            TypeError: path is not a str or os.PathLike.
+            FileNotFoundError: no such file.
+            ValueError: the file is truncated, corrupt, or not a traceml run
+                file; the message names the file.
+        """
+        return cls(*_read(_path_arg(path, "traceml.load()")))
+
+    def plot(self):
+        """A matplotlib Figure (no pyplot state): per-step input wait over
+        steps (log scale) with stalls and epoch boundaries marked, and the
+        input-wait histogram.  Raises ImportError without matplotlib."""
+        from .plot import report_figure
+
+        return report_figure(self.summary, self.steps)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        return self.summary == other.summary and np.array_equal(self.steps, other.steps)
+
+    __hash__ = None
+
+    def __str__(self) -> str:
+        from .render import report_text
+
+        return report_text(self.summary)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<traceml.Report source={s['source']!r} steps={s['steps']} "
+            f"diagnosis={s['diagnosis']}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from .plot import png_data_uri
+        from .render import report_html
+
+        return report_html(self.summary, png_data_uri(self.plot))
+
+
+def _path_arg(path: Any, func: str) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{func}: path must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fspath(path)
+
+
+def _write(summary: dict, steps: np.ndarray, path: str) -> str:
+    """Write a run file (overwriting); returns the path."""
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "summary": summary}
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr("summary.json", json.dumps(header, indent=1))
+            for field in steps.dtype.names:
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.ascontiguousarray(steps[field]),
+                                          allow_pickle=False)
+                z.writestr(f"{field}.npy", buf.getvalue())
+    except OSError as exc:
+        # Same errno, so the same subclass (IsADirectoryError, ...).
+        raise OSError(exc.errno, f"Report.save(): cannot write {path!r}: "
+                                 f"{exc.strerror or exc}") from exc
+    return path
+
+
+def _read(path: str) -> tuple[dict, np.ndarray]:
+    """(summary, steps) of a run file; errors as Report.load says."""
+    where = f"traceml.load(): {path}"
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"traceml.load(): no such file: {path}")
+    try:
+        with zipfile.ZipFile(path) as z:
+            try:
+                header = json.loads(z.read("summary.json").decode("utf-8"))
+            except KeyError:
+                raise ValueError(
+                    f"{where}: not a traceml run file (no summary.json inside)"
+                ) from None
+            if not isinstance(header, dict) or header.get("format") != FORMAT:
+                raise ValueError(f"{where}: not a traceml run file (format is not {FORMAT!r})")
+            if header.get("format_version") != FORMAT_VERSION:
+                raise ValueError(
+                    f"{where}: traceml run format version "
+                    f"{header.get('format_version')!r} is not supported "
+                    f"(this traceml reads {FORMAT_VERSION})"
+                )
+            summary = header["summary"]
+            count = summary.get("steps") if isinstance(summary, dict) else None
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"{where}: summary.json has no valid step count ({count!r})")
+            if "begin_ns.npy" not in z.namelist():
+                raise ValueError(f"{where}: run file lacks the 'begin_ns' array")
+            # Each step takes 8 bytes of begin_ns: refuse a count the file
+            # cannot hold before allocating for it.
+            if z.getinfo("begin_ns.npy").file_size < count * 8:
+                raise ValueError(
+                    f"{where}: the step count {count} does not match the arrays in the file")
+            steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
+            for field in steps.dtype.names:
+                try:
+                    raw = z.read(f"{field}.npy")
+                except KeyError:
+                    raise ValueError(f"{where}: run file lacks the {field!r} array") from None
+                try:
+                    arr = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: the {field!r} array is damaged ({exc})") from exc
+                if arr.shape != steps.shape:
+                    raise ValueError(
+                        f"{where}: the {field!r} array has shape {arr.shape}, "
+                        f"expected {steps.shape}"
+                    )
+                steps[field] = arr
+    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError,
+            json.JSONDecodeError, KeyError, TypeError, zlib.error) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"{where}: not a readable traceml run file ({exc})") from exc
+    return summary, steps
+

@@ -1,0 +1,660 @@
+"""Every sentence traceml prints: rule descriptions, next steps, evidence,
+notes, the lines of a report, compare and sweep sentences, worded from the
+codes and numbers of :mod:`traceml.policy` and :mod:`traceml.evidence`.
+
+Thresholds are quoted from the policy constants, never restated as
+literals, so a changed constant changes the sentence.  Nothing here
+measures or decides, and layout (order, markers, tables, HTML) is
+:mod:`traceml.render`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from . import policy
+from .evidence import NO_WORKERS
+from .fmt import fmt_s, pct, plural
+
+# --- thresholds in words -------------------------------------------------------
+
+
+def _of_the(share: float) -> str:
+    """"half the" for 0.5, else "40% of the"."""
+    return "half the" if share == 0.5 else f"{pct(share)} of the"
+
+
+def _part(share: float) -> str:
+    """"half" for 0.5, else "40%"."""
+    return "half" if share == 0.5 else pct(share)
+
+
+def _floor(the: str = "") -> str:
+    """The stall floor: "max(1 ms, 20% of median step)"."""
+    return (f"max({fmt_s(policy.STALL_FLOOR_S)}, {pct(policy.STALL_FLOOR_STEP_SHARE)} "
+            f"of {the}median step)")
+
+
+def _p(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+# --- diagnosis, stall threshold, shape ------------------------------------------
+
+
+def diagnosis_rule(label: str, share: Optional[float]) -> str:
+    """The rule behind a diagnosis (policy.diagnose's label and share)."""
+    if label == policy.NO_DATA:
+        return "no steady-state steps recorded"
+    said = f"input wait is {pct(share, 1)} of step time"
+    top, low = pct(policy.INPUT_BOUND_SHARE), pct(policy.COMPUTE_BOUND_SHARE)
+    if label == policy.INPUT_BOUND:
+        return (f"{said} (>= {top}: TensorFlow's input-pipeline analyzer calls this "
+                "highly input-bound)")
+    if label == policy.COMPUTE_BOUND:
+        return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
+                "not input-bound)")
+    return (f"{said} ({low} to {top}: moderately input-bound in TensorFlow's "
+            "input-pipeline analyzer)")
+
+
+def _threshold_basis(code: str, all_slow: bool) -> str:
+    if code == policy.RULE_FLOOR:
+        return f"floor {_floor()}"
+    if code == policy.RULE_P95:
+        return f"{_of_the(policy.STALL_P95_SHARE)} {_p(policy.STALL_PERCENTILE)} wait"
+    return ("Otsu split between slow and stalled fetches" if all_slow
+            else "Otsu split between fast and slow fetches")
+
+
+def stall_rule(rule: policy.StallRule) -> str:
+    """The stall threshold rule that applied (policy.stall_threshold_ns)."""
+    slow = f"every fetch is slow ({_p(policy.ALL_SLOW_PERCENTILE)} wait > floor)"
+    if rule.code == policy.RULE_GIVEN:
+        return f"given: wait > {rule.given_s:g} s"
+    if rule.code == policy.RULE_NO_STEPS:
+        return "auto: no steady-state steps"
+    if rule.code == policy.RULE_ALL_SLOW:
+        return f"auto: {slow}; floor {_floor()}"
+    if rule.code == policy.RULE_ALL_SLOW_SPLIT:
+        return (f"auto: {slow} and a separate group of large waits stands out (at least "
+                f"{policy.MIN_GROUP_ON_TOP}, at most {_of_the(policy.HEAVY_TAIL_MAX_STALL_SHARE)} "
+                f"fetches, typically {policy.BIMODAL_MIN_RATIO:g}x the rest); "
+                + _threshold_basis(rule.basis, True))
+    return "auto: " + _threshold_basis(rule.code, False)
+
+
+def shape_rule(code: str) -> str:
+    """The rule behind a shape (policy.shape's code)."""
+    most = _part(policy.HEAVY_TAIL_MAX_STALL_SHARE)
+    return {
+        policy.SHAPE_NO_STALLS: "no fetch waited past the stall threshold",
+        policy.SHAPE_EVERY_SLOW: (f"at least {pct(1 - policy.ALL_SLOW_PERCENTILE / 100)} of "
+                                  "fetches wait past the stall threshold"),
+        policy.SHAPE_MOST_STALL: f"more than {most} of the fetches are stalls",
+        policy.SHAPE_SLOW_BETWEEN: ("the fetches between stalls are slow too (median wait "
+                                    f"above {_floor('the ')}), stalls on top"),
+        policy.SHAPE_HEAVY_TAIL: f"at most {most} of the fetches are stalls; the rest are fast",
+    }[code]
+
+
+# --- next steps ---------------------------------------------------------------------
+
+
+def _uniformly_slow(p: dict) -> str:
+    of_step = f", {pct(p['step_share'])} of the median step" if p["step_share"] else ""
+    every = p["every"]
+    return (f"{'Every fetch waits' if every else 'Most fetches wait'} "
+            f"(median {fmt_s(p['median_s'])}{of_step}): "
+            + ("slow input on every batch." if p["on_top"] and every
+               else "slow input on most batches." if p["on_top"]
+               else "uniformly slow input rather than stalls."))
+
+
+def _workers_in(p: dict) -> str:
+    return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
+
+
+_NEXT: dict[str, Callable[[dict], str]] = {
+    "no_data": lambda p: ("Nothing recorded yet: iterate traceml.wrap(loader), then call "
+                          "traceml.report()."),
+    "too_few_steps": lambda p: (f"Only {plural(p['steps'], 'steady-state step')}: too few to "
+                                "judge the input's shape; record at least "
+                                f"{p['least']}."),
+    "compute_bound": lambda p: (f"The loop waits for input {pct(p['share'])} of the time: input "
+                                "is not the bottleneck; profile the step itself."),
+    "compute_bound_stalls": lambda p: (f"Still, {pct(p['step_share'])} of steps hold "
+                                       f"{pct(p['wait_share'])} of the input wait: stalls "
+                                       "matter only if step-time spikes do."),
+    "uniformly_slow": _uniformly_slow,
+    "periodic_on_top": lambda p: (f"On top, larger stalls recur every {p['period']} steps"
+                                  f"{_workers_in(p)}."),
+    "stalls_on_top": lambda p: (f"On top, {p['count']} larger stall"
+                                f"{'s' if p['count'] != 1 else ''}"
+                                + (" at irregular intervals." if p["pattern_known"]
+                                   else ", too few to show a pattern.")),
+    "try_workers": lambda p: ("num_workers=0 loads in the main process: next, try num_workers "
+                              ">= 1 (traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))."),
+    "vary_workers_around": lambda p: (
+        f"Next: vary num_workers around {p['num_workers']} (traceml.sweep(make_loader, "
+        "num_workers=...)): if the wait falls as workers are added, the workers are the "
+        "limit; if not, look at work in the main process."),
+    "wrap_and_sweep": lambda p: ("Next: wrap the DataLoader itself and sweep num_workers "
+                                 "(traceml.sweep) to see whether more workers shorten the wait."),
+    "spread_wait": lambda p: (
+        f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
+        f"time, spread over every fetch (median {fmt_s(p['median_s'])}): a cost paid per "
+        "batch (handing it over from the workers, collate, pin_memory) or a loader only "
+        "just keeping up."),
+    "vary_workers_or_prefetch": lambda p: (
+        "Next: vary num_workers or prefetch_factor (traceml.sweep): a wait that stays put "
+        "is per-batch hand-over cost; one that falls with more workers is loader throughput."),
+    "heavy_tailed": lambda p: (
+        f"{pct(p['step_share'])} of steps hold {pct(p['wait_share'])} of the input wait: "
+        f"mostly fast input with large stalls (median fetch {fmt_s(p['median_s'])}, p95 "
+        f"{fmt_s(p['p95_s'])})."),
+    "too_few_stalls": lambda p: (f"Only {plural(p['count'], 'stall')}: too few to tell a "
+                                 "pattern; record more steps."),
+    "overtaking_round": lambda p: (
+        f"With in_order=False, {p['overtaking']} deliveries overtook a slower batch, yet the "
+        f"stalls still recur every {p['period']} steps: not one slow sample blocking the "
+        "line, but the workers' round; next, check worker CPU against storage reads."),
+    "overtaking": lambda p: (f"With in_order=False, {p['overtaking']} deliveries overtook a "
+                             "slower batch: single slow samples hold batches back."),
+    "lockstep": lambda p: (
+        f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}: "
+        "consistent with the workers finishing their batches together (lock-step), so the "
+        "cost is per-batch work inside the workers."),
+    "vary_workers_then_in_order": lambda p: (
+        "Next: vary num_workers (traceml.sweep(make_loader, num_workers=(4, 2, 1, 0))); if "
+        "the period follows, compare in_order=(True, False) to see whether batches "
+        "overtake, then check worker CPU against storage reads in the slow intervals."),
+    "period_not_workers": lambda p: (
+        f"The stalls recur every {p['period']} steps while num_workers={p['num_workers']}: a "
+        "period that does not follow the workers points at something that recurs by step "
+        f"(a slow sample every {p['period']} batches, a periodic flush or log write)."),
+    "confirm_period": lambda p: (
+        f"Next: vary num_workers (traceml.sweep) to confirm the period stays at "
+        f"{p['period']}, and look at what runs every {p['period']} steps."),
+    "period": lambda p: f"The stalls recur every {p['period']} steps.",
+    "wrap_to_compare_period": lambda p: (
+        "Next: wrap the DataLoader itself so its num_workers can be compared with the "
+        f"period, or look at what recurs every {p['period']} steps."),
+    "irregular": lambda p: (
+        f"The stalls have no regular period (the commonest gap, "
+        f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "
+        "point at particular slow samples or outside contention rather than the worker "
+        "round."),
+    "compare_in_order": lambda p: (
+        "Next: compare in_order=(True, False) (traceml.sweep(make_loader, in_order=(True, "
+        "False))): if later batches overtake a slow one, single slow samples are to blame; "
+        "then check worker CPU against storage reads."),
+}
+
+
+def next_steps(summary: dict) -> list[str]:
+    """The next-step sentences of a report summary (policy.next_steps)."""
+    return [_NEXT[code](params) for code, params in policy.next_steps(summary)]
+
+
+# --- notes of a report ------------------------------------------------------------------
+
+_NOTES: dict[str, Callable[[dict], str]] = {
+    "dropped": lambda p: (f"{p['count']} steps were dropped: the step store could not grow "
+                          "(out of memory); statistics cover the recorded steps only"),
+    "misuse": lambda p: (f"probe misuse: {p['key']} x{p['count']} "
+                         f"(see help(traceml.{p['probe']}))"),
+    "probe_open": lambda p: "a probe step is still open (step_end() not called); not counted",
+    "no_fetch_yet": lambda p: "no fetch of this source has returned yet",
+    "no_steps": lambda p: ("no steps recorded: iterate traceml.wrap(loader) or call "
+                           "traceml.step_begin()/fetch_done()/step_end()"),
+    "few_steps": lambda p: (f"only {p['steps']} steady-state steps: too few for the shape of "
+                            "the input wait to mean much"),
+    "oversubscribed": lambda p: (
+        f"num_workers={p['num_workers']} exceeds the {p['cpus']} usable CPUs: workers share "
+        "cores, so absolute stall lengths depend on contention"),
+    "stuck_elsewhere": lambda p: (f"a fetch of {p['name']!r} is stuck now: see "
+                                  f"report(source={p['name']!r})"),
+    "also_recorded": lambda p: ("also recorded: "
+                                + ", ".join(f"{name!r} ({steps} steps)"
+                                            for name, steps in p["others"])
+                                + "; see report(source=name)"),
+}
+
+
+def notes(items: Iterable[tuple[str, dict]]) -> list[str]:
+    """The notes of a report, from (code, numbers) items."""
+    return [_NOTES[code](params) for code, params in items]
+
+
+# --- evidence -------------------------------------------------------------------------------
+
+CAVEATS = (
+    "Caveats: read_bytes 0 does not rule out page-cache effects (a cached "
+    "read costs CPU, not storage); nothing here measures CPU cache misses "
+    "or isolates the scheduler."
+)
+# Once the stalls did read from storage in earnest, the page-cache caveat
+# is moot.
+CAVEATS_WITH_READS = ("Caveats: nothing here measures CPU cache misses or isolates "
+                      "the scheduler.")
+
+
+def _rate(amount: float, wall: float) -> str:
+    return f"{amount / wall / 1e6:.1f} MB/s" if wall > 0 else "-"
+
+
+def _storage(code: str, p: dict) -> str:
+    """CPU-side work versus storage reads (evidence._storage_finding)."""
+    who = "the main process" if p["who"] == "main" else "the workers"
+    was = "was" if p["who"] == "main" else "were"
+    reads, faults = p["read_bytes"], p["major_faults"]
+    if code == "cpu_no_reads_anywhere":
+        return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
+                "dataset processing, not storage reads.")
+    if code == "cpu_no_reads":
+        return (f"No storage reads or major faults during stalls while {who} {was} "
+                "busy: the stalls are CPU-side dataset processing.")
+    lighter = {
+        "none": "",
+        "trace": (f"; it read only {reads / 1e3:.0f} kB with {faults:.0f} major "
+                  f"fault{'s' if faults != 1 else ''}: a trace, not a storage bottleneck"),
+        "lighter": (f"; its reads ({reads / 1e6:.1f} MB, {_rate(reads, p['wall_s'])}) were no "
+                    f"heavier than outside the stalls "
+                    f"({_rate(p['fast_read_bytes'], p['fast_wall_s'])})"),
+    }.get(p["reads"], "")
+    if code == "cpu_light_reads":
+        return (f"During stalls {who} {was} busy{lighter}: the stalls are CPU-side "
+                "dataset processing, not storage reads.")
+    if code == "idle":
+        elsewhere = ("a sleep, a lock, the network" if p["who"] == "main"
+                     else "IPC, the main process, locks")
+        return (f"During stalls {who} {was} mostly idle"
+                + (" and read nothing from storage" if p["reads"] == "none" else lighter)
+                + f": the wait lies elsewhere ({elsewhere}).")
+    heavy = (f"{reads / 1e6:.1f} MB from storage ({_rate(reads, p['wall_s'])} against "
+             f"{_rate(p['fast_read_bytes'], p['fast_wall_s'])} outside the stalls) with "
+             f"{faults:.0f} major faults")
+    if code == "storage":
+        return (f"During stalls {who} read {heavy} while keeping few cores busy: storage "
+                "reads are the suspect.")
+    return (f"During stalls {who} {was} busy and also read {heavy}: both CPU work and "
+            "storage may matter.")
+
+
+def _cores(cores: float, runnable: Optional[float]) -> str:
+    return f"{cores:.1f} cores busy" + (f", {runnable:.1f} runnable" if runnable is not None
+                                        else "")
+
+
+def _run_queue(p: dict) -> str:
+    nw, cpus = p["num_workers"], p["cpus"]
+    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls: "
+            "runnable but not running")
+    if nw and cpus and nw > cpus:
+        text += f" ({nw} workers on {cpus} CPUs)"
+    elif nw and cpus:
+        text += (f" although {nw} workers fit on {cpus} CPUs: other threads or processes, "
+                 "the training loop's own included, competed for the CPUs")
+    return text + ", which stretches each batch."
+
+
+_UNTOLD = "CPU-side versus storage cannot be told apart here."
+
+_EVIDENCE: dict[str, Callable[[dict], str]] = {
+    "main_unavailable": lambda p: f"Main-process counters unavailable ({p['why']}): {_UNTOLD}",
+    "main_cpu": lambda p: (
+        f"num_workers=0, so the dataset runs in the main process: slow intervals held "
+        f"{p['cpu_s']:.2f} main-process CPU-s over {p['wall_s']:.2f} s ("
+        f"{_cores(p['cores'], p['runnable'])}) against {p['fast_cpu_s']:.2f} over "
+        f"{p['fast_wall_s']:.2f} s in fast ones ({p['fast_cores']:.1f} cores, the training "
+        "step included)."),
+    "worker_cpu": lambda p: (
+        f"Slow intervals held {p['cpu_s']:.2f} worker-CPU-s over {p['wall_s']:.2f} s "
+        f"({_cores(p['cores'], p['runnable'])}) against {p['fast_cpu_s']:.2f} over "
+        f"{p['fast_wall_s']:.2f} s in fast ones "
+        f"({_cores(p['fast_cores'], p['fast_runnable'])})."),
+    "one_worker_busy": lambda p: (
+        f"One worker stayed busy through the stalls ({p['cores']:.1f} cores) while the "
+        "others had little to do: one slow batch held the line."),
+    "storage_unavailable": lambda p: f"Storage counters unavailable ({p['why']}): {_UNTOLD}",
+    "run_queue": _run_queue,
+    "caveats": lambda p: CAVEATS_WITH_READS if p["reads_matter"] else CAVEATS,
+}
+
+
+def evidence_sentences(findings: Iterable[tuple[str, dict]]) -> list[str]:
+    """What the worker (or main-process) counters say, from
+    evidence.interval_findings."""
+    return [_EVIDENCE[code](p) if code in _EVIDENCE else _storage(code, p)
+            for code, p in findings]
+
+
+def stuck_sentence(ev: dict) -> str:
+    """One stuck fetch (an item of evidence.stuck)."""
+    who = ""
+    if ev["oldest_rank"] is not None:
+        who = f" for batch rank {ev['oldest_rank']}"
+        if ev["worker"] is not None:
+            who += f" held by worker {ev['worker']}"
+            if ev["pid"]:
+                who += f" (pid {ev['pid']}, state {ev['state'] or '?'}"
+                if ev["worker_cpu_s_during_wait"] is not None:
+                    who += f", {ev['worker_cpu_s_during_wait']:.2f} CPU-s during the wait"
+                who += ")"
+    if ev["still_waiting"]:
+        status = "still waiting"
+    elif ev["step"] is not None:
+        status = "then returned a batch"
+    else:
+        # No step begins at the stuck fetch: it ended without a batch.
+        status = "then ended without a batch (an exception, or the loop stopped)"
+    return (f"STUCK: fetch {ev['step_in_epoch']} of epoch {ev['epoch']} waited "
+            f"{fmt_s(ev['waited_s'])}{who}; {status}.")
+
+
+# --- the lines of a report ------------------------------------------------------------
+# How many distinct gaps the histogram line lists before "…".
+GAPS_SHOWN = 12
+
+
+def headline(s: dict) -> str:
+    """The first line of a report: source, steps, epochs, wall time."""
+    if s["steps"] == 0:
+        if s["source"] == "probes" and not s.get("sources"):
+            return "traceml · nothing recorded yet"
+        return f"traceml · {s['source']} · no steps yet"
+    return (
+        f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
+        f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
+    )
+
+
+def shape_line(s: dict) -> Optional[str]:
+    """Shape, temporal structure and concentration of the stalls; None
+    without a shape."""
+    if not s.get("shape"):
+        return None
+    parts = [f"shape {s['shape']}"]
+    tmp = s.get("temporal")
+    if tmp is None:
+        parts.append("too few stalls for a temporal pattern")
+    elif tmp["label"] == policy.PERIODIC:
+        text = f"{policy.PERIODIC} every {tmp['period']} step{'s' if tmp['period'] != 1 else ''}"
+        if tmp.get("counted") == "bursts":
+            text += " (counting back-to-back stalls as one burst)"
+        if tmp["autocorrelation"] is not None and tmp["period"] > 1:
+            text += (f" (wait autocorrelation {tmp['autocorrelation']:.2f} "
+                     f"at lag {tmp['period']})")
+        parts.append(text)
+    else:
+        parts.append(
+            f"{policy.IRREGULAR} (commonest gap {tmp['modal_gap']} holds "
+            f"{pct(tmp['modal_share'])} of gaps)"
+        )
+    conc = s.get("concentration") or {}
+    if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
+        parts.append(
+            f"{pct(conc['stall_step_share'])} of steps hold "
+            f"{pct(conc['stall_wait_share'])} of the input wait"
+        )
+    return " · ".join(parts)
+
+
+def stall_lines(s: dict) -> list[str]:
+    """The stall count at its threshold and rule, the cadence, and the
+    histogram of gaps between stalls."""
+    st = s["stalls"]
+    lines = [
+        f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
+        f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
+    ]
+    cad = s["cadence"]
+    if cad["period"] is not None:
+        every = "step" if cad["period"] == 1 else f"{cad['period']} steps"
+        text = f"cadence: a stall every {every} (modal gap)"
+    elif st["gaps"]:
+        text = "cadence: no dominant gap between stalls"
+    else:
+        text = None
+    if text and cad["num_workers"] is not None:
+        text += f"; num_workers={cad['num_workers']}"
+        if cad["matches_num_workers"]:
+            text += ": the cadence follows num_workers"
+        if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
+            # Every gap is a multiple of 1: said only when it can fail.
+            k = cad["num_workers"]
+            text += (
+                f" ({pct(cad['multiple_fraction'])} of gaps are "
+                f"multiples of {k})"
+            )
+    if text:
+        lines.append(text)
+    if st["gap_histogram"]:
+        shown = st["gap_histogram"][:GAPS_SHOWN]
+        hist = "  ".join(f"{g}×{c}" for g, c in shown)
+        more = " …" if len(st["gap_histogram"]) > GAPS_SHOWN else ""
+        lines.append(f"gaps between stalls (steps×count): {hist}{more}")
+    return lines
+
+
+def _epoch_start_cause(loader: Optional[dict]) -> str:
+    if not loader:
+        return "includes iter()"
+    if loader.get("persistent_workers"):
+        return "iter() and the workers' first batches; persistent workers start once"
+    return "iter() and worker start-up"
+
+
+def epoch_start_line(s: dict) -> Optional[str]:
+    """The epoch-start fetches, kept out of the statistics; None without."""
+    es = s["epoch_start"]
+    if not es["count"]:
+        return None
+    w = es["input_wait_s"]
+    return (
+        f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
+        f"({_epoch_start_cause(s.get('loader'))}) "
+        f"mean {fmt_s(w['mean'])}, max "
+        f"{fmt_s(w['max'])}; not in the table above"
+    )
+
+
+def evidence_lines(s: dict) -> list[str]:
+    """Stuck fetches first, then what the worker counters say."""
+    out = [stuck_sentence(ev) for ev in s.get("stuck") or []]
+    w = s.get("workers")
+    if w and w.get("evidence"):
+        out.extend(w["evidence"])
+    return out
+
+
+def process_lines(s: dict) -> list[str]:
+    """Host, delivery order, worker processes, sampler and unavailable
+    counters."""
+    out = []
+    h = s.get("host")
+    if h:
+        out.append(f"host: {h['usable_cpus']} usable CPUs, start method "
+                   f"{h['start_method'] or '-'}, torch {h['torch_version'] or '-'}")
+    d = s.get("delivery")
+    if d and d["known"]:
+        out.append(f"delivery: in_order={d['in_order']}, {d['overtaking']} of {d['known']} "
+                   "deliveries overtook a batch of lower rank")
+    w = s.get("workers")
+    if w:
+        changes = w["pid_changes"]
+        if changes:
+            at = ", ".join(f"step {c['step']} (epoch {c['epoch']})" for c in changes)
+            out.append(f"worker PIDs changed at {at}")
+        elif len(w["pids_by_epoch"]) > 1:
+            out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
+        for e in w["exited"]:
+            out.append(f"worker {e['worker']} (pid {e['pid']}) exited mid-run near "
+                       f"step {e['step']}")
+        smp = w["sampler"]
+        if smp["samples"]:
+            share = smp["cpu_share"]
+            out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
+                       + (f", {pct(share, 2)} of one CPU" if share is not None else ""))
+        elif smp.get("error") and smp["enabled"]:
+            out.append(f"sampler: unavailable ({smp['error']}): timings only, no worker "
+                       "or process evidence")
+        if smp.get("readings_lost"):
+            out.append(f"sampler: the ring dropped {smp['overwritten']} readings, some of this "
+                       "run's; raise traceml.configure(sampler_capacity=...)")
+        if smp.get("dropped_watch"):
+            out.append(f"sampler: {smp['dropped_watch']} loops or processes could not be "
+                       "watched (out of memory or over the process limit)")
+        iv = w.get("intervals")
+        if iv and iv["unavailable"]:
+            # Worker counters of a loader without workers are not news.
+            for name, why in iv["unavailable"].items():
+                if why != NO_WORKERS:
+                    out.append(f"{name}: unavailable ({why})")
+    return out
+
+
+def loader_line(s: dict) -> Optional[str]:
+    """The DataLoader's settings; None for other iterables."""
+    if not s["loader"]:
+        return None
+    return "loader: " + " ".join(f"{k}={v}" for k, v in s["loader"].items())
+
+
+# --- compare ------------------------------------------------------------------------------
+
+
+def verdict_why(v: policy.Verdict) -> str:
+    """Why compare() gave its verdict (policy.compare_means)."""
+    if v.label == policy.NO_DATA:
+        which = {"both": "either run", "baseline": "the baseline", "run": "this run"}[v.missing]
+        return f"no steady-state steps in {which}: no mean fetch to compare"
+    delta = v.run_s - v.base_s
+    return (f"mean fetch {fmt_s(v.base_s)} -> {fmt_s(v.run_s)} ({'+' if delta >= 0 else '-'}"
+            f"{fmt_s(abs(delta))}; tolerance {fmt_s(v.tolerance_s)})")
+
+
+BASELINE_WHY = "the baseline"
+
+
+def compare_threshold(threshold_s: Optional[float]) -> str:
+    """The line on which threshold compare() counted stalls at."""
+    if threshold_s is None:
+        return ("no stalls counted: the baseline has no steady-state steps to set "
+                "the threshold")
+    return f"stalls and stall gaps counted at the baseline's threshold, {fmt_s(threshold_s)}"
+
+
+# --- sweep ---------------------------------------------------------------------------------
+
+
+def condition(cond: dict) -> str:
+    """A sweep condition as "num_workers=4 in_order=True"."""
+    return " ".join(f"{k}={v}" for k, v in cond.items())
+
+
+def sweep_correlation(c: dict, ignored: bool) -> str:
+    """The line on num_workers against the stall cadence (sweep.correlation);
+    ``ignored``: make_loader ignored num_workers somewhere."""
+    if c["r"] is None:
+        if c["distinct_workers"] < 2 and c["points"] >= 2:
+            text = ("num_workers vs stall cadence: num_workers did not vary among the "
+                    "conditions with stalls; nothing to correlate")
+            if ignored:
+                text += (" (counting the workers each loader was built with; "
+                         "make_loader ignored num_workers, see below)")
+            return text
+        if c["points"] >= 2 and c["slope"] == 0.0:
+            return (f"num_workers vs stall cadence: the cadence does not follow "
+                    f"num_workers: the same stall gap {c['intercept']:g} in every "
+                    f"condition ({c['points']} conditions, {c['distinct_workers']} "
+                    "distinct num_workers); slope 0, r undefined because the gap "
+                    "does not vary")
+        return (f"num_workers vs stall cadence: not enough points "
+                f"({plural(c['points'], 'condition')} with "
+                f">= {policy.MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
+                "num_workers; need 2 or more of each)")
+    return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
+            f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
+            f"({c['gaps']} stall gaps in all)")
+
+
+def sweep_ignored(pairs: list) -> Optional[str]:
+    """(asked, built) num_workers pairs where make_loader ignored num_workers."""
+    if not pairs:
+        return None
+    return ("make_loader ignored num_workers: "
+            + ", ".join(f"num_workers={a} built a loader with {plural(b, 'worker')}"
+                        for a, b in pairs)
+            + "; the correlation uses the loaders' own num_workers")
+
+
+def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
+    """The condition with the lowest mean fetch (SweepResult.best())."""
+    if best is None or rows < 2:
+        return None
+    text = f"lowest mean fetch: {condition(best['condition'])} ({fmt_s(best['mean_s'])})"
+    if best["close"]:
+        text += (f"; within {pct(policy.REL_TOL)} of it (no real difference): "
+                 + ", ".join(best["close"]))
+    return text
+
+
+def sweep_order(effects: list[dict]) -> Optional[str]:
+    """Where forward and backward runs disagree (SweepResult.order_effects())."""
+    if not effects:
+        return None
+    differ = [e for e in effects if e["differs"]]
+    compared = [e for e in effects if e["verdict"] != policy.NO_DATA]
+    if not compared:
+        return ("forward and backward: no condition has steady-state steps on both "
+                "sides to compare")
+    if not differ:
+        skipped = len(effects) - len(compared)
+        return (f"forward and backward agree for all {len(compared)} conditions "
+                f"(within compare's tolerance: {pct(policy.REL_TOL)} of the mean fetch "
+                f"or {pct(policy.STEP_TOL)} of the step)"
+                + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
+    several = len({e["pass_"] for e in effects}) > 1
+    listed = "; ".join(
+        condition(e["condition"]) + (f" pass {e['pass_']}" if several else "")
+        + f" {fmt_s(e['forward_mean_s'])} forward vs {fmt_s(e['backward_mean_s'])} backward"
+        for e in differ)
+    return (f"order effect in {len(differ)} of {len(effects)} conditions: {listed}. "
+            "Beyond compare's tolerance, so differences that size between conditions "
+            "are not evidence; "
+            + ("see whether they recur in every pass" if several
+               else "passes=2 shows whether they recur"))
+
+
+def sweep_short(rows: list[dict]) -> list[str]:
+    """One line per requested step count that some row fell short of: the
+    conditions whose loader ran out of batches first."""
+    short: dict[int, list[str]] = {}
+    for r in rows:
+        asked, ran = r.get("steps_requested"), r.get("steps")
+        if r["error"] or asked is None or ran is None or ran >= asked:
+            continue
+        cell = f"{condition(r['condition'])} ({ran})"
+        if cell not in short.setdefault(asked, []):
+            short[asked].append(cell)
+    return [f"ran fewer batches than steps={asked}: " + ", ".join(cells)
+            for asked, cells in short.items()]
+
+
+def sweep_error(row: dict) -> str:
+    return (f"error in {condition(row['condition'])} pass {row['pass_']} {row['direction']}: "
+            f"{row['error']}")
+
+
+SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
+
+
+def sweep_progress(done: int, total: int, row: dict) -> str:
+    """The progress line of one condition when tqdm is not installed."""
+    gap = row["median_gap"] if row["median_gap"] is not None else "-"
+    status = (f"error {row['error']}" if row["error"] else
+              f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, stall gap {gap}")
+    return (f"[traceml.sweep {done}/{total}] {condition(row['condition'])} "
+            f"pass {row['pass_']} {row['direction']}: {status}")
