@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import re
@@ -175,27 +176,68 @@ def clock_seconds() -> float:
 
 
 def interleave(
-    variants: dict[str, Callable[[], float]], rounds: int
+    variants: dict[str, Callable[[], float]], rounds: int,
+    shuffle: Optional[int] = None,
 ) -> dict[str, np.ndarray]:
     """Call every variant once per round, rotating the order each round.
 
     Each variant times itself and returns nanoseconds per unit of work
-    (per call, per item, per run).  Returns, per variant, the array of its
-    per-round results in round order, so that results of one round can be
-    paired (``b[i] - a[i]``)."""
+    (per call, per item, per run), or a tuple of such numbers (the array
+    then has one column per number).  Returns, per variant, the array of
+    its per-round results in round order, so that results of one round can
+    be paired (``b[i] - a[i]``).
+
+    ``shuffle``: a seed; the order is then drawn at random every round
+    instead of rotated (with many variants, a rotation keeps each one
+    behind the same predecessor, whose traces in the caches and the
+    allocator bias it: see bench_peers.py)."""
+    import random
+
     names = list(variants)
     out: dict[str, list[float]] = {name: [] for name in names}
+    order = random.Random(shuffle) if shuffle is not None else None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for r in range(rounds):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
+            if order is not None:
+                order.shuffle(names)
+                this_round = names
+            else:
+                k = r % len(names)
+                this_round = names[k:] + names[:k]
+            for name in this_round:
                 out[name].append(variants[name]())
     finally:
         if gc_was_enabled:
             gc.enable()
     return {name: np.asarray(v, dtype=float) for name, v in out.items()}
+
+
+def median_ci(d: Iterable[float]) -> tuple[float, float]:
+    """A distribution-free 95% interval of the median: the order statistics
+    n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation).  Paired
+    differences have heavy tails (a block that met another job's burst),
+    so the mean and its standard error would not do for the median."""
+    x = np.sort(np.asarray(list(d), dtype=float))
+    n = len(x)
+    if n < 6:
+        return float(x[0]), float(x[-1])
+    k = max(0, int(math.floor((n - 1.96 * math.sqrt(n)) / 2)))
+    return float(x[k]), float(x[n - 1 - k])
+
+
+def mean_ci(d: Iterable[float]) -> tuple[float, float, float]:
+    """The mean and its 95% interval (mean -+ 1.96 standard errors).  The
+    median of per-block differences leaves out a cost that comes in bursts
+    (a periodic drain, a page fault every 128 records): the mean keeps it,
+    at the price of a wider interval."""
+    x = np.asarray(list(d), dtype=float)
+    m = float(x.mean())
+    if len(x) < 2:
+        return m, m, m
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    return m, m - 1.96 * se, m + 1.96 * se
 
 
 @dataclass
