@@ -150,6 +150,39 @@ def free_store() -> None:
 
 
 # --------------------------------------------------------------------------
+# inputs
+
+
+class TaskTableIter:
+    """An iterator shaped like a multiprocessing DataLoader iterator for
+    traceml's delivery tracking: a ``_task_info`` dict (sampler rank ->
+    (worker_id,)) from which each fetch removes the delivered rank and to
+    which it adds the next one.  Wrapping it makes every step also store
+    its delivery (rank, worker) in the array parallel to the records."""
+
+    def __init__(self, n: int, workers: int = 2, outstanding: int = 0):
+        # `outstanding` tasks in the table (default: one per worker; a
+        # DataLoader keeps prefetch_factor x num_workers)
+        self.n = n
+        self.i = 0
+        self.workers = workers
+        self.ahead = outstanding or workers
+        self._task_info = {r: (r % workers,) for r in range(self.ahead)}
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        i = self.i
+        if i >= self.n:
+            raise StopIteration
+        del self._task_info[i]
+        self._task_info[i + self.ahead] = ((i + self.ahead) % self.workers,)
+        self.i = i + 1
+        return i
+
+
+# --------------------------------------------------------------------------
 # timing
 
 # What a timing reads.  "cpu": the CPU time of this thread (user + system,

@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = [
     "bench_probes.py",
     "bench_wrap.py",
+    "bench_loader.py",
     "bench_reduce.py",
     "bench_memory.py",
     "bench_sampler.py",
