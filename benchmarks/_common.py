@@ -5,7 +5,9 @@ rules:
 
 * speed is compared as ratios *within one run*: all variants of one
   benchmark are timed in the same process, interleaved round by round
-  (the order rotates every round), never against numbers from another run;
+  (the order rotates every round, or is drawn at random with
+  ``interleave(..., shuffle=seed)``), never against numbers from another
+  run;
 * every variant is repeated, and we report the minimum (the least disturbed
   run, the best estimate of the cost itself) and the median (what a
   typical run sees) and the maximum, never a single timing;
