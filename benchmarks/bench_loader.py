@@ -30,6 +30,10 @@ exhausting ``next()``), interleaved round by round in a random order:
   iterator has a task table);
 * ``wrap, stuck_after_s=0`` and ``wrap, sampler off``
   (``traceml.configure(...)``): the public switches;
+* ``wrap, thread already up``: ``wrap`` while the sampler thread is kept
+  running by another, idle wrapped loop opened before the timed epoch
+  (see ``+ thread`` below), so that the epoch neither starts nor joins
+  the thread: what a thread kept alive between loops would save;
 * ``WrapIter ...``: the C iterator ``traceml._core.WrapIter`` made directly,
   without ``Wrapped.__iter__`` (no loader facts, no ``_sampler_watch``),
   with one feature at a time: ``alone`` (no watch, no tracking, no sampler
@@ -204,6 +208,8 @@ def variants(loader, case: str, steps: int) -> dict:
                                        *configured(stuck_after_s=0.0)),
         "wrap, sampler off": epoch(lambda: iter(wrapped), steps,
                                    *configured(sampler=False)),
+        "wrap, thread already up": epoch(lambda: iter(wrapped), steps,
+                                         keeper.before, keeper.after),
         "WrapIter alone": epoch(core(False, False), steps),
         "WrapIter + thread": epoch(core(False, False), steps,
                                    keeper.before, keeper.after),
@@ -235,6 +241,8 @@ BREAKDOWN = [
      "the sampler on: thread, watch, _sampler_watch"),
     ("wrap", "wrap, stuck_after_s=0",
      "the stuck check in the sampler thread"),
+    ("wrap", "wrap, thread already up",
+     "starting and stopping the sampler thread with the loop"),
 ]
 
 
