@@ -5,7 +5,9 @@ rules:
 
 * speed is compared as ratios *within one run*: all variants of one
   benchmark are timed in the same process, interleaved round by round
-  (the order rotates every round), never against numbers from another run;
+  (the order rotates every round, or is drawn at random with
+  ``interleave(..., shuffle=seed)``), never against numbers from another
+  run;
 * every variant is repeated, and we report the minimum (the least disturbed
   run, the best estimate of the cost itself) and the median (what a
   typical run sees) and the maximum, never a single timing;
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import re
@@ -149,6 +152,39 @@ def free_store() -> None:
 
 
 # --------------------------------------------------------------------------
+# inputs
+
+
+class TaskTableIter:
+    """An iterator shaped like a multiprocessing DataLoader iterator for
+    traceml's delivery tracking: a ``_task_info`` dict (sampler rank ->
+    (worker_id,)) from which each fetch removes the delivered rank and to
+    which it adds the next one.  Wrapping it makes every step also store
+    its delivery (rank, worker) in the array parallel to the records."""
+
+    def __init__(self, n: int, workers: int = 2, outstanding: int = 0):
+        # `outstanding` tasks in the table (default: one per worker; a
+        # DataLoader keeps prefetch_factor x num_workers)
+        self.n = n
+        self.i = 0
+        self.workers = workers
+        self.ahead = outstanding or workers
+        self._task_info = {r: (r % workers,) for r in range(self.ahead)}
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        i = self.i
+        if i >= self.n:
+            raise StopIteration
+        del self._task_info[i]
+        self._task_info[i + self.ahead] = ((i + self.ahead) % self.workers,)
+        self.i = i + 1
+        return i
+
+
+# --------------------------------------------------------------------------
 # timing
 
 # What a timing reads.  "cpu": the CPU time of this thread (user + system,
@@ -175,27 +211,68 @@ def clock_seconds() -> float:
 
 
 def interleave(
-    variants: dict[str, Callable[[], float]], rounds: int
+    variants: dict[str, Callable[[], float]], rounds: int,
+    shuffle: Optional[int] = None,
 ) -> dict[str, np.ndarray]:
     """Call every variant once per round, rotating the order each round.
 
     Each variant times itself and returns nanoseconds per unit of work
-    (per call, per item, per run).  Returns, per variant, the array of its
-    per-round results in round order, so that results of one round can be
-    paired (``b[i] - a[i]``)."""
+    (per call, per item, per run), or a tuple of such numbers (the array
+    then has one column per number).  Returns, per variant, the array of
+    its per-round results in round order, so that results of one round can
+    be paired (``b[i] - a[i]``).
+
+    ``shuffle``: a seed; the order is then drawn at random every round
+    instead of rotated (with many variants, a rotation keeps each one
+    behind the same predecessor, whose traces in the caches and the
+    allocator bias it: see bench_peers.py)."""
+    import random
+
     names = list(variants)
     out: dict[str, list[float]] = {name: [] for name in names}
+    order = random.Random(shuffle) if shuffle is not None else None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for r in range(rounds):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
+            if order is not None:
+                order.shuffle(names)
+                this_round = names
+            else:
+                k = r % len(names)
+                this_round = names[k:] + names[:k]
+            for name in this_round:
                 out[name].append(variants[name]())
     finally:
         if gc_was_enabled:
             gc.enable()
     return {name: np.asarray(v, dtype=float) for name, v in out.items()}
+
+
+def median_ci(d: Iterable[float]) -> tuple[float, float]:
+    """A distribution-free 95% interval of the median: the order statistics
+    n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation).  Paired
+    differences have heavy tails (a block that met another job's burst),
+    so the mean and its standard error would not do for the median."""
+    x = np.sort(np.asarray(list(d), dtype=float))
+    n = len(x)
+    if n < 6:
+        return float(x[0]), float(x[-1])
+    k = max(0, int(math.floor((n - 1.96 * math.sqrt(n)) / 2)))
+    return float(x[k]), float(x[n - 1 - k])
+
+
+def mean_ci(d: Iterable[float]) -> tuple[float, float, float]:
+    """The mean and its 95% interval (mean -+ 1.96 standard errors).  The
+    median of per-block differences leaves out a cost that comes in bursts
+    (a periodic drain, a page fault every 128 records): the mean keeps it,
+    at the price of a wider interval."""
+    x = np.asarray(list(d), dtype=float)
+    m = float(x.mean())
+    if len(x) < 2:
+        return m, m, m
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    return m, m - 1.96 * se, m + 1.96 * se
 
 
 @dataclass

@@ -46,6 +46,7 @@ import time
 import traceml
 from _common import (
     Check,
+    TaskTableIter,
     common_args,
     free_store,
     print_checks,
@@ -87,32 +88,6 @@ def record_probes(n: int) -> None:
         step_begin()
         fetch_done()
         step_end()
-
-
-class TaskTableIter:
-    """An iterator shaped like a multiprocessing DataLoader iterator for
-    traceml's delivery tracking: a ``_task_info`` dict (sampler rank ->
-    (worker_id,)) from which each fetch removes the delivered rank and to
-    which it adds the next one.  Wrapping it makes every step also store
-    its delivery (rank, worker) in the array parallel to the records."""
-
-    def __init__(self, n: int, workers: int = 2):
-        self.n = n
-        self.i = 0
-        self.workers = workers
-        self._task_info = {r: (r % workers,) for r in range(workers)}
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> int:
-        i = self.i
-        if i >= self.n:
-            raise StopIteration
-        del self._task_info[i]
-        self._task_info[i + self.workers] = ((i + self.workers) % self.workers,)
-        self.i = i + 1
-        return i
 
 
 def record_tracked(n: int) -> None:

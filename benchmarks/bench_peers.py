@@ -35,8 +35,10 @@ Variants, in this process:
 * ``traceml probes``: ``step_begin(); batch = next(it); fetch_done();
   step(batch); step_end()``;
 * ``python list``: ``t0 = perf_counter_ns(); batch = next(it)``, then both
-  stamps appended to a list (a new list each epoch): what one writes
-  without a tool;
+  stamps appended to a list: what one writes without a tool.  It keeps
+  every stamp for the whole run (a list per epoch, all kept), as traceml's
+  store keeps every step: a recorder that dropped its list each epoch would
+  reuse the same memory while traceml's store grows into new pages;
 * ``record_function``: ``with torch.profiler.record_function(
   "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
   batch = next(it)``, as a user adds it, no profiler running;
@@ -260,6 +262,7 @@ def v_python_list(c: Ctx):
     stamp = time.perf_counter_ns
     it = it_of(loader)
     stamps: list = []
+    kept = [stamps]  # every epoch's stamps, kept as traceml keeps its store
     append = stamps.append
     while True:
         for _ in itertools.repeat(None, block):
@@ -268,7 +271,8 @@ def v_python_list(c: Ctx):
                 batch = next(it)
             except StopIteration:
                 it = it_of(loader)
-                stamps = []  # one list per epoch
+                stamps = []  # one list per epoch, the old ones kept
+                kept.append(stamps)
                 append = stamps.append
                 batch = next(it)
             append(t0)
@@ -535,33 +539,25 @@ def run_peer(args, mode: str, interval: float) -> dict | None:
 # analysis and output
 
 
-def median_ci(d: np.ndarray) -> tuple[float, float]:
-    """A distribution-free 95% interval of the median: the order statistics
-    n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation).  The paired
-    differences have heavy tails (a block that met another job's burst), so
-    the mean and its standard error would not do."""
-    x = np.sort(np.asarray(d, dtype=float))
-    n = len(x)
-    if n < 6:
-        return float(x[0]), float(x[-1])
-    k = max(0, int(math.floor((n - 1.96 * math.sqrt(n)) / 2)))
-    return float(x[k]), float(x[n - 1 - k])
-
-
 def added_stats(res: dict, name: str, base: str) -> dict:
     """Added ns per step: per round, variant minus baseline of that round."""
+    from _common import mean_ci, median_ci  # the parent only (sys.path set)
+
     v = np.asarray(res[name]["clock"])
     b = np.asarray(res[base]["clock"])
     d = v - b
     lo, hi = median_ci(d)
+    mean, mean_lo, mean_hi = mean_ci(d)
     pv, pb = np.asarray(res[name]["process"]), np.asarray(res[base]["process"])
     return {
         "min": float(d.min()), "median": float(np.median(d)), "max": float(d.max()),
         "lo": lo, "hi": hi,
+        "mean": mean, "mean_lo": mean_lo, "mean_hi": mean_hi,
         "ratio": float(np.median(v / b)),
         "best_minus_best": float(v.min() - b.min()),
         "step_median": float(np.median(v)),
         "process_median": float(np.median(pv - pb)),
+        "process_mean": float(np.mean(pv - pb)),
         "rounds": int(len(d)),
     }
 
@@ -573,18 +569,44 @@ def fmt_ns(x: float) -> str:
 def print_table(rows: list) -> None:
     """rows: (name, baseline or None, stats)."""
     w = 34
-    print(f"{'':{w}} {'added ns per step, paired by round':^45}  {'best-':>8} "
-          f"{'ratio':>7} {'proc CPU':>9}")
-    print(f"{'':{w}} {'min':>8} {'median':>8} {'max':>8} {'median 95% CI':>18}  "
-          f"{'best':>8} {'median':>7} {'median':>9}")
+    print(f"{'':{w}} {'added ns per step, paired by round':^84}  {'best-':>8} "
+          f"{'ratio':>7} {'proc CPU':^19}")
+    print(f"{'':{w}} {'min':>8} {'median':>8} {'max':>8} {'median 95% CI':>18} "
+          f"{'mean':>8} {'mean +-1.96 se':>20}  {'best':>8} {'median':>7} "
+          f"{'median':>9} {'mean':>9}")
     for name, base, s in rows:
         if base is None:
             print(f"{name:{w}} {'step: ' + fmt_ns(s['step_median']) + ' ns (median)':>45}")
             continue
         ci = f"[{fmt_ns(s['lo'])}, {fmt_ns(s['hi'])}]"
+        mci = f"[{fmt_ns(s['mean_lo'])}, {fmt_ns(s['mean_hi'])}]"
         print(f"{name:{w}} {fmt_ns(s['min']):>8} {fmt_ns(s['median']):>8} "
-              f"{fmt_ns(s['max']):>8} {ci:>18}  {fmt_ns(s['best_minus_best']):>8} "
-              f"{s['ratio']:7.4f} {fmt_ns(s['process_median']):>9}")
+              f"{fmt_ns(s['max']):>8} {ci:>18} {fmt_ns(s['mean']):>8} {mci:>20}  "
+              f"{fmt_ns(s['best_minus_best']):>8} {s['ratio']:7.4f} "
+              f"{fmt_ns(s['process_median']):>9} {fmt_ns(s['process_mean']):>9}")
+
+
+def print_head_to_head(res: dict, a: str, b: str) -> dict:
+    """a against b directly, paired by round (both hand-written variants
+    share the bare next() baseline, which then cancels): a - b per step,
+    and the ratio of their added costs (medians; means)."""
+    from _common import mean_ci, median_ci
+
+    va, vb = np.asarray(res[a]["clock"]), np.asarray(res[b]["clock"])
+    base = np.asarray(res["bare next()"]["clock"])
+    d = va - vb
+    lo, hi = median_ci(d)
+    m, mlo, mhi = mean_ci(d)
+    add_a, add_b = va - base, vb - base
+    ratio_med = float(np.median(add_a) / np.median(add_b))
+    ratio_mean = float(add_a.mean() / add_b.mean())
+    print(f"  {a} - {b}, paired by round: median {fmt_ns(float(np.median(d)))} "
+          f"[{fmt_ns(lo)}, {fmt_ns(hi)}], mean {fmt_ns(m)} [{fmt_ns(mlo)}, "
+          f"{fmt_ns(mhi)}] ns per step; added, {a} / {b}: {ratio_med:.2f}x "
+          f"(medians), {ratio_mean:.2f}x (means)")
+    return {"median": float(np.median(d)), "lo": lo, "hi": hi, "mean": m,
+            "mean_lo": mlo, "mean_hi": mhi, "ratio_median": ratio_med,
+            "ratio_mean": ratio_mean}
 
 
 def local_shape(args, shape: str, traceml, load_average) -> dict:
@@ -651,7 +673,9 @@ def local_shape(args, shape: str, traceml, load_average) -> dict:
     print(f"  traceml.report() once, after the timed blocks, over {steps:,} "
           f"recorded steps: {report_ms[0]:.1f} ms wall, {report_ms[1]:.1f} ms "
           "CPU (not in the rows)")
-    return {"stats": stats, "report_ms": report_ms, "report_steps": steps}
+    h2h = print_head_to_head(res, "traceml probes", "python list")
+    return {"stats": stats, "report_ms": report_ms, "report_steps": steps,
+            "probes_vs_python": h2h}
 
 
 def main(argv: list[str]) -> int:

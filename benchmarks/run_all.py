@@ -5,8 +5,8 @@ benchmark starts from a clean heap and no benchmark inherits another's
 store), its full output is shown as it runs, and the targets of all of
 them are collected at the end::
 
-    python benchmarks/run_all.py            # full run (11-25 minutes)
-    python benchmarks/run_all.py --quick    # smoke run (about 5 minutes)
+    python benchmarks/run_all.py            # full run (15-30 minutes)
+    python benchmarks/run_all.py --quick    # smoke run (about 6 minutes)
     python benchmarks/run_all.py --no-peer  # without traceml-ai
 
 bench_peers.py runs traceml-ai from a second venv (--peer-venv, default
@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = [
     "bench_probes.py",
     "bench_wrap.py",
+    "bench_loader.py",
     "bench_reduce.py",
     "bench_memory.py",
     "bench_sampler.py",
