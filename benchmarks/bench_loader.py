@@ -61,6 +61,7 @@ feature on.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import numpy as np
@@ -190,14 +191,14 @@ class Keeper:
 def variants(loader, case: str, steps: int) -> dict:
     """name -> the epoch runner."""
     wrapped = traceml.wrap(loader, name=f"bench_loader_{case}")
-    direct = traceml.wrap(loader, name=f"bench_loader_{case}_direct").source
+    direct = traceml.wrap(loader, name=f"bench_loader_{case}_direct")
     track = case in ("workers", "tasktable")
 
     def core(watch: bool, tracking: bool):
         def make():
-            begin = _core.clock_ns()
-            return _core.WrapIter(iter(loader), direct, 0, begin,
-                                  track=tracking, watch=watch)
+            begin = direct.recorder.clock_ns()
+            return _core.WrapIter(iter(loader), direct.recorder, direct.source, 0, begin,
+                                  track=tracking, watch=[os.getpid()] if watch else None)
         return make
 
     keeper = Keeper()
