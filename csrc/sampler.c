@@ -259,28 +259,43 @@ retire(tm_sampler *s, tm_watched *w)
     s->retired[s->nretired++] = *w;
 }
 
+/* With the lock held: the union's arrays, allocated once (0, or -1 when
+   memory ran out). */
+static int
+ensure_arrays(tm_sampler *s)
+{
+    if (s->procs == NULL) {
+        s->procs = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_watched));
+    }
+    if (s->spare == NULL) {
+        s->spare = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_watched));
+    }
+    if (s->readings == NULL) {
+        s->readings = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_sample));
+    }
+    if (s->retired == NULL) {
+        s->retired = PyMem_RawCalloc(TM_MAX_RETIRED, sizeof(tm_watched));
+    }
+    return (s->procs == NULL || s->spare == NULL || s->readings == NULL
+            || s->retired == NULL) ? -1 : 0;
+}
+
 /*
  * With the lock held: rebuild procs as the union of the entries' PIDs,
- * keeping the descriptors of PIDs already watched and opening new ones.
- * -1 when memory ran out (the old union stays).
+ * keeping the descriptors of PIDs already watched and opening new ones
+ * (three open() calls a process, the costly part).  -1 when memory ran
+ * out (the old union stays).
  */
 static int
 rebuild_union(tm_sampler *s)
 {
-    tm_watched *procs = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_watched));
+    tm_watched *procs;
     size_t n = 0, e, i;
 
-    if (procs == NULL) {
+    if (ensure_arrays(s) < 0) {
         return -1;
     }
-    if (s->readings == NULL) {
-        s->readings = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_sample));
-        s->retired = PyMem_RawCalloc(TM_MAX_RETIRED, sizeof(tm_watched));
-        if (s->readings == NULL || s->retired == NULL) {
-            PyMem_RawFree(procs);
-            return -1;
-        }
-    }
+    procs = s->spare;
     for (e = 0; e < s->nentries; e++) {
         const tm_watch_entry *w = &s->entries[e];
 
@@ -310,7 +325,7 @@ rebuild_union(tm_sampler *s)
             retire(s, &s->procs[i]);
         }
     }
-    PyMem_RawFree(s->procs);
+    s->spare = s->procs;
     s->procs = procs;
     s->nprocs = n;
     return 0;
@@ -451,13 +466,16 @@ tm_sampler_watch_remove(tm_sampler *s, uint64_t handle)
         }
         PyMem_RawFree(e->pids);
         s->entries[i] = s->entries[--s->nentries];
-        if (rebuild_union(s) < 0) {
+        if (s->nentries == 0) {
+            /* Idle: nothing is sampled, and the union stays as it is, so
+               that the next loop over the same processes (the next epoch)
+               reopens nothing. */
+            s->run_ns += now - s->started_ns;
+        }
+        else if (rebuild_union(s) < 0) {
             /* Out of memory: keep sampling the old union, which still
                holds this entry's PIDs; better than losing the others. */
             s->dropped_watch++;
-        }
-        if (s->nentries == 0) {
-            s->run_ns += now - s->started_ns;
         }
         break;
     }
@@ -604,6 +622,7 @@ release_memory(tm_sampler *s)
     }
     PyMem_RawFree(s->entries);
     PyMem_RawFree(s->procs);
+    PyMem_RawFree(s->spare);
     PyMem_RawFree(s->retired);
     PyMem_RawFree(s->readings);
     PyMem_RawFree(s->ring);

@@ -109,8 +109,9 @@ typedef struct {
     size_t entries_cap;
     uint64_t next_handle;
     uint64_t dropped_watch;  /* entries or PIDs that could not be watched */
-    tm_watched *procs;       /* the union, one per PID */
+    tm_watched *procs;       /* the union, one per PID (TM_MAX_PROCS) */
     size_t nprocs;
+    tm_watched *spare;       /* where the next union is built, then swapped */
     tm_watched *retired;     /* processes that left the union, newest last */
     size_t nretired;
     tm_sample *readings;     /* one tick's readings, nprocs of them */

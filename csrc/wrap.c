@@ -79,6 +79,9 @@ typedef struct {
     uint64_t watch_handle;
     uint64_t fork_generation;  /* st->fork_generation when it was added */
     tm_fetch_slot slot;        /* the fetch in progress, for the sampler */
+    PyObject *task_info;       /* the inner iterator's _task_info, held:
+                                  torch changes it in place, so a fetch
+                                  reads it without an attribute lookup */
     tm_task *tasks;            /* outstanding tasks after the last fetch */
     Py_ssize_t ntasks;
     Py_ssize_t tasks_cap;
@@ -142,25 +145,42 @@ reserve(tm_task **buf, Py_ssize_t *cap, Py_ssize_t n)
     return 0;
 }
 
-/* Read inner._task_info into scratch, sorted by rank; -1 if not usable.
-   The attribute lookup, the one call into Python, comes first: the task
-   buffers are only touched once it has returned. */
-static int
-read_tasks(tm_wrapiter *self, Py_ssize_t *n_out)
+/* The task table to read: the held one, or (refresh) inner._task_info
+   looked up again and held.  A new reference, or NULL. */
+static PyObject *
+task_table(tm_wrapiter *self, int refresh)
 {
     PyObject *inner = self->inner;
     PyObject *info;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0, n = 0, i, j;
 
+    if (!refresh && self->task_info != NULL) {
+        return Py_NewRef(self->task_info);
+    }
     if (inner == NULL) {
-        return -1;
+        return NULL;
     }
     Py_INCREF(inner);
     info = PyObject_GetAttr(inner, self->rec->st->str_task_info);
     Py_DECREF(inner);
     if (info == NULL) {
         PyErr_Clear();
+        return NULL;
+    }
+    Py_XSETREF(self->task_info, Py_NewRef(info));
+    return info;
+}
+
+/* Read the task table into scratch, sorted by rank; -1 if not usable.
+   The attribute lookup (refresh), the one call into Python, comes first:
+   the task buffers are only touched once it has returned. */
+static int
+read_tasks(tm_wrapiter *self, int refresh, Py_ssize_t *n_out)
+{
+    PyObject *info = task_table(self, refresh);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, n = 0, i, j;
+
+    if (info == NULL) {
         return -1;
     }
     if (!PyDict_Check(info)
@@ -248,7 +268,7 @@ take_tasks(tm_wrapiter *self)
 {
     Py_ssize_t n;
 
-    if (read_tasks(self, &n) < 0) {
+    if (read_tasks(self, 1, &n) < 0) {
         self->track = 0;
         return;
     }
@@ -261,35 +281,40 @@ track_delivery(tm_wrapiter *self)
 {
     tm_task *before;
     Py_ssize_t nbefore;
-    Py_ssize_t n, i = 0, j = 0;
+    Py_ssize_t n, i, j;
     int64_t rank = -1;
     int32_t worker = -1;
+    int refresh;
 
     self->open_rank = -1;
     self->open_worker = -1;
-    if (read_tasks(self, &n) < 0) {
-        self->track = 0;
-        return;
-    }
-    /* Only now: read_tasks may have run Python code that re-entered this
-       iterator and swapped or reallocated the buffers. */
-    before = self->tasks;
-    nbefore = self->ntasks;
-    /* Both sorted: ranks in before that are not in after have left.  The
-       delivered one is the highest (lower ones were skipped, e.g. an
-       exhausted IterableDataset worker's). */
-    while (i < nbefore) {
-        if (j < n && self->scratch[j].rank < before[i].rank) {
-            j++;
+    /* The held table first; when no rank left it, it may have been
+       replaced by another object: look the attribute up again. */
+    for (refresh = 0; refresh <= 1 && rank < 0; refresh++) {
+        if (read_tasks(self, refresh, &n) < 0) {
+            self->track = 0;
+            return;
         }
-        else if (j < n && self->scratch[j].rank == before[i].rank) {
-            i++;
-            j++;
-        }
-        else {
-            rank = before[i].rank;
-            worker = before[i].worker;
-            i++;
+        /* Only now: read_tasks may have run Python code that re-entered
+           this iterator and swapped or reallocated the buffers. */
+        before = self->tasks;
+        nbefore = self->ntasks;
+        /* Both sorted: ranks in before that are not in after have left.
+           The delivered one is the highest (lower ones were skipped, e.g.
+           an exhausted IterableDataset worker's). */
+        for (i = 0, j = 0; i < nbefore;) {
+            if (j < n && self->scratch[j].rank < before[i].rank) {
+                j++;
+            }
+            else if (j < n && self->scratch[j].rank == before[i].rank) {
+                i++;
+                j++;
+            }
+            else {
+                rank = before[i].rank;
+                worker = before[i].worker;
+                i++;
+            }
         }
     }
     if (rank >= 0 && rank <= INT32_MAX) {
@@ -422,6 +447,7 @@ wrapiter_next(tm_wrapiter *self)
             PyErr_Clear();
             if (self->inner == inner) {
                 Py_CLEAR(self->inner);
+                Py_CLEAR(self->task_info);
             }
             end_loop(self);
         }
@@ -582,6 +608,7 @@ wrapiter_close(tm_wrapiter *self, PyObject *Py_UNUSED(ignored))
         close_open_step(self, tm_rec_clock(self->rec));
     }
     Py_CLEAR(self->inner);
+    Py_CLEAR(self->task_info);
     end_loop(self);
     Py_RETURN_NONE;
 }
@@ -592,6 +619,7 @@ wrapiter_traverse(tm_wrapiter *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->inner);
     Py_VISIT(self->rec);
+    Py_VISIT(self->task_info);
     return 0;
 }
 
@@ -601,6 +629,7 @@ static int
 wrapiter_clear(tm_wrapiter *self)
 {
     Py_CLEAR(self->inner);
+    Py_CLEAR(self->task_info);
     return 0;
 }
 
@@ -615,6 +644,7 @@ wrapiter_dealloc(tm_wrapiter *self)
     }
     end_loop(self);
     Py_CLEAR(self->inner);
+    Py_CLEAR(self->task_info);
     Py_CLEAR(self->rec);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
