@@ -32,15 +32,16 @@ exhausting ``next()``), interleaved round by round in a random order:
   (``traceml.configure(...)``): the public switches;
 * ``wrap, thread already up``: ``wrap`` while the sampler thread is kept
   running by another, idle wrapped loop opened before the timed epoch
-  (see ``+ thread`` below), so that the epoch neither starts nor joins
-  the thread: what a thread kept alive between loops would save;
+  (see ``+ thread`` below).  Since the Recorder change the thread parks
+  between loops instead of being joined, so this row and ``wrap`` differ
+  only by the first epoch's thread start;
 * ``WrapIter ...``: the C iterator ``traceml._core.WrapIter`` made directly,
-  without ``Wrapped.__iter__`` (no loader facts, no ``_sampler_watch``),
+  without ``Wrapped.__iter__`` (no loader facts),
   with one feature at a time: ``alone`` (no watch, no tracking, no sampler
   thread), ``+ thread`` (the sampler thread running, started by another,
   idle wrapped loop, outside the timed epoch; no watch), ``+ watch`` (the
-  iterator publishes every fetch: ``tm_watch_begin``/``tm_watch_end``; it
-  starts and stops the thread itself), ``+ track`` (workers case: delivery
+  iterator publishes every fetch: ``tm_watch_begin``/``tm_watch_end``, and
+  adds and removes its watch entry), ``+ track`` (workers case: delivery
   tracking, no sampler).
 
 Each epoch returns three timings: ``iter()`` (per epoch), the steps (per

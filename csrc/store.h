@@ -4,7 +4,7 @@
  * Records are appended only once a step is complete, so a record, once
  * written, is never touched again: misuse of the probes or a failed growth
  * can lose the step being closed (counted in `dropped`) but never corrupts
- * earlier records.  The store is owned by the module state and used with the
+ * earlier records.  The store is owned by one recorder and used with the
  * GIL held.
  */
 #ifndef TRACEML_STORE_H
