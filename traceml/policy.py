@@ -554,3 +554,207 @@ def compare_means(base_s: Optional[float], run_s: Optional[float],
 # A condition's median stall gap counts as its observed cadence only with
 # at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
 MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1
+
+
+# --- attribution: which worker, the round, or the sample -------------------------------
+# From the delivery record (the worker that produced each stalled batch, its
+# rank in the sampler order) and the per-worker CPU ticks of the sampler
+# (utime + stime of /proc/PID/stat: every thread of the worker).
+ONE_WORKER = "ONE-WORKER"
+LOCK_STEP = "LOCK-STEP"
+SLOW_SAMPLE = "SLOW-SAMPLE"
+# An attribution rests on at least as many stalls as a period does.
+ATTR_MIN_STALLS = PERIOD_MIN_GAPS + 1
+# "Nearly all" known stalls on one worker, or on one rank residue: 90%.
+# Measured: a slow IterableDataset shard put 26 of 26, 35 of 35 and 29 of 29
+# stalls on its worker (4 workers burning 60 ms against 10 ms; 3 workers, one
+# sleeping 60 ms); a slow sample every 3rd index put 17 of 17 on rank % 3 == 1.
+ATTR_SHARE = 0.90
+# "Most" of that worker's batches stall: more than half.  Measured 67%, 90%
+# and 74% in the three slow-shard runs above (the threshold at half the p95
+# misses a few); a slow sample every 2 * num_workers indices stalls exactly
+# half of one worker's batches, which must not read as a slow worker.
+ONE_WORKER_OWN_SHARE = 0.5
+# "Few" of the other workers' batches stall: at most 10% (0% measured).
+ONE_WORKER_OTHERS_SHARE = 0.10
+# Worker k counts as busier when its CPU ticks over the run reach 1.5x the
+# other workers' median (measured: 248 against 46 for a shard burning 6x the
+# CPU; 104-105 for all four workers of a lock-step run), and as less busy
+# below 1/1.5 of it (6 against 26 for a shard that sleeps).
+BUSIER_RATIO = 1.5
+# Below 10 clock ticks (0.1 s at 100 Hz) one tick of jitter is 10% or more:
+# the readings cannot tell busier from not.
+CPU_MIN_TICKS = 10
+# In lock-step with in-order round-robin delivery the stall lands on the first
+# batch of each round: rank % num_workers == 0, worker 0 (measured: 9 of 9
+# stalls on worker 0 with 4 workers started together).  Free-running
+# lock-step workers drift, though: 8 of 8 stalls landed on worker 3 in a run
+# with equal CPU (83-84 ticks each), so position alone never names a worker
+# when the readings show the workers equally busy or are missing.
+ROUND_OPENER = 0
+
+
+def cpu_ratio(ticks: Optional[dict], worker: int) -> Optional[float]:
+    """Worker ``worker``'s CPU ticks over the other workers' median; None
+    without readings of it and at least one other, or when both sides stay
+    under CPU_MIN_TICKS."""
+    if not ticks or worker not in ticks or len(ticks) < 2:
+        return None
+    others = [v for w, v in ticks.items() if w != worker]
+    median = float(np.median(others))
+    if max(ticks[worker], median) < CPU_MIN_TICKS:
+        return None
+    return float("inf") if median <= 0 else ticks[worker] / median
+
+
+def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
+                batch_workers: np.ndarray, num_workers: Optional[int],
+                period: Optional[int], ticks: Optional[dict]) -> Optional[dict]:
+    """Which worker held the stalls, the workers' round, or the samples.
+
+    ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
+    steady-state stall; ``batch_workers``: the worker of every steady-state
+    batch; ``period``: the report's period (None unless PERIODIC);
+    ``ticks``: CPU ticks per worker id over the run (None: no readings).
+
+    ONE-WORKER k: at least ATTR_SHARE of the known stalls are worker k's,
+    more than ONE_WORKER_OWN_SHARE of k's batches stall and at most
+    ONE_WORKER_OTHERS_SHARE of the others' do, and either k is busier
+    (cpu_ratio >= BUSIER_RATIO) or k is less busy (<= 1/BUSIER_RATIO: it
+    waits on something) and not the round opener.  SLOW-SAMPLE: a period
+    p != max(1, num_workers) with ATTR_SHARE of the stalled ranks on one
+    residue of rank % p, over at least two workers (when workers are known).
+    LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER.  None when
+    too few stalls or no rule holds: {label, worker, stall_workers, known,
+    share, own_share, others_share, cpu_ratio, period, residue,
+    residue_share}."""
+    ranks = np.asarray(stall_ranks, dtype=np.int64)
+    wk = np.asarray(stall_workers, dtype=np.int64)
+    batches = np.asarray(batch_workers, dtype=np.int64)
+    known = wk >= 0
+    ids, counts = np.unique(wk[known], return_counts=True)
+    by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
+    out = {"label": None, "worker": None, "stall_workers": by_worker,
+           "known": int(known.sum()), "share": None, "own_share": None,
+           "others_share": None, "cpu_ratio": None, "period": period,
+           "residue": None, "residue_share": None}
+    if len(ranks) < ATTR_MIN_STALLS:
+        return None
+    nw = num_workers or 0
+    if nw >= 2 and out["known"] >= ATTR_MIN_STALLS:
+        top = int(ids[np.argmax(counts)])
+        share = by_worker[top] / out["known"]
+        own = int((batches == top).sum())
+        others = int(((batches >= 0) & (batches != top)).sum())
+        own_share = by_worker[top] / own if own else 0.0
+        others_share = (out["known"] - by_worker[top]) / others if others else 0.0
+        ratio = cpu_ratio(ticks, top)
+        out.update(worker=top, share=share, own_share=own_share, others_share=others_share,
+                   cpu_ratio=ratio)
+        concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
+                        and others_share <= ONE_WORKER_OTHERS_SHARE)
+        if concentrated and ratio is not None and (
+                ratio >= BUSIER_RATIO
+                or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER)):
+            return {**out, "label": ONE_WORKER}
+    k = effective_workers(num_workers)
+    if period is None:
+        return None
+    if period > 1 and period != k:
+        sel = ranks >= 0
+        if sel.sum() >= ATTR_MIN_STALLS:
+            res, rc = np.unique(ranks[sel] % period, return_counts=True)
+            residue = int(res[np.argmax(rc)])
+            rshare = float(rc.max()) / int(sel.sum())
+            out.update(residue=residue, residue_share=rshare)
+            spread = nw < 2 or len(by_worker) >= 2
+            if rshare >= ATTR_SHARE and spread:
+                return {**out, "label": SLOW_SAMPLE,
+                        "worker": None if nw >= 2 else out["worker"]}
+        return None
+    if nw >= 2 and period == k:
+        return {**out, "label": LOCK_STEP}
+    return None
+
+
+# --- the state of the worker holding the awaited batch ------------------------------
+# /proc/PID/stat state codes of a process asleep: S (interruptible sleep: a
+# sleep, a socket or pipe read, a lock) and D (uninterruptible: disk I/O).
+BLOCKED_STATES = ("S", "D")
+# Blocked when at least half of the readings in the stalls' windows find it
+# asleep and it keeps under BUSY_SHARE of a core busy meanwhile (a worker
+# computing in threads reads R or shows CPU; a sleeping one neither).
+BLOCKED_MIN_SHARE = 0.5
+
+
+def awaited_blocked(readings: int, asleep: int, cores: Optional[float]) -> Optional[bool]:
+    """Whether the worker holding the awaited batch was blocked during the
+    stalls: ``asleep`` of ``readings`` readings in BLOCKED_STATES and
+    ``cores`` (CPU-s per wall-s, all threads) under BUSY_SHARE.  None
+    without readings."""
+    if readings <= 0 or cores is None:
+        return None
+    return asleep / readings >= BLOCKED_MIN_SHARE and cores < BUSY_SHARE
+
+
+# --- bytes per batch ------------------------------------------------------------------
+# A batch this large costs its hand-over by itself.  Measured on the 2-core
+# build machine: 16 images of 3x480x640 float32 (59 MB a batch) from a
+# __getitem__ returning a ready tensor cost each worker about 47 ms of CPU
+# per batch (collate's copy into shared memory: 0.8 ms per MB) and the main
+# process about 50 ms per step outside the fetch (mapping and freeing the
+# shared memory).  At 8 MB that is already about 6 ms a batch, past the 1 ms
+# stall floor and a material share of a 10-100 ms training step.
+HANDOVER_MIN_BYTES = 8e6
+
+
+def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
+             main_busy: Optional[bool]) -> Optional[str]:
+    """Whether large batches may be the wait, as a code: None when the
+    median batch is under HANDOVER_MIN_BYTES or input is not a concern
+    (COMPUTE-BOUND, NO-DATA); "handover_main" when the workers idle while
+    the main process is busy (the hand-over's receiving end is the cost);
+    else "handover_bytes" (the workers' CPU may be collate's copy rather
+    than the samples' processing)."""
+    if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
+        return None
+    if diagnosis in (COMPUTE_BOUND, NO_DATA):
+        return None
+    if workers_busy is False and main_busy:
+        return "handover_main"
+    return "handover_bytes"
+
+
+# Next-step codes that point at the workers' round or at varying num_workers:
+# an attribution to one worker replaces them.
+_ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
+                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
+                          "compare_in_order", "vary_workers_around", "overtaking_round"))
+
+
+def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """:func:`next_steps`'s items with what the attribution and the batch
+    bytes add: ONE-WORKER replaces the round and num_workers items with that
+    worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
+    the samples' residue; large batches add the hand-over reading and its
+    next step."""
+    attr = s.get("attribution")
+    out = list(items)
+    if attr and attr["label"] == ONE_WORKER:
+        out = [it for it in out if it[0] not in _ROUND_CODES]
+        out.append(("one_worker", {"worker": attr["worker"], "stalls": attr["stall_workers"]
+                                   .get(attr["worker"], 0), "known": attr["known"],
+                                   "own_share": attr["own_share"],
+                                   "cpu_ratio": attr["cpu_ratio"]}))
+        out.append(("split_shards", {"worker": attr["worker"]}))
+    elif attr and attr["label"] == SLOW_SAMPLE:
+        out = [it for it in out if it[0] not in ("confirm_period", "compare_in_order")]
+        out.append(("slow_sample", {"period": attr["period"], "residue": attr["residue"],
+                                    "share": attr["residue_share"],
+                                    "workers": len(attr["stall_workers"])}))
+    code = (s.get("batch_bytes") or {}).get("handover")
+    if code:
+        out = [it for it in out if it[0] not in ("compare_in_order", "vary_workers_or_prefetch")]
+        out.append((code, {"bytes": s["batch_bytes"]["median"]}))
+        out.append(("fewer_bytes", {}))
+    return out

@@ -71,7 +71,7 @@ def _stat_rows(s: dict) -> list[list[str]]:
 def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (wording.epoch_start_line(s) if epoch_start else None, wording.loader_line(s),
-             *wording.process_lines(s))
+             wording.batch_bytes_line(s), *wording.process_lines(s))
     return [line for line in lines if line]
 
 
@@ -92,6 +92,7 @@ def report_text(s: dict) -> str:
     out.extend(f"  · {line}" for line in wording.evidence_lines(s))
     out.append("")
     out.extend(wording.stall_lines(s))
+    out.extend(line for line in (wording.attribution_line(s),) if line)
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
     out.extend(_fact_lines(s))
@@ -144,6 +145,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
         parts.extend(f"<div>{e(line)}</div>" for line in wording.stall_lines(s))
+        parts.extend(f"<div>{e(line)}</div>" for line in (wording.attribution_line(s),) if line)
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
         parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
         parts.append(figure_html(png_uri))

@@ -658,3 +658,92 @@ def sweep_progress(done: int, total: int, row: dict) -> str:
               f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, stall gap {gap}")
     return (f"[traceml.sweep {done}/{total}] {condition(row['condition'])} "
             f"pass {row['pass_']} {row['direction']}: {status}")
+
+
+# --- attribution, the awaited worker, batch bytes ------------------------------------
+
+from .fmt import fmt_bytes  # noqa: E402
+
+
+def _workers_list(ids) -> str:
+    ids = sorted(ids)
+    return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
+
+
+def _one_worker(p: dict) -> str:
+    ratio = p["cpu_ratio"]
+    busy = ("" if ratio is None
+            else f", using {ratio:.1f}x the other workers' median CPU" if ratio >= 1
+            else f", using {ratio:.1f}x the other workers' median CPU (it waits on something)")
+    return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls "
+            f"({pct(p['own_share'])} of its batches stalled, few of the others'){busy}: "
+            "one worker is slower than the rest, not the workers' round.")
+
+
+_EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
+    "one_worker": _one_worker,
+    "split_shards": lambda p: (
+        f"Next: look at worker {p['worker']}'s share of the data, not num_workers: with an "
+        "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
+        "slower than the others'; balance the split."),
+    "slow_sample": lambda p: (
+        f"The stalled batches share rank % {p['period']} == {p['residue']} "
+        f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
+        "samples are slow, not a worker; next: time __getitem__ on those indices."),
+    "handover_main": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each while the workers idled and the main "
+        "process was busy during stalls: handing the batches over (receiving, rebuilding "
+        "and freeing large tensors) is the cost, not the samples."),
+    "handover_bytes": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each (at least "
+        f"{fmt_bytes(policy.HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
+        "copy into shared memory in the workers, mapping and freeing it in the main "
+        "process), so busy workers need not mean costly samples."),
+    "fewer_bytes": lambda p: (
+        "Next: send fewer bytes per batch: uint8 images converted to float after the "
+        "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
+        "pin_memory=True."),
+}
+
+
+def evidenced_next_steps(summary: dict) -> list[str]:
+    """The next-step sentences of a report summary, with what the
+    attribution and the batch bytes add (policy.evidence_next_steps)."""
+    items = policy.evidence_next_steps(summary, policy.next_steps(summary))
+    return [(_EVIDENCED_NEXT.get(code) or _NEXT[code])(params) for code, params in items]
+
+
+def _awaited_blocked(p: dict) -> str:
+    held = _workers_list(p["workers"])
+    return (f"The worker holding the awaited batch (worker {held}) was blocked during "
+            "stalls: sleeping or waiting on I/O, a lock or the network (asleep in "
+            f"{p['asleep']} of {p['readings']} readings, {p['cores']:.2f} cores busy).")
+
+
+_EVIDENCE["awaited_blocked"] = _awaited_blocked
+
+
+def attribution_line(s: dict) -> Optional[str]:
+    """Which worker, round or samples the stalls follow (policy.attribution);
+    None without an attribution."""
+    a = s.get("attribution")
+    if not a:
+        return None
+    spread = ", ".join(f"{w}:{c}" for w, c in sorted(a["stall_workers"].items()))
+    on = f" (stalls by worker {spread}; {a['known']} with a known worker)" if spread else ""
+    if a["label"] == policy.ONE_WORKER:
+        return f"attribution: {policy.ONE_WORKER} worker {a['worker']}{on}"
+    if a["label"] == policy.SLOW_SAMPLE:
+        return (f"attribution: {policy.SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} in "
+                f"{pct(a['residue_share'])} of stalled batches{on}")
+    return f"attribution: {policy.LOCK_STEP}, once per round of {a['period']} workers{on}"
+
+
+def batch_bytes_line(s: dict) -> Optional[str]:
+    """Bytes per batch as measured; None when none was."""
+    b = s.get("batch_bytes")
+    if not b:
+        return None
+    return (f"batch bytes: median {fmt_bytes(b['median'])} over "
+            f"{plural(b['measured'], 'measured batch', 'measured batches')}, max "
+            f"{fmt_bytes(b['max'])}")
