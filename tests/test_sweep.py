@@ -44,6 +44,7 @@ def test_cadence_follows_num_workers():
     assert c["points"] == 3
     assert c["r"] > 0.95
     assert 0.7 < c["slope"] < 1.3
+    assert c["follows"] is True and c["rows"] == [[4, 4], [2, 2], [1, 1]]
     # The rows hold the reports' own numbers.
     for row, rep in zip(res.rows, res.runs):
         assert row["p95_s"] == rep["input_wait_s"]["p95"]
@@ -160,15 +161,48 @@ def test_correlation_says_what_it_rests_on():
     from traceml.sweep import _row, correlation
 
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
-                 stalls=s, median_gap=g, mean_s=0.1)
-            for k, s, g in [(4, 5, 4.0), (2, 9, 2.0), (1, 2, 1.0), (0, 12, 1.0)]]
+                 stalls=s, period=p, mean_s=0.1)
+            for k, s, p in [(4, 5, 4), (2, 9, 2), (1, 2, None), (0, 12, 1), (3, 7, None)]]
     c = correlation(rows)
-    # The 1-worker row has 2 stalls: below the 3 needed for a cadence.
+    # The 1-worker row has 2 stalls: below the 3 needed for a period; the
+    # 3-worker row has stalls but no period.  Both are listed, with why.
     assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 4 + 8 + 11
+    assert c["rows"] == [[4, 4], [2, 2], [1, 1]] and c["follows"] is True
+    assert [(r["condition"], r["reason"]) for r in c["left_out"]] == [
+        ({"num_workers": 1}, "few_stalls"), ({"num_workers": 3}, "no_period")]
+    text = str(traceml.SweepResult(rows, [None] * 5, False))
+    assert ("left out of the correlation: num_workers=1 pass 0 forward (2 stalls, under 3); "
+            "num_workers=3 pass 0 forward (7 stalls with no period)") in text
+    assert ("the period follows num_workers (period == max(1, num_workers) in every row) "
+            "over 3 conditions (23 stall gaps in all; max(1, num_workers):period 4:4 2:2 1:1); "
+            "Pearson r = 1.000, slope 1.00, intercept 0.00") in text
     same = [dict(r, condition={"num_workers": 2}) for r in rows]
-    res = traceml.SweepResult(same, [None] * 4, False)
+    res = traceml.SweepResult(same, [None] * 5, False)
     assert res.correlation["r"] is None
     assert "num_workers did not vary" in str(res)
+
+
+def test_a_period_set_by_the_data_does_not_follow_num_workers():
+    """Every 3rd sample slow: period 3 at 4, 2, 1 and 0 workers.  The old
+    median-gap column gave 3, 3, 6, 9 and r = 1.000; the period says 3
+    everywhere, which does not follow num_workers."""
+    from traceml.sweep import _row
+
+    rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
+                 stalls=10, period=3, median_gap=g, mean_s=0.02)
+            for k, g in [(4, 3.0), (2, 3.0), (1, 6.0), (0, 9.0)]]
+    c = traceml.SweepResult(rows, [None] * 4, False).correlation
+    assert c["follows"] is False and c["r"] is None and c["slope"] == 0.0
+    assert c["intercept"] == 3.0 and c["rows"] == [[4, 3], [2, 3], [1, 3], [1, 3]]
+    text = str(traceml.SweepResult(rows, [None] * 4, False))
+    assert ("the period does not follow num_workers: set by the data over 4 conditions "
+            "(36 stall gaps in all; max(1, num_workers):period 4:3 2:3 1:3 1:3); r undefined: "
+            "the period does not vary, slope 0.00, intercept 3.00") in text
+    # One row off the diagonal is enough: 4:4 2:2 1:3.
+    rows = [dict(_row({"num_workers": k}, 0, "forward", None, None), stalls=10, period=p)
+            for k, p in [(4, 4), (2, 2), (1, 3)]]
+    c = traceml.SweepResult(rows, [None] * 3, False).correlation
+    assert c["follows"] is False and c["r"] == pytest.approx(np.corrcoef([4, 2, 1], [4, 2, 3])[0, 1])
 
 
 @pytest.mark.slow
@@ -292,41 +326,41 @@ def test_order_effects_name_the_pass_when_there_are_several():
     assert "see whether they recur in every pass" in text
 
 
-def test_the_same_stall_gap_everywhere_is_said_plainly():
+def test_the_same_period_everywhere_is_said_plainly():
     from traceml.sweep import _row
 
-    # Every condition stalls every other step: the gap is 2 at 4, 2 and 0
+    # Every condition stalls every other step: the period is 2 at 4, 2 and 0
     # workers, so the cadence does not follow num_workers.
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
-                 stalls=6, median_gap=2.0, mean_s=0.02) for k in (4, 2, 0)]
+                 stalls=6, period=2, mean_s=0.02) for k in (4, 2, 0)]
     res = traceml.SweepResult(rows, [None] * 3, False)
     c = res.to_dict()["correlation"]
-    assert c["r"] is None
+    assert c["r"] is None and c["follows"] is False
     assert c["slope"] == 0.0 and c["intercept"] == 2.0
     assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 3 * 5
     text = str(res)
-    assert ("num_workers vs stall cadence: the cadence does not follow num_workers: the "
-            "same stall gap 2 in every condition (3 conditions, 3 distinct num_workers); "
-            "slope 0, r undefined because the gap does not vary") in text
+    assert "the period does not follow num_workers: set by the data" in text
+    assert "r undefined: the period does not vary" in text
     assert "not enough points" not in text
 
 
 def test_the_correlation_uses_the_loaders_own_num_workers():
     from traceml.sweep import _row
 
-    def row(asked, built, gap):
+    def row(asked, built, period):
         return dict(_row({"num_workers": asked}, 0, "forward", None, None),
-                    stalls=8, median_gap=gap, mean_s=0.02, loader_num_workers=built)
+                    stalls=8, period=period, mean_s=0.02, loader_num_workers=built)
 
-    # Labelled 4 and 2 but built with 1 and 2 workers: the gap follows the
+    # Labelled 4 and 2 but built with 1 and 2 workers: the period follows the
     # built count (slope +1), not the labels (which would give -0.5).
-    c = traceml.SweepResult([row(4, 1, 1.0), row(2, 2, 2.0)], [None] * 2, False).correlation
+    c = traceml.SweepResult([row(4, 1, 1), row(2, 2, 2)], [None] * 2, False).correlation
     assert c["slope"] == pytest.approx(1.0) and c["r"] == pytest.approx(1.0)
+    assert c["follows"] is True
     # Both built with 0 workers: nothing varied.
-    res = traceml.SweepResult([row(4, 0, 1.0), row(2, 0, 1.0)], [None] * 2, False)
+    res = traceml.SweepResult([row(4, 0, 1), row(2, 0, 1)], [None] * 2, False)
     assert res.correlation["distinct_workers"] == 1 and res.correlation["r"] is None
     text = str(res)
-    assert "num_workers did not vary among the conditions with stalls" in text
+    assert "num_workers did not vary among the conditions with a period" in text
     assert ("make_loader ignored num_workers: num_workers=4 built a loader with 0 workers, "
             "num_workers=2 built a loader with 0 workers") in text
 

@@ -378,12 +378,12 @@ def _cadence_line(historical: "traceml.SweepResult") -> str:
     cells, hits = [], 0
     for row in historical.rows:
         k = max(row["condition"]["num_workers"], 1)
-        gap = row["median_gap"]
+        gap = row["period"]
         hits += gap is not None and gap == k
         cells.append(f"{row['condition']['num_workers']}:"
                      f"{'-' if gap is None else f'{gap:g}'}")
-    return (f"stall gap = max(1, num_workers) in {hits} of {len(historical.rows)} "
-            f"historical conditions (num_workers:gap {' '.join(cells)})")
+    return (f"stall period = max(1, num_workers) in {hits} of {len(historical.rows)} "
+            f"historical conditions (num_workers:period {' '.join(cells)})")
 
 
 def run_investigation(

@@ -197,7 +197,7 @@ def comparison_html(d: dict) -> str:
 # --- SweepResult -----------------------------------------------------------------
 
 SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "median", "p95", "stalls",
-                 "stall gap", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
+                 "period", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
                  "diagnosis")
 
 
@@ -210,7 +210,7 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
             continue
         out.append(first + [
             fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
-            _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["multiple_fraction"], pct),
+            _cell(r.get("period")), _cell(r["multiple_fraction"], pct),
             _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
             _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
         ])
@@ -221,6 +221,7 @@ def _sweep_notes(d: dict) -> list[str]:
     """The lines under a sweep's table, before the errors."""
     ignored = d["ignored_num_workers"]
     out = [wording.sweep_correlation(d["correlation"], bool(ignored))]
+    out.extend(t for t in (wording.sweep_left_out(d["correlation"]),) if t)
     out.extend(t for t in (wording.sweep_ignored(ignored),
                            wording.sweep_best(d["best"], len(d["rows"])),
                            wording.sweep_order(d["order_effects"])) if t)

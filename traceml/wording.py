@@ -555,29 +555,50 @@ def condition(cond: dict) -> str:
 
 
 def sweep_correlation(c: dict, ignored: bool) -> str:
-    """The line on num_workers against the stall cadence (sweep.correlation);
+    """The line on num_workers against the stall period (sweep.correlation);
     ``ignored``: make_loader ignored num_workers somewhere."""
-    if c["r"] is None:
-        if c["distinct_workers"] < 2 and c["points"] >= 2:
-            text = ("num_workers vs stall cadence: num_workers did not vary among the "
-                    "conditions with stalls; nothing to correlate")
-            if ignored:
-                text += (" (counting the workers each loader was built with; "
-                         "make_loader ignored num_workers, see below)")
-            return text
-        if c["points"] >= 2 and c["slope"] == 0.0:
-            return (f"num_workers vs stall cadence: the cadence does not follow "
-                    f"num_workers: the same stall gap {c['intercept']:g} in every "
-                    f"condition ({c['points']} conditions, {c['distinct_workers']} "
-                    "distinct num_workers); slope 0, r undefined because the gap "
-                    "does not vary")
-        return (f"num_workers vs stall cadence: not enough points "
-                f"({plural(c['points'], 'condition')} with "
-                f">= {policy.MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
-                "num_workers; need 2 or more of each)")
-    return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
-            f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
-            f"({c['gaps']} stall gaps in all)")
+    shown = " ".join(f"{x}:{y}" for x, y in c.get("rows", []))
+    fit = ("r undefined: the period does not vary" if c["r"] is None
+           else f"Pearson r = {c['r']:.3f}")
+    if c["slope"] is not None:
+        fit += f", slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
+    rests = (f"over {plural(c['points'], 'condition')} ({c['gaps']} stall gaps in all; "
+             f"max(1, num_workers):period {shown})")
+    if c.get("follows") is True:
+        return (f"num_workers vs stall period: the period follows num_workers (period == "
+                f"max(1, num_workers) in every row) {rests}; {fit}")
+    if c.get("follows") is False:
+        return (f"num_workers vs stall period: the period does not follow num_workers: set "
+                f"by the data {rests}; {fit}")
+    if c["distinct_workers"] < 2 and c["points"] >= 2:
+        text = ("num_workers vs stall period: num_workers did not vary among the "
+                "conditions with a period; nothing to correlate")
+        if ignored:
+            text += (" (counting the workers each loader was built with; "
+                     "make_loader ignored num_workers, see below)")
+        return text
+    return (f"num_workers vs stall period: not enough points "
+            f"({plural(c['points'], 'condition')} with a period, {c['distinct_workers']} "
+            "distinct num_workers; need 2 or more of each)")
+
+
+_LEFT_OUT = {
+    "error": lambda r: "error",
+    "no_num_workers": lambda r: "no num_workers",
+    "few_stalls": lambda r: (f"{plural(r['stalls'], 'stall')}, under "
+                             f"{policy.MIN_STALLS_FOR_CADENCE}"),
+    "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
+}
+
+
+def sweep_left_out(c: dict) -> Optional[str]:
+    """The rows the correlation left out, each with its reason."""
+    left = c.get("left_out") or []
+    if not left:
+        return None
+    return "left out of the correlation: " + "; ".join(
+        f"{condition(r['condition'])} pass {r['pass_']} {r['direction']} "
+        f"({_LEFT_OUT[r['reason']](r)})" for r in left)
 
 
 def sweep_ignored(pairs: list) -> Optional[str]:
@@ -653,9 +674,9 @@ SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
 
 def sweep_progress(done: int, total: int, row: dict) -> str:
     """The progress line of one condition when tqdm is not installed."""
-    gap = row["median_gap"] if row["median_gap"] is not None else "-"
+    gap = row["period"] if row.get("period") is not None else "-"
     status = (f"error {row['error']}" if row["error"] else
-              f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, stall gap {gap}")
+              f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, period {gap}")
     return (f"[traceml.sweep {done}/{total}] {condition(row['condition'])} "
             f"pass {row['pass_']} {row['direction']}: {status}")
 
