@@ -758,3 +758,82 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
         out.append((code, {"bytes": s["batch_bytes"]["median"]}))
         out.append(("fewer_bytes", {}))
     return out
+
+
+# --- compare: mean wait, input share, stall rate -----------------------------------------
+# compare() judges three measures, each against its own tolerance, and says
+# which moved: a faster model can lower the mean fetch while the share of
+# time spent waiting rises, and runs of 20 and 80 steps cannot compare raw
+# stall counts.
+# Input share: a change counts beyond 2 percentage points of step time, the
+# same materiality as STEP_TOL (below it, input wait moves training
+# throughput by under 2%).
+SHARE_TOL = 0.02
+# Stalls per 100 steady-state steps, counted at the baseline's threshold: a
+# count of independent stalls varies like a Poisson count, so a change
+# counts beyond 2 standard deviations of the baseline's count (2 * sqrt(n)
+# stalls, scaled to 100 steps; about 95% of repeats stay inside), and never
+# under 1 stall per 100 steps.
+STALL_RATE_SIGMAS = 2.0
+STALL_RATE_MIN_TOL = 1.0
+MIXED = "MIXED"
+BETTER, WORSE, SAME = "better", "worse", "same"
+
+
+class Moved(NamedTuple):
+    """One measure of a run against the baseline: BETTER, WORSE or SAME
+    (None: not measured in one of them), both values and the tolerance."""
+
+    measure: str
+    direction: Optional[str]
+    base: Optional[float]
+    run: Optional[float]
+    tolerance: Optional[float]
+
+
+def _moved(measure: str, base: Optional[float], run: Optional[float],
+           tol: Optional[float]) -> Moved:
+    if base is None or run is None or tol is None:
+        return Moved(measure, None, base, run, tol)
+    delta = run - base
+    return Moved(measure, SAME if abs(delta) <= tol else (BETTER if delta < 0 else WORSE),
+                 base, run, tol)
+
+
+def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Optional[float],
+                     base_stalls: Optional[tuple], run_stalls: Optional[tuple]) -> list[Moved]:
+    """The three measures: mean wait (``mean``, policy.compare_means), input
+    share (tolerance SHARE_TOL), stalls per 100 steady-state steps
+    (``*_stalls`` = (stall count, steady steps) or None; tolerance
+    max(STALL_RATE_MIN_TOL, STALL_RATE_SIGMAS * sqrt(base count) per 100
+    baseline steps))."""
+    out = [Moved("mean_wait", None if mean.label == NO_DATA else
+                 {IMPROVEMENT: BETTER, REGRESSION: WORSE, EQUIVALENT: SAME}[mean.label],
+                 mean.base_s, mean.run_s, mean.tolerance_s)]
+    out.append(_moved("input_share", base_share, run_share, SHARE_TOL))
+    rate = [None, None]
+    tol = None
+    for i, st in enumerate((base_stalls, run_stalls)):
+        if st is not None and st[1]:
+            rate[i] = 100.0 * st[0] / st[1]
+    if rate[0] is not None:
+        tol = max(STALL_RATE_MIN_TOL,
+                  100.0 * STALL_RATE_SIGMAS * math.sqrt(base_stalls[0]) / base_stalls[1])
+    out.append(_moved("stall_rate", rate[0], rate[1], tol))
+    return out
+
+
+def overall(mean: Verdict, moved: list[Moved]) -> str:
+    """NO_DATA when the mean wait cannot be compared; IMPROVEMENT when some
+    measure got better and none worse, REGRESSION the reverse, MIXED when
+    both, EQUIVALENT when none moved."""
+    if mean.label == NO_DATA:
+        return NO_DATA
+    dirs = {m.direction for m in moved}
+    if BETTER in dirs and WORSE in dirs:
+        return MIXED
+    if BETTER in dirs:
+        return IMPROVEMENT
+    if WORSE in dirs:
+        return REGRESSION
+    return EQUIVALENT

@@ -25,13 +25,14 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import policy, render, wording
-from .compare import verdict
+from .compare import _stalls_over, verdict
 from .recorder import Recorder
 from .report import Report, _check_threshold
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
 _SAME = frozenset((policy.EQUIVALENT, policy.NO_DATA))
+# (MIXED, some measures better and some worse, is a difference too.)
 
 
 def _shutdown(loader: Any) -> None:
@@ -170,7 +171,12 @@ class SweepResult:
             if "forward" not in d or "backward" not in d:
                 continue
             (fwd, fwd_rep), (bwd, bwd_rep) = d["forward"], d["backward"]
-            label, why = verdict(fwd_rep.summary, bwd_rep.summary)
+            fs = fwd_rep.summary
+            thr = fs["stalls"]["threshold_s"] if fs["steady_steps"] else None
+            stalls = ((None, None) if thr is None else
+                      tuple((_stalls_over(r, thr)[0], r.summary["steady_steps"])
+                            for r in (fwd_rep, bwd_rep)))
+            label, why = verdict(fs, bwd_rep.summary, *stalls)
             out.append({"condition": fwd["condition"], "pass_": pass_,
                         "forward_mean_s": fwd["mean_s"], "backward_mean_s": bwd["mean_s"],
                         "verdict": label, "differs": label not in _SAME, "why": why})

@@ -768,3 +768,28 @@ def batch_bytes_line(s: dict) -> Optional[str]:
     return (f"batch bytes: median {fmt_bytes(b['median'])} over "
             f"{plural(b['measured'], 'measured batch', 'measured batches')}, max "
             f"{fmt_bytes(b['max'])}")
+
+
+# --- compare: which measure moved ----------------------------------------------------
+
+_MEASURE = {
+    "mean_wait": ("mean fetch", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
+    "input_share": ("input share", lambda x: pct(x, 1),
+                    lambda d: f"{d * 100:+.1f} points", lambda t: f"{t * 100:.1f} points"),
+    "stall_rate": ("stalls per 100 steps", lambda x: f"{x:.1f}",
+                   lambda d: f"{d:+.1f}", lambda t: f"{t:.1f}"),
+}
+
+
+def compare_why(v: policy.Verdict, moved: list) -> str:
+    """Why compare() gave its verdict: each measure (policy.compare_measures)
+    with both values, the change, its tolerance and whether it moved."""
+    parts = []
+    for m in moved:
+        name, val, change, tol = _MEASURE[m.measure]
+        if m.direction is None:
+            parts.append(f"{name} not compared (not measured in both)")
+            continue
+        parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
+                     f"tolerance {tol(m.tolerance)}): {m.direction}")
+    return "; ".join(parts)
