@@ -341,15 +341,22 @@ def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
     return out
 
 
+# The storage findings that read the stalls as CPU-side dataset processing.
+_CPU_SIDE = frozenset(("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads"))
+
+
 def interval_findings(iv: Optional[dict], num_workers: Optional[int],
-                      cpus: Optional[int], awaited: Optional[dict] = None
-                      ) -> list[tuple[str, dict]]:
+                      cpus: Optional[int], awaited: Optional[dict] = None,
+                      batch_bytes: Optional[float] = None) -> list[tuple[str, dict]]:
     """What the slow/fast comparison of :func:`intervals` says, as
     (code, numbers) items ending with the caveats; :func:`traceml.wording.
     evidence_sentences` words them.  Empty without stalls.  ``awaited``
     (:func:`awaited`): when the worker holding the awaited batches was
     blocked, "awaited_blocked" takes the place of "idle" (the wait does not
-    lie elsewhere: that worker sleeps on something)."""
+    lie elsewhere: that worker sleeps on something).  With batches of at
+    least policy.HANDOVER_MIN_BYTES (``batch_bytes``, the median), busy
+    workers without storage reads read "cpu_handover": their CPU includes
+    collate's copy of the batch into shared memory."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
     if num_workers == 0:
@@ -382,6 +389,9 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
         found = _storage_finding("workers", slow, fast, "read_bytes", "major_faults",
                                  busy, capacity is not None)
         if found and not (blocked and found[0] == "idle"):
+            if (found[0] in _CPU_SIDE and batch_bytes is not None
+                    and batch_bytes >= policy.HANDOVER_MIN_BYTES):
+                found = ("cpu_handover", {**found[1], "batch_bytes": batch_bytes})
             out.append(found)
     else:
         why = iv["unavailable"].get("read_bytes") or iv["unavailable"].get("major_faults")
@@ -400,13 +410,16 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
 
 def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             samples: np.ndarray, info: dict, main_pid: Optional[int] = None,
-            delivered_workers: Optional[np.ndarray] = None) -> Optional[dict]:
+            delivered_workers: Optional[np.ndarray] = None,
+            median_batch_bytes: Optional[float] = None) -> Optional[dict]:
     """The ``workers`` section of a report for a DataLoader source, its
     ``findings`` being :func:`interval_findings` (``evidence``, their
     sentences, is added by the report).  ``main_pid`` is the training
     process (default: the main process the sampler read, if any);
     ``delivered_workers`` the worker of each step's batch (-1 unknown), for
-    the state of the worker holding each awaited batch (:func:`awaited`)."""
+    the state of the worker holding each awaited batch (:func:`awaited`);
+    ``median_batch_bytes`` the batches' size (:func:`batch_bytes`), which
+    qualifies busy workers when the batches are large."""
     facts = getattr(src, "epoch_facts", None)
     if not facts or src.loader is None:
         return None
@@ -459,7 +472,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         "cpu_ticks_by_worker": worker_ticks(samples, pids),
         "awaited": held,
         "findings": interval_findings(iv, (src.loader or {}).get("num_workers"),
-                                      facts[max(facts)]["usable_cpus"], awaited=held),
+                                      facts[max(facts)]["usable_cpus"], awaited=held,
+                                      batch_bytes=median_batch_bytes),
     }
 
 

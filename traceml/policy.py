@@ -624,10 +624,11 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     waits on something) and not the round opener.  SLOW-SAMPLE: a period
     p != max(1, num_workers) with ATTR_SHARE of the stalled ranks on one
     residue of rank % p, over at least two workers (when workers are known).
-    LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER.  None when
-    too few stalls or no rule holds: {label, worker, stall_workers, known,
-    share, own_share, others_share, cpu_ratio, period, residue,
-    residue_share}."""
+    LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
+    (``ambiguous`` when the stalls sit on one worker but no CPU readings
+    tell it from the others).  None when too few stalls or no rule holds:
+    {label, worker, stall_workers, known, share, own_share, others_share,
+    cpu_ratio, period, residue, residue_share, ambiguous}."""
     ranks = np.asarray(stall_ranks, dtype=np.int64)
     wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
@@ -637,7 +638,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     out = {"label": None, "worker": None, "stall_workers": by_worker,
            "known": int(known.sum()), "share": None, "own_share": None,
            "others_share": None, "cpu_ratio": None, "period": period,
-           "residue": None, "residue_share": None}
+           "residue": None, "residue_share": None, "ambiguous": False}
     if len(ranks) < ATTR_MIN_STALLS:
         return None
     nw = num_workers or 0
@@ -673,7 +674,11 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                         "worker": None if nw >= 2 else out["worker"]}
         return None
     if nw >= 2 and period == k:
-        return {**out, "label": LOCK_STEP}
+        # Stalls on one worker with no CPU readings to tell it from the
+        # rest: a slow worker and drifted lock-step look alike here.
+        ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
+                         and out["cpu_ratio"] is None)
+        return {**out, "label": LOCK_STEP, "ambiguous": ambiguous}
     return None
 
 
@@ -700,11 +705,12 @@ def awaited_blocked(readings: int, asleep: int, cores: Optional[float]) -> Optio
 # --- bytes per batch ------------------------------------------------------------------
 # A batch this large costs its hand-over by itself.  Measured on the 2-core
 # build machine: 16 images of 3x480x640 float32 (59 MB a batch) from a
-# __getitem__ returning a ready tensor cost each worker about 47 ms of CPU
-# per batch (collate's copy into shared memory: 0.8 ms per MB) and the main
-# process about 50 ms per step outside the fetch (mapping and freeing the
-# shared memory).  At 8 MB that is already about 6 ms a batch, past the 1 ms
-# stall floor and a material share of a 10-100 ms training step.
+# __getitem__ returning a ready tensor cost the workers 32-47 ms of CPU per
+# batch (collate's copy into shared memory: 0.5-0.8 ms per MB, quiet and
+# loaded host) and the main process about 50 ms per step outside the fetch
+# on the loaded host (mapping and freeing the shared memory).  At 8 MB that
+# is 4-6 ms a batch, past the 1 ms stall floor and a material share of a
+# 10-100 ms training step.
 HANDOVER_MIN_BYTES = 8e6
 
 
@@ -732,6 +738,10 @@ _ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_
                           "compare_in_order", "vary_workers_around", "overtaking_round"))
 
 
+_HANDOVER_REPLACES = frozenset(("irregular", "compare_in_order", "vary_workers_or_prefetch",
+                                "vary_workers_then_in_order", "confirm_period"))
+
+
 def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """:func:`next_steps`'s items with what the attribution and the batch
     bytes add: ONE-WORKER replaces the round and num_workers items with that
@@ -754,7 +764,9 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
                                     "workers": len(attr["stall_workers"])}))
     code = (s.get("batch_bytes") or {}).get("handover")
     if code:
-        out = [it for it in out if it[0] not in ("compare_in_order", "vary_workers_or_prefetch")]
+        # The bytes come first: the slow-sample and num_workers experiments
+        # would vary everything but what each batch carries.
+        out = [it for it in out if it[0] not in _HANDOVER_REPLACES]
         out.append((code, {"bytes": s["batch_bytes"]["median"]}))
         out.append(("fewer_bytes", {}))
     return out

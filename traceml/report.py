@@ -135,9 +135,11 @@ def build(
         "input_wait_s": duration_stats_s(wait[first]),
     }
     summary["loader"] = dict(loader) if loader is not None else None
+    bytes_seen = evidence.batch_bytes(batch_bytes, steady)
     summary.update(_evidence(steps, mask, steady, src, source_id, delivery, samples,
-                             sampler_info, stuck_events, main_pid))
-    summary.update(_attribution_and_bytes(summary, mask, steady, batch_bytes))
+                             sampler_info, stuck_events, main_pid,
+                             bytes_seen["median"] if bytes_seen else None))
+    summary.update(_attribution_and_bytes(summary, mask, steady, bytes_seen))
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
     summary["next"] = wording.evidenced_next_steps(summary)
@@ -234,13 +236,14 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,
               delivery: Optional[tuple], samples: Optional[np.ndarray],
               sampler_info: Optional[dict], stuck_events: Optional[list],
-              main_pid: Optional[int]) -> dict:
+              main_pid: Optional[int], median_batch_bytes: Optional[float] = None) -> dict:
     """Host, delivery, worker and stuck-fetch evidence (DataLoader sources)."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
         workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid,
-                                   delivery[1] if delivery is not None else None)
+                                   delivery[1] if delivery is not None else None,
+                                   median_batch_bytes)
         if workers is not None:
             workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
     return {
@@ -285,13 +288,13 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
-                           batch_bytes: Optional[np.ndarray]) -> dict:
+                           bytes_seen: Optional[dict]) -> dict:
     """The ``attribution`` (policy.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
-    bytes."""
-    out: dict = {"attribution": None, "batch_bytes": evidence.batch_bytes(batch_bytes, steady)}
+    bytes (``bytes_seen``: evidence.batch_bytes)."""
+    out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"]:
         ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)

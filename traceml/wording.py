@@ -757,7 +757,11 @@ def attribution_line(s: dict) -> Optional[str]:
     if a["label"] == policy.SLOW_SAMPLE:
         return (f"attribution: {policy.SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} in "
                 f"{pct(a['residue_share'])} of stalled batches{on}")
-    return f"attribution: {policy.LOCK_STEP}, once per round of {a['period']} workers{on}"
+    text = f"attribution: {policy.LOCK_STEP}, once per round of {a['period']} workers{on}"
+    if a.get("ambiguous"):
+        text += (f"; without CPU readings a slow worker {a['worker']} cannot be told from the "
+                 "round")
+    return text
 
 
 def batch_bytes_line(s: dict) -> Optional[str]:
@@ -793,3 +797,14 @@ def compare_why(v: policy.Verdict, moved: list) -> str:
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
                      f"tolerance {tol(m.tolerance)}): {m.direction}")
     return "; ".join(parts)
+
+
+def _cpu_handover(p: dict) -> str:
+    who = "the main process" if p["who"] == "main" else "the workers"
+    was = "was" if p["who"] == "main" else "were"
+    return (f"No storage reads to speak of during stalls while {who} {was} busy: CPU-side "
+            f"work, which with {fmt_bytes(p['batch_bytes'])} batches includes collate's "
+            "copy into shared memory, not only the samples' processing.")
+
+
+_EVIDENCE["cpu_handover"] = _cpu_handover
