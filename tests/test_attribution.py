@@ -61,7 +61,8 @@ def test_a_sleeping_worker_is_named_unless_it_opens_the_round():
     assert a["label"] == policy.ONE_WORKER and a["worker"] == 1
     stalls = [3 * r for r in range(1, 10)]
     a = _attr(stalls, 3, 3, {0: 6, 1: 25, 2: 27})
-    assert a["label"] == policy.LOCK_STEP and a["worker"] == policy.ROUND_OPENER
+    assert a["label"] == policy.LOCK_STEP and a["worker"] is None
+    assert a["top_worker"] == policy.ROUND_OPENER
 
 
 def test_stalls_spread_over_workers_at_the_round_are_lock_step():

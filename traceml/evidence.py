@@ -545,14 +545,17 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
     states: dict[str, int] = {}
     readings = asleep = 0
     cpu = wall = 0.0
+    by_pid: dict[int, tuple] = {}
     for i in idx:
         w = int(delivered_workers[i])
         pids = (facts.get(int(steps["epoch"][i])) or {}).get("worker_pids") or []
         if w >= len(pids):
             continue
         pid = pids[w]
+        if pid not in by_pid:
+            by_pid[pid] = (samples[samples["pid"] == pid], _cpu_series(samples, pid))
+        rows, series = by_pid[pid]
         a, b = int(steps["begin_ns"][i]), int(steps["fetch_done_ns"][i])
-        rows = samples[samples["pid"] == pid]
         inside = rows[(rows["t_ns"] >= a) & (rows["t_ns"] <= b)]
         held[w] = held.get(w, 0) + 1
         wall += (b - a) * 1e-9
@@ -561,7 +564,6 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
             states[ch] = states.get(ch, 0) + 1
             asleep += ch in policy.BLOCKED_STATES
         readings += len(inside)
-        series = _cpu_series(samples, pid)
         if series is not None and len(series[0]):
             cpu += float(_window_deltas(series, np.array([a], float), np.array([b], float))[0])
     if not held or readings == 0:

@@ -627,15 +627,18 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
     (``ambiguous`` when the stalls sit on one worker but no CPU readings
     tell it from the others).  None when too few stalls or no rule holds:
-    {label, worker, stall_workers, known, share, own_share, others_share,
-    cpu_ratio, period, residue, residue_share, ambiguous}."""
+    {label, worker (ONE-WORKER's k, else None), top_worker (the worker
+    holding most known stalls), stall_workers ({worker id: stalls}), known
+    (stalls whose worker is known), share (top_worker's share of them),
+    own_share, others_share, cpu_ratio, period, residue, residue_share,
+    ambiguous}."""
     ranks = np.asarray(stall_ranks, dtype=np.int64)
     wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
     known = wk >= 0
     ids, counts = np.unique(wk[known], return_counts=True)
     by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
-    out = {"label": None, "worker": None, "stall_workers": by_worker,
+    out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
            "known": int(known.sum()), "share": None, "own_share": None,
            "others_share": None, "cpu_ratio": None, "period": period,
            "residue": None, "residue_share": None, "ambiguous": False}
@@ -650,8 +653,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         own_share = by_worker[top] / own if own else 0.0
         others_share = (out["known"] - by_worker[top]) / others if others else 0.0
         ratio = cpu_ratio(ticks, top)
-        out.update(worker=top, share=share, own_share=own_share, others_share=others_share,
-                   cpu_ratio=ratio)
+        out.update(worker=top, top_worker=top, share=share, own_share=own_share,
+                   others_share=others_share, cpu_ratio=ratio)
         concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
                         and others_share <= ONE_WORKER_OTHERS_SHARE)
         if concentrated and ratio is not None and (
@@ -670,15 +673,14 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             out.update(residue=residue, residue_share=rshare)
             spread = nw < 2 or len(by_worker) >= 2
             if rshare >= ATTR_SHARE and spread:
-                return {**out, "label": SLOW_SAMPLE,
-                        "worker": None if nw >= 2 else out["worker"]}
+                return {**out, "label": SLOW_SAMPLE, "worker": None}
         return None
     if nw >= 2 and period == k:
         # Stalls on one worker with no CPU readings to tell it from the
         # rest: a slow worker and drifted lock-step look alike here.
         ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
                          and out["cpu_ratio"] is None)
-        return {**out, "label": LOCK_STEP, "ambiguous": ambiguous}
+        return {**out, "label": LOCK_STEP, "worker": None, "ambiguous": ambiguous}
     return None
 
 

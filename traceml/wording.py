@@ -759,8 +759,8 @@ def attribution_line(s: dict) -> Optional[str]:
                 f"{pct(a['residue_share'])} of stalled batches{on}")
     text = f"attribution: {policy.LOCK_STEP}, once per round of {a['period']} workers{on}"
     if a.get("ambiguous"):
-        text += (f"; without CPU readings a slow worker {a['worker']} cannot be told from the "
-                 "round")
+        text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
+                 "the round")
     return text
 
 
