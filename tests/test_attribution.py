@@ -104,8 +104,13 @@ def test_next_steps_of_one_worker_point_at_its_shard():
     a = _attr([2 + 4 * r for r in range(10)], 4, 4, {0: 46, 1: 46, 2: 248, 3: 47})
     items = [("heavy_tailed", {}), ("lockstep", {"period": 4, "num_workers": 4}),
              ("vary_workers_then_in_order", {})]
-    out = policy.evidence_next_steps({"attribution": a}, items)
+    s = {"attribution": a, "diagnosis": policy.INPUT_BOUND, "steady_steps": 36}
+    out = policy.evidence_next_steps(s, items)
     assert [c for c, _ in out] == ["heavy_tailed", "one_worker", "split_shards"]
+    # A compute-bound loop is not sent to balance shards.
+    compute = [("compute_bound", {"share": 0.03})]
+    assert policy.evidence_next_steps(dict(s, diagnosis=policy.COMPUTE_BOUND),
+                                      compute) == compute
 
 
 @pytest.mark.parametrize("readings,asleep,cores,expected", [

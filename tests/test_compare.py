@@ -204,7 +204,8 @@ def test_a_faster_model_with_a_larger_input_share_is_mixed():
     run_ = build(records(np.full(N, 8 * MS), np.full(N, int(6.3 * MS))), INFO, SYNTHETIC, None)
     b_share = 10 / 20.4
     r_share = 8 / 14.3
-    assert base["input_share"] == pytest.approx(b_share) and run_["input_share"] == pytest.approx(r_share)
+    assert base["input_share"] == pytest.approx(b_share)
+    assert run_["input_share"] == pytest.approx(r_share)
     c = traceml.compare(base, run_, labels=["before", "after"])
     row = c.rows[1]
     assert row["verdict"] == "MIXED"

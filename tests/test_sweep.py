@@ -202,7 +202,8 @@ def test_a_period_set_by_the_data_does_not_follow_num_workers():
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None), stalls=10, period=p)
             for k, p in [(4, 4), (2, 2), (1, 3)]]
     c = traceml.SweepResult(rows, [None] * 3, False).correlation
-    assert c["follows"] is False and c["r"] == pytest.approx(np.corrcoef([4, 2, 1], [4, 2, 3])[0, 1])
+    assert c["follows"] is False
+    assert c["r"] == pytest.approx(np.corrcoef([4, 2, 1], [4, 2, 3])[0, 1])
 
 
 @pytest.mark.slow

@@ -86,7 +86,8 @@ class Comparison:
     overtaking, input_share, diagnosis, shape, moved ({measure: "better",
     "worse", "same" or None} for mean_wait, input_share, stall_rate),
     verdict, why; ``verdict`` is BASELINE for the first row, then
-    IMPROVEMENT, REGRESSION, MIXED, EQUIVALENT or NO-DATA), ``threshold_s`` (the baseline's stall threshold, applied to
+    IMPROVEMENT, REGRESSION, MIXED, EQUIVALENT or NO-DATA),
+    ``threshold_s`` (the baseline's stall threshold, applied to
     every run so that stall counts and median stall gaps compare; None, and
     no stalls counted, when the baseline has no steady-state steps),
     ``str()``, ``_repr_html_()``, ``to_dict()``."""

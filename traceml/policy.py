@@ -746,12 +746,17 @@ _HANDOVER_REPLACES = frozenset(("irregular", "compare_in_order", "vary_workers_o
 
 def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     """:func:`next_steps`'s items with what the attribution and the batch
-    bytes add: ONE-WORKER replaces the round and num_workers items with that
+    bytes add (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
+    steady-state steps): ONE-WORKER replaces the round and num_workers items with that
     worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
     the samples' residue; large batches add the hand-over reading and its
     next step."""
     attr = s.get("attribution")
     out = list(items)
+    if (s.get("diagnosis") in (COMPUTE_BOUND, NO_DATA)
+            or s.get("steady_steps", 0) < MIN_STEADY_STEPS):
+        # Input is not the bottleneck, or too few steps to say: nothing to add.
+        return out
     if attr and attr["label"] == ONE_WORKER:
         out = [it for it in out if it[0] not in _ROUND_CODES]
         out.append(("one_worker", {"worker": attr["worker"], "stalls": attr["stall_workers"]

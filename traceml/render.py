@@ -172,7 +172,8 @@ def _comparison_cells(rows: list[dict]) -> list[list[str]]:
     return [[
         r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]), fmt_s(r["p95_wait_s"]),
         _cell(r["stalls"]), _cell(r.get("stalls_per_100"), lambda x: f"{x:.1f}"),
-        _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["overtaking"]), _cell(r["input_share"], lambda x: pct(x, 1)),
+        _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["overtaking"]),
+        _cell(r["input_share"], lambda x: pct(x, 1)),
         r["diagnosis"], r["shape"] or "-", r["verdict"],
     ] for r in rows]
 
