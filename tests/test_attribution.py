@@ -89,6 +89,22 @@ def test_one_slow_sample_per_two_rounds_is_not_a_slow_worker():
     assert a is None
 
 
+def test_without_a_gap_period_the_ranks_can_keep_one():
+    # Every 3rd sample slow, but stalls missed under the threshold made the
+    # gaps IRREGULAR (3, 6, 3, 9, ...): the ranks still sit on rank % 3 == 1.
+    stalls = [1, 4, 10, 13, 22, 25, 31, 37]
+    a = _attr(stalls, 2, None, {0: 80, 1: 82})
+    assert a["label"] == policy.SLOW_SAMPLE and a["period"] == 3 and a["residue"] == 1
+    assert policy.rank_period(np.array(stalls), 2) == 3
+    # Under 8 stalls, or ranks with no common residue: none.
+    assert policy.rank_period(np.array(stalls[:7]), 2) is None
+    assert policy.rank_period(np.array([1, 2, 4, 7, 11, 16, 22, 29]), 2) is None
+    # The largest period the ranks keep: 0 mod 4 is 0 mod 2 as well.
+    assert policy.rank_period(np.arange(0, 64, 4), 1) == 4
+    # The workers' own count is never taken for the samples' period.
+    assert policy.rank_period(np.arange(0, 64, 4), 4) == 2
+
+
 def test_too_few_stalls_or_no_period_give_no_attribution():
     assert _attr([2, 6], 4, 4, None) is None
     assert _attr([1, 4, 9, 11], 4, None, None) is None

@@ -607,6 +607,35 @@ def cpu_ratio(ticks: Optional[dict], worker: int) -> Optional[float]:
     return float("inf") if median <= 0 else ticks[worker] / median
 
 
+# Without a period in the stall gaps (stalls missed under the threshold make
+# the gaps 3, 6, 3, 9: IRREGULAR), the ranks themselves can still keep one:
+# the largest p in 2..RANK_PERIOD_MAX with ATTR_SHARE of the stalled ranks on
+# one residue of rank % p, from at least RANK_PERIOD_MIN_STALLS stalls.
+# Stalls at random ranks put all but a tenth of 8 on one residue of some
+# p <= 16 with a chance under 1% (about p * (1/p)**7 summed over p).
+RANK_PERIOD_MAX = 16
+RANK_PERIOD_MIN_STALLS = 8
+
+
+def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
+    """The largest p in 2..RANK_PERIOD_MAX, other than ``workers`` (max(1,
+    num_workers)), on one residue of which ATTR_SHARE of the known stalled
+    ``ranks`` fall; None with under RANK_PERIOD_MIN_STALLS known ranks or
+    no such p."""
+    known = np.asarray(ranks, dtype=np.int64)
+    known = known[known >= 0]
+    if len(known) < RANK_PERIOD_MIN_STALLS:
+        return None
+    # The largest such p: ranks on 0 mod 4 are on 0 mod 2 as well.
+    for p in range(RANK_PERIOD_MAX, 1, -1):
+        if p == workers:
+            continue
+        counts = np.bincount(known % p, minlength=p)
+        if counts.max() >= ATTR_SHARE * len(known):
+            return p
+    return None
+
+
 def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 batch_workers: np.ndarray, num_workers: Optional[int],
                 period: Optional[int], ticks: Optional[dict]) -> Optional[dict]:
@@ -622,7 +651,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     ONE_WORKER_OTHERS_SHARE of the others' do, and either k is busier
     (cpu_ratio >= BUSIER_RATIO) or k is less busy (<= 1/BUSIER_RATIO: it
     waits on something) and not the round opener.  SLOW-SAMPLE: a period
-    p != max(1, num_workers) with ATTR_SHARE of the stalled ranks on one
+    p != max(1, num_workers) (the report's, or without one
+    :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
     residue of rank % p, over at least two workers (when workers are known).
     LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
     (``ambiguous`` when the stalls sit on one worker but no CPU readings
@@ -663,7 +693,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             return {**out, "label": ONE_WORKER}
     k = effective_workers(num_workers)
     if period is None:
-        return None
+        period = rank_period(ranks, k)
+        out["period"] = period
+        if period is None:
+            return None
     if period > 1 and period != k:
         sel = ranks >= 0
         if sel.sum() >= ATTR_MIN_STALLS:
