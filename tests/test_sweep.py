@@ -472,16 +472,21 @@ def test_pairs_without_steady_state_steps_do_not_differ():
             "to compare") in text
 
 
+def _slow_every(n, every, slow_cpu_s):
+    """make_loader over n items of 1 ms CPU, item i burning slow_cpu_s where
+    i % every == 1, one item per batch."""
+    def make(num_workers):
+        return torch.utils.data.DataLoader(
+            BurnDataset(n, 0.001, slow_every=every, slow_index=1, slow_cpu_s=slow_cpu_s),
+            batch_size=1, num_workers=num_workers)
+    return make
+
+
 @pytest.mark.slow
 def test_without_workers_the_stall_columns_hold_the_main_process():
     # num_workers=0: the dataset runs in the main process, so cores@stall
     # and read@stall are its counters, not "-".
-    def make(num_workers):
-        return torch.utils.data.DataLoader(
-            BurnDataset(16, 0.001, slow_every=4, slow_index=1, slow_cpu_s=0.1),
-            batch_size=1, num_workers=num_workers)
-
-    res = traceml.sweep(make, num_workers=(0,), steps=16, consumer_pace_s=0.002,
+    res = traceml.sweep(_slow_every(16, 4, 0.1), num_workers=(0,), steps=16, consumer_pace_s=0.002,
                         both_directions=False, progress=False)
     (row,), (rep,) = res.rows, res.runs
     assert row["stalls"] == 4, rep.input_wait_ns // 1_000_000
@@ -502,12 +507,7 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
     # One index in 3 burns 80 ms: the period is 3 whatever num_workers is,
     # set by the data.  (The median-gap column read 3, 3, 6, 9 here and the
     # correlation "confirmed" r = 1.000.)
-    def make(num_workers):
-        return torch.utils.data.DataLoader(
-            BurnDataset(36, 0.001, slow_every=3, slow_index=1, slow_cpu_s=0.08),
-            batch_size=1, num_workers=num_workers)
-
-    res = traceml.sweep(make, num_workers=(2, 1, 0), steps=36, consumer_pace_s=0.005,
+    res = traceml.sweep(_slow_every(36, 3, 0.08), num_workers=(2, 1, 0), steps=36, consumer_pace_s=0.005,
                         both_directions=False, progress=False)
     periods = [rep["temporal"]["period"] for rep in res.runs]
     assert [r["period"] for r in res.rows] == periods
