@@ -323,3 +323,18 @@ def test_every_third_sample_slow_is_slow_sample():
     assert all(k % 3 == 1 for k in stalled)
     assert a["label"] == policy.SLOW_SAMPLE and a["residue"] == 1 and a["period"] == 3
     assert any("share rank % 3 == 1" in t for t in r["next"])
+
+
+def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):
+    from test_report import INFO, MS, build, records
+
+    r = build(records(np.full(12, MS), np.full(12, MS)), INFO, 65000, None)
+    r.summary["attribution"] = {"label": policy.ONE_WORKER, "worker": 2,
+                                "stall_workers": {2: 7, 10: 1}, "known": 8}
+    r.summary["workers"] = {"cpu_ticks_by_worker": {0: 40, 2: 210},
+                            "awaited": {"workers": {2: 7}}}
+    loaded = traceml.load(r.save(tmp_path / "w.traceml"))
+    assert loaded["attribution"]["stall_workers"] == {2: 7, 10: 1}
+    assert loaded["workers"]["cpu_ticks_by_worker"] == {0: 40, 2: 210}
+    assert loaded["workers"]["awaited"]["workers"] == {2: 7}
+    assert loaded.to_dict() == r.to_dict()
