@@ -289,8 +289,8 @@ def _cores(cores: float, runnable: Optional[float]) -> str:
 
 def _run_queue(p: dict) -> str:
     nw, cpus = p["num_workers"], p["cpus"]
-    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls: "
-            "runnable but not running")
+    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls (their "
+            "main threads: schedstat holds no other): runnable but not running")
     if nw and cpus and nw > cpus:
         text += f" ({nw} workers on {cpus} CPUs)"
     elif nw and cpus:
