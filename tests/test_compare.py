@@ -194,3 +194,54 @@ def test_cli_closed_stdout_exits_quietly_after_writing_html(tmp_path):
     assert (shown.returncode, shown.stderr) == (1, b"")
     assert (compared.returncode, compared.stderr) == (1, b"")
     assert traceml.load(path)._repr_html_() in html.read_text(encoding="utf-8")
+
+
+def test_a_faster_model_with_a_larger_input_share_is_mixed():
+    """Mean fetch falls 10 -> 8 ms (beyond the 1 ms tolerance) while the
+    input share rises 49% -> 56%: the loop waits a larger part of its time.
+    Mean fetch alone called that an IMPROVEMENT."""
+    base = build(records(np.full(N, 10 * MS), np.full(N, int(10.4 * MS))), INFO, SYNTHETIC, None)
+    run_ = build(records(np.full(N, 8 * MS), np.full(N, int(6.3 * MS))), INFO, SYNTHETIC, None)
+    b_share = 10 / 20.4
+    r_share = 8 / 14.3
+    assert base["input_share"] == pytest.approx(b_share)
+    assert run_["input_share"] == pytest.approx(r_share)
+    c = traceml.compare(base, run_, labels=["before", "after"])
+    row = c.rows[1]
+    assert row["verdict"] == "MIXED"
+    assert row["moved"] == {"mean_wait": "better", "input_share": "worse", "stall_rate": "same"}
+    assert (f"input share {b_share * 100:.1f}% -> {r_share * 100:.1f}% "
+            f"(+{(r_share - b_share) * 100:.1f} points; tolerance 2.0 points): worse") in row["why"]
+    assert row["why"].startswith("mean fetch 10 ms -> 8 ms (-2 ms; tolerance 1 ms): better")
+    assert "after: MIXED: mean fetch" in str(c)
+    # MIXED is a difference: a sweep's order effects count it.
+    from traceml.sweep import _SAME
+    assert "MIXED" not in _SAME
+
+
+def test_stalls_are_compared_per_100_steps_not_raw():
+    """20 and 80 steps with a stall every 5th step: 4 and 16 stalls, the
+    same 20 per 100 steps (raw counts would read 4x worse)."""
+    def stalled(n):
+        wait = np.full(n, 1 * MS)
+        wait[::5] = 100 * MS
+        return build(records(wait, np.full(n, 20 * MS)), INFO, SYNTHETIC, None)
+
+    short, long_ = stalled(21), stalled(81)  # step 0 is the epoch start
+    c = traceml.compare(short, long_)
+    thr = c.threshold_s * 1e9
+    counts = [int((r.input_wait_ns[1:] > thr).sum()) for r in (short, long_)]
+    assert [r["stalls"] for r in c.rows] == counts == [4, 16]
+    assert [r["stalls_per_100"] for r in c.rows] == [pytest.approx(100 * 4 / 20),
+                                                    pytest.approx(100 * 16 / 80)]
+    assert c.rows[1]["moved"]["stall_rate"] == "same"
+    assert c.rows[1]["verdict"] == "EQUIVALENT"
+    # Tolerance: 2 sqrt(4) stalls per 20 steps = 20 per 100 steps.
+    assert "stalls per 100 steps 20.0 -> 20.0 (+0.0; tolerance 20.0): same" in c.rows[1]["why"]
+    # Twice as many stalls per step on a long baseline is beyond it.
+    base = stalled(201)
+    wait = np.full(201, 1 * MS)
+    wait[::3] = 100 * MS
+    more = build(records(wait, np.full(201, 20 * MS)), INFO, SYNTHETIC, None)
+    row = traceml.compare(base, more).rows[1]
+    assert row["moved"]["stall_rate"] == "worse"

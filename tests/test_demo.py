@@ -16,7 +16,7 @@ pytest.importorskip("PIL")
 
 import traceml  # noqa: E402
 from traceml import demo  # noqa: E402
-from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, REGRESSION  # noqa: E402
+from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION  # noqa: E402
 
 HISTORICAL_WORKERS = [4, 2, 1, 0, 0, 1, 2, 4]
 DIRECTIONS = ["forward"] * 4 + ["backward"] * 4
@@ -119,7 +119,7 @@ def test_investigation_comparison(investigation):
     assert isinstance(comparison, traceml.Comparison)
     assert [r["label"] for r in comparison.rows] == ["historical", "fixed"]
     assert comparison.rows[0]["verdict"] == BASELINE
-    assert comparison.rows[1]["verdict"] in (IMPROVEMENT, EQUIVALENT, REGRESSION)
+    assert comparison.rows[1]["verdict"] in (IMPROVEMENT, EQUIVALENT, REGRESSION, MIXED)
     # historical = the sweep's last historical condition (num_workers=4,
     # backward), fixed = the fixed row.
     hist_rep, fixed_rep = sweep.runs[7], sweep.runs[8]
@@ -133,8 +133,8 @@ def test_investigation_output(investigation):
     sweep, comparison, text = investigation
     assert str(sweep) in text
     assert str(comparison) in text
-    assert "num_workers vs stall cadence" in text
-    assert "historical conditions (num_workers:gap 4:" in text
+    assert "num_workers vs stall period" in text
+    assert "historical conditions (num_workers:period 4:" in text
     table = str(sweep).splitlines()
     rows = [ln for ln in table if ln.startswith("num_workers=")]
     assert [int(ln.split()[0].split("=")[1]) for ln in rows] == HISTORICAL_WORKERS + [4]

@@ -247,6 +247,9 @@ def test_unreadable_counters_are_null_with_a_reason():
     samples["pid"] = 4242
     samples["role"] = 0
     samples["cpu_ns"] = [0, 50, 100, 150]
+    # Worker CPU comes from utime + stime (every thread), not schedstat.
+    samples["utime_ticks"] = [0, 4, 8, 12]
+    samples["stime_ticks"] = [0, 1, 2, 3]
     samples["runq_ns"] = 0
     for f in ("read_bytes", "rchar"):
         samples[f] = -1  # /proc/4242/io could not be read
@@ -257,7 +260,9 @@ def test_unreadable_counters_are_null_with_a_reason():
     iv = evidence.intervals(steps, stall, np.ones(3, bool), samples, info, [4242], None)
     assert iv["slow"]["read_bytes"] is None and iv["fast"]["read_bytes"] is None
     assert iv["unavailable"]["read_bytes"] == "/proc/4242/io: Permission denied (errno 13)"
-    assert iv["slow"]["worker_cpu_s"] == pytest.approx((90 + 90) * 0.5e-9)
+    # 5 ticks per 100 ns, linear between readings: 4.5 ticks in each
+    # 90 ns stall window.
+    assert iv["slow"]["worker_cpu_s"] == pytest.approx((4.5 + 4.5) / evidence.CLK_TCK)
     assert iv["unavailable"]["main_cpu_s"] == "no worker processes"
     text = _sentences(iv, 1, 2)
     assert any("Storage counters unavailable (/proc/4242/io: Permission denied" in t for t in text)

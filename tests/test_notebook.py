@@ -153,7 +153,7 @@ def test_executes_quick(tmp_path, monkeypatch):
     workers = [int(ln.split()[0].split("=")[1]) for ln in rows]
     assert workers == [4, 2, 1, 0, 0, 1, 2, 4], table
     assert [ln.split()[3] for ln in rows] == ["forward"] * 4 + ["backward"] * 4
-    assert "num_workers vs stall cadence" in table
+    assert "num_workers vs stall period" in table
 
     order = _text(_cell(nb, "in_order=(True, False)"))
     assert "in_order=True" in order and "in_order=False" in order, order
@@ -163,7 +163,7 @@ def test_executes_quick(tmp_path, monkeypatch):
     assert cmp_html and "<table" in cmp_html[0]
     assert "historical" in cmp_html[0] and "fixed" in cmp_html[0]
     assert "BASELINE" in cmp_html[0]
-    assert any(v in cmp_html[0] for v in ("IMPROVEMENT", "EQUIVALENT", "REGRESSION"))
+    assert any(v in cmp_html[0] for v in ("IMPROVEMENT", "EQUIVALENT", "REGRESSION", "MIXED"))
 
     # The dataset went to DATA_DIR, not to the user's cache.
     assert any(p.name.startswith("lerobot-") for p in data_dir.iterdir())

@@ -44,6 +44,7 @@ def test_cadence_follows_num_workers():
     assert c["points"] == 3
     assert c["r"] > 0.95
     assert 0.7 < c["slope"] < 1.3
+    assert c["follows"] is True and c["rows"] == [[4, 4], [2, 2], [1, 1]]
     # The rows hold the reports' own numbers.
     for row, rep in zip(res.rows, res.runs):
         assert row["p95_s"] == rep["input_wait_s"]["p95"]
@@ -160,15 +161,49 @@ def test_correlation_says_what_it_rests_on():
     from traceml.sweep import _row, correlation
 
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
-                 stalls=s, median_gap=g, mean_s=0.1)
-            for k, s, g in [(4, 5, 4.0), (2, 9, 2.0), (1, 2, 1.0), (0, 12, 1.0)]]
+                 stalls=s, period=p, mean_s=0.1)
+            for k, s, p in [(4, 5, 4), (2, 9, 2), (1, 2, None), (0, 12, 1), (3, 7, None)]]
     c = correlation(rows)
-    # The 1-worker row has 2 stalls: below the 3 needed for a cadence.
+    # The 1-worker row has 2 stalls: below the 3 needed for a period; the
+    # 3-worker row has stalls but no period.  Both are listed, with why.
     assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 4 + 8 + 11
+    assert c["rows"] == [[4, 4], [2, 2], [1, 1]] and c["follows"] is True
+    assert [(r["condition"], r["reason"]) for r in c["left_out"]] == [
+        ({"num_workers": 1}, "few_stalls"), ({"num_workers": 3}, "no_period")]
+    text = str(traceml.SweepResult(rows, [None] * 5, False))
+    assert ("left out of the correlation: num_workers=1 pass 0 forward (2 stalls, under 3); "
+            "num_workers=3 pass 0 forward (7 stalls with no period)") in text
+    assert ("the period follows num_workers (period == max(1, num_workers) in every row) "
+            "over 3 conditions (23 stall gaps in all; max(1, num_workers):period 4:4 2:2 1:1); "
+            "Pearson r = 1.000, slope 1.00, intercept 0.00") in text
     same = [dict(r, condition={"num_workers": 2}) for r in rows]
-    res = traceml.SweepResult(same, [None] * 4, False)
+    res = traceml.SweepResult(same, [None] * 5, False)
     assert res.correlation["r"] is None
     assert "num_workers did not vary" in str(res)
+
+
+def test_a_period_set_by_the_data_does_not_follow_num_workers():
+    """Every 3rd sample slow: period 3 at 4, 2, 1 and 0 workers.  The old
+    median-gap column gave 3, 3, 6, 9 and r = 1.000; the period says 3
+    everywhere, which does not follow num_workers."""
+    from traceml.sweep import _row
+
+    rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
+                 stalls=10, period=3, median_gap=g, mean_s=0.02)
+            for k, g in [(4, 3.0), (2, 3.0), (1, 6.0), (0, 9.0)]]
+    c = traceml.SweepResult(rows, [None] * 4, False).correlation
+    assert c["follows"] is False and c["r"] is None and c["slope"] == 0.0
+    assert c["intercept"] == 3.0 and c["rows"] == [[4, 3], [2, 3], [1, 3], [1, 3]]
+    text = str(traceml.SweepResult(rows, [None] * 4, False))
+    assert ("the period does not follow num_workers: set by the data over 4 conditions "
+            "(36 stall gaps in all; max(1, num_workers):period 4:3 2:3 1:3 1:3); r undefined: "
+            "the period does not vary, slope 0.00, intercept 3.00") in text
+    # One row off the diagonal is enough: 4:4 2:2 1:3.
+    rows = [dict(_row({"num_workers": k}, 0, "forward", None, None), stalls=10, period=p)
+            for k, p in [(4, 4), (2, 2), (1, 3)]]
+    c = traceml.SweepResult(rows, [None] * 3, False).correlation
+    assert c["follows"] is False
+    assert c["r"] == pytest.approx(np.corrcoef([4, 2, 1], [4, 2, 3])[0, 1])
 
 
 @pytest.mark.slow
@@ -292,41 +327,41 @@ def test_order_effects_name_the_pass_when_there_are_several():
     assert "see whether they recur in every pass" in text
 
 
-def test_the_same_stall_gap_everywhere_is_said_plainly():
+def test_the_same_period_everywhere_is_said_plainly():
     from traceml.sweep import _row
 
-    # Every condition stalls every other step: the gap is 2 at 4, 2 and 0
+    # Every condition stalls every other step: the period is 2 at 4, 2 and 0
     # workers, so the cadence does not follow num_workers.
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
-                 stalls=6, median_gap=2.0, mean_s=0.02) for k in (4, 2, 0)]
+                 stalls=6, period=2, mean_s=0.02) for k in (4, 2, 0)]
     res = traceml.SweepResult(rows, [None] * 3, False)
     c = res.to_dict()["correlation"]
-    assert c["r"] is None
+    assert c["r"] is None and c["follows"] is False
     assert c["slope"] == 0.0 and c["intercept"] == 2.0
     assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 3 * 5
     text = str(res)
-    assert ("num_workers vs stall cadence: the cadence does not follow num_workers: the "
-            "same stall gap 2 in every condition (3 conditions, 3 distinct num_workers); "
-            "slope 0, r undefined because the gap does not vary") in text
+    assert "the period does not follow num_workers: set by the data" in text
+    assert "r undefined: the period does not vary" in text
     assert "not enough points" not in text
 
 
 def test_the_correlation_uses_the_loaders_own_num_workers():
     from traceml.sweep import _row
 
-    def row(asked, built, gap):
+    def row(asked, built, period):
         return dict(_row({"num_workers": asked}, 0, "forward", None, None),
-                    stalls=8, median_gap=gap, mean_s=0.02, loader_num_workers=built)
+                    stalls=8, period=period, mean_s=0.02, loader_num_workers=built)
 
-    # Labelled 4 and 2 but built with 1 and 2 workers: the gap follows the
+    # Labelled 4 and 2 but built with 1 and 2 workers: the period follows the
     # built count (slope +1), not the labels (which would give -0.5).
-    c = traceml.SweepResult([row(4, 1, 1.0), row(2, 2, 2.0)], [None] * 2, False).correlation
+    c = traceml.SweepResult([row(4, 1, 1), row(2, 2, 2)], [None] * 2, False).correlation
     assert c["slope"] == pytest.approx(1.0) and c["r"] == pytest.approx(1.0)
+    assert c["follows"] is True
     # Both built with 0 workers: nothing varied.
-    res = traceml.SweepResult([row(4, 0, 1.0), row(2, 0, 1.0)], [None] * 2, False)
+    res = traceml.SweepResult([row(4, 0, 1), row(2, 0, 1)], [None] * 2, False)
     assert res.correlation["distinct_workers"] == 1 and res.correlation["r"] is None
     text = str(res)
-    assert "num_workers did not vary among the conditions with stalls" in text
+    assert "num_workers did not vary among the conditions with a period" in text
     assert ("make_loader ignored num_workers: num_workers=4 built a loader with 0 workers, "
             "num_workers=2 built a loader with 0 workers") in text
 
@@ -437,16 +472,21 @@ def test_pairs_without_steady_state_steps_do_not_differ():
             "to compare") in text
 
 
+def _slow_every(n, every, slow_cpu_s):
+    """make_loader over n items of 1 ms CPU, item i burning slow_cpu_s where
+    i % every == 1, one item per batch."""
+    def make(num_workers):
+        return torch.utils.data.DataLoader(
+            BurnDataset(n, 0.001, slow_every=every, slow_index=1, slow_cpu_s=slow_cpu_s),
+            batch_size=1, num_workers=num_workers)
+    return make
+
+
 @pytest.mark.slow
 def test_without_workers_the_stall_columns_hold_the_main_process():
     # num_workers=0: the dataset runs in the main process, so cores@stall
     # and read@stall are its counters, not "-".
-    def make(num_workers):
-        return torch.utils.data.DataLoader(
-            BurnDataset(16, 0.001, slow_every=4, slow_index=1, slow_cpu_s=0.1),
-            batch_size=1, num_workers=num_workers)
-
-    res = traceml.sweep(make, num_workers=(0,), steps=16, consumer_pace_s=0.002,
+    res = traceml.sweep(_slow_every(16, 4, 0.1), num_workers=(0,), steps=16, consumer_pace_s=0.002,
                         both_directions=False, progress=False)
     (row,), (rep,) = res.rows, res.runs
     assert row["stalls"] == 4, rep.input_wait_ns // 1_000_000
@@ -460,3 +500,34 @@ def test_without_workers_the_stall_columns_hold_the_main_process():
     read_cell = fmt_bytes(row["slow_read_bytes"])
     assert re.search(rf"\s{re.escape(cores_cell)}\s+{re.escape(read_cell)}\s+INPUT-BOUND$",
                      line), line
+
+
+@pytest.mark.slow
+def test_every_third_sample_slow_keeps_its_period_across_num_workers():
+    # One index in 3 burns 80 ms: the period is 3 whatever num_workers is,
+    # set by the data.  (The median-gap column read 3, 3, 6, 9 here and the
+    # correlation "confirmed" r = 1.000.)
+    res = traceml.sweep(_slow_every(36, 3, 0.08), num_workers=(2, 1, 0), steps=36, consumer_pace_s=0.005,
+                        both_directions=False, progress=False)
+    periods = [rep["temporal"]["period"] for rep in res.runs]
+    assert [r["period"] for r in res.rows] == periods
+    # With 2 workers prefetching, every other slow sample can hide behind
+    # the other worker's batches: period 6, still set by the data.
+    assert periods[0] in (3, 6) and periods[1:] == [3, 3], (
+        periods, [r.input_wait_ns.tolist() for r in res.runs])
+    c = res.correlation
+    assert c["follows"] is False and c["rows"] == [[2, periods[0]], [1, 3], [1, 3]]
+    assert "the period does not follow num_workers: set by the data" in str(res)
+    for rep in res.runs:
+        # Recomputed from the delivery record: the stalled ranks' residue,
+        # and the workers holding them (a loaded host adds a stray stall).
+        steps = rep["stalls"]["steps"]
+        stalled = [rep["delivery"]["ranks"][i] for i in steps]
+        share = sum(k % 3 == 1 for k in stalled) / len(stalled)
+        assert share >= 0.8, stalled
+        workers = {rep["delivery"]["workers"][i] for i in steps} - {None}
+        p = rep["temporal"]["period"]
+        expected = (p == 3 and share >= 0.9
+                    and (rep["loader"]["num_workers"] < 2 or len(workers) >= 2))
+        a = rep["attribution"]
+        assert (a is not None and a["label"] == "SLOW-SAMPLE") == expected, (a, stalled)

@@ -13,32 +13,46 @@ import os
 from typing import Optional, Sequence
 
 from . import _core, policy, render, wording
-from .policy import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION  # noqa: F401 - re-exported
+from .policy import EQUIVALENT, IMPROVEMENT, MIXED, NO_DATA, REGRESSION  # noqa: F401 - re-exported
 from .result import Report
 
 BASELINE = "BASELINE"
 
 
-def verdict(base: dict, run: dict) -> tuple[str, str]:
-    """(verdict, why) of ``run`` against ``base`` (report summaries), on
-    mean input wait per steady-state step, by policy.compare_means:
-    beyond max(policy.REL_TOL of the baseline's mean wait, policy.STEP_TOL
-    of its mean step).
-
-    The verdict is IMPROVEMENT, REGRESSION or EQUIVALENT, or NO_DATA
-    ("NO-DATA") when either summary has no steady-state mean wait; ``why``
-    then says which of the two has none.  Only IMPROVEMENT and REGRESSION
-    mean a difference beyond the tolerance.
-    """
+def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
+          run_stalls: Optional[tuple] = None) -> tuple[str, str, list]:
+    """(verdict, why, measures) of ``run`` against ``base`` (report
+    summaries).  Three measures, each with its tolerance from the policy:
+    mean input wait per steady-state step (policy.compare_means), input
+    share (policy.SHARE_TOL) and stalls per 100 steady-state steps
+    (``*_stalls`` = (count, steady steps) at the baseline's threshold; not
+    judged when None).  The verdict is IMPROVEMENT (some better, none
+    worse), REGRESSION (some worse, none better), MIXED (both), EQUIVALENT
+    (none moved) or NO_DATA when either summary has no steady-state mean
+    wait; ``why`` says which measure moved, by how much, against which
+    tolerance."""
     v = policy.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
                              base["step_s"]["mean"])
-    return v.label, wording.verdict_why(v)
+    if v.label == policy.NO_DATA:
+        return v.label, wording.verdict_why(v), []
+    moved = policy.compare_measures(v, base["input_share"], run["input_share"],
+                                    base_stalls, run_stalls)
+    return policy.overall(v, moved), wording.compare_why(v, moved), moved
+
+
+def verdict(base: dict, run: dict, base_stalls: Optional[tuple] = None,
+            run_stalls: Optional[tuple] = None) -> tuple[str, str]:
+    """(verdict, why) of :func:`judge`.  Only IMPROVEMENT, REGRESSION and
+    MIXED mean a difference beyond the tolerances."""
+    label, why, _ = judge(base, run, base_stalls, run_stalls)
+    return label, why
 
 
 def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
     """(count, median gap in steps) of the steady-state fetches of
     ``report`` waiting longer than threshold_s; the gap is None with fewer
-    than two such stalls in one epoch."""
+    than two such stalls in one epoch.  (The report's own period is for its
+    own stalls; here the gap of stalls at another run's threshold.)"""
     s = report.summary
     wait = report.input_wait_ns
     mask = _core.stall_mask(wait, int(round(threshold_s * 1e9)))
@@ -68,10 +82,12 @@ def _distinct(names: list[str]) -> list[str]:
 
 class Comparison:
     """Runs side by side.  ``rows`` (list of dicts: label, mean_wait_s,
-    median_wait_s, p95_wait_s, stalls, median_gap, overtaking,
-    input_share, diagnosis, shape, verdict, why; ``verdict`` is BASELINE
-    for the first row, then IMPROVEMENT, REGRESSION, EQUIVALENT or
-    NO-DATA), ``threshold_s`` (the baseline's stall threshold, applied to
+    median_wait_s, p95_wait_s, stalls, median_gap, stalls_per_100,
+    overtaking, input_share, diagnosis, shape, moved ({measure: "better",
+    "worse", "same" or None} for mean_wait, input_share, stall_rate),
+    verdict, why; ``verdict`` is BASELINE for the first row, then
+    IMPROVEMENT, REGRESSION, MIXED, EQUIVALENT or NO-DATA),
+    ``threshold_s`` (the baseline's stall threshold, applied to
     every run so that stall counts and median stall gaps compare; None, and
     no stalls counted, when the baseline has no steady-state steps),
     ``str()``, ``_repr_html_()``, ``to_dict()``."""
@@ -86,7 +102,10 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"threshold_s": self.threshold_s, "rows": [dict(r) for r in self.rows],
-                "tolerance": {"relative": policy.REL_TOL, "step_share": policy.STEP_TOL}}
+                "tolerance": {"relative": policy.REL_TOL, "step_share": policy.STEP_TOL,
+                              "input_share": policy.SHARE_TOL,
+                              "stall_rate_sigmas": policy.STALL_RATE_SIGMAS,
+                              "stall_rate_min": policy.STALL_RATE_MIN_TOL}}
 
     def __str__(self) -> str:
         return render.comparison_text(self.to_dict())
@@ -108,9 +127,13 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     Returns:
         A :class:`Comparison`: per run mean fetch, median, p95, stalls over
         the baseline's threshold, median stall gap, input share, diagnosis,
-        shape, and a verdict against the first run: IMPROVEMENT, REGRESSION
-        or EQUIVALENT on mean input wait per step, within max(policy.REL_TOL
-        of the baseline's mean wait, policy.STEP_TOL of its mean step); NO-DATA when the
+        shape, and a verdict against the first run (:func:`judge`) on mean
+        input wait per step (within max(policy.REL_TOL of the baseline's
+        mean wait, policy.STEP_TOL of its mean step)), input share (within
+        policy.SHARE_TOL) and stalls per 100 steady-state steps at the
+        baseline's threshold (within policy.STALL_RATE_SIGMAS * sqrt(count),
+        at least policy.STALL_RATE_MIN_TOL): IMPROVEMENT, REGRESSION, MIXED
+        or EQUIVALENT, with ``why`` saying which moved; NO-DATA when the
         baseline or the run has no steady-state steps (e.g. a report of
         nothing recorded), with ``why`` naming which.  The first run is
         the baseline by position: passing the same Report twice gives
@@ -158,13 +181,18 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     # lend (only the rule's 1 ms default): then no stalls are counted.
     threshold = base["stalls"]["threshold_s"] if base["steady_steps"] else None
     rows = []
+    counted = [_stalls_over(rep, threshold) if threshold is not None else (None, None)
+               for rep in reports]
+    base_stalls = ((counted[0][0], base["steady_steps"]) if counted[0][0] is not None
+                   else None)
     for i, (name, rep) in enumerate(zip(names, reports)):
         s = rep.summary
+        stalls, gap = counted[i]
+        run_stalls = (stalls, s["steady_steps"]) if stalls is not None else None
         if i == 0:
-            v, why = BASELINE, wording.BASELINE_WHY
+            v, why, moved = BASELINE, wording.BASELINE_WHY, []
         else:
-            v, why = verdict(base, s)
-        stalls, gap = _stalls_over(rep, threshold) if threshold is not None else (None, None)
+            v, why, moved = judge(base, s, base_stalls, run_stalls)
         rows.append({
             "label": name,
             "mean_wait_s": s["input_wait_s"]["mean"],
@@ -176,6 +204,9 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],
             "shape": s.get("shape"),
+            "stalls_per_100": (100.0 * stalls / s["steady_steps"]
+                               if stalls is not None and s["steady_steps"] else None),
+            "moved": {m.measure: m.direction for m in moved},
             "verdict": v,
             "why": why,
         })

@@ -365,7 +365,7 @@ class InvestigationResult(traceml.SweepResult):
         self.correlation = dict(historical.correlation)
 
     def plot(self):
-        """Median stall gap against max(1, num_workers), historical rows."""
+        """Stall period against max(1, num_workers), historical rows."""
         return self.historical.plot()
 
 
@@ -378,12 +378,12 @@ def _cadence_line(historical: "traceml.SweepResult") -> str:
     cells, hits = [], 0
     for row in historical.rows:
         k = max(row["condition"]["num_workers"], 1)
-        gap = row["median_gap"]
+        gap = row["period"]
         hits += gap is not None and gap == k
         cells.append(f"{row['condition']['num_workers']}:"
                      f"{'-' if gap is None else f'{gap:g}'}")
-    return (f"stall gap = max(1, num_workers) in {hits} of {len(historical.rows)} "
-            f"historical conditions (num_workers:gap {' '.join(cells)})")
+    return (f"stall period = max(1, num_workers) in {hits} of {len(historical.rows)} "
+            f"historical conditions (num_workers:period {' '.join(cells)})")
 
 
 def run_investigation(
@@ -404,7 +404,7 @@ def run_investigation(
     batches, a ``pace_s`` sleep per batch standing in for the training
     step), then the fixed path at num_workers 4 the same way, and prints
     the worker-count table, the correlation between max(1, num_workers)
-    and the median stall gap, and ``traceml.compare`` of the historical
+    and the stall period, and ``traceml.compare`` of the historical
     path at 4 workers (the sweep's last condition) against the fixed path.
 
     Args:
@@ -481,7 +481,7 @@ def run_investigation(
     result = InvestigationResult(historical, fixed)
 
     out("")
-    out("worker-count table (input wait per fetch; stall gap in steps; "
+    out("worker-count table (input wait per fetch; stall period in steps; "
         "correlation over the historical rows):")
     out(str(result))
     out(_cadence_line(historical))

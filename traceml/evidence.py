@@ -137,11 +137,13 @@ def _series(samples: np.ndarray, pid: int, field: str, scale: float) -> Optional
     return rows["t_ns"][ok].astype(np.float64), v[ok].astype(np.float64) * scale
 
 
-def _cpu_series(samples, pid, prefer_schedstat: bool):
-    if prefer_schedstat:
-        s = _series(samples, pid, "cpu_ns", 1e-9)
-        if s is not None:
-            return s
+def _cpu_series(samples, pid):
+    """CPU-seconds of process ``pid`` over time from utime + stime of
+    /proc/PID/stat, which count every thread.  /proc/PID/schedstat counts
+    the thread-group leader only, so a worker decoding or computing in a
+    thread pool would read as idle there (measured: 0.04 s in schedstat
+    against 2.47 s in stat for a worker whose __getitem__ runs two burning
+    threads); schedstat serves run-queue wait alone."""
     rows = samples[(samples["pid"] == pid) & (samples["utime_ticks"] >= 0)]
     if len(rows) == 0:
         return None
@@ -167,7 +169,9 @@ def _reason(info: dict, pids: list[int], file: str) -> Optional[str]:
 
 COUNTERS = (
     # name, field, scale, file, workers only
-    ("worker_cpu_s", "cpu", 1.0, "schedstat", True),
+    # CPU from /proc/PID/stat (every thread); run-queue wait from
+    # /proc/PID/schedstat, which holds the leader thread only.
+    ("worker_cpu_s", "cpu", 1.0, "stat", True),
     ("runq_wait_s", "runq_ns", 1e-9, "schedstat", True),
     ("read_bytes", "read_bytes", 1.0, "io", True),
     ("major_faults", "majflt", 1.0, "stat", True),
@@ -207,7 +211,7 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         series = []
         for pid in pids:
             if field == "cpu":
-                s = _cpu_series(samples, pid, prefer_schedstat=workers_only)
+                s = _cpu_series(samples, pid)
             else:
                 s = _series(samples, pid, field, scale)
             if s is not None and len(s[0]):
@@ -337,11 +341,22 @@ def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
     return out
 
 
+# The storage findings that read the stalls as CPU-side dataset processing.
+_CPU_SIDE = frozenset(("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads"))
+
+
 def interval_findings(iv: Optional[dict], num_workers: Optional[int],
-                      cpus: Optional[int]) -> list[tuple[str, dict]]:
+                      cpus: Optional[int], awaited: Optional[dict] = None,
+                      batch_bytes: Optional[float] = None) -> list[tuple[str, dict]]:
     """What the slow/fast comparison of :func:`intervals` says, as
     (code, numbers) items ending with the caveats; :func:`traceml.wording.
-    evidence_sentences` words them.  Empty without stalls."""
+    evidence_sentences` words them.  Empty without stalls.  ``awaited``
+    (:func:`awaited`): when the worker holding the awaited batches was
+    blocked, "awaited_blocked" takes the place of "idle" (the wait does not
+    lie elsewhere: that worker sleeps on something).  With batches of at
+    least policy.HANDOVER_MIN_BYTES (``batch_bytes``, the median), busy
+    workers without storage reads read "cpu_handover": their CPU includes
+    collate's copy of the batch into shared memory."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
     if num_workers == 0:
@@ -369,14 +384,20 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     if busy and busiest is not None and capacity and capacity > 1 and (
             demand is None or demand < share * capacity):
         out.append(("one_worker_busy", {"cores": busiest}))
+    blocked = bool(awaited and awaited.get("blocked"))
     if reads is not None and faults is not None:
         found = _storage_finding("workers", slow, fast, "read_bytes", "major_faults",
                                  busy, capacity is not None)
-        if found:
+        if found and not (blocked and found[0] == "idle"):
+            if (found[0] in _CPU_SIDE and batch_bytes is not None
+                    and batch_bytes >= policy.HANDOVER_MIN_BYTES):
+                found = ("cpu_handover", {**found[1], "batch_bytes": batch_bytes})
             out.append(found)
     else:
         why = iv["unavailable"].get("read_bytes") or iv["unavailable"].get("major_faults")
         out.append(("storage_unavailable", {"why": why}))
+    if blocked:
+        out.append(("awaited_blocked", dict(awaited)))
     runq = slow.get("runq_wait_s")
     if (runq is not None and slow["wall_s"] > 0
             and runq / slow["wall_s"] >= policy.CONTENTION_RUNQ_PER_WALL):
@@ -388,11 +409,17 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
 
 
 def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
-            samples: np.ndarray, info: dict, main_pid: Optional[int] = None) -> Optional[dict]:
+            samples: np.ndarray, info: dict, main_pid: Optional[int] = None,
+            delivered_workers: Optional[np.ndarray] = None,
+            median_batch_bytes: Optional[float] = None) -> Optional[dict]:
     """The ``workers`` section of a report for a DataLoader source, its
     ``findings`` being :func:`interval_findings` (``evidence``, their
     sentences, is added by the report).  ``main_pid`` is the training
-    process (default: the main process the sampler read, if any)."""
+    process (default: the main process the sampler read, if any);
+    ``delivered_workers`` the worker of each step's batch (-1 unknown), for
+    the state of the worker holding each awaited batch (:func:`awaited`);
+    ``median_batch_bytes`` the batches' size (:func:`batch_bytes`), which
+    qualifies busy workers when the batches are large."""
     facts = getattr(src, "epoch_facts", None)
     if not facts or src.loader is None:
         return None
@@ -410,6 +437,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     else:
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
+    held = awaited(steps, stall, delivered_workers, samples, facts)
     exited = []
     # The sampler lists every process it watched, this loop's and others';
     # each of this source's workers belongs to the epoch that started it.
@@ -441,8 +469,11 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             "cpu_share": busy_s / run_s if run_s > 0 else None,
         },
         "intervals": iv,
+        "cpu_ticks_by_worker": worker_ticks(samples, pids),
+        "awaited": held,
         "findings": interval_findings(iv, (src.loader or {}).get("num_workers"),
-                                      facts[max(facts)]["usable_cpus"]),
+                                      facts[max(facts)]["usable_cpus"], awaited=held,
+                                      batch_bytes=median_batch_bytes),
     }
 
 
@@ -473,3 +504,85 @@ def stuck(events: list[dict], source_id: int, steps: np.ndarray) -> list[dict]:
             "worker_cpu_s_during_wait": cpu,
         })
     return out
+
+
+# --- per worker -------------------------------------------------------------------------
+
+
+def worker_ticks(samples: np.ndarray, pids: list[int]) -> Optional[dict]:
+    """CPU clock ticks (utime + stime of /proc/PID/stat: every thread) each
+    worker id used over the readings, summed over the epochs' processes of
+    that id; None without readings.  Keys are worker ids (the readings'
+    role)."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        rows = samples[(samples["pid"] == pid) & (samples["utime_ticks"] >= 0)
+                       & (samples["role"] >= 0)]
+        if len(rows) < 2:
+            continue
+        total = rows["utime_ticks"] + rows["stime_ticks"]
+        role = int(rows["role"][0])
+        out[role] = out.get(role, 0) + int(total[-1] - total[0])
+    return out or None
+
+
+def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np.ndarray],
+            samples: np.ndarray, facts: dict) -> Optional[dict]:
+    """The worker holding each awaited batch, during its stall: the
+    readings of that worker's process inside the stall's window, how many
+    found it asleep (policy.BLOCKED_STATES), its CPU-seconds (every thread)
+    over the windows' wall time, and policy.awaited_blocked's verdict.
+
+    {workers: {worker id: stalls}, readings, asleep, states: {code: count},
+    cpu_s, wall_s, cores, blocked}; None without stalls of a known worker
+    or without readings."""
+    if delivered_workers is None or not len(samples):
+        return None
+    idx = np.flatnonzero(stall & (np.asarray(delivered_workers) >= 0))
+    if not len(idx):
+        return None
+    held: dict[int, int] = {}
+    states: dict[str, int] = {}
+    readings = asleep = 0
+    cpu = wall = 0.0
+    by_pid: dict[int, tuple] = {}
+    for i in idx:
+        w = int(delivered_workers[i])
+        pids = (facts.get(int(steps["epoch"][i])) or {}).get("worker_pids") or []
+        if w >= len(pids):
+            continue
+        pid = pids[w]
+        if pid not in by_pid:
+            by_pid[pid] = (samples[samples["pid"] == pid], _cpu_series(samples, pid))
+        rows, series = by_pid[pid]
+        a, b = int(steps["begin_ns"][i]), int(steps["fetch_done_ns"][i])
+        inside = rows[(rows["t_ns"] >= a) & (rows["t_ns"] <= b)]
+        held[w] = held.get(w, 0) + 1
+        wall += (b - a) * 1e-9
+        for code in inside["state"]:
+            ch = chr(int(code)) if code > 0 else "?"
+            states[ch] = states.get(ch, 0) + 1
+            asleep += ch in policy.BLOCKED_STATES
+        readings += len(inside)
+        if series is not None and len(series[0]):
+            cpu += float(_window_deltas(series, np.array([a], float), np.array([b], float))[0])
+    if not held or readings == 0:
+        return None
+    cores = cpu / wall if wall > 0 else None
+    return {"workers": held, "readings": readings, "asleep": asleep, "states": states,
+            "cpu_s": cpu, "wall_s": wall, "cores": cores,
+            "blocked": policy.awaited_blocked(readings, asleep, cores)}
+
+
+def batch_bytes(bytes_per_step: Optional[np.ndarray], steady: np.ndarray) -> Optional[dict]:
+    """{median, max, measured} of the batch bytes the wrap iterator
+    measured (the first 8 batches of each epoch and every 64th; -1 where not
+    measured), over every recorded step (a batch's size does not depend on
+    whether its fetch was start-up); None when none was measured."""
+    if bytes_per_step is None:
+        return None
+    b = np.asarray(bytes_per_step, dtype=np.int64)
+    b = b[b >= 0]
+    if not len(b):
+        return None
+    return {"median": float(np.median(b)), "max": int(b.max()), "measured": int(len(b))}

@@ -63,7 +63,7 @@ def report_figure(summary: dict, steps: np.ndarray):
 
 def sweep_figure(rows: list[dict]):
     """Two panels over max(1, num_workers), one point per condition and
-    pass, forward and backward told apart: the median stall gap (with the
+    pass, forward and backward told apart: the stall period (with the
     line period = num_workers) and the mean fetch."""
     fig = _figure(9, 3.4)
     gap_ax, wait_ax = fig.subplots(1, 2)
@@ -74,8 +74,8 @@ def sweep_figure(rows: list[dict]):
                and r["condition"].get("num_workers") is not None]
         x = [max(r["condition"]["num_workers"], 1) for r in sel]
         xs.update(x)
-        gx = [xi for xi, r in zip(x, sel) if r.get("median_gap") is not None]
-        gy = [r["median_gap"] for r in sel if r.get("median_gap") is not None]
+        gx = [xi for xi, r in zip(x, sel) if r.get("period") is not None]
+        gy = [r["period"] for r in sel if r.get("period") is not None]
         if gx:
             gap_ax.scatter(gx, gy, color=color, marker=marker, s=30, zorder=3, label=direction)
         wx = [xi for xi, r in zip(x, sel) if r.get("mean_s") is not None]
@@ -88,7 +88,7 @@ def sweep_figure(rows: list[dict]):
         for ax in (gap_ax, wait_ax):
             ax.set_xticks(line)
     gap_ax.set_xlabel("max(1, num_workers)")
-    gap_ax.set_ylabel("median stall gap (steps)")
+    gap_ax.set_ylabel("stall period (steps)")
     gap_ax.set_title("stall cadence", fontsize=10)
     wait_ax.set_xlabel("max(1, num_workers)")
     wait_ax.set_ylabel("mean fetch (s)")

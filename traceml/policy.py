@@ -554,3 +554,338 @@ def compare_means(base_s: Optional[float], run_s: Optional[float],
 # A condition's median stall gap counts as its observed cadence only with
 # at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
 MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1
+
+
+# --- attribution: which worker, the round, or the sample -------------------------------
+# From the delivery record (the worker that produced each stalled batch, its
+# rank in the sampler order) and the per-worker CPU ticks of the sampler
+# (utime + stime of /proc/PID/stat: every thread of the worker).
+ONE_WORKER = "ONE-WORKER"
+LOCK_STEP = "LOCK-STEP"
+SLOW_SAMPLE = "SLOW-SAMPLE"
+# An attribution rests on at least as many stalls as a period does.
+ATTR_MIN_STALLS = PERIOD_MIN_GAPS + 1
+# "Nearly all" known stalls on one worker, or on one rank residue: 90%.
+# Measured: a slow IterableDataset shard put 26 of 26, 35 of 35 and 29 of 29
+# stalls on its worker (4 workers burning 60 ms against 10 ms; 3 workers, one
+# sleeping 60 ms); a slow sample every 3rd index put 17 of 17 on rank % 3 == 1.
+ATTR_SHARE = 0.90
+# "Most" of that worker's batches stall: more than half.  Measured 67%, 90%
+# and 74% in the three slow-shard runs above (the threshold at half the p95
+# misses a few); a slow sample every 2 * num_workers indices stalls exactly
+# half of one worker's batches, which must not read as a slow worker.
+ONE_WORKER_OWN_SHARE = 0.5
+# "Few" of the other workers' batches stall: at most 10% (0% measured).
+ONE_WORKER_OTHERS_SHARE = 0.10
+# Worker k counts as busier when its CPU ticks over the run reach 1.5x the
+# other workers' median (measured: 248 against 46 for a shard burning 6x the
+# CPU; 104-105 for all four workers of a lock-step run), and as less busy
+# below 1/1.5 of it (6 against 26 for a shard that sleeps).
+BUSIER_RATIO = 1.5
+# Below 10 clock ticks (0.1 s at 100 Hz) one tick of jitter is 10% or more:
+# the readings cannot tell busier from not.
+CPU_MIN_TICKS = 10
+# In lock-step with in-order round-robin delivery the stall lands on the first
+# batch of each round: rank % num_workers == 0, worker 0 (measured: 9 of 9
+# stalls on worker 0 with 4 workers started together).  Free-running
+# lock-step workers drift, though: 8 of 8 stalls landed on worker 3 in a run
+# with equal CPU (83-84 ticks each), so position alone never names a worker
+# when the readings show the workers equally busy or are missing.
+ROUND_OPENER = 0
+
+
+def cpu_ratio(ticks: Optional[dict], worker: int) -> Optional[float]:
+    """Worker ``worker``'s CPU ticks over the other workers' median; None
+    without readings of it and at least one other, or when both sides stay
+    under CPU_MIN_TICKS."""
+    if not ticks or worker not in ticks or len(ticks) < 2:
+        return None
+    others = [v for w, v in ticks.items() if w != worker]
+    median = float(np.median(others))
+    if max(ticks[worker], median) < CPU_MIN_TICKS:
+        return None
+    return float("inf") if median <= 0 else ticks[worker] / median
+
+
+# Without a period in the stall gaps (stalls missed under the threshold make
+# the gaps 3, 6, 3, 9: IRREGULAR), the ranks themselves can still keep one:
+# the largest p in 2..RANK_PERIOD_MAX with ATTR_SHARE of the stalled ranks on
+# one residue of rank % p, from at least RANK_PERIOD_MIN_STALLS stalls.
+# Stalls at random ranks put all but a tenth of 8 on one residue of some
+# p <= 16 with a chance under 1% (about p * (1/p)**7 summed over p).
+RANK_PERIOD_MAX = 16
+RANK_PERIOD_MIN_STALLS = 8
+
+
+def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
+    """The largest p in 2..RANK_PERIOD_MAX, other than ``workers`` (max(1,
+    num_workers)), on one residue of which ATTR_SHARE of the known stalled
+    ``ranks`` fall; None with under RANK_PERIOD_MIN_STALLS known ranks or
+    no such p."""
+    known = np.asarray(ranks, dtype=np.int64)
+    known = known[known >= 0]
+    if len(known) < RANK_PERIOD_MIN_STALLS:
+        return None
+    # The largest such p: ranks on 0 mod 4 are on 0 mod 2 as well.
+    for p in range(RANK_PERIOD_MAX, 1, -1):
+        if p == workers:
+            continue
+        counts = np.bincount(known % p, minlength=p)
+        if counts.max() >= ATTR_SHARE * len(known):
+            return p
+    return None
+
+
+def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
+                batch_workers: np.ndarray, num_workers: Optional[int],
+                period: Optional[int], ticks: Optional[dict]) -> Optional[dict]:
+    """Which worker held the stalls, the workers' round, or the samples.
+
+    ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
+    steady-state stall; ``batch_workers``: the worker of every steady-state
+    batch; ``period``: the report's period (None unless PERIODIC);
+    ``ticks``: CPU ticks per worker id over the run (None: no readings).
+
+    ONE-WORKER k: at least ATTR_SHARE of the known stalls are worker k's,
+    more than ONE_WORKER_OWN_SHARE of k's batches stall and at most
+    ONE_WORKER_OTHERS_SHARE of the others' do, and either k is busier
+    (cpu_ratio >= BUSIER_RATIO) or k is less busy (<= 1/BUSIER_RATIO: it
+    waits on something) and not the round opener.  SLOW-SAMPLE: a period
+    p != max(1, num_workers) (the report's, or without one
+    :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
+    residue of rank % p, over at least two workers (when workers are known).
+    LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
+    (``ambiguous`` when the stalls sit on one worker but no CPU readings
+    tell it from the others).  None when too few stalls or no rule holds:
+    {label, worker (ONE-WORKER's k, else None), top_worker (the worker
+    holding most known stalls), stall_workers ({worker id: stalls}), known
+    (stalls whose worker is known), share (top_worker's share of them),
+    own_share, others_share, cpu_ratio, period, residue, residue_share,
+    ambiguous}."""
+    ranks = np.asarray(stall_ranks, dtype=np.int64)
+    wk = np.asarray(stall_workers, dtype=np.int64)
+    batches = np.asarray(batch_workers, dtype=np.int64)
+    known = wk >= 0
+    ids, counts = np.unique(wk[known], return_counts=True)
+    by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
+    out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
+           "known": int(known.sum()), "share": None, "own_share": None,
+           "others_share": None, "cpu_ratio": None, "period": period,
+           "residue": None, "residue_share": None, "ambiguous": False}
+    if len(ranks) < ATTR_MIN_STALLS:
+        return None
+    nw = num_workers or 0
+    if nw >= 2 and out["known"] >= ATTR_MIN_STALLS:
+        top = int(ids[np.argmax(counts)])
+        share = by_worker[top] / out["known"]
+        own = int((batches == top).sum())
+        others = int(((batches >= 0) & (batches != top)).sum())
+        own_share = by_worker[top] / own if own else 0.0
+        others_share = (out["known"] - by_worker[top]) / others if others else 0.0
+        ratio = cpu_ratio(ticks, top)
+        out.update(worker=top, top_worker=top, share=share, own_share=own_share,
+                   others_share=others_share, cpu_ratio=ratio)
+        concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
+                        and others_share <= ONE_WORKER_OTHERS_SHARE)
+        if concentrated and ratio is not None and (
+                ratio >= BUSIER_RATIO
+                or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER)):
+            return {**out, "label": ONE_WORKER}
+    k = effective_workers(num_workers)
+    if period is None:
+        period = rank_period(ranks, k)
+        out["period"] = period
+        if period is None:
+            return None
+    if period > 1 and period != k:
+        sel = ranks >= 0
+        if sel.sum() >= ATTR_MIN_STALLS:
+            res, rc = np.unique(ranks[sel] % period, return_counts=True)
+            residue = int(res[np.argmax(rc)])
+            rshare = float(rc.max()) / int(sel.sum())
+            out.update(residue=residue, residue_share=rshare)
+            spread = nw < 2 or len(by_worker) >= 2
+            if rshare >= ATTR_SHARE and spread:
+                return {**out, "label": SLOW_SAMPLE, "worker": None}
+        return None
+    if nw >= 2 and period == k:
+        # Stalls on one worker with no CPU readings to tell it from the
+        # rest: a slow worker and drifted lock-step look alike here.
+        ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
+                         and out["cpu_ratio"] is None)
+        return {**out, "label": LOCK_STEP, "worker": None, "ambiguous": ambiguous}
+    return None
+
+
+# --- the state of the worker holding the awaited batch ------------------------------
+# /proc/PID/stat state codes of a process asleep: S (interruptible sleep: a
+# sleep, a socket or pipe read, a lock) and D (uninterruptible: disk I/O).
+BLOCKED_STATES = ("S", "D")
+# Blocked when at least half of the readings in the stalls' windows find it
+# asleep and it keeps under BUSY_SHARE of a core busy meanwhile (a worker
+# computing in threads reads R or shows CPU; a sleeping one neither).
+BLOCKED_MIN_SHARE = 0.5
+
+
+def awaited_blocked(readings: int, asleep: int, cores: Optional[float]) -> Optional[bool]:
+    """Whether the worker holding the awaited batch was blocked during the
+    stalls: ``asleep`` of ``readings`` readings in BLOCKED_STATES and
+    ``cores`` (CPU-s per wall-s, all threads) under BUSY_SHARE.  None
+    without readings."""
+    if readings <= 0 or cores is None:
+        return None
+    return asleep / readings >= BLOCKED_MIN_SHARE and cores < BUSY_SHARE
+
+
+# --- bytes per batch ------------------------------------------------------------------
+# A batch this large costs its hand-over by itself.  Measured on the 2-core
+# build machine: 16 images of 3x480x640 float32 (59 MB a batch) from a
+# __getitem__ returning a ready tensor cost the workers 32-47 ms of CPU per
+# batch (collate's copy into shared memory: 0.5-0.8 ms per MB, quiet and
+# loaded host) and the main process about 50 ms per step outside the fetch
+# on the loaded host (mapping and freeing the shared memory).  At 8 MB that
+# is 4-6 ms a batch, past the 1 ms stall floor and a material share of a
+# 10-100 ms training step.
+HANDOVER_MIN_BYTES = 8e6
+
+
+def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
+             main_busy: Optional[bool]) -> Optional[str]:
+    """Whether large batches may be the wait, as a code: None when the
+    median batch is under HANDOVER_MIN_BYTES or input is not a concern
+    (COMPUTE-BOUND, NO-DATA); "handover_main" when the workers idle while
+    the main process is busy (the hand-over's receiving end is the cost);
+    else "handover_bytes" (the workers' CPU may be collate's copy rather
+    than the samples' processing)."""
+    if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
+        return None
+    if diagnosis in (COMPUTE_BOUND, NO_DATA):
+        return None
+    if workers_busy is False and main_busy:
+        return "handover_main"
+    return "handover_bytes"
+
+
+# Next-step codes that point at the workers' round or at varying num_workers:
+# an attribution to one worker replaces them.
+_ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
+                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
+                          "compare_in_order", "vary_workers_around", "overtaking_round"))
+
+
+_HANDOVER_REPLACES = frozenset(("irregular", "compare_in_order", "vary_workers_or_prefetch",
+                                "vary_workers_then_in_order", "confirm_period"))
+
+
+def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """:func:`next_steps`'s items with what the attribution and the batch
+    bytes add (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
+    steady-state steps): ONE-WORKER replaces the round and num_workers items with that
+    worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
+    the samples' residue; large batches add the hand-over reading and its
+    next step."""
+    attr = s.get("attribution")
+    out = list(items)
+    if (s.get("diagnosis") in (COMPUTE_BOUND, NO_DATA)
+            or s.get("steady_steps", 0) < MIN_STEADY_STEPS):
+        # Input is not the bottleneck, or too few steps to say: nothing to add.
+        return out
+    if attr and attr["label"] == ONE_WORKER:
+        out = [it for it in out if it[0] not in _ROUND_CODES]
+        out.append(("one_worker", {"worker": attr["worker"], "stalls": attr["stall_workers"]
+                                   .get(attr["worker"], 0), "known": attr["known"],
+                                   "own_share": attr["own_share"],
+                                   "cpu_ratio": attr["cpu_ratio"]}))
+        out.append(("split_shards", {"worker": attr["worker"]}))
+    elif attr and attr["label"] == SLOW_SAMPLE:
+        out = [it for it in out if it[0] not in ("confirm_period", "compare_in_order")]
+        out.append(("slow_sample", {"period": attr["period"], "residue": attr["residue"],
+                                    "share": attr["residue_share"],
+                                    "workers": len(attr["stall_workers"])}))
+    code = (s.get("batch_bytes") or {}).get("handover")
+    if code:
+        # The bytes come first: the slow-sample and num_workers experiments
+        # would vary everything but what each batch carries.
+        out = [it for it in out if it[0] not in _HANDOVER_REPLACES]
+        out.append((code, {"bytes": s["batch_bytes"]["median"]}))
+        out.append(("fewer_bytes", {}))
+    return out
+
+
+# --- compare: mean wait, input share, stall rate -----------------------------------------
+# compare() judges three measures, each against its own tolerance, and says
+# which moved: a faster model can lower the mean fetch while the share of
+# time spent waiting rises, and runs of 20 and 80 steps cannot compare raw
+# stall counts.
+# Input share: a change counts beyond 2 percentage points of step time, the
+# same materiality as STEP_TOL (below it, input wait moves training
+# throughput by under 2%).
+SHARE_TOL = 0.02
+# Stalls per 100 steady-state steps, counted at the baseline's threshold: a
+# count of independent stalls varies like a Poisson count, so a change
+# counts beyond 2 standard deviations of the baseline's count (2 * sqrt(n)
+# stalls, scaled to 100 steps; about 95% of repeats stay inside), and never
+# under 1 stall per 100 steps.
+STALL_RATE_SIGMAS = 2.0
+STALL_RATE_MIN_TOL = 1.0
+MIXED = "MIXED"
+BETTER, WORSE, SAME = "better", "worse", "same"
+
+
+class Moved(NamedTuple):
+    """One measure of a run against the baseline: BETTER, WORSE or SAME
+    (None: not measured in one of them), both values and the tolerance."""
+
+    measure: str
+    direction: Optional[str]
+    base: Optional[float]
+    run: Optional[float]
+    tolerance: Optional[float]
+
+
+def _moved(measure: str, base: Optional[float], run: Optional[float],
+           tol: Optional[float]) -> Moved:
+    if base is None or run is None or tol is None:
+        return Moved(measure, None, base, run, tol)
+    delta = run - base
+    return Moved(measure, SAME if abs(delta) <= tol else (BETTER if delta < 0 else WORSE),
+                 base, run, tol)
+
+
+def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Optional[float],
+                     base_stalls: Optional[tuple], run_stalls: Optional[tuple]) -> list[Moved]:
+    """The three measures: mean wait (``mean``, policy.compare_means), input
+    share (tolerance SHARE_TOL), stalls per 100 steady-state steps
+    (``*_stalls`` = (stall count, steady steps) or None; tolerance
+    max(STALL_RATE_MIN_TOL, STALL_RATE_SIGMAS * sqrt(base count) per 100
+    baseline steps))."""
+    out = [Moved("mean_wait", None if mean.label == NO_DATA else
+                 {IMPROVEMENT: BETTER, REGRESSION: WORSE, EQUIVALENT: SAME}[mean.label],
+                 mean.base_s, mean.run_s, mean.tolerance_s)]
+    out.append(_moved("input_share", base_share, run_share, SHARE_TOL))
+    rate = [None, None]
+    tol = None
+    for i, st in enumerate((base_stalls, run_stalls)):
+        if st is not None and st[1]:
+            rate[i] = 100.0 * st[0] / st[1]
+    if rate[0] is not None:
+        tol = max(STALL_RATE_MIN_TOL,
+                  100.0 * STALL_RATE_SIGMAS * math.sqrt(base_stalls[0]) / base_stalls[1])
+    out.append(_moved("stall_rate", rate[0], rate[1], tol))
+    return out
+
+
+def overall(mean: Verdict, moved: list[Moved]) -> str:
+    """NO_DATA when the mean wait cannot be compared; IMPROVEMENT when some
+    measure got better and none worse, REGRESSION the reverse, MIXED when
+    both, EQUIVALENT when none moved."""
+    if mean.label == NO_DATA:
+        return NO_DATA
+    dirs = {m.direction for m in moved}
+    if BETTER in dirs and WORSE in dirs:
+        return MIXED
+    if BETTER in dirs:
+        return IMPROVEMENT
+    if WORSE in dirs:
+        return REGRESSION
+    return EQUIVALENT

@@ -87,16 +87,21 @@ class Recorder(_core.Recorder):
         # Read after the records: a loop in another thread may have added
         # steps since (keep the first len(records)), or reset (drop it).
         delivery = self.snapshot_delivery()
+        batch_bytes = None
         if delivery is not None:
             n = len(records)
-            delivery = ((delivery[0][:n], delivery[1][:n]) if len(delivery[0]) >= n
-                        else None)
+            if len(delivery[0]) >= n:
+                if len(delivery) > 2:
+                    batch_bytes = delivery[2][:n]
+                delivery = (delivery[0][:n], delivery[1][:n])
+            else:
+                delivery = None
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
         sid = self._pick_source(records, source, stuck)
         return build(records, info, sid, threshold, sources=self.sources.by_id,
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
-                     main_pid=os.getpid())
+                     main_pid=os.getpid(), batch_bytes=batch_bytes)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list) -> int:
         known = self.sources.by_id

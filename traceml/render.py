@@ -71,7 +71,7 @@ def _stat_rows(s: dict) -> list[list[str]]:
 def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (wording.epoch_start_line(s) if epoch_start else None, wording.loader_line(s),
-             *wording.process_lines(s))
+             wording.batch_bytes_line(s), *wording.process_lines(s))
     return [line for line in lines if line]
 
 
@@ -92,6 +92,7 @@ def report_text(s: dict) -> str:
     out.extend(f"  · {line}" for line in wording.evidence_lines(s))
     out.append("")
     out.extend(wording.stall_lines(s))
+    out.extend(line for line in (wording.attribution_line(s),) if line)
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
     out.extend(_fact_lines(s))
@@ -144,6 +145,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
         parts.extend(f"<div>{e(line)}</div>" for line in wording.stall_lines(s))
+        parts.extend(f"<div>{e(line)}</div>" for line in (wording.attribution_line(s),) if line)
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
         parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
         parts.append(figure_html(png_uri))
@@ -162,15 +164,16 @@ def _page(parts: list[str]) -> str:
 
 # --- Comparison ------------------------------------------------------------------
 
-COMPARE_COLUMNS = ("run", "mean fetch", "median", "p95", "stalls>thr", "stall gap",
+COMPARE_COLUMNS = ("run", "mean fetch", "median", "p95", "stalls>thr", "per 100", "stall gap",
                    "overtakes", "input share", "diagnosis", "shape", "verdict")
 
 
 def _comparison_cells(rows: list[dict]) -> list[list[str]]:
     return [[
         r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]), fmt_s(r["p95_wait_s"]),
-        _cell(r["stalls"]), _cell(r["median_gap"], lambda g: f"{g:g}"),
-        _cell(r["overtaking"]), _cell(r["input_share"], lambda x: pct(x, 1)),
+        _cell(r["stalls"]), _cell(r.get("stalls_per_100"), lambda x: f"{x:.1f}"),
+        _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["overtaking"]),
+        _cell(r["input_share"], lambda x: pct(x, 1)),
         r["diagnosis"], r["shape"] or "-", r["verdict"],
     ] for r in rows]
 
@@ -195,7 +198,7 @@ def comparison_html(d: dict) -> str:
 # --- SweepResult -----------------------------------------------------------------
 
 SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "median", "p95", "stalls",
-                 "stall gap", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
+                 "period", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
                  "diagnosis")
 
 
@@ -208,7 +211,7 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
             continue
         out.append(first + [
             fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
-            _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["multiple_fraction"], pct),
+            _cell(r.get("period")), _cell(r["multiple_fraction"], pct),
             _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
             _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
         ])
@@ -219,6 +222,7 @@ def _sweep_notes(d: dict) -> list[str]:
     """The lines under a sweep's table, before the errors."""
     ignored = d["ignored_num_workers"]
     out = [wording.sweep_correlation(d["correlation"], bool(ignored))]
+    out.extend(t for t in (wording.sweep_left_out(d["correlation"]),) if t)
     out.extend(t for t in (wording.sweep_ignored(ignored),
                            wording.sweep_best(d["best"], len(d["rows"])),
                            wording.sweep_order(d["order_effects"])) if t)

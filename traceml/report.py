@@ -94,6 +94,7 @@ def build(
     sampler_info: Optional[dict] = None,
     stuck_events: Optional[list] = None,
     main_pid: Optional[int] = None,
+    batch_bytes: Optional[np.ndarray] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -105,12 +106,16 @@ def build(
     ``(rank, worker)`` parallel to ``records`` (or None); ``samples``,
     ``sampler_info`` and ``stuck_events`` come from the sampler (None: no
     worker evidence); ``main_pid`` is the training process (default: the
-    main process the sampler read)."""
+    main process the sampler read); ``batch_bytes`` is each record's batch
+    bytes (int64, -1 where not measured; parallel to ``records``, or
+    None)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     steps = records[selected]
     if delivery is not None:
         delivery = (delivery[0][selected], delivery[1][selected])
+    if batch_bytes is not None:
+        batch_bytes = np.asarray(batch_bytes)[selected]
     wait = steps["fetch_done_ns"] - steps["begin_ns"]
     step = steps["end_ns"] - steps["begin_ns"]
     first = _epoch_start(steps, src, source_id)
@@ -130,11 +135,14 @@ def build(
         "input_wait_s": duration_stats_s(wait[first]),
     }
     summary["loader"] = dict(loader) if loader is not None else None
+    bytes_seen = evidence.batch_bytes(batch_bytes, steady)
     summary.update(_evidence(steps, mask, steady, src, source_id, delivery, samples,
-                             sampler_info, stuck_events, main_pid))
+                             sampler_info, stuck_events, main_pid,
+                             bytes_seen["median"] if bytes_seen else None))
+    summary.update(_attribution_and_bytes(summary, mask, steady, bytes_seen))
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
-    summary["next"] = wording.next_steps(summary)
+    summary["next"] = wording.evidenced_next_steps(summary)
     return Report(summary, steps)
 
 
@@ -228,12 +236,14 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,
               delivery: Optional[tuple], samples: Optional[np.ndarray],
               sampler_info: Optional[dict], stuck_events: Optional[list],
-              main_pid: Optional[int]) -> dict:
+              main_pid: Optional[int], median_batch_bytes: Optional[float] = None) -> dict:
     """Host, delivery, worker and stuck-fetch evidence (DataLoader sources)."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
-        workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid)
+        workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid,
+                                   delivery[1] if delivery is not None else None,
+                                   median_batch_bytes)
         if workers is not None:
             workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
     return {
@@ -274,4 +284,38 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
               if o["name"] != (src.name if src else None)]
     if others:
         out.append(("also_recorded", {"others": others}))
+    return out
+
+
+def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
+                           bytes_seen: Optional[dict]) -> dict:
+    """The ``attribution`` (policy.attribution: which worker held the
+    stalled batches, the workers' round, or the samples) and
+    ``batch_bytes`` ({median, max, measured, handover}) sections, from the
+    delivery record, the per-worker CPU ticks and the measured batch
+    bytes (``bytes_seen``: evidence.batch_bytes)."""
+    out: dict = {"attribution": None, "batch_bytes": bytes_seen}
+    dlv = s.get("delivery")
+    if dlv is not None and dlv["known"]:
+        ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
+        workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
+        tmp = s.get("temporal") or {}
+        ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
+        out["attribution"] = policy.attribution(
+            ranks[mask], workers[mask], workers[steady], (s.get("loader") or {}).get("num_workers"),
+            tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks)
+    bb = out["batch_bytes"]
+    if bb is not None:
+        iv = (s.get("workers") or {}).get("intervals")
+        nw = (s.get("loader") or {}).get("num_workers")
+        workers_busy = main_busy = None
+        if iv and iv["slow"]["count"]:
+            slow = iv["slow"]
+            cap = min(nw or 0, (s.get("host") or {}).get("usable_cpus") or 0)
+            run = slow.get("worker_cores_runnable") or slow.get("worker_cores_busy")
+            if run is not None and cap:
+                workers_busy = run >= policy.BUSY_SHARE * cap
+            if slow.get("main_cores_runnable") is not None:
+                main_busy = slow["main_cores_runnable"] >= policy.BUSY_SHARE
+        bb["handover"] = policy.handover(bb["median"], s["diagnosis"], workers_busy, main_busy)
     return out

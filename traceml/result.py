@@ -226,5 +226,25 @@ def _read(path: str) -> tuple[dict, np.ndarray]:
         if isinstance(exc, FileNotFoundError):
             raise
         raise ValueError(f"{where}: not a readable traceml run file ({exc})") from exc
+    _worker_id_keys(summary)
     return summary, steps
+
+
+# Maps keyed by worker id (int in memory; JSON object keys are strings).
+_WORKER_KEYED = (("attribution", "stall_workers"), ("workers", "cpu_ticks_by_worker"),
+                 ("workers", "awaited", "workers"))
+
+
+def _worker_id_keys(summary: dict) -> None:
+    """Give the maps keyed by worker id their int keys back after JSON;
+    anything not shaped as expected is left as it is."""
+    for path in _WORKER_KEYED:
+        parent = summary
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict):
+            continue
+        m = parent.get(path[-1])
+        if isinstance(m, dict) and all(isinstance(k, str) and k.isdigit() for k in m):
+            parent[path[-1]] = {int(k): v for k, v in m.items()}
 

@@ -25,13 +25,14 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import policy, render, wording
-from .compare import verdict
+from .compare import _stalls_over, verdict
 from .recorder import Recorder
 from .report import Report, _check_threshold
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
 _SAME = frozenset((policy.EQUIVALENT, policy.NO_DATA))
+# (MIXED, some measures better and some worse, is a difference too.)
 
 
 def _shutdown(loader: Any) -> None:
@@ -71,12 +72,10 @@ class SweepResult:
             for other iterables and failed conditions; differs from
             ``condition["num_workers"]`` when make_loader ignored it).
         runs: the Report of each row (None where the condition failed).
-        correlation: see :func:`correlation`: Pearson r and least-squares
-            slope between max(1, num_workers) (the loader's own num_workers
-            where known) and the median stall gap, over the rows with at
-            least policy.MIN_STALLS_FOR_CADENCE stalls; ``points`` is how many rows
-            that is.  r None with slope 0.0 means the stall gap was the
-            same in every condition (``intercept`` is that gap).
+        correlation: see :func:`correlation`: whether the stall period
+            follows max(1, num_workers) (the loader's own num_workers where
+            known), with Pearson r, slope and intercept, over the rows with
+            a period; the rows left out are listed with the reason.
         interrupted: True when Ctrl-C stopped the sweep early.
 
     ``best()`` names the condition with the lowest mean fetch;
@@ -172,14 +171,19 @@ class SweepResult:
             if "forward" not in d or "backward" not in d:
                 continue
             (fwd, fwd_rep), (bwd, bwd_rep) = d["forward"], d["backward"]
-            label, why = verdict(fwd_rep.summary, bwd_rep.summary)
+            fs = fwd_rep.summary
+            thr = fs["stalls"]["threshold_s"] if fs["steady_steps"] else None
+            stalls = ((None, None) if thr is None else
+                      tuple((_stalls_over(r, thr)[0], r.summary["steady_steps"])
+                            for r in (fwd_rep, bwd_rep)))
+            label, why = verdict(fs, bwd_rep.summary, *stalls)
             out.append({"condition": fwd["condition"], "pass_": pass_,
                         "forward_mean_s": fwd["mean_s"], "backward_mean_s": bwd["mean_s"],
                         "verdict": label, "differs": label not in _SAME, "why": why})
         return out
 
     def plot(self):
-        """A matplotlib Figure: median stall gap against max(1, num_workers),
+        """A matplotlib Figure: stall period against max(1, num_workers),
         num_workers being the loader's own where known (as in the
         correlation)."""
         from .plot import sweep_figure
@@ -196,31 +200,62 @@ def _workers(row: dict) -> Optional[int]:
     return built if built is not None else row["condition"].get("num_workers")
 
 
+def _left_out(row: dict) -> Optional[str]:
+    """Why a row has no point in the correlation (None: it has one), as a
+    code: "error", "no_num_workers", "few_stalls" (fewer than
+    policy.MIN_STALLS_FOR_CADENCE), "no_period" (its stalls keep no
+    period: IRREGULAR)."""
+    if row["error"]:
+        return "error"
+    if _workers(row) is None:
+        return "no_num_workers"
+    if row["stalls"] < policy.MIN_STALLS_FOR_CADENCE:
+        return "few_stalls"
+    if row.get("period") is None:
+        return "no_period"
+    return None
+
+
 def correlation(rows: list[dict]) -> dict:
-    """Pearson r and slope (steps per worker) of median stall gap on
-    max(1, num_workers) over the rows with at least policy.MIN_STALLS_FOR_CADENCE
-    stalls and a known num_workers.  num_workers is the one the DataLoader
-    was built with (``loader_num_workers``) where known, else the
-    condition's: a make_loader that ignores num_workers gives no spread.
-    ``points``, ``distinct_workers`` and ``gaps`` say how much it rests on.
+    """Pearson r, slope and intercept of the stall period on
+    max(1, num_workers) over the rows with a period (the report's period:
+    the modal gap between stalls, or between bursts of back-to-back stalls
+    where stalls come in pairs; never a median of gaps, which on a crowded
+    host reads 2 for gaps 1, 3, 1, 3, a gap that never occurs) and a known
+    num_workers (the DataLoader's own where known, else the condition's).
+
+    ``follows`` is True when the period equals max(1, num_workers) in every
+    row used (at least 2 rows and 2 distinct num_workers), False when it
+    differs in any, None with too few; ``points`` lists [max(1, n),
+    period] of the rows used, ``left_out`` the others as {condition,
+    pass_, direction, reason}; ``distinct_workers`` and ``gaps`` (stall
+    gaps in the rows used) say how much it rests on.
 
     r, slope and intercept are None with fewer than 2 points or 2 distinct
-    num_workers.  When the median stall gap is the same in every point, r
-    is None (undefined: the gap does not vary), slope is exactly 0.0 and
-    intercept is that gap: the cadence does not follow num_workers."""
-    used = [r for r in rows
-            if not r["error"] and r["stalls"] >= policy.MIN_STALLS_FOR_CADENCE
-            and r["median_gap"] is not None and _workers(r) is not None]
-    pts = [(policy.effective_workers(_workers(r)), r["median_gap"]) for r in used]
+    num_workers.  When the period is the same in every point, r is None
+    (undefined), slope is exactly 0.0 and intercept is that period."""
+    used, left = [], []
+    for r in rows:
+        why = _left_out(r)
+        if why is None:
+            used.append(r)
+        else:
+            left.append({"condition": r["condition"], "pass_": r["pass_"],
+                         "direction": r["direction"], "reason": why,
+                         "stalls": r["stalls"]})
+    pts = [(policy.effective_workers(_workers(r)), r["period"]) for r in used]
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
            "distinct_workers": len({p[0] for p in pts}),
-           "gaps": int(sum(r["stalls"] - 1 for r in used))}
+           "gaps": int(sum(r["stalls"] - 1 for r in used)),
+           "rows": [[int(x), int(y)] for x, y in pts], "left_out": left,
+           "follows": None}
     if len(pts) < 2:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
     y = np.array([p[1] for p in pts], dtype=float)
     if np.ptp(x) == 0:
         return out
+    out["follows"] = bool(np.all(x == y))
     if np.ptp(y) == 0:
         # polyfit leaves rounding residue (1e-16) here; the fit is exact.
         out["slope"], out["intercept"] = 0.0, float(y[0])
@@ -251,7 +286,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             "p95_s": s["input_wait_s"]["p95"],
             "stalls": s["stalls"]["count"],
             "median_gap": None if gap is None or math.isnan(gap) else float(gap),
-            "period": s["cadence"]["period"],
+            # The report's period: per burst where stalls come in pairs.
+            "period": (s.get("temporal") or {}).get("period"),
             "multiple_fraction": s["cadence"]["multiple_fraction"],
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],

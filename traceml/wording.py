@@ -289,8 +289,8 @@ def _cores(cores: float, runnable: Optional[float]) -> str:
 
 def _run_queue(p: dict) -> str:
     nw, cpus = p["num_workers"], p["cpus"]
-    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls: "
-            "runnable but not running")
+    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls (their "
+            "main threads: schedstat holds no other): runnable but not running")
     if nw and cpus and nw > cpus:
         text += f" ({nw} workers on {cpus} CPUs)"
     elif nw and cpus:
@@ -555,29 +555,50 @@ def condition(cond: dict) -> str:
 
 
 def sweep_correlation(c: dict, ignored: bool) -> str:
-    """The line on num_workers against the stall cadence (sweep.correlation);
+    """The line on num_workers against the stall period (sweep.correlation);
     ``ignored``: make_loader ignored num_workers somewhere."""
-    if c["r"] is None:
-        if c["distinct_workers"] < 2 and c["points"] >= 2:
-            text = ("num_workers vs stall cadence: num_workers did not vary among the "
-                    "conditions with stalls; nothing to correlate")
-            if ignored:
-                text += (" (counting the workers each loader was built with; "
-                         "make_loader ignored num_workers, see below)")
-            return text
-        if c["points"] >= 2 and c["slope"] == 0.0:
-            return (f"num_workers vs stall cadence: the cadence does not follow "
-                    f"num_workers: the same stall gap {c['intercept']:g} in every "
-                    f"condition ({c['points']} conditions, {c['distinct_workers']} "
-                    "distinct num_workers); slope 0, r undefined because the gap "
-                    "does not vary")
-        return (f"num_workers vs stall cadence: not enough points "
-                f"({plural(c['points'], 'condition')} with "
-                f">= {policy.MIN_STALLS_FOR_CADENCE} stalls, {c['distinct_workers']} distinct "
-                "num_workers; need 2 or more of each)")
-    return (f"num_workers vs stall cadence: Pearson r = {c['r']:.3f}, slope "
-            f"{c['slope']:.2f} steps per worker, over {c['points']} conditions "
-            f"({c['gaps']} stall gaps in all)")
+    shown = " ".join(f"{x}:{y}" for x, y in c.get("rows", []))
+    fit = ("r undefined: the period does not vary" if c["r"] is None
+           else f"Pearson r = {c['r']:.3f}")
+    if c["slope"] is not None:
+        fit += f", slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
+    rests = (f"over {plural(c['points'], 'condition')} ({c['gaps']} stall gaps in all; "
+             f"max(1, num_workers):period {shown})")
+    if c.get("follows") is True:
+        return (f"num_workers vs stall period: the period follows num_workers (period == "
+                f"max(1, num_workers) in every row) {rests}; {fit}")
+    if c.get("follows") is False:
+        return (f"num_workers vs stall period: the period does not follow num_workers: set "
+                f"by the data {rests}; {fit}")
+    if c["distinct_workers"] < 2 and c["points"] >= 2:
+        text = ("num_workers vs stall period: num_workers did not vary among the "
+                "conditions with a period; nothing to correlate")
+        if ignored:
+            text += (" (counting the workers each loader was built with; "
+                     "make_loader ignored num_workers, see below)")
+        return text
+    return (f"num_workers vs stall period: not enough points "
+            f"({plural(c['points'], 'condition')} with a period, {c['distinct_workers']} "
+            "distinct num_workers; need 2 or more of each)")
+
+
+_LEFT_OUT = {
+    "error": lambda r: "error",
+    "no_num_workers": lambda r: "no num_workers",
+    "few_stalls": lambda r: (f"{plural(r['stalls'], 'stall')}, under "
+                             f"{policy.MIN_STALLS_FOR_CADENCE}"),
+    "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
+}
+
+
+def sweep_left_out(c: dict) -> Optional[str]:
+    """The rows the correlation left out, each with its reason."""
+    left = c.get("left_out") or []
+    if not left:
+        return None
+    return "left out of the correlation: " + "; ".join(
+        f"{condition(r['condition'])} pass {r['pass_']} {r['direction']} "
+        f"({_LEFT_OUT[r['reason']](r)})" for r in left)
 
 
 def sweep_ignored(pairs: list) -> Optional[str]:
@@ -653,8 +674,137 @@ SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
 
 def sweep_progress(done: int, total: int, row: dict) -> str:
     """The progress line of one condition when tqdm is not installed."""
-    gap = row["median_gap"] if row["median_gap"] is not None else "-"
+    gap = row["period"] if row.get("period") is not None else "-"
     status = (f"error {row['error']}" if row["error"] else
-              f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, stall gap {gap}")
+              f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, period {gap}")
     return (f"[traceml.sweep {done}/{total}] {condition(row['condition'])} "
             f"pass {row['pass_']} {row['direction']}: {status}")
+
+
+# --- attribution, the awaited worker, batch bytes ------------------------------------
+
+from .fmt import fmt_bytes  # noqa: E402
+
+
+def _workers_list(ids) -> str:
+    ids = sorted(ids)
+    return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
+
+
+def _one_worker(p: dict) -> str:
+    ratio = p["cpu_ratio"]
+    busy = ("" if ratio is None
+            else f", using {ratio:.1f}x the other workers' median CPU" if ratio >= 1
+            else f", using {ratio:.1f}x the other workers' median CPU (it waits on something)")
+    return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls "
+            f"({pct(p['own_share'])} of its batches stalled, few of the others'){busy}: "
+            "one worker is slower than the rest, not the workers' round.")
+
+
+_EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
+    "one_worker": _one_worker,
+    "split_shards": lambda p: (
+        f"Next: look at worker {p['worker']}'s share of the data, not num_workers: with an "
+        "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
+        "slower than the others'; balance the split."),
+    "slow_sample": lambda p: (
+        f"The stalled batches share rank % {p['period']} == {p['residue']} "
+        f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
+        "samples are slow, not a worker; next: time __getitem__ on those indices."),
+    "handover_main": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each while the workers idled and the main "
+        "process was busy during stalls: handing the batches over (receiving, rebuilding "
+        "and freeing large tensors) is the cost, not the samples."),
+    "handover_bytes": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each (at least "
+        f"{fmt_bytes(policy.HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
+        "copy into shared memory in the workers, mapping and freeing it in the main "
+        "process), so busy workers need not mean costly samples."),
+    "fewer_bytes": lambda p: (
+        "Next: send fewer bytes per batch: uint8 images converted to float after the "
+        "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
+        "pin_memory=True."),
+}
+
+
+def evidenced_next_steps(summary: dict) -> list[str]:
+    """The next-step sentences of a report summary, with what the
+    attribution and the batch bytes add (policy.evidence_next_steps)."""
+    items = policy.evidence_next_steps(summary, policy.next_steps(summary))
+    return [(_EVIDENCED_NEXT.get(code) or _NEXT[code])(params) for code, params in items]
+
+
+def _awaited_blocked(p: dict) -> str:
+    held = _workers_list(p["workers"])
+    return (f"The worker holding the awaited batch (worker {held}) was blocked during "
+            "stalls: sleeping or waiting on I/O, a lock or the network (asleep in "
+            f"{p['asleep']} of {p['readings']} readings, {p['cores']:.2f} cores busy).")
+
+
+_EVIDENCE["awaited_blocked"] = _awaited_blocked
+
+
+def attribution_line(s: dict) -> Optional[str]:
+    """Which worker, round or samples the stalls follow (policy.attribution);
+    None without an attribution."""
+    a = s.get("attribution")
+    if not a:
+        return None
+    spread = ", ".join(f"{w}:{c}" for w, c in sorted(a["stall_workers"].items()))
+    on = f" (stalls by worker {spread}; {a['known']} with a known worker)" if spread else ""
+    if a["label"] == policy.ONE_WORKER:
+        return f"attribution: {policy.ONE_WORKER} worker {a['worker']}{on}"
+    if a["label"] == policy.SLOW_SAMPLE:
+        return (f"attribution: {policy.SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} in "
+                f"{pct(a['residue_share'])} of stalled batches{on}")
+    text = f"attribution: {policy.LOCK_STEP}, once per round of {a['period']} workers{on}"
+    if a.get("ambiguous"):
+        text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
+                 "the round")
+    return text
+
+
+def batch_bytes_line(s: dict) -> Optional[str]:
+    """Bytes per batch as measured; None when none was."""
+    b = s.get("batch_bytes")
+    if not b:
+        return None
+    return (f"batch bytes: median {fmt_bytes(b['median'])} over "
+            f"{plural(b['measured'], 'measured batch', 'measured batches')}, max "
+            f"{fmt_bytes(b['max'])}")
+
+
+# --- compare: which measure moved ----------------------------------------------------
+
+_MEASURE = {
+    "mean_wait": ("mean fetch", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
+    "input_share": ("input share", lambda x: pct(x, 1),
+                    lambda d: f"{d * 100:+.1f} points", lambda t: f"{t * 100:.1f} points"),
+    "stall_rate": ("stalls per 100 steps", lambda x: f"{x:.1f}",
+                   lambda d: f"{d:+.1f}", lambda t: f"{t:.1f}"),
+}
+
+
+def compare_why(v: policy.Verdict, moved: list) -> str:
+    """Why compare() gave its verdict: each measure (policy.compare_measures)
+    with both values, the change, its tolerance and whether it moved."""
+    parts = []
+    for m in moved:
+        name, val, change, tol = _MEASURE[m.measure]
+        if m.direction is None:
+            parts.append(f"{name} not compared (not measured in both)")
+            continue
+        parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
+                     f"tolerance {tol(m.tolerance)}): {m.direction}")
+    return "; ".join(parts)
+
+
+def _cpu_handover(p: dict) -> str:
+    who = "the main process" if p["who"] == "main" else "the workers"
+    was = "was" if p["who"] == "main" else "were"
+    return (f"No storage reads to speak of during stalls while {who} {was} busy: CPU-side "
+            f"work, which with {fmt_bytes(p['batch_bytes'])} batches includes collate's "
+            "copy into shared memory, not only the samples' processing.")
+
+
+_EVIDENCE["cpu_handover"] = _cpu_handover

@@ -1,0 +1,340 @@
+"""Which worker, round or samples the stalls follow (policy.attribution),
+the state of the worker holding the awaited batch, worker CPU from every
+thread, and bytes per batch: rules on hand-made inputs, then real
+DataLoaders whose workers burn, sleep, burn in threads, or hand over large
+batches."""
+
+import collections
+import os
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from traceml import policy, wording
+
+warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+
+# --- the rule on hand-made inputs ---------------------------------------------------
+
+
+def _round_robin(n, nw):
+    return np.arange(n) % nw
+
+
+def _attr(stall_steps, nw, period, ticks, n=40):
+    batches = _round_robin(n, nw)
+    stall_steps = np.asarray(stall_steps)
+    return policy.attribution(stall_steps, batches[stall_steps], batches, nw, period, ticks)
+
+
+def test_one_busier_worker_is_named():
+    # 4 workers, worker 2's batch stalls in 8 of its 10 rounds; it used 5.4x
+    # the others' CPU (ticks measured in a slow-shard run).
+    stalls = [2 + 4 * r for r in range(10) if r not in (3, 7)]
+    a = _attr(stalls, 4, 4, {0: 46, 1: 46, 2: 248, 3: 47})
+    assert a["label"] == policy.ONE_WORKER and a["worker"] == 2
+    assert a["stall_workers"] == {2: 8} and a["known"] == 8
+    assert a["own_share"] == pytest.approx(8 / 10) and a["others_share"] == 0.0
+    assert a["cpu_ratio"] == pytest.approx(248 / 46)
+
+
+def test_equally_busy_workers_stalling_on_one_are_lock_step():
+    # Free-running lock-step measured 8 of 8 stalls on worker 3 with 83-84
+    # ticks each: the position alone names no worker.
+    stalls = [3 + 4 * r for r in range(10)]
+    a = _attr(stalls, 4, 4, {0: 83, 1: 83, 2: 83, 3: 84})
+    assert a["label"] == policy.LOCK_STEP and a["cpu_ratio"] == pytest.approx(84 / 83)
+    assert not a["ambiguous"]
+    # Without readings it stays LOCK-STEP, flagged as not told apart.
+    a = _attr(stalls, 4, 4, None)
+    assert a["label"] == policy.LOCK_STEP and a["ambiguous"]
+    line = wording.attribution_line({"attribution": a})
+    assert line.endswith("without CPU readings a slow worker 3 cannot be told from the round")
+
+
+def test_a_sleeping_worker_is_named_unless_it_opens_the_round():
+    stalls = [1 + 3 * r for r in range(10)]
+    a = _attr(stalls, 3, 3, {0: 25, 1: 6, 2: 27})  # measured: a shard that sleeps
+    assert a["label"] == policy.ONE_WORKER and a["worker"] == 1
+    stalls = [3 * r for r in range(1, 10)]
+    a = _attr(stalls, 3, 3, {0: 6, 1: 25, 2: 27})
+    assert a["label"] == policy.LOCK_STEP and a["worker"] is None
+    assert a["top_worker"] == policy.ROUND_OPENER
+
+
+def test_stalls_spread_over_workers_at_the_round_are_lock_step():
+    stalls = [4 * r + (r % 2) for r in range(1, 10)]  # pairs: worker 0 or 1
+    a = _attr(stalls, 4, 4, {0: 100, 1: 101, 2: 99, 3: 100})
+    assert a["label"] == policy.LOCK_STEP
+    assert a["stall_workers"] == {0: 4, 1: 5}
+
+
+def test_stalls_on_one_rank_residue_across_workers_are_slow_samples():
+    # Every 3rd sample slow, 2 workers: rank % 3 == 1 on both workers.
+    stalls = list(range(1, 40, 3))
+    a = _attr(stalls, 2, 3, {0: 87, 1: 87})
+    assert a["label"] == policy.SLOW_SAMPLE and a["worker"] is None
+    assert a["residue"] == 1 and a["residue_share"] == 1.0
+    assert set(a["stall_workers"]) == {0, 1}
+
+
+def test_one_slow_sample_per_two_rounds_is_not_a_slow_worker():
+    # Every 8th index slow with 4 workers: all on worker 3 but only half of
+    # its batches, and on one worker, so neither ONE-WORKER nor SLOW-SAMPLE.
+    stalls = list(range(3, 40, 8))
+    a = _attr(stalls, 4, 8, {0: 50, 1: 50, 2: 50, 3: 90})
+    assert a is None
+
+
+def test_without_a_gap_period_the_ranks_can_keep_one():
+    # Every 3rd sample slow, but stalls missed under the threshold made the
+    # gaps IRREGULAR (3, 6, 3, 9, ...): the ranks still sit on rank % 3 == 1.
+    stalls = [1, 4, 10, 13, 22, 25, 31, 37]
+    a = _attr(stalls, 2, None, {0: 80, 1: 82})
+    assert a["label"] == policy.SLOW_SAMPLE and a["period"] == 3 and a["residue"] == 1
+    assert policy.rank_period(np.array(stalls), 2) == 3
+    # Under 8 stalls, or ranks with no common residue: none.
+    assert policy.rank_period(np.array(stalls[:7]), 2) is None
+    assert policy.rank_period(np.array([1, 2, 4, 7, 11, 16, 22, 29]), 2) is None
+    # The largest period the ranks keep: 0 mod 4 is 0 mod 2 as well.
+    assert policy.rank_period(np.arange(0, 64, 4), 1) == 4
+    # The workers' own count is never taken for the samples' period.
+    assert policy.rank_period(np.arange(0, 64, 4), 4) == 2
+
+
+def test_too_few_stalls_or_no_period_give_no_attribution():
+    assert _attr([2, 6], 4, 4, None) is None
+    assert _attr([1, 4, 9, 11], 4, None, None) is None
+
+
+def test_cpu_ratio_needs_material_ticks():
+    assert policy.cpu_ratio({0: 3, 1: 1, 2: 2}, 0) is None
+    assert policy.cpu_ratio({0: 30, 1: 10, 2: 20}, 0) == pytest.approx(2.0)
+    assert policy.cpu_ratio({0: 30}, 0) is None
+
+
+def test_next_steps_of_one_worker_point_at_its_shard():
+    a = _attr([2 + 4 * r for r in range(10)], 4, 4, {0: 46, 1: 46, 2: 248, 3: 47})
+    items = [("heavy_tailed", {}), ("lockstep", {"period": 4, "num_workers": 4}),
+             ("vary_workers_then_in_order", {})]
+    s = {"attribution": a, "diagnosis": policy.INPUT_BOUND, "steady_steps": 36}
+    out = policy.evidence_next_steps(s, items)
+    assert [c for c, _ in out] == ["heavy_tailed", "one_worker", "split_shards"]
+    # A compute-bound loop is not sent to balance shards.
+    compute = [("compute_bound", {"share": 0.03})]
+    assert policy.evidence_next_steps(dict(s, diagnosis=policy.COMPUTE_BOUND),
+                                      compute) == compute
+
+
+@pytest.mark.parametrize("readings,asleep,cores,expected", [
+    (51, 51, 0.02, True), (60, 20, 0.02, False), (60, 60, 0.9, False), (0, 0, None, None)])
+def test_blocked_needs_sleep_and_little_cpu(readings, asleep, cores, expected):
+    assert policy.awaited_blocked(readings, asleep, cores) is expected
+
+
+def test_handover_reading_needs_large_batches_and_input_waits():
+    big = 16 * 3 * 480 * 640 * 4
+    assert policy.handover(big, policy.INPUT_BOUND, False, True) == "handover_main"
+    assert policy.handover(big, policy.BALANCED, True, False) == "handover_bytes"
+    assert policy.handover(big, policy.COMPUTE_BOUND, True, False) is None
+    assert policy.handover(policy.HANDOVER_MIN_BYTES - 1, policy.INPUT_BOUND, False, True) is None
+
+
+# --- real DataLoaders -----------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+import traceml  # noqa: E402
+
+from burn import BurnDataset, burn_cpu  # noqa: E402
+
+DataLoader = torch.utils.data.DataLoader
+
+
+@pytest.fixture(autouse=True)
+def default_sampler():
+    traceml.configure(sampler=True, sampler_period_s=0.02, stuck_after_s=30.0)
+    yield
+    traceml.configure(sampler=True, sampler_period_s=0.02, stuck_after_s=30.0)
+
+
+def run(loader, name, pace_s=0.005):
+    for _ in traceml.wrap(loader, name=name):
+        time.sleep(pace_s)
+    return traceml.report(source=name)
+
+
+class Shards(torch.utils.data.IterableDataset):
+    """Each worker yields `n` items; worker `slow` burns (or sleeps) `slow_s`
+    per item, the others burn `fast_s`."""
+
+    def __init__(self, n, slow, slow_s, fast_s, sleep=False):
+        self.n, self.slow, self.slow_s, self.fast_s, self.sleep = n, slow, slow_s, fast_s, sleep
+
+    def __iter__(self):
+        wid = torch.utils.data.get_worker_info().id
+        for i in range(self.n):
+            if wid == self.slow and self.sleep:
+                time.sleep(self.slow_s)
+            else:
+                burn_cpu(self.slow_s if wid == self.slow else self.fast_s)
+            yield torch.tensor([wid, i])
+
+
+def _independent_stall_workers(r):
+    d = r["delivery"]
+    return collections.Counter(d["workers"][i] for i in r["stalls"]["steps"])
+
+
+@pytest.mark.slow
+def test_a_slow_shard_is_one_worker_not_lock_step():
+    r = run(DataLoader(Shards(30, slow=1, slow_s=0.06, fast_s=0.006), batch_size=None,
+                       num_workers=3), "shard")
+    a = r["attribution"]
+    assert a is not None, str(r)
+    counted = _independent_stall_workers(r)
+    assert a["stall_workers"] == dict(counted) and a["known"] == sum(counted.values())
+    assert a["label"] == policy.ONE_WORKER and a["worker"] == 1, (a, str(r))
+    ticks = r["workers"]["cpu_ticks_by_worker"]
+    assert ticks[1] >= policy.BUSIER_RATIO * np.median([ticks[0], ticks[2]])
+    text = str(r)
+    assert "worker 1's share of the data, not num_workers" in text
+    assert "consistent with the workers finishing their batches together" not in text
+    assert "vary num_workers" not in " ".join(r["next"])
+    assert f"attribution: {policy.ONE_WORKER} worker 1" in text
+
+
+@pytest.mark.slow
+def test_a_worker_sleeping_in_its_shard_is_blocked_not_elsewhere():
+    r = run(DataLoader(Shards(30, slow=1, slow_s=0.06, fast_s=0.004, sleep=True),
+                       batch_size=None, num_workers=3), "sleepy-shard")
+    held = r["workers"]["awaited"]
+    assert held["blocked"] is True and set(held["workers"]) == {1}, held
+    assert held["asleep"] >= policy.BLOCKED_MIN_SHARE * held["readings"]
+    text = str(r)
+    assert ("The worker holding the awaited batch (worker 1) was blocked during stalls: "
+            "sleeping or waiting on I/O, a lock or the network") in text
+    assert "the wait lies elsewhere" not in text
+    assert r["attribution"]["label"] == policy.ONE_WORKER, str(r)
+
+
+class _Sleeps(torch.utils.data.Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        time.sleep(0.1)
+        return torch.tensor([i])
+
+
+@pytest.mark.slow
+def test_workers_sleeping_in_getitem_read_as_blocked():
+    r = run(DataLoader(_Sleeps(), batch_size=1, num_workers=2), "sleeps")
+    held = r["workers"]["awaited"]
+    assert held is not None and held["blocked"] is True, held
+    assert held["states"].get("S", 0) >= held["readings"] // 2
+    assert any("was blocked during stalls" in e for e in r["workers"]["evidence"])
+    assert not any("the wait lies elsewhere" in e for e in r["workers"]["evidence"])
+
+
+class _TwoThreads(torch.utils.data.Dataset):
+    """Each item runs two threads burning 50 ms of CPU each."""
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        ts = [threading.Thread(target=burn_cpu, args=(0.05,)) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return torch.tensor([i])
+
+
+@pytest.mark.slow
+def test_worker_cpu_counts_every_thread():
+    r = run(DataLoader(_TwoThreads(), batch_size=1, num_workers=1), "threads")
+    iv = r["workers"]["intervals"]
+    total = iv["slow"]["worker_cpu_s"] + iv["fast"]["worker_cpu_s"]
+    # 23 steady-state items x 2 threads x 50 ms, at 10 ms tick resolution.
+    assert total >= 0.5 * 23 * 0.1, iv
+    # The leader thread alone (schedstat) saw little of it.
+    from traceml import _core
+    pid = r["workers"]["pids_by_epoch"][0]["pids"][0]
+    rows = _core.sampler_samples()
+    rows = rows[rows["pid"] == pid]
+    leader = (rows["cpu_ns"][-1] - rows["cpu_ns"][0]) * 1e-9
+    ticks = rows["utime_ticks"] + rows["stime_ticks"]
+    every = (ticks[-1] - ticks[0]) / os.sysconf("SC_CLK_TCK")
+    assert leader < 0.5 * every, (leader, every)
+    assert not any("mostly idle" in e for e in r["workers"]["evidence"]), r["workers"]["evidence"]
+
+
+IMAGE = (3, 480, 640)
+
+
+class _Images(torch.utils.data.Dataset):
+    """Ready float32 images: __getitem__ costs microseconds."""
+
+    def __init__(self, n):
+        self.n = n
+        self.img = torch.rand(*IMAGE)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.img
+
+
+@pytest.mark.slow
+def test_large_batches_are_reported_with_their_bytes_and_handover():
+    bs = 16
+    r = run(DataLoader(_Images(bs * 12), batch_size=bs, num_workers=2), "images", pace_s=0.01)
+    b = r["batch_bytes"]
+    expected = bs * int(np.prod(IMAGE)) * 4  # float32
+    assert b["median"] == expected == 58_982_400 and b["max"] == expected
+    assert b["measured"] == 8  # the first 8 batches of the epoch
+    assert f"batch bytes: median {expected / 1e6:.1f} MB over 8 measured batches" in str(r)
+    if r["diagnosis"] in (policy.INPUT_BOUND, policy.BALANCED):
+        assert b["handover"] in ("handover_main", "handover_bytes")
+        assert any("send fewer bytes per batch" in t for t in r["next"]), r["next"]
+        assert not any("compare in_order" in t for t in r["next"]), r["next"]
+
+
+def test_small_batches_carry_their_bytes_without_handover():
+    r = run(DataLoader(BurnDataset(20, 0.0), batch_size=2, num_workers=0), "small", pace_s=0)
+    assert r["batch_bytes"]["median"] == 2 * 8  # two int64 indices
+    assert r["batch_bytes"]["handover"] is None
+
+
+@pytest.mark.slow
+def test_every_third_sample_slow_is_slow_sample():
+    # num_workers=0: rank = position, so the stalls sit on rank % 3 == 1.
+    ds = BurnDataset(36, 0.001, slow_every=3, slow_index=1, slow_cpu_s=0.05)
+    r = run(DataLoader(ds, batch_size=1, num_workers=0), "every3", pace_s=0.002)
+    a = r["attribution"]
+    assert r["temporal"]["period"] == 3, str(r)
+    stalled = [r["delivery"]["ranks"][i] for i in r["stalls"]["steps"]]
+    assert all(k % 3 == 1 for k in stalled)
+    assert a["label"] == policy.SLOW_SAMPLE and a["residue"] == 1 and a["period"] == 3
+    assert any("share rank % 3 == 1" in t for t in r["next"])
+
+
+def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):
+    from test_report import INFO, MS, build, records
+
+    r = build(records(np.full(12, MS), np.full(12, MS)), INFO, 65000, None)
+    r.summary["attribution"] = {"label": policy.ONE_WORKER, "worker": 2,
+                                "stall_workers": {2: 7, 10: 1}, "known": 8}
+    r.summary["workers"] = {"cpu_ticks_by_worker": {0: 40, 2: 210},
+                            "awaited": {"workers": {2: 7}}}
+    loaded = traceml.load(r.save(tmp_path / "w.traceml"))
+    assert loaded["attribution"]["stall_workers"] == {2: 7, 10: 1}
+    assert loaded["workers"]["cpu_ticks_by_worker"] == {0: 40, 2: 210}
+    assert loaded["workers"]["awaited"]["workers"] == {2: 7}
+    assert loaded.to_dict() == r.to_dict()
