@@ -89,7 +89,7 @@ class OneOf(tuple):
         return super().__new__(cls, values)
 
     def label(self) -> str:
-        return "|".join(_label(v) for v in self)
+        return "|".join(label_of(v) for v in self)
 
 
 class Not(tuple):
@@ -99,7 +99,7 @@ class Not(tuple):
         return super().__new__(cls, values)
 
     def label(self) -> str:
-        return "not " + "|".join(_label(v) for v in self)
+        return "not " + "|".join(label_of(v) for v in self)
 
 
 @dataclass(frozen=True)
@@ -151,19 +151,21 @@ DIMENSIONS = ("stalls", "outliers", "diagnosis", "shape", "temporal", "trend",
               "attribution", "headline")
 
 
-def _label(v: Any) -> str:
+def label_of(v: Any) -> str:
     if v is MISSING:
         return "(missing)"
     if v is None:
         return "none"
     if isinstance(v, (OneOf, Not, Approx)):
         return v.label()
+    if isinstance(v, dict) and "label" in v:  # a whole temporal, trend, ...
+        return _joined(v["label"], v.get("period", v.get("worker")))
     return str(v)
 
 
 def _joined(label: Any, detail: Any) -> str:
     if label is MISSING or label is None or detail is None or detail is MISSING:
-        return _label(label)
+        return label_of(label)
     return f"{label}/{detail}"
 
 
@@ -173,17 +175,17 @@ def found_labels(report: dict) -> dict:
     (/period), trend label, attribution label (/worker), headline label."""
     count = lookup(report, "stalls.count")
     return {
-        "stalls": (_label(count) if not isinstance(count, int)
+        "stalls": (label_of(count) if not isinstance(count, int)
                    else ("stalls" if count > 0 else "no stalls")),
-        "outliers": _label(lookup(report, "stalls.outliers")),
-        "diagnosis": _label(lookup(report, "diagnosis")),
-        "shape": _label(lookup(report, "shape")),
+        "outliers": label_of(lookup(report, "stalls.outliers")),
+        "diagnosis": label_of(lookup(report, "diagnosis")),
+        "shape": label_of(lookup(report, "shape")),
         "temporal": _joined(lookup(report, "temporal.label"),
                             lookup(report, "temporal.period")),
-        "trend": _label(lookup(report, "trend.label")),
+        "trend": label_of(lookup(report, "trend.label")),
         "attribution": _joined(lookup(report, "attribution.label"),
                                lookup(report, "attribution.worker")),
-        "headline": _label(lookup(report, "headline.label")),
+        "headline": label_of(lookup(report, "headline.label")),
     }
 
 
@@ -195,21 +197,21 @@ def true_labels(truth: dict) -> dict:
         c = truth["stalls.count"]
         out["stalls"] = "stalls" if c > 0 else "no stalls"
     if "stalls.outliers" in truth:
-        out["outliers"] = _label(truth["stalls.outliers"])
+        out["outliers"] = label_of(truth["stalls.outliers"])
     for dim in ("diagnosis", "shape"):
         if dim in truth:
-            out[dim] = _label(truth[dim])
+            out[dim] = label_of(truth[dim])
     if "temporal" in truth:
-        out["temporal"] = _label(truth["temporal"])
+        out["temporal"] = label_of(truth["temporal"])
     elif "temporal.label" in truth:
         out["temporal"] = _joined(truth["temporal.label"], truth.get("temporal.period"))
     if "trend.label" in truth:
-        out["trend"] = _label(truth["trend.label"])
+        out["trend"] = label_of(truth["trend.label"])
     if "attribution.label" in truth:
         out["attribution"] = _joined(truth["attribution.label"],
                                      truth.get("attribution.worker"))
     if "headline.label" in truth:
-        out["headline"] = _label(truth["headline.label"])
+        out["headline"] = label_of(truth["headline.label"])
     return out
 
 
