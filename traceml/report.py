@@ -205,8 +205,7 @@ def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.nd
     calm = wait[steady & ~mask]
     # The lower median: a fetch that at least half the fetches do not
     # exceed (an interpolated median of half-stalled waits is neither).
-    median_wait = (float(np.partition(wait[steady], (int(steady.sum()) - 1) // 2)
-                         [(int(steady.sum()) - 1) // 2]) if steady.any() else None)
+    median_wait = policy.lower_median(wait[steady]) if steady.any() else None
     shape = policy.shape(int(mask.sum()), int(steady.sum()), rule.every_fetch_slow,
                          _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns,
                          median_wait, rule.threshold_ns)
