@@ -369,7 +369,7 @@ def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source): 
     assert (r["temporal"]["label"], r["temporal"]["period"]) == ("PERIODIC", 2)
 
 
-def test_a_slow_run_never_says_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F811,E501
+def test_no_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F811
     loader_source(2)
     rng = np.random.default_rng(9)
     wait = (30 * MS * rng.uniform(0.5, 1.5, 80)).astype(np.int64)

@@ -90,21 +90,23 @@ BIMODAL_MIN_RATIO = 4.0
 # stalls, whose Otsu eta of 0.76-0.79 misses the 0.8 above).
 STALL_MIN_RATIO = BIMODAL_MIN_RATIO
 
+# A stall must also matter to the step it delays: at least half a median
+# step added to it.  On this VM healthy loops show scheduling blips of
+# 2-10 ms under load against a 10 ms step (TRAPS.md: the first allocating
+# call after a sleep, and run-queue waits), and a 4-worker loader of cheap
+# items on 2 cores a 2-4 ms wait on a round's batches while a worker holds
+# a core; 20% of the step (the floor) counted those as stalls in 9 and in
+# 10 of 10 runs ("Diagnostic truth").  Half a step keeps most of them out;
+# the ratio above and stalls_matter() below keep out the rest, so that no
+# single constant has to.
+STALL_MIN_STEP_SHARE = 0.5
+
 
 def lower_median(x: np.ndarray) -> float:
     """The lower median of ``x`` (non-empty): a value of ``x`` that at
     least half its values do not exceed (never between two groups)."""
     k = (len(x) - 1) // 2
     return float(np.partition(x, k)[k])
-# A stall must also matter to the step it delays: at least half a median
-# step added to it.  On this VM healthy loops show scheduling blips of
-# 2-10 ms under load against a 10 ms step (TRAPS.md: the first allocating
-# call after a sleep, and run-queue waits), and a 4-worker loader of cheap
-# items on 2 cores a 2-4 ms wait on a round's batches while a worker holds
-# a core; 20% of the step (the floor) counted those as stalls in 9 and 10
-# runs of 10.  Half a step keeps most of them out; the two rules below
-# keep out the rest, so that no single constant has to.
-STALL_MIN_STEP_SHARE = 0.5
 
 
 def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
@@ -135,10 +137,10 @@ class StallRule(NamedTuple):
     """What the stall threshold rule decided.
 
     ``code`` is one of the RULE_* codes; for RULE_ALL_SLOW_SPLIT, ``basis``
-    names the candidate that set the threshold (RULE_FLOOR, RULE_P95 or
+    names the candidate that set the threshold (RULE_STEP, RULE_P95 or
     RULE_OTSU).  ``floor_ns`` is max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE
-    of the median step) in ns, below which a wait is not material; ``all_slow`` says that even the p10 wait
-    clears it (every fetch is slow, whether or not larger stalls stand out
+    of the median step) in ns, below which a wait is not material;
+    ``all_slow`` says that even the p10 wait clears it (every fetch is slow, whether or not larger stalls stand out
     on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN."""
 
     threshold_ns: int
@@ -169,9 +171,9 @@ def stall_threshold_ns(
       from the typical fetch): this keeps the recurring large stalls of
       "mostly fast input with stalls" and leaves out both noise and the
       small waits inside a burst.  Whether the waits above it matter is
-      :func:`stalls_matter`'s question.  The same holds when every fetch is slow but a separate group
-      of large waits (at most half the fetches) stands out: those are the
-      stalls.
+      :func:`stalls_matter`'s question.  The same holds when every fetch
+      is slow but a separate group of large waits (at most half the
+      fetches) stands out: those are the stalls.
 
     ``every_fetch_slow`` reports the second case (also when a given
     threshold is used: p10 wait above the threshold).

@@ -486,7 +486,9 @@ def shape_line(s: dict) -> Optional[str]:
         parts.append(f"no stalls ({plural(outliers, 'outlier')})" if outliers else "no stalls")
     elif tmp["label"] == policy.TOO_FEW:
         parts.append(f"{policy.TOO_FEW} stalls for a temporal pattern")
-    elif tmp["label"] == policy.EVERY_FETCH:
+    elif tmp["label"] == policy.EVERY_FETCH or tmp.get("period") == 1:
+        # (A run saved before EVERY-FETCH existed may hold "PERIODIC" with
+        # a period of 1: never said as a period.)
         parts.append(f"{policy.EVERY_FETCH}: every steady-state fetch waits")
     elif tmp["label"] == policy.PERIODIC:
         text = f"{policy.PERIODIC} every {tmp['period']} steps"
@@ -548,9 +550,9 @@ def stall_lines(s: dict) -> list[str]:
                f"{pct(policy.STALL_MIN_COST_SHARE)}"))
     cad = s["cadence"]
     tmp = s.get("temporal") or {}
-    if cad["period"] is not None:
+    if cad["period"] is not None and cad["period"] > 1:
         text = f"cadence: a stall every {cad['period']} steps (modal gap)"
-    elif tmp.get("label") == policy.EVERY_FETCH:
+    elif tmp.get("label") == policy.EVERY_FETCH or cad["period"] == 1:
         text = "cadence: every fetch waits, no period"
     elif tmp.get("label") == policy.TOO_FEW:
         text = "cadence: too few stalls to tell"
