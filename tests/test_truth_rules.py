@@ -365,7 +365,7 @@ def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source): 
     assert r["shape"] == "UNIFORMLY-SLOW"
     text = _text_is_sane(r)
     assert "mostly fast input" not in text
-    assert r["shape_rule"].startswith("the median fetch itself waits past")
+    assert r["shape_rule"].startswith("the median fetch is itself slow")
     assert (r["temporal"]["label"], r["temporal"]["period"]) == ("PERIODIC", 2)
 
 

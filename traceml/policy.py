@@ -319,7 +319,8 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
           calm_wait_ns: Optional[float] = None,
           floor_ns: Optional[float] = None,
           median_wait_ns: Optional[float] = None,
-          threshold_ns: Optional[float] = None) -> Optional[tuple[str, str]]:
+          threshold_ns: Optional[float] = None,
+          trending: bool = False) -> Optional[tuple[str, str]]:
     """(label, SHAPE_* code) from the stall rule's outcome; None without
     steps.
 
@@ -330,18 +331,22 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
     ``calm_wait_ns``, above the material floor ``floor_ns``).
     HEAVY-TAILED: stalls, but at most that share of the fetches, the rest
     fast: "mostly fast input with large stalls".  The median steady wait
-    ``median_wait_ns`` makes UNIFORMLY-SLOW (SHAPE_SLOW_MEDIAN) when it is
-    itself past the stall threshold ``threshold_ns`` (a label that says
-    "mostly fast" never stands beside a median fetch that is a stall), or,
-    without stalls, past the floor (a wait slow throughout, a rising one
-    say, is never FAST).
+    ``median_wait_ns`` (the lower median) makes UNIFORMLY-SLOW
+    (SHAPE_SLOW_MEDIAN) when it is itself past the stall threshold
+    ``threshold_ns`` (a label that says "mostly fast" never stands beside a
+    median fetch that is a stall), or, without stalls, past the floor while
+    the wait trends (``trending``: a wait that rises to tens of ms is never
+    FAST).  Without stalls or a trend, a median past the floor stays FAST:
+    a steady per-batch cost spread over every fetch (the hand-over from the
+    workers measured 2.6-2.8 ms of an 11-13 ms step on healthy loaders
+    beside a CPU hog, benchmarks/bench_truth.py), which the next step names.
     """
     if steady_steps == 0:
         return None
     if every_fetch_slow:
         return UNIFORMLY_SLOW, SHAPE_EVERY_SLOW
     if median_wait_ns is not None:
-        bar = floor_ns if stall_count == 0 else threshold_ns
+        bar = threshold_ns if stall_count else (floor_ns if trending else None)
         if bar is not None and median_wait_ns > bar:
             return UNIFORMLY_SLOW, SHAPE_SLOW_MEDIAN
     if stall_count == 0:

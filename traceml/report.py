@@ -125,7 +125,6 @@ def build(
     summary.update(_temporal(mask, gaps, steps["epoch"], wait[steady],
                              loader.get("num_workers") if loader else None,
                              stalls["stalls"]["every_fetch_slow"]))
-    summary["trend"] = _trend(wait, steady, steps["epoch"], stalls["stalls"]["floor_s"])
     summary["epoch_start"] = {
         "count": int(first.sum()),
         "steps": [int(i) for i in np.flatnonzero(first)],
@@ -192,8 +191,8 @@ def _durations(wait: np.ndarray, step: np.ndarray, steady: np.ndarray) -> dict:
 
 def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.ndarray,
             threshold_s: Optional[float]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(stall mask, gaps between stalls, the shape, concentration and
-    stalls sections) under policy.stall_threshold_ns."""
+    """(stall mask, gaps between stalls, the shape, concentration, trend
+    and stalls sections) under policy.stall_threshold_ns."""
     rule = policy.stall_threshold_ns(wait[steady], step[steady], threshold_s)
     mask = _core.stall_mask(wait, rule.threshold_ns) & steady
     matter = policy.stalls_matter(wait[steady], step[steady], mask[steady], rule.code)
@@ -206,13 +205,15 @@ def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.nd
     # The lower median: a fetch that at least half the fetches do not
     # exceed (an interpolated median of half-stalled waits is neither).
     median_wait = policy.lower_median(wait[steady]) if steady.any() else None
+    trend = policy.trend(wait[steady], epoch[steady], rule.floor_ns)
     shape = policy.shape(int(mask.sum()), int(steady.sum()), rule.every_fetch_slow,
                          _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns,
-                         median_wait, rule.threshold_ns)
+                         median_wait, rule.threshold_ns, trend is not None)
     return mask, gaps, {
         "shape": shape[0] if shape else None,
         "shape_rule": wording.shape_rule(shape[1]) if shape else None,
         "concentration": policy.concentration(wait[steady], mask[steady]),
+        "trend": trend,
         "stalls": {
             "threshold_s": rule.threshold_ns * NS,
             "rule": wording.stall_rule(rule),
@@ -246,12 +247,6 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
         # The cadence of a period counted per burst is that of the bursts.
         gaps = _core.stall_gaps(policy.burst_onsets(mask, epoch), epoch)
     return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
-
-
-def _trend(wait: np.ndarray, steady: np.ndarray, epoch: np.ndarray,
-           floor_s: float) -> Optional[dict]:
-    """A steady rise or fall of the steady-state input wait (policy.trend)."""
-    return policy.trend(wait[steady], epoch[steady], floor_s / NS)
 
 
 def _headline(wait: np.ndarray, first: np.ndarray, epoch: np.ndarray, s: dict,
