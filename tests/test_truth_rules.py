@@ -421,3 +421,15 @@ def test_unreadable_worker_counters_leave_the_advice_alone():
     assert "vary num_workers around 4" in wording.next_steps(s)[-1]
     s["workers"] = None
     assert "vary num_workers around 4" in wording.next_steps(s)[-1]
+
+
+def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # noqa: F811
+    """A 30-step recording whose 150 ms start is a third of the wall time:
+    persistent_workers cannot help within one epoch."""
+    loader_source(3)
+    wait = np.r_[150.0, 0.05, 0.05, np.full(30, 1.0)]
+    r = build(records((wait * MS).astype(np.int64), np.full(len(wait), 10 * MS)), INFO,
+              SYNTHETIC, None)
+    assert r["headline"]["label"] == "EPOCH-START"
+    assert r["next"][0].startswith("The start (iter() and the first batches) holds")
+    assert not any("persistent_workers" in line for line in r["next"])

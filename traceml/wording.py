@@ -139,6 +139,11 @@ def _epoch_start_next(p: dict) -> str:
     each = (f"{plural(p['epochs'], 'epoch')}, {fmt_s(p['mean_s'])} each on average"
             if p["mean_s"] is not None else plural(p["epochs"], "epoch"))
     said = f"Epoch starts hold {pct(p['share'])} of the wall time ({each}): "
+    if p["epochs"] < 2:
+        return (f"The start (iter() and the first batches) holds {pct(p['share'])} of the "
+                "wall time of this one-epoch recording: a short run, whose steady state is "
+                "a small part of it; record more steps before judging the loader, and "
+                "check what start-up does if real runs are this short.")
     if p["recreated"]:
         return (said + f"the DataLoader starts its {p['num_workers']} workers anew every "
                 "epoch (persistent_workers=False); persistent_workers=True pays that start-up "
