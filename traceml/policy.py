@@ -141,7 +141,9 @@ class StallRule(NamedTuple):
     RULE_OTSU).  ``floor_ns`` is max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE
     of the median step) in ns, below which a wait is not material;
     ``all_slow`` says that even the p10 wait clears it (every fetch is slow, whether or not larger stalls stand out
-    on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN."""
+    on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN;
+    ``least_ns`` the least a stall adds to its step, max(floor,
+    STALL_MIN_STEP_SHARE of the median step) (automatic rules only)."""
 
     threshold_ns: int
     code: str
@@ -150,6 +152,7 @@ class StallRule(NamedTuple):
     all_slow: bool = False
     given_s: Optional[float] = None
     basis: Optional[str] = None
+    least_ns: Optional[float] = None
 
 
 def stall_threshold_ns(
@@ -207,17 +210,21 @@ def stall_threshold_ns(
         split = bimodal_split_ns(wait_ns)
     if split is not None:
         candidates[RULE_OTSU] = split
-    elif not every_slow:
-        # No two groups: a stall must stand apart from the typical fetch
-        # by itself, STALL_MIN_RATIO times the median wait.
+    elif not every_slow and not _stands_out(wait_ns, max(candidates.values())):
+        # No two groups, and the waits past the other candidates do not
+        # form a group of their own (at least MIN_GROUP_ON_TOP, at most
+        # half the fetches, typically BIMODAL_MIN_RATIO times the rest): a
+        # stall must stand apart from the typical fetch by itself,
+        # STALL_MIN_RATIO times the (lower) median wait.
         candidates[RULE_RATIO] = STALL_MIN_RATIO * lower_median(wait_ns)
     basis = max(candidates, key=candidates.get)
     threshold = int(candidates[basis])
     if not every_slow:
-        return StallRule(threshold, basis, False, floor)
+        return StallRule(threshold, basis, False, floor, least_ns=least)
     if not _stands_out(wait_ns, threshold):
-        return StallRule(int(floor), RULE_ALL_SLOW, True, floor, True)
-    return StallRule(threshold, RULE_ALL_SLOW_SPLIT, False, floor, True, basis=basis)
+        return StallRule(int(floor), RULE_ALL_SLOW, True, floor, True, least_ns=least)
+    return StallRule(threshold, RULE_ALL_SLOW_SPLIT, False, floor, True, basis=basis,
+                     least_ns=least)
 
 
 # A group of large waits on top of slow fetches needs at least two members:
@@ -320,7 +327,8 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
           floor_ns: Optional[float] = None,
           median_wait_ns: Optional[float] = None,
           threshold_ns: Optional[float] = None,
-          trending: bool = False) -> Optional[tuple[str, str]]:
+          trending: bool = False,
+          least_ns: Optional[float] = None) -> Optional[tuple[str, str]]:
     """(label, SHAPE_* code) from the stall rule's outcome; None without
     steps.
 
@@ -334,20 +342,24 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
     ``median_wait_ns`` (the lower median) makes UNIFORMLY-SLOW
     (SHAPE_SLOW_MEDIAN) when it is itself past the stall threshold
     ``threshold_ns`` (a label that says "mostly fast" never stands beside a
-    median fetch that is a stall), or, without stalls, past the floor while
-    the wait trends (``trending``: a wait that rises to tens of ms is never
-    FAST).  Without stalls or a trend, a median past the floor stays FAST:
-    a steady per-batch cost spread over every fetch (the hand-over from the
-    workers measured 2.6-2.8 ms of an 11-13 ms step on healthy loaders
-    beside a CPU hog, benchmarks/bench_truth.py), which the next step names.
+    median fetch that is a stall), or, without stalls, past the least a
+    stall adds to its step ``least_ns`` (half the median step: the typical
+    fetch waits about as long as the step computes), or past the floor
+    while the wait trends (``trending``: a wait that rises to tens of ms
+    is never FAST).  Otherwise, without stalls, a median past the floor
+    stays FAST: a steady per-batch cost spread over every fetch (the
+    hand-over from the workers measured 2.6-2.8 ms of an 11-13 ms step on
+    healthy loaders beside a CPU hog, benchmarks/bench_truth.py), which
+    the next step names.
     """
     if steady_steps == 0:
         return None
     if every_fetch_slow:
         return UNIFORMLY_SLOW, SHAPE_EVERY_SLOW
     if median_wait_ns is not None:
-        bar = threshold_ns if stall_count else (floor_ns if trending else None)
-        if bar is not None and median_wait_ns > bar:
+        bars = ([threshold_ns] if stall_count
+                else [least_ns] + ([floor_ns] if trending else []))
+        if any(b is not None and median_wait_ns > b for b in bars):
             return UNIFORMLY_SLOW, SHAPE_SLOW_MEDIAN
     if stall_count == 0:
         return FAST, SHAPE_NO_STALLS

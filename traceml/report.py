@@ -208,7 +208,7 @@ def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.nd
     trend = policy.trend(wait[steady], epoch[steady], rule.floor_ns)
     shape = policy.shape(int(mask.sum()), int(steady.sum()), rule.every_fetch_slow,
                          _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns,
-                         median_wait, rule.threshold_ns, trend is not None)
+                         median_wait, rule.threshold_ns, trend is not None, rule.least_ns)
     return mask, gaps, {
         "shape": shape[0] if shape else None,
         "shape_rule": wording.shape_rule(shape[1]) if shape else None,

@@ -100,9 +100,10 @@ def shape_rule(code: str) -> str:
         policy.SHAPE_SLOW_BETWEEN: ("the fetches between stalls are slow too (median wait "
                                     f"above {_floor('the ')}), stalls on top"),
         policy.SHAPE_HEAVY_TAIL: f"at most {most} of the fetches are stalls; the rest are fast",
-        policy.SHAPE_SLOW_MEDIAN: ("the median fetch is itself slow (a stall, or past "
-                                   f"{_floor('the ')} in a wait that trends): not mostly "
-                                   "fast"),
+        policy.SHAPE_SLOW_MEDIAN: (
+            "the median fetch is itself slow (a stall; without stalls, past max("
+            f"{fmt_s(policy.STALL_FLOOR_S)}, {_of_the(policy.STALL_MIN_STEP_SHARE)} median "
+            f"step), or past {_floor('the ')} in a wait that trends): not mostly fast"),
     }[code]
 
 
