@@ -245,8 +245,8 @@ def format_confusion(table: dict) -> str:
         lines.append("  " + "true \\ found".ljust(w0) + "  "
                      + "  ".join(c.rjust(w) for c, w in zip(cols, widths)))
         for r in rows:
-            lines.append("  " + r.ljust(w0) + "  " + "  ".join(
-                str(cells.get((r, c), "")).rjust(w) for c, w in zip(cols, widths)))
+            lines.append(("  " + r.ljust(w0) + "  " + "  ".join(
+                str(cells.get((r, c), "")).rjust(w) for c, w in zip(cols, widths))).rstrip())
         lines.append("")
     return "\n".join(lines)
 
