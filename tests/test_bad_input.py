@@ -570,7 +570,12 @@ def test_configure_with_arbitrary_values_refuses_or_applies(kwargs, recorded):
         return
     try:
         for key, value in kwargs.items():
-            if value is not None:
+            if value is None:
+                continue
+            if key.endswith("_s"):
+                # Settings in seconds are held in whole nanoseconds.
+                assert now[key] == pytest.approx(value, rel=1e-12, abs=0.5e-9)
+            else:
                 assert now[key] == value
     finally:
         traceml.configure(**before)

@@ -341,7 +341,10 @@ def test_reports_leak_nothing(tmp_path):
             assert back == rep
             str(traceml.compare(rep, back, path, labels=["a", "b", "c"]))
 
-    assert_no_growth(measure(scenario), "reports")
+    # SciPy (the trend's Kendall and Theil-Sen, the period's binomial tail)
+    # keeps caches of its own that fill up slowly: 500 kendalltau calls
+    # grew its traced memory by 52 kB, saturating near 66 kB by 2000.
+    assert_no_growth(measure(scenario, exclude=("*/scipy/*",)), "reports")
 
 
 def _reducer_inputs():

@@ -157,9 +157,14 @@ def test_every_fetch_slow_is_every_fetch_a_stall(loader_source):
     wait = (100 * MS * rng.uniform(0.97, 1.03, 60)).astype(np.int64)
     r = build(records(wait, np.full(60, 5 * MS)), INFO, SYNTHETIC, None)
     assert r["stalls"]["count"] == r["steady_steps"] == 59
-    assert r["cadence"]["period"] == 1
-    assert r["cadence"]["matches_num_workers"] is True  # 0 workers: the main process
+    # Every fetch a stall is EVERY-FETCH, never "a period of 1" that
+    # "follows num_workers" at num_workers=0.
+    assert r["temporal"]["label"] == "EVERY-FETCH" and r["temporal"]["period"] is None
+    assert r["cadence"]["period"] is None
+    assert r["cadence"]["matches_num_workers"] is False
     assert "every fetch is slow" in r["stalls"]["rule"]
+    text = str(r)
+    assert "every 1 step" not in text and "follows num_workers" not in text
 
 
 def test_healthy_noise_is_not_a_stall():

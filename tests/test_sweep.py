@@ -38,7 +38,10 @@ def test_cadence_follows_num_workers():
                         consumer_pace_s=0.01, both_directions=False, progress=False)
     assert [r["condition"]["num_workers"] for r in res.rows] == [4, 2, 1]
     assert [r["error"] for r in res.rows] == [None] * 3
-    assert [r["period"] for r in res.rows] == [4, 2, 1]
+    # One worker: every fetch waits (EVERY-FETCH, no period); its stall gap
+    # is still 1, which the correlation uses.
+    assert [r["period"] for r in res.rows] == [4, 2, None]
+    assert res.rows[2]["median_gap"] == 1
     assert all(r["diagnosis"] == "INPUT-BOUND" for r in res.rows)
     c = res.correlation
     assert c["points"] == 3

@@ -128,7 +128,8 @@ def build(
     mask, gaps, stalls = _stalls(wait, step, steady, steps["epoch"], stall_threshold_s)
     summary.update(stalls)
     summary.update(_temporal(mask, gaps, steps["epoch"], wait[steady],
-                             loader.get("num_workers") if loader else None))
+                             loader.get("num_workers") if loader else None,
+                             stalls["stalls"]["every_fetch_slow"]))
     summary["epoch_start"] = {
         "count": int(first.sum()),
         "steps": [int(i) for i in np.flatnonzero(first)],
@@ -140,6 +141,7 @@ def build(
                              sampler_info, stuck_events, main_pid,
                              bytes_seen["median"] if bytes_seen else None))
     summary.update(_attribution_and_bytes(summary, mask, steady, bytes_seen))
+    summary["headline"] = _headline(wait, first, steps["epoch"], summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
     summary["next"] = wording.evidenced_next_steps(summary)
@@ -197,19 +199,29 @@ def _durations(wait: np.ndarray, step: np.ndarray, steady: np.ndarray) -> dict:
 
 def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.ndarray,
             threshold_s: Optional[float]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(stall mask, gaps between stalls, the shape, concentration and
-    stalls sections) under policy.stall_threshold_ns."""
+    """(stall mask, gaps between stalls, the shape, concentration, trend
+    and stalls sections) under policy.stall_threshold_ns."""
     rule = policy.stall_threshold_ns(wait[steady], step[steady], threshold_s)
     mask = _core.stall_mask(wait, rule.threshold_ns) & steady
+    matter = policy.stalls_matter(wait[steady], step[steady], mask[steady], rule.code)
+    outliers = np.zeros_like(mask)
+    if matter.code != policy.STALLS_KEPT:
+        outliers, mask = mask, np.zeros_like(mask)
     gaps = _core.stall_gaps(mask, epoch)
     values, counts = _core.gap_histogram(gaps)
     calm = wait[steady & ~mask]
+    # The lower median: a fetch that at least half the fetches do not
+    # exceed (an interpolated median of half-stalled waits is neither).
+    median_wait = policy.lower_median(wait[steady]) if steady.any() else None
+    trend = policy.trend(wait[steady], epoch[steady], rule.floor_ns)
     shape = policy.shape(int(mask.sum()), int(steady.sum()), rule.every_fetch_slow,
-                         _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns)
+                         _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns,
+                         median_wait, rule.threshold_ns, trend is not None, rule.least_ns)
     return mask, gaps, {
         "shape": shape[0] if shape else None,
         "shape_rule": wording.shape_rule(shape[1]) if shape else None,
         "concentration": policy.concentration(wait[steady], mask[steady]),
+        "trend": trend,
         "stalls": {
             "threshold_s": rule.threshold_ns * NS,
             "rule": wording.stall_rule(rule),
@@ -217,6 +229,14 @@ def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.nd
             "all_slow": rule.all_slow,
             "count": int(mask.sum()),
             "steps": [int(i) for i in np.flatnonzero(mask)],
+            "outliers": int(outliers.sum()),
+            "outlier_steps": [int(i) for i in np.flatnonzero(outliers)],
+            "outlier_max_s": float(wait[outliers].max()) * NS if outliers.any() else None,
+            "matter": matter.code,
+            "cost_share": matter.cost_share,
+            "floor_s": rule.floor_ns * NS,
+            "slow_count": int(np.count_nonzero(wait[steady] > rule.floor_ns)),
+            "every_fetch_slow": rule.every_fetch_slow,
             "gaps": [int(g) for g in gaps],
             "median_gap": _core.percentiles(gaps, 50.0) if len(gaps) else None,
             "modal_gap": _core.modal_gap(gaps),
@@ -226,11 +246,38 @@ def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.nd
 
 
 def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
-              steady_wait: np.ndarray, num_workers: Optional[int]) -> dict:
+              steady_wait: np.ndarray, num_workers: Optional[int],
+              every_fetch: bool) -> dict:
     """The temporal structure of the stalls and their cadence."""
-    temporal = policy.temporal_of(mask, epoch, steady_wait)
+    temporal = policy.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch)
     period = temporal["period"] if temporal else None
+    if temporal and temporal["counted"] == "bursts":
+        # The cadence of a period counted per burst is that of the bursts.
+        gaps = _core.stall_gaps(policy.burst_onsets(mask, epoch), epoch)
     return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
+
+
+def _headline(wait: np.ndarray, first: np.ndarray, epoch: np.ndarray, s: dict,
+              sampler_info: Optional[dict]) -> dict:
+    """What holds the run's wall time (policy.headline): the epoch starts'
+    cost per epoch and share of the wall time, and stuck fetches."""
+    epochs = np.unique(epoch[first]) if first.any() else np.zeros(0, dtype=epoch.dtype)
+    per_epoch = [float(wait[first & (epoch == e)].sum()) * NS for e in np.unique(epoch)
+                 ] if len(epochs) else []
+    if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
+        stuck_after = sampler_info["stuck_after_s"]
+    else:
+        stuck_after = _core._sampler_settings()["stuck_after_s"]
+    stuck = s.get("stuck") or []
+    rule = policy.headline(
+        s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
+        any(ev["still_waiting"] for ev in stuck),
+        float(wait.max()) * NS if len(wait) else None, stuck_after)
+    return {"label": rule.label, "code": rule.code,
+            "epoch_start_share": rule.epoch_start_share,
+            "epoch_start_s_per_epoch": per_epoch,
+            "stuck_after_s": stuck_after,
+            "longest_wait_s": float(wait.max()) * NS if len(wait) else None}
 
 
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,

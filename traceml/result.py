@@ -85,8 +85,14 @@ class Report:
         wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
         compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
         input_share, diagnosis, diagnosis_rule, shape, shape_rule,
-        temporal, concentration, stalls, cadence, epoch_start, loader,
-        host, delivery, workers, stuck, notes, next.
+        temporal, concentration, stalls, cadence, trend, epoch_start,
+        loader, host, delivery, workers, stuck, headline, notes, next.
+        ``stalls`` holds ``count`` and ``outliers``; ``temporal`` (None
+        without stalls) a ``label`` of PERIODIC, IRREGULAR, EVERY-FETCH or
+        TOO-FEW with ``period`` and ``p_value``; ``trend`` (None, or
+        RISING / FALLING with ``slope_ms_per_step``); ``headline`` a
+        ``label`` of EPOCH-START, STUCK or STEADY with
+        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.
         """
         return copy.deepcopy(self.summary)
 

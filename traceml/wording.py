@@ -61,6 +61,11 @@ def diagnosis_rule(label: str, share: Optional[float]) -> str:
 def _threshold_basis(code: str, all_slow: bool) -> str:
     if code == policy.RULE_FLOOR:
         return f"floor {_floor()}"
+    if code == policy.RULE_STEP:
+        return (f"max({fmt_s(policy.STALL_FLOOR_S)}, {_of_the(policy.STALL_MIN_STEP_SHARE)} "
+                "median step)")
+    if code == policy.RULE_RATIO:
+        return f"{policy.STALL_MIN_RATIO:g}x the median wait (no two separate groups)"
     if code == policy.RULE_P95:
         return f"{_of_the(policy.STALL_P95_SHARE)} {_p(policy.STALL_PERCENTILE)} wait"
     return ("Otsu split between slow and stalled fetches" if all_slow
@@ -95,6 +100,10 @@ def shape_rule(code: str) -> str:
         policy.SHAPE_SLOW_BETWEEN: ("the fetches between stalls are slow too (median wait "
                                     f"above {_floor('the ')}), stalls on top"),
         policy.SHAPE_HEAVY_TAIL: f"at most {most} of the fetches are stalls; the rest are fast",
+        policy.SHAPE_SLOW_MEDIAN: (
+            "the median fetch is itself slow (a stall; without stalls, past max("
+            f"{fmt_s(policy.STALL_FLOOR_S)}, {_of_the(policy.STALL_MIN_STEP_SHARE)} median "
+            f"step), or past {_floor('the ')} in a wait that trends): not mostly fast"),
     }[code]
 
 
@@ -108,21 +117,105 @@ def _uniformly_slow(p: dict) -> str:
             f"(median {fmt_s(p['median_s'])}{of_step}): "
             + ("slow input on every batch." if p["on_top"] and every
                else "slow input on most batches." if p["on_top"]
-               else "uniformly slow input rather than stalls."))
+               else "uniformly slow input, not a few large stalls."))
 
 
 def _workers_in(p: dict) -> str:
     return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
 
 
+def _stuck_next(p: dict) -> str:
+    waited = fmt_s(p["waited_s"]) if p["waited_s"] is not None else "-"
+    if p["now"]:
+        return ("A fetch is stuck now (see the STUCK line): whatever the steady state says, "
+                "the run is waiting there; look at the worker holding the batch "
+                "(py-spy dump --pid PID) before anything else.")
+    return (f"A fetch waited {waited}, past the stuck watch's {fmt_s(p['stuck_after_s'])}: "
+            "that one fetch holds the run's time, whatever the steady state says; find what "
+            "it waited on (a lock, a network read, a worker that hung) before tuning the "
+            "loader.")
+
+
+def _epoch_start_next(p: dict) -> str:
+    each = (f"{plural(p['epochs'], 'epoch')}, {fmt_s(p['mean_s'])} each on average"
+            if p["mean_s"] is not None else plural(p["epochs"], "epoch"))
+    said = f"Epoch starts hold {pct(p['share'])} of the wall time ({each}): "
+    if p["epochs"] < 2:
+        return (f"The start (iter() and the first batches) holds {pct(p['share'])} of the "
+                "wall time of this one-epoch recording: a short run, whose steady state is "
+                "a small part of it; record more steps before judging the loader, and "
+                "check what start-up does if real runs are this short.")
+    if p["recreated"]:
+        return (said + f"the DataLoader starts its {p['num_workers']} workers anew every "
+                "epoch (persistent_workers=False); persistent_workers=True pays that start-up "
+                "once. Next: record a few epochs with persistent_workers=True and compare the two "
+                "runs (traceml.compare).")
+    if p["recreated"] is False:
+        return (said + "the workers persist, so it is each epoch's first batches: iter(), "
+                "the sampler and the workers' first batch; look at what runs once per epoch.")
+    return (said + "the first fetch of each epoch holds it (iter(), the dataset's or the "
+            "sampler's set-up); look at what runs once per epoch.")
+
+
+def _trend_next_line(p: dict) -> str:
+    grows = p["label"] == policy.RISING
+    per_step = abs(p["slope_ms_per_step"]) * 1e-3
+    text = (f"The input wait {'grows' if grows else 'shrinks'} steadily, "
+            f"{'+' if grows else '-'}{fmt_s(per_step)} per step (median "
+            f"{fmt_s(p['first_tenth_median_s'])} in the first tenth of the steps, "
+            f"{fmt_s(p['last_tenth_median_s'])} in the last)")
+    if p.get("slope_ms_per_epoch") is not None:
+        text += (f", {'+' if p['slope_ms_per_epoch'] > 0 else '-'}"
+                 f"{fmt_s(abs(p['slope_ms_per_epoch']) * 1e-3)} per epoch")
+    if grows:
+        return text + (": state that grows per step, such as a cache or list kept in the "
+                       "dataset, a leak or memory fragmentation; more workers would only "
+                       "hide a cost that keeps growing.")
+    return text + (": a warm-up (caches filling, files coming into the page cache) "
+                   "rather than a steady cost.")
+
+
 _NEXT: dict[str, Callable[[dict], str]] = {
+    "stuck": _stuck_next,
+    "epoch_start": _epoch_start_next,
+    "trend": _trend_next_line,
+    "trend_next": lambda p: (
+        "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
+        "time the dataset's __getitem__ at the start and the end of a run; watch the "
+        "workers' memory over the run." if p["label"] == policy.RISING else
+        "Next: skip a warm-up before judging the steady state (traceml.reset() after the "
+        "first steps), or record longer."),
+    "outliers": lambda p: (
+        (f"One outlier ({fmt_s(p['max_s'])}, the median fetch {fmt_s(p['median_s'])}): a "
+         "single long wait is a hiccup (a preempted process, a GC pause), not a pattern"
+         if p["count"] == 1 else
+         f"{p['count']} outliers (largest {fmt_s(p['max_s'])}, the median fetch "
+         f"{fmt_s(p['median_s'])}): too small together to be stalls"
+         + (f" ({pct(p['cost_share'])} of the step time)"
+            if p["cost_share"] is not None else ""))
+        + ". Record longer to see whether it recurs."),
+    "periodic_slow": lambda p: (f"The slow fetches recur every {p['period']} steps"
+                                f"{_workers_in(p)}."),
+    "cpus_saturated": lambda p: (
+        f"The workers already keep the {p['cpus']} usable CPUs busy ({p['cores']:.1f} cores "
+        f"at num_workers={p['num_workers']}): more workers cannot help. Next: make each "
+        "batch cheaper (profile the dataset's __getitem__ and collate_fn) or give the job "
+        "more CPUs."),
+    "slow_samples_one_loader": lambda p: (
+        f"Next: with num_workers={p['num_workers']} one batch is loaded at a time, so no "
+        "batch can overtake another (in_order changes nothing): time the dataset's "
+        "__getitem__ for the stalled steps (report['stalls']['steps']) to find the slow "
+        "samples, then try more workers to hide them."),
     "no_data": lambda p: ("Nothing recorded yet: iterate traceml.wrap(loader), then call "
                           "traceml.report()."),
     "too_few_steps": lambda p: (f"Only {plural(p['steps'], 'steady-state step')}: too few to "
                                 "judge the input's shape; record at least "
                                 f"{p['least']}."),
-    "compute_bound": lambda p: (f"The loop waits for input {pct(p['share'])} of the time: input "
-                                "is not the bottleneck; profile the step itself."),
+    "compute_bound": lambda p: (
+        f"Between epoch starts the loop waits for input {pct(p['share'])} of the time: there, "
+        "input is not the bottleneck." if p.get("steady_only") else
+        f"The loop waits for input {pct(p['share'])} of the time: input "
+        "is not the bottleneck; profile the step itself."),
     "compute_bound_stalls": lambda p: (f"Still, {pct(p['step_share'])} of steps hold "
                                        f"{pct(p['wait_share'])} of the input wait: stalls "
                                        "matter only if step-time spikes do."),
@@ -367,7 +460,22 @@ def headline(s: dict) -> str:
     return (
         f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
         f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
+        + headline_part(s.get("headline"))
     )
+
+
+def headline_part(head: Optional[dict]) -> str:
+    """" · EPOCH-START: epoch starts hold 86% of the wall time" (or STUCK)
+    for the first line; empty for a STEADY run."""
+    if not head or head["label"] == policy.STEADY:
+        return ""
+    if head["label"] == policy.STUCK:
+        if head["code"] == policy.HEADLINE_STUCK_NOW:
+            return f" · {policy.STUCK}: a fetch is stuck now"
+        return (f" · {policy.STUCK}: a fetch waited {fmt_s(head['longest_wait_s'])} "
+                f"(stuck after {fmt_s(head['stuck_after_s'])})")
+    return (f" · {policy.EPOCH_START}: epoch starts hold "
+            f"{pct(head['epoch_start_share'])} of the wall time")
 
 
 def shape_line(s: dict) -> Optional[str]:
@@ -376,16 +484,32 @@ def shape_line(s: dict) -> Optional[str]:
     if not s.get("shape"):
         return None
     parts = [f"shape {s['shape']}"]
+    trend = trend_part(s.get("trend"))
+    if trend:
+        parts.append(trend)
     tmp = s.get("temporal")
     if tmp is None:
-        parts.append("too few stalls for a temporal pattern")
+        outliers = (s.get("stalls") or {}).get("outliers")
+        parts.append(f"no stalls ({plural(outliers, 'outlier')})" if outliers else "no stalls")
+    elif tmp["label"] == policy.TOO_FEW:
+        parts.append(f"{policy.TOO_FEW} stalls for a temporal pattern")
+    elif tmp["label"] == policy.EVERY_FETCH or tmp.get("period") == 1:
+        # (A run saved before EVERY-FETCH existed may hold "PERIODIC" with
+        # a period of 1: never said as a period.)
+        parts.append(f"{policy.EVERY_FETCH}: every steady-state fetch waits")
     elif tmp["label"] == policy.PERIODIC:
-        text = f"{policy.PERIODIC} every {tmp['period']} step{'s' if tmp['period'] != 1 else ''}"
+        text = f"{policy.PERIODIC} every {tmp['period']} steps"
         if tmp.get("counted") == "bursts":
             text += " (counting back-to-back stalls as one burst)"
-        if tmp["autocorrelation"] is not None and tmp["period"] > 1:
-            text += (f" (wait autocorrelation {tmp['autocorrelation']:.2f} "
-                     f"at lag {tmp['period']})")
+        evidence = []
+        if tmp["autocorrelation"] is not None:
+            evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
+                            f"at lag {tmp['period']}")
+        if tmp.get("p_value") is not None:
+            evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "
+                            f"< {policy.PERIOD_ALPHA:g}")
+        if evidence:
+            text += f" ({'; '.join(evidence)})"
         parts.append(text)
     else:
         parts.append(
@@ -401,6 +525,17 @@ def shape_line(s: dict) -> Optional[str]:
     return " · ".join(parts)
 
 
+def trend_part(trend: Optional[dict]) -> Optional[str]:
+    """"wait RISING 1.2 ms -> 38 ms (+0.49 ms per step)" for the shape line;
+    None without a trend."""
+    if not trend:
+        return None
+    slope = trend["slope_ms_per_step"] * 1e-3
+    return (f"wait {trend['label']} {fmt_s(trend['first_tenth_median_s'])} -> "
+            f"{fmt_s(trend['last_tenth_median_s'])} (first to last tenth, "
+            f"{'+' if slope > 0 else '-'}{fmt_s(abs(slope))} per step)")
+
+
 def stall_lines(s: dict) -> list[str]:
     """The stall count at its threshold and rule, the cadence, and the
     histogram of gaps between stalls."""
@@ -409,17 +544,32 @@ def stall_lines(s: dict) -> list[str]:
         f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
         f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
     ]
+    if st.get("outliers"):
+        cost = (pct(st["cost_share"]) + " of the step time"
+                if st.get("cost_share") is not None else "")
+        lines.append(
+            f"{plural(st['outliers'], 'outlier')} above it, largest "
+            f"{fmt_s(st['outlier_max_s'])}, not counted as stalls: "
+            + (f"a lone wait (stalls come {policy.MIN_GROUP_ON_TOP} or more)"
+               + (f", {cost}" if cost else "")
+               if st["matter"] == policy.STALLS_LONE
+               else f"together {cost or 'too little'}, under "
+               f"{pct(policy.STALL_MIN_COST_SHARE)}"))
     cad = s["cadence"]
-    if cad["period"] is not None:
-        every = "step" if cad["period"] == 1 else f"{cad['period']} steps"
-        text = f"cadence: a stall every {every} (modal gap)"
+    tmp = s.get("temporal") or {}
+    if cad["period"] is not None and cad["period"] > 1:
+        text = f"cadence: a stall every {cad['period']} steps (modal gap)"
+    elif tmp.get("label") == policy.EVERY_FETCH or cad["period"] == 1:
+        text = "cadence: every fetch waits, no period"
+    elif tmp.get("label") == policy.TOO_FEW:
+        text = "cadence: too few stalls to tell"
     elif st["gaps"]:
-        text = "cadence: no dominant gap between stalls"
+        text = "cadence: no period between stalls"
     else:
         text = None
     if text and cad["num_workers"] is not None:
         text += f"; num_workers={cad['num_workers']}"
-        if cad["matches_num_workers"]:
+        if cad["matches_num_workers"] and cad["period"] is not None and cad["period"] > 1:
             text += ": the cadence follows num_workers"
         if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
             # Every gap is a multiple of 1: said only when it can fail.

@@ -100,6 +100,11 @@ def configure(
         if not math.isfinite(value) or not low <= value <= high:
             raise ValueError(f"configure(): {name} must be between {low:g} and {high:g} "
                              f"seconds, got {value!r}")
+        if value > 0 and round(value * 1e9) == 0:
+            # Held in whole nanoseconds: a positive value that rounds to 0
+            # would switch the stuck watch off instead of arming it.
+            raise ValueError(f"configure(): {name} must be 0 or at least 1 ns, "
+                             f"got {value!r}")
         new[name] = float(value)
     if sampler_capacity is not None:
         if isinstance(sampler_capacity, bool) or not isinstance(sampler_capacity, int):

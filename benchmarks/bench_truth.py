@@ -1,0 +1,325 @@
+"""Diagnostic truth: how often the report finds the true label, and how
+often it raises a false alarm.
+
+Two parts (both by default):
+
+* ``--corpus``: the labelled corpus of ``tests/corpus.py`` (per-step wait
+  sequences whose truth comes from how they were made) replayed through
+  ``traceml.report.build`` -- deterministic, no timing noise;
+* ``--loaders``: real DataLoaders, each scenario run ``--runs`` times (20;
+  ``--quick``: 5) while a CPU hog (a separate process spinning on one core)
+  runs beside them, each run recorded by its own ``traceml.Recorder()``.
+  Healthy loaders should show no stall, no period and no INPUT-BOUND in at
+  least 19 of 20 runs; the true patterns should be found in at least 19 of
+  20.
+
+Each report is normalised to one found label per dimension (stall-ness,
+outliers, diagnosis, shape, temporal label/period, trend, attribution
+label/worker, headline) and counted against the true label in a confusion
+table per dimension: the corpus, the real runs, and both together.  A key
+the report does not have counts as "(missing)": not found.
+
+Rates belong here, not in timed tests; tests/test_corpus.py holds the
+deterministic corpus.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(os.path.dirname(HERE), "tests")
+sys.path.insert(0, HERE)
+sys.path.insert(1, TESTS)
+
+import corpus  # noqa: E402  (tests/corpus.py)
+import traceml  # noqa: E402
+from _common import Check, common_args, print_checks, print_machine, run_main, write_json  # noqa: E402
+
+# A healthy run raises a false alarm with any of these.
+ALARMS = {
+    "stalls": lambda d: isinstance(corpus.lookup(d, "stalls.count"), int)
+    and corpus.lookup(d, "stalls.count") > 0,
+    "period": lambda d: corpus.lookup(d, "temporal.label") == "PERIODIC",
+    "INPUT-BOUND": lambda d: corpus.lookup(d, "diagnosis") == "INPUT-BOUND",
+}
+HEALTHY_MAX = 1      # false alarms allowed in 20 runs
+PATTERN_MIN = 19     # finds required in 20 runs
+
+
+def is_healthy(truth: dict) -> bool:
+    return truth is corpus.HEALTHY or truth == corpus.HEALTHY
+
+
+# --- the corpus -----------------------------------------------------------------
+
+
+def run_corpus() -> tuple[list, list]:
+    """Replay every corpus case: (label pairs, per-case lines and a summary
+    line)."""
+    pairs, lines = [], []
+    alarms = {k: 0 for k in ALARMS}
+    healthy = any_alarm = right = 0
+    for case in corpus.corpus():
+        d = corpus.replay(case).to_dict()
+        pairs.append((corpus.true_labels(case.truth), corpus.found_labels(d)))
+        wrong = corpus.check(case, d)
+        right += not wrong
+        lines.append(f"  {'ok   ' if not wrong else 'WRONG'} {case.name}"
+                     + "".join(f"; {p}: want {corpus.label_of(w)}, got {corpus.label_of(g)}"
+                               for p, w, g in wrong))
+        if is_healthy(case.truth):
+            healthy += 1
+            raised = [k for k, f in ALARMS.items() if f(d)]
+            any_alarm += bool(raised)
+            for k in raised:
+                alarms[k] += 1
+    lines.append(f"corpus: {right}/{len(pairs)} cases fully right; healthy cases with a "
+                 f"false alarm: {any_alarm}/{healthy} ("
+                 + ", ".join(f"{k} {v}/{healthy}" for k, v in alarms.items()) + ")")
+    return pairs, lines
+
+
+# --- real loaders ------------------------------------------------------------------
+
+
+def _datasets():
+    """The datasets, defined once torch is imported (only for --loaders)."""
+    import torch
+    from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+    class SleepDataset(Dataset):
+        """Item i sleeps cost_s(i): I/O-like cost that holds no CPU, so the
+        pattern survives the CPU hog."""
+
+        def __init__(self, n, cost_s):
+            self.n = n
+            self.cost_s = cost_s
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            time.sleep(self.cost_s(i))
+            return torch.tensor([i])
+
+    class SlowWorkerIterable(IterableDataset):
+        """Each worker yields ``per_worker`` items costing ``cost_s``; worker
+        ``slow`` costs ``factor`` x as much."""
+
+        def __init__(self, per_worker, cost_s, slow, factor=3.0):
+            self.per_worker = per_worker
+            self.cost_s = cost_s
+            self.slow = slow
+            self.factor = factor
+
+        def __iter__(self):
+            info = get_worker_info()
+            wid = info.id if info is not None else 0
+            cost = self.cost_s * (self.factor if wid == self.slow else 1.0)
+            for j in range(self.per_worker):
+                time.sleep(cost)
+                yield torch.tensor([wid, j])
+
+    return torch, SleepDataset, SlowWorkerIterable
+
+
+def slow_every(every, phase, slow_s, fast_s):
+    return lambda i: slow_s if i % every == phase else fast_s
+
+
+def burst_cost(length, period, offset, slow_s, fast_s):
+    return lambda i: slow_s if i >= offset and (i - offset) % period < length else fast_s
+
+
+def ramp_cost(start_s, slope_s):
+    return lambda i: start_s + slope_s * i
+
+
+# Lock-step as tests/test_dataloader.py makes it: 100 ms batches (4 items
+# of 25 ms CPU), the burn of every worker on one shared core (the hog spins
+# on another), the workers started at one barrier.  With 40 ms batches the
+# delivery noise on the crowded core blurred the rounds.
+BURN_ITEM_S = 0.025
+LOCK_BATCH = 4
+SLOW_WORKER = 2
+
+
+def scenarios():
+    """(name, make_loader, consumer pace s, truth) per scenario; truth as in
+    tests/corpus.py (dotted to_dict() paths)."""
+    from burn import BurnDataset, OneCoreBurnDataset, StartTogether
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch, SleepDataset, SlowWorkerIterable = _datasets()
+    core = min(os.sched_getaffinity(0))
+    fork = {"multiprocessing_context": "fork"}
+
+    def lockstep(k, rounds):
+        return lambda: DataLoader(
+            OneCoreBurnDataset(LOCK_BATCH * k * rounds, BURN_ITEM_S, core=core),
+            batch_size=LOCK_BATCH, num_workers=k, worker_init_fn=StartTogether(k), **fork)
+
+    n_tensor = 60 * 64
+    tensors = TensorDataset(torch.randn(n_tensor, 32), torch.randint(0, 10, (n_tensor,)))
+    healthy = dict(corpus.HEALTHY)
+    return [
+        ("healthy-tensordataset-3w",
+         lambda: DataLoader(tensors, batch_size=64, num_workers=3, **fork),
+         0.008, healthy),
+        ("healthy-cheap-4w",
+         lambda: DataLoader(BurnDataset(60 * 8, 0.0001), batch_size=8, num_workers=4, **fork),
+         0.010, healthy),
+        ("lockstep-2w", lockstep(2, 8), 0.005,
+         {"temporal.label": "PERIODIC", "temporal.period": 2,
+          "attribution.label": "LOCK-STEP"}),
+        ("lockstep-4w", lockstep(4, 6), 0.005,
+         {"temporal.label": "PERIODIC", "temporal.period": 4,
+          "attribution.label": "LOCK-STEP"}),
+        ("slow-sample-every5-4w",
+         # prefetch_factor=1: 4 batches in flight, fewer than the 5 between
+         # slow samples, so each slow sample is dispatched after the previous
+         # stall; with 8 in flight the next one hides in that stall and the
+         # loop stalls on every other slow sample (period 10).
+         lambda: DataLoader(SleepDataset(64, slow_every(5, 2, 0.080, 0.0001)),
+                            batch_size=1, num_workers=4, prefetch_factor=1, **fork),
+         0.010, {"temporal.label": "PERIODIC", "temporal.period": 5,
+                 "attribution.label": "SLOW-SAMPLE"}),
+        ("bursts-4of30-0w",
+         lambda: DataLoader(SleepDataset(130, burst_cost(4, 30, 10, 0.040, 0.0001)),
+                            batch_size=1, num_workers=0),
+         0.008, {"temporal.label": "PERIODIC", "temporal.period": 30}),
+        ("ramp-2+0.3ms-0w",
+         lambda: DataLoader(SleepDataset(60, ramp_cost(0.002, 0.0003)),
+                            batch_size=1, num_workers=0),
+         0.005, {"trend.label": "RISING",
+                 "trend.slope_ms_per_step": corpus.Approx(0.3, 0.3)}),
+        (f"slow-worker-{SLOW_WORKER}of4-3x",
+         lambda: DataLoader(SlowWorkerIterable(16, 0.025, SLOW_WORKER),
+                            batch_size=1, num_workers=4, **fork),
+         0.010, {"temporal.label": "PERIODIC", "temporal.period": 4,
+                 "attribution.label": "ONE-WORKER", "attribution.worker": SLOW_WORKER}),
+    ]
+
+
+HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+
+def start_hog() -> subprocess.Popen:
+    """A process spinning on the last usable core (lock-step burns on the
+    first)."""
+    core = max(os.sched_getaffinity(0))
+    return subprocess.Popen([sys.executable, "-c", HOG, str(core)])
+
+
+def one_run(make_loader, pace_s: float) -> dict:
+    rec = traceml.Recorder()
+    for _ in rec.wrap(make_loader()):
+        time.sleep(pace_s)
+    return rec.report().to_dict()
+
+
+def scenario_line(name: str, truth: dict, reports: list) -> tuple[str, list]:
+    """The one-line summary of a scenario and its checks: a healthy
+    scenario may raise each alarm in at most 1 run in 20, a pattern must be
+    found in at least 19 in 20 (as rates, so --quick's 5 runs allow no
+    false alarm and no miss)."""
+    n = len(reports)
+    checks = []
+    if is_healthy(truth):
+        parts = []
+        for k, f in ALARMS.items():
+            hits = sum(f(d) for d in reports)
+            parts.append(f"{k} {hits}/{n}")
+            checks.append(Check("bench_truth", f"{name}: runs with {k}, of {n}", hits, "",
+                                f"<= {HEALTHY_MAX} in 20", hits * 20 <= HEALTHY_MAX * n))
+        return f"{name}: {', '.join(parts)} (want <= {HEALTHY_MAX} in 20 each)", checks
+    parts = []
+    for path, want in truth.items():
+        hits = sum(corpus.matches(want, corpus.lookup(d, path)) for d in reports)
+        parts.append(f"{path}={corpus.label_of(want)} {hits}/{n}")
+        checks.append(Check("bench_truth", f"{name}: runs finding {path}, of {n}", hits, "",
+                            f">= {PATTERN_MIN} in 20", hits * 20 >= PATTERN_MIN * n))
+    return f"{name}: {', '.join(parts)} (want >= {PATTERN_MIN} in 20 each)", checks
+
+
+def run_loaders(runs: int, hog: bool) -> tuple[list, list, list]:
+    """Every scenario ``runs`` times, interleaved (run r of every scenario
+    before run r + 1 of any): (label pairs, lines, checks)."""
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    traceml.configure(sampler=True)
+    todo = scenarios()
+    reports = {name: [] for name, *_ in todo}
+    errors = {name: 0 for name, *_ in todo}
+    proc = start_hog() if hog else None
+    t0 = time.monotonic()
+    try:
+        for r in range(runs):
+            for name, make_loader, pace, _ in todo:
+                try:
+                    reports[name].append(one_run(make_loader, pace))
+                except Exception as exc:  # a run that fails is counted, not hidden
+                    errors[name] += 1
+                    print(f"  {name} run {r}: {type(exc).__name__}: {exc}", flush=True)
+            print(f"  round {r + 1}/{runs} done ({time.monotonic() - t0:.0f} s)", flush=True)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+    pairs, lines, checks = [], [], []
+    for name, _, _, truth in todo:
+        got = reports[name]
+        pairs += [(corpus.true_labels(truth), corpus.found_labels(d)) for d in got]
+        line, c = scenario_line(name, truth, got)
+        lines.append(line + (f"; {errors[name]} runs failed" if errors[name] else ""))
+        checks += c
+    return pairs, lines, checks
+
+
+def main(argv: list[str]) -> int:
+    p = common_args(__doc__.splitlines()[0], timing=False)
+    p.add_argument("--corpus", action="store_true", help="the labelled corpus only")
+    p.add_argument("--loaders", action="store_true", help="the real DataLoaders only")
+    p.add_argument("--runs", type=int, default=None,
+                   help="runs per real scenario (default 20; quick: 5)")
+    p.add_argument("--no-hog", action="store_true", help="run without the CPU hog")
+    p.add_argument("--cases", action="store_true", help="print each corpus case's verdict")
+    args = p.parse_args(argv)
+    both = not (args.corpus or args.loaders)
+    if not args.no_machine:
+        print_machine()
+    all_pairs, checks, extra = [], [], {}
+    if args.corpus or both:
+        pairs, lines = run_corpus()
+        print(f"\n=== corpus: {len(pairs)} cases (tests/corpus.py) ===")
+        print("\n".join(lines if args.cases else lines[-1:]))
+        table = corpus.confusion(pairs)
+        print(corpus.format_confusion(table))
+        all_pairs += pairs
+        extra["corpus"] = lines
+    if args.loaders or both:
+        runs = args.runs or (5 if args.quick else 20)
+        hog = "" if args.no_hog else ", a CPU hog on one core beside them"
+        print(f"\n=== real DataLoaders: {runs} runs per scenario{hog} ===", flush=True)
+        pairs, lines, c = run_loaders(runs, not args.no_hog)
+        print("\n".join(lines))
+        print()
+        print(corpus.format_confusion(corpus.confusion(pairs)))
+        all_pairs += pairs
+        checks += c
+        extra["loaders"] = lines
+    if both:
+        print("\n=== corpus and real runs together ===")
+        print(corpus.format_confusion(corpus.confusion(all_pairs)))
+    if checks:
+        print_checks(checks)
+    write_json(args.json, checks, extra)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

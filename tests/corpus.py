@@ -1,0 +1,604 @@
+"""A labelled corpus of per-step input-wait sequences, for diagnostic truth.
+
+Each case is a loop made by hand: per-step input waits and compute times
+(int64 ns) built from a recipe with a fixed NumPy seed, wrapped as the store
+would record them (``traceml._core.RECORD_DTYPE``), with the DataLoader
+facts and the delivery order (rank, worker) a wrapped loader would carry.
+Its ``truth`` says what the report must find, and it comes from how the
+sequence was made, never from what any version of the rules says.
+
+Truth keys are dotted paths into ``Report.to_dict()`` (the contract the
+rules are being changed to): ``diagnosis``, ``shape``, ``stalls.count``,
+``stalls.outliers``, ``temporal`` (None: no stalls), ``temporal.label``,
+``temporal.period``, ``trend.label``, ``trend.slope_ms_per_step``,
+``attribution.label``, ``attribution.worker``, ``headline.label``.  A case
+names only the keys it is about.  A value is compared for equality, or is
+a :class:`OneOf`, :class:`Not` or :class:`Approx`.  A key the report does
+not have (the current rules lack ``trend``, ``attribution``, ``headline``
+and ``stalls.outliers``) is :data:`MISSING`, which matches nothing.
+
+The recipes, in the words of the project's "Diagnostic truth" issue:
+
+* healthy: lognormal ~1 ms waits against a 10 ms step with a few 2-10 ms
+  scheduling blips, or a 4-worker loader of cheap items (waits of 0.1 ms,
+  some 1-4 ms, a 2-3 ms ripple once a round) -- no stall, no period, not
+  INPUT-BOUND;
+* one isolated 50 ms blip in a healthy loop -- an outlier, not a stall;
+* uniformly slow (every fetch waits 15-40 ms) -- UNIFORMLY-SLOW, EVERY-FETCH;
+* heavy-tailed periodic: lock-step workers, one stall per round of k
+  batches on the round's first batch (worker 0), k = 2, 3, 4, 8; the same
+  periods on a plain iterable (no loader facts);
+* lock-step pairs: 4 workers finishing two by two, stalls at 1, 3, 1, 3
+  -- PERIODIC every 4 counted per burst;
+* random stalls, each steady step a stall with probability 0.05, 0.1 or
+  0.25 (several seeds; also 24-step runs) -- never PERIODIC;
+* bursts of 3-4 back-to-back stalls every 20-30 steps -- PERIODIC at the
+  burst period;
+* trends: wait rising 1 -> 40 ms over 80 steps, falling 40 -> 1 ms, a ramp
+  of 2 + 0.3 ms per step -- RISING / FALLING, not PERIODIC;
+* one slow worker: worker k of 4 (or of 3) delivers every k-th batch
+  round-robin and only its batches stall -- ONE-WORKER, worker k.  The
+  stall falls on a round's first batch (worker 0) under lock-step and on
+  worker k != 0 here: which worker delivered the stall is the evidence
+  that tells the two apart;
+* slow sample every k-th batch, k not a multiple of num_workers, so the
+  stalls rotate over the workers -- SLOW-SAMPLE at period k;
+* epoch-start dominated: 3 epochs, each a 1.5 s first fetch and fast
+  steady steps -- headline EPOCH-START;
+* stuck: a fetch that waits 45 s or 120 s in an otherwise healthy loop --
+  headline STUCK.
+
+Physically: waits are at least 5 us (a prefetched batch), compute is
+5-10 ms a step, the first max(1, num_workers) fetches of each epoch hold
+the workers' start-up (150 ms, then prefetched batches).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from traceml import _core, wrapping
+
+MS = 1_000_000  # ns
+SOURCE_ID = 1
+INFO = {"dropped_steps": 0, "out_of_memory": False, "misuse": {},
+        "probe_step_open": False}
+STARTUP_MS = 150.0
+MIN_WAIT_MS = 0.005
+
+
+# --- truth values ----------------------------------------------------------
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()
+
+
+class OneOf(tuple):
+    """Truth: the report's value is any of these."""
+
+    def __new__(cls, *values):
+        return super().__new__(cls, values)
+
+    def label(self) -> str:
+        return "|".join(label_of(v) for v in self)
+
+
+class Not(tuple):
+    """Truth: the report has the key, with none of these values."""
+
+    def __new__(cls, *values):
+        return super().__new__(cls, values)
+
+    def label(self) -> str:
+        return "not " + "|".join(label_of(v) for v in self)
+
+
+@dataclass(frozen=True)
+class Approx:
+    """Truth: a number within ``rel`` of ``value``."""
+
+    value: float
+    rel: float = 0.25
+
+    def label(self) -> str:
+        return f"{self.value:.3g}±{self.rel:.0%}"
+
+
+def matches(want: Any, got: Any) -> bool:
+    """Whether the report's value ``got`` satisfies the truth ``want``."""
+    if got is MISSING:
+        return False
+    if isinstance(want, OneOf):
+        return any(matches(w, got) for w in want)
+    if isinstance(want, Not):
+        return not any(matches(w, got) for w in want)
+    if isinstance(want, Approx):
+        return (isinstance(got, (int, float)) and not isinstance(got, bool)
+                and math.isfinite(got) and abs(got - want.value) <= want.rel * abs(want.value))
+    if want is None or got is None or isinstance(want, bool) or isinstance(got, bool):
+        return want is got
+    return want == got
+
+
+def lookup(report: dict, path: str) -> Any:
+    """The value at a dotted path of ``Report.to_dict()``, read defensively:
+    :data:`MISSING` where a key is absent, None below a None (``temporal``
+    is None when there are no stalls, so its label is None too)."""
+    node: Any = report
+    for part in path.split("."):
+        if node is None:
+            return None
+        if not isinstance(node, dict) or part not in node:
+            return MISSING
+        node = node[part]
+    return node
+
+
+# --- the confusion dimensions ---------------------------------------------
+# Each report is normalised to one found label per dimension; each case's
+# truth to one true label for the dimensions it names.
+
+DIMENSIONS = ("stalls", "outliers", "diagnosis", "shape", "temporal", "trend",
+              "attribution", "headline")
+
+
+def label_of(v: Any) -> str:
+    if v is MISSING:
+        return "(missing)"
+    if v is None:
+        return "none"
+    if isinstance(v, (OneOf, Not, Approx)):
+        return v.label()
+    if isinstance(v, dict) and "label" in v:  # a whole temporal, trend, ...
+        return _joined(v["label"], v.get("period", v.get("worker")))
+    return str(v)
+
+
+def _joined(label: Any, detail: Any) -> str:
+    if label is MISSING or label is None or detail is None or detail is MISSING:
+        return label_of(label)
+    return f"{label}/{detail}"
+
+
+def found_labels(report: dict) -> dict:
+    """Per dimension, the label the report gives (``(missing)`` where the
+    key is absent): stall-ness, outliers, diagnosis, shape, temporal label
+    (/period), trend label, attribution label (/worker), headline label."""
+    count = lookup(report, "stalls.count")
+    return {
+        "stalls": (label_of(count) if not isinstance(count, int)
+                   else ("stalls" if count > 0 else "no stalls")),
+        "outliers": label_of(lookup(report, "stalls.outliers")),
+        "diagnosis": label_of(lookup(report, "diagnosis")),
+        "shape": label_of(lookup(report, "shape")),
+        "temporal": _joined(lookup(report, "temporal.label"),
+                            lookup(report, "temporal.period")),
+        "trend": label_of(lookup(report, "trend.label")),
+        "attribution": _joined(lookup(report, "attribution.label"),
+                               lookup(report, "attribution.worker")),
+        "headline": label_of(lookup(report, "headline.label")),
+    }
+
+
+def true_labels(truth: dict) -> dict:
+    """Per dimension the case names, its true label (as :func:`found_labels`
+    spells it)."""
+    out = {}
+    if "stalls.count" in truth:
+        c = truth["stalls.count"]
+        out["stalls"] = "stalls" if c > 0 else "no stalls"
+    if "stalls.outliers" in truth:
+        out["outliers"] = label_of(truth["stalls.outliers"])
+    for dim in ("diagnosis", "shape"):
+        if dim in truth:
+            out[dim] = label_of(truth[dim])
+    if "temporal" in truth:
+        out["temporal"] = label_of(truth["temporal"])
+    elif "temporal.label" in truth:
+        out["temporal"] = _joined(truth["temporal.label"], truth.get("temporal.period"))
+    if "trend.label" in truth:
+        out["trend"] = label_of(truth["trend.label"])
+    if "attribution.label" in truth:
+        out["attribution"] = _joined(truth["attribution.label"],
+                                     truth.get("attribution.worker"))
+    if "headline.label" in truth:
+        out["headline"] = label_of(truth["headline.label"])
+    return out
+
+
+def confusion(pairs) -> dict:
+    """{dimension: {(true, found): count}} over (true_labels, found_labels)
+    pairs."""
+    table: dict = {}
+    for true, found in pairs:
+        for dim, t in true.items():
+            cell = table.setdefault(dim, {})
+            key = (t, found.get(dim, "(missing)"))
+            cell[key] = cell.get(key, 0) + 1
+    return table
+
+
+def format_confusion(table: dict) -> str:
+    """The confusion tables as text: one block per dimension, a row per
+    true label, a column per found label."""
+    lines = []
+    for dim in DIMENSIONS:
+        if dim not in table:
+            continue
+        cells = table[dim]
+        rows = sorted({t for t, _ in cells})
+        cols = sorted({f for _, f in cells})
+        w0 = max(len("true \\ found"), *(len(r) for r in rows))
+        widths = [max(len(c), 3) for c in cols]
+        right = sum(n for (t, f), n in cells.items() if _agrees(t, f))
+        total = sum(cells.values())
+        lines.append(f"{dim}: {right}/{total} right")
+        lines.append("  " + "true \\ found".ljust(w0) + "  "
+                     + "  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+        for r in rows:
+            lines.append(("  " + r.ljust(w0) + "  " + "  ".join(
+                str(cells.get((r, c), "")).rjust(w) for c, w in zip(cols, widths))).rstrip())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _agrees(true: str, found: str) -> bool:
+    """Whether a found label satisfies a true label as spelled by
+    :func:`true_labels` (alternatives "a|b", negations "not a|b")."""
+    if found == "(missing)":
+        return False
+    if true.startswith("not "):
+        return found not in true[4:].split("|")
+    return found in true.split("|")
+
+
+# --- cases --------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One labelled loop: records as the store holds them, delivery
+    (rank, worker) parallel to them or None, the sources build() reads, and
+    the truth (dotted to_dict() path -> expected value)."""
+
+    name: str
+    records: np.ndarray
+    delivery: Optional[tuple]
+    sources: dict
+    truth: dict
+
+
+def records_of(epochs) -> np.ndarray:
+    """Store records for contiguous steps: ``epochs`` is a list of
+    (wait_ns, compute_ns) array pairs, one per epoch, epoch numbers 0, 1, ...
+    and each step's position in its epoch in the flags."""
+    parts = []
+    t = 10**12
+    for e, (wait, compute) in enumerate(epochs):
+        wait = np.asarray(wait, dtype=np.int64)
+        compute = np.asarray(compute, dtype=np.int64)
+        rec = np.zeros(len(wait), dtype=_core.RECORD_DTYPE)
+        step = wait + compute
+        rec["begin_ns"] = t + np.cumsum(step) - step
+        rec["fetch_done_ns"] = rec["begin_ns"] + wait
+        rec["end_ns"] = rec["fetch_done_ns"] + compute
+        rec["epoch"] = e
+        rec["source"] = SOURCE_ID
+        pos = np.minimum(np.arange(len(wait)), _core.FLAG_POS_MAX)
+        rec["flags"] = (pos << _core.FLAG_POS_SHIFT) | np.where(
+            pos == 0, _core.FLAG_EPOCH_START, 0)
+        t = int(rec["end_ns"][-1]) + 2 * MS if len(wait) else t
+        parts.append(rec)
+    return np.concatenate(parts)
+
+
+def source_of(num_workers: Optional[int], epochs: int) -> dict:
+    """{SOURCE_ID: Source}: a DataLoader with ``num_workers`` (batch 64,
+    prefetch 2, in order) on a 2-CPU host, or a plain iterable (no loader
+    facts) when ``num_workers`` is None."""
+    if num_workers is None:
+        src = wrapping.Source(SOURCE_ID, "corpus", "list", loader=None, epochs=epochs)
+        return {SOURCE_ID: src}
+    facts = {k: None for k in wrapping.LOADER_FIELDS}
+    facts.update(num_workers=num_workers, batch_size=64,
+                 prefetch_factor=2 if num_workers else None,
+                 persistent_workers=False, pin_memory=False, in_order=True)
+    src = wrapping.Source(
+        SOURCE_ID, "corpus", "DataLoader", loader=facts, epochs=epochs,
+        epoch_facts={e: {"loader": facts, "worker_pids": None, "start_method": "fork",
+                         "torch_version": None, "usable_cpus": 2, "watched": False}
+                     for e in range(epochs)},
+    )
+    return {SOURCE_ID: src}
+
+
+def startup(num_workers: Optional[int]) -> int:
+    """Leading fetches of an epoch that hold worker start-up."""
+    return max(1, num_workers or 0)
+
+
+def make(name: str, steady_wait_ms, truth: dict, *, num_workers: Optional[int] = 0,
+         compute_ms=10.0, epochs: int = 1, first_ms: float = STARTUP_MS) -> Case:
+    """A case whose every epoch is the start-up fetches (``first_ms``, then
+    prefetched batches) followed by ``steady_wait_ms`` (ms per steady step;
+    a list of arrays gives each epoch its own), ``compute_ms`` a step
+    (scalar or per steady step).  Delivery is round-robin: rank = position
+    in the epoch, worker = rank % num_workers (-1 without workers)."""
+    k = startup(num_workers)
+    per_epoch = steady_wait_ms if isinstance(steady_wait_ms, list) else [steady_wait_ms] * epochs
+    pairs, ranks, workers = [], [], []
+    for steady in per_epoch:
+        steady = np.asarray(steady, dtype=np.float64)
+        wait_ms = np.r_[first_ms, np.full(k - 1, 0.05), steady]
+        comp_ms = np.r_[np.full(k, 10.0), np.broadcast_to(compute_ms, steady.shape)]
+        wait_ms = np.maximum(wait_ms, MIN_WAIT_MS)
+        pairs.append((np.round(wait_ms * MS), np.round(comp_ms * MS)))
+        rank = np.arange(len(wait_ms), dtype=np.int32)
+        ranks.append(rank)
+        workers.append(rank % num_workers if num_workers else np.full_like(rank, -1))
+    delivery = None
+    if num_workers is not None:
+        delivery = (np.concatenate(ranks).astype(np.int32),
+                    np.concatenate(workers).astype(np.int32))
+    return Case(name, records_of(pairs), delivery,
+                source_of(num_workers, len(per_epoch)), truth)
+
+
+def _fast(rng, n, median_ms=0.05, sigma=0.5):
+    """Prefetched batches: waits of tens of microseconds."""
+    return rng.lognormal(math.log(median_ms), sigma, n)
+
+
+def _rank_of_steady(n: int, num_workers: Optional[int]) -> np.ndarray:
+    """The delivery rank of each of ``n`` steady steps (after start-up)."""
+    return startup(num_workers) + np.arange(n)
+
+
+# --- recipes ------------------------------------------------------------------
+
+HEALTHY = {"stalls.count": 0, "shape": "FAST", "temporal": None,
+           "diagnosis": Not("INPUT-BOUND")}
+
+
+def healthy_jitter(seed: int, n: int = 80, num_workers: int = 2) -> Case:
+    """In-memory loader that keeps up: lognormal waits around 1 ms against
+    a 10 ms step, and 3-4 scheduling blips of 2-10 ms."""
+    rng = np.random.default_rng(seed)
+    wait = rng.lognormal(math.log(1.0), 0.35, n)
+    blips = rng.choice(n, size=rng.integers(3, 5), replace=False)
+    wait[blips] = rng.uniform(2.0, 10.0, len(blips))
+    compute = rng.uniform(9.5, 10.5, n)
+    return make(f"healthy-jitter-s{seed}", wait, dict(HEALTHY),
+                num_workers=num_workers, compute_ms=compute)
+
+
+def healthy_cheap_workers(seed: int, n: int = 80, ripple: bool = False) -> Case:
+    """4 workers of cheap items on 2 cores: mostly 0.1 ms waits, some of
+    1-4 ms while a worker holds a core, a few blips to 8 ms; with
+    ``ripple``, a 2-3 ms wait on each round's first batch."""
+    rng = np.random.default_rng(100 + seed)
+    wait = _fast(rng, n, 0.1, 0.6)
+    busy = rng.random(n) < 0.25
+    wait[busy] = rng.uniform(1.0, 4.0, busy.sum())
+    blips = rng.choice(n, size=3, replace=False)
+    wait[blips] = rng.uniform(4.0, 8.0, 3)
+    if ripple:
+        on_round = _rank_of_steady(n, 4) % 4 == 0
+        wait[on_round] = rng.uniform(2.0, 3.0, on_round.sum())
+    name = f"healthy-cheap-4w{'-ripple' if ripple else ''}-s{seed}"
+    return make(name, wait, dict(HEALTHY), num_workers=4,
+                compute_ms=rng.uniform(9.0, 11.0, n))
+
+
+def isolated_blip(seed: int, at: int, num_workers: int = 2, n: int = 80) -> Case:
+    """A healthy loop with one 50 ms blip at steady step ``at``."""
+    rng = np.random.default_rng(200 + seed)
+    wait = rng.lognormal(math.log(1.0), 0.3, n)
+    wait[at] = 50.0
+    truth = {"stalls.count": 0, "stalls.outliers": 1, "shape": "FAST", "temporal": None}
+    return make(f"isolated-blip-at{at}-{num_workers}w", wait, truth,
+                num_workers=num_workers, compute_ms=rng.uniform(9.5, 10.5, n))
+
+
+def uniformly_slow(seed: int, wait_ms: float, num_workers: int, n: int = 60) -> Case:
+    """Every fetch waits about ``wait_ms`` (the loader cannot keep up with
+    any batch): every fetch is a stall."""
+    rng = np.random.default_rng(300 + seed)
+    wait = wait_ms * rng.lognormal(0.0, 0.12, n)
+    truth = {"shape": "UNIFORMLY-SLOW", "diagnosis": "INPUT-BOUND",
+             "temporal.label": "EVERY-FETCH"}
+    return make(f"uniformly-slow-{wait_ms:g}ms-{num_workers}w", wait, truth,
+                num_workers=num_workers, compute_ms=10.0)
+
+
+def lockstep(seed: int, k: int, rounds: int = 12, stall_ms: float = 80.0,
+             loader: bool = True) -> Case:
+    """k workers in lock-step: a stall on each round's first batch (worker
+    0's), the other k-1 batches prefetched."""
+    rng = np.random.default_rng(400 + 10 * k + seed)
+    num_workers = k if loader else None
+    n = rounds * k
+    wait = _fast(rng, n)
+    on_round = _rank_of_steady(n, num_workers) % k == 0
+    wait[on_round] = stall_ms * rng.uniform(0.85, 1.15, on_round.sum())
+    truth = {"stalls.count": int(on_round.sum()), "shape": "HEAVY-TAILED",
+             "temporal.label": "PERIODIC", "temporal.period": k}
+    if loader:
+        truth["attribution.label"] = "LOCK-STEP"
+        name = f"lockstep-{k}w-s{seed}"
+    else:
+        name = f"periodic-{k}-iterable-s{seed}"
+    return make(name, wait, truth, num_workers=num_workers)
+
+
+def lockstep_pairs(seed: int, rounds: int = 14) -> Case:
+    """4 workers finishing two by two: stalls on ranks 4m and 4m+1 (gaps
+    1, 3, 1, 3), one burst per round."""
+    rng = np.random.default_rng(500 + seed)
+    n = rounds * 4
+    wait = _fast(rng, n)
+    phase = _rank_of_steady(n, 4) % 4
+    wait[phase == 0] = rng.uniform(60.0, 80.0, (phase == 0).sum())
+    wait[phase == 1] = rng.uniform(35.0, 50.0, (phase == 1).sum())
+    truth = {"stalls.count": int((phase <= 1).sum()), "temporal.label": "PERIODIC",
+             "temporal.period": 4, "attribution.label": "LOCK-STEP"}
+    return make(f"lockstep-pairs-4w-s{seed}", wait, truth, num_workers=4)
+
+
+def random_stalls(seed: int, rate: float, n: int = 100) -> Case:
+    """Each steady step independently a 60-100 ms stall with probability
+    ``rate``: no period by construction."""
+    rng = np.random.default_rng(600 + seed)
+    wait = _fast(rng, n, 0.1)
+    hit = rng.random(n) < rate
+    assert hit.sum() >= 3, (seed, rate, n)  # a recipe with too few stalls
+    wait[hit] = rng.uniform(60.0, 100.0, hit.sum())
+    truth = {"stalls.count": int(hit.sum()),
+             "temporal.label": OneOf("IRREGULAR", "TOO-FEW")}
+    return make(f"random-p{rate:g}-n{n}-s{seed}", wait, truth, num_workers=0)
+
+
+def bursts(seed: int, length: int, period: int, n_bursts: int = 5,
+           offset: int = 10) -> Case:
+    """``length`` back-to-back 40 ms stalls every ``period`` steps
+    (num_workers=0: consecutive slow items)."""
+    rng = np.random.default_rng(700 + seed)
+    n = offset + period * n_bursts
+    wait = _fast(rng, n, 0.1)
+    idx = np.arange(n) - offset
+    hit = (idx >= 0) & (idx % period < length)
+    wait[hit] = 40.0 * rng.uniform(0.9, 1.1, hit.sum())
+    truth = {"stalls.count": int(hit.sum()), "shape": "HEAVY-TAILED",
+             "temporal.label": "PERIODIC", "temporal.period": period}
+    return make(f"bursts-{length}of{period}-s{seed}", wait, truth,
+                num_workers=0, compute_ms=8.0)
+
+
+def trend(seed: int, start_ms: float, end_ms: float, n: int = 80,
+          noise: float = 0.15, name: Optional[str] = None) -> Case:
+    """Wait moving linearly from ``start_ms`` to ``end_ms`` over n steps,
+    with multiplicative lognormal noise."""
+    rng = np.random.default_rng(800 + seed)
+    line = np.linspace(start_ms, end_ms, n)
+    wait = line * rng.lognormal(0.0, noise, n)
+    slope = (end_ms - start_ms) / (n - 1)
+    truth = {"trend.label": "RISING" if slope > 0 else "FALLING",
+             "trend.slope_ms_per_step": Approx(slope, 0.3),
+             "temporal.label": Not("PERIODIC")}
+    name = name or f"trend-{start_ms:g}to{end_ms:g}ms-s{seed}"
+    return make(name, wait, truth, num_workers=0)
+
+
+def one_slow_worker(seed: int, worker: int, num_workers: int = 4,
+                    rounds: int = 20) -> Case:
+    """Worker ``worker`` is 3x slower than the rest and the only one the
+    loop waits for: a 30-50 ms stall on each of its batches (every
+    num_workers-th, round-robin), the others prefetched."""
+    rng = np.random.default_rng(900 + 10 * worker + seed)
+    n = rounds * num_workers
+    wait = _fast(rng, n, 0.08)
+    mine = _rank_of_steady(n, num_workers) % num_workers == worker
+    wait[mine] = rng.uniform(30.0, 50.0, mine.sum())
+    truth = {"stalls.count": int(mine.sum()), "temporal.label": "PERIODIC",
+             "temporal.period": num_workers,
+             "attribution.label": "ONE-WORKER", "attribution.worker": worker}
+    return make(f"one-slow-worker-{worker}of{num_workers}-s{seed}", wait, truth,
+                num_workers=num_workers)
+
+
+def slow_sample(seed: int, every: int, num_workers: int, base_ms: Optional[float] = None,
+                n: int = 80, phase: int = 2) -> Case:
+    """One slow sample every ``every`` batches (rank % every == phase): a
+    60-90 ms stall (200 ms over a slow base of ``base_ms``); ``every`` is
+    not a multiple of num_workers, so the stalls rotate over the workers."""
+    rng = np.random.default_rng(1000 + seed)
+    wait = _fast(rng, n, 0.08) if base_ms is None else base_ms * rng.lognormal(0, 0.12, n)
+    hit = _rank_of_steady(n, num_workers) % every == phase
+    wait[hit] = rng.uniform(60.0, 90.0, hit.sum()) if base_ms is None else 200.0
+    truth = {"stalls.count": int(hit.sum()), "temporal.label": "PERIODIC",
+             "temporal.period": every, "attribution.label": "SLOW-SAMPLE",
+             "attribution.worker": None}
+    base = "" if base_ms is None else f"-over{base_ms:g}ms"
+    return make(f"slow-sample-every{every}-{num_workers}w{base}", wait, truth,
+                num_workers=num_workers)
+
+
+def epoch_start(seed: int, num_workers: int, steady: int = 20, epochs: int = 3) -> Case:
+    """Each epoch a 1.5 s first fetch, then fast steady steps: start-up
+    holds most of the wall time."""
+    rng = np.random.default_rng(1100 + seed)
+    waits = [_fast(rng, steady, 0.1) for _ in range(epochs)]
+    truth = {"headline.label": "EPOCH-START", "stalls.count": 0}
+    return make(f"epoch-start-{epochs}x1.5s-{num_workers}w", waits, truth,
+                num_workers=num_workers, first_ms=1500.0)
+
+
+def stuck(seed: int, at: Optional[int], waited_s: float, n: int = 40) -> Case:
+    """A healthy loop in which one fetch waits ``waited_s`` (past the
+    default stuck_after_s of 30 s): at steady step ``at``, or the last."""
+    rng = np.random.default_rng(1200 + seed)
+    wait = rng.lognormal(math.log(1.0), 0.3, n)
+    at = n - 1 if at is None else at
+    wait[at] = waited_s * 1000.0
+    truth = {"headline.label": "STUCK"}
+    return make(f"stuck-{waited_s:g}s-at{at}", wait, truth, num_workers=2)
+
+
+def corpus() -> list[Case]:
+    """Every case, in a fixed order (names are unique)."""
+    cases = []
+    cases += [healthy_jitter(s) for s in range(5)]
+    cases += [healthy_jitter(5, num_workers=0), healthy_jitter(6, n=30, num_workers=3)]
+    cases += [healthy_cheap_workers(s) for s in range(2)]
+    cases += [healthy_cheap_workers(s, ripple=True) for s in range(2)]
+    cases += [isolated_blip(0, 40), isolated_blip(1, 5, num_workers=0),
+              isolated_blip(2, 70, num_workers=4)]
+    cases += [uniformly_slow(0, 25.0, 0), uniformly_slow(1, 40.0, 1),
+              uniformly_slow(2, 15.0, 2)]
+    cases += [lockstep(0, k) for k in (2, 3, 4, 8)]
+    cases += [lockstep(1, 4, stall_ms=30.0), lockstep(1, 2, rounds=20, stall_ms=25.0)]
+    cases += [lockstep(0, k, loader=False) for k in (3, 8)]
+    cases += [lockstep_pairs(s) for s in range(2)]
+    cases += [random_stalls(s, rate, n) for rate, n, seeds in (
+        (0.05, 120, (0, 1, 2)), (0.1, 100, (0, 1, 2)), (0.25, 100, (0, 1, 2)),
+        (0.25, 24, (3, 4, 5, 6))) for s in seeds]
+    cases += [bursts(0, 4, 30), bursts(1, 4, 30), bursts(2, 3, 20)]
+    cases += [trend(0, 1.0, 40.0), trend(1, 1.0, 40.0), trend(2, 40.0, 1.0),
+              trend(3, 40.0, 1.0),
+              trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]
+    cases += [one_slow_worker(0, w) for w in (1, 2, 3)]
+    cases += [one_slow_worker(1, 1, num_workers=3)]
+    cases += [slow_sample(0, 5, 4), slow_sample(1, 7, 2), slow_sample(2, 6, 4),
+              slow_sample(3, 10, 0, base_ms=15.0)]
+    cases += [epoch_start(0, 0), epoch_start(1, 2)]
+    cases += [stuck(0, None, 120.0), stuck(1, 20, 45.0)]
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "case names must be unique"
+    return cases
+
+
+def replay(case: Case, build=None):
+    """``report.build`` over the case (no threshold given): the Report."""
+    if build is None:
+        from traceml.report import build
+    return build(case.records, dict(INFO), SOURCE_ID, None,
+                 sources=case.sources, delivery=case.delivery)
+
+
+def check(case: Case, report: dict) -> list[tuple[str, Any, Any]]:
+    """(path, want, got) for each truth key the report does not satisfy."""
+    out = []
+    for path, want in case.truth.items():
+        got = lookup(report, path)
+        if not matches(want, got):
+            out.append((path, want, got))
+    return out
