@@ -275,6 +275,8 @@ class Case:
     delivery: Optional[tuple]
     sources: dict
     truth: dict
+    samples: Optional[np.ndarray] = None       # sampler readings, or none
+    sampler_info: Optional[dict] = None
 
 
 def records_of(epochs) -> np.ndarray:
@@ -351,6 +353,45 @@ def make(name: str, steady_wait_ms, truth: dict, *, num_workers: Optional[int] =
                     np.concatenate(workers).astype(np.int32))
     return Case(name, records_of(pairs), delivery,
                 source_of(num_workers, len(per_epoch)), truth)
+
+
+MAIN_PID = 4000  # made-up PIDs of the readings: main, then worker w at MAIN_PID + 1 + w
+TICKS_PER_S = 100  # /proc clock ticks (sysconf(_SC_CLK_TCK) on Linux)
+
+
+def with_readings(case: Case, busy: dict, period_s: float = 0.02) -> Case:
+    """``case`` with sampler readings over its run: worker w's process uses
+    ``busy[w]`` cores (utime ticks at TICKS_PER_S), the main process a
+    tenth of one; the epochs' facts name the PIDs and say the sampler
+    watched them."""
+    rec = case.records
+    t = np.arange(int(rec["begin_ns"].min()) - 2 * int(period_s * 1e9),
+                  int(rec["end_ns"].max()) + 2 * int(period_s * 1e9), int(period_s * 1e9))
+    roles = [-1] + sorted(busy)
+    rows = np.zeros(len(t) * len(roles), dtype=_core.SAMPLE_DTYPE)
+    for i, role in enumerate(roles):
+        part = rows[i::len(roles)]
+        cores = 0.1 if role < 0 else busy[role]
+        part["t_ns"] = t
+        part["pid"] = MAIN_PID + 1 + role
+        part["role"] = role
+        part["utime_ticks"] = np.floor((t - t[0]) * 1e-9 * TICKS_PER_S * cores)
+        part["state"] = ord("R")
+        part["read_bytes"] = 0
+        part["majflt"] = 0
+        part["cpu_ns"] = (t - t[0]) * cores
+        part["runq_ns"] = 0
+    rows = rows[np.argsort(rows["t_ns"], kind="stable")]
+    pids = [MAIN_PID + 1 + w for w in sorted(busy)]
+    for src in case.sources.values():
+        for facts in src.epoch_facts.values():
+            facts.update(worker_pids=pids, watched=True)
+    info = {"enabled": True, "period_s": period_s, "overwritten": 0, "dropped_watch": 0,
+            "error": None, "busy_s": 0.0, "run_s": 0.0,
+            "procs": [{"pid": MAIN_PID, "role": -1, "exited_ns": 0, "errors": {}}]
+            + [{"pid": p, "role": w, "exited_ns": 0, "errors": {}}
+               for w, p in zip(sorted(busy), pids)]}
+    return Case(case.name, case.records, case.delivery, case.sources, case.truth, rows, info)
 
 
 def _fast(rng, n, median_ms=0.05, sigma=0.5):
@@ -499,7 +540,7 @@ def trend(seed: int, start_ms: float, end_ms: float, n: int = 80,
 
 
 def one_slow_worker(seed: int, worker: int, num_workers: int = 4,
-                    rounds: int = 20) -> Case:
+                    rounds: int = 20, cpu: bool = True) -> Case:
     """Worker ``worker`` is 3x slower than the rest and the only one the
     loop waits for: a 30-50 ms stall on each of its batches (every
     num_workers-th, round-robin), the others prefetched."""
@@ -509,10 +550,20 @@ def one_slow_worker(seed: int, worker: int, num_workers: int = 4,
     mine = _rank_of_steady(n, num_workers) % num_workers == worker
     wait[mine] = rng.uniform(30.0, 50.0, mine.sum())
     truth = {"stalls.count": int(mine.sum()), "temporal.label": "PERIODIC",
-             "temporal.period": num_workers,
-             "attribution.label": "ONE-WORKER", "attribution.worker": worker}
-    return make(f"one-slow-worker-{worker}of{num_workers}-s{seed}", wait, truth,
+             "temporal.period": num_workers}
+    if not cpu:
+        # Without readings a slow worker and lock-step workers that drifted
+        # out of phase look alike (all stalls on one worker, in the real
+        # runs too): the report must say it cannot tell.
+        truth["attribution.ambiguous"] = True
+        return make(f"one-slow-worker-{worker}of{num_workers}-nocpu-s{seed}", wait, truth,
+                    num_workers=num_workers)
+    truth.update({"attribution.label": "ONE-WORKER", "attribution.worker": worker})
+    case = make(f"one-slow-worker-{worker}of{num_workers}-s{seed}", wait, truth,
                 num_workers=num_workers)
+    # 3x slower: busy all the time, the others a third of it.
+    return with_readings(case, {w: 1.0 if w == worker else 1 / 3
+                                for w in range(num_workers)})
 
 
 def slow_sample(seed: int, every: int, num_workers: int, base_ms: Optional[float] = None,
@@ -577,6 +628,7 @@ def corpus() -> list[Case]:
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]
     cases += [one_slow_worker(0, w) for w in (1, 2, 3)]
     cases += [one_slow_worker(1, 1, num_workers=3)]
+    cases += [one_slow_worker(2, 2, cpu=False)]
     cases += [slow_sample(0, 5, 4), slow_sample(1, 7, 2), slow_sample(2, 6, 4),
               slow_sample(3, 10, 0, base_ms=15.0)]
     cases += [epoch_start(0, 0), epoch_start(1, 2)]
@@ -591,7 +643,8 @@ def replay(case: Case, build=None):
     if build is None:
         from traceml.report import build
     return build(case.records, dict(INFO), SOURCE_ID, None,
-                 sources=case.sources, delivery=case.delivery)
+                 sources=case.sources, delivery=case.delivery, samples=case.samples,
+                 sampler_info=case.sampler_info, main_pid=MAIN_PID)
 
 
 def check(case: Case, report: dict) -> list[tuple[str, Any, Any]]:
