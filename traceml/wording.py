@@ -394,6 +394,21 @@ def _run_queue(p: dict) -> str:
 
 _UNTOLD = "CPU-side versus storage cannot be told apart here."
 
+def _awaited_blocked(p: dict) -> str:
+    held = _workers_list(p["workers"])
+    return (f"The worker holding the awaited batch (worker {held}) was blocked during "
+            "stalls: sleeping or waiting on I/O, a lock or the network (asleep in "
+            f"{p['asleep']} of {p['readings']} readings, {p['cores']:.2f} cores busy).")
+
+
+def _cpu_handover(p: dict) -> str:
+    who = "the main process" if p["who"] == "main" else "the workers"
+    was = "was" if p["who"] == "main" else "were"
+    return (f"No storage reads to speak of during stalls while {who} {was} busy: CPU-side "
+            f"work, which with {fmt_bytes(p['batch_bytes'])} batches includes collate's "
+            "copy into shared memory, not only the samples' processing.")
+
+
 _EVIDENCE: dict[str, Callable[[dict], str]] = {
     "main_unavailable": lambda p: f"Main-process counters unavailable ({p['why']}): {_UNTOLD}",
     "main_cpu": lambda p: (
@@ -413,6 +428,8 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
     "storage_unavailable": lambda p: f"Storage counters unavailable ({p['why']}): {_UNTOLD}",
     "run_queue": _run_queue,
     "caveats": lambda p: CAVEATS_WITH_READS if p["reads_matter"] else CAVEATS,
+    "awaited_blocked": _awaited_blocked,
+    "cpu_handover": _cpu_handover,
 }
 
 
@@ -884,16 +901,6 @@ def evidenced_next_steps(summary: dict) -> list[str]:
     return [(_EVIDENCED_NEXT.get(code) or _NEXT[code])(params) for code, params in items]
 
 
-def _awaited_blocked(p: dict) -> str:
-    held = _workers_list(p["workers"])
-    return (f"The worker holding the awaited batch (worker {held}) was blocked during "
-            "stalls: sleeping or waiting on I/O, a lock or the network (asleep in "
-            f"{p['asleep']} of {p['readings']} readings, {p['cores']:.2f} cores busy).")
-
-
-_EVIDENCE["awaited_blocked"] = _awaited_blocked
-
-
 def attribution_line(s: dict) -> Optional[str]:
     """Which worker, round or samples the stalls follow (policy.attribution);
     None without an attribution."""
@@ -947,14 +954,3 @@ def compare_why(v: policy.Verdict, moved: list) -> str:
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
                      f"tolerance {tol(m.tolerance)}): {m.direction}")
     return "; ".join(parts)
-
-
-def _cpu_handover(p: dict) -> str:
-    who = "the main process" if p["who"] == "main" else "the workers"
-    was = "was" if p["who"] == "main" else "were"
-    return (f"No storage reads to speak of during stalls while {who} {was} busy: CPU-side "
-            f"work, which with {fmt_bytes(p['batch_bytes'])} batches includes collate's "
-            "copy into shared memory, not only the samples' processing.")
-
-
-_EVIDENCE["cpu_handover"] = _cpu_handover
