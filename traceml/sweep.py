@@ -55,7 +55,9 @@ class SweepResult:
         rows: one dict per condition and pass: ``condition`` (the keyword
             arguments given to make_loader), ``pass_``, ``direction``
             ("forward"/"backward"), ``mean_s``, ``median_s``, ``p95_s`` (input
-            wait, s), ``stalls``, ``median_gap``, ``period``,
+            wait, s), ``stalls``, ``median_gap``, ``period`` (the
+            report's), ``temporal`` (its label: EVERY-FETCH rows count as
+            one stall a step in the correlation),
             ``multiple_fraction`` (share of stall gaps that are multiples of
             max(1, num_workers)), ``input_share``, ``diagnosis``, ``shape``,
             ``overtaking`` (deliveries that overtook a lower rank),
@@ -211,9 +213,18 @@ def _left_out(row: dict) -> Optional[str]:
         return "no_num_workers"
     if row["stalls"] < policy.MIN_STALLS_FOR_CADENCE:
         return "few_stalls"
-    if row.get("period") is None:
+    if _stall_gap(row) is None:
         return "no_period"
     return None
+
+
+def _stall_gap(row: dict) -> Optional[int]:
+    """The steps between stalls that the correlation uses: the report's
+    period, or 1 where every fetch stalls (the report says EVERY-FETCH, not
+    "a period of 1"; one stall a step is what max(1, n) = 1 predicts)."""
+    if row.get("period") is not None:
+        return row["period"]
+    return 1 if row.get("temporal") == policy.EVERY_FETCH else None
 
 
 def correlation(rows: list[dict]) -> dict:
@@ -243,7 +254,7 @@ def correlation(rows: list[dict]) -> dict:
             left.append({"condition": r["condition"], "pass_": r["pass_"],
                          "direction": r["direction"], "reason": why,
                          "stalls": r["stalls"]})
-    pts = [(policy.effective_workers(_workers(r)), r["period"]) for r in used]
+    pts = [(policy.effective_workers(_workers(r)), _stall_gap(r)) for r in used]
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
            "distinct_workers": len({p[0] for p in pts}),
            "gaps": int(sum(r["stalls"] - 1 for r in used)),
@@ -273,7 +284,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "steps": steps, "steps_requested": steps_requested,
            "loader_num_workers": None,
            "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
-           "median_gap": None, "period": None, "multiple_fraction": None,
+           "median_gap": None, "period": None, "temporal": None, "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
            "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
            "slow_major_faults": None, "error": error}
@@ -288,6 +299,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             "median_gap": None if gap is None or math.isnan(gap) else float(gap),
             # The report's period: per burst where stalls come in pairs.
             "period": (s.get("temporal") or {}).get("period"),
+            "temporal": (s.get("temporal") or {}).get("label"),
             "multiple_fraction": s["cadence"]["multiple_fraction"],
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],
