@@ -630,7 +630,9 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[d
     per_epoch = None
     epochs = np.unique(epoch)
     if len(epochs) >= TREND_MIN_EPOCHS:
-        meds = np.array([np.median(x[epoch == e]) for e in epochs])
+        order = np.argsort(epoch, kind="stable")
+        bounds = np.searchsorted(epoch[order], epochs[1:])
+        meds = np.array([np.median(part) for part in np.split(x[order], bounds)])
         step = np.diff(meds)
         if (step > 0).all() or (step < 0).all():
             per_epoch = float(theilslopes(meds, np.arange(len(meds)))[0]) * 1e-6

@@ -261,9 +261,12 @@ def _headline(wait: np.ndarray, first: np.ndarray, epoch: np.ndarray, s: dict,
               sampler_info: Optional[dict]) -> dict:
     """What holds the run's wall time (policy.headline): the epoch starts'
     cost per epoch and share of the wall time, and stuck fetches."""
-    epochs = np.unique(epoch[first]) if first.any() else np.zeros(0, dtype=epoch.dtype)
-    per_epoch = [float(wait[first & (epoch == e)].sum()) * NS for e in np.unique(epoch)
-                 ] if len(epochs) else []
+    per_epoch: list = []
+    if first.any():
+        ids, index = np.unique(epoch, return_inverse=True)
+        sums = np.bincount(index[first], weights=wait[first].astype(np.float64),
+                           minlength=len(ids))
+        per_epoch = [float(x) * NS for x in sums]
     if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
         stuck_after = sampler_info["stuck_after_s"]
     else:
