@@ -82,11 +82,5 @@ def test_labels_read_missing_keys_as_not_found():
 def test_report_finds_the_truth(case):
     report = corpus.replay(case).to_dict()
     wrong = corpus.check(case, report)
-    if ("attribution" not in report and wrong
-            and all(path.startswith("attribution.") for path, _, _ in wrong)):
-        # The per-worker attribution is the evidence branch's (evid); until it
-        # is merged the key is missing here.  Only a case whose every other
-        # truth holds gets this pass, and it ends by itself once the key exists.
-        pytest.xfail("attribution: not in this branch's report yet")
     assert not wrong, "\n".join(
         f"{path}: want {want!r}, report says {got!r}" for path, want, got in wrong)
