@@ -210,12 +210,19 @@ add_type(PyObject *module, PyType_Spec *spec)
 static int
 add_constants(PyObject *module, tm_state *st)
 {
+    PyObject *stuck_default;
+    int rc;
+
     if (PyModule_AddObjectRef(module, "RECORD_DTYPE", st->record_dtype) < 0
             || PyModule_AddObjectRef(module, "SAMPLE_DTYPE",
                                      st->sample_dtype) < 0) {
         return -1;
     }
-    return (PyModule_AddIntConstant(module, "RECORD_BYTES",
+    stuck_default = PyFloat_FromDouble((double)TM_DEFAULT_STUCK_AFTER_NS / 1e9);
+    if (stuck_default == NULL) {
+        return -1;
+    }
+    rc = (PyModule_AddIntConstant(module, "RECORD_BYTES",
                                     (long)sizeof(tm_record)) < 0
             || PyModule_AddIntConstant(module, "FLAG_EPOCH_START",
                                        TM_FLAG_EPOCH_START) < 0
@@ -228,7 +235,11 @@ add_constants(PyObject *module, tm_state *st)
             || PyModule_AddIntConstant(module, "FLAG_POS_MAX",
                                        TM_FLAG_POS_MAX) < 0
             || PyModule_AddIntConstant(module, "SAMPLER_RING_MAX",
-                                       (long)TM_RING_MAX) < 0) ? -1 : 0;
+                                       (long)TM_RING_MAX) < 0
+            || PyModule_AddObjectRef(module, "DEFAULT_STUCK_AFTER_S",
+                                     stuck_default) < 0) ? -1 : 0;
+    Py_DECREF(stuck_default);
+    return rc;
 }
 
 static int

@@ -34,9 +34,9 @@ tm_sampler_init(tm_sampler *s)
        131072 readings: the last ~9 minutes of a main process and 4
        workers at 20 ms. */
     s->enabled = 1;
-    s->period_ns = INT64_C(20000000);
-    s->stuck_after_ns = INT64_C(30000000000);
-    s->capacity = (size_t)1 << 17;
+    s->period_ns = TM_DEFAULT_PERIOD_NS;
+    s->stuck_after_ns = TM_DEFAULT_STUCK_AFTER_NS;
+    s->capacity = TM_DEFAULT_CAPACITY;
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         return -1;
     }

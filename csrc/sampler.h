@@ -28,6 +28,11 @@
    they leave the union; past these, entries are counted as dropped. */
 #define TM_MAX_PROCS 1024
 #define TM_MAX_RETIRED 4096
+/* The defaults of traceml.configure(), here alone (their reasons are at
+   tm_sampler_init in sampler.c). */
+#define TM_DEFAULT_PERIOD_NS INT64_C(20000000)
+#define TM_DEFAULT_STUCK_AFTER_NS INT64_C(30000000000)
+#define TM_DEFAULT_CAPACITY ((size_t)1 << 17)
 /* The ring's bounds: 96 bytes a reading, so at most 96 MiB. */
 #define TM_RING_MIN 16
 #define TM_RING_MAX ((size_t)1 << 20)

@@ -270,7 +270,9 @@ def _headline(wait: np.ndarray, first: np.ndarray, epoch: np.ndarray, s: dict,
     if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
         stuck_after = sampler_info["stuck_after_s"]
     else:
-        stuck_after = _core._sampler_settings()["stuck_after_s"]
+        # Hand-made inputs carry no sampler settings: the default's value
+        # (a constant of the C core, not the live process's setting).
+        stuck_after = _core.DEFAULT_STUCK_AFTER_S
     stuck = s.get("stuck") or []
     rule = policy.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
