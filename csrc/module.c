@@ -163,32 +163,39 @@ done:
 /* ------------------------------------------------------------------ */
 /* the module                                                         */
 
-static int
-build_record_dtype(tm_state *st)
+/* A NumPy dtype from a list of (name, format) fields (stolen), checked to
+   be the size of the C struct it mirrors; NULL with an error. */
+PyObject *
+tm_struct_dtype(PyObject *fields, size_t size, const char *ctype)
 {
-    PyObject *fields;
     PyArray_Descr *descr = NULL;
 
-    fields = Py_BuildValue("[(ss)(ss)(ss)(ss)(ss)(ss)]",
-                           "begin_ns", "<i8", "fetch_done_ns", "<i8",
-                           "end_ns", "<i8", "epoch", "<i4",
-                           "source", "<u2", "flags", "<u2");
     if (fields == NULL) {
-        return -1;
+        return NULL;
     }
     if (!PyArray_DescrConverter(fields, &descr)) {
         Py_DECREF(fields);
-        return -1;
+        return NULL;
     }
     Py_DECREF(fields);
-    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(tm_record)) {
+    if (PyDataType_ELSIZE(descr) != (npy_intp)size) {
         Py_DECREF(descr);
-        PyErr_SetString(PyExc_SystemError,
-                        "record dtype does not match tm_record");
-        return -1;
+        PyErr_Format(PyExc_SystemError, "the dtype does not match %s", ctype);
+        return NULL;
     }
-    st->record_dtype = (PyObject *)descr;
-    return 0;
+    return (PyObject *)descr;
+}
+
+static int
+build_record_dtype(tm_state *st)
+{
+    st->record_dtype = tm_struct_dtype(
+        Py_BuildValue("[(ss)(ss)(ss)(ss)(ss)(ss)]",
+                      "begin_ns", "<i8", "fetch_done_ns", "<i8",
+                      "end_ns", "<i8", "epoch", "<i4",
+                      "source", "<u2", "flags", "<u2"),
+        sizeof(tm_record), "tm_record");
+    return st->record_dtype != NULL ? 0 : -1;
 }
 
 static PyTypeObject *

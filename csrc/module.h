@@ -92,6 +92,7 @@ tm_rec_clock(tm_recorder *rec)
 /* module.c */
 extern struct PyModuleDef tm_module_def;
 tm_state *tm_state_of_type(PyTypeObject *type);
+PyObject *tm_struct_dtype(PyObject *fields, size_t size, const char *ctype);
 
 /* recorder.c */
 extern PyType_Spec tm_recorder_spec;

@@ -21,32 +21,16 @@
 int
 tm_build_sample_dtype(tm_state *st)
 {
-    PyObject *fields;
-    PyArray_Descr *descr = NULL;
-
-    fields = Py_BuildValue(
-        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
-        "t_ns", "<i8", "pid", "<i4", "role", "<i4",
-        "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
-        "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
-        "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
-        "state", "<i4", "pad", "<i4");
-    if (fields == NULL) {
-        return -1;
-    }
-    if (!PyArray_DescrConverter(fields, &descr)) {
-        Py_DECREF(fields);
-        return -1;
-    }
-    Py_DECREF(fields);
-    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(tm_sample)) {
-        Py_DECREF(descr);
-        PyErr_SetString(PyExc_SystemError,
-                        "sample dtype does not match tm_sample");
-        return -1;
-    }
-    st->sample_dtype = (PyObject *)descr;
-    return 0;
+    st->sample_dtype = tm_struct_dtype(
+        Py_BuildValue(
+            "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
+            "t_ns", "<i8", "pid", "<i4", "role", "<i4",
+            "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
+            "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
+            "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
+            "state", "<i4", "pad", "<i4"),
+        sizeof(tm_sample), "tm_sample");
+    return st->sample_dtype != NULL ? 0 : -1;
 }
 
 static tm_state *
