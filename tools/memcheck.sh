@@ -229,7 +229,7 @@ logs, rc, csrc = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 # A frame is ours when it is in the .so, or (with debug info) in one of the
 # csrc/ sources: valgrind prints "fn (store.c:113)".
 sources = sorted(os.listdir(csrc)) if os.path.isdir(csrc) else []
-ours_pat = re.compile(r"_core\.cpython|/csrc/|\bcsrc/|traceml/_core"
+ours_pat = re.compile(r"traceml/_core|/csrc/|\bcsrc/"
                       + "".join(r"|\(" + re.escape(f) + r":\d+\)" for f in sources))
 fail = rc != 0
 for path in sorted(glob.glob(os.path.join(logs, "vg.*.log"))):
