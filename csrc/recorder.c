@@ -187,8 +187,9 @@ rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     int32_t *r, *w;
     int64_t *b;
     npy_intp i;
+    size_t k;
 
-    if (self->store.delivery == NULL) {
+    if (self->store.delivery == NULL && self->store.nbytes == 0) {
         Py_RETURN_NONE;
     }
     rank = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
@@ -204,9 +205,16 @@ rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     w = (int32_t *)PyArray_DATA(worker);
     b = (int64_t *)PyArray_DATA(bytes);
     for (i = 0; i < n; i++) {
-        r[i] = self->store.delivery[i].rank;
-        w[i] = self->store.delivery[i].worker;
-        b[i] = self->store.delivery[i].bytes;
+        r[i] = self->store.delivery != NULL ? self->store.delivery[i].rank : -1;
+        w[i] = self->store.delivery != NULL ? self->store.delivery[i].worker : -1;
+        b[i] = -1;
+    }
+    for (k = 0; k < self->store.nbytes; k++) {
+        int64_t step = self->store.bytes[k].step;
+
+        if (step >= 0 && step < (int64_t)n) {
+            b[step] = self->store.bytes[k].bytes;
+        }
     }
     return Py_BuildValue("(NNN)", rank, worker, bytes);
 }

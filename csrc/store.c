@@ -24,6 +24,10 @@ tm_store_clear(tm_store *store)
     store->delivery_lost = 0;
     PyMem_RawFree(store->delivery);
     store->delivery = NULL;
+    PyMem_RawFree(store->bytes);
+    store->bytes = NULL;
+    store->nbytes = 0;
+    store->bytes_cap = 0;
     store->generation++;
 }
 
@@ -32,8 +36,12 @@ tm_store_free(tm_store *store)
 {
     PyMem_RawFree(store->records);
     PyMem_RawFree(store->delivery);
+    PyMem_RawFree(store->bytes);
     store->records = NULL;
     store->delivery = NULL;
+    store->bytes = NULL;
+    store->nbytes = 0;
+    store->bytes_cap = 0;
     store->len = 0;
     store->cap = 0;
 }
@@ -92,8 +100,7 @@ tm_store_grow(tm_store *store)
 /* Record step i's delivery, allocating the parallel array on first use
    (earlier steps read as unknown). */
 void
-tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker,
-                      int64_t bytes)
+tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker)
 {
     size_t k;
 
@@ -109,10 +116,29 @@ tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker,
         for (k = 0; k < i; k++) {
             store->delivery[k].rank = -1;
             store->delivery[k].worker = -1;
-            store->delivery[k].bytes = -1;
         }
     }
     store->delivery[i].rank = rank;
     store->delivery[i].worker = worker;
-    store->delivery[i].bytes = bytes;
+}
+
+/* Record step i's batch size.  A failed growth loses this size only: the
+   sizes are a sample. */
+void
+tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
+{
+    if (store->nbytes == store->bytes_cap) {
+        size_t cap = store->bytes_cap ? 2 * store->bytes_cap : 64;
+        tm_batch_bytes *grown = PyMem_RawRealloc(store->bytes,
+                                                 cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            return;
+        }
+        store->bytes = grown;
+        store->bytes_cap = cap;
+    }
+    store->bytes[store->nbytes].step = (int64_t)i;
+    store->bytes[store->nbytes].bytes = bytes;
+    store->nbytes++;
 }

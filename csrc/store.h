@@ -34,19 +34,28 @@ typedef struct {
     uint16_t flags;          /* TM_FLAG_* */
 } tm_record;
 
-/* What a step delivered, where known: the batch's rank in the epoch's
-   sampler order and the worker that produced it (a DataLoader's, -1:
-   unknown), and its tensor and array bytes (-1: not measured). */
+/* Which batch a step delivered, where a DataLoader exposes it: its rank in
+   the epoch's sampler order and the worker that produced it (-1: unknown). */
 typedef struct {
     int32_t rank;
     int32_t worker;
-    int64_t bytes;
 } tm_delivery;
+
+/* A measured batch size: the step (index in the store) and its tensor and
+   array bytes.  Kept apart from the records, since only sampled steps have
+   one: the other steps write nothing. */
+typedef struct {
+    int64_t step;
+    int64_t bytes;
+} tm_batch_bytes;
 
 typedef struct {
     tm_record *records;
     tm_delivery *delivery;   /* parallel to records; NULL until first used */
     int delivery_lost;       /* its growth failed: delivery dropped */
+    tm_batch_bytes *bytes;   /* measured batch sizes, in step order */
+    size_t nbytes;
+    size_t bytes_cap;
     size_t len;
     size_t cap;
     size_t cap_limit;        /* SIZE_MAX: none; tests lower it to make growth fail */
@@ -57,7 +66,8 @@ typedef struct {
 
 void tm_store_init(tm_store *store);
 void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
-                           int32_t worker, int64_t bytes);
+                           int32_t worker);
+void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);
@@ -81,8 +91,11 @@ tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
     rec->epoch = epoch;
     rec->source = source;
     rec->flags = flags;
-    if (rank >= 0 || bytes >= 0 || store->delivery != NULL) {
-        tm_store_set_delivery(store, store->len, rank, worker, bytes);
+    if (rank >= 0 || store->delivery != NULL) {
+        tm_store_set_delivery(store, store->len, rank, worker);
+    }
+    if (bytes >= 0) {
+        tm_store_add_bytes(store, store->len, bytes);
     }
     store->len++;
 }
