@@ -417,3 +417,15 @@ def test_abandon_step_ends_a_manual_loop_cleanly_at_stop_iteration():
         traceml.step_begin()
         traceml.abandon_step()
         assert inner.store_info()["steps_abandoned"] == 1
+
+
+def test_the_sampler_defaults_have_one_source():
+    """configure()'s defaults are the C core's (sampler.c), and a report
+    built from hand-made inputs uses the same stuck threshold."""
+    script = ("import traceml; s = traceml.configure(); "
+              "print(s['stuck_after_s'] == traceml._core.DEFAULT_STUCK_AFTER_S, "
+              "s['sampler_period_s'], s['sampler_capacity'])")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "0.02", str(1 << 17)]
