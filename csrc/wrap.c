@@ -112,6 +112,24 @@ close_open_step(tm_wrapiter *self, int64_t now)
                   self->open_rank, self->open_worker, self->open_bytes);
 }
 
+/* Close the open step, if any, at the current clock (read only then: a
+   test clock's values are not spent on nothing). */
+static void
+close_open_step_now(tm_wrapiter *self)
+{
+    if (self->open) {
+        close_open_step(self, tm_rec_clock(self->rec));
+    }
+}
+
+/* Let go of the inner iterator and of what was read from it. */
+static void
+release_inner(tm_wrapiter *self)
+{
+    Py_CLEAR(self->inner);
+    Py_CLEAR(self->task_info);
+}
+
 /* The loop this iterator serves has ended (idempotent). */
 static void
 end_loop(tm_wrapiter *self)
@@ -446,8 +464,7 @@ wrapiter_next(tm_wrapiter *self)
                DataLoader shuts its workers down at the end of the loop. */
             PyErr_Clear();
             if (self->inner == inner) {
-                Py_CLEAR(self->inner);
-                Py_CLEAR(self->task_info);
+                release_inner(self);
             }
             end_loop(self);
         }
@@ -604,11 +621,8 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static PyObject *
 wrapiter_close(tm_wrapiter *self, PyObject *Py_UNUSED(ignored))
 {
-    if (self->open) {
-        close_open_step(self, tm_rec_clock(self->rec));
-    }
-    Py_CLEAR(self->inner);
-    Py_CLEAR(self->task_info);
+    close_open_step_now(self);
+    release_inner(self);
     end_loop(self);
     Py_RETURN_NONE;
 }
@@ -628,8 +642,7 @@ wrapiter_traverse(tm_wrapiter *self, visitproc visit, void *arg)
 static int
 wrapiter_clear(tm_wrapiter *self)
 {
-    Py_CLEAR(self->inner);
-    Py_CLEAR(self->task_info);
+    release_inner(self);
     return 0;
 }
 
@@ -639,12 +652,9 @@ wrapiter_dealloc(tm_wrapiter *self)
     PyTypeObject *tp = Py_TYPE(self);
 
     PyObject_GC_UnTrack(self);
-    if (self->open) {
-        close_open_step(self, tm_rec_clock(self->rec));
-    }
+    close_open_step_now(self);
     end_loop(self);
-    Py_CLEAR(self->inner);
-    Py_CLEAR(self->task_info);
+    release_inner(self);
     Py_CLEAR(self->rec);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
