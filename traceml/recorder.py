@@ -91,9 +91,8 @@ class Recorder(_core.Recorder):
         if delivery is not None:
             n = len(records)
             if len(delivery[0]) >= n:
-                if len(delivery) > 2:
-                    batch_bytes = delivery[2][:n]
-                delivery = (delivery[0][:n], delivery[1][:n])
+                rank, worker, batch_bytes = (a[:n] for a in delivery)
+                delivery = (rank, worker)
             else:
                 delivery = None
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
