@@ -11,6 +11,7 @@ core = Extension(
         "csrc/store.c",
         "csrc/probes.c",
         "csrc/wrap.c",
+        "csrc/batchlog.c",
         "csrc/reduce.c",
         "csrc/reduce_py.c",
         "csrc/sampler.c",

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, policy, wording
+from . import _core, evidence, policy, wording, worker_timing
 from .result import Report
 
 NS = 1e-9
@@ -95,6 +95,7 @@ def build(
     stuck_events: Optional[list] = None,
     main_pid: Optional[int] = None,
     batch_bytes: Optional[np.ndarray] = None,
+    worker_batches: Optional[tuple] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -124,7 +125,9 @@ def build(
     recorded = _recorded(records, sources)
 
     summary = {"version": 1, **_counts(steps, steady, info, source_id, src, recorded)}
-    summary.update(_durations(wait, step, steady))
+    production = _production(steps, steady, src, delivery, worker_batches, loader)
+    summary.update(_durations(wait, step, steady, production))
+    summary["production"] = production
     mask, gaps, stalls = _stalls(wait, step, steady, steps["epoch"], stall_threshold_s)
     summary.update(stalls)
     summary.update(_temporal(mask, gaps, steps["epoch"], wait[steady],
@@ -181,12 +184,32 @@ def _counts(steps: np.ndarray, steady: np.ndarray, info: dict, source_id: int, s
     }
 
 
-def _durations(wait: np.ndarray, step: np.ndarray, steady: np.ndarray) -> dict:
+def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
+                worker_batches: Optional[tuple], loader: Optional[dict]) -> Optional[dict]:
+    """The worker-side batch timing block (None: not a multiprocessing
+    DataLoader)."""
+    if not loader or not (loader.get("num_workers") or 0) > 0:
+        return None
+    facts = getattr(src, "epoch_facts", None) or {}
+    why = [f.get("worker_timing") for e, f in sorted(facts.items())
+           if int(e) in set(np.unique(steps["epoch"]).tolist())]
+    unavailable = None if "on" in why else next((w for w in why if w), None)
+    records, offsets = worker_batches if worker_batches is not None else (
+        np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
+    block, _busy = worker_timing.summarise(
+        records, steps, delivery[1] if delivery is not None else None, steady, offsets,
+        loader.get("num_workers"), unavailable)
+    return block
+
+
+def _durations(wait: np.ndarray, step: np.ndarray, steady: np.ndarray,
+               production: Optional[dict] = None) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
-    the input share and the diagnosis."""
+    the input share and the diagnosis (with the workers' own timing when
+    it covers the steady steps: policy.diagnose)."""
     total_step = int(step[steady].sum())
     share = float(wait[steady].sum()) / total_step if total_step > 0 else None
-    diagnosis = policy.diagnose(share)
+    diagnosis = policy.diagnose(share, policy.production_share(production))
     return {
         "input_wait_s": duration_stats_s(wait[steady]),
         "compute_s": duration_stats_s((step - wait)[steady]),
@@ -355,7 +378,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
         out["attribution"] = policy.attribution(
             ranks[mask], workers[mask], workers[steady], (s.get("loader") or {}).get("num_workers"),
-            tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks)
+            tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks,
+            (s.get("production") or {}).get("workers"))
     bb = out["batch_bytes"]
     if bb is not None:
         iv = (s.get("workers") or {}).get("intervals")

@@ -51,6 +51,10 @@ def diagnosis_rule(label: str, share: Optional[float]) -> str:
     if label == policy.INPUT_BOUND:
         return (f"{said} (>= {top}: TensorFlow's input-pipeline analyzer calls this "
                 "highly input-bound)")
+    if label == policy.HAND_OVER:
+        return (f"{said} (>= {top}), but under {top} of step time was spent waiting "
+                "while the awaited worker was making batches: the loop waits for batches "
+                "already made")
     if label == policy.COMPUTE_BOUND:
         return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
                 "not input-bound)")
@@ -175,6 +179,24 @@ def _trend_next_line(p: dict) -> str:
                    "rather than a steady cost.")
 
 
+def _hand_over_next(p: dict) -> str:
+    busy = (f"busy making batches {pct(p['busy_share'])} of the time"
+            if p.get("busy_share") is not None else "mostly idle")
+    ready = (f"; {pct(p['ready_before_fetch'])} of the batches were made before their fetch "
+             "began" if p.get("ready_before_fetch") is not None else "")
+    big = p.get("batch_bytes")
+    send = (f" Batches of {fmt_bytes(big)} cost per byte: send fewer (uint8 images, a smaller "
+            "dtype, fewer per batch)." if big is not None and big >= policy.HANDOVER_MIN_BYTES
+            else "")
+    return (f"Input is {pct(p['share'])} of step time, but the workers waited on made only "
+            f"{pct(p['production_share'])} of it; they were {busy}{ready}. More workers "
+            "will not shorten this wait: it is the hand-over (the batch queued in its worker, "
+            "sent, unpickled and mapped here, and this process or the worker waiting for a "
+            f"core; median fetch {fmt_s(p['median_s'])})." + send
+            + " Next: the same loop with fewer workers (fewer processes than cores): a wait "
+            "that falls was the cores; see the main process line below.")
+
+
 _NEXT: dict[str, Callable[[dict], str]] = {
     "stuck": _stuck_next,
     "epoch_start": _epoch_start_next,
@@ -234,6 +256,7 @@ _NEXT: dict[str, Callable[[dict], str]] = {
         "limit; if not, look at work in the main process."),
     "wrap_and_sweep": lambda p: ("Next: wrap the DataLoader itself and sweep num_workers "
                                  "(traceml.sweep) to see whether more workers shorten the wait."),
+    "hand_over": _hand_over_next,
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): a cost paid per "
@@ -918,6 +941,29 @@ def attribution_line(s: dict) -> Optional[str]:
     if a.get("ambiguous"):
         text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
                  "the round")
+    return text
+
+
+def production_line(s: dict) -> Optional[str]:
+    """What the workers measured of their own batches; None when the source
+    is not a multiprocessing DataLoader."""
+    p = s.get("production")
+    if not p:
+        return None
+    if not p.get("available"):
+        return f"worker batch timing: off ({p.get('unavailable') or 'not measured'})"
+    make, cpu = p["make_s"], p.get("cpu_s")
+    text = (f"workers made a batch in {fmt_s(make['median'])} (median; p95 "
+            f"{fmt_s(make['p95'])})")
+    if cpu:
+        text += f", {fmt_s(cpu['median'])} of CPU"
+    if p.get("busy_share") is not None:
+        text += f"; busy {pct(p['busy_share'])} of the time"
+    if p.get("production_share") is not None:
+        text += (f"; input wait on a worker making batches {pct(p['production_share'])} of "
+                 f"step time, on made batches (hand-over) {pct(p['handover_share'])}")
+    if p["coverage"] < policy.PRODUCTION_MIN_COVERAGE:
+        text += f" ({pct(p['coverage'])} of steps met their batch: too few to decide on)"
     return text
 
 

@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from . import _core
+from . import _core, worker_timing
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
 # prefetch_factor is None when num_workers == 0.  Absent fields read None.
@@ -47,6 +47,8 @@ class Source:
     loader: Optional[dict] = None
     epochs: int = 0
     epoch_facts: dict = field(default_factory=dict)
+    # Per-batch times measured in its DataLoader workers (worker_timing).
+    timing: Any = field(default_factory=lambda: worker_timing.Timing())
 
     def loader_of(self, epoch: int) -> Optional[dict]:
         """The DataLoader settings of an epoch (None: not a DataLoader or
@@ -305,12 +307,18 @@ class Wrapped:
         # its worker processes there, and that start-up belongs to the
         # epoch's first fetch.
         begin_ns = self.recorder.clock_ns()
-        inner = iter(self.iterable)
         epoch = src.epochs
-        src.epochs += 1
         facts = loader_facts(self.iterable)
+        why, user_fn = (worker_timing.before_iter(self.iterable, src.timing, epoch)
+                        if facts is not None else (worker_timing.NOT_A_LOADER, None))
+        try:
+            inner = iter(self.iterable)
+        finally:
+            worker_timing.after_iter(self.iterable, src.timing, why, user_fn)
+        src.epochs += 1
         src.loader = facts
         known = epoch_facts(self.iterable, inner, facts)
+        known["worker_timing"] = why or "on"
         src.epoch_facts[epoch] = known
         # The sampler watches this loop's processes (main first, then worker
         # 0, 1, ...) while it runs, beside any other live loop's.
