@@ -238,7 +238,7 @@ def _read(path: str) -> tuple[dict, np.ndarray]:
 
 # Maps keyed by worker id (int in memory; JSON object keys are strings).
 _WORKER_KEYED = (("attribution", "stall_workers"), ("workers", "cpu_ticks_by_worker"),
-                 ("workers", "awaited", "workers"))
+                 ("workers", "awaited", "workers"), ("production", "workers"))
 
 
 def _worker_id_keys(summary: dict) -> None:
