@@ -39,6 +39,7 @@
 
 #include "compat.h"
 #include "module.h"
+#include "procfs.h"
 
 #define TM_BATCHLOG_DEFAULT_CAPACITY (1u << 16)
 #define TM_BATCHLOG_MAX_CAPACITY (1u << 24)
@@ -176,13 +177,13 @@ int_arg(PyObject *arg, const char *name, long long lo, long long hi,
     return 0;
 }
 
-/* Claim a slot and publish one record. */
+/* Claim a slot and publish one record (cpu_ns, runq_ns: the batch's
+   own, -1 unknown). */
 static void
-batchlog_write(tm_batchlog *self, int64_t begin_ns, int64_t cpu_begin_ns,
-               int32_t epoch, int32_t worker, int64_t seq)
+batchlog_write(tm_batchlog *self, int64_t begin_ns, int64_t end_ns,
+               int64_t cpu_ns, int64_t runq_ns, int32_t epoch, int32_t worker,
+               int64_t seq)
 {
-    int64_t end_ns = tm_clock_ns();
-    int64_t cpu_ns = thread_cpu_ns();
     uint64_t claim;
     tm_batchlog_slot *slot;
 
@@ -197,7 +198,8 @@ batchlog_write(tm_batchlog *self, int64_t begin_ns, int64_t cpu_begin_ns,
     __atomic_thread_fence(__ATOMIC_RELEASE);
     slot->rec.begin_ns = begin_ns;
     slot->rec.end_ns = end_ns;
-    slot->rec.cpu_ns = (cpu_ns >= 0 && cpu_begin_ns >= 0) ? cpu_ns - cpu_begin_ns : -1;
+    slot->rec.cpu_ns = cpu_ns;
+    slot->rec.runq_ns = runq_ns;
     slot->rec.seq = seq;
     slot->rec.epoch = epoch;
     slot->rec.worker = worker;
@@ -225,8 +227,15 @@ batchlog_fetch_end(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     self->open = 0;
-    batchlog_write(self, self->open_begin_ns, self->open_cpu_ns,
-                   (int32_t)epoch, (int32_t)worker, (int64_t)seq);
+    {
+        int64_t end_ns = tm_clock_ns();
+        int64_t cpu_ns = thread_cpu_ns();
+
+        batchlog_write(self, self->open_begin_ns, end_ns,
+                       (cpu_ns >= 0 && self->open_cpu_ns >= 0)
+                       ? cpu_ns - self->open_cpu_ns : -1,
+                       -1, (int32_t)epoch, (int32_t)worker, (int64_t)seq);
+    }
     Py_RETURN_TRUE;
 }
 
@@ -376,7 +385,7 @@ static PyMethodDef batchlog_methods[] = {
      "drain()\n--\n\n"
      "In the process that made the log: the records written since the last "
      "drain, as a NumPy array of BATCH_RECORD_DTYPE (begin_ns, end_ns, "
-     "cpu_ns (-1: unknown), seq, epoch, worker), in claim order.  Raises "
+     "cpu_ns, runq_ns (-1: unknown), seq, epoch, worker), in claim order.  Raises "
      "RuntimeError in any other process."},
     {NULL, NULL, 0, NULL},
 };
@@ -384,7 +393,7 @@ static PyMethodDef batchlog_methods[] = {
 PyDoc_STRVAR(batchlog_doc,
 "BatchLog(capacity=65536)\n--\n\n"
 "A log of per-batch production times shared with forked DataLoader workers\n"
-"(an anonymous shared mapping of 64 + 48 * capacity bytes, pages touched\n"
+"(an anonymous shared mapping of 64 + 56 * capacity bytes, pages touched\n"
 "only as written).  Workers call fetch_begin() and fetch_end(); the\n"
 "process that made it calls drain().  Raises ValueError for a capacity\n"
 "outside 1 to 2**24, OSError when the mapping fails.");
@@ -416,8 +425,29 @@ typedef struct {
     int32_t epoch;
     int32_t worker;
     int64_t seq;              /* batches made so far by this fetcher */
+    int schedstat_fd;         /* this thread's schedstat; -1 not yet, -2 none */
     vectorcallfunc vectorcall;
 } tm_timedfetch;
+
+/* The calling thread's CPU and run-queue wait: schedstat when the kernel
+   has it (opened on first use, in the thread that fetches), else the CPU
+   clock alone (runq -1). */
+static void
+timedfetch_clocks(tm_timedfetch *self, int64_t *cpu_ns, int64_t *runq_ns)
+{
+    if (self->schedstat_fd == -1) {
+        self->schedstat_fd = tm_schedstat_open_thread();
+        if (self->schedstat_fd < 0) {
+            self->schedstat_fd = -2;
+        }
+    }
+    if (self->schedstat_fd >= 0
+            && tm_schedstat_read(self->schedstat_fd, cpu_ns, runq_ns) == 0) {
+        return;
+    }
+    *cpu_ns = thread_cpu_ns();
+    *runq_ns = -1;
+}
 
 /* Calls the inner fetch; once it returns a batch, writes its record.  A
    fetch that raises (StopIteration at the end of an IterableDataset, an
@@ -429,12 +459,18 @@ timedfetch_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
                       PyObject *kwnames)
 {
     tm_timedfetch *self = (tm_timedfetch *)op;
-    int64_t cpu_begin = thread_cpu_ns();
-    int64_t begin = tm_clock_ns();
-    PyObject *batch = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    int64_t cpu0, runq0, cpu1, runq1, begin, end;
+    PyObject *batch;
 
+    timedfetch_clocks(self, &cpu0, &runq0);
+    begin = tm_clock_ns();
+    batch = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
     if (batch != NULL) {
-        batchlog_write((tm_batchlog *)self->log, begin, cpu_begin,
+        end = tm_clock_ns();
+        timedfetch_clocks(self, &cpu1, &runq1);
+        batchlog_write((tm_batchlog *)self->log, begin, end,
+                       (cpu0 >= 0 && cpu1 >= cpu0) ? cpu1 - cpu0 : -1,
+                       (runq0 >= 0 && runq1 >= runq0) ? runq1 - runq0 : -1,
                        self->epoch, self->worker, self->seq++);
     }
     return batch;
@@ -473,6 +509,7 @@ timedfetch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->fetch = Py_NewRef(fetch);
     self->epoch = epoch;
     self->worker = worker;
+    self->schedstat_fd = -1;
     self->vectorcall = timedfetch_vectorcall;
     return (PyObject *)self;
 }
@@ -504,6 +541,9 @@ timedfetch_dealloc(PyObject *op)
     PyTypeObject *type = Py_TYPE(op);
 
     PyObject_GC_UnTrack(op);
+    if (((tm_timedfetch *)op)->schedstat_fd >= 0) {
+        close(((tm_timedfetch *)op)->schedstat_fd);
+    }
     (void)timedfetch_clear(op);
     type->tp_free(op);
     Py_DECREF(type);
@@ -521,7 +561,8 @@ PyDoc_STRVAR(timedfetch_doc,
 "TimedFetch(log, fetch, epoch, worker)\n--\n\n"
 "In a DataLoader worker: a callable that calls fetch(*args) and, when it\n"
 "returns a batch, writes its record (epoch, worker, its number from 0,\n"
-"wall begin and end, the thread's CPU) to the BatchLog log.  Exceptions\n"
+"wall begin and end, the thread's CPU and run-queue wait from\n"
+"/proc/thread-self/schedstat, or its CPU clock alone) to the BatchLog log.  Exceptions\n"
 "pass through unchanged.  Raises TypeError or ValueError on bad arguments.");
 
 static PyType_Slot timedfetch_slots[] = {

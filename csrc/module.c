@@ -199,9 +199,10 @@ build_record_dtype(tm_state *st)
         return -1;
     }
     st->batch_record_dtype = tm_struct_dtype(
-        Py_BuildValue("[(ss)(ss)(ss)(ss)(ss)(ss)]",
+        Py_BuildValue("[(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
                       "begin_ns", "<i8", "end_ns", "<i8", "cpu_ns", "<i8",
-                      "seq", "<i8", "epoch", "<i4", "worker", "<i4"),
+                      "runq_ns", "<i8", "seq", "<i8", "epoch", "<i4",
+                      "worker", "<i4"),
         sizeof(tm_batch_record), "tm_batch_record");
     return st->batch_record_dtype != NULL ? 0 : -1;
 }

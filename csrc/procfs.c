@@ -177,3 +177,32 @@ tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out)
     }
     return any;
 }
+
+int
+tm_schedstat_open_thread(void)
+{
+    return open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+}
+
+int
+tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns)
+{
+    char buf[128];
+    ssize_t got = pread(fd, buf, sizeof(buf) - 1, 0);
+    tm_sample one;
+
+    if (got <= 0) {
+        if (got == 0) {
+            errno = EPROTO;
+        }
+        return -1;
+    }
+    buf[got] = '\0';
+    if (parse_schedstat(buf, &one) != 0) {
+        errno = EPROTO;
+        return -1;
+    }
+    *cpu_ns = one.cpu_ns;
+    *runq_ns = one.runq_ns;
+    return 0;
+}

@@ -51,4 +51,13 @@ void tm_proc_close(tm_watched *w);
    read. */
 int tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out);
 
+/* The calling thread's /proc/thread-self/schedstat, opened for
+   tm_schedstat_read (-1 with errno set when it cannot be: a kernel without
+   CONFIG_SCHED_INFO has no such file).  The descriptor names the thread
+   that opened it, also in a forked child: open it in the thread to read. */
+int tm_schedstat_open_thread(void);
+/* Re-read it: on-CPU and run-queue wait ns of that thread.  Returns 0, or
+   -1 with errno set. */
+int tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns);
+
 #endif  /* TRACEML_PROCFS_H */

@@ -182,7 +182,7 @@ def test_match_meets_the_kth_step_of_a_worker_with_its_kth_batch():
         worker = rng.integers(-1, 3, n).astype(np.int32)
         offsets = {(int(e), int(w)): int(rng.integers(0, 3))
                    for e in range(3) for w in range(3) if rng.random() < 0.3}
-        rows = [(0, 1, 1, k, e, w) for e in range(3) for w in range(3)
+        rows = [(0, 1, 1, -1, k, e, w) for e in range(3) for w in range(3)
                 for k in range(int(rng.integers(0, 20)))]
         order = rng.permutation(len(rows))
         recs = _records([rows[i] for i in order])
@@ -209,7 +209,7 @@ def test_busy_during_is_the_overlap_with_the_workers_own_batches():
                 for k in range(int(rng.integers(0, 6))):
                     t += int(rng.integers(0, 20))
                     d = int(rng.integers(0, 30))
-                    rows.append((t, t + d, 5, k, e, w))
+                    rows.append((t, t + d, 5, -1, k, e, w))
                     t += d
         recs = _records(rows)
         n = 30

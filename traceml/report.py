@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, policy, wording, worker_timing
+from . import _core, evidence, policy, predict, wording, worker_timing
 from .result import Report
 
 NS = 1e-9
@@ -144,6 +144,7 @@ def build(
                              sampler_info, stuck_events, main_pid,
                              bytes_seen["median"] if bytes_seen else None))
     summary.update(_attribution_and_bytes(summary, mask, steady, bytes_seen))
+    summary["prediction"] = predict.predict(summary)
     summary["headline"] = _headline(wait, first, steps["epoch"], summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))

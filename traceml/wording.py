@@ -10,6 +10,7 @@ measures or decides, and layout (order, markers, tables, HTML) is
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterable, Optional
 
 from . import policy
@@ -965,6 +966,65 @@ def production_line(s: dict) -> Optional[str]:
     if p["coverage"] < policy.PRODUCTION_MIN_COVERAGE:
         text += f" ({pct(p['coverage'])} of steps met their batch: too few to decide on)"
     return text
+
+
+_ASSUMPTION = {
+    "round_robin": "batches go to the workers in turn",
+    "prefetch_deep": "prefetch_factor keeps every worker busy",
+    "no_shared_lock": "the workers share no lock",
+    "load_steady": "the rest of the host's load stays as it was",
+}
+
+
+def prediction_lines(s: dict) -> list[str]:
+    """The prediction (traceml.predict) in words: what one batch costs,
+    what the loop needs, the answer, the wait per num_workers, and how well
+    the model reproduces this run; [] without a prediction."""
+    p = s.get("prediction")
+    if not p:
+        return []
+    per_step = p["compute_s"] + p["handover_s"]
+    waited = (f", {fmt_s(p['runq_s'])} waiting for a core" if p["runq_s"] is not None else "")
+    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean: "
+           f"{fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
+           f"(compute {fmt_s(p['compute_s'])} + hand-over {fmt_s(p['handover_s'])}); "
+           f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one."]
+    k = p["keeps_up_with"]
+    if k is not None:
+        now = ", as now," if k == p["num_workers"] else ""
+        out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
+                   f"{p['worker_cores_needed']:.1f} cores).")
+    else:
+        want = math.ceil(p["worker_cores_needed"])
+        out.append(f"  no num_workers keeps up on this host: the workers need about "
+                   f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a core), "
+                   f"the host has {p['usable_cpus']}; expect at least "
+                   f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The dataset "
+                   f"must get {p['cheaper_by']:.1f}x cheaper per batch, or run on {want} cores "
+                   "besides the main process's.")
+    out.append("  predicted wait per step: " + ", ".join(
+        f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}" for row in p["by_workers"]))
+    run = p["this_run"]
+    if run["measured_wait_s"] is not None and run["error"] is not None:
+        out.append(f"  check: at num_workers={run['num_workers']} the model gives "
+                   f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
+                   f"measured ({run['error']:+.0%}); it assumes "
+                   + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + ".")
+    return out
+
+
+def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
+    """Where the sweep's "predicted" column comes from, and how far off it
+    was; None without a prediction."""
+    if not pred:
+        return None
+    errors = [abs(rows[i]["predicted_error"]) for i in pred["rows"]
+              if rows[i].get("predicted_error") is not None and i != pred["basis"]]
+    basis = condition(rows[pred["basis"]]["condition"])
+    off = (f"; off by {pct(min(errors))} to {pct(max(errors))} on the other runs"
+           if errors else "")
+    return (f"predicted: mean wait per step for each num_workers from the workers' batch "
+            f"timing of the run {basis} (traceml.predict){off}.")
 
 
 def batch_bytes_line(s: dict) -> Optional[str]:

@@ -297,7 +297,9 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
     Numbers (seconds; shares of the matched steady steps' total step time):
     ``make_s`` wall per batch in the worker (production time, including
     waits for a core, I/O, sleeps), ``cpu_s`` the worker thread's CPU per
-    batch, ``workers`` per worker id {batches, make_median_s,
+    batch, ``runq_s`` its wait for a core (schedstat; None when the
+    kernel keeps none) (each {median, p95, mean}), ``handover_s`` per step the input
+    wait outside production (same), ``workers`` per worker id {batches, make_median_s,
     cpu_median_s}, ``busy_share`` the workers' time making batches over
     num_workers times the epochs' span, ``production_share`` the input wait
     during which the awaited worker was making batches, ``handover_share``
@@ -324,6 +326,7 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
     mine = records[idx[matched]]
     make = mine["end_ns"] - mine["begin_ns"]
     cpu = mine["cpu_ns"][mine["cpu_ns"] >= 0]
+    runq = mine["runq_ns"][mine["runq_ns"] >= 0]
     wait = (steps["fetch_done_ns"] - steps["begin_ns"])[matched]
     step = (steps["end_ns"] - steps["begin_ns"])[matched]
     total = int(step.sum())
@@ -351,6 +354,8 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
         "unavailable": None,
         "make_s": _stats_s(make),
         "cpu_s": _stats_s(cpu),
+        "runq_s": _stats_s(runq),
+        "handover_s": _stats_s(wait - prod),
         "workers": per_worker,
         "busy_share": (made / (num_workers * span)) if num_workers and span > 0 else None,
         "production_share": float(prod.sum()) / total if total > 0 else None,
