@@ -68,10 +68,10 @@ def test_waiting_for_a_core_counts_the_other_load():
 
 
 def test_sleeping_batches_need_workers_not_cores():
-    # o = 40 ms, c = 0: T_k / k = 40 / k ms against s + h = 10 ms: 4 workers.
-    p = predict.predict(_summary(make=0.040, cpu=0.0, compute=0.009, handover=0.001))
+    # o = 39 ms, c = 0: T_k / k = 39 / k ms against s + h = 10 ms: 4 workers.
+    p = predict.predict(_summary(make=0.039, cpu=0.0, compute=0.009, handover=0.001))
     assert p["keeps_up_with"] == 4 and p["enough_cores"]
-    assert predict.wait_for(p, 2) == pytest.approx(0.040 / 2 - 0.009)
+    assert predict.wait_for(p, 2) == pytest.approx(0.039 / 2 - 0.009)
     # A little CPU shared with the main process tips it to 5: with k = 4
     # each worker gets 2 / 5 of a core, T_4 = 39.8 + 0.2 / 0.4 ms.
     p = predict.predict(_summary(make=0.040, cpu=0.0002, compute=0.009, handover=0.001))
