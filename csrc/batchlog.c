@@ -429,24 +429,27 @@ typedef struct {
     vectorcallfunc vectorcall;
 } tm_timedfetch;
 
-/* The calling thread's CPU and run-queue wait: schedstat when the kernel
-   has it (opened on first use, in the thread that fetches), else the CPU
-   clock alone (runq -1). */
+/* The calling thread's CPU time (its CPU clock: schedstat's on-CPU figure
+   moves only at scheduler ticks and switches, so a batch shorter than a
+   tick could read 0) and its run-queue wait (schedstat, which the kernel
+   adds to when the thread gets a core; opened on first use, in the thread
+   that fetches; -1 when the kernel keeps none). */
 static void
 timedfetch_clocks(tm_timedfetch *self, int64_t *cpu_ns, int64_t *runq_ns)
 {
+    int64_t ignored;
+
     if (self->schedstat_fd == -1) {
         self->schedstat_fd = tm_schedstat_open_thread();
         if (self->schedstat_fd < 0) {
             self->schedstat_fd = -2;
         }
     }
-    if (self->schedstat_fd >= 0
-            && tm_schedstat_read(self->schedstat_fd, cpu_ns, runq_ns) == 0) {
-        return;
-    }
     *cpu_ns = thread_cpu_ns();
-    *runq_ns = -1;
+    if (self->schedstat_fd < 0
+            || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
+        *runq_ns = -1;
+    }
 }
 
 /* Calls the inner fetch; once it returns a batch, writes its record.  A
@@ -561,8 +564,8 @@ PyDoc_STRVAR(timedfetch_doc,
 "TimedFetch(log, fetch, epoch, worker)\n--\n\n"
 "In a DataLoader worker: a callable that calls fetch(*args) and, when it\n"
 "returns a batch, writes its record (epoch, worker, its number from 0,\n"
-"wall begin and end, the thread's CPU and run-queue wait from\n"
-"/proc/thread-self/schedstat, or its CPU clock alone) to the BatchLog log.  Exceptions\n"
+"wall begin and end, the thread's CPU clock, and its run-queue wait from\n"
+"/proc/thread-self/schedstat, -1 without it) to the BatchLog log.  Exceptions\n"
 "pass through unchanged.  Raises TypeError or ValueError on bad arguments.");
 
 static PyType_Slot timedfetch_slots[] = {

@@ -988,7 +988,10 @@ def prediction_lines(s: dict) -> list[str]:
     out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean: "
            f"{fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
            f"(compute {fmt_s(p['compute_s'])} + hand-over {fmt_s(p['handover_s'])}); "
-           f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one."]
+           f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one"
+           + (f" (about {p['other_runnable']:.1f} other threads were runnable: the main "
+              "process and other programs; more workers take more of the cores from them)"
+              if p["other_runnable"] > 1.5 else "") + "."]
     k = p["keeps_up_with"]
     if k is not None:
         now = ", as now," if k == p["num_workers"] else ""
@@ -1011,6 +1014,26 @@ def prediction_lines(s: dict) -> list[str]:
                    f"measured ({run['error']:+.0%}); it assumes "
                    + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + ".")
     return out
+
+
+def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
+    """One line setting beside each other the cores each run's workers
+    need at its step time (traceml.predict); None when no run has a
+    prediction."""
+    parts = []
+    cpus = None
+    for name, p in runs:
+        if not p:
+            parts.append(f"{name}: no prediction (no worker batch timing)")
+            continue
+        cpus = p["usable_cpus"]
+        keeps = (f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
+                 else f"no num_workers keeps up here, {p['cheaper_by']:.1f}x too costly")
+        parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
+                     f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
+    if cpus is None:
+        return None
+    return f"prediction at this step time, on {cpus} CPUs: " + "; ".join(parts) + "."
 
 
 def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
