@@ -207,7 +207,8 @@ sampler_main(void *arg)
         now = tm_clock_ns();
         cpu0 = thread_cpu_ns();
         for (i = 0; i < s->nprocs; i++) {
-            if (tm_proc_sample(&s->procs[i], now, &s->readings[i])) {
+            if (tm_proc_sample(&s->procs[i], now, &s->readings[i],
+                               s->ticks % TM_SMAPS_EVERY == 0)) {
                 ring_push(s, &s->readings[i]);
             }
         }

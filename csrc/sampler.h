@@ -30,10 +30,16 @@
 #define TM_MAX_RETIRED 4096
 /* The defaults of traceml.configure(), here alone (their reasons are at
    tm_sampler_init in sampler.c). */
+/* Every TM_SMAPS_EVERY-th round also reads each process's smaps_rollup
+   (PSS and unshared memory): the kernel walks the page tables for it, so
+   it costs far more than the other files (benchmarks/bench_sampler.py);
+   at the default 20 ms period that is once a second. */
+#define TM_SMAPS_EVERY 50
+
 #define TM_DEFAULT_PERIOD_NS INT64_C(20000000)
 #define TM_DEFAULT_STUCK_AFTER_NS INT64_C(30000000000)
 #define TM_DEFAULT_CAPACITY ((size_t)1 << 17)
-/* The ring's bounds: 96 bytes a reading, so at most 96 MiB. */
+/* The ring's bounds: 120 bytes a reading, so at most 120 MiB. */
 #define TM_RING_MIN 16
 #define TM_RING_MAX ((size_t)1 << 20)
 

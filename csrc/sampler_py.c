@@ -23,12 +23,14 @@ tm_build_sample_dtype(tm_state *st)
 {
     st->sample_dtype = tm_struct_dtype(
         Py_BuildValue(
-            "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
+            "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)"
+            "(ss)(ss)(ss)]",
             "t_ns", "<i8", "pid", "<i4", "role", "<i4",
             "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
             "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
             "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
-            "state", "<i4", "pad", "<i4"),
+            "state", "<i4", "pad", "<i4", "rss_bytes", "<i8",
+            "pss_bytes", "<i8", "uss_bytes", "<i8"),
         sizeof(tm_sample), "tm_sample");
     return st->sample_dtype != NULL ? 0 : -1;
 }
@@ -222,12 +224,13 @@ procs_list(const tm_watched *procs, size_t n)
     }
     for (i = 0; i < n; i++) {
         PyObject *d = Py_BuildValue(
-            "{s:i,s:i,s:L,s:{s:N,s:N,s:N}}",
+            "{s:i,s:i,s:L,s:{s:N,s:N,s:N,s:N}}",
             "pid", procs[i].pid, "role", procs[i].role,
             "exited_ns", (long long)procs[i].exited_ns, "errors",
             "stat", errno_text(procs[i].err[TM_FILE_STAT]),
             "io", errno_text(procs[i].err[TM_FILE_IO]),
-            "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]));
+            "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]),
+            "smaps_rollup", errno_text(procs[i].err[TM_FILE_SMAPS]));
 
         if (d == NULL) {
             Py_DECREF(plist);

@@ -1377,3 +1377,39 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     if WORSE in dirs:
         return REGRESSION
     return EQUIVALENT
+
+
+# --- worker memory -------------------------------------------------------------------
+# Copy-on-read: forked workers' unshared memory (USS) grows within an epoch
+# by at least this much (median over workers and epochs).  Measured here
+# (tests/test_memory.py, benchmarks/README.md): 3 million short strings in
+# a list, read at random by 2 workers, grew each worker's USS by 233 MiB in
+# one epoch; the same numbers in a NumPy array by 1.4 MiB.  A worker's own
+# buffers (batches in flight) come and go, so they do not add up to a
+# growth over an epoch.
+MEM_COW_GROWTH_BYTES = 32 * 2**20
+# A step of the main process's RSS from one epoch's last reading to the
+# next epoch's first, worth naming: at least this much.
+MEM_EPOCH_JUMP_BYTES = 256 * 2**20
+
+COPY_ON_READ = "COPY-ON-READ"
+
+
+def memory_findings(mem: Optional[dict], num_workers: Optional[int],
+                    start_method: Optional[str]) -> list[tuple[str, dict]]:
+    """What the memory block (traceml.memory.summarise) shows, as (code,
+    numbers): "copy_on_read" when forked workers' unshared memory grew by
+    MEM_COW_GROWTH_BYTES or more within an epoch (median), "epoch_jump"
+    for each epoch whose start the main process's RSS reached
+    MEM_EPOCH_JUMP_BYTES above the previous epoch's end."""
+    out: list[tuple[str, dict]] = []
+    if not mem or not mem.get("available"):
+        return out
+    growth = mem.get("worker_uss_growth")
+    if (growth is not None and growth >= MEM_COW_GROWTH_BYTES and (num_workers or 0) > 0
+            and start_method in (None, "fork")):
+        out.append(("copy_on_read", {"growth_bytes": growth, "num_workers": num_workers}))
+    for jump in mem.get("epoch_jumps") or []:
+        if jump["rss_bytes"] >= MEM_EPOCH_JUMP_BYTES:
+            out.append(("epoch_jump", dict(jump)))
+    return out

@@ -72,6 +72,7 @@ def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (wording.epoch_start_line(s) if epoch_start else None, wording.loader_line(s),
              wording.batch_bytes_line(s), wording.production_line(s),
+             wording.memory_line(s),
              *wording.process_lines(s))
     return [line for line in lines if line]
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, policy, predict, wording, worker_timing
+from . import _core, evidence, memory, policy, predict, wording, worker_timing
 from .result import Report
 
 NS = 1e-9
@@ -145,10 +145,19 @@ def build(
                              bytes_seen["median"] if bytes_seen else None))
     summary.update(_attribution_and_bytes(summary, mask, steady, bytes_seen))
     summary["prediction"] = predict.predict(summary)
+    summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
+                                          main_pid)
+                         if loader is not None and samples is not None else None)
+    memory_found = policy.memory_findings(
+        summary["memory"], loader.get("num_workers") if loader else None,
+        (summary.get("host") or {}).get("start_method"))
+    if summary["memory"] is not None:
+        summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(wait, first, steps["epoch"], summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
-    summary["next"] = wording.evidenced_next_steps(summary)
+    summary["next"] = (wording.evidenced_next_steps(summary)
+                       + wording.memory_next_steps(memory_found))
     return Report(summary, steps)
 
 

@@ -1050,6 +1050,42 @@ def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
             f"timing of the run {basis} (traceml.predict){off}.")
 
 
+def memory_line(s: dict) -> Optional[str]:
+    """The processes' memory over the run (traceml.memory); None without
+    readings."""
+    m = s.get("memory")
+    if not m or not m.get("available"):
+        return None
+    parts = []
+    main = (m.get("main") or {}).get("rss")
+    if main:
+        parts.append(f"main RSS {fmt_bytes(main['first'])} -> {fmt_bytes(main['last'])} "
+                     f"(max {fmt_bytes(main['max'])})")
+    if m.get("worker_uss_growth") is not None:
+        parts.append(f"workers' unshared memory grew {fmt_bytes(m['worker_uss_growth'])} "
+                     "within an epoch (median)")
+    return ("memory: " + "; ".join(parts)) if parts else None
+
+
+_MEMORY_NEXT = {
+    "copy_on_read": lambda p: (
+        f"Each forked worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an "
+        "epoch: copy-on-read (reading Python objects writes their reference counts, which "
+        "copies the parent's pages into every worker). Hold the dataset in NumPy arrays or "
+        "Arrow rather than lists or dicts of Python objects; with num_workers="
+        f"{p['num_workers']} the copies add up, and persistent workers keep them."),
+    "epoch_jump": lambda p: (
+        f"The main process's memory stepped up {fmt_bytes(p['rss_bytes'])} at the start of "
+        f"epoch {p['epoch']}: something is built or kept per epoch (a new iterator's state, "
+        "a cache); compare its size at each epoch boundary."),
+}
+
+
+def memory_next_steps(items: list[tuple[str, dict]]) -> list[str]:
+    """The sentences of policy.memory_findings."""
+    return [_MEMORY_NEXT[code](params) for code, params in items]
+
+
 def batch_bytes_line(s: dict) -> Optional[str]:
     """Bytes per batch as measured; None when none was."""
     b = s.get("batch_bytes")

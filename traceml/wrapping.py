@@ -75,8 +75,8 @@ def configure(
             stuck loader (default 30 s; 0 turns the watch off; at most 1e7).
         sampler_capacity: readings kept in the ring, shared by every
             watched process (default 131072: with a main process and 4
-            workers at 20 ms, the last ~9 minutes; 16 to 2**20, 96 bytes
-            each, so at most 96 MiB).  Readings the ring drops are counted
+            workers at 20 ms, the last ~9 minutes; 16 to 2**20, 120 bytes
+            each, so at most 120 MiB).  Readings the ring drops are counted
             (``sampler_info()["overwritten"]``) and the report says so.
 
     Raises:
