@@ -254,8 +254,7 @@ add_constants(PyObject *module, tm_state *st)
                                        TM_FLAG_POS_MAX) < 0
             || PyModule_AddIntConstant(module, "SAMPLER_RING_MAX",
                                        (long)TM_RING_MAX) < 0
-            || PyModule_AddIntConstant(module, "SMAPS_EVERY",
-                                       (long)TM_SMAPS_EVERY) < 0
+
             || PyModule_AddObjectRef(module, "DEFAULT_STUCK_AFTER_S",
                                      stuck_default) < 0) ? -1 : 0;
     Py_DECREF(stuck_default);

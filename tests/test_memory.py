@@ -76,16 +76,17 @@ def test_no_readings_say_so():
     assert policy.memory_findings(m, 2, "fork") == []
 
 
-def test_the_sampler_reads_rss_every_round_and_uss_on_deep_rounds():
-    traceml.configure(sampler_period_s=0.002)
+def test_the_sampler_reads_rss_every_round_and_uss_every_memory_period():
+    traceml.configure(sampler_period_s=0.002, memory_period_s=0.05)
     try:
         rec = traceml.Recorder()
-        for _ in rec.wrap(range(3 * _core.SMAPS_EVERY)):
+        for _ in rec.wrap(range(150)):
             time.sleep(0.002)
         samples = _core.sampler_samples()
+        since = rec.snapshot()["begin_ns"].min()
     finally:
-        traceml.configure(sampler_period_s=0.02)
-    mine = samples[samples["pid"] == os.getpid()]
+        traceml.configure(sampler_period_s=0.02, memory_period_s=10.0)
+    mine = samples[(samples["pid"] == os.getpid()) & (samples["t_ns"] >= since)]
     assert len(mine) and (mine["rss_bytes"] > 0).all()
     deep = mine[mine["uss_bytes"] >= 0]
     assert 0 < len(deep) < len(mine)
@@ -121,7 +122,7 @@ def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy
     n = 1_000_000
     data = np.arange(n, dtype=np.int64) if as_numpy else [str(i) * 3 for i in range(n)]
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
-    traceml.configure(sampler_period_s=0.004)
+    traceml.configure(sampler_period_s=0.004, memory_period_s=0.2)
     try:
         rec = traceml.Recorder()
         loader = torch.utils.data.DataLoader(_Lookups(data), batch_size=8, num_workers=2,
@@ -130,7 +131,7 @@ def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy
             time.sleep(0.001)
         r = rec.report()
     finally:
-        traceml.configure(sampler_period_s=0.02)
+        traceml.configure(sampler_period_s=0.02, memory_period_s=10.0)
     m = r["memory"]
     assert m["available"] and m["worker_uss_growth"] is not None
     if as_numpy:
@@ -141,3 +142,19 @@ def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy
         assert m["findings"] == ["copy_on_read"]
         assert any("copy-on-read" in line for line in r["next"])
     assert "memory: main RSS" in str(r)
+
+
+def test_memory_readings_can_be_turned_off():
+    traceml.configure(sampler_period_s=0.002, memory_period_s=0)
+    try:
+        assert traceml.configure()["memory_period_s"] == 0.0
+        rec = traceml.Recorder()
+        for _ in rec.wrap(range(60)):
+            time.sleep(0.002)
+        samples = _core.sampler_samples()
+        since = rec.snapshot()["begin_ns"].min()
+    finally:
+        traceml.configure(sampler_period_s=0.02, memory_period_s=10.0)
+    # The ring is the process's: readings of earlier loops stay in it.
+    mine = samples[(samples["pid"] == os.getpid()) & (samples["t_ns"] >= since)]
+    assert len(mine) and (mine["uss_bytes"] == -1).all() and (mine["rss_bytes"] > 0).all()

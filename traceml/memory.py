@@ -3,9 +3,9 @@
 Numbers only (the rule is :func:`traceml.policy.memory_finding`, the
 sentences :func:`traceml.wording.memory_line`).  The sampler reads each
 watched process's resident set (RSS, ``/proc/PID/stat`` field 24) on every
-round and, on one round in ``_core.SMAPS_EVERY`` (once a second at the
-default 20 ms), its proportional (PSS) and unshared (USS: Private_Clean +
-Private_Dirty) memory from ``/proc/PID/smaps_rollup``.
+round and, every ``configure(memory_period_s=...)`` (10 s by default, and
+on the first round of a loop), its proportional (PSS) and unshared (USS:
+Private_Clean + Private_Dirty) memory from ``/proc/PID/smaps_rollup``.
 
 Why USS: a forked worker starts sharing every page with the main process.
 Touching a Python object writes its reference count, which copies the page
@@ -21,7 +21,6 @@ from typing import Optional
 
 import numpy as np
 
-from . import _core
 
 
 def _readings(samples: np.ndarray, pid: int, t0: int, t1: int, field: str) -> np.ndarray:
@@ -98,5 +97,4 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
         out["unavailable"] = "no reading of the run's processes"
     if growths:
         out["worker_uss_growth"] = float(np.median(growths))
-    out["deep_every"] = int(_core.SMAPS_EVERY)
     return out
