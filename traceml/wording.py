@@ -183,19 +183,17 @@ def _trend_next_line(p: dict) -> str:
 def _hand_over_next(p: dict) -> str:
     busy = (f"busy making batches {pct(p['busy_share'])} of the time"
             if p.get("busy_share") is not None else "mostly idle")
-    ready = (f"; {pct(p['ready_before_fetch'])} of the batches were made before their fetch "
-             "began" if p.get("ready_before_fetch") is not None else "")
-    big = p.get("batch_bytes")
-    send = (f" Batches of {fmt_bytes(big)} cost per byte: send fewer (uint8 images, a smaller "
-            "dtype, fewer per batch)." if big is not None and big >= policy.HANDOVER_MIN_BYTES
-            else "")
-    return (f"Input is {pct(p['share'])} of step time, but the workers waited on made only "
-            f"{pct(p['production_share'])} of it; they were {busy}{ready}. More workers "
-            "will not shorten this wait: it is the hand-over (the batch queued in its worker, "
-            "sent, unpickled and mapped here, and this process or the worker waiting for a "
-            f"core; median fetch {fmt_s(p['median_s'])})." + send
-            + " Next: the same loop with fewer workers (fewer processes than cores): a wait "
-            "that falls was the cores; see the main process line below.")
+    ready = (f", and {pct(p['ready_before_fetch'])} of the batches were made before their "
+             "fetch began" if p.get("ready_before_fetch") is not None else "")
+    # Large batches get their own sentence (policy.handover's code).
+    return (f"Input is {pct(p['share'])} of step time, but the loop waited on a worker still "
+            f"making its batch for only {pct(p['production_share'])} of step time; the "
+            f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
+            "hand-over (the batch queued in its worker, sent, unpickled and mapped here, or a "
+            f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). Next: the same "
+            "loop with fewer processes than cores (a lower num_workers): a wait that falls was "
+            "processes waiting for a core; one that stays is the transfer itself, cheaper with "
+            "fewer or smaller tensors per batch.")
 
 
 _NEXT: dict[str, Callable[[dict], str]] = {
