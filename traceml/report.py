@@ -158,7 +158,10 @@ def build(
                                             stuck_events or [], sources))
     summary["next"] = (wording.evidenced_next_steps(summary)
                        + wording.memory_next_steps(memory_found))
-    return Report(summary, steps)
+    rep = Report(summary, steps)
+    if worker_batches is not None:
+        rep.worker_batches, rep.worker_offsets = worker_batches
+    return rep
 
 
 def _epoch_start(steps: np.ndarray, src, source_id: int) -> np.ndarray:

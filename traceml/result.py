@@ -27,7 +27,7 @@ import json
 import os
 import zipfile
 import zlib
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -54,6 +54,10 @@ class Report:
     def __init__(self, summary: dict, steps: np.ndarray):
         self.summary = summary
         self.steps = steps
+        # The source's worker batch records (traceml.worker_timing), kept
+        # in memory for save_trace(); not written by save().
+        self.worker_batches: Optional[np.ndarray] = None
+        self.worker_offsets: Optional[dict] = None
 
     # Convenience views of the per-step arrays, in nanoseconds.
     @property
@@ -95,6 +99,25 @@ class Report:
         ``epoch_start_share`` and ``epoch_start_s_per_epoch``.
         """
         return copy.deepcopy(self.summary)
+
+    def save_trace(self, path, *, max_steps: int = 100_000, window: int = 20) -> str:
+        """Write this run as a Chrome trace-event JSON timeline (Perfetto,
+        ``chrome://tracing``): the loop's fetch and compute slices, each
+        worker's batches, stuck fetches; see :mod:`traceml.trace` for the
+        tracks, the clock and how ``max_steps`` (the most steps written;
+        past it the slowest fetches and ``window`` steps either side) thins
+        a long run.  A report read back with :func:`traceml.load` has no
+        worker batches to show.  Returns the path.
+
+        Raises:
+            TypeError: path is not a str or os.PathLike; max_steps or window
+                not an int.
+            ValueError: max_steps < 1 or window < 0.
+            OSError: the file cannot be written.
+        """
+        from .trace import save_trace
+
+        return save_trace(self, path, max_steps=max_steps, window=window)
 
     def save(self, path) -> str:
         """Write this report (summary and per-step arrays) to ``path``.
