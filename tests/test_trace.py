@@ -118,3 +118,23 @@ def test_a_loaded_run_has_no_worker_tracks(run, tmp_path):
     data = trace.trace_events(back)
     assert not [e for e in data["traceEvents"] if e.get("cat") == "worker"]
     assert len([e for e in data["traceEvents"] if e.get("cat") == "compute"]) == len(run.steps)
+
+
+def test_flat_gives_the_headline_numbers_for_loggers(run):
+    flat = run.flat()
+    s = run.summary
+    assert flat["traceml/steps"] == float(len(run.steps))
+    assert flat["traceml/input_share"] == s["input_share"]
+    assert flat["traceml/wait_p95_s"] == pytest.approx(
+        np.percentile(run.input_wait_ns[~np.isin(np.arange(len(run.steps)),
+                                                 s["epoch_start"]["steps"])], 95) * 1e-9)
+    assert flat["traceml/stalls"] == s["stalls"]["count"]
+    assert flat["traceml/stalls_per_100"] == pytest.approx(
+        100 * s["stalls"]["count"] / s["steady_steps"])
+    assert flat["traceml/diagnosis"] == s["diagnosis"]
+    assert flat["traceml/production_share"] == s["production"]["production_share"]
+    assert all(isinstance(v, (float, str)) for v in flat.values())
+    assert set(run.flat(prefix="")) == {k[len("traceml/"):] for k in flat}
+    json.dumps(flat)
+    with pytest.raises(TypeError, match="prefix"):
+        run.flat(prefix=1)
