@@ -3,6 +3,7 @@ TimedFetch): the shared log, the step-to-batch match and the busy-time
 reducer against brute-force references, and real DataLoaders whose items
 burn or sleep a set time, so that each batch's cost is known."""
 
+import multiprocessing
 import os
 import pickle
 import time
@@ -407,3 +408,24 @@ def test_batch_record_dtype_is_what_drain_gives():
     assert _core.BatchLog(2).drain().dtype == _core.BATCH_RECORD_DTYPE
     with pytest.raises(TypeError):
         pickle.dumps(_core.BatchLog(2))
+
+
+def test_reading_the_start_method_does_not_fix_it():
+    # get_start_method() or get_context() without a method fix the
+    # process's start method; a user's later set_start_method() would raise.
+    # (Iterating a DataLoader fixes it anyway: torch makes its queues from
+    # the default context.  Reading it must not, before or without that.)
+    import subprocess
+    import sys
+    code = (
+        "import multiprocessing, torch\n"
+        "from traceml import worker_timing, wrapping\n"
+        "loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=1)\n"
+        "print(worker_timing.start_method_of(loader), wrapping.start_method(loader))\n"
+        "assert multiprocessing.get_start_method(allow_none=True) is None\n"
+        "multiprocessing.set_start_method('spawn')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [multiprocessing.get_all_start_methods()[0]] * 2

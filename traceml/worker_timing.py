@@ -18,7 +18,7 @@ to a :class:`traceml._core.BatchLog`, a shared anonymous mapping the
 forked workers inherit.  Nothing is pickled, nothing crosses the data
 queue, the batch is untouched, and the main process pays nothing per step.
 
-Torch internals relied on (present from torch 1.x to 2.13, each checked
+Torch internals relied on (as in torch 2.13; each is checked before use
 and the timing reported unavailable without it): ``DataLoader.
 worker_init_fn`` read when ``iter()`` starts the workers;
 ``torch.utils.data._DatasetKind.create_fetcher`` called in the worker after
@@ -88,15 +88,21 @@ def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> No
     _DatasetKind.create_fetcher = staticmethod(create_fetcher)
 
 
-def start_method_of(loader: Any) -> str:
-    """The multiprocessing start method a DataLoader's workers use."""
+def start_method_of(loader: Any) -> Optional[str]:
+    """The multiprocessing start method a DataLoader's workers use (None:
+    not known).  Never fixes the process's start method:
+    ``multiprocessing.get_start_method()`` and ``get_context()`` without
+    a method would, and a later ``set_start_method()`` of the user's would
+    then raise "context has already been set"."""
     ctx = getattr(loader, "multiprocessing_context", None)
     if ctx is None:
-        return multiprocessing.get_start_method()
+        # "the first of which is the default" (multiprocessing's docs).
+        return (multiprocessing.get_start_method(allow_none=True)
+                or multiprocessing.get_all_start_methods()[0])
     if isinstance(ctx, str):
         return ctx
     get = getattr(ctx, "get_start_method", None)
-    return get() if callable(get) else str(ctx)
+    return get() if callable(get) else None
 
 
 class Timing:

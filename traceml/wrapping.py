@@ -179,16 +179,9 @@ def worker_pids(inner: Any) -> Optional[list[int]]:
 
 
 def start_method(loader: Any) -> Optional[str]:
-    """The multiprocessing start method a DataLoader's workers use."""
-    ctx = getattr(loader, "multiprocessing_context", None)
-    if ctx is None:
-        return multiprocessing.get_start_method(allow_none=True) or (
-            multiprocessing.get_context().get_start_method()
-        )
-    if isinstance(ctx, str):
-        return ctx
-    get = getattr(ctx, "get_start_method", None)
-    return get() if callable(get) else None
+    """The multiprocessing start method a DataLoader's workers use, read
+    without fixing the process's own (worker_timing.start_method_of)."""
+    return worker_timing.start_method_of(loader)
 
 
 def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
