@@ -89,7 +89,10 @@ def test_the_sampler_reads_rss_every_round_and_uss_every_memory_period():
     mine = samples[(samples["pid"] == os.getpid()) & (samples["t_ns"] >= since)]
     assert len(mine) and (mine["rss_bytes"] > 0).all()
     deep = mine[mine["uss_bytes"] >= 0]
-    assert 0 < len(deep) < len(mine)
+    assert len(deep) >= 1
+    # Deep readings come a memory period apart (at least; a slow round,
+    # under a sanitizer say, spaces them more).
+    assert (np.diff(deep["t_ns"]) >= 0.05e9 * 0.99).all()
     assert (deep["pss_bytes"] >= deep["uss_bytes"]).all()
     # Against /proc itself, now: the process's RSS is within 25% of the
     # last reading (it keeps running meanwhile).
@@ -117,6 +120,8 @@ class _Lookups(torch.utils.data.Dataset):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer's shadow memory grows every process's own pages")
 @pytest.mark.parametrize("as_numpy", [False, True])
 def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy):
     n = 1_000_000
