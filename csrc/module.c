@@ -291,11 +291,13 @@ tm_exec(PyObject *module)
     }
     {
         PyTypeObject *timed = add_type(module, &tm_timedfetch_spec);
+        PyTypeObject *hist = timed != NULL ? add_type(module, &tm_waithist_spec) : NULL;
 
-        if (timed == NULL) {
+        Py_XDECREF(timed);  /* the module holds them */
+        if (hist == NULL) {
             return -1;
         }
-        Py_DECREF(timed);  /* the module holds it */
+        Py_DECREF(hist);
     }
     if (build_record_dtype(st) < 0 || tm_build_sample_dtype(st) < 0
             || add_constants(module, st) < 0) {

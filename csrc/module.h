@@ -129,6 +129,9 @@ extern PyType_Spec tm_wrapiter_spec;
 extern PyType_Spec tm_batchlog_spec;
 extern PyType_Spec tm_timedfetch_spec;
 
+/* livehist.c */
+extern PyType_Spec tm_waithist_spec;
+
 /* sampler_py.c, reduce_py.c */
 extern PyMethodDef tm_sampler_methods[];
 extern PyMethodDef tm_reduce_methods[];

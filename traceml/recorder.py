@@ -53,10 +53,11 @@ class Recorder(_core.Recorder):
         self.sources = SourceRegistry()
         self._outer: list = []
 
-    def wrap(self, iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
+    def wrap(self, iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
+             tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
         """:func:`traceml.wrap` into this recorder (same arguments, same
         errors)."""
-        return wrap_into(self, iterable, name)
+        return wrap_into(self, iterable, name, live, tensorboard, tensorboard_every)
 
     def reset(self) -> None:
         """Start a new recording in this recorder: discard every recorded

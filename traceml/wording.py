@@ -1048,6 +1048,17 @@ def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
             f"timing of the run {basis} (traceml.predict){off}.")
 
 
+def live_line(st: dict) -> str:
+    """The live line (traceml.live): running numbers while a loop runs."""
+    parts = [f"traceml · {st['name']} · {st['steps']:,} steps"]
+    if st["input_share"] is not None:
+        parts.append(f"input {pct(st['input_share'])} of step time")
+    if st["median_s"] is not None:
+        parts.append(f"wait median {fmt_s(st['median_s'])}, p95 {fmt_s(st['p95_s'])}")
+        parts.append(f"{st['slow']:,} past {st['slow_ratio']:g}x the median")
+    return " · ".join(parts)
+
+
 def memory_line(s: dict) -> Optional[str]:
     """The processes' memory over the run (traceml.memory); None without
     readings."""

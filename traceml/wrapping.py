@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from . import _core, worker_timing
+from . import live as live_line
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
 # prefetch_factor is None when num_workers == 0.  Absent fields read None.
@@ -289,6 +290,7 @@ class Wrapped:
         self.iterable = iterable
         self.recorder = recorder
         self._source = recorder.sources.for_iterable(iterable, name)
+        self._live = None  # a traceml.live.LiveLine, when asked for
 
     @property
     def name(self) -> str:
@@ -334,6 +336,8 @@ class Wrapped:
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching
+        if self._live is not None:
+            self._live.follow(it)
         return it
 
     def __len__(self) -> int:
@@ -355,7 +359,8 @@ class Wrapped:
         return f"traceml.wrap({self.iterable!r}, name={self.name!r})"
 
 
-def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
+def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
+         tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
     """Time every fetch from ``iterable`` into the default recorder
     (:meth:`traceml.Recorder.wrap` for another); each ``iter()`` is one
     epoch.
@@ -389,19 +394,34 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
             name (objects that take weak references, such as a DataLoader),
             continues that source with its next epoch.  Default: the
             type name, made unique per object (``"DataLoader#2"``).
+        live: show a line that updates while the loop runs (steps, input
+            share, running median and p95 wait, waits past 4x the median;
+            :mod:`traceml.live`): True (a notebook display in Jupyter or
+            Colab, else one line on stderr), a tqdm bar (the line becomes
+            its postfix), or a callable taking the line.  Updates come at
+            most 4 times a second from a thread; the loop pays nothing per
+            step.  Default None: off.
+        tensorboard: a ``SummaryWriter`` (``torch.utils.tensorboard`` or
+            ``tensorboardX``) to log the same numbers to, under
+            ``traceml/``, every ``tensorboard_every`` steps (default 100)
+            and at the end of each epoch.
 
     Returns:
         A :class:`Wrapped`: iterate it (once per epoch), ``len()`` it.
 
     Raises:
-        TypeError: ``iterable`` is not iterable, or ``name`` is not a str.
+        TypeError: ``iterable`` is not iterable, ``name`` is not a str,
+            ``live`` is none of the above, ``tensorboard`` has no
+            ``add_scalar`` or ``tensorboard_every`` is not an int.
         ValueError: ``name`` is ``"probes"`` (reserved), blank, or not
             printable (a newline, a control character).
     """
-    return wrap_into(_core.default_recorder(), iterable, name)
+    return wrap_into(_core.default_recorder(), iterable, name, live, tensorboard,
+                     tensorboard_every)
 
 
-def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str]) -> Wrapped:
+def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any = None,
+              tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
     """:func:`wrap` for ``recorder``: the argument checks, then the
     :class:`Wrapped`.  Called by :func:`wrap` and :meth:`Recorder.wrap`
     only, so that a warning points at their caller."""
@@ -429,4 +449,10 @@ def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str]) -> Wrapped
             "(traceml.wrap(loader)) so that the report has its settings, delivery "
             "order and worker evidence",
             UserWarning, stacklevel=3)
-    return Wrapped(iterable, name, recorder)
+    live = live_line.check_live(live)
+    live_line.check_tensorboard(tensorboard, tensorboard_every)
+    wrapped = Wrapped(iterable, name, recorder)
+    if live or tensorboard is not None:
+        wrapped._live = live_line.LiveLine(recorder, wrapped.source, wrapped.name, live,
+                                           tensorboard, tensorboard_every)
+    return wrapped
