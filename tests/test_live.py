@@ -1,4 +1,4 @@
-"""The live line (traceml.live): the C running histogram against NumPy,
+"""The live line (traceml.liveline): the C running histogram against NumPy,
 the line and its update rate, tqdm and callable targets, the notebook
 display (a kernel run by nbclient) and TensorBoard scalars read back with
 TensorBoard's own EventAccumulator."""
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 import traceml
-from traceml import _core, live
+from traceml import _core, liveline as live
 
 BOUND = 1 / 64  # the histogram's stated relative error
 
@@ -166,3 +166,18 @@ def test_a_notebook_gets_one_display_updated_in_place():
     assert len(shown) == 1  # one display, updated in place
     assert "traceml · nb · 60 steps" in shown[0]["data"]["text/plain"]
     assert not [o for o in outs if o.get("output_type") == "stream" and "traceml" in o["text"]]
+
+
+def test_the_probes_get_a_live_line_until_stopped():
+    rec = traceml.Recorder()
+    lines = []
+    line = traceml.live(lines.append, recorder=rec)
+    for _ in range(30):
+        rec.step_begin()
+        time.sleep(0.002)
+        rec.fetch_done()
+        rec.step_end()
+    assert traceml.live(False, recorder=rec) is None
+    assert not line.thread and "30 steps" in lines[-1] and "probes" in lines[-1]
+    with pytest.raises(TypeError, match="live"):
+        traceml.live(3)

@@ -13,6 +13,9 @@ Probes for loops that do not iterate a loader directly::
     traceml.step_begin(); batch = get(); traceml.fetch_done()
     train_step(batch); traceml.step_end()
 
+``traceml.wrap(loader, live=True)`` (``traceml.live()`` for the probes)
+shows a line that updates while the loop runs.
+
 Timings live in a C array (32 bytes a step) owned by a
 :class:`traceml.Recorder`; the module-level functions use the default one.
 C reducers give the mean, median, p95, the stall gaps and their cadence;
@@ -23,6 +26,7 @@ from . import _core
 from ._core import abandon_step, clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
 from .io import load
+from .liveline import live
 from .recorder import Recorder, report, reset
 from .report import Report
 from .sweep import SweepResult, sweep
@@ -44,6 +48,7 @@ __all__ = [
     "compare",
     "configure",
     "fetch_done",
+    "live",
     "load",
     "report",
     "reset",

@@ -1049,7 +1049,7 @@ def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
 
 
 def live_line(st: dict) -> str:
-    """The live line (traceml.live): running numbers while a loop runs."""
+    """The live line (traceml.liveline): running numbers while a loop runs."""
     parts = [f"traceml · {st['name']} · {st['steps']:,} steps"]
     if st["input_share"] is not None:
         parts.append(f"input {pct(st['input_share'])} of step time")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from . import _core, worker_timing
-from . import live as live_line
+from . import liveline as live_line
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
 # prefetch_factor is None when num_workers == 0.  Absent fields read None.
@@ -290,7 +290,7 @@ class Wrapped:
         self.iterable = iterable
         self.recorder = recorder
         self._source = recorder.sources.for_iterable(iterable, name)
-        self._live = None  # a traceml.live.LiveLine, when asked for
+        self._live = None  # a traceml.liveline.LiveLine, when asked for
 
     @property
     def name(self) -> str:
@@ -396,7 +396,7 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
             type name, made unique per object (``"DataLoader#2"``).
         live: show a line that updates while the loop runs (steps, input
             share, running median and p95 wait, waits past 4x the median;
-            :mod:`traceml.live`): True (a notebook display in Jupyter or
+            :mod:`traceml.liveline`): True (a notebook display in Jupyter or
             Colab, else one line on stderr), a tqdm bar (the line becomes
             its postfix), or a callable taking the line.  Updates come at
             most 4 times a second from a thread; the loop pays nothing per

@@ -59,7 +59,7 @@ def check_live(live: Any) -> Any:
     callable; anything else raises TypeError naming the argument."""
     if live is None or isinstance(live, bool) or _is_tqdm(live) or callable(live):
         return live or None
-    raise TypeError("wrap(): live must be True, False, a tqdm bar or a callable taking the "
+    raise TypeError("live must be True, False, a tqdm bar or a callable taking the "
                     f"line, got {type(live).__name__}")
 
 
@@ -135,11 +135,20 @@ class LiveLine:
             "slow_ratio": SLOW_RATIO,
         }
 
+    def start(self) -> None:
+        """Show this source until :meth:`stop` (for the probes, which have
+        no iterator to follow)."""
+        self.stop()
+        self._stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(None,),
+                                       name="traceml-live", daemon=True)
+        self.thread.start()
+
     def _run(self, ref: Any) -> None:
         while True:
             stopping = self._stopping.wait(self.interval_s)
-            it = ref()
-            done = stopping or it is None or it.inner is None
+            it = ref() if ref is not None else self
+            done = stopping or it is None or getattr(it, "inner", True) is None
             del it
             try:
                 self.update(final=done)
@@ -236,3 +245,33 @@ def log_report(writer: Any, report: Any, step: Optional[int] = None) -> None:
     flush = getattr(writer, "flush", None)
     if callable(flush):
         flush()
+
+
+_PROBES: dict = {}
+
+
+def live(target: Any = True, *, recorder: Any = None, tensorboard: Any = None,
+         tensorboard_every: int = 100) -> Optional[LiveLine]:
+    """The live line for the probes (``traceml.step_begin()`` ...):
+    ``traceml.live()`` starts it over the default recorder's probes (or
+    ``recorder``'s), ``traceml.live(False)`` stops it with a last update.
+    ``target`` is as wrap()'s ``live=`` (True, a tqdm bar, a callable);
+    ``tensorboard`` and ``tensorboard_every`` as wrap()'s.  Returns the
+    :class:`LiveLine` (None when stopping).
+
+    Raises:
+        TypeError: a bad target, writer or tensorboard_every (naming it).
+        ValueError: tensorboard_every < 1.
+    """
+    rec = recorder if recorder is not None else _core.default_recorder()
+    old = _PROBES.pop(rec.id, None)
+    if old is not None:
+        old.stop()
+    target = check_live(target)
+    check_tensorboard(tensorboard, tensorboard_every)
+    if not target and tensorboard is None:
+        return None
+    line = LiveLine(rec, 0, "probes", target, tensorboard, tensorboard_every)
+    _PROBES[rec.id] = line
+    line.start()
+    return line
