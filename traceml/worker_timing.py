@@ -32,6 +32,7 @@ the log: the report says so and falls back to the sampler's per-worker CPU.
 from __future__ import annotations
 
 import multiprocessing
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -113,7 +114,9 @@ class Timing:
 
     def __init__(self) -> None:
         self.log: Optional[_core.BatchLog] = None
-        self.hooked_iterator: Any = None  # persistent workers started with the hook
+        # Persistent workers started with the hook: a weak reference to
+        # their iterator, which must not outlive its loader's shutdown.
+        self.hooked_iterator: Any = None
         self.chunks: list = []
         self.offsets: dict = {}
 
@@ -150,7 +153,8 @@ def before_iter(loader: Any, timing: Timing, epoch: int) -> tuple[Optional[str],
     if live is not None:
         # Persistent workers resume: they time this epoch only if they
         # were started with the hook.
-        return (None if live is timing.hooked_iterator else STARTED_BEFORE), None
+        hooked = timing.hooked_iterator() if timing.hooked_iterator is not None else None
+        return (None if live is hooked else STARTED_BEFORE), None
     user_fn = loader.worker_init_fn
     loader.worker_init_fn = WorkerHook(timing.log, user_fn, epoch)
     return None, user_fn
@@ -161,8 +165,12 @@ def after_iter(loader: Any, timing: Timing, why: Optional[str], user_fn: Any) ->
     ``worker_init_fn`` back (the workers have theirs already)."""
     if isinstance(getattr(loader, "worker_init_fn", None), WorkerHook):
         loader.worker_init_fn = user_fn
-        if why is None and getattr(loader, "persistent_workers", False):
-            timing.hooked_iterator = getattr(loader, "_iterator", None)
+        it = getattr(loader, "_iterator", None)
+        if why is None and getattr(loader, "persistent_workers", False) and it is not None:
+            try:
+                timing.hooked_iterator = weakref.ref(it)
+            except TypeError:
+                timing.hooked_iterator = None
 
 
 def note_reset(timing: Timing, epoch: np.ndarray, worker: np.ndarray) -> None:
