@@ -429,3 +429,19 @@ def test_reading_the_start_method_does_not_fix_it():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [multiprocessing.get_all_start_methods()[0]] * 2
+
+
+def test_timing_does_not_keep_persistent_workers_alive():
+    import gc
+    loader = DataLoader(BurnDataset(8, 0.0), batch_size=2, num_workers=2,
+                        persistent_workers=True)
+    w = traceml.Recorder().wrap(loader)
+    for _batch in w:
+        pass
+    timing = w._source.timing
+    assert timing.hooked_iterator() is loader._iterator
+    loader._iterator._shutdown_workers()
+    loader._iterator = None
+    gc.collect()
+    assert timing.hooked_iterator() is None
+    assert multiprocessing.active_children() == []
