@@ -322,6 +322,35 @@ rec_set_test_clock(tm_recorder *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* Testing hook: append the records of a RECORD_DTYPE array as if their
+   steps had just closed (each through tm_store_push, so growth and drops
+   behave as in a loop), so that tests and benchmarks make long runs
+   without timing them step by step. */
+static PyObject *
+rec_append_records(tm_recorder *self, PyObject *arg)
+{
+    PyArrayObject *arr;
+    const tm_record *r;
+    npy_intp n, i;
+
+    Py_INCREF(self->st->record_dtype);
+    arr = (PyArrayObject *)PyArray_FromAny(
+        arg, (PyArray_Descr *)self->st->record_dtype, 1, 1,
+        NPY_ARRAY_CARRAY_RO, NULL);
+    if (arr == NULL) {
+        return NULL;
+    }
+    n = PyArray_SIZE(arr);
+    r = (const tm_record *)PyArray_DATA(arr);
+    for (i = 0; i < n; i++) {
+        tm_store_push(&self->store, r[i].begin_ns, r[i].fetch_done_ns,
+                      r[i].end_ns, r[i].epoch, r[i].source, r[i].flags,
+                      -1, -1, -1);
+    }
+    Py_DECREF(arr);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 rec_get_id(tm_recorder *self, void *Py_UNUSED(closure))
 {
@@ -368,6 +397,9 @@ static PyMethodDef recorder_methods[] = {
      "steps_abandoned and the misuse counts."},
     {"_set_capacity_limit", (PyCFunction)rec_set_capacity_limit, METH_O,
      "Testing hook: cap the store at this many records (None: no cap)."},
+    {"_append_records", (PyCFunction)rec_append_records, METH_O,
+     "Testing hook: append the records of a 1-D RECORD_DTYPE array (in\n"
+     "order, as closed steps without delivery or batch sizes)."},
     {"_set_test_clock", (PyCFunction)rec_set_test_clock, METH_O,
      "Testing hook: the clock returns these int64 values in turn (the\n"
      "last repeats; reads past the end count as test_clock_overrun);\n"
