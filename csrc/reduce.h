@@ -47,6 +47,15 @@ typedef struct {
     size_t upper_count;
 } tm_otsu;
 
+/*
+ * Otsu's split of log(max(x, 1)).  Up to 65536 values: a sort and a scan
+ * of every split.  Longer inputs: a log-spaced histogram (count, log sum
+ * and value range per bin) gives every split at a bin boundary exactly;
+ * only bins whose inside could beat the best boundary (an upper bound from
+ * their count and range) are gathered and sorted.  Both give the same
+ * split (ties: the lowest), and the same numbers up to the rounding of
+ * long double sums taken in another order.
+ */
 int tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out);
 
 /* The most frequent value of a histogram (smallest value on ties). */
