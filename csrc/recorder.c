@@ -179,6 +179,63 @@ rec_snapshot(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     return arr;
 }
 
+#define TM_LENT_CAPSULE "traceml._core.lent_records"
+
+static void
+lent_capsule_destructor(PyObject *capsule)
+{
+    tm_lent *lent = PyCapsule_GetPointer(capsule, TM_LENT_CAPSULE);
+
+    if (lent != NULL) {
+        tm_lent_release(lent);
+    }
+}
+
+/*
+ * A read-only array over the store's own records, no copy.  The array's
+ * base, a capsule, holds the store's block (tm_lent): the store does not
+ * move or overwrite the block while it is lent, so the view shows the
+ * same records for as long as it lives, whatever the recorder does
+ * meanwhile (grow, reset, fork); appends write past its end.
+ */
+static PyObject *
+rec_snapshot_view(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    npy_intp n = (npy_intp)self->store.len;
+    PyArray_Descr *descr = (PyArray_Descr *)self->st->record_dtype;
+    tm_lent *lent;
+    PyObject *capsule, *arr;
+
+    if (n == 0) {
+        Py_INCREF(descr);
+        return PyArray_NewFromDescr(&PyArray_Type, descr, 1, &n, NULL, NULL,
+                                    0, NULL);
+    }
+    lent = tm_store_lend(&self->store);
+    if (lent == NULL) {
+        return PyErr_NoMemory();
+    }
+    capsule = PyCapsule_New(lent, TM_LENT_CAPSULE, lent_capsule_destructor);
+    if (capsule == NULL) {
+        tm_lent_release(lent);
+        return NULL;
+    }
+    Py_INCREF(descr);
+    /* flags 0: not writeable (contiguity is worked out by NumPy). */
+    arr = PyArray_NewFromDescr(&PyArray_Type, descr, 1, &n, NULL,
+                               lent->records, 0, NULL);
+    if (arr == NULL) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    /* Steals the capsule reference, even on failure. */
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, capsule) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 static PyObject *
 rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
@@ -383,6 +440,16 @@ static PyMethodDef recorder_methods[] = {
     {"snapshot", (PyCFunction)rec_snapshot, METH_NOARGS,
      "snapshot() -> ndarray[RECORD_DTYPE]\n--\n\n"
      "A copy of every recorded step, in the order the steps closed."},
+    {"snapshot_view", (PyCFunction)rec_snapshot_view, METH_NOARGS,
+     "snapshot_view() -> ndarray[RECORD_DTYPE]\n--\n\n"
+     "Every recorded step so far, as snapshot() gives them, without a copy:\n"
+     "a read-only array over the store's own memory.  It keeps showing\n"
+     "the same steps for as long as it lives, whatever the recorder does\n"
+     "meanwhile: while a view holds the store's block, the store does not\n"
+     "move it (growing copies the records into a new block; the view keeps\n"
+     "the old one, so memory can double while an old view lives) nor write\n"
+     "over it (reset() starts a new block).  Raises MemoryError when the\n"
+     "view's small bookkeeping cannot be allocated."},
     {"snapshot_delivery", (PyCFunction)rec_snapshot_delivery, METH_NOARGS,
      "snapshot_delivery() -> (rank, worker, bytes) or None\n--\n\n"
      "Per recorded step (parallel to snapshot()): the delivered batch's\n"

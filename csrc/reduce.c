@@ -24,7 +24,7 @@
 /* summary                                                            */
 
 void
-tm_summarize(const int64_t *x, size_t n, tm_summary *out)
+tm_summarize(const int64_t *x, size_t n, int with_std, tm_summary *out)
 {
     __int128 sum = 0;
     __int128 shifted = 0;      /* sum of x[i] - x[0]: exact */
@@ -56,6 +56,11 @@ tm_summarize(const int64_t *x, size_t n, tm_summary *out)
     }
     out->min = lo;
     out->max = hi;
+    out->mean = (double)((long double)sum / (long double)n);
+    if (!with_std) {
+        out->std = NAN;
+        return;
+    }
     /* Deviations are taken from x[0], where they are exact (|x[i] - x[0]|
        < 2**64 fits the 64-bit long double mantissa), so rounding the mean
        of huge values does not leak into the variance. */
@@ -64,7 +69,6 @@ tm_summarize(const int64_t *x, size_t n, tm_summary *out)
         long double d = (long double)((__int128)x[i] - x[0]) - mean_shift;
         ss += d * d;
     }
-    out->mean = (double)((long double)sum / (long double)n);
     out->std = (double)sqrtl(ss / (long double)n);
 }
 
@@ -441,6 +445,48 @@ tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
 done:
     PyMem_RawFree(ranks);
     PyMem_RawFree(vals);
+    return rc;
+}
+
+int
+tm_order_stats(const int64_t *x, size_t n, const int64_t *ks, size_t nk,
+               int64_t *vals)
+{
+    size_t *ranks;
+    int64_t *found;
+    size_t nr = 0;
+    size_t j, r;
+    int rc = 0;
+
+    if (nk == 0) {
+        return 0;
+    }
+    ranks = PyMem_RawMalloc(nk * sizeof(size_t));
+    found = PyMem_RawMalloc(nk * sizeof(int64_t));
+    if (ranks == NULL || found == NULL) {
+        PyMem_RawFree(ranks);
+        PyMem_RawFree(found);
+        return -1;
+    }
+    for (j = 0; j < nk; j++) {
+        ranks[j] = (size_t)ks[j];
+    }
+    qsort(ranks, nk, sizeof(size_t), cmp_size);
+    for (r = 0; r < nk; r++) {
+        if (nr == 0 || ranks[r] != ranks[nr - 1]) {
+            ranks[nr++] = ranks[r];
+        }
+    }
+    if (select_ranks(x, n, ranks, nr, found) < 0) {
+        rc = -1;
+    }
+    else {
+        for (j = 0; j < nk; j++) {
+            vals[j] = found[rank_index(ranks, nr, (size_t)ks[j])];
+        }
+    }
+    PyMem_RawFree(ranks);
+    PyMem_RawFree(found);
     return rc;
 }
 

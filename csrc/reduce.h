@@ -20,7 +20,9 @@ typedef struct {
     double std;          /* population (ddof=0), as numpy.std */
 } tm_summary;
 
-void tm_summarize(const int64_t *x, size_t n, tm_summary *out);
+/* count, min, max, exact sum, mean and (with with_std) std of x; without
+   with_std one pass only, and std is NaN. */
+void tm_summarize(const int64_t *x, size_t n, int with_std, tm_summary *out);
 
 /*
  * Percentiles q (in [0, 100]) by numpy.percentile's "linear" rule, found by
@@ -29,6 +31,14 @@ void tm_summarize(const int64_t *x, size_t n, tm_summary *out);
  */
 int tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
                    double *out);
+
+/*
+ * Order statistics: vals[j] = the ks[j]-th smallest of x (0-based; every
+ * ks[j] < n, any order, repeats allowed), by the same selection as
+ * tm_percentiles.  The input is not modified.
+ */
+int tm_order_stats(const int64_t *x, size_t n, const int64_t *ks, size_t nk,
+                   int64_t *vals);
 
 size_t tm_stall_mask(const int64_t *wait_ns, size_t n, int64_t threshold_ns,
                      uint8_t *mask);

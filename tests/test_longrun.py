@@ -90,3 +90,107 @@ def test_log_otsu_long_equal_and_two_values():
     assert two["eta"] == pytest.approx(1.0)
     assert two["threshold_ns"] == pytest.approx(math.sqrt(10 * 10_000))
     assert two["upper_count"] == 10_000
+
+
+# --- the read-only snapshot view -------------------------------------------------
+
+
+def _records(n, start=0):
+    a = np.zeros(n, dtype=_core.RECORD_DTYPE)
+    a["begin_ns"] = np.arange(start, start + n)
+    a["fetch_done_ns"] = a["begin_ns"] + 1
+    a["end_ns"] = a["begin_ns"] + 2
+    return a
+
+
+def test_snapshot_view_is_a_read_only_view_equal_to_snapshot():
+    rec = traceml.Recorder()
+    assert len(rec.snapshot_view()) == 0
+    rec._append_records(_records(3000))
+    view = rec.snapshot_view()
+    np.testing.assert_array_equal(view, rec.snapshot())
+    assert view.dtype == _core.RECORD_DTYPE
+    assert not view.flags.writeable
+    with pytest.raises(ValueError):
+        view["begin_ns"][0] = 5
+
+
+def test_snapshot_view_survives_growth_reset_and_the_recorder():
+    rec = traceml.Recorder()
+    rec._append_records(_records(1000))      # capacity 1024
+    before = rec.snapshot()
+    view = rec.snapshot_view()
+    rec._append_records(_records(100_000, start=10**6))  # grows: the block moves
+    np.testing.assert_array_equal(view, before)
+    np.testing.assert_array_equal(rec.snapshot()[:1000], before)
+    assert len(rec.snapshot_view()) == 101_000
+    kept = rec.snapshot_view()
+    rec.reset()                                # new records go to a new block
+    rec._append_records(_records(50, start=-77))
+    assert kept["begin_ns"][0] == 0 and len(kept) == 101_000
+    assert rec.snapshot_view()["begin_ns"][0] == -77
+    del rec
+    np.testing.assert_array_equal(view, before)
+    assert int(kept["begin_ns"][-1]) == 10**6 + 100_000 - 1
+
+
+def test_snapshot_view_appends_do_not_show():
+    rec = traceml.Recorder()
+    rec._append_records(_records(10))
+    view = rec.snapshot_view()
+    rec._append_records(_records(5, start=100))   # same block, past the view
+    assert len(view) == 10
+    np.testing.assert_array_equal(view["begin_ns"], np.arange(10))
+
+
+def test_report_holds_a_view_not_a_copy():
+    rec = traceml.Recorder()
+    rec._append_records(longrun_cases.records("fast", 5000))
+    r = rec.report()
+    assert not r.steps.flags.writeable
+    assert r.steps.base is not None
+    np.testing.assert_array_equal(r.steps, rec.snapshot())
+
+
+# --- totals and order_stats against NumPy ---------------------------------------
+
+
+def _int_inputs():
+    rng = np.random.default_rng(3)
+    yield "one", np.array([42], dtype=np.int64)
+    yield "equal", np.full(100_000, -7, dtype=np.int64)
+    yield "extremes", rng.choice(np.array([I64.min, I64.min + 1, -1, 0, 1, I64.max - 1, I64.max]),
+                                 50_000)
+    yield "long", rng.integers(0, 10**9, 1_000_000)
+    yield "heavy_tail", np.exp(rng.normal(10, 3, 300_000)).astype(np.int64)
+    yield "small", rng.integers(-5, 5, 1000)
+
+
+@pytest.mark.parametrize("name,x", list(_int_inputs()), ids=lambda v: v if isinstance(v, str) else "")
+def test_totals_and_order_stats_match_numpy(name, x):
+    t = _core.totals(x)
+    s = _core.summary(x)
+    assert t["count"] == len(x)
+    assert t["sum"] == int(np.sum(x.astype(object)))   # exact, past int64
+    assert t["min"] == int(x.min()) and t["max"] == int(x.max())
+    assert t["mean"] == s["mean"]          # the same long double division
+    n = len(x)
+    ks = np.unique(np.r_[0, n - 1, (n - 1) // 2, n // 2, np.linspace(0, n - 1, 17).astype(np.int64)])
+    ks = np.r_[ks[::-1], ks[:3]]           # any order, repeats allowed
+    np.testing.assert_array_equal(_core.order_stats(x, ks), np.sort(x)[ks])
+    before = x.copy()
+    _core.order_stats(x, ks)
+    np.testing.assert_array_equal(x, before)   # not modified
+
+
+def test_totals_and_order_stats_edges():
+    empty = _core.totals(np.zeros(0, np.int64))
+    assert empty["count"] == 0 and empty["sum"] == 0 and math.isnan(empty["mean"])
+    assert empty["min"] is None and empty["max"] is None
+    assert len(_core.order_stats([5, 1, 3], np.zeros(0, np.int64))) == 0
+    with pytest.raises(ValueError, match=r"k must be in \[0, len\(x\) - 1\]"):
+        _core.order_stats(np.zeros(0, np.int64), [0])
+    with pytest.raises(ValueError, match="got -1"):
+        _core.order_stats([1, 2, 3], [-1])
+    with pytest.raises(TypeError, match="k"):
+        _core.order_stats([1, 2, 3], 1)
