@@ -194,3 +194,22 @@ def test_totals_and_order_stats_edges():
         _core.order_stats([1, 2, 3], [-1])
     with pytest.raises(TypeError, match="k"):
         _core.order_stats([1, 2, 3], 1)
+
+
+# --- report() on long runs: the numbers of the code before ----------------------
+
+
+with open(longrun_cases.REFERENCE) as _f:
+    _REFERENCE = json.load(_f)
+
+
+@pytest.mark.parametrize("name,kind,kwargs", longrun_cases.CASES, ids=[c[0] for c in longrun_cases.CASES])
+def test_report_matches_the_reference(name, kind, kwargs):
+    """Every number, verdict and list of report() on 200k-step runs equals
+    what the code before the long-run work gave (long lists by length and
+    SHA-256 of their JSON text)."""
+    got = json.loads(json.dumps(longrun_cases.report_of(kind, kwargs, _REFERENCE["steps"])))
+    want = _REFERENCE["cases"][name]
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == want[key], key
