@@ -531,16 +531,60 @@ tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
     return ngaps;
 }
 
+/*
+ * By counting when the values span at most max(n, 65536) (gaps between
+ * stalls are small: a period of a few steps), so that a million gaps
+ * need no sort; else by sorting a copy.  The scratch is at most the size
+ * of that copy either way.
+ */
 int
 tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
                  int64_t *counts, size_t *nbins)
 {
     int64_t *sorted;
+    int64_t lo = INT64_MAX;
+    int64_t hi = INT64_MIN;
+    uint64_t span;
     size_t i;
     size_t m = 0;
 
     *nbins = 0;
     if (n == 0) {
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        if (gaps[i] < lo) {
+            lo = gaps[i];
+        }
+        if (gaps[i] > hi) {
+            hi = gaps[i];
+        }
+    }
+    span = (uint64_t)hi - (uint64_t)lo;
+    if (span < (uint64_t)(n > 65536 ? n : 65536)) {
+        int64_t *tally = PyMem_RawCalloc((size_t)span + 1, sizeof(int64_t));
+        size_t k;
+
+        if (tally == NULL) {
+            return -1;
+        }
+        for (i = 0; i < n; i++) {
+            uint64_t k2 = (uint64_t)gaps[i] - (uint64_t)lo;
+
+            /* Bounded: gaps may change between passes (no GIL). */
+            if (k2 <= span) {
+                tally[k2]++;
+            }
+        }
+        for (k = 0; k <= (size_t)span; k++) {
+            if (tally[k] != 0 && m < n) {
+                values[m] = (int64_t)((uint64_t)lo + (uint64_t)k);
+                counts[m] = tally[k];
+                m++;
+            }
+        }
+        PyMem_RawFree(tally);
+        *nbins = m;
         return 0;
     }
     sorted = PyMem_RawMalloc(n * sizeof(int64_t));

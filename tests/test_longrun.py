@@ -213,3 +213,17 @@ def test_report_matches_the_reference(name, kind, kwargs):
     assert got.keys() == want.keys()
     for key in want:
         assert got[key] == want[key], key
+
+
+@pytest.mark.parametrize("gaps", [
+    np.tile(np.array([8, 8, 8, 16, 3], dtype=np.int64), 200_000),       # counted
+    np.random.default_rng(5).integers(1, 2**40, 100_000),                 # sorted
+    np.r_[np.ones(100_000, np.int64), [10**7]],                           # counted (span <= n)
+    np.array([1], dtype=np.int64),
+], ids=["periodic", "wide", "outlier", "one"])
+def test_gap_histogram_long_matches_numpy(gaps):
+    values, counts = _core.gap_histogram(gaps)
+    want_v, want_c = np.unique(gaps, return_counts=True)
+    np.testing.assert_array_equal(values, want_v)
+    np.testing.assert_array_equal(counts, want_c)
+    assert _core.modal_gap(gaps) == int(want_v[np.argmax(want_c)])
