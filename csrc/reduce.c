@@ -509,7 +509,7 @@ tm_stall_mask(const int64_t *wait_ns, size_t n, int64_t threshold_ns,
 
 size_t
 tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
-              int64_t *gaps)
+              int64_t *gaps, size_t cap)
 {
     size_t ngaps = 0;
     size_t last = 0;
@@ -521,7 +521,8 @@ tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
         if (!mask[i]) {
             continue;
         }
-        if (have && (epoch == NULL || epoch[i] == last_epoch)) {
+        if (have && (epoch == NULL || epoch[i] == last_epoch)
+                && ngaps < cap) {
             gaps[ngaps++] = (int64_t)(i - last);
         }
         have = 1;

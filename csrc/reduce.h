@@ -43,8 +43,10 @@ int tm_order_stats(const int64_t *x, size_t n, const int64_t *ks, size_t nk,
 size_t tm_stall_mask(const int64_t *wait_ns, size_t n, int64_t threshold_ns,
                      uint8_t *mask);
 
+/* Steps between consecutive nonzero mask entries (of the same epoch when
+   epoch is not NULL), at most cap of them (stalls - 1 suffice). */
 size_t tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
-                     int64_t *gaps);
+                     int64_t *gaps, size_t cap);
 
 int tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
                      int64_t *counts, size_t *nbins);

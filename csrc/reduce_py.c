@@ -62,7 +62,14 @@ ints_arg(PyObject *obj, const char *func, const char *arg)
     PyArrayObject *raw, *arr;
     npy_intp zero = 0;
 
-    raw = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_CARRAY_RO);
+    if (PyArray_Check(obj)) {
+        /* Inspected as it is: one conversion below at most (a strided
+           int32 column of 10M records would otherwise be copied twice). */
+        raw = (PyArrayObject *)Py_NewRef(obj);
+    }
+    else {
+        raw = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_CARRAY_RO);
+    }
     if (raw == NULL) {
         if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
             return NULL;
@@ -539,7 +546,7 @@ mod_stall_gaps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                     {"epoch", ARG_INTS, 1}};
     arg_value a[2];
     PyArrayObject *gaps;
-    npy_intp n, ngaps;
+    npy_intp n, ngaps, room;
 
     (void)module;
     if (PARSE("stall_gaps", spec, a) < 0) {
@@ -550,17 +557,28 @@ mod_stall_gaps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     n = PyArray_SIZE(a[0].arr);
-    /* At most n - 1 gaps: count into an array of n, then shrink. */
-    gaps = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    /* At most stalls - 1 gaps: room for that many, then shrink (a long
+       run's mask is mostly False, so this is far less than n). */
+    {
+        const uint8_t *m = (const uint8_t *)PyArray_DATA(a[0].arr);
+        npy_intp i;
+
+        room = 0;
+        for (i = 0; i < n; i++) {
+            room += m[i] != 0;
+        }
+    }
+    gaps = (PyArrayObject *)PyArray_SimpleNew(1, &room, NPY_INT64);
     if (gaps == NULL) {
         release_args(a, 2);
         return NULL;
     }
     ngaps = (npy_intp)tm_stall_gaps((const uint8_t *)PyArray_DATA(a[0].arr),
                                     i64(a[1].arr), (size_t)n,
-                                    (int64_t *)PyArray_DATA(gaps));
+                                    (int64_t *)PyArray_DATA(gaps),
+                                    (size_t)room);
     release_args(a, 2);
-    if (ngaps < n) {
+    if (ngaps < room) {
         PyArrayObject *part = (PyArrayObject *)PyArray_SimpleNew(1, &ngaps,
                                                                  NPY_INT64);
 

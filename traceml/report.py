@@ -93,7 +93,8 @@ class _Steady:
     start-up steps' waits; ``steady`` and ``first`` the masks over all the
     source's steps.  When no step is start-up (the probes), ``wait`` is
     the whole wait array, not a copy.  A report of 10M steps holds two
-    int64 arrays here (16 B a step) instead of the four it held before."""
+    int64 arrays here (16 B a step), and ``step`` is dropped once the stall
+    rule has used it."""
 
     def __init__(self, steps: np.ndarray, first: np.ndarray):
         self.first = first
@@ -249,6 +250,7 @@ def _stalls(w: _Steady, epoch: np.ndarray,
     rule = policy.stall_threshold_ns(w.wait, w.step, threshold_s)
     above = _core.stall_mask(w.wait, rule.threshold_ns)
     matter = policy.stalls_matter(w.wait, w.step, above, rule.code)
+    w.step = None    # not needed past the stall rule: 8 B a step
     if matter.code != policy.STALLS_KEPT:
         outliers_s, mask_s = above, np.zeros_like(above)
     else:
