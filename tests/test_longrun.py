@@ -227,3 +227,47 @@ def test_gap_histogram_long_matches_numpy(gaps):
     np.testing.assert_array_equal(values, want_v)
     np.testing.assert_array_equal(counts, want_c)
     assert _core.modal_gap(gaps) == int(want_v[np.argmax(want_c)])
+
+
+def test_views_reducers_and_long_reports_do_not_leak():
+    from test_leaks import assert_no_growth, measure
+
+    rec = traceml.Recorder()
+    rec._append_records(_records(70_000))
+    x = np.random.default_rng(2).integers(1, 10**9, 70_000)
+    gaps = np.tile(np.array([3, 5], dtype=np.int64), 40_000)
+
+    def scenario():
+        v = rec.snapshot_view()
+        rec._append_records(_records(10))      # the views hold old blocks
+        rec.reset()
+        rec._append_records(_records(70_000))
+        del v
+        _core.log_otsu(x)
+        _core.order_stats(x, np.array([0, 5, 69_999]))
+        _core.totals(x)
+        _core.gap_histogram(gaps)
+        _core.autocorr(x, 3)
+
+    assert_no_growth(measure(scenario), "snapshot_view, long reducers")
+
+
+def test_a_view_outlives_a_fork_and_the_childs_reset():
+    import os
+
+    rec = traceml.Recorder()
+    rec._append_records(_records(5000))
+    view = rec.snapshot_view()
+    pid = os.fork()
+    if pid == 0:   # the child: its store is cleared at the fork
+        code = 1
+        try:
+            rec._append_records(_records(3000, start=-10**6))
+            ok = (len(rec.snapshot_view()) == 3000
+                  and int(view["begin_ns"][4999]) == 4999 and len(view) == 5000)
+            code = 0 if ok else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_array_equal(view["begin_ns"], np.arange(5000))
