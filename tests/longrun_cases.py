@@ -139,6 +139,78 @@ CASES = [
 ]
 
 
+# DataLoader-like sources (loader facts, delivery), reduced by build() with
+# explicit inputs: no live sampler, so the digests do not depend on the
+# process.  (case name, num_workers, stall_every)
+LOADER_CASES = [
+    ("loader0", 0, 8),
+    ("loader4", 4, 4),
+]
+
+
+def loader_inputs(num_workers: int, stall_every: int, n: int = STEPS, seed: int = 0):
+    """(records, sources, delivery) of a wrapped DataLoader source (id 1)
+    over 4 epochs: waits of 50 us with a 30 ms stall every
+    ``stall_every``-th step; with workers, each batch's rank (mostly in
+    order, every 50th pair swapped: an overtaking delivery) and worker
+    (rank % num_workers; every 1000th unknown)."""
+    from traceml.wrapping import Source
+
+    rng = np.random.default_rng(seed)
+    rec = records("periodic", n, seed)
+    epochs = 4
+    epoch = np.arange(n, dtype=np.int64) * epochs // n
+    rec["epoch"] = epoch
+    rec["flags"] = _flags(epoch, True, *_pos_consts())
+    wait = rng.integers(40_000, 60_000, n)
+    wait[stall_every - 1::stall_every] = rng.integers(25_000_000, 35_000_000,
+                                                      len(wait[stall_every - 1::stall_every]))
+    compute = rng.integers(9_000_000, 11_000_000, n)
+    begin = np.empty(n, dtype=np.int64)
+    begin[0] = 1_000_000_000
+    np.cumsum((wait + compute)[:-1], out=begin[1:])
+    begin[1:] += begin[0]
+    rec["begin_ns"] = begin
+    rec["fetch_done_ns"] = begin + wait
+    rec["end_ns"] = begin + wait + compute
+    facts = {"num_workers": num_workers, "batch_size": 2, "prefetch_factor": 2 if num_workers else None,
+             "persistent_workers": False, "pin_memory": False, "in_order": True}
+    src = Source(1, "loader", "DataLoader", loader=dict(facts), epochs=epochs)
+    src.epoch_facts = {e: {"loader": dict(facts), "worker_pids": list(range(101, 101 + num_workers)),
+                           "start_method": "fork" if num_workers else None,
+                           "torch_version": "2.13.0", "usable_cpus": 2, "watched": False}
+                       for e in range(epochs)}
+    delivery = None
+    if num_workers:
+        start = np.searchsorted(epoch, np.arange(epochs))
+        rank = (np.arange(n) - start[epoch]).astype(np.int32)
+        swap = np.arange(0, n - 1, 50)
+        swap = swap[epoch[swap] == epoch[swap + 1]]
+        rank[swap], rank[swap + 1] = rank[swap + 1].copy(), rank[swap].copy()
+        worker = (rank % num_workers).astype(np.int32)
+        worker[::1000] = -1
+        delivery = (rank, worker)
+    return rec, {0: Source(0, "probes", "probes"), 1: src}, delivery
+
+
+def _pos_consts():
+    from traceml import _core
+
+    return _core.FLAG_POS_SHIFT, _core.FLAG_POS_MAX, _core.FLAG_EPOCH_START
+
+
+def loader_report_of(num_workers: int, stall_every: int, n: int = STEPS) -> dict:
+    """digest(to_dict()) of build() over loader_inputs(...)."""
+    import traceml
+    from traceml.report import build
+
+    rec, sources, delivery = loader_inputs(num_workers, stall_every, n)
+    info = traceml.Recorder().store_info()
+    return digest(build(rec, info, 1, None, sources=sources, delivery=delivery,
+                        samples=None, sampler_info=None, stuck_events=[], main_pid=1,
+                        batch_bytes=None).to_dict())
+
+
 def digest(obj):
     """obj with every list longer than LONG replaced by {len, sha256}."""
     if isinstance(obj, dict):
@@ -162,6 +234,7 @@ def report_of(kind: str, kwargs: dict, n: int = STEPS) -> dict:
 
 def main() -> int:
     out = {name: report_of(kind, kwargs) for name, kind, kwargs in CASES}
+    out.update({name: loader_report_of(nw, every) for name, nw, every in LOADER_CASES})
     os.makedirs(os.path.dirname(REFERENCE), exist_ok=True)
     with open(REFERENCE, "w") as f:
         json.dump({"steps": STEPS, "cases": out}, f, indent=1, sort_keys=True)

@@ -209,7 +209,19 @@ def test_report_matches_the_reference(name, kind, kwargs):
     what the code before the long-run work gave (long lists by length and
     SHA-256 of their JSON text)."""
     got = json.loads(json.dumps(longrun_cases.report_of(kind, kwargs, _REFERENCE["steps"])))
-    want = _REFERENCE["cases"][name]
+    _same(got, _REFERENCE["cases"][name])
+
+
+@pytest.mark.parametrize("name,workers,every", longrun_cases.LOADER_CASES,
+                         ids=[c[0] for c in longrun_cases.LOADER_CASES])
+def test_loader_report_matches_the_reference(name, workers, every):
+    """The same for DataLoader-like sources (loader facts, delivery ranks
+    and workers, attribution), through build() with explicit inputs."""
+    got = json.loads(json.dumps(longrun_cases.loader_report_of(workers, every, _REFERENCE["steps"])))
+    _same(got, _REFERENCE["cases"][name])
+
+
+def _same(got, want):
     assert got.keys() == want.keys()
     for key in want:
         assert got[key] == want[key], key
