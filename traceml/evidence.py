@@ -52,31 +52,73 @@ def host(src) -> Optional[dict]:
 # --- delivery ----------------------------------------------------------------------
 
 
+def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
+                   worker: Optional[np.ndarray], src) -> tuple[np.ndarray, np.ndarray]:
+    """(ranks, workers) per step (int64, shape (steps,), -1 where unknown)
+    from the recorded ``rank`` and ``worker`` (None: not recorded).  A
+    loader with num_workers=0 delivers in sampler order by construction:
+    in its epochs, rank = the step's position in its epoch (where the
+    position is known, below FLAG_POS_MAX)."""
+    n = len(steps)
+    ranks = np.full(n, -1, dtype=np.int64) if rank is None else rank.astype(np.int64)
+    workers = np.full(n, -1, dtype=np.int64) if worker is None else worker.astype(np.int64)
+    epoch = steps["epoch"]
+    epochs = np.unique(epoch)
+    zero = [e for e in epochs
+            if (f := src.loader_of(e)) is not None and (f.get("num_workers") or 0) == 0]
+    if zero:
+        position = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
+        if len(zero) == len(epochs):
+            sel = position < _core.FLAG_POS_MAX
+            ranks[sel] = position[sel]
+        else:
+            for e in zero:
+                sel = (epoch == e) & (position < _core.FLAG_POS_MAX)
+                ranks[sel] = position[sel]
+    return ranks, workers
+
+
+def _dense(r: np.ndarray) -> np.ndarray:
+    """Each value's index among the distinct values of ``r`` (numpy.unique's
+    inverse); ``r`` itself when it already is 0..m-1 in some order (a whole
+    epoch), found without sorting."""
+    m = len(r)
+    if m and r.min() == 0 and r.max() == m - 1 and np.bincount(r, minlength=m).max() == 1:
+        return r
+    return np.unique(r, return_inverse=True)[1]
+
+
+def _ints_or_none(a: np.ndarray) -> list:
+    """[int(v) if v >= 0 else None for v in a], without a Python loop over
+    the values that are known."""
+    unknown = a < 0
+    if unknown.all():
+        return [None] * len(a)
+    out = a.tolist()
+    for i in np.flatnonzero(unknown).tolist():
+        out[i] = None
+    return out
+
+
 def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.ndarray],
-             src) -> Optional[dict]:
+             src, ranks_workers: Optional[tuple] = None) -> Optional[dict]:
     """{in_order, ranks, workers, overtaking, known} for a DataLoader source.
 
     ``ranks[i]`` is step i's batch position in its epoch's sampler order,
     ``workers[i]`` the worker that produced it (None: unknown or the main
-    process).  ``overtaking`` counts deliveries made while a batch of lower
-    rank was still undelivered (see ``_core.overtaking``), among the
-    batches the record holds: one delivered before a reset() mid-epoch, or
-    still pending when the loop stopped, is not counted.  A loader with
-    num_workers=0 delivers in sampler order by construction: rank = the
-    step's position in its epoch.
+    process): :func:`delivery_ranks`, or ``ranks_workers`` when the caller
+    has them already.  ``overtaking`` counts deliveries made while a batch
+    of lower rank was still undelivered (see ``_core.overtaking``), among
+    the batches the record holds: one delivered before a reset()
+    mid-epoch, or still pending when the loop stopped, is not counted.
     """
     loader = getattr(src, "loader", None)
     if loader is None:
         return None
     n = len(steps)
-    ranks = np.full(n, -1, dtype=np.int64) if rank is None else rank.astype(np.int64)
-    workers = np.full(n, -1, dtype=np.int64) if worker is None else worker.astype(np.int64)
-    position = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
-    for e in np.unique(steps["epoch"]):
-        f = src.loader_of(e)
-        if f is not None and (f.get("num_workers") or 0) == 0:
-            sel = (steps["epoch"] == e) & (position < _core.FLAG_POS_MAX)
-            ranks[sel] = position[sel]
+    ranks, workers = (ranks_workers if ranks_workers is not None
+                      else delivery_ranks(steps, rank, worker, src))
+    epoch = steps["epoch"]
     known = ranks >= 0
     # Overtaking is judged among the deliveries recorded: each epoch's
     # recorded ranks are renumbered 0..m-1 in rank order.  For a whole epoch
@@ -84,21 +126,24 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     # reset() mid-epoch, or still pending when the loop stopped) then does
     # not count as undelivered.
     counted = ranks.copy()
-    for e in np.unique(steps["epoch"]):
-        sel = (steps["epoch"] == e) & known
+    for e in np.unique(epoch):
+        sel = (epoch == e) & known
         if sel.any():
-            counted[sel] = np.unique(ranks[sel], return_inverse=True)[1]
+            counted[sel] = _dense(ranks[sel])
     # _core.overtaking takes each epoch as one contiguous run; two iterators
     # of one loader alive at once (zip(wrap(dl), wrap(dl))) interleave their
-    # epochs' steps, so group them by epoch first, keeping step order within.
-    order = np.argsort(steps["epoch"], kind="stable")
+    # epochs' steps, so group them by epoch first, keeping step order within
+    # (nothing to do when the epochs already come in order).
     overtook = np.zeros(n, dtype=bool)
-    if n:
-        overtook[order] = _core.overtaking(counted[order], steps["epoch"][order])
+    if n and bool((epoch[1:] >= epoch[:-1]).all()):
+        overtook = _core.overtaking(counted, epoch)
+    elif n:
+        order = np.argsort(epoch, kind="stable")
+        overtook[order] = _core.overtaking(counted[order], epoch[order])
     return {
         "in_order": loader.get("in_order"),
-        "ranks": [int(r) if r >= 0 else None for r in ranks],
-        "workers": [int(w) if w >= 0 else None for w in workers],
+        "ranks": _ints_or_none(ranks),
+        "workers": _ints_or_none(workers),
         "overtaking": int(overtook.sum()),
         "known": int(known.sum()),
     }

@@ -183,10 +183,14 @@ def build(
     }
     summary["loader"] = dict(loader) if loader is not None else None
     bytes_seen = evidence.batch_bytes(batch_bytes, w.steady)
+    # Each step's batch rank and worker as arrays, for the delivery
+    # evidence and the attribution both.
+    ranks_workers = (evidence.delivery_ranks(steps, *(delivery or (None, None)), src)
+                     if source_id != 0 and getattr(src, "loader", None) is not None else None)
     summary.update(_evidence(steps, mask, w.steady, src, source_id, delivery, samples,
                              sampler_info, stuck_events, main_pid,
-                             bytes_seen["median"] if bytes_seen else None))
-    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen))
+                             bytes_seen["median"] if bytes_seen else None, ranks_workers))
+    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers))
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
@@ -341,8 +345,10 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,
               delivery: Optional[tuple], samples: Optional[np.ndarray],
               sampler_info: Optional[dict], stuck_events: Optional[list],
-              main_pid: Optional[int], median_batch_bytes: Optional[float] = None) -> dict:
-    """Host, delivery, worker and stuck-fetch evidence (DataLoader sources)."""
+              main_pid: Optional[int], median_batch_bytes: Optional[float] = None,
+              ranks_workers: Optional[tuple] = None) -> dict:
+    """Host, delivery, worker and stuck-fetch evidence (DataLoader sources);
+    ``ranks_workers``: evidence.delivery_ranks of the steps, if known."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
@@ -353,7 +359,8 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
             workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
     return {
         "host": evidence.host(src) if loader_src else None,
-        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src)
+        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,
+                                       ranks_workers=ranks_workers)
                      if loader_src else None),
         "workers": workers,
         "stuck": evidence.stuck(stuck_events or [], source_id, steps),
@@ -393,17 +400,24 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
-                           bytes_seen: Optional[dict]) -> dict:
+                           bytes_seen: Optional[dict],
+                           ranks_workers: Optional[tuple] = None) -> dict:
     """The ``attribution`` (policy.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
-    bytes (``bytes_seen``: evidence.batch_bytes)."""
+    bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
+    the per-step arrays the delivery record was made from (else read back
+    from its lists)."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"]:
-        ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
-        workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
+        if ranks_workers is not None:
+            # The lists hold None for every negative value: -1 here.
+            ranks, workers = (np.maximum(a, -1) for a in ranks_workers)
+        else:
+            ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
+            workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
         tmp = s.get("temporal") or {}
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
         out["attribution"] = policy.attribution(
