@@ -67,7 +67,7 @@ def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
     zero = [e for e in epochs
             if (f := src.loader_of(e)) is not None and (f.get("num_workers") or 0) == 0]
     if zero:
-        position = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
+        position = steps["flags"] >> _core.FLAG_POS_SHIFT   # uint16: 2 B a step
         if len(zero) == len(epochs):
             sel = position < _core.FLAG_POS_MAX
             ranks[sel] = position[sel]
@@ -89,15 +89,20 @@ def _dense(r: np.ndarray) -> np.ndarray:
 
 
 def _ints_or_none(a: np.ndarray) -> list:
-    """[int(v) if v >= 0 else None for v in a], without a Python loop over
-    the values that are known."""
-    unknown = a < 0
-    if unknown.all():
-        return [None] * len(a)
-    out = a.tolist()
-    for i in np.flatnonzero(unknown).tolist():
-        out[i] = None
-    return out
+    """[int(v) if v >= 0 else None for v in a], by NumPy's casts: with many
+    unknown, an object array starts as None everywhere and the known values
+    become Python ints."""
+    known = a >= 0
+    unknown = len(a) - int(np.count_nonzero(known))
+    if unknown * 64 <= len(a):
+        # Few unknown (often none): the list of ints, then None at those.
+        out = a.tolist()
+        for i in np.flatnonzero(~known).tolist():
+            out[i] = None
+        return out
+    out = np.empty(len(a), dtype=object)
+    out[known] = a[known]
+    return out.tolist()
 
 
 def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.ndarray],
@@ -125,11 +130,16 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     # that changes nothing; a batch the record never saw (delivered before a
     # reset() mid-epoch, or still pending when the loop stopped) then does
     # not count as undelivered.
-    counted = ranks.copy()
+    counted = ranks    # copied before the first epoch that renumbers
     for e in np.unique(epoch):
         sel = (epoch == e) & known
         if sel.any():
-            counted[sel] = _dense(ranks[sel])
+            part = ranks[sel]
+            dense = _dense(part)
+            if dense is not part:
+                if counted is ranks:
+                    counted = ranks.copy()
+                counted[sel] = dense
     # _core.overtaking takes each epoch as one contiguous run; two iterators
     # of one loader alive at once (zip(wrap(dl), wrap(dl))) interleave their
     # epochs' steps, so group them by epoch first, keeping step order within

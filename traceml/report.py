@@ -176,6 +176,7 @@ def build(
     summary.update(_temporal(mask, gaps, epoch, w.wait,
                              loader.get("num_workers") if loader else None,
                              stalls["stalls"]["every_fetch_slow"]))
+    w.wait = None    # the statistics are taken: 8 B a step
     summary["epoch_start"] = {
         "count": int(first.sum()),
         "steps": np.flatnonzero(first).tolist(),
@@ -413,15 +414,16 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"]:
         if ranks_workers is not None:
-            # The lists hold None for every negative value: -1 here.
-            ranks, workers = (np.maximum(a, -1) for a in ranks_workers)
+            ranks, workers = ranks_workers
         else:
             ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
             workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
         tmp = s.get("temporal") or {}
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
+        # The lists hold None for every negative value, read back as -1.
         out["attribution"] = policy.attribution(
-            ranks[mask], workers[mask], workers[steady], (s.get("loader") or {}).get("num_workers"),
+            np.maximum(ranks[mask], -1), np.maximum(workers[mask], -1),
+            np.maximum(workers[steady], -1), (s.get("loader") or {}).get("num_workers"),
             tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks)
     bb = out["batch_bytes"]
     if bb is not None:
