@@ -30,9 +30,15 @@ Data sets (every step of one source):
 * ``fast``: the probes (source 0), waits of a few microseconds with a
   lognormal spread and a 1-in-1000 blip of 2-10 ms, compute 5 ms +- 10%:
   a healthy loop, the issue's "10 million probe steps";
-* ``periodic``: a wrapped DataLoader-like source (id 1, 10 epochs), a
-  40 ms stall every 8th step over 50 us waits: every stage of the report
-  has work (1/8 of the steps in the stall lists, a period to test).
+* ``periodic``: a wrapped source without loader facts (id 1, 10
+  epochs), a 40 ms stall every 8th step over 50 us waits: every stage of
+  the report has work (1/8 of the steps in the stall lists, a period to
+  test);
+* ``loader``: a wrapped DataLoader with 4 workers as wrap() records it
+  (loader facts per epoch, each batch's rank and worker in the store's
+  delivery array), a 30 ms stall every 4th step: the delivery evidence and
+  the attribution too, whose per-step rank and worker lists the Report
+  keeps.
 
 Targets (issue 10): report() on 10M steps in at most 1.5 s here, and at
 most one store's worth (32 B per step) of transient memory above the
@@ -80,6 +86,11 @@ def make_records(kind: str, n: int, seed: int = 0) -> np.ndarray:
         wait[7::8] = rng.integers(38_000_000, 42_000_000, len(wait[7::8]))
         compute = rng.integers(9_000_000, 11_000_000, n)
         source, epochs = 1, 10
+    elif kind == "loader":
+        wait = rng.integers(40_000, 60_000, n)
+        wait[3::4] = rng.integers(25_000_000, 35_000_000, len(wait[3::4]))
+        compute = rng.integers(9_000_000, 11_000_000, n)
+        source, epochs = 1, 10
     else:
         raise ValueError(kind)
     rec = np.zeros(n, dtype=_core.RECORD_DTYPE)
@@ -103,10 +114,30 @@ def make_records(kind: str, n: int, seed: int = 0) -> np.ndarray:
     return rec
 
 
+LOADER_WORKERS = 4
+
+
 def fill(kind: str, n: int) -> traceml.Recorder:
     rec = traceml.Recorder()
     records = make_records(kind, n)
-    rec._append_records(records)
+    if kind != "loader":
+        rec._append_records(records)
+    else:
+        # A DataLoader with 4 workers as wrap() records one: its source's
+        # loader facts, and each batch's rank (its position in the epoch)
+        # and worker (round robin).
+        src = rec.sources.for_iterable(object(), "loader")
+        facts = {"num_workers": LOADER_WORKERS, "batch_size": 2, "prefetch_factor": 2,
+                 "persistent_workers": False, "pin_memory": False, "in_order": True}
+        src.kind, src.loader, src.epochs = "DataLoader", dict(facts), 10
+        src.epoch_facts = {e: {"loader": dict(facts), "worker_pids": [], "start_method": "fork",
+                               "torch_version": None, "usable_cpus": 2, "watched": False}
+                           for e in range(10)}
+        epoch = records["epoch"].astype(np.int64)
+        start = np.searchsorted(epoch, np.arange(10))
+        rank = (np.arange(n) - start[epoch]).astype(np.int32)
+        rec._append_records(records, rank=rank, worker=rank % LOADER_WORKERS)
+        del epoch, start, rank
     del records
     gc.collect()
     return rec
@@ -183,8 +214,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--steps", type=int, nargs="*", default=None,
                    help="store sizes (default 1,000,000 and 10,000,000; "
                         "quick: 200,000)")
-    p.add_argument("--kinds", nargs="*", default=["fast", "periodic"],
-                   choices=["fast", "periodic"])
+    p.add_argument("--kinds", nargs="*", default=["fast", "periodic", "loader"],
+                   choices=["fast", "periodic", "loader"])
     args = p.parse_args(argv)
     set_clock(args.clock)
     sizes = args.steps or ([200_000] if args.quick else [1_000_000, 10_000_000])

@@ -379,31 +379,72 @@ rec_set_test_clock(tm_recorder *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* A 1-D int32 array of n values from obj (None: NULL, nothing to hold). */
+static int
+int32_column(PyObject *obj, npy_intp n, const char *what, PyArrayObject **out)
+{
+    *out = NULL;
+    if (obj == NULL || obj == Py_None) {
+        return 0;
+    }
+    *out = (PyArrayObject *)PyArray_FROMANY(obj, NPY_INT32, 1, 1,
+                                            NPY_ARRAY_CARRAY_RO
+                                            | NPY_ARRAY_FORCECAST);
+    if (*out == NULL) {
+        return -1;
+    }
+    if (PyArray_SIZE(*out) != n) {
+        PyErr_Format(PyExc_ValueError, "_append_records(): %s must have one "
+                     "value per record", what);
+        Py_CLEAR(*out);
+        return -1;
+    }
+    return 0;
+}
+
 /* Testing hook: append the records of a RECORD_DTYPE array as if their
    steps had just closed (each through tm_store_push, so growth and drops
-   behave as in a loop), so that tests and benchmarks make long runs
-   without timing them step by step. */
+   behave as in a loop), with each step's delivered batch rank and worker
+   when given, so that tests and benchmarks make long runs without timing
+   them step by step. */
 static PyObject *
-rec_append_records(tm_recorder *self, PyObject *arg)
+rec_append_records(tm_recorder *self, PyObject *args, PyObject *kwds)
 {
-    PyArrayObject *arr;
+    static char *kwlist[] = {"records", "rank", "worker", NULL};
+    PyObject *obj, *rank_obj = NULL, *worker_obj = NULL;
+    PyArrayObject *arr, *rank = NULL, *worker = NULL;
     const tm_record *r;
+    const int32_t *rk, *wk;
     npy_intp n, i;
 
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OO:_append_records",
+                                     kwlist, &obj, &rank_obj, &worker_obj)) {
+        return NULL;
+    }
     Py_INCREF(self->st->record_dtype);
     arr = (PyArrayObject *)PyArray_FromAny(
-        arg, (PyArray_Descr *)self->st->record_dtype, 1, 1,
+        obj, (PyArray_Descr *)self->st->record_dtype, 1, 1,
         NPY_ARRAY_CARRAY_RO, NULL);
     if (arr == NULL) {
         return NULL;
     }
     n = PyArray_SIZE(arr);
+    if (int32_column(rank_obj, n, "rank", &rank) < 0
+            || int32_column(worker_obj, n, "worker", &worker) < 0) {
+        Py_XDECREF(rank);
+        Py_DECREF(arr);
+        return NULL;
+    }
     r = (const tm_record *)PyArray_DATA(arr);
+    rk = rank != NULL ? (const int32_t *)PyArray_DATA(rank) : NULL;
+    wk = worker != NULL ? (const int32_t *)PyArray_DATA(worker) : NULL;
     for (i = 0; i < n; i++) {
         tm_store_push(&self->store, r[i].begin_ns, r[i].fetch_done_ns,
                       r[i].end_ns, r[i].epoch, r[i].source, r[i].flags,
-                      -1, -1, -1);
+                      rk != NULL ? rk[i] : -1, wk != NULL ? wk[i] : -1, -1);
     }
+    Py_XDECREF(rank);
+    Py_XDECREF(worker);
     Py_DECREF(arr);
     Py_RETURN_NONE;
 }
@@ -464,9 +505,13 @@ static PyMethodDef recorder_methods[] = {
      "steps_abandoned and the misuse counts."},
     {"_set_capacity_limit", (PyCFunction)rec_set_capacity_limit, METH_O,
      "Testing hook: cap the store at this many records (None: no cap)."},
-    {"_append_records", (PyCFunction)rec_append_records, METH_O,
+    {"_append_records", (PyCFunction)(void (*)(void))rec_append_records,
+     METH_VARARGS | METH_KEYWORDS,
+     "_append_records(records, rank=None, worker=None)\n--\n\n"
      "Testing hook: append the records of a 1-D RECORD_DTYPE array (in\n"
-     "order, as closed steps without delivery or batch sizes)."},
+     "order, as closed steps without batch sizes), with each step's\n"
+     "delivered batch rank and worker (int32 arrays of the same length)\n"
+     "when given."},
     {"_set_test_clock", (PyCFunction)rec_set_test_clock, METH_O,
      "Testing hook: the clock returns these int64 values in turn (the\n"
      "last repeats; reads past the end count as test_clock_overrun);\n"

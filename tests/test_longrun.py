@@ -283,3 +283,51 @@ def test_a_view_outlives_a_fork_and_the_childs_reset():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_array_equal(view["begin_ns"], np.arange(5000))
+
+
+# --- delivery evidence on long runs: the same as the plain algorithm ------------
+
+
+def _ref_overtaking(ranks, epoch):
+    """The algorithm as first written: renumber each epoch's known ranks
+    with numpy.unique, sort the steps by epoch (stable), count."""
+    known = ranks >= 0
+    counted = ranks.astype(np.int64)
+    for e in np.unique(epoch):
+        sel = (epoch == e) & known
+        if sel.any():
+            counted[sel] = np.unique(ranks[sel], return_inverse=True)[1]
+    order = np.argsort(epoch, kind="stable")
+    return int(_core.overtaking(counted[order], epoch[order].astype(np.int64)).sum())
+
+
+@pytest.mark.parametrize("layout", ["in_order", "interleaved", "partial", "one_epoch"])
+def test_delivery_matches_the_plain_algorithm(layout):
+    from traceml import evidence
+    from traceml.wrapping import Source
+
+    rng = np.random.default_rng(11)
+    n = 60_000
+    epoch = np.repeat(np.arange(6), n // 6).astype(np.int32)
+    rank = np.concatenate([rng.permutation(n // 6) for _ in range(6)]).astype(np.int32)
+    worker = (rank % 3).astype(np.int32)
+    if layout == "interleaved":       # two iterators of one loader at once
+        order = rng.permutation(n)
+        epoch, rank, worker = epoch[order], rank[order], worker[order]
+    elif layout == "partial":         # reset() mid-epoch: ranks 0..k missing
+        rank = np.where(rank < 500, -1, rank).astype(np.int32)
+        rank[::997] = -1
+        worker[::1001] = -1
+    elif layout == "one_epoch":
+        epoch[:] = 0
+        rank = rng.permutation(n).astype(np.int32)
+    steps = np.zeros(n, dtype=_core.RECORD_DTYPE)
+    steps["epoch"] = epoch
+    facts = {"num_workers": 3, "in_order": False}    # workers: ranks as recorded
+    src = Source(1, "dl", "DataLoader", loader=facts,
+                 epoch_facts={e: {"loader": facts} for e in range(6)})
+    got = evidence.delivery(steps, rank, worker, src)
+    assert got["overtaking"] == _ref_overtaking(rank, epoch)
+    assert got["known"] == int((rank >= 0).sum())
+    assert got["ranks"] == [int(r) if r >= 0 else None for r in rank]
+    assert got["workers"] == [int(w) if w >= 0 else None for w in worker]

@@ -52,18 +52,35 @@ def host(src) -> Optional[dict]:
 # --- delivery ----------------------------------------------------------------------
 
 
+def epoch_runs(epoch: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """(the distinct epochs in ascending order, as numpy.unique gives them;
+    where each begins, when the steps come in epoch order (one contiguous
+    run per epoch, the usual case), else None).  In order, found in one
+    pass, without numpy.unique's sort of every step."""
+    if len(epoch) > 1 and bool((epoch[1:] >= epoch[:-1]).all()):
+        starts = np.r_[0, np.flatnonzero(epoch[1:] != epoch[:-1]) + 1]
+        return epoch[starts], starts
+    if len(epoch) == 1:
+        return np.asarray(epoch[:1]).copy(), np.zeros(1, dtype=np.int64)
+    return np.unique(epoch), None
+
+
 def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
                    worker: Optional[np.ndarray], src) -> tuple[np.ndarray, np.ndarray]:
-    """(ranks, workers) per step (int64, shape (steps,), -1 where unknown)
+    """(ranks, workers) per step (int32, or wider when given wider; shape
+    (steps,), -1 where unknown)
     from the recorded ``rank`` and ``worker`` (None: not recorded).  A
     loader with num_workers=0 delivers in sampler order by construction:
     in its epochs, rank = the step's position in its epoch (where the
     position is known, below FLAG_POS_MAX)."""
     n = len(steps)
-    ranks = np.full(n, -1, dtype=np.int64) if rank is None else rank.astype(np.int64)
-    workers = np.full(n, -1, dtype=np.int64) if worker is None else worker.astype(np.int64)
+    # int32 as the store records them (4 B a step each), wider if given so.
+    ranks = (np.full(n, -1, dtype=np.int32) if rank is None
+             else np.array(rank, dtype=np.result_type(rank, np.int32)))
+    workers = (np.full(n, -1, dtype=np.int32) if worker is None
+               else np.array(worker, dtype=np.result_type(worker, np.int32)))
     epoch = steps["epoch"]
-    epochs = np.unique(epoch)
+    epochs, _ = epoch_runs(epoch)
     zero = [e for e in epochs
             if (f := src.loader_of(e)) is not None and (f.get("num_workers") or 0) == 0]
     if zero:
@@ -131,25 +148,43 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     # reset() mid-epoch, or still pending when the loop stopped) then does
     # not count as undelivered.
     counted = ranks    # copied before the first epoch that renumbers
-    for e in np.unique(epoch):
-        sel = (epoch == e) & known
-        if sel.any():
-            part = ranks[sel]
+    epochs, starts = epoch_runs(epoch)
+    if starts is not None:
+        # One run per epoch: slices, no per-epoch masks.
+        ends = np.r_[starts[1:], n]
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            k = known[a:b]
+            whole = bool(k.all())
+            part = ranks[a:b] if whole else ranks[a:b][k]
+            if not len(part):
+                continue
             dense = _dense(part)
             if dense is not part:
                 if counted is ranks:
                     counted = ranks.copy()
-                counted[sel] = dense
-    # _core.overtaking takes each epoch as one contiguous run; two iterators
-    # of one loader alive at once (zip(wrap(dl), wrap(dl))) interleave their
-    # epochs' steps, so group them by epoch first, keeping step order within
-    # (nothing to do when the epochs already come in order).
-    overtook = np.zeros(n, dtype=bool)
-    if n and bool((epoch[1:] >= epoch[:-1]).all()):
-        overtook = _core.overtaking(counted, epoch)
-    elif n:
-        order = np.argsort(epoch, kind="stable")
-        overtook[order] = _core.overtaking(counted[order], epoch[order])
+                if whole:
+                    counted[a:b] = dense
+                else:
+                    counted[a:b][k] = dense
+        # _core.overtaking takes each epoch as one contiguous run: they are.
+        overtook = _core.overtaking(counted, epoch) if n else np.zeros(0, dtype=bool)
+    else:
+        for e in epochs:
+            sel = (epoch == e) & known
+            if sel.any():
+                part = ranks[sel]
+                dense = _dense(part)
+                if dense is not part:
+                    if counted is ranks:
+                        counted = ranks.copy()
+                    counted[sel] = dense
+        # Two iterators of one loader alive at once (zip(wrap(dl),
+        # wrap(dl))) interleave their epochs' steps: group them by epoch
+        # first, keeping step order within.
+        overtook = np.zeros(n, dtype=bool)
+        if n:
+            order = np.argsort(epoch, kind="stable")
+            overtook[order] = _core.overtaking(counted[order], epoch[order])
     return {
         "in_order": loader.get("in_order"),
         "ranks": _ints_or_none(ranks),

@@ -161,7 +161,7 @@ def build(
             batch_bytes = batch_bytes[selected]
     del selected
     epoch = steps["epoch"]
-    epochs = np.unique(epoch)
+    epochs, _ = evidence.epoch_runs(epoch)
     first = _epoch_start(steps, src, source_id, epochs)
     w = _Steady(steps, first)
     loader = src.loader if src is not None else None
@@ -421,9 +421,12 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         tmp = s.get("temporal") or {}
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
         # The lists hold None for every negative value, read back as -1.
+        def known(a: np.ndarray) -> np.ndarray:
+            return np.maximum(a, -1, dtype=np.int64)
+
         out["attribution"] = policy.attribution(
-            np.maximum(ranks[mask], -1), np.maximum(workers[mask], -1),
-            np.maximum(workers[steady], -1), (s.get("loader") or {}).get("num_workers"),
+            known(ranks[mask]), known(workers[mask]), known(workers[steady]),
+            (s.get("loader") or {}).get("num_workers"),
             tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks)
     bb = out["batch_bytes"]
     if bb is not None:
