@@ -68,22 +68,26 @@ def epoch_runs(epoch: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
 def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
                    worker: Optional[np.ndarray], src) -> tuple[np.ndarray, np.ndarray]:
     """(ranks, workers) per step (int32, or wider when given wider; shape
-    (steps,), -1 where unknown)
+    (steps,), -1 where unknown; ``rank`` and ``worker`` themselves when
+    nothing is to change: treat them as read-only)
     from the recorded ``rank`` and ``worker`` (None: not recorded).  A
     loader with num_workers=0 delivers in sampler order by construction:
     in its epochs, rank = the step's position in its epoch (where the
     position is known, below FLAG_POS_MAX)."""
     n = len(steps)
-    # int32 as the store records them (4 B a step each), wider if given so.
+    # int32 as the store records them (4 B a step each), wider if given so;
+    # the caller's arrays themselves where nothing is written (read only).
     ranks = (np.full(n, -1, dtype=np.int32) if rank is None
-             else np.array(rank, dtype=np.result_type(rank, np.int32)))
+             else np.asarray(rank, dtype=np.result_type(rank, np.int32)))
     workers = (np.full(n, -1, dtype=np.int32) if worker is None
-               else np.array(worker, dtype=np.result_type(worker, np.int32)))
+               else np.asarray(worker, dtype=np.result_type(worker, np.int32)))
     epoch = steps["epoch"]
     epochs, _ = epoch_runs(epoch)
     zero = [e for e in epochs
             if (f := src.loader_of(e)) is not None and (f.get("num_workers") or 0) == 0]
     if zero:
+        if rank is not None:
+            ranks = ranks.copy()    # written below: never the caller's array
         position = steps["flags"] >> _core.FLAG_POS_SHIFT   # uint16: 2 B a step
         if len(zero) == len(epochs):
             sel = position < _core.FLAG_POS_MAX
