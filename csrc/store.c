@@ -30,6 +30,17 @@ drop_records(tm_store *store)
     store->cap = 0;
 }
 
+/* A block no view holds any more is the store's alone again: growth can
+   realloc it in place and a clear can keep it. */
+static void
+reclaim_lent(tm_store *store)
+{
+    if (store->lent != NULL && store->lent->refs == 1) {
+        PyMem_RawFree(store->lent);
+        store->lent = NULL;
+    }
+}
+
 void
 tm_lent_release(tm_lent *lent)
 {
@@ -64,6 +75,7 @@ tm_store_lend(tm_store *store)
 void
 tm_store_clear(tm_store *store)
 {
+    reclaim_lent(store);
     if (store->lent != NULL) {
         /* Views show the old records: new ones go to a new block. */
         drop_records(store);
@@ -106,6 +118,7 @@ tm_store_grow(tm_store *store)
     size_t new_cap;
     tm_record *grown;
 
+    reclaim_lent(store);
     if (store->cap == 0) {
         new_cap = TM_STORE_INITIAL_CAP;
     }

@@ -168,14 +168,18 @@ def report(
 
     Returns:
         A Report; with nothing recorded, one whose diagnosis is NO-DATA and
-        whose text says so.
+        whose text says so.  When the recorder recorded one source only,
+        ``Report.steps`` is a read-only view of the recorder's store (no
+        copy; see ``Recorder.snapshot_view``), else a copy of that source's
+        records.
 
     Raises:
         TypeError: stall_threshold_s is not a real number, or source is
             neither a str nor an int.
         ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
             source names no known source.
-        MemoryError: the step store could not grow and nothing was recorded.
+        MemoryError: the step store could not grow and nothing was recorded
+            (or memory ran out while reducing).
     """
     return _core.default_recorder().report(stall_threshold_s, source=source)
 
