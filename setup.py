@@ -11,6 +11,8 @@ core = Extension(
         "csrc/store.c",
         "csrc/probes.c",
         "csrc/wrap.c",
+        "csrc/batchlog.c",
+        "csrc/livehist.c",
         "csrc/reduce.c",
         "csrc/reduce_py.c",
         "csrc/sampler.c",

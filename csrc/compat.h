@@ -11,6 +11,8 @@
 #include <structmember.h>
 #define Py_T_INT T_INT
 #define Py_T_ULONGLONG T_ULONGLONG
+#define Py_T_LONGLONG T_LONGLONG
+#define Py_T_PYSSIZET T_PYSSIZET
 #define Py_READONLY READONLY
 #endif
 

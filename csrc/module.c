@@ -195,7 +195,16 @@ build_record_dtype(tm_state *st)
                       "end_ns", "<i8", "epoch", "<i4",
                       "source", "<u2", "flags", "<u2"),
         sizeof(tm_record), "tm_record");
-    return st->record_dtype != NULL ? 0 : -1;
+    if (st->record_dtype == NULL) {
+        return -1;
+    }
+    st->batch_record_dtype = tm_struct_dtype(
+        Py_BuildValue("[(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
+                      "begin_ns", "<i8", "end_ns", "<i8", "cpu_ns", "<i8",
+                      "runq_ns", "<i8", "seq", "<i8", "epoch", "<i4",
+                      "worker", "<i4"),
+        sizeof(tm_batch_record), "tm_batch_record");
+    return st->batch_record_dtype != NULL ? 0 : -1;
 }
 
 static PyTypeObject *
@@ -222,7 +231,9 @@ add_constants(PyObject *module, tm_state *st)
 
     if (PyModule_AddObjectRef(module, "RECORD_DTYPE", st->record_dtype) < 0
             || PyModule_AddObjectRef(module, "SAMPLE_DTYPE",
-                                     st->sample_dtype) < 0) {
+                                     st->sample_dtype) < 0
+            || PyModule_AddObjectRef(module, "BATCH_RECORD_DTYPE",
+                                     st->batch_record_dtype) < 0) {
         return -1;
     }
     stuck_default = PyFloat_FromDouble((double)TM_DEFAULT_STUCK_AFTER_NS / 1e9);
@@ -243,6 +254,7 @@ add_constants(PyObject *module, tm_state *st)
                                        TM_FLAG_POS_MAX) < 0
             || PyModule_AddIntConstant(module, "SAMPLER_RING_MAX",
                                        (long)TM_RING_MAX) < 0
+
             || PyModule_AddObjectRef(module, "DEFAULT_STUCK_AFTER_S",
                                      stuck_default) < 0) ? -1 : 0;
     Py_DECREF(stuck_default);
@@ -273,6 +285,20 @@ tm_exec(PyObject *module)
     if (st->wrapiter_type == NULL) {
         return -1;
     }
+    st->batchlog_type = add_type(module, &tm_batchlog_spec);
+    if (st->batchlog_type == NULL) {
+        return -1;
+    }
+    {
+        PyTypeObject *timed = add_type(module, &tm_timedfetch_spec);
+        PyTypeObject *hist = timed != NULL ? add_type(module, &tm_waithist_spec) : NULL;
+
+        Py_XDECREF(timed);  /* the module holds them */
+        if (hist == NULL) {
+            return -1;
+        }
+        Py_DECREF(hist);
+    }
     if (build_record_dtype(st) < 0 || tm_build_sample_dtype(st) < 0
             || add_constants(module, st) < 0) {
         return -1;
@@ -300,6 +326,8 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->default_recorder);
     Py_VISIT(st->recorder_type);
     Py_VISIT(st->wrapiter_type);
+    Py_VISIT(st->batchlog_type);
+    Py_VISIT(st->batch_record_dtype);
     Py_VISIT(st->record_dtype);
     Py_VISIT(st->sample_dtype);
     Py_VISIT(st->tensor_type);
@@ -314,6 +342,8 @@ tm_clear(PyObject *module)
     Py_CLEAR(st->default_recorder);
     Py_CLEAR(st->recorder_type);
     Py_CLEAR(st->wrapiter_type);
+    Py_CLEAR(st->batchlog_type);
+    Py_CLEAR(st->batch_record_dtype);
     Py_CLEAR(st->record_dtype);
     Py_CLEAR(st->sample_dtype);
     Py_CLEAR(st->str_task_info);

@@ -15,6 +15,18 @@
 #include "sampler.h"
 #include "store.h"
 
+/* One batch made in a DataLoader worker (traceml._core.BatchLog), as
+   BATCH_RECORD_DTYPE gives it to NumPy. */
+typedef struct {
+    int64_t begin_ns;         /* clock_ns() when the worker began the batch */
+    int64_t end_ns;           /* ... and when it was made */
+    int64_t cpu_ns;           /* the worker thread's CPU over it; -1 unknown */
+    int64_t runq_ns;          /* ... and its wait for a core; -1 unknown */
+    int64_t seq;              /* its number among the worker's batches of the epoch */
+    int32_t epoch;            /* the owner's epoch when the fetcher was made */
+    int32_t worker;           /* the DataLoader worker id */
+} tm_batch_record;
+
 /* The probes' open step and the count of each documented misuse. */
 typedef struct {
     int64_t begin_ns;
@@ -65,8 +77,10 @@ struct tm_state {
     PyObject *default_recorder;  /* what the module-level probes record into */
     PyTypeObject *recorder_type;
     PyTypeObject *wrapiter_type;
+    PyTypeObject *batchlog_type;
     PyObject *record_dtype;    /* numpy.dtype of one tm_record */
     PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */
+    PyObject *batch_record_dtype;  /* numpy.dtype of one tm_batch_record */
     PyObject *str_task_info;   /* interned "_task_info" */
     PyObject *str_nbytes;      /* interned "nbytes" */
     PyObject *str_torch;       /* interned "torch" */
@@ -110,6 +124,13 @@ extern PyMethodDef tm_probe_module_methods[];
 
 /* wrap.c */
 extern PyType_Spec tm_wrapiter_spec;
+
+/* batchlog.c */
+extern PyType_Spec tm_batchlog_spec;
+extern PyType_Spec tm_timedfetch_spec;
+
+/* livehist.c */
+extern PyType_Spec tm_waithist_spec;
 
 /* sampler_py.c, reduce_py.c */
 extern PyMethodDef tm_sampler_methods[];

@@ -11,7 +11,10 @@
 
 #include "procfs.h"
 
-static const char *const file_names[TM_NFILES] = {"stat", "io", "schedstat"};
+static const char *const file_names[TM_NFILES] = {
+    "stat", "io", "schedstat", "smaps_rollup"};
+
+static int64_t page_bytes;   /* sysconf(_SC_PAGESIZE), read on first open */
 
 void
 tm_proc_open(tm_watched *w, int pid, int role)
@@ -19,6 +22,11 @@ tm_proc_open(tm_watched *w, int pid, int role)
     char path[64];
     int f;
 
+    if (page_bytes == 0) {
+        long size = sysconf(_SC_PAGESIZE);
+
+        page_bytes = size > 0 ? (int64_t)size : 4096;
+    }
     w->pid = pid;
     w->role = role;
     w->exited_ns = 0;
@@ -94,6 +102,9 @@ parse_stat(const char *buf, tm_sample *out)
                 break;
             case 22:
                 out->starttime = strtoll(p, NULL, 10);
+                break;
+            case 24:
+                out->rss_bytes = strtoll(p, NULL, 10) * page_bytes;
                 return 0;
             default:
                 break;
@@ -120,6 +131,33 @@ parse_io(const char *buf, tm_sample *out)
     return 0;
 }
 
+/* The kB value of "name:" in an smaps_rollup, in bytes; -1 if absent. */
+static int64_t
+smaps_field(const char *buf, const char *name)
+{
+    const char *p = strstr(buf, name);
+
+    if (p == NULL) {
+        return -1;
+    }
+    return strtoll(p + strlen(name), NULL, 10) * 1024;
+}
+
+static int
+parse_smaps(const char *buf, tm_sample *out)
+{
+    int64_t clean = smaps_field(buf, "\nPrivate_Clean:");
+    int64_t dirty = smaps_field(buf, "\nPrivate_Dirty:");
+
+    out->pss_bytes = smaps_field(buf, "\nPss:");
+    if (out->pss_bytes < 0 || clean < 0 || dirty < 0) {
+        out->pss_bytes = TM_UNKNOWN;
+        return -1;
+    }
+    out->uss_bytes = clean + dirty;
+    return 0;
+}
+
 static int
 parse_schedstat(const char *buf, tm_sample *out)
 {
@@ -134,7 +172,7 @@ parse_schedstat(const char *buf, tm_sample *out)
 }
 
 int
-tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out)
+tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out, int deep)
 {
     char buf[2048];
     int f;
@@ -148,10 +186,11 @@ tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out)
     out->minflt = out->majflt = out->starttime = TM_UNKNOWN;
     out->read_bytes = out->rchar = TM_UNKNOWN;
     out->cpu_ns = out->runq_ns = TM_UNKNOWN;
+    out->rss_bytes = out->pss_bytes = out->uss_bytes = TM_UNKNOWN;
     for (f = 0; f < TM_NFILES; f++) {
         int ok;
 
-        if (w->fd[f] < 0) {
+        if (w->fd[f] < 0 || (f == TM_FILE_SMAPS && !deep)) {
             continue;
         }
         errno = 0;
@@ -159,6 +198,7 @@ tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out)
         if (ok) {
             ok = (f == TM_FILE_STAT ? parse_stat(buf, out)
                   : f == TM_FILE_IO ? parse_io(buf, out)
+                  : f == TM_FILE_SMAPS ? parse_smaps(buf, out)
                   : parse_schedstat(buf, out)) == 0;
             if (!ok) {
                 errno = EPROTO;
@@ -176,4 +216,33 @@ tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out)
         }
     }
     return any;
+}
+
+int
+tm_schedstat_open_thread(void)
+{
+    return open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+}
+
+int
+tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns)
+{
+    char buf[128];
+    ssize_t got = pread(fd, buf, sizeof(buf) - 1, 0);
+    tm_sample one;
+
+    if (got <= 0) {
+        if (got == 0) {
+            errno = EPROTO;
+        }
+        return -1;
+    }
+    buf[got] = '\0';
+    if (parse_schedstat(buf, &one) != 0) {
+        errno = EPROTO;
+        return -1;
+    }
+    *cpu_ns = one.cpu_ns;
+    *runq_ns = one.runq_ns;
+    return 0;
 }

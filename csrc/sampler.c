@@ -36,6 +36,7 @@ tm_sampler_init(tm_sampler *s)
     s->enabled = 1;
     s->period_ns = TM_DEFAULT_PERIOD_NS;
     s->stuck_after_ns = TM_DEFAULT_STUCK_AFTER_NS;
+    s->memory_period_ns = TM_DEFAULT_MEMORY_PERIOD_NS;
     s->capacity = TM_DEFAULT_CAPACITY;
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         return -1;
@@ -199,6 +200,7 @@ sampler_main(void *arg)
         int64_t now, cpu0;
         struct timespec deadline;
         size_t i;
+        int deep;
 
         if (s->nentries == 0) {
             pthread_cond_wait(&s->wake, &s->lock);
@@ -206,8 +208,14 @@ sampler_main(void *arg)
         }
         now = tm_clock_ns();
         cpu0 = thread_cpu_ns();
+        deep = s->memory_period_ns > 0
+               && (s->last_memory_ns == 0
+                   || now - s->last_memory_ns >= s->memory_period_ns);
+        if (deep) {
+            s->last_memory_ns = now;
+        }
         for (i = 0; i < s->nprocs; i++) {
-            if (tm_proc_sample(&s->procs[i], now, &s->readings[i])) {
+            if (tm_proc_sample(&s->procs[i], now, &s->readings[i], deep)) {
                 ring_push(s, &s->readings[i]);
             }
         }
@@ -511,7 +519,8 @@ tm_sampler_forget(tm_sampler *s, uint32_t recorder)
 
 int
 tm_sampler_configure(tm_sampler *s, int enabled, int64_t period_ns,
-                     int64_t stuck_after_ns, size_t capacity)
+                     int64_t stuck_after_ns, size_t capacity,
+                     int64_t memory_period_ns)
 {
     if (capacity < TM_RING_MIN || capacity > TM_RING_MAX) {
         return -1;
@@ -521,6 +530,8 @@ tm_sampler_configure(tm_sampler *s, int enabled, int64_t period_ns,
     s->period_ns = period_ns;
     s->stuck_after_ns = stuck_after_ns;
     s->capacity = capacity;
+    s->memory_period_ns = memory_period_ns;
+    s->last_memory_ns = 0;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     return 0;
@@ -649,6 +660,7 @@ tm_sampler_after_fork(tm_sampler *s)
     int enabled = s->enabled;
     int64_t period_ns = s->period_ns;
     int64_t stuck_after_ns = s->stuck_after_ns;
+    int64_t memory_period_ns = s->memory_period_ns;
     size_t capacity = s->capacity;
 
     release_memory(s);
@@ -658,6 +670,7 @@ tm_sampler_after_fork(tm_sampler *s)
     s->enabled = enabled;
     s->period_ns = period_ns;
     s->stuck_after_ns = stuck_after_ns;
+    s->memory_period_ns = memory_period_ns;
     s->capacity = capacity;
     return 0;
 }

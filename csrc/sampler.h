@@ -31,9 +31,15 @@
 /* The defaults of traceml.configure(), here alone (their reasons are at
    tm_sampler_init in sampler.c). */
 #define TM_DEFAULT_PERIOD_NS INT64_C(20000000)
+/* Every TM_DEFAULT_MEMORY_PERIOD_NS a round also reads each process's
+   smaps_rollup (PSS and unshared memory).  The kernel walks the page
+   tables for it: 6.6 ms for a process that imported torch, measured here
+   (benchmarks/README.md), against 1-5 us for each other file.  At 10 s,
+   five such processes cost 0.3% of one CPU. */
+#define TM_DEFAULT_MEMORY_PERIOD_NS INT64_C(10000000000)
 #define TM_DEFAULT_STUCK_AFTER_NS INT64_C(30000000000)
 #define TM_DEFAULT_CAPACITY ((size_t)1 << 17)
-/* The ring's bounds: 96 bytes a reading, so at most 96 MiB. */
+/* The ring's bounds: 120 bytes a reading, so at most 120 MiB. */
 #define TM_RING_MIN 16
 #define TM_RING_MAX ((size_t)1 << 20)
 
@@ -93,6 +99,8 @@ typedef struct {
     int enabled;
     int64_t period_ns;
     int64_t stuck_after_ns;
+    int64_t memory_period_ns;  /* between smaps_rollup readings; 0: never */
+    int64_t last_memory_ns;  /* clock of the last smaps_rollup round */
     size_t capacity;         /* wanted ring size, applied when idle */
     /* why the sampler could not run, 0 if it could: an errno */
     int start_errno;
@@ -129,7 +137,8 @@ int tm_sampler_init(tm_sampler *s);
 void tm_sampler_free(tm_sampler *s);
 int tm_sampler_after_fork(tm_sampler *s);
 int tm_sampler_configure(tm_sampler *s, int enabled, int64_t period_ns,
-                         int64_t stuck_after_ns, size_t capacity);
+                         int64_t stuck_after_ns, size_t capacity,
+                         int64_t memory_period_ns);
 void tm_sampler_shutdown(tm_sampler *s);
 int tm_sampler_watch_add(tm_sampler *s, uint32_t recorder,
                          tm_fetch_slot *slot, const int *pids,

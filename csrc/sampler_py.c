@@ -23,12 +23,14 @@ tm_build_sample_dtype(tm_state *st)
 {
     st->sample_dtype = tm_struct_dtype(
         Py_BuildValue(
-            "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]",
+            "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)"
+            "(ss)(ss)(ss)]",
             "t_ns", "<i8", "pid", "<i4", "role", "<i4",
             "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
             "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
             "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
-            "state", "<i4", "pad", "<i4"),
+            "state", "<i4", "pad", "<i4", "rss_bytes", "<i8",
+            "pss_bytes", "<i8", "uss_bytes", "<i8"),
         sizeof(tm_sample), "tm_sample");
     return st->sample_dtype != NULL ? 0 : -1;
 }
@@ -43,19 +45,19 @@ static PyObject *
 mod_sampler_config(PyObject *module, PyObject *args)
 {
     tm_state *st = state_of(module);
-    long long period_ns, stuck_ns;
+    long long period_ns, stuck_ns, memory_ns;
     Py_ssize_t capacity;
     int enabled;
 
-    if (!PyArg_ParseTuple(args, "LLnp:_sampler_config", &period_ns,
-                          &stuck_ns, &capacity, &enabled)) {
+    if (!PyArg_ParseTuple(args, "LLnpL:_sampler_config", &period_ns,
+                          &stuck_ns, &capacity, &enabled, &memory_ns)) {
         return NULL;
     }
     if (period_ns < 1000000 || stuck_ns < 0 || capacity < TM_RING_MIN
-            || (size_t)capacity > TM_RING_MAX) {
+            || (size_t)capacity > TM_RING_MAX || memory_ns < 0) {
         PyErr_Format(PyExc_ValueError,
                      "_sampler_config(): period >= 1 ms, stuck_after >= 0, "
-                     "capacity in [%d, %zu]", TM_RING_MIN,
+                     "capacity in [%d, %zu], memory period >= 0", TM_RING_MIN,
                      (size_t)TM_RING_MAX);
         return NULL;
     }
@@ -63,7 +65,7 @@ mod_sampler_config(PyObject *module, PyObject *args)
         Py_RETURN_NONE;   /* sampler_info() says why */
     }
     tm_sampler_configure(&st->sampler, enabled, period_ns, stuck_ns,
-                         (size_t)capacity);
+                         (size_t)capacity, memory_ns);
     Py_RETURN_NONE;
 }
 
@@ -73,7 +75,7 @@ mod_sampler_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
     tm_state *st = state_of(module);
     tm_sampler *s = &st->sampler;
     int enabled = 0;
-    long long period = 0, stuck = 0;
+    long long period = 0, stuck = 0, memory = 0;
     Py_ssize_t capacity = 0;
 
     if (st->sampler_ok) {
@@ -81,14 +83,16 @@ mod_sampler_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
         enabled = s->enabled;
         period = s->period_ns;
         stuck = s->stuck_after_ns;
+        memory = s->memory_period_ns;
         capacity = (Py_ssize_t)s->capacity;
         pthread_mutex_unlock(&s->lock);
     }
-    return Py_BuildValue("{s:O,s:d,s:d,s:n}",
+    return Py_BuildValue("{s:O,s:d,s:d,s:n,s:d}",
                          "sampler", enabled ? Py_True : Py_False,
                          "sampler_period_s", (double)period / 1e9,
                          "stuck_after_s", (double)stuck / 1e9,
-                         "sampler_capacity", capacity);
+                         "sampler_capacity", capacity,
+                         "memory_period_s", (double)memory / 1e9);
 }
 
 static PyObject *
@@ -222,12 +226,13 @@ procs_list(const tm_watched *procs, size_t n)
     }
     for (i = 0; i < n; i++) {
         PyObject *d = Py_BuildValue(
-            "{s:i,s:i,s:L,s:{s:N,s:N,s:N}}",
+            "{s:i,s:i,s:L,s:{s:N,s:N,s:N,s:N}}",
             "pid", procs[i].pid, "role", procs[i].role,
             "exited_ns", (long long)procs[i].exited_ns, "errors",
             "stat", errno_text(procs[i].err[TM_FILE_STAT]),
             "io", errno_text(procs[i].err[TM_FILE_IO]),
-            "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]));
+            "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]),
+            "smaps_rollup", errno_text(procs[i].err[TM_FILE_SMAPS]));
 
         if (d == NULL) {
             Py_DECREF(plist);
@@ -316,10 +321,11 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
 
 PyMethodDef tm_sampler_methods[] = {
     {"_sampler_config", mod_sampler_config, METH_VARARGS,
-     "_sampler_config(period_ns, stuck_after_ns, capacity, enabled)"},
+     "_sampler_config(period_ns, stuck_after_ns, capacity, enabled, memory_period_ns)"},
     {"_sampler_settings", mod_sampler_settings, METH_NOARGS,
      "The settings in force, in configure()'s names: sampler,\n"
-     "sampler_period_s, stuck_after_s, sampler_capacity.  Their defaults\n"
+     "sampler_period_s, stuck_after_s, sampler_capacity, memory_period_s.\n"
+     "Their defaults\n"
      "live in sampler.c alone."},
     {"_sampler_shutdown", mod_sampler_shutdown, METH_NOARGS,
      "Stop and join the sampler thread (the GIL released meanwhile); the\n"

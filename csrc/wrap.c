@@ -89,6 +89,7 @@ typedef struct {
     Py_ssize_t scratch_cap;
     int64_t oldest_rank;       /* lowest rank still being produced, or -1 */
     int32_t oldest_worker;
+    PyObject *weakrefs;        /* a live line follows the loop by weakref */
 } tm_wrapiter;
 
 static void
@@ -652,6 +653,9 @@ wrapiter_dealloc(tm_wrapiter *self)
     PyTypeObject *tp = Py_TYPE(self);
 
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
     close_open_step_now(self);
     end_loop(self);
     release_inner(self);
@@ -702,6 +706,8 @@ static PyMemberDef wrapiter_members[] = {
      "Source id that tags this iterator's steps in the store."},
     {"steps", Py_T_ULONGLONG, offsetof(tm_wrapiter, steps), Py_READONLY,
      "Batches delivered so far in this epoch."},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(tm_wrapiter, weakrefs),
+     Py_READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -58,7 +58,14 @@ def test_run_demo_quick(data_dir):
         assert s["loader"]["num_workers"] == 4
         assert str(rep) in text
     assert "verdict: historical" in text
-    assert text.rstrip().splitlines()[-1] == demo.verdict(historical, fixed)
+    last = text.rstrip().splitlines()
+    assert last[-2] == demo.verdict(historical, fixed)
+    # Both paths' workers were timed (fork), so the cores line closes it.
+    hp, fp = historical["prediction"], fixed["prediction"]
+    assert hp is not None and fp is not None
+    assert last[-1].startswith("prediction at this step time")
+    assert f"historical needs about {hp['worker_cores_needed']:.1f} cores" in last[-1]
+    assert f"fixed needs about {fp['worker_cores_needed']:.1f} cores" in last[-1]
 
 
 @pytest.mark.slow

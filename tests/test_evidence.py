@@ -112,15 +112,22 @@ def test_pid_changes_at_epoch_starts_only_without_persistent_workers(persistent)
 
 @pytest.mark.slow
 def test_slow_intervals_carry_the_worker_cpu_and_no_reads():
-    ds = BurnDataset(4 * 24, 0.025)
+    # Batch 4k (items 16k..16k+3) holds one item costing 150 ms of CPU, the
+    # rest 2 ms: worker 0 makes every slow batch, so every fourth step
+    # waits for it.  (Uniform cost would not do: two workers in phase
+    # give alternating waits, out of phase uniform ones with no stall at
+    # all, and which one a run gets is the scheduler's choice.)
+    ds = BurnDataset(4 * 24, 0.002, slow_every=16, slow_index=0, slow_cpu_s=0.15)
     r = run(DataLoader(ds, batch_size=4, num_workers=2), pace_s=0.01)
     iv = r["workers"]["intervals"]
     slow, fast = iv["slow"], iv["fast"]
     assert slow["count"] == r["stalls"]["count"] > 0
     assert slow["worker_cpu_s"] > fast["worker_cpu_s"]
-    # The workers burn 100 ms of CPU per batch, 24 batches minus start-up.
+    # The workers burn 6 * 0.15 + 90 * 0.002 s of CPU in all; the
+    # intervals leave out the start-up.
+    burned = 6 * 0.15 + 90 * 0.002
     total = slow["worker_cpu_s"] + fast["worker_cpu_s"]
-    assert 0.5 * 0.1 * 20 < total < 1.5 * 0.1 * 24
+    assert 0.5 * burned < total < 1.5 * burned
     assert slow["read_bytes"] == 0 and fast["read_bytes"] == 0  # in-memory data
     assert slow["major_faults"] == 0
     assert slow["wall_s"] == pytest.approx(
@@ -278,7 +285,7 @@ def test_sampler_watches_real_counters_and_knows_a_missing_process():
     missing = [p for p in info["procs"] if p["role"] == 0][0]
     assert "No such file or directory" in missing["errors"]["stat"]
     me = [p for p in info["procs"] if p["role"] == -1][0]
-    assert me["errors"] == {"stat": None, "io": None, "schedstat": None}
+    assert me["errors"] == {"stat": None, "io": None, "schedstat": None, "smaps_rollup": None}
 
 
 @pytest.mark.slow

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import traceml
+from traceml import wording
 
 
 @dataclass(frozen=True)
@@ -338,6 +339,10 @@ def run_demo(
     historical, fixed = reports
     out("")
     out(verdict(historical, fixed))
+    cores = wording.cores_needed_line([("historical", historical["prediction"]),
+                                       ("fixed", fixed["prediction"])])
+    if cores:
+        out(cores)
     return historical, fixed
 
 

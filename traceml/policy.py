@@ -27,6 +27,14 @@ INPUT_BOUND = "INPUT-BOUND"
 COMPUTE_BOUND = "COMPUTE-BOUND"
 BALANCED = "BALANCED"
 NO_DATA = "NO-DATA"
+# The loop waits INPUT_BOUND_SHARE or more, but not for the workers: each
+# awaited batch was made, and its worker idle, for most of the wait.
+HAND_OVER = "HAND-OVER"
+
+# Worker-side timing (traceml.worker_timing) decides INPUT-BOUND only when
+# it met at least this share of the steady steps (the rest: a reset that
+# cut into an epoch, a log that overflowed, steps without a known worker).
+PRODUCTION_MIN_COVERAGE = 0.9
 
 
 class Diagnosis(NamedTuple):
@@ -37,17 +45,40 @@ class Diagnosis(NamedTuple):
     share: Optional[float]
 
 
-def diagnose(input_share: Optional[float]) -> Diagnosis:
+def production_share(production: Optional[dict]) -> Optional[float]:
+    """The share of step time the loop waited while the awaited worker was
+    making batches, when the workers' own timing is available and met
+    PRODUCTION_MIN_COVERAGE of the steady steps; else None."""
+    if not production or not production.get("available"):
+        return None
+    if production.get("coverage", 0.0) < PRODUCTION_MIN_COVERAGE:
+        return None
+    return production.get("production_share")
+
+
+def diagnose(input_share: Optional[float],
+             production_share: Optional[float] = None) -> Diagnosis:
     """(label, share) for the share of step time spent waiting for input:
     INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
     COMPUTE_BOUND_SHARE, BALANCED between.
 
     ``input_share`` is total input wait / total step time over steady-state
-    steps; None (no steps) gives NO-DATA.
+    steps; None (no steps) gives NO-DATA.  ``production_share`` (see
+    :func:`production_share`; None: unknown) is the part of it during
+    which the awaited worker was making batches.  When it is known and
+    under INPUT_BOUND_SHARE while the input share is not, the loop waits
+    for batches already made (the data queue, unpickling, the shared-memory
+    round trip, a main process waiting for a core): HAND-OVER, whose next
+    step is not more workers.  Measured on this project's 2-core host
+    beside a CPU hog (benchmarks/bench_truth.py): healthy in-memory loaders
+    wait 10-25% of an 8-10 ms step with production under 3%, while loaders
+    whose workers cannot keep up put 40-50% of the step in production.
     """
     if input_share is None or not math.isfinite(input_share):
         return Diagnosis(NO_DATA, None)
     if input_share >= INPUT_BOUND_SHARE:
+        if production_share is not None and production_share < INPUT_BOUND_SHARE:
+            return Diagnosis(HAND_OVER, input_share)
         return Diagnosis(INPUT_BOUND, input_share)
     if input_share < COMPUTE_BOUND_SHARE:
         return Diagnosis(COMPUTE_BOUND, input_share)
@@ -877,6 +908,14 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "last_tenth_median_s")}))
         out.append(("trend_next", {"label": trend_["label"]}))
         return out
+    if diag == HAND_OVER:
+        prod = s.get("production") or {}
+        out.append(("hand_over", {
+            "share": share, "production_share": prod.get("production_share"),
+            "busy_share": prod.get("busy_share"),
+            "ready_before_fetch": prod.get("ready_before_fetch"),
+            "median_s": wait["median"], "num_workers": nw}))
+        return out
     stuck = (s.get("headline") or {}).get("label") == STUCK
     if st.get("outliers") and not st["count"] and not stuck:
         out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],
@@ -1107,32 +1146,49 @@ def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
     return None
 
 
+def make_ratio(per_worker: Optional[dict], worker: int) -> Optional[float]:
+    """Worker ``worker``'s median time to make a batch (measured in the
+    worker: traceml.worker_timing) over the other workers' median of
+    theirs; None without it and at least one other."""
+    if not per_worker or worker not in per_worker or len(per_worker) < 2:
+        return None
+    others = [v["make_median_s"] for w, v in per_worker.items() if w != worker]
+    median = float(np.median(others))
+    mine = per_worker[worker]["make_median_s"]
+    return float("inf") if median <= 0 else mine / median
+
+
 def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 batch_workers: np.ndarray, num_workers: Optional[int],
-                period: Optional[int], ticks: Optional[dict]) -> Optional[dict]:
+                period: Optional[int], ticks: Optional[dict],
+                per_worker: Optional[dict] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
     steady-state stall; ``batch_workers``: the worker of every steady-state
     batch; ``period``: the report's period (None unless PERIODIC);
-    ``ticks``: CPU ticks per worker id over the run (None: no readings).
+    ``ticks``: CPU ticks per worker id over the run (None: no readings);
+    ``per_worker``: the workers' own batch timing (the report's
+    ``production.workers``; None: not measured).
 
     ONE-WORKER k: at least ATTR_SHARE of the known stalls are worker k's,
     more than ONE_WORKER_OWN_SHARE of k's batches stall and at most
-    ONE_WORKER_OTHERS_SHARE of the others' do, and either k is busier
-    (cpu_ratio >= BUSIER_RATIO) or k is less busy (<= 1/BUSIER_RATIO: it
-    waits on something) and not the round opener.  SLOW-SAMPLE: a period
+    ONE_WORKER_OTHERS_SHARE of the others' do, and either k takes
+    BUSIER_RATIO times the others' median time to make a batch (make_ratio,
+    measured in the workers: this holds whether k burns CPU or sleeps), or
+    k is busier (cpu_ratio >= BUSIER_RATIO) or less busy (<= 1/BUSIER_RATIO:
+    it waits on something) and not the round opener.  SLOW-SAMPLE: a period
     p != max(1, num_workers) (the report's, or without one
     :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
     residue of rank % p, over at least two workers (when workers are known).
     LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
-    (``ambiguous`` when the stalls sit on one worker but no CPU readings
-    tell it from the others).  None when too few stalls or no rule holds:
+    (``ambiguous`` when the stalls sit on one worker but neither CPU
+    readings nor batch timing tell it from the others).  None when too few stalls or no rule holds:
     {label, worker (ONE-WORKER's k, else None), top_worker (the worker
     holding most known stalls), stall_workers ({worker id: stalls}), known
     (stalls whose worker is known), share (top_worker's share of them),
-    own_share, others_share, cpu_ratio, period, residue, residue_share,
-    ambiguous}."""
+    own_share, others_share, cpu_ratio, make_ratio, period, residue,
+    residue_share, ambiguous}."""
     ranks = np.asarray(stall_ranks, dtype=np.int64)
     wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
@@ -1141,7 +1197,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
     out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
            "known": int(known.sum()), "share": None, "own_share": None,
-           "others_share": None, "cpu_ratio": None, "period": period,
+           "others_share": None, "cpu_ratio": None, "make_ratio": None, "period": period,
            "residue": None, "residue_share": None, "ambiguous": False}
     if len(ranks) < ATTR_MIN_STALLS:
         return None
@@ -1154,11 +1210,14 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         own_share = by_worker[top] / own if own else 0.0
         others_share = (out["known"] - by_worker[top]) / others if others else 0.0
         ratio = cpu_ratio(ticks, top)
+        slower = make_ratio(per_worker, top)
         out.update(worker=top, top_worker=top, share=share, own_share=own_share,
-                   others_share=others_share, cpu_ratio=ratio)
+                   others_share=others_share, cpu_ratio=ratio, make_ratio=slower)
         concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
                         and others_share <= ONE_WORKER_OTHERS_SHARE)
-        if concentrated and ratio is not None and (
+        if concentrated and slower is not None and slower >= BUSIER_RATIO:
+            return {**out, "label": ONE_WORKER}
+        if concentrated and slower is None and ratio is not None and (
                 ratio >= BUSIER_RATIO
                 or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER)):
             return {**out, "label": ONE_WORKER}
@@ -1183,7 +1242,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         # Stalls on one worker with no CPU readings to tell it from the
         # rest: a slow worker and drifted lock-step look alike here.
         ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
-                         and out["cpu_ratio"] is None)
+                         and out["cpu_ratio"] is None and out["make_ratio"] is None)
         return {**out, "label": LOCK_STEP, "worker": None, "ambiguous": ambiguous}
     return None
 
@@ -1360,3 +1419,39 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     if WORSE in dirs:
         return REGRESSION
     return EQUIVALENT
+
+
+# --- worker memory -------------------------------------------------------------------
+# Copy-on-read: forked workers' unshared memory (USS) grows within an epoch
+# by at least this much (median over workers and epochs).  Measured here
+# (tests/test_memory.py, benchmarks/README.md): 3 million short strings in
+# a list, read at random by 2 workers, grew each worker's USS by 233 MiB in
+# one epoch; the same numbers in a NumPy array by 1.4 MiB.  A worker's own
+# buffers (batches in flight) come and go, so they do not add up to a
+# growth over an epoch.
+MEM_COW_GROWTH_BYTES = 32 * 2**20
+# A step of the main process's RSS from one epoch's last reading to the
+# next epoch's first, worth naming: at least this much.
+MEM_EPOCH_JUMP_BYTES = 256 * 2**20
+
+COPY_ON_READ = "COPY-ON-READ"
+
+
+def memory_findings(mem: Optional[dict], num_workers: Optional[int],
+                    start_method: Optional[str]) -> list[tuple[str, dict]]:
+    """What the memory block (traceml.memory.summarise) shows, as (code,
+    numbers): "copy_on_read" when forked workers' unshared memory grew by
+    MEM_COW_GROWTH_BYTES or more within an epoch (median), "epoch_jump"
+    for each epoch whose start the main process's RSS reached
+    MEM_EPOCH_JUMP_BYTES above the previous epoch's end."""
+    out: list[tuple[str, dict]] = []
+    if not mem or not mem.get("available"):
+        return out
+    growth = mem.get("worker_uss_growth")
+    if (growth is not None and growth >= MEM_COW_GROWTH_BYTES and (num_workers or 0) > 0
+            and start_method in (None, "fork")):
+        out.append(("copy_on_read", {"growth_bytes": growth, "num_workers": num_workers}))
+    for jump in mem.get("epoch_jumps") or []:
+        if jump["rss_bytes"] >= MEM_EPOCH_JUMP_BYTES:
+            out.append(("epoch_jump", dict(jump)))
+    return out

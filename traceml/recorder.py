@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, worker_timing
 from .report import Report, _check_threshold, build
 from .wrapping import SourceRegistry, Wrapped, wrap_into
 
@@ -54,10 +54,11 @@ class Recorder(_core.Recorder):
         self.sources = SourceRegistry()
         self._outer: list = []
 
-    def wrap(self, iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
+    def wrap(self, iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
+             tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
         """:func:`traceml.wrap` into this recorder (same arguments, same
         errors)."""
-        return wrap_into(self, iterable, name)
+        return wrap_into(self, iterable, name, live, tensorboard, tensorboard_every)
 
     def reset(self) -> None:
         """Start a new recording in this recorder: discard every recorded
@@ -66,8 +67,31 @@ class Recorder(_core.Recorder):
         only).  A step open now is not recorded; a wrapped loop goes on
         recording from its next step, so calling it inside the loop skips a
         warm-up.  Other recorders are untouched."""
+        self._note_reset_in_worker_timing()
         self._reset_store()
         self.sources.prune_after_reset()
+
+    def _note_reset_in_worker_timing(self) -> None:
+        """Before the store is emptied: tell each source whose workers time
+        their batches how many of each worker's batches the reset discards,
+        and drop the batches of epochs that ended, so that steps recorded
+        after the reset still meet their batches (worker_timing.match)."""
+        timed = [s for s in self.sources.by_id.values() if s.timing.log is not None]
+        if not timed:
+            return
+        records = self.snapshot()
+        delivery = self.snapshot_delivery()
+        worker = (delivery[1][:len(records)] if delivery is not None
+                  else np.full(len(records), -1, dtype=np.int32))
+        for src in timed:
+            mine = records["source"] == src.id
+            worker_timing.note_reset(src.timing, records["epoch"][mine], worker[mine])
+            batches = src.timing.drain()
+            if src.epochs:
+                latest = src.epochs - 1
+                src.timing.chunks = [batches[batches["epoch"] == latest]]
+                src.timing.offsets = {k: v for k, v in src.timing.offsets.items()
+                                      if k[0] == latest}
 
     def report(
         self,
@@ -100,10 +124,14 @@ class Recorder(_core.Recorder):
                 delivery = None
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
         sid = self._pick_source(records, source, stuck)
+        src = self.sources.by_id.get(sid)
+        timing = src.timing if src is not None else None
+        worker_batches = (timing.drain(), dict(timing.offsets)) if timing is not None else None
         return build(records, info, sid, threshold, sources=self.sources.by_id,
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
-                     main_pid=os.getpid(), batch_bytes=batch_bytes)
+                     main_pid=os.getpid(), batch_bytes=batch_bytes,
+                     worker_batches=worker_batches)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list) -> int:
         known = self.sources.by_id

@@ -71,7 +71,9 @@ def _stat_rows(s: dict) -> list[list[str]]:
 def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (wording.epoch_start_line(s) if epoch_start else None, wording.loader_line(s),
-             wording.batch_bytes_line(s), *wording.process_lines(s))
+             wording.batch_bytes_line(s), wording.production_line(s),
+             wording.memory_line(s),
+             *wording.process_lines(s))
     return [line for line in lines if line]
 
 
@@ -96,6 +98,7 @@ def report_text(s: dict) -> str:
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
     out.extend(_fact_lines(s))
+    out.extend(wording.prediction_lines(s))
     out.extend(f"note: {n}" for n in s["notes"])
     return "\n".join(out)
 
@@ -103,6 +106,7 @@ def report_text(s: dict) -> str:
 _BADGE = {
     "INPUT-BOUND": "#b42318",
     "BALANCED": "#b54708",
+    "HAND-OVER": "#93370d",
     "COMPUTE-BOUND": "#067647",
     "NO-DATA": "#475467",
 }
@@ -148,6 +152,11 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         parts.extend(f"<div>{e(line)}</div>" for line in (wording.attribution_line(s),) if line)
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
         parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
+        pred = wording.prediction_lines(s)
+        if pred:
+            parts.append('<div style="margin-top:6px"><b>' + e(pred[0]) + "</b></div>")
+            parts.extend(f'<div style="margin-left:12px">{e(line.strip())}</div>'
+                         for line in pred[1:])
         parts.append(figure_html(png_uri))
     else:
         parts.extend(f"<div>{e(line)}</div>"
@@ -197,8 +206,8 @@ def comparison_html(d: dict) -> str:
 
 # --- SweepResult -----------------------------------------------------------------
 
-SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "median", "p95", "stalls",
-                 "period", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
+SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "predicted", "median", "p95",
+                 "stalls", "period", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
                  "diagnosis")
 
 
@@ -209,8 +218,13 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
         if r["error"]:
             out.append(first + ["error"] + ["-"] * (len(SWEEP_COLUMNS) - 4))
             continue
+        predicted = r.get("predicted_s")
+        err = r.get("predicted_error")
         out.append(first + [
-            fmt_s(r["mean_s"]), fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
+            fmt_s(r["mean_s"]),
+            "-" if predicted is None else fmt_s(predicted) + (
+                f" ({err:+.0%})" if err is not None else ""),
+            fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
             _cell(r.get("period")), _cell(r["multiple_fraction"], pct),
             _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
             _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
@@ -222,6 +236,7 @@ def _sweep_notes(d: dict) -> list[str]:
     """The lines under a sweep's table, before the errors."""
     ignored = d["ignored_num_workers"]
     out = [wording.sweep_correlation(d["correlation"], bool(ignored))]
+    out.extend(t for t in (wording.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
     out.extend(t for t in (wording.sweep_left_out(d["correlation"]),) if t)
     out.extend(t for t in (wording.sweep_ignored(ignored),
                            wording.sweep_best(d["best"], len(d["rows"])),

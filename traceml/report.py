@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, policy, wording
+from . import _core, evidence, memory, policy, predict, wording, worker_timing
 from .result import Report
 
 NS = 1e-9
@@ -134,6 +134,7 @@ def build(
     stuck_events: Optional[list] = None,
     main_pid: Optional[int] = None,
     batch_bytes: Optional[np.ndarray] = None,
+    worker_batches: Optional[tuple] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -170,7 +171,9 @@ def build(
                 else _recorded(records, sources))
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    summary.update(_durations(w))
+    production = _production(steps, w.steady, src, delivery, worker_batches, loader)
+    summary.update(_durations(w, production))
+    summary["production"] = production
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
     summary.update(stalls)
     summary.update(_temporal(mask, gaps, epoch, w.wait,
@@ -192,11 +195,24 @@ def build(
                              sampler_info, stuck_events, main_pid,
                              bytes_seen["median"] if bytes_seen else None, ranks_workers))
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers))
+    summary["prediction"] = predict.predict(summary)
+    summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
+                                          main_pid)
+                         if loader is not None and samples is not None else None)
+    memory_found = policy.memory_findings(
+        summary["memory"], loader.get("num_workers") if loader else None,
+        (summary.get("host") or {}).get("start_method"))
+    if summary["memory"] is not None:
+        summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
-    summary["next"] = wording.evidenced_next_steps(summary)
-    return Report(summary, steps)
+    summary["next"] = (wording.evidenced_next_steps(summary)
+                       + wording.memory_next_steps(memory_found))
+    rep = Report(summary, steps)
+    if worker_batches is not None:
+        rep.worker_batches, rep.worker_offsets = worker_batches
+    return rep
 
 
 def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> np.ndarray:
@@ -231,12 +247,31 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
     }
 
 
-def _durations(w: _Steady) -> dict:
+def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
+                worker_batches: Optional[tuple], loader: Optional[dict]) -> Optional[dict]:
+    """The worker-side batch timing block (None: not a multiprocessing
+    DataLoader)."""
+    if not loader or not (loader.get("num_workers") or 0) > 0:
+        return None
+    facts = getattr(src, "epoch_facts", None) or {}
+    why = [f.get("worker_timing") for e, f in sorted(facts.items())
+           if int(e) in set(np.unique(steps["epoch"]).tolist())]
+    unavailable = None if "on" in why else next((w for w in why if w), None)
+    records, offsets = worker_batches if worker_batches is not None else (
+        np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
+    block, _busy = worker_timing.summarise(
+        records, steps, delivery[1] if delivery is not None else None, steady, offsets,
+        loader.get("num_workers"), unavailable)
+    return block
+
+
+def _durations(w: _Steady, production: Optional[dict] = None) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
-    the input share and the diagnosis."""
+    the input share and the diagnosis (with the workers' own timing when
+    it covers the steady steps: policy.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
-    diagnosis = policy.diagnose(share)
+    diagnosis = policy.diagnose(share, policy.production_share(production))
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),
@@ -427,7 +462,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         out["attribution"] = policy.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]),
             (s.get("loader") or {}).get("num_workers"),
-            tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks)
+            tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks,
+            (s.get("production") or {}).get("workers"))
     bb = out["batch_bytes"]
     if bb is not None:
         iv = (s.get("workers") or {}).get("intervals")

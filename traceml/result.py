@@ -27,7 +27,7 @@ import json
 import os
 import zipfile
 import zlib
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -54,6 +54,10 @@ class Report:
     def __init__(self, summary: dict, steps: np.ndarray):
         self.summary = summary
         self.steps = steps
+        # The source's worker batch records (traceml.worker_timing), kept
+        # in memory for save_trace(); not written by save().
+        self.worker_batches: Optional[np.ndarray] = None
+        self.worker_offsets: Optional[dict] = None
 
     # Convenience views of the per-step arrays, in nanoseconds.
     @property
@@ -95,6 +99,74 @@ class Report:
         ``epoch_start_share`` and ``epoch_start_s_per_epoch``.
         """
         return copy.deepcopy(self.summary)
+
+    def flat(self, prefix: str = "traceml/") -> dict:
+        """The report's headline numbers as one flat dict of scalars, keys
+        ``prefix`` + name, for loggers that take such a dict as it is
+        (``wandb.log(report.flat())``, ``mlflow.log_metrics(...)``, a
+        Lightning logger's ``log_metrics``).  Numbers are floats (seconds,
+        shares as fractions, counts); labels are strings; a value that was
+        not measured is left out rather than given as None.
+
+        Keys: steps, steady_steps, epochs, wall_s, input_share,
+        wait_mean_s, wait_median_s, wait_p95_s, compute_median_s,
+        step_median_s, stalls, stalls_per_100, outliers, period (when
+        PERIODIC), diagnosis, shape, and with worker batch timing
+        production_share, handover_share, make_batch_s, cpu_batch_s, and
+        with a prediction keeps_up_with_workers, worker_cores_needed.
+
+        Raises:
+            TypeError: prefix is not a str.
+        """
+        if not isinstance(prefix, str):
+            raise TypeError(f"flat(): prefix must be a str, got {type(prefix).__name__}")
+        s = self.summary
+        wait, compute, step = s.get("input_wait_s") or {}, s.get("compute_s") or {}, \
+            s.get("step_s") or {}
+        stalls = s.get("stalls") or {}
+        steady = s.get("steady_steps") or 0
+        temporal = s.get("temporal") or {}
+        prod = s.get("production") or {}
+        pred = s.get("prediction") or {}
+        out = {
+            "steps": s.get("steps"), "steady_steps": steady, "epochs": s.get("epochs"),
+            "wall_s": s.get("wall_s"), "input_share": s.get("input_share"),
+            "wait_mean_s": wait.get("mean"), "wait_median_s": wait.get("median"),
+            "wait_p95_s": wait.get("p95"), "compute_median_s": compute.get("median"),
+            "step_median_s": step.get("median"), "stalls": stalls.get("count"),
+            "stalls_per_100": (100.0 * stalls["count"] / steady
+                               if steady and stalls.get("count") is not None else None),
+            "outliers": stalls.get("outliers"),
+            "period": temporal.get("period") if temporal.get("label") == "PERIODIC" else None,
+            "diagnosis": s.get("diagnosis"), "shape": s.get("shape"),
+            "production_share": prod.get("production_share"),
+            "handover_share": prod.get("handover_share"),
+            "make_batch_s": (prod.get("make_s") or {}).get("mean"),
+            "cpu_batch_s": (prod.get("cpu_s") or {}).get("mean"),
+            "keeps_up_with_workers": pred.get("keeps_up_with"),
+            "worker_cores_needed": pred.get("worker_cores_needed"),
+        }
+        return {prefix + k: (v if isinstance(v, str) else float(v))
+                for k, v in out.items() if v is not None}
+
+    def save_trace(self, path, *, max_steps: int = 100_000, window: int = 20) -> str:
+        """Write this run as a Chrome trace-event JSON timeline (Perfetto,
+        ``chrome://tracing``): the loop's fetch and compute slices, each
+        worker's batches, stuck fetches; see :mod:`traceml.trace` for the
+        tracks, the clock and how ``max_steps`` (the most steps written;
+        past it the slowest fetches and ``window`` steps either side) thins
+        a long run.  A report read back with :func:`traceml.load` has no
+        worker batches to show.  Returns the path.
+
+        Raises:
+            TypeError: path is not a str or os.PathLike; max_steps or window
+                not an int.
+            ValueError: max_steps < 1 or window < 0.
+            OSError: the file cannot be written.
+        """
+        from .trace import save_trace
+
+        return save_trace(self, path, max_steps=max_steps, window=window)
 
     def save(self, path) -> str:
         """Write this report (summary and per-step arrays) to ``path``.
@@ -238,7 +310,7 @@ def _read(path: str) -> tuple[dict, np.ndarray]:
 
 # Maps keyed by worker id (int in memory; JSON object keys are strings).
 _WORKER_KEYED = (("attribution", "stall_workers"), ("workers", "cpu_ticks_by_worker"),
-                 ("workers", "awaited", "workers"))
+                 ("workers", "awaited", "workers"), ("production", "workers"))
 
 
 def _worker_id_keys(summary: dict) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import policy, render, wording
+from . import policy, predict, render, wording
 from .compare import _stalls_over, verdict
 from .recorder import Recorder
 from .report import Report, _check_threshold
@@ -90,6 +90,9 @@ class SweepResult:
         self.runs = runs
         self.interrupted = interrupted
         self.correlation = correlation(rows)
+        # The first run's model of num_workers against each run's wait.
+        self.prediction = predict.against_runs(
+            rows, [rep.summary.get("prediction") if rep is not None else None for rep in runs])
 
     def __repr__(self) -> str:
         c = self.correlation
@@ -104,6 +107,7 @@ class SweepResult:
             "best": self.best(),
             "order_effects": self.order_effects(),
             "ignored_num_workers": [list(pair) for pair in self._ignored()],
+            "prediction": self.prediction,
             "interrupted": self.interrupted,
         }
 

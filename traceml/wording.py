@@ -10,6 +10,7 @@ measures or decides, and layout (order, markers, tables, HTML) is
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterable, Optional
 
 from . import policy
@@ -51,6 +52,10 @@ def diagnosis_rule(label: str, share: Optional[float]) -> str:
     if label == policy.INPUT_BOUND:
         return (f"{said} (>= {top}: TensorFlow's input-pipeline analyzer calls this "
                 "highly input-bound)")
+    if label == policy.HAND_OVER:
+        return (f"{said} (>= {top}), but under {top} of step time was spent waiting "
+                "while the awaited worker was making batches: the loop waits for batches "
+                "already made")
     if label == policy.COMPUTE_BOUND:
         return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
                 "not input-bound)")
@@ -175,6 +180,22 @@ def _trend_next_line(p: dict) -> str:
                    "rather than a steady cost.")
 
 
+def _hand_over_next(p: dict) -> str:
+    busy = (f"busy making batches {pct(p['busy_share'])} of the time"
+            if p.get("busy_share") is not None else "mostly idle")
+    ready = (f", and {pct(p['ready_before_fetch'])} of the batches were made before their "
+             "fetch began" if p.get("ready_before_fetch") is not None else "")
+    # Large batches get their own sentence (policy.handover's code).
+    return (f"Input is {pct(p['share'])} of step time, but the loop waited on a worker still "
+            f"making its batch for only {pct(p['production_share'])} of step time; the "
+            f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
+            "hand-over (the batch queued in its worker, sent, unpickled and mapped here, or a "
+            f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). Next: the same "
+            "loop with fewer processes than cores (a lower num_workers): a wait that falls was "
+            "processes waiting for a core; one that stays is the transfer itself, cheaper with "
+            "fewer or smaller tensors per batch.")
+
+
 _NEXT: dict[str, Callable[[dict], str]] = {
     "stuck": _stuck_next,
     "epoch_start": _epoch_start_next,
@@ -234,6 +255,7 @@ _NEXT: dict[str, Callable[[dict], str]] = {
         "limit; if not, look at work in the main process."),
     "wrap_and_sweep": lambda p: ("Next: wrap the DataLoader itself and sweep num_workers "
                                  "(traceml.sweep) to see whether more workers shorten the wait."),
+    "hand_over": _hand_over_next,
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): a cost paid per "
@@ -919,6 +941,158 @@ def attribution_line(s: dict) -> Optional[str]:
         text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
                  "the round")
     return text
+
+
+def production_line(s: dict) -> Optional[str]:
+    """What the workers measured of their own batches; None when the source
+    is not a multiprocessing DataLoader."""
+    p = s.get("production")
+    if not p:
+        return None
+    if not p.get("available"):
+        return f"worker batch timing: off ({p.get('unavailable') or 'not measured'})"
+    make, cpu = p["make_s"], p.get("cpu_s")
+    text = (f"workers made a batch in {fmt_s(make['median'])} (median; p95 "
+            f"{fmt_s(make['p95'])})")
+    if cpu:
+        text += f", {fmt_s(cpu['median'])} of CPU"
+    if p.get("busy_share") is not None:
+        text += f"; busy {pct(p['busy_share'])} of the time"
+    if p.get("production_share") is not None:
+        text += (f"; input wait on a worker making batches {pct(p['production_share'])} of "
+                 f"step time, on made batches (hand-over) {pct(p['handover_share'])}")
+    if p["coverage"] < policy.PRODUCTION_MIN_COVERAGE:
+        text += f" ({pct(p['coverage'])} of steps met their batch: too few to decide on)"
+    return text
+
+
+_ASSUMPTION = {
+    "round_robin": "batches go to the workers in turn",
+    "prefetch_deep": "prefetch_factor keeps every worker busy",
+    "no_shared_lock": "the workers share no lock",
+    "load_steady": "the rest of the host's load stays as it was",
+}
+
+
+def prediction_lines(s: dict) -> list[str]:
+    """The prediction (traceml.predict) in words: what one batch costs,
+    what the loop needs, the answer, the wait per num_workers, and how well
+    the model reproduces this run; [] without a prediction."""
+    p = s.get("prediction")
+    if not p:
+        return []
+    per_step = p["compute_s"] + p["handover_s"]
+    waited = (f", {fmt_s(p['runq_s'])} waiting for a core" if p["runq_s"] is not None else "")
+    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean: "
+           f"{fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
+           f"(compute {fmt_s(p['compute_s'])} + hand-over {fmt_s(p['handover_s'])}); "
+           f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one"
+           + (f" (about {p['other_runnable']:.1f} other threads were runnable: the main "
+              "process and other programs; more workers take more of the cores from them)"
+              if p["other_runnable"] > 1.5 else "") + "."]
+    k = p["keeps_up_with"]
+    if k is not None:
+        now = ", as now," if k == p["num_workers"] else ""
+        out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
+                   f"{p['worker_cores_needed']:.1f} cores).")
+    else:
+        want = math.ceil(p["worker_cores_needed"])
+        out.append(f"  no num_workers keeps up on this host: the workers need about "
+                   f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a core), "
+                   f"the host has {p['usable_cpus']}; expect at least "
+                   f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The dataset "
+                   f"must get {p['cheaper_by']:.1f}x cheaper per batch, or run on {want} cores "
+                   "besides the main process's.")
+    out.append("  predicted wait per step: " + ", ".join(
+        f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}" for row in p["by_workers"]))
+    run = p["this_run"]
+    if run["measured_wait_s"] is not None and run["error"] is not None:
+        out.append(f"  check: at num_workers={run['num_workers']} the model gives "
+                   f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
+                   f"measured ({run['error']:+.0%}); it assumes "
+                   + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + ".")
+    return out
+
+
+def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
+    """One line setting beside each other the cores each run's workers
+    need at its step time (traceml.predict); None when no run has a
+    prediction."""
+    parts = []
+    cpus = None
+    for name, p in runs:
+        if not p:
+            parts.append(f"{name}: no prediction (no worker batch timing)")
+            continue
+        cpus = p["usable_cpus"]
+        keeps = (f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
+                 else f"no num_workers keeps up here, {p['cheaper_by']:.1f}x too costly")
+        parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
+                     f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
+    if cpus is None:
+        return None
+    return f"prediction at this step time, on {cpus} CPUs: " + "; ".join(parts) + "."
+
+
+def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
+    """Where the sweep's "predicted" column comes from, and how far off it
+    was; None without a prediction."""
+    if not pred:
+        return None
+    errors = [abs(rows[i]["predicted_error"]) for i in pred["rows"]
+              if rows[i].get("predicted_error") is not None and i != pred["basis"]]
+    basis = condition(rows[pred["basis"]]["condition"])
+    off = (f"; off by {pct(min(errors))} to {pct(max(errors))} on the other runs"
+           if errors else "")
+    return (f"predicted: mean wait per step for each num_workers from the workers' batch "
+            f"timing of the run {basis} (traceml.predict){off}.")
+
+
+def live_line(st: dict) -> str:
+    """The live line (traceml.live): running numbers while a loop runs."""
+    parts = [f"traceml · {st['name']} · {st['steps']:,} steps"]
+    if st["input_share"] is not None:
+        parts.append(f"input {pct(st['input_share'])} of step time")
+    if st["median_s"] is not None:
+        parts.append(f"wait median {fmt_s(st['median_s'])}, p95 {fmt_s(st['p95_s'])}")
+        parts.append(f"{st['slow']:,} past {st['slow_ratio']:g}x the median")
+    return " · ".join(parts)
+
+
+def memory_line(s: dict) -> Optional[str]:
+    """The processes' memory over the run (traceml.memory); None without
+    readings."""
+    m = s.get("memory")
+    if not m or not m.get("available"):
+        return None
+    parts = []
+    main = (m.get("main") or {}).get("rss")
+    if main:
+        parts.append(f"main RSS {fmt_bytes(main['first'])} -> {fmt_bytes(main['last'])} "
+                     f"(max {fmt_bytes(main['max'])})")
+    if m.get("worker_uss_growth") is not None:
+        parts.append(f"workers' unshared memory grew {fmt_bytes(m['worker_uss_growth'])} "
+                     "within an epoch (median)")
+    return ("memory: " + "; ".join(parts)) if parts else None
+
+
+_MEMORY_NEXT = {
+    "copy_on_read": lambda p: (
+        f"Each forked worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an "
+        "epoch: copy-on-read (reading Python objects writes their reference counts, which "
+        "copies the parent's pages into every worker). Hold the dataset in NumPy arrays or "
+        "Arrow rather than lists or dicts of Python objects; with num_workers="
+        f"{p['num_workers']} the copies add up, and persistent workers keep them."),
+    "epoch_jump": lambda p: (
+        f"The main process's memory stepped up {fmt_bytes(p['rss_bytes'])} at the start of "
+        f"epoch {p['epoch']}: something is built or kept per epoch (a new iterator's state, "
+        "a cache); compare its size at each epoch boundary."),
+}
+
+
+def memory_next_steps(items: list[tuple[str, dict]]) -> list[str]:
+    """The sentences of policy.memory_findings."""
+    return [_MEMORY_NEXT[code](params) for code, params in items]
 
 
 def batch_bytes_line(s: dict) -> Optional[str]:

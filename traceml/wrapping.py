@@ -20,7 +20,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from . import _core
+from . import _core, worker_timing
+from . import live as live_line
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
 # prefetch_factor is None when num_workers == 0.  Absent fields read None.
@@ -47,6 +48,8 @@ class Source:
     loader: Optional[dict] = None
     epochs: int = 0
     epoch_facts: dict = field(default_factory=dict)
+    # Per-batch times measured in its DataLoader workers (worker_timing).
+    timing: Any = field(default_factory=lambda: worker_timing.Timing())
 
     def loader_of(self, epoch: int) -> Optional[dict]:
         """The DataLoader settings of an epoch (None: not a DataLoader or
@@ -60,6 +63,7 @@ def configure(
     sampler_period_s: Optional[float] = None,
     stuck_after_s: Optional[float] = None,
     sampler_capacity: Optional[int] = None,
+    memory_period_s: Optional[float] = None,
 ) -> dict:
     """Set how the /proc sampler runs; returns the settings now in force.
 
@@ -73,9 +77,15 @@ def configure(
             stuck loader (default 30 s; 0 turns the watch off; at most 1e7).
         sampler_capacity: readings kept in the ring, shared by every
             watched process (default 131072: with a main process and 4
-            workers at 20 ms, the last ~9 minutes; 16 to 2**20, 96 bytes
-            each, so at most 96 MiB).  Readings the ring drops are counted
+            workers at 20 ms, the last ~9 minutes; 16 to 2**20, 120 bytes
+            each, so at most 120 MiB).  Readings the ring drops are counted
             (``sampler_info()["overwritten"]``) and the report says so.
+        memory_period_s: seconds between readings of each process's PSS
+            and unshared memory (``/proc/PID/smaps_rollup``; default 10;
+            0 turns them off; at most 3600).  The kernel walks the page
+            tables for it: about 6.6 ms for a process that imported torch
+            (benchmarks/README.md), so at 10 s five processes cost 0.3% of
+            one CPU.  RSS is read on every reading regardless.
 
     Raises:
         TypeError: a setting of the wrong type.
@@ -91,7 +101,8 @@ def configure(
         new["sampler"] = sampler
     # Upper bounds keep the nanosecond and ring sizes well inside C's types.
     for name, value, low, high in (("sampler_period_s", sampler_period_s, 0.001, 3600.0),
-                                   ("stuck_after_s", stuck_after_s, 0.0, 1e7)):
+                                   ("stuck_after_s", stuck_after_s, 0.0, 1e7),
+                                   ("memory_period_s", memory_period_s, 0.0, 3600.0)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -115,7 +126,8 @@ def configure(
         new["sampler_capacity"] = sampler_capacity
     _core._sampler_config(int(round(new["sampler_period_s"] * 1e9)),
                           int(round(new["stuck_after_s"] * 1e9)),
-                          new["sampler_capacity"], new["sampler"])
+                          new["sampler_capacity"], new["sampler"],
+                          int(round(new["memory_period_s"] * 1e9)))
     return _core._sampler_settings()
 
 
@@ -168,16 +180,9 @@ def worker_pids(inner: Any) -> Optional[list[int]]:
 
 
 def start_method(loader: Any) -> Optional[str]:
-    """The multiprocessing start method a DataLoader's workers use."""
-    ctx = getattr(loader, "multiprocessing_context", None)
-    if ctx is None:
-        return multiprocessing.get_start_method(allow_none=True) or (
-            multiprocessing.get_context().get_start_method()
-        )
-    if isinstance(ctx, str):
-        return ctx
-    get = getattr(ctx, "get_start_method", None)
-    return get() if callable(get) else None
+    """The multiprocessing start method a DataLoader's workers use, read
+    without fixing the process's own (worker_timing.start_method_of)."""
+    return worker_timing.start_method_of(loader)
 
 
 def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
@@ -285,6 +290,7 @@ class Wrapped:
         self.iterable = iterable
         self.recorder = recorder
         self._source = recorder.sources.for_iterable(iterable, name)
+        self._live = None  # a traceml.live.LiveLine, when asked for
 
     @property
     def name(self) -> str:
@@ -305,12 +311,18 @@ class Wrapped:
         # its worker processes there, and that start-up belongs to the
         # epoch's first fetch.
         begin_ns = self.recorder.clock_ns()
-        inner = iter(self.iterable)
         epoch = src.epochs
-        src.epochs += 1
         facts = loader_facts(self.iterable)
+        why, user_fn = (worker_timing.before_iter(self.iterable, src.timing, epoch)
+                        if facts is not None else (worker_timing.NOT_A_LOADER, None))
+        try:
+            inner = iter(self.iterable)
+        finally:
+            worker_timing.after_iter(self.iterable, src.timing, why, user_fn)
+        src.epochs += 1
         src.loader = facts
         known = epoch_facts(self.iterable, inner, facts)
+        known["worker_timing"] = why or "on"
         src.epoch_facts[epoch] = known
         # The sampler watches this loop's processes (main first, then worker
         # 0, 1, ...) while it runs, beside any other live loop's.
@@ -324,6 +336,8 @@ class Wrapped:
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching
+        if self._live is not None:
+            self._live.follow(it)
         return it
 
     def __len__(self) -> int:
@@ -345,7 +359,8 @@ class Wrapped:
         return f"traceml.wrap({self.iterable!r}, name={self.name!r})"
 
 
-def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
+def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
+         tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
     """Time every fetch from ``iterable`` into the default recorder
     (:meth:`traceml.Recorder.wrap` for another); each ``iter()`` is one
     epoch.
@@ -379,19 +394,34 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None) -> Wrapped:
             name (objects that take weak references, such as a DataLoader),
             continues that source with its next epoch.  Default: the
             type name, made unique per object (``"DataLoader#2"``).
+        live: show a line that updates while the loop runs (steps, input
+            share, running median and p95 wait, waits past 4x the median;
+            :mod:`traceml.live`): True (a notebook display in Jupyter or
+            Colab, else one line on stderr), a tqdm bar (the line becomes
+            its postfix), or a callable taking the line.  Updates come at
+            most 4 times a second from a thread; the loop pays nothing per
+            step.  Default None: off.
+        tensorboard: a ``SummaryWriter`` (``torch.utils.tensorboard`` or
+            ``tensorboardX``) to log the same numbers to, under
+            ``traceml/``, every ``tensorboard_every`` steps (default 100)
+            and at the end of each epoch.
 
     Returns:
         A :class:`Wrapped`: iterate it (once per epoch), ``len()`` it.
 
     Raises:
-        TypeError: ``iterable`` is not iterable, or ``name`` is not a str.
+        TypeError: ``iterable`` is not iterable, ``name`` is not a str,
+            ``live`` is none of the above, ``tensorboard`` has no
+            ``add_scalar`` or ``tensorboard_every`` is not an int.
         ValueError: ``name`` is ``"probes"`` (reserved), blank, or not
             printable (a newline, a control character).
     """
-    return wrap_into(_core.default_recorder(), iterable, name)
+    return wrap_into(_core.default_recorder(), iterable, name, live, tensorboard,
+                     tensorboard_every)
 
 
-def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str]) -> Wrapped:
+def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any = None,
+              tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
     """:func:`wrap` for ``recorder``: the argument checks, then the
     :class:`Wrapped`.  Called by :func:`wrap` and :meth:`Recorder.wrap`
     only, so that a warning points at their caller."""
@@ -419,4 +449,10 @@ def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str]) -> Wrapped
             "(traceml.wrap(loader)) so that the report has its settings, delivery "
             "order and worker evidence",
             UserWarning, stacklevel=3)
-    return Wrapped(iterable, name, recorder)
+    live = live_line.check_live(live)
+    live_line.check_tensorboard(tensorboard, tensorboard_every)
+    wrapped = Wrapped(iterable, name, recorder)
+    if live or tensorboard is not None:
+        wrapped._live = live_line.LiveLine(recorder, wrapped.source, wrapped.name, live,
+                                           tensorboard, tensorboard_every)
+    return wrapped

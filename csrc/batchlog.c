@@ -1,0 +1,588 @@
+/*
+ * traceml._core.BatchLog: per-batch production times, written by DataLoader
+ * worker processes, read by the main process.
+ *
+ * A log is one anonymous shared mapping (MAP_SHARED | MAP_ANONYMOUS) made
+ * in the main process before the workers start; forked workers inherit it,
+ * so both sides address the same pages.  Nothing crosses a pipe and nothing
+ * is pickled: the log needs the fork start method (spawn and forkserver
+ * children do not inherit the mapping; traceml.worker_timing says so).
+ *
+ * Layout: a header (the count of claimed slots, and the epoch the owner
+ * announces before each iter()) and `capacity` slots.  A worker measures a
+ * fetch with fetch_begin() and fetch_end(epoch, worker, seq): the latter
+ * claims the next slot with one atomic add on the shared count, writes the
+ * record, then publishes it by storing its claim number + 1 in the slot's
+ * `ready` word (release).  The owner's drain() copies the records from its
+ * cursor on: a slot whose ready word is its claim number + 1 is copied (and
+ * checked again after the copy, as a lap may overwrite it meanwhile); a
+ * larger one was overwritten by a later lap (counted in `lost`); a smaller
+ * one is still being written, and the drain stops there.  Slots claimed
+ * more than `capacity` ahead of the cursor are lost by construction.
+ *
+ * Cost in a worker: two clock reads at each end (CLOCK_MONOTONIC through
+ * the vDSO; the thread's CPU clock, a system call) and one atomic add: a
+ * few microseconds per batch at most, against batches that take
+ * milliseconds to make.  The main process pays nothing per step.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL traceml_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "compat.h"
+#include "module.h"
+#include "procfs.h"
+
+#define TM_BATCHLOG_DEFAULT_CAPACITY (1u << 16)
+#define TM_BATCHLOG_MAX_CAPACITY (1u << 24)
+
+typedef struct {
+    uint64_t claimed;         /* slots claimed so far (atomic add) */
+    int64_t epoch;            /* the owner's announced epoch (atomic) */
+    uint64_t capacity;
+    uint64_t reserved[5];     /* the header fills one cache line */
+} tm_batchlog_header;
+
+/* One slot in the shared mapping. */
+typedef struct {
+    uint64_t ready;           /* claim number + 1 once written */
+    tm_batch_record rec;
+} tm_batchlog_slot;
+
+typedef struct {
+    PyObject_HEAD
+    tm_state *st;
+    tm_batchlog_header *hdr;  /* the shared mapping; NULL once unmapped */
+    tm_batchlog_slot *slots;
+    size_t map_bytes;
+    uint64_t capacity;
+    uint64_t cursor;          /* the owner has drained up to this claim */
+    uint64_t lost;            /* records overwritten before the drain */
+    pid_t owner;              /* the process that made the log */
+    /* A worker's open fetch (private to each process after fork). */
+    int open;
+    int64_t open_begin_ns;
+    int64_t open_cpu_ns;
+} tm_batchlog;
+
+static int64_t
+thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+        return -1;
+    }
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
+static PyObject *
+batchlog_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"capacity", NULL};
+    Py_ssize_t capacity = TM_BATCHLOG_DEFAULT_CAPACITY;
+    tm_batchlog *self;
+    size_t bytes;
+    void *map;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|n:BatchLog", kwlist,
+                                     &capacity)) {
+        return NULL;
+    }
+    if (capacity < 1 || capacity > TM_BATCHLOG_MAX_CAPACITY) {
+        PyErr_Format(PyExc_ValueError,
+                     "BatchLog(): capacity must be 1 to %u records, got %zd",
+                     (unsigned)TM_BATCHLOG_MAX_CAPACITY, capacity);
+        return NULL;
+    }
+    bytes = sizeof(tm_batchlog_header)
+            + (size_t)capacity * sizeof(tm_batchlog_slot);
+    self = (tm_batchlog *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->st = tm_state_of_type(type);
+    /* Pages are touched only as slots are written: a log the workers
+       never fill costs address space, not memory. */
+    map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        Py_DECREF(self);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    self->hdr = (tm_batchlog_header *)map;
+    self->slots = (tm_batchlog_slot *)((char *)map + sizeof(tm_batchlog_header));
+    self->map_bytes = bytes;
+    self->capacity = (uint64_t)capacity;
+    self->hdr->capacity = (uint64_t)capacity;
+    self->owner = getpid();
+    return (PyObject *)self;
+}
+
+static void
+batchlog_dealloc(PyObject *op)
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+    PyTypeObject *type = Py_TYPE(op);
+
+    if (self->hdr != NULL) {
+        munmap(self->hdr, self->map_bytes);
+        self->hdr = NULL;
+    }
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyObject *
+batchlog_fetch_begin(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+
+    self->open_cpu_ns = thread_cpu_ns();
+    self->open_begin_ns = tm_clock_ns();
+    self->open = 1;
+    Py_RETURN_NONE;
+}
+
+/* An int argument of fetch_end() in [lo, hi]; -1 with an error. */
+static int
+int_arg(PyObject *arg, const char *name, long long lo, long long hi,
+        long long *out)
+{
+    long long v;
+
+    if (!PyLong_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "fetch_end(): %s must be an int, got %.100s",
+                     name, Py_TYPE(arg)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLongLong(arg);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "fetch_end(): %s must be %lld to %lld, got %lld",
+                     name, lo, hi, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Claim a slot and publish one record (cpu_ns, runq_ns: the batch's
+   own, -1 unknown). */
+static void
+batchlog_write(tm_batchlog *self, int64_t begin_ns, int64_t end_ns,
+               int64_t cpu_ns, int64_t runq_ns, int32_t epoch, int32_t worker,
+               int64_t seq)
+{
+    uint64_t claim;
+    tm_batchlog_slot *slot;
+
+    if (self->hdr == NULL) {
+        return;
+    }
+    claim = __atomic_fetch_add(&self->hdr->claimed, 1, __ATOMIC_RELAXED);
+    slot = &self->slots[claim % self->capacity];
+    /* Unpublish first, so that a drain racing this lap sees a slot in
+       progress rather than the old record under a new claim. */
+    __atomic_store_n(&slot->ready, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    slot->rec.begin_ns = begin_ns;
+    slot->rec.end_ns = end_ns;
+    slot->rec.cpu_ns = cpu_ns;
+    slot->rec.runq_ns = runq_ns;
+    slot->rec.seq = seq;
+    slot->rec.epoch = epoch;
+    slot->rec.worker = worker;
+    __atomic_store_n(&slot->ready, claim + 1, __ATOMIC_RELEASE);
+}
+
+static PyObject *
+batchlog_fetch_end(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+    long long epoch, worker, seq;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "fetch_end() takes 3 arguments (epoch, worker, seq), got %zd",
+                     nargs);
+        return NULL;
+    }
+    if (int_arg(args[0], "epoch", 0, INT32_MAX, &epoch) < 0
+            || int_arg(args[1], "worker", 0, INT32_MAX, &worker) < 0
+            || int_arg(args[2], "seq", 0, INT64_MAX, &seq) < 0) {
+        return NULL;
+    }
+    if (!self->open || self->hdr == NULL) {
+        Py_RETURN_FALSE;
+    }
+    self->open = 0;
+    {
+        int64_t end_ns = tm_clock_ns();
+        int64_t cpu_ns = thread_cpu_ns();
+
+        batchlog_write(self, self->open_begin_ns, end_ns,
+                       (cpu_ns >= 0 && self->open_cpu_ns >= 0)
+                       ? cpu_ns - self->open_cpu_ns : -1,
+                       -1, (int32_t)epoch, (int32_t)worker, (int64_t)seq);
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+batchlog_drain(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+    uint64_t claimed, first, i;
+    npy_intp n = 0, cap_out;
+    PyArrayObject *out;
+    tm_batch_record *dst;
+
+    if (self->hdr == NULL || getpid() != self->owner) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "BatchLog.drain(): only the process that made the log drains it");
+        return NULL;
+    }
+    claimed = __atomic_load_n(&self->hdr->claimed, __ATOMIC_ACQUIRE);
+    first = self->cursor;
+    if (claimed - first > self->capacity) {
+        self->lost += claimed - self->capacity - first;
+        first = claimed - self->capacity;
+    }
+    cap_out = (npy_intp)(claimed - first);
+    Py_INCREF(self->st->batch_record_dtype);
+    out = (PyArrayObject *)PyArray_SimpleNewFromDescr(
+        1, &cap_out, (PyArray_Descr *)self->st->batch_record_dtype);
+    if (out == NULL) {
+        return NULL;
+    }
+    dst = (tm_batch_record *)PyArray_DATA(out);
+    for (i = first; i < claimed; i++) {
+        tm_batchlog_slot *slot = &self->slots[i % self->capacity];
+        uint64_t ready = __atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE);
+
+        if (ready < i + 1) {
+            break;  /* still being written: drain it next time */
+        }
+        if (ready == i + 1) {
+            memcpy(&dst[n], &slot->rec, sizeof(tm_batch_record));
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&slot->ready, __ATOMIC_RELAXED) == i + 1) {
+                n++;
+                continue;
+            }
+        }
+        self->lost++;  /* a later lap took the slot */
+    }
+    self->cursor = i;
+    if (n == cap_out) {
+        return (PyObject *)out;
+    }
+    /* Fewer were ready than claimed: a view of the first n. */
+    {
+        PyObject *head = PySequence_GetSlice((PyObject *)out, 0, n);
+
+        Py_DECREF(out);
+        return head;
+    }
+}
+
+static PyObject *
+batchlog_get_epoch(PyObject *op, void *Py_UNUSED(closure))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+
+    if (self->hdr == NULL) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromLongLong(
+        (long long)__atomic_load_n(&self->hdr->epoch, __ATOMIC_ACQUIRE));
+}
+
+static int
+batchlog_set_epoch(PyObject *op, PyObject *value, void *Py_UNUSED(closure))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+    long long v;
+
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "BatchLog.epoch cannot be deleted");
+        return -1;
+    }
+    if (!PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "BatchLog.epoch must be an int, got %.100s",
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < 0 || v > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "BatchLog.epoch must be 0 to %d, got %lld",
+                     INT32_MAX, v);
+        return -1;
+    }
+    if (self->hdr != NULL) {
+        __atomic_store_n(&self->hdr->epoch, (int64_t)v, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+static PyObject *
+batchlog_get_claimed(PyObject *op, void *Py_UNUSED(closure))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+
+    return PyLong_FromUnsignedLongLong(
+        self->hdr == NULL ? 0
+        : (unsigned long long)__atomic_load_n(&self->hdr->claimed, __ATOMIC_ACQUIRE));
+}
+
+static PyGetSetDef batchlog_getset[] = {
+    {"epoch", batchlog_get_epoch, batchlog_set_epoch,
+     "The epoch the owner announces (0 to 2**31 - 1): a worker reads it when "
+     "it makes its fetcher, before the epoch's first fetch.", NULL},
+    {"claimed", batchlog_get_claimed, NULL,
+     "Slots claimed so far by every writer (records written or in progress).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef batchlog_members[] = {
+    {"capacity", Py_T_ULONGLONG, offsetof(tm_batchlog, capacity), Py_READONLY,
+     "Slots in the log; a record more than this many claims behind the "
+     "newest is lost unless drained before."},
+    {"lost", Py_T_ULONGLONG, offsetof(tm_batchlog, lost), Py_READONLY,
+     "Records overwritten before drain() read them."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef batchlog_methods[] = {
+    {"fetch_begin", batchlog_fetch_begin, METH_NOARGS,
+     "fetch_begin()\n--\n\n"
+     "In a worker, just before a batch is made: reads the clock and this "
+     "thread's CPU clock."},
+    {"fetch_end", (PyCFunction)(void (*)(void))batchlog_fetch_end, METH_FASTCALL,
+     "fetch_end(epoch, worker, seq)\n--\n\n"
+     "In a worker, once the batch is made: writes one record (the epoch "
+     "read at fetcher creation, the worker id, the batch's number among "
+     "this worker's batches of the epoch from 0, the wall begin and end in "
+     "clock_ns() nanoseconds, the thread's CPU ns).  Returns False when no "
+     "fetch_begin() is open.  Raises TypeError or ValueError on a bad "
+     "argument."},
+    {"drain", batchlog_drain, METH_NOARGS,
+     "drain()\n--\n\n"
+     "In the process that made the log: the records written since the last "
+     "drain, as a NumPy array of BATCH_RECORD_DTYPE (begin_ns, end_ns, "
+     "cpu_ns, runq_ns (-1: unknown), seq, epoch, worker), in claim order.  Raises "
+     "RuntimeError in any other process."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(batchlog_doc,
+"BatchLog(capacity=65536)\n--\n\n"
+"A log of per-batch production times shared with forked DataLoader workers\n"
+"(an anonymous shared mapping of 64 + 56 * capacity bytes, pages touched\n"
+"only as written).  Workers call fetch_begin() and fetch_end(); the\n"
+"process that made it calls drain().  Raises ValueError for a capacity\n"
+"outside 1 to 2**24, OSError when the mapping fails.");
+
+static PyType_Slot batchlog_slots[] = {
+    {Py_tp_doc, (void *)batchlog_doc},
+    {Py_tp_new, batchlog_new},
+    {Py_tp_dealloc, batchlog_dealloc},
+    {Py_tp_methods, batchlog_methods},
+    {Py_tp_members, batchlog_members},
+    {Py_tp_getset, batchlog_getset},
+    {0, NULL},
+};
+
+PyType_Spec tm_batchlog_spec = {
+    .name = "traceml._core.BatchLog",
+    .basicsize = sizeof(tm_batchlog),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = batchlog_slots,
+};
+
+/* ------------------------------------------------------------------ */
+/* TimedFetch: a worker's fetcher.fetch, timed into a log              */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *log;            /* the BatchLog (strong) */
+    PyObject *fetch;          /* the fetcher's own fetch (strong) */
+    int32_t epoch;
+    int32_t worker;
+    int64_t seq;              /* batches made so far by this fetcher */
+    int schedstat_fd;         /* this thread's schedstat; -1 not yet, -2 none */
+    vectorcallfunc vectorcall;
+} tm_timedfetch;
+
+/* The calling thread's CPU time (its CPU clock: schedstat's on-CPU figure
+   moves only at scheduler ticks and switches, so a batch shorter than a
+   tick could read 0) and its run-queue wait (schedstat, which the kernel
+   adds to when the thread gets a core; opened on first use, in the thread
+   that fetches; -1 when the kernel keeps none). */
+static void
+timedfetch_clocks(tm_timedfetch *self, int64_t *cpu_ns, int64_t *runq_ns)
+{
+    int64_t ignored;
+
+    if (self->schedstat_fd == -1) {
+        self->schedstat_fd = tm_schedstat_open_thread();
+        if (self->schedstat_fd < 0) {
+            self->schedstat_fd = -2;
+        }
+    }
+    *cpu_ns = thread_cpu_ns();
+    if (self->schedstat_fd < 0
+            || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
+        *runq_ns = -1;
+    }
+}
+
+/* Calls the inner fetch; once it returns a batch, writes its record.  A
+   fetch that raises (StopIteration at the end of an IterableDataset, an
+   error in the dataset) is not a batch: nothing is written and the
+   exception passes through untouched.  Being C, it adds no frame to the
+   traceback the main process re-raises. */
+static PyObject *
+timedfetch_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                      PyObject *kwnames)
+{
+    tm_timedfetch *self = (tm_timedfetch *)op;
+    int64_t cpu0, runq0, cpu1, runq1, begin, end;
+    PyObject *batch;
+
+    timedfetch_clocks(self, &cpu0, &runq0);
+    begin = tm_clock_ns();
+    batch = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    if (batch != NULL) {
+        end = tm_clock_ns();
+        timedfetch_clocks(self, &cpu1, &runq1);
+        batchlog_write((tm_batchlog *)self->log, begin, end,
+                       (cpu0 >= 0 && cpu1 >= cpu0) ? cpu1 - cpu0 : -1,
+                       (runq0 >= 0 && runq1 >= runq0) ? runq1 - runq0 : -1,
+                       self->epoch, self->worker, self->seq++);
+    }
+    return batch;
+}
+
+static PyObject *
+timedfetch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"log", "fetch", "epoch", "worker", NULL};
+    PyObject *log, *fetch;
+    int epoch, worker;
+    tm_timedfetch *self;
+    tm_state *st = tm_state_of_type(type);
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!Oii:TimedFetch", kwlist,
+                                     st->batchlog_type, &log, &fetch,
+                                     &epoch, &worker)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fetch)) {
+        PyErr_Format(PyExc_TypeError, "TimedFetch(): fetch must be callable, got %.100s",
+                     Py_TYPE(fetch)->tp_name);
+        return NULL;
+    }
+    if (epoch < 0 || worker < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "TimedFetch(): epoch and worker must be >= 0, got %d and %d",
+                     epoch, worker);
+        return NULL;
+    }
+    self = (tm_timedfetch *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->log = Py_NewRef(log);
+    self->fetch = Py_NewRef(fetch);
+    self->epoch = epoch;
+    self->worker = worker;
+    self->schedstat_fd = -1;
+    self->vectorcall = timedfetch_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+timedfetch_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    tm_timedfetch *self = (tm_timedfetch *)op;
+
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->log);
+    Py_VISIT(self->fetch);
+    return 0;
+}
+
+static int
+timedfetch_clear(PyObject *op)
+{
+    tm_timedfetch *self = (tm_timedfetch *)op;
+
+    Py_CLEAR(self->log);
+    Py_CLEAR(self->fetch);
+    return 0;
+}
+
+static void
+timedfetch_dealloc(PyObject *op)
+{
+    PyTypeObject *type = Py_TYPE(op);
+
+    PyObject_GC_UnTrack(op);
+    if (((tm_timedfetch *)op)->schedstat_fd >= 0) {
+        close(((tm_timedfetch *)op)->schedstat_fd);
+    }
+    (void)timedfetch_clear(op);
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyMemberDef timedfetch_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(tm_timedfetch, vectorcall),
+     Py_READONLY, NULL},
+    {"seq", Py_T_LONGLONG, offsetof(tm_timedfetch, seq), Py_READONLY,
+     "Batches made so far through this fetch."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(timedfetch_doc,
+"TimedFetch(log, fetch, epoch, worker)\n--\n\n"
+"In a DataLoader worker: a callable that calls fetch(*args) and, when it\n"
+"returns a batch, writes its record (epoch, worker, its number from 0,\n"
+"wall begin and end, the thread's CPU clock, and its run-queue wait from\n"
+"/proc/thread-self/schedstat, -1 without it) to the BatchLog log.  Exceptions\n"
+"pass through unchanged.  Raises TypeError or ValueError on bad arguments.");
+
+static PyType_Slot timedfetch_slots[] = {
+    {Py_tp_doc, (void *)timedfetch_doc},
+    {Py_tp_new, timedfetch_new},
+    {Py_tp_dealloc, timedfetch_dealloc},
+    {Py_tp_traverse, timedfetch_traverse},
+    {Py_tp_clear, timedfetch_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, timedfetch_members},
+    {0, NULL},
+};
+
+PyType_Spec tm_timedfetch_spec = {
+    .name = "traceml._core.TimedFetch",
+    .basicsize = sizeof(tm_timedfetch),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = timedfetch_slots,
+};

@@ -1,0 +1,142 @@
+"""The num_workers model (traceml.predict): its arithmetic on made-up
+inputs worked by hand, and on real DataLoaders whose items sleep a set
+time (so that the time per batch is known and survives CPU load)."""
+
+import time
+import warnings
+
+import pytest
+
+from traceml import predict, wording
+
+
+def _summary(make=0.020, cpu=0.020, runq=None, handover=0.0, compute=0.012, cpus=2,
+             n=1, busy=1.0, wait=None, coverage=1.0):
+    stats = (lambda v: None if v is None else {"mean": v, "median": v, "p95": v})
+    return {
+        "production": {"available": True, "coverage": coverage, "make_s": stats(make),
+                       "cpu_s": stats(cpu), "runq_s": stats(runq),
+                       "handover_s": stats(handover), "busy_share": busy},
+        "host": {"usable_cpus": cpus},
+        "loader": {"num_workers": n},
+        "compute_s": {"mean": compute},
+        "input_wait_s": {"mean": wait},
+    }
+
+
+def test_cpu_bound_batches_need_more_workers_than_cores_give_for_free():
+    # c = 20 ms, no wait for a core (the main process alone besides: L = 1),
+    # s = 12 ms.  With k workers each gets min(1, 2 / (k + 1)) of a core:
+    # T_k / k = 0.02 (k + 1) / (2k) for k >= 1, <= 12 ms from k = 5.
+    p = predict.predict(_summary(wait=0.008))
+    assert p["keeps_up_with"] == 5 and p["enough_cores"]
+    assert p["wait_floor_s"] == 0.0 and p["cheaper_by"] is None
+    want = {0: 0.020, 1: 0.008, 2: 0.015 - 0.012, 4: 0.0125 - 0.012}
+    got = {row["num_workers"]: row["wait_s"] for row in p["by_workers"]}
+    for k, w in want.items():
+        assert got[k] == pytest.approx(w)
+    assert got[8] == 0.0 and got[16] == 0.0  # the hand-over, 0 here
+    assert p["worker_cores_needed"] == pytest.approx(0.020 / 0.012)
+    assert p["this_run"]["error"] == pytest.approx(0.0)
+
+
+def test_a_dataset_too_costly_for_the_host_gets_a_floor_and_a_factor():
+    # c = 60 ms on 2 cores against s = 10 ms: c / C = 30 ms per batch at
+    # best, so 20 ms of wait per step at any num_workers; 3x cheaper.
+    p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2))
+    assert p["keeps_up_with"] is None and not p["enough_cores"]
+    assert p["wait_floor_s"] == pytest.approx(0.020)
+    assert p["cheaper_by"] == pytest.approx(3.0)
+    assert p["worker_cores_needed"] == pytest.approx(6.0)
+    lines = wording.prediction_lines({"prediction": p})
+    assert "no num_workers keeps up" in lines[1] and "3.0x cheaper" in lines[1]
+
+
+def test_waiting_for_a_core_counts_the_other_load():
+    # A worker got c / (c + q) = 0.5 of a core: R = C / 0.5 = 4 runnable,
+    # one of them the worker (busy 100%): L = 3 others.  Off-CPU time
+    # o = T - c - q = 5 ms.
+    p = predict.predict(_summary(make=0.045, cpu=0.020, runq=0.020, compute=0.010, n=1))
+    assert p["core_share"] == pytest.approx(0.5)
+    assert p["other_runnable"] == pytest.approx(3.0)
+    assert p["off_cpu_s"] == pytest.approx(0.005)
+    # k = 2: each gets 2 / 5 of a core, T_2 = 5 + 20 / 0.4 = 55 ms, 27.5 per
+    # batch, 17.5 ms of wait.
+    got = {row["num_workers"]: row["wait_s"] for row in p["by_workers"]}
+    assert got[2] == pytest.approx(0.0175)
+    assert predict.wait_for(p, 3) == pytest.approx((0.005 + 0.020 / (2 / 6)) / 3 - 0.010)
+
+
+def test_sleeping_batches_need_workers_not_cores():
+    # o = 39 ms, c = 0: T_k / k = 39 / k ms against s + h = 10 ms: 4 workers.
+    p = predict.predict(_summary(make=0.039, cpu=0.0, compute=0.009, handover=0.001))
+    assert p["keeps_up_with"] == 4 and p["enough_cores"]
+    assert predict.wait_for(p, 2) == pytest.approx(0.039 / 2 - 0.009)
+    # A little CPU shared with the main process tips it to 5: with k = 4
+    # each worker gets 2 / 5 of a core, T_4 = 39.8 + 0.2 / 0.4 ms.
+    p = predict.predict(_summary(make=0.040, cpu=0.0002, compute=0.009, handover=0.001))
+    assert p["keeps_up_with"] == 5
+
+
+@pytest.mark.parametrize("change", [
+    {"coverage": 0.5}, {"n": 0}, {"cpus": None},
+])
+def test_no_prediction_without_what_it_rests_on(change):
+    assert predict.predict(_summary(**change)) is None
+    assert predict.predict({"production": {"available": False}}) is None
+
+
+def test_a_sweep_row_gets_the_basis_runs_prediction():
+    p = predict.predict(_summary(wait=0.008))
+    rows = [{"condition": {"num_workers": 1, "batch_size": 4}, "loader_num_workers": 1,
+             "mean_s": 0.008},
+            {"condition": {"num_workers": 2, "batch_size": 4}, "loader_num_workers": 2,
+             "mean_s": 0.004},
+            {"condition": {"num_workers": 2, "batch_size": 8}, "loader_num_workers": 2,
+             "mean_s": 0.004}]
+    got = predict.against_runs(rows, [p, None, None])
+    assert got == {"basis": 0, "rows": [0, 1]}
+    assert rows[1]["predicted_s"] == pytest.approx(0.003)
+    assert rows[1]["predicted_error"] == pytest.approx(-0.25)
+    assert "predicted_s" not in rows[2]  # batch_size differs: not the model's question
+    assert predict.against_runs(rows, [None, None, None]) is None
+
+
+torch = pytest.importorskip("torch")
+
+
+class _Sleep(torch.utils.data.Dataset):
+    def __init__(self, n, sleep_s):
+        self.n, self.sleep_s = n, sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.sleep_s)
+        return i
+
+
+@pytest.mark.slow
+def test_a_sleeping_loader_predicts_its_own_fix():
+    # One worker makes a batch in 24 ms (4 items sleeping 6 ms) against a
+    # 6 ms consumer: 4 workers keep up (24 / 4 = 6), give or take the
+    # sleep's overshoot and the hand-over (so 4 or 5).
+    import traceml
+
+    warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+    traceml.configure(sampler=False)
+    try:
+        rec = traceml.Recorder()
+        loader = torch.utils.data.DataLoader(_Sleep(4 * 30, 0.006), batch_size=4, num_workers=1)
+        for _batch in rec.wrap(loader):
+            time.sleep(0.006)
+        r = rec.report()
+    finally:
+        traceml.configure(sampler=True)
+    p = r["prediction"]
+    assert p is not None and p["num_workers"] == 1
+    assert 0.024 <= p["make_s"] < 0.024 * 1.5
+    assert p["cpu_s"] < 0.2 * p["make_s"]
+    assert p["keeps_up_with"] in (4, 5)
+    assert "prediction: a worker makes a batch in" in str(r)

@@ -1,0 +1,140 @@
+"""Report.save_trace (traceml.trace): Chrome trace-event JSON of a real
+multi-worker run, checked against the format and against the report."""
+
+import json
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import traceml  # noqa: E402
+from traceml import trace  # noqa: E402
+
+from burn import BurnDataset  # noqa: E402
+
+warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+
+
+@pytest.fixture(scope="module")
+def run():
+    # Batch 4k holds one item of 60 ms CPU, the rest 2 ms: worker 0 makes
+    # every slow batch and every fourth step stalls on it.
+    traceml.configure(sampler=False)
+    try:
+        rec = traceml.Recorder()
+        ds = BurnDataset(4 * 24, 0.002, slow_every=16, slow_index=0, slow_cpu_s=0.06)
+        for _batch in rec.wrap(torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2)):
+            time.sleep(0.005)
+        return rec.report()
+    finally:
+        traceml.configure(sampler=True)
+
+
+def _check_format(data):
+    assert set(data) >= {"traceEvents", "displayTimeUnit", "otherData"}
+    for ev in data["traceEvents"]:
+        assert {"ph", "name", "pid", "tid"} <= set(ev)
+        if ev["ph"] == "X":
+            assert ev["dur"] >= 0 and isinstance(ev["ts"], float)
+        elif ev["ph"] == "i":
+            assert ev["s"] in ("g", "p", "t") and "ts" in ev
+        else:
+            assert ev["ph"] == "M" and "args" in ev
+
+
+def test_every_step_has_a_fetch_and_a_compute_slice_in_order(run, tmp_path):
+    path = run.save_trace(tmp_path / "run.json")
+    data = json.loads(open(path, encoding="utf-8").read())
+    _check_format(data)
+    loop = [e for e in data["traceEvents"] if e["ph"] == "X" and e["tid"] == trace.LOOP_TID]
+    fetches = [e for e in loop if e["cat"] in ("fetch", "stall")]
+    computes = [e for e in loop if e["cat"] == "compute"]
+    n = len(run.steps)
+    assert [e["args"]["step"] for e in fetches] == list(range(n))
+    assert [e["args"]["step"] for e in computes] == list(range(n))
+    # Each fetch is the step's input wait, in µs of the step clock.
+    wait_us = run.input_wait_ns / 1e3
+    assert np.allclose([e["dur"] for e in fetches], wait_us)
+    assert np.allclose([e["ts"] for e in fetches], run.steps["begin_ns"] / 1e3)
+    ts = [e["ts"] for e in loop]
+    assert ts == sorted(ts)  # one track, no overlap: fetch then compute
+    assert data["otherData"]["kept_steps"] == n
+
+
+def test_the_stalls_land_on_the_stalled_steps(run):
+    data = trace.trace_events(run)
+    stalled = [e["args"]["step"] for e in data["traceEvents"]
+               if e.get("cat") == "stall"]
+    assert stalled == run["stalls"]["steps"] and stalled
+    starts = [e["args"]["step"] for e in data["traceEvents"]
+              if e.get("name") == "fetch (epoch start)"]
+    assert starts == run["epoch_start"]["steps"]
+
+
+def test_each_worker_track_holds_the_batches_it_made(run):
+    data = trace.trace_events(run)
+    made = [e for e in data["traceEvents"] if e.get("cat") == "worker"]
+    assert len(made) == len(run.worker_batches) == len(run.steps)
+    names = {e["tid"]: e["args"]["name"] for e in data["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names[trace.WORKER_TID0] == "worker 0" and names[trace.WORKER_TID0 + 1] == "worker 1"
+    # The slow batches are worker 0's and the steps that got them stalled.
+    slow = [e for e in made if e["args"]["cpu_ms"] >= 50]
+    assert slow and all(e["tid"] == trace.WORKER_TID0 for e in slow)
+    got = {e["args"]["received_at_step"] for e in slow}
+    assert got - set(run["epoch_start"]["steps"]) <= set(run["stalls"]["steps"])
+    for e in made:  # made before the step that received it ended its fetch
+        step = e["args"]["received_at_step"]
+        assert e["ts"] + e["dur"] <= run.steps["fetch_done_ns"][step] / 1e3 + 1e-3
+
+
+def test_a_long_run_keeps_its_slowest_fetches_and_their_windows(run):
+    data = trace.trace_events(run, max_steps=6, window=1)
+    steps = sorted({e["args"]["step"] for e in data["traceEvents"]
+                    if e.get("cat") in ("fetch", "stall")})
+    slowest = np.argsort(run.input_wait_ns)[-2:]  # 6 // 3 centres
+    want = sorted({int(j) for c in slowest for j in range(c - 1, c + 2)
+                   if 0 <= j < len(run.steps)})
+    assert steps == want
+    assert data["otherData"]["kept_steps"] == len(want)
+
+
+@pytest.mark.parametrize("kw, exc", [({"max_steps": 0}, ValueError),
+                                     ({"window": -1}, ValueError),
+                                     ({"max_steps": 1.5}, TypeError),
+                                     ({"window": True}, TypeError)])
+def test_bad_arguments_are_named(run, kw, exc):
+    with pytest.raises(exc, match=next(iter(kw))):
+        trace.trace_events(run, **kw)
+    with pytest.raises(TypeError, match="path"):
+        run.save_trace(3)
+
+
+def test_a_loaded_run_has_no_worker_tracks(run, tmp_path):
+    back = traceml.load(run.save(tmp_path / "run.zip"))
+    data = trace.trace_events(back)
+    assert not [e for e in data["traceEvents"] if e.get("cat") == "worker"]
+    assert len([e for e in data["traceEvents"] if e.get("cat") == "compute"]) == len(run.steps)
+
+
+def test_flat_gives_the_headline_numbers_for_loggers(run):
+    flat = run.flat()
+    s = run.summary
+    assert flat["traceml/steps"] == float(len(run.steps))
+    assert flat["traceml/input_share"] == s["input_share"]
+    assert flat["traceml/wait_p95_s"] == pytest.approx(
+        np.percentile(run.input_wait_ns[~np.isin(np.arange(len(run.steps)),
+                                                 s["epoch_start"]["steps"])], 95) * 1e-9)
+    assert flat["traceml/stalls"] == s["stalls"]["count"]
+    assert flat["traceml/stalls_per_100"] == pytest.approx(
+        100 * s["stalls"]["count"] / s["steady_steps"])
+    assert flat["traceml/diagnosis"] == s["diagnosis"]
+    assert flat["traceml/production_share"] == s["production"]["production_share"]
+    assert all(isinstance(v, (float, str)) for v in flat.values())
+    assert set(run.flat(prefix="")) == {k[len("traceml/"):] for k in flat}
+    json.dumps(flat)
+    with pytest.raises(TypeError, match="prefix"):
+        run.flat(prefix=1)

@@ -1,0 +1,169 @@
+"""Predict the fix from one run: the num_workers a loop needs, whether the
+host has the cores for it, and the input wait each num_workers would give.
+
+Pure functions of a report summary (numbers only; the sentences are in
+:mod:`traceml.wording`).  Every quantity is a mean over the run's steady
+steps, in seconds, measured inside the workers (:mod:`traceml.worker_timing`)
+or by the step clock:
+
+* ``T`` wall time a worker takes to make one batch, ``c`` its thread's CPU
+  over it, ``q`` its wait for a core (the kernel's schedstat), and
+  ``o = T - c - q`` the rest: I/O, sleeps, locks;
+* ``s`` the step's compute (step minus input wait) and ``h`` the hand-over
+  per step (input wait while the awaited worker was not making batches);
+* ``C`` usable CPUs.
+
+Cores are shared fairly among runnable threads: a worker that waited ``q``
+for ``c`` of CPU got a share ``f = c / (c + q)`` of a core, so about
+``R = C / f`` threads were runnable; ``n * u`` of them were this run's
+workers (``u``: their busy share), the other ``L = R - n * u`` (the main
+process, other programs) stay when num_workers changes.  With ``k``
+workers, all busy, each gets ``f_k = min(1, C / (k + L))`` of a core and
+makes a batch in ``T_k = o + c / f_k``; the workers deliver ``k / T_k``
+batches per second and the loop uses one per ``s + h``.  So the wait per
+step is ``max(h, T_k / k - s)`` for ``k >= 1`` and ``o + c / f_0`` with
+``k = 0`` (the main process makes the batch, no hand-over; ``f_0 = min(1,
+C / max(1, L))``).  The loop keeps up with the fewest ``k`` for which
+``T_k / k <= s + h``.  As ``k`` grows ``T_k / k`` falls towards ``c / C``
+(every core making batches): when ``c / C > s + h`` no num_workers keeps
+up, the wait per step cannot fall below ``c / C - s``, the dataset must get
+``c / (C (s + h))`` times cheaper per batch, or the loop needs
+``c / (s + h)`` cores for its workers.  Without schedstat (``q`` unknown)
+the workers are taken to have had a core each (``f = 1``, ``L`` the main
+process alone, 1).
+
+Assumptions (each stated in the report): batches go to workers round
+robin and ``prefetch_factor`` keeps every worker busy; the workers share no
+lock (a dataset that serialises them makes ``T_k`` grow with ``k``); ``o``
+and ``c`` do not change with ``k``; the rest of the host's load stays as
+it was.  The one check a single run allows is made: the model's wait at
+this run's num_workers beside the measured mean wait (``this_run``);
+:func:`traceml.sweep` shows the same for each condition it runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+# The num_workers the prediction table covers (besides the run's own).
+WORKER_GRID = (0, 1, 2, 4, 8, 16)
+# Largest num_workers the model names as "keeps up"; past this the
+# prediction says none does.
+MAX_WORKERS = 64
+# The model needs the workers' timing on this share of the steady steps
+# (policy.PRODUCTION_MIN_COVERAGE's reason).
+MIN_COVERAGE = 0.9
+
+
+def core_share(k: int, cpus: float, other_runnable: float) -> float:
+    """The share of a core each of ``k`` busy workers gets (fair sharing
+    of ``cpus`` among them and ``other_runnable`` other threads)."""
+    return min(1.0, cpus / max(k + other_runnable, 1e-9))
+
+
+def wait_with(k: int, cpu_s: float, off_cpu_s: float, compute_s: float,
+              handover_s: float, cpus: float, other_runnable: float) -> float:
+    """The model's input wait per step (s) with ``k`` workers."""
+    if k <= 0:
+        return off_cpu_s + cpu_s / core_share(0, cpus, max(1.0, other_runnable))
+    t_k = off_cpu_s + cpu_s / core_share(k, cpus, other_runnable)
+    return max(handover_s, t_k / k - compute_s)
+
+
+def predict(summary: dict) -> Optional[dict]:
+    """The ``prediction`` block of a report summary, or None when the
+    workers' own timing is missing or covers under MIN_COVERAGE of the
+    steady steps.  Keys (seconds): make_s, cpu_s, runq_s (None: unknown),
+    off_cpu_s, compute_s, handover_s (the model's inputs), usable_cpus,
+    core_share (what a worker got this run), other_runnable, num_workers,
+    keeps_up_with (the fewest workers that keep up, None when none up to
+    MAX_WORKERS does on this host), worker_cores_needed, enough_cores,
+    wait_floor_s (0 when some num_workers keeps up), cheaper_by (None when
+    the dataset need not get cheaper), by_workers [{num_workers, wait_s}],
+    this_run {num_workers, predicted_wait_s, measured_wait_s, error},
+    assumptions (codes)."""
+    prod = summary.get("production") or {}
+    host = summary.get("host") or {}
+    loader = summary.get("loader") or {}
+    if not prod.get("available") or not prod.get("make_s") or not prod.get("cpu_s"):
+        return None
+    if prod.get("coverage", 0.0) < MIN_COVERAGE:
+        return None
+    cpus = host.get("usable_cpus")
+    n = loader.get("num_workers")
+    compute = (summary.get("compute_s") or {}).get("mean")
+    if not cpus or not n or compute is None:
+        return None
+    make = prod["make_s"]["mean"]
+    cpu = min(prod["cpu_s"]["mean"], make)
+    runq = (prod.get("runq_s") or {}).get("mean")
+    handover = (prod.get("handover_s") or {}).get("mean") or 0.0
+    busy = prod.get("busy_share") or 0.0
+    if runq is not None and cpu + runq > 0:
+        runq = min(runq, make - cpu)
+        share = cpu / (cpu + runq) if cpu > 0 else 1.0
+        other = max(0.0, cpus / share - n * busy) if share < 1.0 else 1.0
+        off_cpu = max(0.0, make - cpu - runq)
+    else:
+        share, other = 1.0, 1.0
+        off_cpu = max(0.0, make - cpu)
+    per_step = compute + handover
+    args = (cpu, off_cpu, compute, handover, cpus, other)
+    keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
+                     if (off_cpu + cpu / core_share(k, cpus, other)) / k <= per_step), None)
+    floor = max(0.0, cpu / cpus - compute) if keeps_up is None else 0.0
+    needed = cpu / per_step if per_step > 0 else math.inf
+    grid = sorted(set(WORKER_GRID) | {int(n)})
+    predicted_here = wait_with(int(n), *args)
+    measured = (summary.get("input_wait_s") or {}).get("mean")
+    return {
+        "make_s": make, "cpu_s": cpu, "runq_s": runq, "off_cpu_s": off_cpu,
+        "compute_s": compute, "handover_s": handover, "usable_cpus": cpus,
+        "core_share": share, "other_runnable": other, "num_workers": int(n),
+        "keeps_up_with": keeps_up,
+        "worker_cores_needed": needed,
+        "enough_cores": keeps_up is not None,
+        "wait_floor_s": floor,
+        "cheaper_by": (cpu / (cpus * per_step) if keeps_up is None and per_step > 0
+                       else None),
+        "by_workers": [{"num_workers": k, "wait_s": wait_with(k, *args)} for k in grid],
+        "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
+                     "measured_wait_s": measured,
+                     "error": ((predicted_here - measured) / measured
+                               if measured else None)},
+        "assumptions": ["round_robin", "prefetch_deep", "no_shared_lock", "load_steady"],
+    }
+
+
+def wait_for(prediction: dict, num_workers: int) -> float:
+    """The wait per step (s) a ``prediction`` block gives for
+    ``num_workers`` (any, not only its table's)."""
+    p = prediction
+    return wait_with(int(num_workers), p["cpu_s"], p["off_cpu_s"], p["compute_s"],
+                     p["handover_s"], p["usable_cpus"], p["other_runnable"])
+
+
+def against_runs(rows: list[dict], predictions: list[Optional[dict]]) -> Optional[dict]:
+    """Predicted against measured mean wait for each sweep row: the first
+    row with a prediction is the basis, and each row whose condition
+    differs from the basis's in num_workers alone gets ``predicted_s`` and
+    ``predicted_error`` (relative to its measured mean wait).  Returns
+    {basis (row index), rows (indices predicted)} or None without a
+    basis."""
+    basis = next((i for i, p in enumerate(predictions) if p), None)
+    if basis is None:
+        return None
+    base_cond = {k: v for k, v in rows[basis]["condition"].items() if k != "num_workers"}
+    done = []
+    for i, row in enumerate(rows):
+        cond = {k: v for k, v in row["condition"].items() if k != "num_workers"}
+        k = row.get("loader_num_workers")
+        if cond != base_cond or k is None or row.get("mean_s") is None:
+            continue
+        predicted = wait_for(predictions[basis], k)
+        row["predicted_s"] = predicted
+        row["predicted_error"] = ((predicted - row["mean_s"]) / row["mean_s"]
+                                  if row["mean_s"] else None)
+        done.append(i)
+    return {"basis": basis, "rows": done}

@@ -1,0 +1,185 @@
+"""A report as a timeline: Chrome trace-event JSON, which Perfetto
+(ui.perfetto.dev) and ``chrome://tracing`` open.
+
+Tracks (one process, "traceml: <source>"):
+
+* **training loop** (tid 1): per step a ``fetch`` slice (the input wait;
+  ``fetch (stall)`` with category ``stall`` when the report counted it a
+  stall, ``fetch (epoch start)`` for the start-up fetches) and a
+  ``compute`` slice; an instant event at each epoch's first step;
+* **worker k** (tid 100 + k, with worker batch timing): each batch the
+  worker made, from the moment its fetcher began to the moment the batch
+  was made, with its number in the epoch, CPU and wait for a core, and the
+  loop step that received it;
+* **stuck** (tid 2): a fetch that waited past ``stuck_after_s``.
+
+Timestamps are microseconds of the monotonic clock the steps are stamped
+with (``CLOCK_MONOTONIC``, as Python's ``time.monotonic_ns() / 1000``).
+``otherData`` holds the clock's reading and the Unix time at export, so a
+timestamp converts to wall time as ``unix_ns_at_export / 1000 - (
+monotonic_ns_at_export / 1000 - ts)``; line up another tool's trace of
+the same run by one event both show.
+
+Large runs: at most ``max_steps`` steps are written (default 100,000,
+about 20 MB of JSON); past that, the slowest fetches and ``window`` steps
+either side of each are kept, and ``otherData["kept_steps"]`` says how
+many.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from . import worker_timing
+
+LOOP_TID = 1
+STUCK_TID = 2
+WORKER_TID0 = 100
+DEFAULT_MAX_STEPS = 100_000
+DEFAULT_WINDOW = 20
+
+
+def _kept(wait_ns: np.ndarray, max_steps: int, window: int) -> np.ndarray:
+    """Indices of the steps written: all, or the slowest fetches and a
+    window around each."""
+    n = len(wait_ns)
+    if n <= max_steps:
+        return np.arange(n)
+    centres = max(1, max_steps // (2 * window + 1))
+    slowest = np.argpartition(wait_ns, n - centres)[n - centres:]
+    keep = np.zeros(n, dtype=bool)
+    for c in slowest:
+        keep[max(0, c - window):c + window + 1] = True
+    return np.flatnonzero(keep)
+
+
+def _us(ns: Any) -> float:
+    return float(ns) / 1e3
+
+
+def trace_events(report: Any, *, max_steps: int = DEFAULT_MAX_STEPS,
+                 window: int = DEFAULT_WINDOW) -> dict:
+    """The trace of ``report`` (a :class:`traceml.Report`) as a dict in the
+    Chrome trace-event format ({"traceEvents": [...], "displayTimeUnit",
+    "otherData"}).
+
+    Raises:
+        TypeError: max_steps or window is not an int.
+        ValueError: max_steps < 1 or window < 0.
+    """
+    for name, value, least in (("max_steps", max_steps, 1), ("window", window, 0)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"save_trace(): {name} must be an int, got {type(value).__name__}")
+        if value < least:
+            raise ValueError(f"save_trace(): {name} must be at least {least}, got {value}")
+    s = report.summary
+    steps = report.steps
+    pid = 1
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+         "args": {"name": f"traceml: {s['source']}"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": LOOP_TID,
+         "args": {"name": "training loop"}},
+    ]
+    wait = steps["fetch_done_ns"] - steps["begin_ns"]
+    kept = _kept(wait, max_steps, window)
+    stalls = set((s.get("stalls") or {}).get("steps") or [])
+    starts = set((s.get("epoch_start") or {}).get("steps") or [])
+    epochs = steps["epoch"]
+    for i in kept.tolist():
+        b, f, e = int(steps["begin_ns"][i]), int(steps["fetch_done_ns"][i]), int(steps["end_ns"][i])
+        if i == 0 or epochs[i] != epochs[i - 1]:
+            events.append({"ph": "i", "s": "p", "name": f"epoch {int(epochs[i])}", "pid": pid,
+                           "tid": LOOP_TID, "ts": _us(b)})
+        stalled = i in stalls
+        name = ("fetch (stall)" if stalled else "fetch (epoch start)" if i in starts
+                else "fetch")
+        events.append({"ph": "X", "name": name, "cat": "stall" if stalled else "fetch",
+                       "pid": pid, "tid": LOOP_TID, "ts": _us(b), "dur": _us(f - b),
+                       "args": {"step": i, "epoch": int(epochs[i]), "wait_ms": (f - b) / 1e6}})
+        events.append({"ph": "X", "name": "compute", "cat": "compute", "pid": pid,
+                       "tid": LOOP_TID, "ts": _us(f), "dur": _us(e - f),
+                       "args": {"step": i}})
+    events.extend(_worker_events(report, kept, pid))
+    for ev in s.get("stuck") or []:
+        step = ev.get("step")
+        since = (int(steps["begin_ns"][step]) if step is not None and step < len(steps)
+                 else None)
+        if since is None:
+            continue
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": STUCK_TID,
+                       "args": {"name": "stuck"}})
+        events.append({"ph": "X", "name": "stuck fetch", "cat": "stuck", "pid": pid,
+                       "tid": STUCK_TID, "ts": _us(since), "dur": ev["waited_s"] * 1e6,
+                       "args": {k: ev[k] for k in ("worker", "pid", "state", "oldest_rank")}})
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "clock": "CLOCK_MONOTONIC, microseconds",
+            "monotonic_ns_at_export": time.monotonic_ns(),
+            "unix_ns_at_export": time.time_ns(),
+            "source": s["source"], "steps": int(len(steps)), "kept_steps": int(len(kept)),
+            "diagnosis": s.get("diagnosis"),
+        },
+    }
+
+
+def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
+    """A track per worker with the batches it made (none without worker
+    batch timing)."""
+    batches = getattr(report, "worker_batches", None)
+    if batches is None or len(batches) == 0:
+        return []
+    dlv = report.summary.get("delivery") or {}
+    workers = dlv.get("workers")
+    steps = report.steps
+    received = {}
+    if workers is not None and len(workers) == len(steps):
+        wk = np.array([-1 if w is None else w for w in workers], dtype=np.int32)
+        idx = worker_timing.match(batches, steps["epoch"], wk,
+                                  getattr(report, "worker_offsets", None) or {})
+        received = {int(j): int(i) for i, j in enumerate(idx.tolist()) if j >= 0}
+    lo = int(steps["begin_ns"][kept].min()) if len(kept) else 0
+    hi = int(steps["end_ns"][kept].max()) if len(kept) else 0
+    events: list[dict] = []
+    for w in np.unique(batches["worker"]).tolist():
+        events.append({"ph": "M", "name": "thread_name", "pid": pid,
+                       "tid": WORKER_TID0 + int(w), "args": {"name": f"worker {int(w)}"}})
+    for j in np.argsort(batches["begin_ns"], kind="stable").tolist():
+        r = batches[j]
+        if r["end_ns"] < lo or r["begin_ns"] > hi:
+            continue
+        args = {"epoch": int(r["epoch"]), "batch": int(r["seq"]),
+                "cpu_ms": None if r["cpu_ns"] < 0 else r["cpu_ns"] / 1e6,
+                "runq_ms": None if r["runq_ns"] < 0 else r["runq_ns"] / 1e6,
+                "received_at_step": received.get(j)}
+        events.append({"ph": "X", "name": "make batch", "cat": "worker", "pid": pid,
+                       "tid": WORKER_TID0 + int(r["worker"]), "ts": _us(r["begin_ns"]),
+                       "dur": _us(r["end_ns"] - r["begin_ns"]), "args": args})
+    return events
+
+
+def save_trace(report: Any, path: Any, *, max_steps: int = DEFAULT_MAX_STEPS,
+               window: int = DEFAULT_WINDOW) -> str:
+    """Write :func:`trace_events` of ``report`` to ``path`` as JSON;
+    returns the path.
+
+    Raises:
+        TypeError: path is not a str or os.PathLike, or a bad max_steps or
+            window (see trace_events).
+        ValueError: max_steps or window out of range.
+        OSError: the file cannot be written.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"save_trace(): path must be a str or os.PathLike, "
+                        f"got {type(path).__name__}")
+    data = trace_events(report, max_steps=max_steps, window=window)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, separators=(",", ":"))
+    return os.fspath(path)

@@ -1,0 +1,371 @@
+"""Per-batch production times, measured inside DataLoader workers.
+
+The main process sees when a batch *arrives*; it cannot see when the batch
+was *made*.  A fetch that waits 3 ms for a batch made 20 ms earlier is
+hand-over (the worker's queue, unpickling, the shared-memory round trip),
+not a worker falling behind; a fetch that waits 3 ms for a batch finished
+3 ms later is production.  Only the worker can tell the two apart.
+
+How: for each iter() of a wrapped DataLoader whose workers are forked,
+:func:`before_iter` sets the loader's ``worker_init_fn`` to a
+:class:`WorkerHook` (calling the user's own after it) for the duration of
+``iter()``; in each worker the hook replaces ``_DatasetKind.create_fetcher``
+(torch's private factory of the per-worker fetcher, called once at worker
+start and again at each epoch of persistent workers) with one that times
+every ``fetcher.fetch(index)``: its wall begin and end on the same
+monotonic clock as the steps, and the worker thread's CPU time.  Records go
+to a :class:`traceml._core.BatchLog`, a shared anonymous mapping the
+forked workers inherit.  Nothing is pickled, nothing crosses the data
+queue, the batch is untouched, and the main process pays nothing per step.
+
+Torch internals relied on (as in torch 2.13; each is checked before use
+and the timing reported unavailable without it): ``DataLoader.
+worker_init_fn`` read when ``iter()`` starts the workers;
+``torch.utils.data._DatasetKind.create_fetcher`` called in the worker after
+``worker_init_fn``; each worker making its batches in the order its tasks
+were sent (so its k-th batch of an epoch is the k-th batch the main process
+receives from it; ``in_order=False`` changes only the order across
+workers).  Workers started with ``spawn`` or ``forkserver`` do not inherit
+the log: the report says so and falls back to the sampler's per-worker CPU.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _core
+
+# Why worker timing is off for an epoch (the report's "unavailable").
+NOT_A_LOADER = "not a multiprocessing DataLoader"
+NOT_FORK = "its workers are not forked (start method {method!r})"
+STARTED_BEFORE = "its persistent workers were started before traceml wrapped the loader"
+NO_HOOK = "this torch has no _DatasetKind.create_fetcher to time the workers' fetches"
+
+
+class WorkerHook:
+    """The ``worker_init_fn`` of a wrapped DataLoader's workers: installs
+    the fetch timing in the worker, then calls the loader's own
+    ``worker_init_fn`` (if any) with the same worker id."""
+
+    def __init__(self, log: "_core.BatchLog", user_fn: Any, epoch: int):
+        self.log = log
+        self.user_fn = user_fn
+        self.epoch = epoch
+
+    def __call__(self, worker_id: int) -> None:
+        _time_fetches(self.log, worker_id, self.epoch)
+        if self.user_fn is not None:
+            self.user_fn(worker_id)
+
+
+def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> None:
+    """In a worker: make every fetcher created from now on time its fetches
+    into ``log``, tagged with its epoch and the batch's number in that
+    epoch.  The first fetcher's epoch is the one the worker was started
+    for (two live iterators of one loader start their workers at once, so
+    the shared word may already name the other's); a persistent worker's
+    later fetchers are made when it resumes, inside the main process's
+    ``iter()``, after the main process announced the new epoch in the log."""
+    first = [True]
+    try:
+        from torch.utils.data import _DatasetKind
+        make = _DatasetKind.create_fetcher
+    except (ImportError, AttributeError):
+        return
+
+    def create_fetcher(*args: Any, **kwargs: Any) -> Any:
+        fetcher = make(*args, **kwargs)
+        epoch = first_epoch if first[0] else log.epoch
+        first[0] = False
+        # A C callable: it adds no frame to the traceback of an error in
+        # the dataset, which the main process re-raises.
+        fetcher.fetch = _core.TimedFetch(log, fetcher.fetch, epoch, worker_id)
+        return fetcher
+
+    _DatasetKind.create_fetcher = staticmethod(create_fetcher)
+
+
+def start_method_of(loader: Any) -> Optional[str]:
+    """The multiprocessing start method a DataLoader's workers use (None:
+    not known).  Never fixes the process's start method:
+    ``multiprocessing.get_start_method()`` and ``get_context()`` without
+    a method would, and a later ``set_start_method()`` of the user's would
+    then raise "context has already been set"."""
+    ctx = getattr(loader, "multiprocessing_context", None)
+    if ctx is None:
+        # "the first of which is the default" (multiprocessing's docs).
+        return (multiprocessing.get_start_method(allow_none=True)
+                or multiprocessing.get_all_start_methods()[0])
+    if isinstance(ctx, str):
+        return ctx
+    get = getattr(ctx, "get_start_method", None)
+    return get() if callable(get) else None
+
+
+class Timing:
+    """What a source knows of its workers' batches: the shared log, the
+    records drained from it, and per (epoch, worker) how many delivered
+    batches a reset discarded (so that the k-th step still meets the k-th
+    batch)."""
+
+    def __init__(self) -> None:
+        self.log: Optional[_core.BatchLog] = None
+        self.hooked_iterator: Any = None  # persistent workers started with the hook
+        self.chunks: list = []
+        self.offsets: dict = {}
+
+    def drain(self) -> np.ndarray:
+        """Every record drained so far (BATCH_RECORD_DTYPE)."""
+        if self.log is not None:
+            got = self.log.drain()
+            if len(got):
+                self.chunks.append(got)
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0] if self.chunks else np.zeros(0, _core.BATCH_RECORD_DTYPE)
+
+
+def before_iter(loader: Any, timing: Timing, epoch: int) -> tuple[Optional[str], Any]:
+    """Before ``iter(loader)`` of epoch ``epoch``: returns (why timing is
+    off or None, the token :func:`after_iter` takes)."""
+    workers = getattr(loader, "num_workers", 0) or 0
+    if workers <= 0 or not hasattr(loader, "worker_init_fn"):
+        return NOT_A_LOADER, None
+    method = start_method_of(loader)
+    if method != "fork":
+        return NOT_FORK.format(method=method), None
+    try:
+        from torch.utils.data import _DatasetKind
+        _DatasetKind.create_fetcher  # noqa: B018 (checked, not called)
+    except (ImportError, AttributeError):
+        return NO_HOOK, None
+    if timing.log is None:
+        timing.log = _core.BatchLog()
+    timing.drain()  # before the workers of this epoch can lap the log
+    timing.log.epoch = epoch
+    live = getattr(loader, "_iterator", None) if getattr(loader, "persistent_workers", False) else None
+    if live is not None:
+        # Persistent workers resume: they time this epoch only if they
+        # were started with the hook.
+        return (None if live is timing.hooked_iterator else STARTED_BEFORE), None
+    user_fn = loader.worker_init_fn
+    loader.worker_init_fn = WorkerHook(timing.log, user_fn, epoch)
+    return None, user_fn
+
+
+def after_iter(loader: Any, timing: Timing, why: Optional[str], user_fn: Any) -> None:
+    """After ``iter(loader)`` (also when it raised): the loader gets its own
+    ``worker_init_fn`` back (the workers have theirs already)."""
+    if isinstance(getattr(loader, "worker_init_fn", None), WorkerHook):
+        loader.worker_init_fn = user_fn
+        if why is None and getattr(loader, "persistent_workers", False):
+            timing.hooked_iterator = getattr(loader, "_iterator", None)
+
+
+def note_reset(timing: Timing, epoch: np.ndarray, worker: np.ndarray) -> None:
+    """Before a reset discards steps with these epochs and delivering
+    workers (-1: unknown): count them, so that later steps of the same
+    epochs still meet their batches."""
+    known = worker >= 0
+    if not known.any():
+        return
+    pairs, counts = np.unique(np.stack([epoch[known], worker[known]]), axis=1,
+                              return_counts=True)
+    for (e, w), c in zip(pairs.T.tolist(), counts.tolist()):
+        timing.offsets[(e, w)] = timing.offsets.get((e, w), 0) + c
+
+
+def match(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
+          offsets: dict) -> np.ndarray:
+    """For each step (``epoch`` and delivering ``worker``, -1 unknown, in
+    step order), the index into ``records`` of the batch it received, or
+    -1: a step from worker w in epoch e meets the record (e, w, k) where k
+    counts the earlier steps from w in e (plus those a reset discarded)."""
+    n = len(epoch)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0 or len(records) == 0:
+        return out
+    known = np.flatnonzero(worker >= 0)
+    if len(known) == 0:
+        return out
+    e, w = epoch[known].astype(np.int64), worker[known].astype(np.int64)
+    # k: the running count of each (epoch, worker) pair in step order.
+    key = (e << 32) | w
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+    run = np.arange(len(sk)) - np.repeat(starts, np.diff(np.r_[starts, len(sk)]))
+    k = np.empty_like(run)
+    k[order] = run
+    if offsets:
+        k += np.array([offsets.get((int(a), int(b)), 0) for a, b in zip(e, w)], dtype=np.int64)
+    # Look each (epoch, worker, k) up among the records.
+    rkey = np.stack([records["epoch"].astype(np.int64), records["worker"].astype(np.int64),
+                     records["seq"]])
+    rorder = np.lexsort(rkey[::-1])
+    sorted_keys = rkey[:, rorder]
+    want = np.stack([e, w, k])
+    # Encode the triples as one sortable int where they fit (epochs and
+    # workers below 2**20, seq below 2**23), else fall back to a dict.
+    if max(int(sorted_keys.max(initial=0)), int(want.max(initial=0))) < (1 << 20) \
+            and int(sorted_keys[2].max(initial=0)) < (1 << 23) and int(k.max(initial=0)) < (1 << 23):
+        enc = (sorted_keys[0] << 43) | (sorted_keys[1] << 23) | sorted_keys[2]
+        q = (e << 43) | (w << 23) | k
+        pos = np.searchsorted(enc, q)
+        hit = (pos < len(enc)) & (enc[np.minimum(pos, len(enc) - 1)] == q)
+        out[known[hit]] = rorder[pos[hit]]
+        return out
+    index = {t: i for i, t in zip(rorder.tolist(), map(tuple, sorted_keys.T.tolist()))}
+    for j, t in enumerate(zip(e.tolist(), w.tolist(), k.tolist())):
+        out[known[j]] = index.get(t, -1)
+    return out
+
+
+def busy_during(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
+                begin_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """For each step, how many ns of [begin_ns, end_ns) its delivering
+    worker (``worker``, -1 unknown) spent making batches of the same epoch
+    (any of them: a worker that holds the GIL making its next batch also
+    delays sending the last one, so its busy time counts as production).
+    -1 where the worker is unknown or made no batch that epoch.  A worker
+    makes one batch at a time, so its intervals do not overlap and their
+    running sum is exact."""
+    out = np.full(len(epoch), -1, dtype=np.int64)
+    if len(records) == 0 or len(epoch) == 0:
+        return out
+    rk = (records["epoch"].astype(np.int64) << 32) | records["worker"].astype(np.int64)
+    ro = np.lexsort((records["begin_ns"], rk))
+    rk, recs = rk[ro], records[ro]
+    starts = recs["begin_ns"]
+    ends = np.maximum(recs["end_ns"], starts)
+    # Running busy time before each interval, restarting per (epoch, worker).
+    dur = ends - starts
+    csum = np.cumsum(dur) - dur
+    group_first = np.r_[0, np.flatnonzero(rk[1:] != rk[:-1]) + 1]
+    group_of = np.repeat(np.arange(len(group_first)), np.diff(np.r_[group_first, len(rk)]))
+    before = csum - csum[group_first][group_of]
+    keys = rk[group_first]
+    sk = (epoch.astype(np.int64) << 32) | worker.astype(np.int64)
+    g = np.searchsorted(keys, sk)
+    g = np.minimum(g, len(keys) - 1)
+    has = (worker >= 0) & (keys[g] == sk)
+    if not has.any():
+        return out
+    lo = group_first[g]
+    hi = np.r_[group_first[1:], len(rk)][g]
+
+    # Steps grouped by their worker's interval group, one slice per group.
+    todo = np.flatnonzero(has)
+    todo = todo[np.argsort(lo[todo], kind="stable")]
+    cuts = np.r_[0, np.flatnonzero(np.diff(lo[todo])) + 1, len(todo)]
+
+    def busy_until(t: np.ndarray) -> np.ndarray:
+        got = np.zeros(len(t), dtype=np.int64)
+        for c0, c1 in zip(cuts[:-1], cuts[1:]):
+            sel = todo[c0:c1]
+            a, b = lo[sel[0]], hi[sel[0]]
+            # The last interval of the group starting at or before t.
+            j = a + np.searchsorted(starts[a:b], t[sel], side="right") - 1
+            jj = np.maximum(j, a)
+            part = np.clip(t[sel] - starts[jj], 0, ends[jj] - starts[jj])
+            got[sel] = np.where(j >= a, before[jj] + part, 0)
+        return got
+
+    busy = busy_until(end_ns) - busy_until(begin_ns)
+    out[has] = busy[has]
+    return out
+
+
+def _stats_s(x_ns: np.ndarray) -> Optional[dict]:
+    """{median, p95, mean} in seconds, None when empty (the C reducers)."""
+    if len(x_ns) == 0:
+        return None
+    p50, p95 = _core.percentiles(x_ns, [50.0, 95.0])
+    return {"median": p50 * 1e-9, "p95": p95 * 1e-9, "mean": _core.summary(x_ns)["mean"] * 1e-9}
+
+
+def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarray],
+              steady: np.ndarray, offsets: dict, num_workers: Optional[int],
+              unavailable: Optional[str]) -> tuple[dict, Optional[np.ndarray]]:
+    """The report's ``production`` block and, per step, the ns of its input
+    wait during which its worker was making batches (-1 unknown).
+
+    ``records`` are the source's worker records (BATCH_RECORD_DTYPE),
+    ``steps`` its steps (RECORD_DTYPE), ``worker`` each step's delivering
+    worker (-1 unknown; None: delivery not tracked), ``steady`` the
+    steady-state mask, ``offsets`` what reset discarded (see
+    :func:`note_reset`), ``unavailable`` why timing was off (None: it was
+    on for some epoch).
+
+    Numbers (seconds; shares of the matched steady steps' total step time):
+    ``make_s`` wall per batch in the worker (production time, including
+    waits for a core, I/O, sleeps), ``cpu_s`` the worker thread's CPU per
+    batch, ``runq_s`` its wait for a core (schedstat; None when the
+    kernel keeps none) (each {median, p95, mean}), ``handover_s`` per step the input
+    wait outside production (same), ``workers`` per worker id {batches, make_median_s,
+    cpu_median_s}, ``busy_share`` the workers' time making batches over
+    num_workers times the epochs' span, ``production_share`` the input wait
+    during which the awaited worker was making batches, ``handover_share``
+    the rest of the input wait (the batch was made; it was in the queue,
+    being unpickled, or its worker's process was not scheduled),
+    ``ready_before_fetch`` the share of steps whose batch was made before
+    their fetch began, ``coverage`` matched / steady steps."""
+    block: dict = {"available": False, "unavailable": unavailable, "batches": 0,
+                   "coverage": 0.0}
+    if worker is None or len(records) == 0 or len(steps) == 0:
+        if unavailable is None:
+            block["unavailable"] = ("the workers recorded no batch" if worker is not None
+                                    else "the delivering worker of each batch is not known")
+        return block, None
+    idx = match(records, steps["epoch"], worker, offsets)
+    matched = (idx >= 0) & steady
+    n_steady = int(steady.sum())
+    block["batches"] = int(matched.sum())
+    block["coverage"] = block["batches"] / n_steady if n_steady else 0.0
+    if not matched.any():
+        block["unavailable"] = unavailable or "no step met a batch its worker recorded"
+        return block, None
+    busy = busy_during(records, steps["epoch"], worker, steps["begin_ns"], steps["fetch_done_ns"])
+    mine = records[idx[matched]]
+    make = mine["end_ns"] - mine["begin_ns"]
+    cpu = mine["cpu_ns"][mine["cpu_ns"] >= 0]
+    runq = mine["runq_ns"][mine["runq_ns"] >= 0]
+    wait = (steps["fetch_done_ns"] - steps["begin_ns"])[matched]
+    step = (steps["end_ns"] - steps["begin_ns"])[matched]
+    total = int(step.sum())
+    prod = np.clip(busy[matched], 0, wait)
+    per_worker = {}
+    for w in np.unique(mine["worker"]):
+        sel = mine["worker"] == w
+        c = mine["cpu_ns"][sel]
+        c = c[c >= 0]
+        per_worker[int(w)] = {
+            "batches": int(sel.sum()),
+            "make_median_s": _core.percentiles(make[sel], 50.0) * 1e-9,
+            "cpu_median_s": _core.percentiles(c, 50.0) * 1e-9 if len(c) else None,
+        }
+    # The workers' busy share over the epochs the matched steps belong to.
+    epochs = np.unique(steps["epoch"][matched])
+    in_epochs = np.isin(records["epoch"], epochs)
+    span = 0
+    for e in epochs:
+        sel = steps["epoch"] == e
+        span += int(steps["end_ns"][sel].max() - steps["begin_ns"][sel].min())
+    made = int((records["end_ns"] - records["begin_ns"])[in_epochs].sum())
+    block.update({
+        "available": True,
+        "unavailable": None,
+        "make_s": _stats_s(make),
+        "cpu_s": _stats_s(cpu),
+        "runq_s": _stats_s(runq),
+        "handover_s": _stats_s(wait - prod),
+        "workers": per_worker,
+        "busy_share": (made / (num_workers * span)) if num_workers and span > 0 else None,
+        "production_share": float(prod.sum()) / total if total > 0 else None,
+        "handover_share": float((wait - prod).sum()) / total if total > 0 else None,
+        "ready_before_fetch": float(np.mean(mine["end_ns"] <= steps["begin_ns"][matched])),
+    })
+    return block, busy
