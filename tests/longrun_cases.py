@@ -8,10 +8,12 @@ summaries of 200k-step runs stay small.
 
 ``python tests/longrun_cases.py`` writes ``tests/data/longrun_reference.json``:
 the digests of ``Recorder.report()`` on every case, computed by the code
-checked out at the time.  It was written by the code before the long-run
-work (issue 10: snapshot views, the histogram Otsu split, the single-pass
+checked out at the time.  It was written by main at b656b5f (plus the
+``_append_records`` testing hook), the code before the long-run work of
+issue 10 (snapshot views, the histogram Otsu split, the single-pass
 build), so the test comparing against it shows that none of that changed
-a number.
+a number.  A later change that changes a report on purpose rewrites it
+(run this file on the code before that change).
 """
 
 from __future__ import annotations
