@@ -36,6 +36,7 @@ SCRIPTS = [
     "bench_loader.py",
     "bench_reduce.py",
     "bench_memory.py",
+    "bench_longrun.py",
     "bench_sampler.py",
     "bench_peers.py",
     "bench_callgrind.py",

@@ -179,6 +179,63 @@ rec_snapshot(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     return arr;
 }
 
+#define TM_LENT_CAPSULE "traceml._core.lent_records"
+
+static void
+lent_capsule_destructor(PyObject *capsule)
+{
+    tm_lent *lent = PyCapsule_GetPointer(capsule, TM_LENT_CAPSULE);
+
+    if (lent != NULL) {
+        tm_lent_release(lent);
+    }
+}
+
+/*
+ * A read-only array over the store's own records, no copy.  The array's
+ * base, a capsule, holds the store's block (tm_lent): the store does not
+ * move or overwrite the block while it is lent, so the view shows the
+ * same records for as long as it lives, whatever the recorder does
+ * meanwhile (grow, reset, fork); appends write past its end.
+ */
+static PyObject *
+rec_snapshot_view(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    npy_intp n = (npy_intp)self->store.len;
+    PyArray_Descr *descr = (PyArray_Descr *)self->st->record_dtype;
+    tm_lent *lent;
+    PyObject *capsule, *arr;
+
+    if (n == 0) {
+        Py_INCREF(descr);
+        return PyArray_NewFromDescr(&PyArray_Type, descr, 1, &n, NULL, NULL,
+                                    0, NULL);
+    }
+    lent = tm_store_lend(&self->store);
+    if (lent == NULL) {
+        return PyErr_NoMemory();
+    }
+    capsule = PyCapsule_New(lent, TM_LENT_CAPSULE, lent_capsule_destructor);
+    if (capsule == NULL) {
+        tm_lent_release(lent);
+        return NULL;
+    }
+    Py_INCREF(descr);
+    /* flags 0: not writeable (contiguity is worked out by NumPy). */
+    arr = PyArray_NewFromDescr(&PyArray_Type, descr, 1, &n, NULL,
+                               lent->records, 0, NULL);
+    if (arr == NULL) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    /* Steals the capsule reference, even on failure. */
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, capsule) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 static PyObject *
 rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
@@ -322,6 +379,76 @@ rec_set_test_clock(tm_recorder *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* A 1-D int32 array of n values from obj (None: NULL, nothing to hold). */
+static int
+int32_column(PyObject *obj, npy_intp n, const char *what, PyArrayObject **out)
+{
+    *out = NULL;
+    if (obj == NULL || obj == Py_None) {
+        return 0;
+    }
+    *out = (PyArrayObject *)PyArray_FROMANY(obj, NPY_INT32, 1, 1,
+                                            NPY_ARRAY_CARRAY_RO
+                                            | NPY_ARRAY_FORCECAST);
+    if (*out == NULL) {
+        return -1;
+    }
+    if (PyArray_SIZE(*out) != n) {
+        PyErr_Format(PyExc_ValueError, "_append_records(): %s must have one "
+                     "value per record", what);
+        Py_CLEAR(*out);
+        return -1;
+    }
+    return 0;
+}
+
+/* Testing hook: append the records of a RECORD_DTYPE array as if their
+   steps had just closed (each through tm_store_push, so growth and drops
+   behave as in a loop), with each step's delivered batch rank and worker
+   when given, so that tests and benchmarks make long runs without timing
+   them step by step. */
+static PyObject *
+rec_append_records(tm_recorder *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"records", "rank", "worker", NULL};
+    PyObject *obj, *rank_obj = NULL, *worker_obj = NULL;
+    PyArrayObject *arr, *rank = NULL, *worker = NULL;
+    const tm_record *r;
+    const int32_t *rk, *wk;
+    npy_intp n, i;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OO:_append_records",
+                                     kwlist, &obj, &rank_obj, &worker_obj)) {
+        return NULL;
+    }
+    Py_INCREF(self->st->record_dtype);
+    arr = (PyArrayObject *)PyArray_FromAny(
+        obj, (PyArray_Descr *)self->st->record_dtype, 1, 1,
+        NPY_ARRAY_CARRAY_RO, NULL);
+    if (arr == NULL) {
+        return NULL;
+    }
+    n = PyArray_SIZE(arr);
+    if (int32_column(rank_obj, n, "rank", &rank) < 0
+            || int32_column(worker_obj, n, "worker", &worker) < 0) {
+        Py_XDECREF(rank);
+        Py_DECREF(arr);
+        return NULL;
+    }
+    r = (const tm_record *)PyArray_DATA(arr);
+    rk = rank != NULL ? (const int32_t *)PyArray_DATA(rank) : NULL;
+    wk = worker != NULL ? (const int32_t *)PyArray_DATA(worker) : NULL;
+    for (i = 0; i < n; i++) {
+        tm_store_push(&self->store, r[i].begin_ns, r[i].fetch_done_ns,
+                      r[i].end_ns, r[i].epoch, r[i].source, r[i].flags,
+                      rk != NULL ? rk[i] : -1, wk != NULL ? wk[i] : -1, -1);
+    }
+    Py_XDECREF(rank);
+    Py_XDECREF(worker);
+    Py_DECREF(arr);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 rec_get_id(tm_recorder *self, void *Py_UNUSED(closure))
 {
@@ -354,6 +481,16 @@ static PyMethodDef recorder_methods[] = {
     {"snapshot", (PyCFunction)rec_snapshot, METH_NOARGS,
      "snapshot() -> ndarray[RECORD_DTYPE]\n--\n\n"
      "A copy of every recorded step, in the order the steps closed."},
+    {"snapshot_view", (PyCFunction)rec_snapshot_view, METH_NOARGS,
+     "snapshot_view() -> ndarray[RECORD_DTYPE]\n--\n\n"
+     "Every recorded step so far, as snapshot() gives them, without a copy:\n"
+     "a read-only array over the store's own memory.  It keeps showing\n"
+     "the same steps for as long as it lives, whatever the recorder does\n"
+     "meanwhile: while a view holds the store's block, the store does not\n"
+     "move it (growing copies the records into a new block; the view keeps\n"
+     "the old one, so memory can double while an old view lives) nor write\n"
+     "over it (reset() starts a new block).  Raises MemoryError when the\n"
+     "view's small bookkeeping cannot be allocated."},
     {"snapshot_delivery", (PyCFunction)rec_snapshot_delivery, METH_NOARGS,
      "snapshot_delivery() -> (rank, worker, bytes) or None\n--\n\n"
      "Per recorded step (parallel to snapshot()): the delivered batch's\n"
@@ -368,6 +505,13 @@ static PyMethodDef recorder_methods[] = {
      "steps_abandoned and the misuse counts."},
     {"_set_capacity_limit", (PyCFunction)rec_set_capacity_limit, METH_O,
      "Testing hook: cap the store at this many records (None: no cap)."},
+    {"_append_records", (PyCFunction)(void (*)(void))rec_append_records,
+     METH_VARARGS | METH_KEYWORDS,
+     "_append_records(records, rank=None, worker=None)\n--\n\n"
+     "Testing hook: append the records of a 1-D RECORD_DTYPE array (in\n"
+     "order, as closed steps without batch sizes), with each step's\n"
+     "delivered batch rank and worker (int32 arrays of the same length)\n"
+     "when given."},
     {"_set_test_clock", (PyCFunction)rec_set_test_clock, METH_O,
      "Testing hook: the clock returns these int64 values in turn (the\n"
      "last repeats; reads past the end count as test_clock_overrun);\n"

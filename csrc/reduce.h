@@ -20,7 +20,9 @@ typedef struct {
     double std;          /* population (ddof=0), as numpy.std */
 } tm_summary;
 
-void tm_summarize(const int64_t *x, size_t n, tm_summary *out);
+/* count, min, max, exact sum, mean and (with with_std) std of x; without
+   with_std one pass only, and std is NaN. */
+void tm_summarize(const int64_t *x, size_t n, int with_std, tm_summary *out);
 
 /*
  * Percentiles q (in [0, 100]) by numpy.percentile's "linear" rule, found by
@@ -30,11 +32,21 @@ void tm_summarize(const int64_t *x, size_t n, tm_summary *out);
 int tm_percentiles(const int64_t *x, size_t n, const double *q, size_t nq,
                    double *out);
 
+/*
+ * Order statistics: vals[j] = the ks[j]-th smallest of x (0-based; every
+ * ks[j] < n, any order, repeats allowed), by the same selection as
+ * tm_percentiles.  The input is not modified.
+ */
+int tm_order_stats(const int64_t *x, size_t n, const int64_t *ks, size_t nk,
+                   int64_t *vals);
+
 size_t tm_stall_mask(const int64_t *wait_ns, size_t n, int64_t threshold_ns,
                      uint8_t *mask);
 
+/* Steps between consecutive nonzero mask entries (of the same epoch when
+   epoch is not NULL), at most cap of them (stalls - 1 suffice). */
 size_t tm_stall_gaps(const uint8_t *mask, const int64_t *epoch, size_t n,
-                     int64_t *gaps);
+                     int64_t *gaps, size_t cap);
 
 int tm_gap_histogram(const int64_t *gaps, size_t n, int64_t *values,
                      int64_t *counts, size_t *nbins);
@@ -47,6 +59,15 @@ typedef struct {
     size_t upper_count;
 } tm_otsu;
 
+/*
+ * Otsu's split of log(max(x, 1)).  Up to 65536 values: a sort and a scan
+ * of every split.  Longer inputs: a log-spaced histogram (count, log sum
+ * and value range per bin) gives every split at a bin boundary exactly;
+ * only bins whose inside could beat the best boundary (an upper bound from
+ * their count and range) are gathered and sorted.  Both give the same
+ * split (ties: the lowest), and the same numbers up to the rounding of
+ * long double sums taken in another order.
+ */
 int tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out);
 
 /* The most frequent value of a histogram (smallest value on ties). */

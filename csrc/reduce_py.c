@@ -62,7 +62,14 @@ ints_arg(PyObject *obj, const char *func, const char *arg)
     PyArrayObject *raw, *arr;
     npy_intp zero = 0;
 
-    raw = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_CARRAY_RO);
+    if (PyArray_Check(obj)) {
+        /* Inspected as it is: one conversion below at most (a strided
+           int32 column of 10M records would otherwise be copied twice). */
+        raw = (PyArrayObject *)Py_NewRef(obj);
+    }
+    else {
+        raw = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_CARRAY_RO);
+    }
     if (raw == NULL) {
         if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
             return NULL;
@@ -366,7 +373,7 @@ mod_summary(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    tm_summarize(i64(a[0].arr), len_of(a[0].arr), &s);
+    tm_summarize(i64(a[0].arr), len_of(a[0].arr), 1, &s);
     Py_END_ALLOW_THREADS
     release_args(a, 1);
     sum = sum_to_pylong(&s);
@@ -383,6 +390,84 @@ mod_summary(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                          "count", (Py_ssize_t)s.count, "sum", sum,
                          "mean", s.mean, "min", (long long)s.min,
                          "max", (long long)s.max, "std", s.std);
+}
+
+static PyObject *
+mod_totals(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames)
+{
+    arg_value a[1];
+    tm_summary s;
+    PyObject *sum;
+
+    (void)module;
+    if (PARSE("totals", x_spec, a) < 0) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    tm_summarize(i64(a[0].arr), len_of(a[0].arr), 0, &s);
+    Py_END_ALLOW_THREADS
+    release_args(a, 1);
+    sum = sum_to_pylong(&s);
+    if (sum == NULL) {
+        return NULL;
+    }
+    if (s.count == 0) {
+        return Py_BuildValue("{s:n,s:N,s:d,s:O,s:O}",
+                             "count", (Py_ssize_t)0, "sum", sum,
+                             "mean", s.mean, "min", Py_None,
+                             "max", Py_None);
+    }
+    return Py_BuildValue("{s:n,s:N,s:d,s:L,s:L}",
+                         "count", (Py_ssize_t)s.count, "sum", sum,
+                         "mean", s.mean, "min", (long long)s.min,
+                         "max", (long long)s.max);
+}
+
+static PyObject *
+mod_order_stats(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
+{
+    static const arg_spec spec[] = {{"x", ARG_INTS, 0}, {"k", ARG_INTS, 0}};
+    arg_value a[2];
+    PyArrayObject *out;
+    const int64_t *ks;
+    npy_intp nk, n, j;
+    int rc;
+
+    (void)module;
+    if (PARSE("order_stats", spec, a) < 0) {
+        return NULL;
+    }
+    n = PyArray_SIZE(a[0].arr);
+    nk = PyArray_SIZE(a[1].arr);
+    ks = i64(a[1].arr);
+    for (j = 0; j < nk; j++) {
+        if (ks[j] < 0 || ks[j] >= n) {
+            PyErr_Format(PyExc_ValueError,
+                         "order_stats(): k must be in [0, len(x) - 1] = "
+                         "[0, %zd], got %lld", (Py_ssize_t)(n - 1),
+                         (long long)ks[j]);
+            release_args(a, 2);
+            return NULL;
+        }
+    }
+    out = (PyArrayObject *)PyArray_SimpleNew(1, &nk, NPY_INT64);
+    if (out == NULL) {
+        release_args(a, 2);
+        return NULL;
+    }
+    /* Without the GIL: see percentiles. */
+    Py_BEGIN_ALLOW_THREADS
+    rc = tm_order_stats(i64(a[0].arr), (size_t)n, ks, (size_t)nk,
+                        (int64_t *)PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    release_args(a, 2);
+    if (rc < 0) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)out;
 }
 
 static PyObject *
@@ -461,7 +546,7 @@ mod_stall_gaps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                     {"epoch", ARG_INTS, 1}};
     arg_value a[2];
     PyArrayObject *gaps;
-    npy_intp n, ngaps;
+    npy_intp n, ngaps, room;
 
     (void)module;
     if (PARSE("stall_gaps", spec, a) < 0) {
@@ -472,17 +557,28 @@ mod_stall_gaps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     n = PyArray_SIZE(a[0].arr);
-    /* At most n - 1 gaps: count into an array of n, then shrink. */
-    gaps = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    /* At most stalls - 1 gaps: room for that many, then shrink (a long
+       run's mask is mostly False, so this is far less than n). */
+    {
+        const uint8_t *m = (const uint8_t *)PyArray_DATA(a[0].arr);
+        npy_intp i;
+
+        room = 0;
+        for (i = 0; i < n; i++) {
+            room += m[i] != 0;
+        }
+    }
+    gaps = (PyArrayObject *)PyArray_SimpleNew(1, &room, NPY_INT64);
     if (gaps == NULL) {
         release_args(a, 2);
         return NULL;
     }
     ngaps = (npy_intp)tm_stall_gaps((const uint8_t *)PyArray_DATA(a[0].arr),
                                     i64(a[1].arr), (size_t)n,
-                                    (int64_t *)PyArray_DATA(gaps));
+                                    (int64_t *)PyArray_DATA(gaps),
+                                    (size_t)room);
     release_args(a, 2);
-    if (ngaps < n) {
+    if (ngaps < room) {
         PyArrayObject *part = (PyArrayObject *)PyArray_SimpleNew(1, &ngaps,
                                                                  NPY_INT64);
 
@@ -737,6 +833,21 @@ PyDoc_STRVAR(summary_doc,
 "and std NaN, min and max None.  Raises TypeError/ValueError naming x\n"
 "when x is not a 1-D integer array.");
 
+PyDoc_STRVAR(totals_doc,
+"totals(x) -> dict\n--\n\n"
+"count, sum (exact int), mean, min and max of a 1-D integer array: the\n"
+"values summary(x) gives, in one pass over x (summary's second pass is\n"
+"for std).  Empty input: count 0, sum 0, mean NaN, min and max None.\n"
+"Raises TypeError/ValueError naming x when x is not a 1-D integer array.");
+
+PyDoc_STRVAR(order_stats_doc,
+"order_stats(x, k) -> ndarray[int64]\n--\n\n"
+"The k[j]-th smallest values of the 1-D integer array x (k: a 1-D\n"
+"integer array of 0-based ranks, in any order; the result has its\n"
+"shape), as numpy.partition(x, k)[k] gives them, found by selection without copying x (the percentiles'\n"
+"histogram and quickselect).  x is not modified.  Raises ValueError when\n"
+"a k is outside [0, len(x) - 1] (so always for empty x).");
+
 PyDoc_STRVAR(percentiles_doc,
 "percentiles(x, q) -> float or ndarray[float64]\n--\n\n"
 "Percentiles q (a number or 1-D sequence in [0, 100]) of the 1-D integer\n"
@@ -790,7 +901,12 @@ PyDoc_STRVAR(log_otsu_doc,
 "threshold_ns (geometric midpoint across the split), eta (between-class\n"
 "share of the variance; a single Gaussian reaches at most 2/pi = 0.64),\n"
 "lower_mean_ns and upper_mean_ns (geometric class means) and\n"
-"upper_count.  NaN fields when x has fewer than two distinct values.");
+"upper_count.  NaN fields when x has fewer than two distinct values.\n"
+"Exact, not approximated: over 65536 values a log-spaced histogram finds\n"
+"the split (every split at a bin boundary exactly, and the few bins whose\n"
+"inside could do better sorted and scanned), which is the split a full\n"
+"sort finds; eta and the means may differ from it in the last bits only\n"
+"(sums in another order).");
 
 #define REDUCER(name, doc)                                                 \
     {#name, (PyCFunction)(void (*)(void))mod_##name,                       \
@@ -798,7 +914,9 @@ PyDoc_STRVAR(log_otsu_doc,
 
 PyMethodDef tm_reduce_methods[] = {
     REDUCER(summary, summary_doc),
+    REDUCER(totals, totals_doc),
     REDUCER(percentiles, percentiles_doc),
+    REDUCER(order_stats, order_stats_doc),
     REDUCER(stall_mask, stall_mask_doc),
     REDUCER(stall_gaps, stall_gaps_doc),
     REDUCER(gap_histogram, gap_histogram_doc),

@@ -15,9 +15,71 @@ tm_store_init(tm_store *store)
     store->cap_limit = SIZE_MAX;
 }
 
+/* Let go of the store's block: freed unless views still hold it. */
+static void
+drop_records(tm_store *store)
+{
+    if (store->lent != NULL) {
+        tm_lent_release(store->lent);
+        store->lent = NULL;
+    }
+    else {
+        PyMem_RawFree(store->records);
+    }
+    store->records = NULL;
+    store->cap = 0;
+}
+
+/* A block no view holds any more is the store's alone again: growth can
+   realloc it in place and a clear can keep it. */
+static void
+reclaim_lent(tm_store *store)
+{
+    if (store->lent != NULL && store->lent->refs == 1) {
+        PyMem_RawFree(store->lent);
+        store->lent = NULL;
+    }
+}
+
+void
+tm_lent_release(tm_lent *lent)
+{
+    if (--lent->refs == 0) {
+        PyMem_RawFree(lent->records);
+        PyMem_RawFree(lent);
+    }
+}
+
+/*
+ * Lend the store's block to one more view: a new reference to its tm_lent
+ * (NULL with no block yet, or when the tm_lent cannot be allocated).
+ */
+tm_lent *
+tm_store_lend(tm_store *store)
+{
+    if (store->records == NULL) {
+        return NULL;
+    }
+    if (store->lent == NULL) {
+        store->lent = PyMem_RawMalloc(sizeof(tm_lent));
+        if (store->lent == NULL) {
+            return NULL;
+        }
+        store->lent->records = store->records;
+        store->lent->refs = 1;
+    }
+    store->lent->refs++;
+    return store->lent;
+}
+
 void
 tm_store_clear(tm_store *store)
 {
+    reclaim_lent(store);
+    if (store->lent != NULL) {
+        /* Views show the old records: new ones go to a new block. */
+        drop_records(store);
+    }
     store->len = 0;
     store->dropped = 0;
     store->oom = 0;
@@ -34,21 +96,21 @@ tm_store_clear(tm_store *store)
 void
 tm_store_free(tm_store *store)
 {
-    PyMem_RawFree(store->records);
+    drop_records(store);
     PyMem_RawFree(store->delivery);
     PyMem_RawFree(store->bytes);
-    store->records = NULL;
     store->delivery = NULL;
     store->bytes = NULL;
     store->nbytes = 0;
     store->bytes_cap = 0;
     store->len = 0;
-    store->cap = 0;
 }
 
 /*
  * Double the capacity.  The old block stays valid when realloc fails, so a
  * failure loses nothing already recorded: it only sets the sticky flag.
+ * A block lent to views is not moved: its records are copied into a new
+ * one, and the views keep the old.
  */
 int
 tm_store_grow(tm_store *store)
@@ -56,6 +118,7 @@ tm_store_grow(tm_store *store)
     size_t new_cap;
     tm_record *grown;
 
+    reclaim_lent(store);
     if (store->cap == 0) {
         new_cap = TM_STORE_INITIAL_CAP;
     }
@@ -73,7 +136,17 @@ tm_store_grow(tm_store *store)
         store->oom = 1;
         return -1;
     }
-    grown = PyMem_RawRealloc(store->records, new_cap * sizeof(tm_record));
+    if (store->lent != NULL) {
+        grown = PyMem_RawMalloc(new_cap * sizeof(tm_record));
+        if (grown != NULL) {
+            memcpy(grown, store->records, store->len * sizeof(tm_record));
+            tm_lent_release(store->lent);
+            store->lent = NULL;
+        }
+    }
+    else {
+        grown = PyMem_RawRealloc(store->records, new_cap * sizeof(tm_record));
+    }
     if (grown == NULL) {
         store->oom = 1;
         return -1;

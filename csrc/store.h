@@ -49,8 +49,21 @@ typedef struct {
     int64_t bytes;
 } tm_batch_bytes;
 
+/*
+ * A block of records lent to read-only views (Recorder.snapshot_view):
+ * freed when the store and every view have let go of it.  While its block
+ * is lent, the store never moves it nor writes over a record in it:
+ * growth copies into a new block, a clear starts a new one (appends only
+ * write past the records a view shows).
+ */
 typedef struct {
     tm_record *records;
+    size_t refs;             /* the store's hold (while current) + one per view */
+} tm_lent;
+
+typedef struct {
+    tm_record *records;
+    tm_lent *lent;           /* non-NULL while records is lent to views */
     tm_delivery *delivery;   /* parallel to records; NULL until first used */
     int delivery_lost;       /* its growth failed: delivery dropped */
     tm_batch_bytes *bytes;   /* measured batch sizes, in step order */
@@ -71,6 +84,8 @@ void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);
+tm_lent *tm_store_lend(tm_store *store);
+void tm_lent_release(tm_lent *lent);
 
 /* Append one record; never fails loudly: a failed growth counts a drop. */
 static inline void

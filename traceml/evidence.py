@@ -52,53 +52,147 @@ def host(src) -> Optional[dict]:
 # --- delivery ----------------------------------------------------------------------
 
 
+def epoch_runs(epoch: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """(the distinct epochs in ascending order, as numpy.unique gives them;
+    where each begins, when the steps come in epoch order (one contiguous
+    run per epoch, the usual case), else None).  In order, found in one
+    pass, without numpy.unique's sort of every step."""
+    if len(epoch) > 1 and bool((epoch[1:] >= epoch[:-1]).all()):
+        starts = np.r_[0, np.flatnonzero(epoch[1:] != epoch[:-1]) + 1]
+        return epoch[starts], starts
+    if len(epoch) == 1:
+        return np.asarray(epoch[:1]).copy(), np.zeros(1, dtype=np.int64)
+    return np.unique(epoch), None
+
+
+def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
+                   worker: Optional[np.ndarray], src) -> tuple[np.ndarray, np.ndarray]:
+    """(ranks, workers) per step (int32, or wider when given wider; shape
+    (steps,), -1 where unknown; ``rank`` and ``worker`` themselves when
+    nothing is to change: treat them as read-only)
+    from the recorded ``rank`` and ``worker`` (None: not recorded).  A
+    loader with num_workers=0 delivers in sampler order by construction:
+    in its epochs, rank = the step's position in its epoch (where the
+    position is known, below FLAG_POS_MAX)."""
+    n = len(steps)
+    # int32 as the store records them (4 B a step each), wider if given so;
+    # the caller's arrays themselves where nothing is written (read only).
+    ranks = (np.full(n, -1, dtype=np.int32) if rank is None
+             else np.asarray(rank, dtype=np.result_type(rank, np.int32)))
+    workers = (np.full(n, -1, dtype=np.int32) if worker is None
+               else np.asarray(worker, dtype=np.result_type(worker, np.int32)))
+    epoch = steps["epoch"]
+    epochs, _ = epoch_runs(epoch)
+    zero = [e for e in epochs
+            if (f := src.loader_of(e)) is not None and (f.get("num_workers") or 0) == 0]
+    if zero:
+        if rank is not None:
+            ranks = ranks.copy()    # written below: never the caller's array
+        position = steps["flags"] >> _core.FLAG_POS_SHIFT   # uint16: 2 B a step
+        if len(zero) == len(epochs):
+            sel = position < _core.FLAG_POS_MAX
+            ranks[sel] = position[sel]
+        else:
+            for e in zero:
+                sel = (epoch == e) & (position < _core.FLAG_POS_MAX)
+                ranks[sel] = position[sel]
+    return ranks, workers
+
+
+def _dense(r: np.ndarray) -> np.ndarray:
+    """Each value's index among the distinct values of ``r`` (numpy.unique's
+    inverse); ``r`` itself when it already is 0..m-1 in some order (a whole
+    epoch), found without sorting."""
+    m = len(r)
+    if m and r.min() == 0 and r.max() == m - 1 and np.bincount(r, minlength=m).max() == 1:
+        return r
+    return np.unique(r, return_inverse=True)[1]
+
+
+def _ints_or_none(a: np.ndarray) -> list:
+    """[int(v) if v >= 0 else None for v in a], by NumPy's casts: with many
+    unknown, an object array starts as None everywhere and the known values
+    become Python ints."""
+    known = a >= 0
+    unknown = len(a) - int(np.count_nonzero(known))
+    if unknown * 64 <= len(a):
+        # Few unknown (often none): the list of ints, then None at those.
+        out = a.tolist()
+        for i in np.flatnonzero(~known).tolist():
+            out[i] = None
+        return out
+    out = np.empty(len(a), dtype=object)
+    out[known] = a[known]
+    return out.tolist()
+
+
 def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.ndarray],
-             src) -> Optional[dict]:
+             src, ranks_workers: Optional[tuple] = None) -> Optional[dict]:
     """{in_order, ranks, workers, overtaking, known} for a DataLoader source.
 
     ``ranks[i]`` is step i's batch position in its epoch's sampler order,
     ``workers[i]`` the worker that produced it (None: unknown or the main
-    process).  ``overtaking`` counts deliveries made while a batch of lower
-    rank was still undelivered (see ``_core.overtaking``), among the
-    batches the record holds: one delivered before a reset() mid-epoch, or
-    still pending when the loop stopped, is not counted.  A loader with
-    num_workers=0 delivers in sampler order by construction: rank = the
-    step's position in its epoch.
+    process): :func:`delivery_ranks`, or ``ranks_workers`` when the caller
+    has them already.  ``overtaking`` counts deliveries made while a batch
+    of lower rank was still undelivered (see ``_core.overtaking``), among
+    the batches the record holds: one delivered before a reset()
+    mid-epoch, or still pending when the loop stopped, is not counted.
     """
     loader = getattr(src, "loader", None)
     if loader is None:
         return None
     n = len(steps)
-    ranks = np.full(n, -1, dtype=np.int64) if rank is None else rank.astype(np.int64)
-    workers = np.full(n, -1, dtype=np.int64) if worker is None else worker.astype(np.int64)
-    position = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
-    for e in np.unique(steps["epoch"]):
-        f = src.loader_of(e)
-        if f is not None and (f.get("num_workers") or 0) == 0:
-            sel = (steps["epoch"] == e) & (position < _core.FLAG_POS_MAX)
-            ranks[sel] = position[sel]
+    ranks, workers = (ranks_workers if ranks_workers is not None
+                      else delivery_ranks(steps, rank, worker, src))
+    epoch = steps["epoch"]
     known = ranks >= 0
     # Overtaking is judged among the deliveries recorded: each epoch's
     # recorded ranks are renumbered 0..m-1 in rank order.  For a whole epoch
     # that changes nothing; a batch the record never saw (delivered before a
     # reset() mid-epoch, or still pending when the loop stopped) then does
     # not count as undelivered.
-    counted = ranks.copy()
-    for e in np.unique(steps["epoch"]):
-        sel = (steps["epoch"] == e) & known
-        if sel.any():
-            counted[sel] = np.unique(ranks[sel], return_inverse=True)[1]
-    # _core.overtaking takes each epoch as one contiguous run; two iterators
-    # of one loader alive at once (zip(wrap(dl), wrap(dl))) interleave their
-    # epochs' steps, so group them by epoch first, keeping step order within.
-    order = np.argsort(steps["epoch"], kind="stable")
-    overtook = np.zeros(n, dtype=bool)
-    if n:
-        overtook[order] = _core.overtaking(counted[order], steps["epoch"][order])
+    counted = ranks    # copied before the first epoch that renumbers
+    epochs, starts = epoch_runs(epoch)
+    if starts is not None:
+        # One run per epoch: slices, no per-epoch masks.
+        ends = np.r_[starts[1:], n]
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            k = known[a:b]
+            whole = bool(k.all())
+            part = ranks[a:b] if whole else ranks[a:b][k]
+            if not len(part):
+                continue
+            dense = _dense(part)
+            if dense is not part:
+                if counted is ranks:
+                    counted = ranks.copy()
+                if whole:
+                    counted[a:b] = dense
+                else:
+                    counted[a:b][k] = dense
+        # _core.overtaking takes each epoch as one contiguous run: they are.
+        overtook = _core.overtaking(counted, epoch) if n else np.zeros(0, dtype=bool)
+    else:
+        for e in epochs:
+            sel = (epoch == e) & known
+            if sel.any():
+                part = ranks[sel]
+                dense = _dense(part)
+                if dense is not part:
+                    if counted is ranks:
+                        counted = ranks.copy()
+                    counted[sel] = dense
+        # Two iterators of one loader alive at once (zip(wrap(dl),
+        # wrap(dl))) interleave their epochs' steps: group them by epoch
+        # first, keeping step order within.
+        overtook = np.zeros(n, dtype=bool)
+        if n:
+            order = np.argsort(epoch, kind="stable")
+            overtook[order] = _core.overtaking(counted[order], epoch[order])
     return {
         "in_order": loader.get("in_order"),
-        "ranks": [int(r) if r >= 0 else None for r in ranks],
-        "workers": [int(w) if w >= 0 else None for w in workers],
+        "ranks": _ints_or_none(ranks),
+        "workers": _ints_or_none(workers),
         "overtaking": int(overtook.sum()),
         "known": int(known.sum()),
     }

@@ -134,10 +134,32 @@ STALL_MIN_STEP_SHARE = 0.5
 
 
 def lower_median(x: np.ndarray) -> float:
-    """The lower median of ``x`` (non-empty): a value of ``x`` that at
-    least half its values do not exceed (never between two groups)."""
+    """The lower median of ``x`` (non-empty, integers): a value of ``x``
+    that at least half its values do not exceed (never between two
+    groups).  Integers by selection in C, without copying ``x``."""
     k = (len(x) - 1) // 2
-    return float(np.partition(x, k)[k])
+    if not _is_int(x):
+        return float(np.partition(x, k)[k])
+    return float(_core.order_stats(x, np.array([k]))[0])
+
+
+def _is_int(x) -> bool:
+    return np.issubdtype(np.asarray(x).dtype, np.integer)
+
+
+def int_median(x: np.ndarray) -> float:
+    """``numpy.median`` of the integers ``x`` (non-empty), by selection in
+    C without copying ``x``: the middle value, or the mean of the two
+    middle values as float64 (as numpy.median computes it).  Also the
+    median of ``x.astype(float64)``: the cast keeps the order.  Other
+    dtypes: numpy.median itself."""
+    if not _is_int(x):
+        return float(np.median(x))
+    n = len(x)
+    if n % 2:
+        return float(_core.order_stats(x, np.array([n // 2]))[0])
+    a, b = _core.order_stats(x, np.array([n // 2 - 1, n // 2]))
+    return (float(a) + float(b)) / 2.0
 
 
 def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
@@ -264,6 +286,25 @@ def stall_threshold_ns(
 MIN_GROUP_ON_TOP = 2
 
 
+_LOG_CHUNK = 1 << 16
+
+
+def _mean_log(x: np.ndarray) -> float:
+    """The mean of log(max(x, 1)) as float64, numpy's own mean of that
+    array, computed in ``x``'s memory (``x``: a fresh array, overwritten)
+    so that 10M waits need no second 80 MB array.  max(float64(x), 1) is
+    float64(max(x, 1)): the cast keeps the order and 1 is exact."""
+    if not _is_int(x):
+        return float(np.log(np.maximum(x, 1).astype(np.float64)).mean())
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    f = x.view(np.float64)
+    # In chunks: NumPy copies an overlapping operand, a chunk at a time here.
+    for i in range(0, len(x), _LOG_CHUNK):
+        np.maximum(x[i:i + _LOG_CHUNK], 1, out=f[i:i + _LOG_CHUNK], dtype=np.float64)
+    np.log(f, out=f)
+    return f.mean()
+
+
 def _stands_out(wait_ns: np.ndarray, threshold: float) -> bool:
     """Whether the waits above ``threshold`` form a group of their own over
     fetches that are all slow: at least MIN_GROUP_ON_TOP of them, at most
@@ -276,8 +317,7 @@ def _stands_out(wait_ns: np.ndarray, threshold: float) -> bool:
     k = int(np.count_nonzero(above))
     if k < MIN_GROUP_ON_TOP or k > HEAVY_TAIL_MAX_STALL_SHARE * len(wait_ns):
         return False
-    log_wait = np.log(np.maximum(wait_ns, 1).astype(np.float64))
-    gap = log_wait[above].mean() - log_wait[~above].mean()
+    gap = _mean_log(wait_ns[above]) - _mean_log(wait_ns[~above])
     return bool(gap >= math.log(BIMODAL_MIN_RATIO))
 
 
@@ -319,7 +359,8 @@ def stalls_matter(wait_ns: np.ndarray, step_ns: np.ndarray, above: np.ndarray,
     k = int(np.count_nonzero(above))
     total = float(np.sum(step_ns, dtype=np.float64))
     calm = wait_ns[~above]
-    typical = float(np.median(calm)) if len(calm) else 0.0
+    typical = int_median(calm) if len(calm) else 0.0
+    del calm
     excess = np.maximum(wait_ns[above].astype(np.float64) - typical, 0.0)
     cost = float(excess.sum()) / total if total > 0 else None
     if k == 0 or rule_code in (RULE_GIVEN, RULE_ALL_SLOW):
@@ -406,8 +447,8 @@ def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
     that are stalls, and the share of their total input wait those stalls
     hold ("4% of steps hold 93% of the input wait").  None when empty."""
     n = len(wait_ns)
-    total = int(_core.summary(wait_ns)["sum"]) if n else 0
-    stalled = int(_core.summary(wait_ns[stall_mask])["sum"]) if n else 0
+    total = int(_core.totals(wait_ns)["sum"]) if n else 0
+    stalled = int(_core.totals(wait_ns[stall_mask])["sum"]) if n else 0
     return {
         "stall_step_share": float(stall_mask.sum()) / n if n else None,
         "stall_wait_share": stalled / total if total > 0 else None,
@@ -617,17 +658,17 @@ TREND_MIN_EPOCHS = 3
 
 def _block_medians(x: np.ndarray, blocks: int) -> tuple[np.ndarray, np.ndarray]:
     """(centre index, median) of ``blocks`` contiguous blocks of n // blocks
-    steps, the last one holding the remainder too (two vectorised medians,
-    whatever the number of blocks)."""
+    steps of the integers ``x``, the last one holding the remainder too
+    (numpy.median's values, by selection in C: no copy of ``x``)."""
     n = len(x)
     size = n // blocks
     if size == 1 and n == blocks:
         return np.arange(n, dtype=np.float64), x.astype(np.float64)
     head = (blocks - 1) * size
     med = np.empty(blocks)
-    if blocks > 1:
-        med[:-1] = np.median(x[:head].reshape(blocks - 1, size), axis=1)
-    med[-1] = np.median(x[head:])
+    for b in range(blocks - 1):
+        med[b] = int_median(x[b * size:(b + 1) * size])
+    med[-1] = int_median(x[head:])
     centre = np.r_[np.arange(blocks - 1) * size + (size - 1) / 2.0, (head + n - 1) / 2.0]
     return centre, med
 
@@ -642,7 +683,9 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[d
         return None
     from scipy.stats import kendalltau, theilslopes
 
-    x = wait_ns.astype(np.float64)
+    # Medians by selection over the integer waits: the same values as over
+    # wait_ns.astype(float64) (the cast keeps the order), without a copy.
+    x = np.ascontiguousarray(wait_ns) if _is_int(wait_ns) else wait_ns.astype(np.float64)
     centre, med = _block_medians(x, min(TREND_BLOCKS, n))
     if np.ptp(med) == 0:
         return None
@@ -650,7 +693,7 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[d
     if not math.isfinite(p_value) or p_value >= TREND_ALPHA:
         return None
     tenth = max(1, int(round(TREND_TENTH * n)))
-    first, last = float(np.median(x[:tenth])), float(np.median(x[-tenth:]))
+    first, last = int_median(x[:tenth]), int_median(x[-tenth:])
     lo, hi = sorted((first, last))
     if hi < TREND_MIN_RATIO * max(lo, 1.0) or hi - lo <= floor_ns:
         return None
@@ -663,7 +706,8 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[d
     if len(epochs) >= TREND_MIN_EPOCHS:
         order = np.argsort(epoch, kind="stable")
         bounds = np.searchsorted(epoch[order], epochs[1:])
-        meds = np.array([np.median(part) for part in np.split(x[order], bounds)])
+        meds = np.array([np.median(part) for part in
+                         np.split(x.astype(np.float64)[order], bounds)])
         step = np.diff(meds)
         if (step > 0).all() or (step < 0).all():
             per_epoch = float(theilslopes(meds, np.arange(len(meds)))[0]) * 1e-6

@@ -40,8 +40,9 @@ class Recorder(_core.Recorder):
 
     Methods ``step_begin()``, ``fetch_done()``, ``step_end()`` are the
     probes of this recorder (see :func:`traceml.step_begin`);
-    ``clock_ns()`` its clock; ``snapshot()``, ``snapshot_delivery()`` and
-    ``store_info()`` its raw record.
+    ``clock_ns()`` its clock; ``snapshot()`` (a copy),
+    ``snapshot_view()`` (a read-only view, no copy),
+    ``snapshot_delivery()`` and ``store_info()`` its raw record.
 
     Attributes:
         sources: its :class:`traceml.wrapping.SourceRegistry` (``by_id``,
@@ -102,7 +103,9 @@ class Recorder(_core.Recorder):
         errors)."""
         threshold = _check_threshold(stall_threshold_s)
         info = self.store_info()
-        records = self.snapshot()
+        # A read-only view of the store, no copy: it keeps these records
+        # whatever the loop does meanwhile (see snapshot_view).
+        records = self.snapshot_view()
         if info["out_of_memory"] and len(records) == 0:
             raise MemoryError(
                 "traceml could not allocate its step store: "
@@ -132,7 +135,11 @@ class Recorder(_core.Recorder):
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list) -> int:
         known = self.sources.by_id
-        ids, counts = np.unique(records["source"], return_counts=True)
+        column = records["source"]
+        if len(column) and (column == column[0]).all():
+            ids, counts = column[:1].copy(), np.array([len(column)])  # one source
+        else:
+            ids, counts = np.unique(column, return_counts=True)
         if source is not None and (isinstance(source, bool)
                                    or not isinstance(source, (str, int))):
             raise TypeError("report(): source must be a source name (str) or id (int), "
@@ -189,14 +196,18 @@ def report(
 
     Returns:
         A Report; with nothing recorded, one whose diagnosis is NO-DATA and
-        whose text says so.
+        whose text says so.  When the recorder recorded one source only,
+        ``Report.steps`` is a read-only view of the recorder's store (no
+        copy; see ``Recorder.snapshot_view``), else a copy of that source's
+        records.
 
     Raises:
         TypeError: stall_threshold_s is not a real number, or source is
             neither a str nor an int.
         ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
             source names no known source.
-        MemoryError: the step store could not grow and nothing was recorded.
+        MemoryError: the step store could not grow and nothing was recorded
+            (or memory ran out while reducing).
     """
     return _core.default_recorder().report(stall_threshold_s, source=source)
 

@@ -28,12 +28,12 @@ STAT_KEYS = ("mean", "median", "p90", "p95", "p99", "max", "total")
 def duration_stats_s(x_ns: np.ndarray) -> dict:
     """{mean, median, p90, p95, p99, max, total} in seconds (None if empty).
 
-    mean/total/max come from the C ``summary``, the rest from the C
-    ``percentiles`` (numpy.percentile's "linear" rule).
+    mean/total/max come from the C ``totals`` (one pass), the rest from one
+    call of the C ``percentiles`` (numpy.percentile's "linear" rule).
     """
     if len(x_ns) == 0:
         return {k: None for k in STAT_KEYS}
-    s = _core.summary(x_ns)
+    s = _core.totals(x_ns)
     p50, p90, p95, p99 = _core.percentiles(x_ns, QUANTILES)
     return {
         "mean": s["mean"] * NS,
@@ -70,16 +70,55 @@ def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
     return value
 
 
-def _startup_steps(src, epoch: np.ndarray) -> np.ndarray:
-    """Per step: how many leading steps of its epoch are start-up
-    (max(1, num_workers) for a DataLoader, else 1)."""
-    out = np.ones(len(epoch), dtype=np.int64)
+def _startup_steps(src, epoch: np.ndarray, epochs: np.ndarray):
+    """How many leading steps of each step's epoch are start-up
+    (max(1, num_workers) for a DataLoader, else 1): one number when every
+    epoch in ``epochs`` (the distinct values of ``epoch``) has the same,
+    else an array of shape (steps,)."""
     if src is None:
+        return 1
+    per_epoch = [policy.effective_workers((src.loader_of(e) or {}).get("num_workers")) or 1
+                 for e in epochs]
+    if len(set(per_epoch)) <= 1:
+        return per_epoch[0] if per_epoch else 1
+    table = np.asarray(per_epoch, dtype=np.int64)
+    return table[np.searchsorted(epochs, epoch)]
+
+
+class _Steady:
+    """The steady-state steps of one source, gathered once.
+
+    ``wait`` and ``step`` are the steady steps' input wait and step time
+    (int64 ns, contiguous, shape (steady steps,)); ``first_wait`` the
+    start-up steps' waits; ``steady`` and ``first`` the masks over all the
+    source's steps.  When no step is start-up (the probes), ``wait`` is
+    the whole wait array, not a copy.  A report of 10M steps holds two
+    int64 arrays here (16 B a step), and ``step`` is dropped once the stall
+    rule has used it."""
+
+    def __init__(self, steps: np.ndarray, first: np.ndarray):
+        self.first = first
+        self.steady = ~first
+        self.all = not first.any()
+        wait = steps["fetch_done_ns"] - steps["begin_ns"]
+        step = steps["end_ns"] - steps["begin_ns"]
+        if self.all:
+            self.wait, self.step, self.first_wait = wait, step, wait[:0]
+        else:
+            self.first_wait = wait[first]
+            self.wait = wait[self.steady]
+            del wait
+            self.step = step[self.steady]
+        tops = [int(a.max()) for a in (self.wait, self.first_wait) if len(a)]
+        self.max_wait = max(tops) if tops else None
+
+    def full(self, steady_mask: np.ndarray) -> np.ndarray:
+        """A mask over the steady steps as a mask over all steps."""
+        if self.all:
+            return steady_mask
+        out = np.zeros(len(self.steady), dtype=bool)
+        out[self.steady] = steady_mask
         return out
-    for e in np.unique(epoch):
-        loader = src.loader_of(e)
-        out[epoch == e] = policy.effective_workers((loader or {}).get("num_workers")) or 1
-    return out
 
 
 def build(
@@ -112,38 +151,50 @@ def build(
     None)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
-    steps = records[selected]
-    if delivery is not None:
+    whole = bool(selected.all())
+    # One source (the usual case): the records themselves, no copy.
+    steps = records if whole else records[selected]
+    if delivery is not None and not whole:
         delivery = (delivery[0][selected], delivery[1][selected])
     if batch_bytes is not None:
-        batch_bytes = np.asarray(batch_bytes)[selected]
-    wait = steps["fetch_done_ns"] - steps["begin_ns"]
-    step = steps["end_ns"] - steps["begin_ns"]
-    first = _epoch_start(steps, src, source_id)
-    steady = ~first
+        batch_bytes = np.asarray(batch_bytes)
+        if not whole:
+            batch_bytes = batch_bytes[selected]
+    del selected
+    epoch = steps["epoch"]
+    epochs, _ = evidence.epoch_runs(epoch)
+    first = _epoch_start(steps, src, source_id, epochs)
+    w = _Steady(steps, first)
     loader = src.loader if src is not None else None
-    recorded = _recorded(records, sources)
+    recorded = ([{"name": src.name if src is not None else str(source_id),
+                  "steps": len(steps)}] if whole and len(steps)
+                else _recorded(records, sources))
 
-    summary = {"version": 1, **_counts(steps, steady, info, source_id, src, recorded)}
-    production = _production(steps, steady, src, delivery, worker_batches, loader)
-    summary.update(_durations(wait, step, steady, production))
+    summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
+    production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
+    summary.update(_durations(w, production))
     summary["production"] = production
-    mask, gaps, stalls = _stalls(wait, step, steady, steps["epoch"], stall_threshold_s)
+    mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
     summary.update(stalls)
-    summary.update(_temporal(mask, gaps, steps["epoch"], wait[steady],
+    summary.update(_temporal(mask, gaps, epoch, w.wait,
                              loader.get("num_workers") if loader else None,
                              stalls["stalls"]["every_fetch_slow"]))
+    w.wait = None    # the statistics are taken: 8 B a step
     summary["epoch_start"] = {
         "count": int(first.sum()),
-        "steps": [int(i) for i in np.flatnonzero(first)],
-        "input_wait_s": duration_stats_s(wait[first]),
+        "steps": np.flatnonzero(first).tolist(),
+        "input_wait_s": duration_stats_s(w.first_wait),
     }
     summary["loader"] = dict(loader) if loader is not None else None
-    bytes_seen = evidence.batch_bytes(batch_bytes, steady)
-    summary.update(_evidence(steps, mask, steady, src, source_id, delivery, samples,
+    bytes_seen = evidence.batch_bytes(batch_bytes, w.steady)
+    # Each step's batch rank and worker as arrays, for the delivery
+    # evidence and the attribution both.
+    ranks_workers = (evidence.delivery_ranks(steps, *(delivery or (None, None)), src)
+                     if source_id != 0 and getattr(src, "loader", None) is not None else None)
+    summary.update(_evidence(steps, mask, w.steady, src, source_id, delivery, samples,
                              sampler_info, stuck_events, main_pid,
-                             bytes_seen["median"] if bytes_seen else None))
-    summary.update(_attribution_and_bytes(summary, mask, steady, bytes_seen))
+                             bytes_seen["median"] if bytes_seen else None, ranks_workers))
+    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers))
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
                                           main_pid)
@@ -153,7 +204,7 @@ def build(
         (summary.get("host") or {}).get("start_method"))
     if summary["memory"] is not None:
         summary["memory"]["findings"] = [code for code, _ in memory_found]
-    summary["headline"] = _headline(wait, first, steps["epoch"], summary, sampler_info)
+    summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources))
     summary["next"] = (wording.evidenced_next_steps(summary)
@@ -164,13 +215,12 @@ def build(
     return rep
 
 
-def _epoch_start(steps: np.ndarray, src, source_id: int) -> np.ndarray:
+def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> np.ndarray:
     """True for the start-up steps of each epoch (none for the probes)."""
-    position = steps["flags"] >> _core.FLAG_POS_SHIFT
-    first = policy.epoch_start_mask(position, _startup_steps(src, steps["epoch"]))
     if source_id == 0:
-        first[:] = False
-    return first
+        return np.zeros(len(steps), dtype=bool)
+    position = steps["flags"] >> _core.FLAG_POS_SHIFT
+    return policy.epoch_start_mask(position, _startup_steps(src, steps["epoch"], epochs))
 
 
 def _recorded(records: np.ndarray, sources: Mapping[int, Any]) -> list[dict]:
@@ -180,16 +230,16 @@ def _recorded(records: np.ndarray, sources: Mapping[int, Any]) -> list[dict]:
              "steps": int(c)} for i, c in zip(ids, counts)]
 
 
-def _counts(steps: np.ndarray, steady: np.ndarray, info: dict, source_id: int, src,
-            recorded: list[dict]) -> dict:
+def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, source_id: int,
+            src, recorded: list[dict]) -> dict:
     """Which source, how many steps and epochs, and the store's health."""
     n = len(steps)
     return {
         "source": src.name if src is not None else str(source_id),
         "sources": recorded,
         "steps": n,
-        "steady_steps": int(steady.sum()),
-        "epochs": int(len(np.unique(steps["epoch"]))),
+        "steady_steps": len(w.wait),
+        "epochs": int(len(epochs)),
         "wall_s": float(steps["end_ns"].max() - steps["begin_ns"].min()) * NS if n else 0.0,
         "dropped_steps": int(info["dropped_steps"]),
         "out_of_memory": bool(info["out_of_memory"]),
@@ -198,14 +248,15 @@ def _counts(steps: np.ndarray, steady: np.ndarray, info: dict, source_id: int, s
 
 
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
-                worker_batches: Optional[tuple], loader: Optional[dict]) -> Optional[dict]:
+                worker_batches: Optional[tuple], loader: Optional[dict],
+                epochs: np.ndarray) -> Optional[dict]:
     """The worker-side batch timing block (None: not a multiprocessing
-    DataLoader)."""
+    DataLoader); ``epochs``: the distinct epochs of ``steps``."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
         return None
     facts = getattr(src, "epoch_facts", None) or {}
-    why = [f.get("worker_timing") for e, f in sorted(facts.items())
-           if int(e) in set(np.unique(steps["epoch"]).tolist())]
+    present = set(epochs.tolist())    # once: a unique() per fact cost 0.1 s each at 10M
+    why = [f.get("worker_timing") for e, f in sorted(facts.items()) if int(e) in present]
     unavailable = None if "on" in why else next((w for w in why if w), None)
     records, offsets = worker_batches if worker_batches is not None else (
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
@@ -215,68 +266,75 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     return block
 
 
-def _durations(wait: np.ndarray, step: np.ndarray, steady: np.ndarray,
-               production: Optional[dict] = None) -> dict:
+def _durations(w: _Steady, production: Optional[dict] = None) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
     it covers the steady steps: policy.diagnose)."""
-    total_step = int(step[steady].sum())
-    share = float(wait[steady].sum()) / total_step if total_step > 0 else None
+    total_step = int(w.step.sum())
+    share = float(w.wait.sum()) / total_step if total_step > 0 else None
     diagnosis = policy.diagnose(share, policy.production_share(production))
     return {
-        "input_wait_s": duration_stats_s(wait[steady]),
-        "compute_s": duration_stats_s((step - wait)[steady]),
-        "step_s": duration_stats_s(step[steady]),
+        "input_wait_s": duration_stats_s(w.wait),
+        "compute_s": duration_stats_s(w.step - w.wait),
+        "step_s": duration_stats_s(w.step),
         "input_share": share,
         "diagnosis": diagnosis.label,
         "diagnosis_rule": wording.diagnosis_rule(*diagnosis),
     }
 
 
-def _stalls(wait: np.ndarray, step: np.ndarray, steady: np.ndarray, epoch: np.ndarray,
+def _stalls(w: _Steady, epoch: np.ndarray,
             threshold_s: Optional[float]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(stall mask, gaps between stalls, the shape, concentration, trend
-    and stalls sections) under policy.stall_threshold_ns."""
-    rule = policy.stall_threshold_ns(wait[steady], step[steady], threshold_s)
-    mask = _core.stall_mask(wait, rule.threshold_ns) & steady
-    matter = policy.stalls_matter(wait[steady], step[steady], mask[steady], rule.code)
-    outliers = np.zeros_like(mask)
+    """(stall mask over all steps, gaps between stalls, the shape,
+    concentration, trend and stalls sections) under
+    policy.stall_threshold_ns."""
+    rule = policy.stall_threshold_ns(w.wait, w.step, threshold_s)
+    above = _core.stall_mask(w.wait, rule.threshold_ns)
+    matter = policy.stalls_matter(w.wait, w.step, above, rule.code)
+    w.step = None    # not needed past the stall rule: 8 B a step
     if matter.code != policy.STALLS_KEPT:
-        outliers, mask = mask, np.zeros_like(mask)
+        outliers_s, mask_s = above, np.zeros_like(above)
+    else:
+        outliers_s, mask_s = np.zeros_like(above), above
+    del above
+    mask, outliers = w.full(mask_s), w.full(outliers_s)
     gaps = _core.stall_gaps(mask, epoch)
     values, counts = _core.gap_histogram(gaps)
-    calm = wait[steady & ~mask]
+    stall_count = int(np.count_nonzero(mask_s))
     # The lower median: a fetch that at least half the fetches do not
     # exceed (an interpolated median of half-stalled waits is neither).
-    median_wait = policy.lower_median(wait[steady]) if steady.any() else None
-    trend = policy.trend(wait[steady], epoch[steady], rule.floor_ns)
-    shape = policy.shape(int(mask.sum()), int(steady.sum()), rule.every_fetch_slow,
-                         _core.percentiles(calm, 50.0) if len(calm) else None, rule.floor_ns,
+    median_wait = policy.lower_median(w.wait) if len(w.wait) else None
+    trend = policy.trend(w.wait, epoch if w.all else epoch[w.steady], rule.floor_ns)
+    calm_median = (_core.percentiles(w.wait[~mask_s], 50.0)
+                   if stall_count < len(w.wait) else None)
+    shape = policy.shape(stall_count, len(w.wait), rule.every_fetch_slow,
+                         calm_median, rule.floor_ns,
                          median_wait, rule.threshold_ns, trend is not None, rule.least_ns)
+    outlier_count = int(np.count_nonzero(outliers_s))
     return mask, gaps, {
         "shape": shape[0] if shape else None,
         "shape_rule": wording.shape_rule(shape[1]) if shape else None,
-        "concentration": policy.concentration(wait[steady], mask[steady]),
+        "concentration": policy.concentration(w.wait, mask_s),
         "trend": trend,
         "stalls": {
             "threshold_s": rule.threshold_ns * NS,
             "rule": wording.stall_rule(rule),
             "rule_code": rule.code,
             "all_slow": rule.all_slow,
-            "count": int(mask.sum()),
-            "steps": [int(i) for i in np.flatnonzero(mask)],
-            "outliers": int(outliers.sum()),
-            "outlier_steps": [int(i) for i in np.flatnonzero(outliers)],
-            "outlier_max_s": float(wait[outliers].max()) * NS if outliers.any() else None,
+            "count": stall_count,
+            "steps": np.flatnonzero(mask).tolist(),
+            "outliers": outlier_count,
+            "outlier_steps": np.flatnonzero(outliers).tolist(),
+            "outlier_max_s": float(w.wait[outliers_s].max()) * NS if outlier_count else None,
             "matter": matter.code,
             "cost_share": matter.cost_share,
             "floor_s": rule.floor_ns * NS,
-            "slow_count": int(np.count_nonzero(wait[steady] > rule.floor_ns)),
+            "slow_count": int(np.count_nonzero(w.wait > rule.floor_ns)),
             "every_fetch_slow": rule.every_fetch_slow,
-            "gaps": [int(g) for g in gaps],
+            "gaps": gaps.tolist(),
             "median_gap": _core.percentiles(gaps, 50.0) if len(gaps) else None,
             "modal_gap": _core.modal_gap(gaps),
-            "gap_histogram": [[int(v), int(c)] for v, c in zip(values, counts)],
+            "gap_histogram": np.stack([values, counts], axis=1).tolist(),
         },
     }
 
@@ -293,15 +351,15 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
     return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
 
 
-def _headline(wait: np.ndarray, first: np.ndarray, epoch: np.ndarray, s: dict,
+def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
               sampler_info: Optional[dict]) -> dict:
     """What holds the run's wall time (policy.headline): the epoch starts'
     cost per epoch and share of the wall time, and stuck fetches."""
     per_epoch: list = []
-    if first.any():
-        ids, index = np.unique(epoch, return_inverse=True)
-        sums = np.bincount(index[first], weights=wait[first].astype(np.float64),
-                           minlength=len(ids))
+    if not w.all:
+        index = np.searchsorted(epochs, epoch[w.first])
+        sums = np.bincount(index, weights=w.first_wait.astype(np.float64),
+                           minlength=len(epochs))
         per_epoch = [float(x) * NS for x in sums]
     if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
         stuck_after = sampler_info["stuck_after_s"]
@@ -310,22 +368,24 @@ def _headline(wait: np.ndarray, first: np.ndarray, epoch: np.ndarray, s: dict,
         # (a constant of the C core, not the live process's setting).
         stuck_after = _core.DEFAULT_STUCK_AFTER_S
     stuck = s.get("stuck") or []
+    longest = float(w.max_wait) * NS if w.max_wait is not None else None
     rule = policy.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
-        any(ev["still_waiting"] for ev in stuck),
-        float(wait.max()) * NS if len(wait) else None, stuck_after)
+        any(ev["still_waiting"] for ev in stuck), longest, stuck_after)
     return {"label": rule.label, "code": rule.code,
             "epoch_start_share": rule.epoch_start_share,
             "epoch_start_s_per_epoch": per_epoch,
             "stuck_after_s": stuck_after,
-            "longest_wait_s": float(wait.max()) * NS if len(wait) else None}
+            "longest_wait_s": longest}
 
 
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,
               delivery: Optional[tuple], samples: Optional[np.ndarray],
               sampler_info: Optional[dict], stuck_events: Optional[list],
-              main_pid: Optional[int], median_batch_bytes: Optional[float] = None) -> dict:
-    """Host, delivery, worker and stuck-fetch evidence (DataLoader sources)."""
+              main_pid: Optional[int], median_batch_bytes: Optional[float] = None,
+              ranks_workers: Optional[tuple] = None) -> dict:
+    """Host, delivery, worker and stuck-fetch evidence (DataLoader sources);
+    ``ranks_workers``: evidence.delivery_ranks of the steps, if known."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
@@ -336,7 +396,8 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
             workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
     return {
         "host": evidence.host(src) if loader_src else None,
-        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src)
+        "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,
+                                       ranks_workers=ranks_workers)
                      if loader_src else None),
         "workers": workers,
         "stuck": evidence.stuck(stuck_events or [], source_id, steps),
@@ -376,21 +437,32 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
-                           bytes_seen: Optional[dict]) -> dict:
+                           bytes_seen: Optional[dict],
+                           ranks_workers: Optional[tuple] = None) -> dict:
     """The ``attribution`` (policy.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
-    bytes (``bytes_seen``: evidence.batch_bytes)."""
+    bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
+    the per-step arrays the delivery record was made from (else read back
+    from its lists)."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"]:
-        ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
-        workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
+        if ranks_workers is not None:
+            ranks, workers = ranks_workers
+        else:
+            ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
+            workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
         tmp = s.get("temporal") or {}
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
+        # The lists hold None for every negative value, read back as -1.
+        def known(a: np.ndarray) -> np.ndarray:
+            return np.maximum(a, -1, dtype=np.int64)
+
         out["attribution"] = policy.attribution(
-            ranks[mask], workers[mask], workers[steady], (s.get("loader") or {}).get("num_workers"),
+            known(ranks[mask]), known(workers[mask]), known(workers[steady]),
+            (s.get("loader") or {}).get("num_workers"),
             tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks,
             (s.get("production") or {}).get("workers"))
     bb = out["batch_bytes"]
