@@ -488,6 +488,11 @@ def stuck_sentence(ev: dict) -> str:
 # --- the lines of a report ------------------------------------------------------------
 # How many distinct gaps the histogram line lists before "…".
 GAPS_SHOWN = 12
+# How many worker-PID changes the text lists one by one; past this it
+# counts them and names the first and the last (a loader without persistent
+# workers changes them every epoch: 1,000 epochs made a 20,000-character
+# line).  Report.to_dict()["workers"]["pid_changes"] keeps every one.
+PID_CHANGES_SHOWN = 3
 
 
 def headline(s: dict) -> str:
@@ -658,6 +663,21 @@ def evidence_lines(s: dict) -> list[str]:
     return out
 
 
+def pid_changes_line(changes: list[dict], epochs: int) -> str:
+    """The epochs whose worker PIDs changed: each one, or past
+    PID_CHANGES_SHOWN their count among the epoch starts after the first,
+    the first and the last."""
+    def at(c: dict) -> str:
+        return f"step {c['step']} (epoch {c['epoch']})"
+
+    if len(changes) <= PID_CHANGES_SHOWN:
+        return "worker PIDs changed at " + ", ".join(at(c) for c in changes)
+    starts = max(epochs - 1, len(changes))
+    return (f"worker PIDs changed at {len(changes)} of {starts} epoch starts after the "
+            f"first, first at {at(changes[0])}, last at {at(changes[-1])} (each one in "
+            "to_dict()['workers']['pid_changes'])")
+
+
 def process_lines(s: dict) -> list[str]:
     """Host, delivery order, worker processes, sampler and unavailable
     counters."""
@@ -674,8 +694,7 @@ def process_lines(s: dict) -> list[str]:
     if w:
         changes = w["pid_changes"]
         if changes:
-            at = ", ".join(f"step {c['step']} (epoch {c['epoch']})" for c in changes)
-            out.append(f"worker PIDs changed at {at}")
+            out.append(pid_changes_line(changes, len(w["pids_by_epoch"])))
         elif len(w["pids_by_epoch"]) > 1:
             out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
         for e in w["exited"]:
