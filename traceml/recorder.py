@@ -66,7 +66,10 @@ class Recorder(_core.Recorder):
         (per-epoch facts of wrapped loaders are kept for the latest epoch
         only).  A step open now is not recorded; a wrapped loop goes on
         recording from its next step, so calling it inside the loop skips a
-        warm-up.  Other recorders are untouched."""
+        warm-up.  Other recorders are untouched.  Safe to call
+        from a signal handler: one that lands inside this recorder's reset
+        or wrap bookkeeping clears the store at once and leaves the
+        sources' pruning to the end of that call."""
         self._note_reset_in_worker_timing()
         self._reset_store()
         self.sources.prune_after_reset()
@@ -76,7 +79,7 @@ class Recorder(_core.Recorder):
         their batches how many of each worker's batches the reset discards,
         and drop the batches of epochs that ended, so that steps recorded
         after the reset still meet their batches (worker_timing.match)."""
-        timed = [s for s in self.sources.by_id.values() if s.timing.log is not None]
+        timed = [s for s in list(self.sources.by_id.values()) if s.timing.log is not None]
         if not timed:
             return
         records = self.snapshot()
@@ -123,18 +126,20 @@ class Recorder(_core.Recorder):
             else:
                 delivery = None
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
-        sid = self._pick_source(records, source, stuck)
-        src = self.sources.by_id.get(sid)
+        # A copy: a reset() in a signal handler may release sources meanwhile.
+        sources = dict(self.sources.by_id)
+        sid = self._pick_source(records, source, stuck, sources)
+        src = sources.get(sid)
         timing = src.timing if src is not None else None
         worker_batches = (timing.drain(), dict(timing.offsets)) if timing is not None else None
-        return build(records, info, sid, threshold, sources=self.sources.by_id,
+        return build(records, info, sid, threshold, sources=sources,
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
                      worker_batches=worker_batches)
 
-    def _pick_source(self, records: np.ndarray, source: Any, stuck: list) -> int:
-        known = self.sources.by_id
+    def _pick_source(self, records: np.ndarray, source: Any, stuck: list,
+                     known: dict) -> int:
         column = records["source"]
         if len(column) and (column == column[0]).all():
             ids, counts = column[:1].copy(), np.array([len(column)])  # one source
@@ -152,8 +157,9 @@ class Recorder(_core.Recorder):
                 return int(max(stuck, key=lambda ev: ev["since_ns"])["source"]) if stuck else 0
             # The source with the most steps; the earliest wrapped on ties.
             return int(ids[np.argmax(counts)])
-        if isinstance(source, str) and source in self.sources.by_name:
-            return self.sources.by_name[source].id
+        named = self.sources.by_name.get(source) if isinstance(source, str) else None
+        if named is not None:
+            return named.id
         if isinstance(source, int) and source in known:
             return source
         recorded = ["probes"] + [known[int(i)].name for i in ids if int(i) in known and i != 0]
@@ -218,5 +224,6 @@ def reset() -> None:
     wrapped loaders are kept for the latest epoch only).  A step open at
     this moment (in a wrapped loop or between probes) is not recorded; a
     wrapped loop goes on recording from its next step, so ``reset()``
-    inside the loop skips a warm-up.  Other recorders are untouched."""
+    inside the loop skips a warm-up.  Other recorders are untouched.  Safe
+    to call from a signal handler (see :meth:`Recorder.reset`)."""
     _core.default_recorder().reset()

@@ -209,6 +209,10 @@ class SourceRegistry:
     object again without a name continues its source: a weak reference
     guards against a recycled id(); objects that take no weak reference
     (list, tuple, range) get a new source each time unless named.
+
+    Safe against re-entry from signal handlers: a ``reset()`` that lands
+    while the registry is busy (inside a reset or a wrap) defers its
+    pruning to the end of that call; the store itself is cleared at once.
     """
 
     MAX_SOURCES = 65535  # the store's source field is uint16
@@ -220,10 +224,19 @@ class SourceRegistry:
         self._name_counts: dict[str, int] = {}  # last "#n" suffix per type name
         self._by_object: dict[int, tuple[Any, Source]] = {}
         self._next_id = itertools.count(1)
+        self._busy = 0          # nesting of reset/wrap bookkeeping (signal handlers)
+        self._prune_due = False  # a reset came while busy
 
     def for_iterable(self, iterable: Any, name: Optional[str]) -> Source:
         """The source ``iterable`` records under (a new one, or the one it
         or ``name`` already has)."""
+        self._busy += 1
+        try:
+            return self._for_iterable(iterable, name)
+        finally:
+            self._leave()
+
+    def _for_iterable(self, iterable: Any, name: Optional[str]) -> Source:
         if name is not None:
             src = self.by_name.get(name)
             if src is not None:
@@ -263,13 +276,32 @@ class SourceRegistry:
     def prune_after_reset(self) -> None:
         """After a reset: each source keeps only its latest epoch's facts (a
         loop may still be running in it), and identity entries of wrapped
-        objects that are gone are dropped."""
-        for src in self.by_id.values():
-            if len(src.epoch_facts) > 1:
-                last = max(src.epoch_facts)
-                src.epoch_facts = {last: src.epoch_facts[last]}
-        for key in [k for k, (ref, _src) in self._by_object.items() if ref() is None]:
-            del self._by_object[key]
+        objects that are gone are dropped.  Deferred to the end of the call
+        in progress when the registry is busy (a signal handler's reset)."""
+        self._prune_due = True
+        # A loop, not recursion: resets that land meanwhile ask again.
+        while self._prune_due and not self._busy:
+            self._busy += 1
+            try:
+                self._prune_due = False
+                self._prune()
+            finally:
+                self._busy -= 1
+
+    def _prune(self) -> None:
+        for src in list(self.by_id.values()):
+            facts = src.epoch_facts
+            if len(facts) > 1:
+                last = max(facts)
+                src.epoch_facts = {last: facts[last]}
+        for key, (ref, _src) in list(self._by_object.items()):
+            if ref() is None:
+                self._by_object.pop(key, None)
+
+    def _leave(self) -> None:
+        self._busy -= 1
+        if self._prune_due and not self._busy:
+            self.prune_after_reset()
 
 
 class Wrapped:
