@@ -79,6 +79,8 @@ typedef struct {
     uint64_t watch_handle;
     uint64_t fork_generation;  /* st->fork_generation when it was added */
     tm_fetch_slot slot;        /* the fetch in progress, for the sampler */
+    PyObject *owner;           /* held until dealloc: keeps the source in
+                                  use (traceml.wrapping._Lease), or NULL */
     PyObject *task_info;       /* the inner iterator's _task_info, held:
                                   torch changes it in place, so a fetch
                                   reads it without an attribute lookup */
@@ -550,7 +552,8 @@ static PyObject *
 wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"iterator", "recorder", "source", "epoch",
-                             "epoch_begin_ns", "track", "watch", NULL};
+                             "epoch_begin_ns", "track", "watch", "owner",
+                             NULL};
     PyObject *inner;
     PyObject *rec;
     int source;
@@ -558,12 +561,14 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     long long epoch_begin_ns;
     int track = 0;
     PyObject *watch = Py_None;
+    PyObject *owner = Py_None;
     tm_state *st;
     tm_wrapiter *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pO:WrapIter", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pOO:WrapIter", kwlist,
                                      &inner, &rec, &source, &epoch,
-                                     &epoch_begin_ns, &track, &watch)) {
+                                     &epoch_begin_ns, &track, &watch,
+                                     &owner)) {
         return NULL;
     }
     st = PyType_GetModuleState(type);
@@ -599,6 +604,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->inner = Py_NewRef(inner);
     self->rec = (tm_recorder *)Py_NewRef(rec);
+    self->owner = owner != Py_None ? Py_NewRef(owner) : NULL;
     self->generation = self->rec->store.generation;
     self->epoch_begin_ns = epoch_begin_ns;
     self->epoch = epoch;
@@ -635,11 +641,13 @@ wrapiter_traverse(tm_wrapiter *self, visitproc visit, void *arg)
     Py_VISIT(self->inner);
     Py_VISIT(self->rec);
     Py_VISIT(self->task_info);
+    Py_VISIT(self->owner);
     return 0;
 }
 
-/* The recorder is kept until dealloc, which still writes the open step
-   into it; clearing the inner iterator is enough to break a cycle. */
+/* The recorder and the owner are kept until dealloc, which still writes
+   the open step under the owner's source; clearing the inner iterator is
+   enough to break a cycle. */
 static int
 wrapiter_clear(tm_wrapiter *self)
 {
@@ -660,6 +668,7 @@ wrapiter_dealloc(tm_wrapiter *self)
     end_loop(self);
     release_inner(self);
     Py_CLEAR(self->rec);
+    Py_CLEAR(self->owner);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
     tp->tp_free(self);
@@ -727,9 +736,10 @@ static PyGetSetDef wrapiter_getset[] = {
 
 PyDoc_STRVAR(wrapiter_doc,
 "WrapIter(iterator, recorder, source, epoch, epoch_begin_ns, track=False,\n"
-"         watch=None)\n--\n\n"
+"         watch=None, owner=None)\n--\n\n"
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
-"records one step per item.  Made by traceml.wrap(); not for direct use.");
+"records one step per item; holds `owner` (what keeps its source in use)\n"
+"until it is freed.  Made by traceml.wrap(); not for direct use.");
 
 static PyType_Slot wrapiter_slots[] = {
     {Py_tp_doc, (void *)wrapiter_doc},

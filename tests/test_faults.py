@@ -4,6 +4,7 @@ changes in the text, and the sources of objects that are gone."""
 
 import json
 import sys
+import weakref
 
 import pytest
 
@@ -153,3 +154,71 @@ def test_reset_from_a_signal_handler_at_every_point_of_the_bookkeeping(what):
         assert src.source == 1 and src.epochs == 3
     assert errors == []
     assert pruned == [[2]] * total
+
+
+# --- sources of gone objects ------------------------------------------------------------
+
+
+def test_sources_of_gone_objects_are_released_at_reset():
+    """Unnamed wraps of new objects (weak-referenceable or not) leave
+    nothing behind after reset(); a live object's source, a named one and
+    one whose wrapper or loop is alive stay, and ids are reused."""
+    rec = traceml.Recorder()
+    live = Box()
+    for _ in rec.wrap(live):
+        pass
+    for _ in rec.wrap([0], name="named"):
+        pass
+    held = rec.wrap([7, 8])              # a wrapper kept by the caller
+    loop = iter(rec.wrap(Box(3)))        # a loop in progress, its Box gone
+    next(loop)
+    gone = []
+    for i in range(200):
+        w = rec.wrap(Box(2) if i % 2 else [i, i])
+        gone.append(weakref.ref(w._source))
+        for _ in w:
+            pass
+    del w
+    assert len(rec.sources.by_id) == 205
+    rec.reset()
+    assert [ref() for ref in gone] == [None] * 200
+    assert sorted(rec.sources.by_id) == [0, 1, 2, 3, 4]
+    assert sorted(rec.sources.by_name) == ["Box", "Box#2", "list", "named", "probes"]
+    # The loop goes on under its source; the next wraps reuse freed ids.
+    assert next(loop) == 1
+    loop.close()
+    assert rec.report(source="Box#2")["steps"] == 1
+    assert rec.wrap(live).source == 1 and rec.wrap(live).epochs == 1
+    fresh = rec.wrap([5])
+    assert 5 <= fresh.source <= 204 and fresh.name == "list#102"
+    del loop, held
+    rec.reset()
+    # Box#2 has steps, so it stays until the reset after its loop ends.
+    assert sorted(rec.sources.by_name) == ["Box", "list#102", "named", "probes"]
+
+
+def test_wrap_number_65536_works_and_a_full_recorder_iterates_untimed():
+    """The ids are 16 bits: the 65,536th wrap reuses the id of a source
+    that holds no steps and whose object is gone; when every id holds
+    steps, a wrap iterates untimed with a RuntimeWarning until reset()."""
+    rec = traceml.Recorder()
+    for i in range(65535):
+        rec.wrap((i,))
+    w = rec.wrap([1, 2])
+    assert 1 <= w.source <= 65535 and w.name == "list"
+    assert [x for x in w] == [1, 2]
+    assert rec.report(source="list")["steps"] == 2
+
+    small = traceml.Recorder()
+    small.sources.MAX_SOURCES = 2
+    for i in range(2):
+        for _ in small.wrap([i]):
+            pass
+    with pytest.warns(RuntimeWarning, match="all 2 source ids"):
+        untimed = small.wrap([5, 6])
+    assert untimed.source is None and list(untimed) == [5, 6]
+    assert small.store_info()["steps"] == 2 and small.sources.untimed == 1
+    small.reset()
+    again = small.wrap([9])
+    assert again.source in (1, 2) and list(again) == [9]
+    assert small.store_info()["steps"] == 1

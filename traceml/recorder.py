@@ -13,6 +13,7 @@ This module gathers a recording's inputs and hands them to
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Iterable, Optional, Union
 
 import numpy as np
@@ -51,8 +52,17 @@ class Recorder(_core.Recorder):
     """
 
     def __init__(self) -> None:
-        self.sources = SourceRegistry()
+        # Weakly: a cycle through the registry would leave this recorder to
+        # the cyclic collector, which at shutdown may free the module first.
+        method = weakref.WeakMethod(self._recorded_sources)
+        self.sources = SourceRegistry(recorded=lambda: (method() or set)())
         self._outer: list = []
+
+    def _recorded_sources(self) -> set:
+        """Ids of the sources with steps in the store or a stuck fetch in
+        the sampler: their ids must not be recycled."""
+        ids = set(np.unique(self.snapshot()["source"]).tolist())
+        return ids | {ev["source"] for ev in _core.sampler_stuck() if ev["recorder"] == self.id}
 
     def wrap(self, iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
              tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
@@ -66,7 +76,8 @@ class Recorder(_core.Recorder):
         (per-epoch facts of wrapped loaders are kept for the latest epoch
         only).  A step open now is not recorded; a wrapped loop goes on
         recording from its next step, so calling it inside the loop skips a
-        warm-up.  Other recorders are untouched.  Safe to call
+        warm-up.  Sources of gone objects are released (see
+        :func:`traceml.wrap`).  Other recorders are untouched.  Safe to call
         from a signal handler: one that lands inside this recorder's reset
         or wrap bookkeeping clears the store at once and leaves the
         sources' pruning to the end of that call."""
@@ -224,6 +235,7 @@ def reset() -> None:
     wrapped loaders are kept for the latest epoch only).  A step open at
     this moment (in a wrapped loop or between probes) is not recorded; a
     wrapped loop goes on recording from its next step, so ``reset()``
-    inside the loop skips a warm-up.  Other recorders are untouched.  Safe
-    to call from a signal handler (see :meth:`Recorder.reset`)."""
+    inside the loop skips a warm-up.  Sources of gone objects are released
+    (see :func:`traceml.wrap`).  Other recorders are untouched.  Safe to
+    call from a signal handler (see :meth:`Recorder.reset`)."""
     _core.default_recorder().reset()

@@ -663,6 +663,14 @@ def evidence_lines(s: dict) -> list[str]:
     return out
 
 
+def untimed_wrap(max_sources: int) -> str:
+    """The warning of a wrap that finds every source id in use."""
+    return (f"traceml.wrap(): all {max_sources} source ids of this recorder hold recorded "
+            "steps or live wrappers, so this wrap iterates untimed; call traceml.reset() "
+            "(or Recorder.reset()), or wrap under a name so that each wrap continues "
+            "one source")
+
+
 def pid_changes_line(changes: list[dict], epochs: int) -> str:
     """The epochs whose worker PIDs changed: each one, or past
     PID_CHANGES_SHOWN their count among the epoch starts after the first,

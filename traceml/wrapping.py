@@ -11,16 +11,15 @@ per step into its recorder's store.  Never reduces or reports.
 from __future__ import annotations
 
 import collections.abc
-import itertools
 import multiprocessing
 import os
 import sys
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
-from . import _core, worker_timing
+from . import _core, wording, worker_timing
 from . import liveline as live_line
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
@@ -40,7 +39,8 @@ class Source:
     """One wrapped iterable: its id in the store, its name, and what was
     known of it at each epoch's start (``epoch_facts[e]``: loader settings,
     worker PIDs, start method, torch version, usable CPUs).  ``reset()``
-    keeps only the latest epoch's facts."""
+    keeps only the latest epoch's facts, and may release the source (see
+    :class:`SourceRegistry`)."""
 
     id: int
     name: str
@@ -50,6 +50,20 @@ class Source:
     epoch_facts: dict = field(default_factory=dict)
     # Per-batch times measured in its DataLoader workers (worker_timing).
     timing: Any = field(default_factory=lambda: worker_timing.Timing())
+    named: bool = False  # named by the user: kept for the recorder's life
+    _lease: Optional[weakref.ref] = field(default=None, repr=False, compare=False)
+
+    def lease(self) -> "_Lease":
+        """A token that keeps this source in use while it is held."""
+        held = self._lease() if self._lease is not None else None
+        if held is None:
+            held = _Lease()
+            self._lease = weakref.ref(held)
+        return held
+
+    def in_use(self) -> bool:
+        """Whether a wrapper or an iterator of this source is alive."""
+        return self._lease is not None and self._lease() is not None
 
     def loader_of(self, epoch: int) -> Optional[dict]:
         """The DataLoader settings of an epoch (None: not a DataLoader or
@@ -201,14 +215,32 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
     return out
 
 
+class _Lease:
+    """What a :class:`Wrapped` and each of its iterators hold of their
+    source: while one is alive, the source is in use and is never released
+    (the registry keeps only a weak reference to it)."""
+
+    __slots__ = ("__weakref__",)
+
+
 class SourceRegistry:
     """A recorder's sources: id -> :class:`Source` and name -> Source.
 
     Source 0 is the hand-placed probes; wrapped iterables get 1, 2, ...
-    (never reused within a recorder, at most 65535).  Wrapping the same
+    up to 65535 (the store's source field is a uint16).  Wrapping the same
     object again without a name continues its source: a weak reference
     guards against a recycled id(); objects that take no weak reference
     (list, tuple, range) get a new source each time unless named.
+
+    An unnamed source is released (dropped from ``by_id`` and ``by_name``,
+    its id free for a later wrap) once its object is gone (or, for an
+    object that takes no weak reference, once its wrapper is), no wrapper
+    or iterator of it is alive, and the store holds none of its steps nor
+    the sampler a stuck fetch of it: at each ``reset()``, and when a wrap
+    finds the ids used up.  Names are not reused ("list#7" stays retired).
+    A named source lasts as long as the recorder, so that its name goes on
+    continuing it.  When all 65535 ids hold steps or live wrappers, a new
+    wrap iterates untimed, with a RuntimeWarning; ``reset()`` frees them.
 
     Safe against re-entry from signal handlers: a ``reset()`` that lands
     while the registry is busy (inside a reset or a wrap) defers its
@@ -217,26 +249,32 @@ class SourceRegistry:
 
     MAX_SOURCES = 65535  # the store's source field is uint16
 
-    def __init__(self) -> None:
-        probes = Source(0, "probes", "probes")
+    def __init__(self, recorded: Optional[Callable[[], set]] = None) -> None:
+        """``recorded()``: the ids of the sources with steps in the store or
+        a stuck fetch in the sampler (None: ids are only recycled after
+        a reset, which empties the store)."""
+        probes = Source(0, "probes", "probes", named=True)
         self.by_id: dict[int, Source] = {0: probes}
         self.by_name: dict[str, Source] = {"probes": probes}
         self._name_counts: dict[str, int] = {}  # last "#n" suffix per type name
         self._by_object: dict[int, tuple[Any, Source]] = {}
-        self._next_id = itertools.count(1)
+        self._last_id = 0       # the highest id handed out
+        self._free: list[int] = []  # ids of released sources, for reuse
+        self._recorded = recorded
         self._busy = 0          # nesting of reset/wrap bookkeeping (signal handlers)
         self._prune_due = False  # a reset came while busy
+        self.untimed = 0        # wraps made untimed: every id in use
 
-    def for_iterable(self, iterable: Any, name: Optional[str]) -> Source:
+    def for_iterable(self, iterable: Any, name: Optional[str]) -> Optional[Source]:
         """The source ``iterable`` records under (a new one, or the one it
-        or ``name`` already has)."""
+        or ``name`` already has); None when every id is in use."""
         self._busy += 1
         try:
             return self._for_iterable(iterable, name)
         finally:
             self._leave()
 
-    def _for_iterable(self, iterable: Any, name: Optional[str]) -> Source:
+    def _for_iterable(self, iterable: Any, name: Optional[str]) -> Optional[Source]:
         if name is not None:
             src = self.by_name.get(name)
             if src is not None:
@@ -247,17 +285,16 @@ class SourceRegistry:
             known = self._by_object.get(id(iterable))
             if known is not None:
                 ref, src = known
-                if ref() is iterable:
+                if ref() is iterable and self.by_id.get(src.id) is src:
                     return src
-        sid = next(self._next_id)
-        if sid > self.MAX_SOURCES:
-            raise RuntimeError(
-                f"traceml.wrap(): more than {self.MAX_SOURCES} wrapped iterables in one "
-                "recorder; use a new traceml.Recorder()")
+        sid = self._new_id()
+        if sid is None:
+            self.untimed += 1
+            return None
         kind = type(iterable).__name__
         if name is None:
-            name = kind
-            n = self._name_counts.get(kind, 1)
+            n = self._name_counts.get(kind, 0) + 1
+            name = kind if n == 1 else f"{kind}#{n}"
             while name in self.by_name:
                 n += 1
                 name = f"{kind}#{n}"
@@ -268,16 +305,26 @@ class SourceRegistry:
             except TypeError:
                 pass  # no weak reference: an id() could be recycled, so no reuse
         else:
-            src = Source(sid, name, kind)
+            src = Source(sid, name, kind, named=True)
         self.by_id[sid] = src
         self.by_name[src.name] = src
         return src
 
+    def _new_id(self) -> Optional[int]:
+        if not self._free and self._last_id >= self.MAX_SOURCES and self._recorded is not None:
+            self._release(self._recorded())
+        if self._free:
+            return self._free.pop()
+        if self._last_id < self.MAX_SOURCES:
+            self._last_id += 1
+            return self._last_id
+        return None
+
     def prune_after_reset(self) -> None:
         """After a reset: each source keeps only its latest epoch's facts (a
-        loop may still be running in it), and identity entries of wrapped
-        objects that are gone are dropped.  Deferred to the end of the call
-        in progress when the registry is busy (a signal handler's reset)."""
+        loop may still be running in it), and the sources that nothing uses
+        are released (see the class).  Deferred to the end of the call in
+        progress when the registry is busy (a signal handler's reset)."""
         self._prune_due = True
         # A loop, not recursion: resets that land meanwhile ask again.
         while self._prune_due and not self._busy:
@@ -294,14 +341,30 @@ class SourceRegistry:
             if len(facts) > 1:
                 last = max(facts)
                 src.epoch_facts = {last: facts[last]}
-        for key, (ref, _src) in list(self._by_object.items()):
-            if ref() is None:
-                self._by_object.pop(key, None)
+        self._release(self._recorded() if self._recorded is not None else set())
 
     def _leave(self) -> None:
         self._busy -= 1
         if self._prune_due and not self._busy:
             self.prune_after_reset()
+
+    def _release(self, recorded: set) -> None:
+        """Release the unnamed sources that nothing uses and that have no
+        id in ``recorded``; forget the identities of objects that are gone."""
+        alive = set()
+        for key, (ref, src) in list(self._by_object.items()):
+            if ref() is None:
+                self._by_object.pop(key, None)
+            else:
+                alive.add(src.id)
+        for sid, src in list(self.by_id.items()):
+            if (src.named or sid in alive or sid in recorded or src.in_use()
+                    or self.by_id.get(sid) is not src):
+                continue
+            del self.by_id[sid]
+            if self.by_name.get(src.name) is src:
+                del self.by_name[src.name]
+            self._free.append(sid)
 
 
 class Wrapped:
@@ -314,8 +377,10 @@ class Wrapped:
     Attributes:
         iterable: the wrapped object.
         recorder: the :class:`traceml.Recorder` its steps go to.
-        name: the name its steps are reported under.
-        source: its source id in the recorder (int >= 1).
+        name: the name its steps are reported under (None: untimed).
+        source: its source id in the recorder (int >= 1), or None when the
+            wrap is untimed because all 65535 ids hold steps or live
+            wrappers (a RuntimeWarning said so; see :func:`traceml.wrap`).
     """
 
     def __init__(self, iterable: Any, name: Optional[str], recorder: Any):
@@ -323,22 +388,29 @@ class Wrapped:
         self.recorder = recorder
         self._source = recorder.sources.for_iterable(iterable, name)
         self._live = None  # a traceml.liveline.LiveLine, when asked for
+        # Holds the source in use: it is not released while this lives.
+        self._lease = self._source.lease() if self._source is not None else None
+        if self._source is None:
+            warnings.warn(wording.untimed_wrap(recorder.sources.MAX_SOURCES),
+                          RuntimeWarning, stacklevel=4)
 
     @property
-    def name(self) -> str:
-        return self._source.name
+    def name(self) -> Optional[str]:
+        return self._source.name if self._source is not None else None
 
     @property
-    def source(self) -> int:
-        return self._source.id
+    def source(self) -> Optional[int]:
+        return self._source.id if self._source is not None else None
 
     @property
     def epochs(self) -> int:
         """How many times this wrapper has been iterated."""
-        return self._source.epochs
+        return self._source.epochs if self._source is not None else 0
 
-    def __iter__(self) -> "_core.WrapIter":
+    def __iter__(self) -> Any:
         src = self._source
+        if src is None:
+            return iter(self.iterable)
         # The first step's clock starts before iter(): a DataLoader starts
         # its worker processes there, and that start-up belongs to the
         # epoch's first fetch.
@@ -364,7 +436,7 @@ class Wrapped:
         # iterator's private task table (rank -> (worker_id, ...)).
         track = isinstance(getattr(inner, "_task_info", None), dict)
         it = _core.WrapIter(inner, self.recorder, src.id, epoch, begin_ns, track=track,
-                            watch=watch)
+                            watch=watch, owner=self._lease)
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching
@@ -383,7 +455,7 @@ class Wrapped:
 
     def __getattr__(self, attr: str) -> Any:
         # Only reached for attributes Wrapped itself lacks.
-        if attr.startswith("__") or attr in ("iterable", "recorder", "_source"):
+        if attr.startswith("__") or attr in ("iterable", "recorder", "_source", "_lease"):
             raise AttributeError(attr)
         return getattr(self.iterable, attr)
 
@@ -437,6 +509,15 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
             ``tensorboardX``) to log the same numbers to, under
             ``traceml/``, every ``tensorboard_every`` steps (default 100)
             and at the end of each epoch.
+
+    The source of an unnamed wrap is released at the next ``reset()`` once
+    its object is gone (for objects that take no weak reference, such as a
+    list: once its wrapper and iterators are), so a loop that wraps a new
+    loader each epoch holds no memory per wrap after a reset; its id is
+    reused (ids are 16 bits).  A named source lasts as long as the
+    recorder.  When all 65535 ids hold recorded steps or live wrappers,
+    the wrap still iterates, untimed, with a RuntimeWarning: call
+    ``reset()``, or name the wrap so that it continues one source.
 
     Returns:
         A :class:`Wrapped`: iterate it (once per epoch), ``len()`` it.
