@@ -3,15 +3,23 @@ whose buffers cannot be allocated, a worker killed mid-run, worker-PID
 changes in the text, and the sources of objects that are gone."""
 
 import json
+import os
+import signal
 import sys
+import time
 import weakref
 
+import numpy as np
 import pytest
 
-import numpy as np
-
 import traceml
+from traceml import evidence, wording, wrapping
 from traceml.report import build
+
+try:
+    import torch
+except ImportError:  # the worker tests need it
+    torch = None
 
 import corpus
 
@@ -222,3 +230,91 @@ def test_wrap_number_65536_works_and_a_full_recorder_iterates_untimed():
     again = small.wrap([9])
     assert again.source in (1, 2) and list(again) == [9]
     assert small.store_info()["steps"] == 1
+
+
+# --- a worker killed mid-run ------------------------------------------------------------
+
+
+class SelfKilling(torch.utils.data.Dataset if torch else object):
+    """40 items; the worker that loads item ``kill_at`` SIGKILLs itself."""
+
+    def __init__(self, kill_at):
+        self.kill_at = kill_at
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        if i == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.002)
+        return i
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch is None, reason="needs torch")
+# torch's SIGCHLD handler raises again inside the iterator's __del__.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_worker_killed_by_sigkill_is_named_with_its_step():
+    """Item 17 goes to worker 1 (batch i to worker i % 2, in order): that
+    worker kills itself, the DataLoader raises, and the report names worker
+    1, its PID, SIGKILL and where the epoch stopped."""
+    loader = torch.utils.data.DataLoader(SelfKilling(17), batch_size=1, num_workers=2)
+    with traceml.Recorder() as rec:
+        with pytest.raises(Exception):  # torch raises RuntimeError, EOFError or an OSError
+            for _ in traceml.wrap(loader, name="killed"):
+                pass
+        r = rec.report(source="killed")
+    pid = r["workers"]["pids_by_epoch"][0]["pids"][1]
+    (dead,) = r["workers"]["exited"]
+    assert {k: dead[k] for k in ("worker", "pid", "epoch", "exitcode", "signal")} == \
+        {"worker": 1, "pid": pid, "epoch": 0, "exitcode": -signal.SIGKILL, "signal": "SIGKILL"}
+    # Batches 0-16 at most reach the loop (17 never does, in order).
+    assert r["steps"] <= 17
+    if dead["when"] == "after":
+        assert dead["step"] == r["steps"] - 1
+        want = (f"worker 1 (pid {pid}) was killed by SIGKILL (exit code -9) after step "
+                f"{r['steps'] - 1}, the last recorded of epoch 0")
+    else:   # the sampler saw the process vanish
+        assert dead["when"] == "near" and 0 <= dead["step"] <= r["steps"]
+        want = (f"worker 1 (pid {pid}) was killed by SIGKILL (exit code -9) near step "
+                f"{dead['step']} (epoch 0)")
+    assert want in str(r).splitlines()
+
+
+class _Proc:
+    """A stand-in for a multiprocessing.Process that is not our child."""
+
+    def __init__(self, pid, exitcode):
+        self.pid, self.exitcode = pid, exitcode
+
+
+def test_dead_workers_from_exit_codes_and_the_sampler():
+    """Exit codes name how a worker died; 0 is a clean shutdown; a worker
+    the sampler saw vanish before its epoch's last fetch died mid-run."""
+    steps = np.zeros(6, dtype=traceml._core.RECORD_DTYPE)
+    steps["begin_ns"] = [0, 10, 20, 30, 40, 50]
+    steps["fetch_done_ns"] = steps["begin_ns"] + 5
+    steps["epoch"] = [0, 0, 0, 1, 1, 1]
+    pids = {0: [2**22 + 1, 2**22 + 2, 2**22 + 3], 1: [2**22 + 4, 2**22 + 5]}
+    facts = {0: {"worker_pids": pids[0], "worker_exits": wrapping.WorkerExits(
+                 [_Proc(pids[0][0], 0), _Proc(pids[0][1], -9), _Proc(pids[0][2], 3)])},
+             1: {"worker_pids": pids[1], "worker_exits": None}}
+    info = {"procs": [{"pid": pids[1][1], "role": 1, "exited_ns": 33},
+                      {"pid": pids[1][0], "role": 0, "exited_ns": 60}]}   # after: shut down
+    got = evidence.dead_workers(facts, steps, info)
+    assert got == [
+        {"worker": 1, "pid": pids[0][1], "epoch": 0, "exitcode": -9, "signal": "SIGKILL",
+         "step": 2, "when": "after"},
+        {"worker": 2, "pid": pids[0][2], "epoch": 0, "exitcode": 3, "signal": None,
+         "step": 2, "when": "after"},
+        {"worker": 1, "pid": pids[1][1], "epoch": 1, "exitcode": None, "signal": None,
+         "step": 4, "when": "near"},
+    ]
+    assert [wording.dead_worker_line(d) for d in got] == [
+        f"worker 1 (pid {pids[0][1]}) was killed by SIGKILL (exit code -9) after step 2, "
+        "the last recorded of epoch 0",
+        f"worker 2 (pid {pids[0][2]}) exited with code 3 after step 2, the last recorded "
+        "of epoch 0",
+        f"worker 1 (pid {pids[1][1]}) exited mid-run near step 4 (epoch 1)",
+    ]

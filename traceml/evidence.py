@@ -8,6 +8,7 @@ words them, and nothing here draws or reads the live process.
 from __future__ import annotations
 
 import os
+import signal
 from typing import Optional
 
 import numpy as np
@@ -532,20 +533,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
     held = awaited(steps, stall, delivered_workers, samples, facts)
-    exited = []
-    # The sampler lists every process it watched, this loop's and others';
-    # each of this source's workers belongs to the epoch that started it.
-    epoch_of = {pid: e for e in sorted(facts) for pid in (facts[e]["worker_pids"] or [])}
-    for p in info.get("procs", []):
-        e = epoch_of.get(p["pid"])
-        if e is None or p["role"] < 0 or not p["exited_ns"]:
-            continue
-        fetched = steps["fetch_done_ns"][steps["epoch"] == e]
-        # A worker that vanished before the last fetch of its epoch died
-        # mid-run; at the epoch's end, workers are shut down normally.
-        if len(fetched) and p["exited_ns"] < fetched.max():
-            at = int(np.searchsorted(steps["begin_ns"], p["exited_ns"]))
-            exited.append({"pid": p["pid"], "worker": p["role"], "step": at})
+    exited = dead_workers(facts, steps, info)
     busy_s = info.get("busy_s") or 0.0
     run_s = info.get("run_s") or 0.0
     return {
@@ -569,6 +557,51 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
                                       facts[max(facts)]["usable_cpus"], awaited=held,
                                       batch_bytes=median_batch_bytes),
     }
+
+
+def dead_workers(facts: dict, steps: np.ndarray, info: dict) -> list[dict]:
+    """The workers that died during their epoch: those the sampler saw
+    vanish before the epoch's last fetch, and those whose exit code (read
+    from the parent, ``epoch_facts[e]["worker_exits"]``) is not 0, such as
+    a worker killed by a signal, which makes the DataLoader raise.
+
+    Each is {worker, pid, epoch, exitcode (as multiprocessing gives it: < 0
+    is minus a signal; None: unknown), signal (its name, or None), step,
+    when}: ``step`` indexes this report's steps; ``when`` is "near" when
+    the sampler saw the exit (the first step begun after it), or "after"
+    when only the exit code tells (the epoch's last recorded step: the
+    worker died before the loop ended).  At an epoch's end the workers
+    are shut down with code 0, so those are not listed."""
+    gone_at = {p["pid"]: p["exited_ns"] for p in info.get("procs", [])
+               if p["role"] >= 0 and p["exited_ns"]}
+    out = []
+    for e in sorted(facts):
+        pids = facts[e]["worker_pids"] or []
+        exits = facts[e].get("worker_exits")
+        codes = exits.codes() if exits is not None else []
+        idx = np.flatnonzero(steps["epoch"] == e)
+        if not len(idx):
+            continue
+        last_fetch = steps["fetch_done_ns"][idx].max()
+        for w, pid in enumerate(pids):
+            code = codes[w] if w < len(codes) else None
+            t = gone_at.get(pid)
+            # Vanished before the epoch's last fetch: died mid-run.
+            seen = t is not None and t < last_fetch
+            if not seen and not code:
+                continue
+            sig = None
+            if code is not None and code < 0:
+                try:
+                    sig = signal.Signals(-code).name
+                except ValueError:
+                    sig = f"signal {-code}"
+            out.append({
+                "worker": w, "pid": pid, "epoch": int(e), "exitcode": code, "signal": sig,
+                "step": int(np.searchsorted(steps["begin_ns"], t)) if seen else int(idx[-1]),
+                "when": "near" if seen else "after",
+            })
+    return out
 
 
 # --- stuck fetches ---------------------------------------------------------------------

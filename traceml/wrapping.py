@@ -193,6 +193,59 @@ def worker_pids(inner: Any) -> Optional[list[int]]:
     return pids
 
 
+class WorkerExits:
+    """How each worker process of one DataLoader epoch ended, read from the
+    parent's side (torch keeps them as ``_workers``, a private list of
+    multiprocessing.Process objects, by worker id).
+
+    A dead worker is looked at with ``os.waitid(..., WNOWAIT)``, which
+    leaves it for torch to reap (torch's SIGCHLD check reads it the same
+    way); one already reaped gives the exit code its Process object kept.
+    Each Process object is let go once its code is known."""
+
+    __slots__ = ("_procs", "_codes")
+
+    def __init__(self, procs: list) -> None:
+        self._procs: list = list(procs)
+        self._codes: list[Optional[int]] = [None] * len(self._procs)
+
+    def codes(self) -> list[Optional[int]]:
+        """Exit code of each worker, by worker id, as multiprocessing gives
+        it: 0 a clean exit, > 0 the process's exit status, < 0 minus the
+        signal that ended it; None while it runs or where unknown."""
+        for i, proc in enumerate(self._procs):
+            if proc is None:
+                continue
+            code = _exit_code(proc)
+            if code is not None:
+                self._codes[i] = code
+                self._procs[i] = None
+        return list(self._codes)
+
+
+def _exit_code(proc: Any) -> Optional[int]:
+    pid = getattr(proc, "pid", None)
+    if not isinstance(pid, int):
+        return None
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        info = False  # reaped already (by torch, through this Process object)
+    except (AttributeError, OSError):
+        return None  # no waitid on this platform
+    if info is None:
+        return None  # still running
+    if info is not False:
+        if info.si_pid != pid:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    try:
+        code = proc.exitcode
+    except (ValueError, AssertionError, OSError):
+        return None
+    return code if isinstance(code, int) else None
+
+
 def start_method(loader: Any) -> Optional[str]:
     """The multiprocessing start method a DataLoader's workers use, read
     without fixing the process's own (worker_timing.start_method_of)."""
@@ -209,7 +262,11 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
         "torch_version": getattr(torch, "__version__", None) if facts else None,
         "usable_cpus": usable_cpus(),
         "watched": False,  # set once the sampler has taken the epoch
+        "worker_exits": None,
     }
+    workers = getattr(inner, "_workers", None)
+    if out["worker_pids"] is not None and isinstance(workers, list):
+        out["worker_exits"] = WorkerExits(workers)
     if facts is not None and (facts.get("num_workers") or 0) > 0:
         out["start_method"] = start_method(loader)
     return out
