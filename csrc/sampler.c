@@ -267,22 +267,39 @@ retire(tm_sampler *s, tm_watched *w)
     s->retired[s->nretired++] = *w;
 }
 
+/* With the lock held: a zeroed buffer of the kind `which` (TM_BUF_*), or
+   NULL (as if out of memory once after the testing hook
+   _sampler_fail_next_alloc()). */
+static void *
+buffer_calloc(tm_sampler *s, int which, size_t n, size_t size)
+{
+    if (s->inject_alloc == which) {
+        s->inject_alloc = 0;
+        return NULL;
+    }
+    return PyMem_RawCalloc(n, size);
+}
+
 /* With the lock held: the union's arrays, allocated once (0, or -1 when
    memory ran out). */
 static int
 ensure_arrays(tm_sampler *s)
 {
     if (s->procs == NULL) {
-        s->procs = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_watched));
+        s->procs = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_PROCS,
+                                 sizeof(tm_watched));
     }
     if (s->spare == NULL) {
-        s->spare = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_watched));
+        s->spare = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_PROCS,
+                                 sizeof(tm_watched));
     }
     if (s->readings == NULL) {
-        s->readings = PyMem_RawCalloc(TM_MAX_PROCS, sizeof(tm_sample));
+        s->readings = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_PROCS,
+                                    sizeof(tm_sample));
     }
     if (s->retired == NULL) {
-        s->retired = PyMem_RawCalloc(TM_MAX_RETIRED, sizeof(tm_watched));
+        s->retired = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_RETIRED,
+                                   sizeof(tm_watched));
     }
     return (s->procs == NULL || s->spare == NULL || s->readings == NULL
             || s->retired == NULL) ? -1 : 0;
@@ -348,7 +365,7 @@ ensure_ring(tm_sampler *s)
     if (s->ring != NULL && s->cap == s->capacity) {
         return 0;
     }
-    ring = PyMem_RawCalloc(s->capacity, sizeof(tm_sample));
+    ring = buffer_calloc(s, TM_BUF_RING, s->capacity, sizeof(tm_sample));
     if (ring == NULL) {
         return ENOMEM;
     }
@@ -360,14 +377,15 @@ ensure_ring(tm_sampler *s)
     return 0;
 }
 
-/* With the lock held: the thread runs, or start_errno says why not. */
-static void
+/* With the lock held: the thread runs (0), or start_errno says why not
+   (-1). */
+static int
 ensure_thread(tm_sampler *s)
 {
     int err;
 
     if (s->thread_alive) {
-        return;
+        return 0;
     }
     s->stop = 0;
     err = s->inject_errno;
@@ -378,11 +396,20 @@ ensure_thread(tm_sampler *s)
     if (err != 0) {
         s->start_errno = err;
         s->start_what = "thread start";
-        return;
+        return -1;
     }
     s->thread_alive = 1;
     s->start_errno = 0;
     s->start_what = NULL;
+    return 0;
+}
+
+/* With the lock held: why this watch could not be added. */
+static void
+watch_failed(tm_sampler *s, int err, const char *what)
+{
+    s->start_errno = err;
+    s->start_what = what;
 }
 
 int
@@ -403,14 +430,19 @@ tm_sampler_watch_add(tm_sampler *s, uint32_t recorder, tm_fetch_slot *slot,
     if (s->nentries == 0) {
         err = ensure_ring(s);
         if (err != 0) {
-            s->start_errno = err;
-            s->start_what = "ring allocation";
+            watch_failed(s, err, "ring allocation");
             goto fail;
         }
         s->start_errno = 0;
         s->start_what = NULL;
     }
+    /* Before the entry is added: a loop that no thread samples is not
+       watched (no readings, no stuck watch), and says why. */
+    if (ensure_thread(s) < 0) {
+        goto fail;
+    }
     if (copy == NULL) {
+        watch_failed(s, ENOMEM, "watch entry allocation");
         goto fail;
     }
     if (s->nentries == s->entries_cap) {
@@ -419,6 +451,7 @@ tm_sampler_watch_add(tm_sampler *s, uint32_t recorder, tm_fetch_slot *slot,
                                                  cap * sizeof(*grown));
 
         if (grown == NULL) {
+            watch_failed(s, ENOMEM, "watch entry allocation");
             goto fail;
         }
         s->entries = grown;
@@ -438,12 +471,12 @@ tm_sampler_watch_add(tm_sampler *s, uint32_t recorder, tm_fetch_slot *slot,
     }
     if (rebuild_union(s) < 0) {
         s->nentries--;
+        watch_failed(s, ENOMEM, "process table allocation");
         goto fail;
     }
     if (s->nentries == 1) {
         s->started_ns = tm_clock_ns();
     }
-    ensure_thread(s);
     *handle = e->handle;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);

@@ -78,6 +78,12 @@ typedef struct {
 
 #define TM_MAX_STUCK 64
 
+/* The sampler's buffers, for the testing hook inject_alloc. */
+enum {
+    TM_BUF_RING = 1,
+    TM_BUF_TABLES = 2,
+};
+
 /* One live loop's watch. */
 typedef struct {
     uint64_t handle;
@@ -105,6 +111,9 @@ typedef struct {
     /* why the sampler could not run, 0 if it could: an errno */
     int start_errno;
     int inject_errno;        /* testing hook: the next thread start fails */
+    int inject_alloc;        /* testing hook: the next allocation of the
+                                ring (TM_BUF_RING) or of the process tables
+                                (TM_BUF_TABLES) fails; 0: none */
     const char *start_what;  /* "ring allocation", "thread start", ... */
     /* the ring */
     tm_sample *ring;

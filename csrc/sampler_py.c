@@ -130,6 +130,36 @@ mod_sampler_fail_next_start(PyObject *module, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+mod_sampler_fail_next_alloc(PyObject *module, PyObject *arg)
+{
+    tm_state *st = state_of(module);
+    int which;
+
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_sampler_fail_next_alloc(): 'ring' or 'tables'");
+        return NULL;
+    }
+    if (PyUnicode_CompareWithASCIIString(arg, "ring") == 0) {
+        which = TM_BUF_RING;
+    }
+    else if (PyUnicode_CompareWithASCIIString(arg, "tables") == 0) {
+        which = TM_BUF_TABLES;
+    }
+    else {
+        PyErr_SetString(PyExc_ValueError,
+                        "_sampler_fail_next_alloc(): 'ring' or 'tables'");
+        return NULL;
+    }
+    if (st->sampler_ok) {
+        pthread_mutex_lock(&st->sampler.lock);
+        st->sampler.inject_alloc = which;
+        pthread_mutex_unlock(&st->sampler.lock);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyArrayObject *
 new_samples(tm_state *st, npy_intp n)
 {
@@ -333,6 +363,11 @@ PyMethodDef tm_sampler_methods[] = {
     {"_sampler_fail_next_start", mod_sampler_fail_next_start, METH_O,
      "Testing hook: the next start of the sampler thread fails with this\n"
      "errno (after _sampler_shutdown(), the next watched loop's)."},
+    {"_sampler_fail_next_alloc", mod_sampler_fail_next_alloc, METH_O,
+     "Testing hook: the next allocation of the sampler's 'ring' (made when\n"
+     "a watched loop starts and the capacity has changed) or of its process\n"
+     "'tables' (made once, by the first watched loop of a process) fails\n"
+     "as if memory had run out."},
     {"sampler_samples", mod_sampler_samples, METH_NOARGS,
      "sampler_samples() -> ndarray[SAMPLE_DTYPE]\n--\n\n"
      "A copy of the sampler's ring, oldest reading first, every watched\n"

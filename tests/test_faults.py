@@ -2,10 +2,13 @@
 whose buffers cannot be allocated, a worker killed mid-run, worker-PID
 changes in the text, and the sources of objects that are gone."""
 
+import errno
 import json
 import os
 import signal
+import subprocess
 import sys
+import textwrap
 import time
 import weakref
 
@@ -318,3 +321,54 @@ def test_dead_workers_from_exit_codes_and_the_sampler():
         "of epoch 0",
         f"worker 1 (pid {pids[1][1]}) exited mid-run near step 4 (epoch 1)",
     ]
+
+
+# --- a sampler whose buffers cannot be allocated -------------------------------------
+
+NOT_WATCHED = ("the sampler did not watch {epochs} ({error}): no worker or process readings "
+               "and no stuck-fetch watch there; timings are complete")
+NO_MEMORY = f"Cannot allocate memory (errno {errno.ENOMEM})"
+
+
+def test_a_sampler_ring_that_cannot_be_allocated_is_named_in_the_report():
+    """The ring of a new capacity cannot be allocated: the loop is timed in
+    full, and the report says which epoch went unwatched and why; the next
+    loop, with the ring back, is watched."""
+    rec = traceml.Recorder()
+    before = traceml.configure()["sampler_capacity"]
+    traceml.configure(sampler_capacity=before // 2)
+    try:
+        traceml._core._sampler_fail_next_alloc("ring")
+        for _ in rec.wrap(range(20), name="plain"):
+            pass
+        assert traceml._core.sampler_info()["error"] == f"ring allocation failed: {NO_MEMORY}"
+    finally:
+        traceml.configure(sampler_capacity=before)
+    for _ in rec.wrap(range(5), name="plain"):
+        pass
+    r = rec.report(source="plain")
+    assert r["steps"] == 25
+    want = NOT_WATCHED.format(epochs="epoch 0", error=f"ring allocation failed: {NO_MEMORY}")
+    assert r["notes"] == [want]
+    assert f"note: {want}" in str(r).splitlines()
+    assert traceml._core.sampler_info()["error"] is None
+
+
+def test_sampler_tables_that_cannot_be_allocated_are_named_in_the_report():
+    """In a fresh process the first watched loop allocates the process
+    tables: when that fails, the report says so."""
+    script = textwrap.dedent("""
+        import traceml
+        traceml._core._sampler_fail_next_alloc("tables")
+        for _ in traceml.wrap(range(10), name="first"):
+            pass
+        for _ in traceml.wrap(range(10), name="first"):
+            pass
+        print(traceml.report(source="first")["notes"])
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    want = NOT_WATCHED.format(epochs="epoch 0",
+                              error=f"process table allocation failed: {NO_MEMORY}")
+    assert proc.stdout.strip() == repr([want])

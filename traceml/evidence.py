@@ -604,6 +604,23 @@ def dead_workers(facts: dict, steps: np.ndarray, info: dict) -> list[dict]:
     return out
 
 
+def unwatched(src) -> list[dict]:
+    """Epochs of a wrapped source (those whose facts the registry keeps:
+    since the last reset, and the one in progress then) that the sampler
+    could not watch while it was on, grouped by reason: [{epochs: [...],
+    error}].  Those epochs have no /proc readings and no stuck-fetch watch
+    (``epoch_facts[e]["watch_error"]``, from ``sampler_info()["error"]``
+    when the loop started: a buffer that could not be allocated, a thread
+    that could not start)."""
+    facts = getattr(src, "epoch_facts", None) or {}
+    by_error: dict[str, list[int]] = {}
+    for e in sorted(facts):
+        error = (facts[e] or {}).get("watch_error")
+        if error:
+            by_error.setdefault(error, []).append(e)
+    return [{"epochs": epochs, "error": error} for error, epochs in by_error.items()]
+
+
 # --- stuck fetches ---------------------------------------------------------------------
 
 

@@ -421,6 +421,8 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
         out.append(("no_fetch_yet", {}) if source_id != 0 else ("no_steps", {}))
     elif s["steady_steps"] < policy.MIN_STEADY_STEPS:
         out.append(("few_steps", {"steps": s["steady_steps"]}))
+    if src is not None and source_id != 0:
+        out.extend(("unwatched", u) for u in evidence.unwatched(src))
     host = s["host"]
     if host and host["oversubscribed"]:
         out.append(("oversubscribed", {"num_workers": host["num_workers"],

@@ -330,11 +330,23 @@ _NOTES: dict[str, Callable[[dict], str]] = {
         "cores, so absolute stall lengths depend on contention"),
     "stuck_elsewhere": lambda p: (f"a fetch of {p['name']!r} is stuck now: see "
                                   f"report(source={p['name']!r})"),
+    "unwatched": lambda p: (
+        f"the sampler did not watch {_epochs(p['epochs'])} ({p['error']}): no worker or "
+        "process readings and no stuck-fetch watch there; timings are complete"),
     "also_recorded": lambda p: ("also recorded: "
                                 + ", ".join(f"{name!r} ({steps} steps)"
                                             for name, steps in p["others"])
                                 + "; see report(source=name)"),
 }
+
+
+def _epochs(epochs: list[int]) -> str:
+    """ "epoch 3", "epochs 0, 1, 2" or "4 epochs, 0 to 9" past five."""
+    if len(epochs) == 1:
+        return f"epoch {epochs[0]}"
+    if len(epochs) <= 5:
+        return "epochs " + ", ".join(str(e) for e in epochs)
+    return f"{len(epochs)} epochs, {epochs[0]} to {epochs[-1]}"
 
 
 def notes(items: Iterable[tuple[str, dict]]) -> list[str]:

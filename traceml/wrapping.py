@@ -263,6 +263,7 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
         "usable_cpus": usable_cpus(),
         "watched": False,  # set once the sampler has taken the epoch
         "worker_exits": None,
+        "watch_error": None,  # why the sampler could not watch the epoch
     }
     workers = getattr(inner, "_workers", None)
     if out["worker_pids"] is not None and isinstance(workers, list):
@@ -497,6 +498,10 @@ class Wrapped:
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching
+        if watching and not it.watching:
+            # Why not (a buffer or the thread could not be had), for the report.
+            known["watch_error"] = (_core.sampler_info()["error"]
+                                    or "the sampler could not take this loop")
         if self._live is not None:
             self._live.follow(it)
         return it
