@@ -141,8 +141,10 @@ def test_reset_from_a_signal_handler_at_every_point_of_the_bookkeeping(what):
         if what == "reset":
             rec.reset()
         elif what == "wrap":
-            for _ in rec.wrap(Box(2)):
-                pass
+            for w in (rec.wrap([1, 2]), rec.wrap(Box(2))):
+                # A source being wrapped is never released under it.
+                assert rec.sources.by_id.get(w.source) is w._source
+                assert list(w) == list(w.iterable)
         else:
             rec.report()
 

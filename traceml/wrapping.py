@@ -323,12 +323,15 @@ class SourceRegistry:
         self._prune_due = False  # a reset came while busy
         self.untimed = 0        # wraps made untimed: every id in use
 
-    def for_iterable(self, iterable: Any, name: Optional[str]) -> Optional[Source]:
+    def for_iterable(self, iterable: Any,
+                     name: Optional[str]) -> tuple[Optional[Source], Optional[_Lease]]:
         """The source ``iterable`` records under (a new one, or the one it
-        or ``name`` already has); None when every id is in use."""
+        or ``name`` already has) and a lease on it, taken before any reset
+        can release it; (None, None) when every id is in use."""
         self._busy += 1
         try:
-            return self._for_iterable(iterable, name)
+            src = self._for_iterable(iterable, name)
+            return src, (src.lease() if src is not None else None)
         finally:
             self._leave()
 
@@ -444,10 +447,10 @@ class Wrapped:
     def __init__(self, iterable: Any, name: Optional[str], recorder: Any):
         self.iterable = iterable
         self.recorder = recorder
-        self._source = recorder.sources.for_iterable(iterable, name)
+        # The lease holds the source in use: it is not released while this
+        # wrapper lives.
+        self._source, self._lease = recorder.sources.for_iterable(iterable, name)
         self._live = None  # a traceml.liveline.LiveLine, when asked for
-        # Holds the source in use: it is not released while this lives.
-        self._lease = self._source.lease() if self._source is not None else None
         if self._source is None:
             warnings.warn(wording.untimed_wrap(recorder.sources.MAX_SOURCES),
                           RuntimeWarning, stacklevel=4)
