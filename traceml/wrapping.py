@@ -630,7 +630,7 @@ def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any 
     live = live_line.check_live(live)
     live_line.check_tensorboard(tensorboard, tensorboard_every)
     wrapped = Wrapped(iterable, name, recorder)
-    if live or tensorboard is not None:
+    if (live or tensorboard is not None) and wrapped.source is not None:
         wrapped._live = live_line.LiveLine(recorder, wrapped.source, wrapped.name, live,
                                            tensorboard, tensorboard_every)
     return wrapped
