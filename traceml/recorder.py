@@ -61,7 +61,7 @@ class Recorder(_core.Recorder):
     def _recorded_sources(self) -> set:
         """Ids of the sources with steps in the store or a stuck fetch in
         the sampler: their ids must not be recycled."""
-        ids = set(np.unique(self.snapshot()["source"]).tolist())
+        ids = set(np.unique(self.snapshot_view()["source"]).tolist())
         return ids | {ev["source"] for ev in _core.sampler_stuck() if ev["recorder"] == self.id}
 
     def wrap(self, iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
