@@ -25,10 +25,10 @@ get_state(PyObject *module)
     return (tm_state *)PyModule_GetState(module);
 }
 
-/* The state of the module that defined type or one of its bases (a
-   Python subclass of Recorder has no module of its own). */
-tm_state *
-tm_state_of_type(PyTypeObject *type)
+/* The module (borrowed) that defined type or one of its bases (a Python
+   subclass of Recorder has no module of its own); NULL with an error. */
+PyObject *
+tm_module_of_type(PyTypeObject *type)
 {
     PyTypeObject *t;
 
@@ -44,12 +44,21 @@ tm_state_of_type(PyTypeObject *type)
             continue;
         }
         if (PyModule_GetDef(module) == &tm_module_def) {
-            return get_state(module);
+            return module;
         }
     }
     PyErr_Format(PyExc_TypeError, "%.200s is not a traceml._core type",
                  type->tp_name);
     return NULL;
+}
+
+/* Its state. */
+tm_state *
+tm_state_of_type(PyTypeObject *type)
+{
+    PyObject *module = tm_module_of_type(type);
+
+    return module != NULL ? get_state(module) : NULL;
 }
 
 static PyObject *

@@ -59,7 +59,9 @@ typedef struct {
  */
 typedef struct tm_recorder {
     PyObject_HEAD
-    tm_state *st;             /* module state; our type holds the module */
+    tm_state *st;             /* module state; NULL once cleared (below) */
+    PyObject *module;         /* held, so that st outlives the recorder even
+                                 when a garbage cycle clears the type first */
     uint32_t id;              /* unique in this process, never 0 */
     tm_store store;
     tm_probes probes;
@@ -106,6 +108,7 @@ tm_rec_clock(tm_recorder *rec)
 /* module.c */
 extern struct PyModuleDef tm_module_def;
 tm_state *tm_state_of_type(PyTypeObject *type);
+PyObject *tm_module_of_type(PyTypeObject *type);
 PyObject *tm_struct_dtype(PyObject *fields, size_t size, const char *ctype);
 
 /* recorder.c */

@@ -63,20 +63,23 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     tm_state *st;
     tm_recorder *self;
+    PyObject *module;
 
     if ((args != NULL && PyTuple_GET_SIZE(args) != 0)
             || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
         PyErr_SetString(PyExc_TypeError, "Recorder() takes no arguments");
         return NULL;
     }
-    st = tm_state_of_type(type);
-    if (st == NULL) {
+    module = tm_module_of_type(type);
+    if (module == NULL) {
         return NULL;
     }
+    st = (tm_state *)PyModule_GetState(module);
     self = (tm_recorder *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
     }
+    self->module = Py_NewRef(module);
     self->st = st;
     if (++st->next_recorder_id == 0) {
         st->next_recorder_id = 1;
@@ -92,6 +95,32 @@ static int
 recorder_traverse(tm_recorder *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->module);
+    return 0;
+}
+
+/* Leave the module's list and the sampler's events, once. */
+static void
+detach_recorder(tm_recorder *self)
+{
+    if (self->st == NULL) {
+        return;
+    }
+    unlink_recorder(self);
+    if (self->st->sampler_ok) {
+        tm_sampler_forget(&self->st->sampler, self->id);
+    }
+    self->st = NULL;
+}
+
+/* A garbage cycle through the recorder (at interpreter exit, say): leave
+   the module before letting go of it, since the module may be freed
+   before this object is. */
+static int
+recorder_clear(tm_recorder *self)
+{
+    detach_recorder(self);
+    Py_CLEAR(self->module);
     return 0;
 }
 
@@ -101,14 +130,25 @@ recorder_dealloc(tm_recorder *self)
     PyTypeObject *tp = Py_TYPE(self);
 
     PyObject_GC_UnTrack(self);
-    unlink_recorder(self);
-    if (self->st->sampler_ok) {
-        tm_sampler_forget(&self->st->sampler, self->id);
-    }
+    detach_recorder(self);
     tm_store_free(&self->store);
     clear_test_clock(self);
+    Py_CLEAR(self->module);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* Methods that need the module state refuse once the recorder was
+   cleared by the garbage collector (only reachable from a finaliser). */
+static int
+cleared(tm_recorder *self)
+{
+    if (self->st != NULL) {
+        return 0;
+    }
+    PyErr_SetString(PyExc_RuntimeError,
+                    "this traceml Recorder was cleared by the garbage collector");
+    return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -153,7 +193,7 @@ rec_reset(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     tm_store_clear(&self->store);
     tm_probes_clear(&self->probes);
-    if (self->st->sampler_ok) {
+    if (self->st != NULL && self->st->sampler_ok) {
         tm_sampler_forget(&self->st->sampler, self->id);
     }
     Py_RETURN_NONE;
@@ -165,6 +205,9 @@ rec_snapshot(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     npy_intp n = (npy_intp)self->store.len;
     PyObject *arr;
 
+    if (cleared(self)) {
+        return NULL;
+    }
     Py_INCREF(self->st->record_dtype);
     arr = PyArray_NewFromDescr(&PyArray_Type,
                                (PyArray_Descr *)self->st->record_dtype, 1,
@@ -202,8 +245,13 @@ static PyObject *
 rec_snapshot_view(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     npy_intp n = (npy_intp)self->store.len;
-    PyArray_Descr *descr = (PyArray_Descr *)self->st->record_dtype;
+    PyArray_Descr *descr;
     tm_lent *lent;
+
+    if (cleared(self)) {
+        return NULL;
+    }
+    descr = (PyArray_Descr *)self->st->record_dtype;
     PyObject *capsule, *arr;
 
     if (n == 0) {
@@ -421,6 +469,9 @@ rec_append_records(tm_recorder *self, PyObject *args, PyObject *kwds)
                                      kwlist, &obj, &rank_obj, &worker_obj)) {
         return NULL;
     }
+    if (cleared(self)) {
+        return NULL;
+    }
     Py_INCREF(self->st->record_dtype);
     arr = (PyArrayObject *)PyArray_FromAny(
         obj, (PyArray_Descr *)self->st->record_dtype, 1, 1,
@@ -536,6 +587,7 @@ static PyType_Slot recorder_slots[] = {
     {Py_tp_new, recorder_new},
     {Py_tp_dealloc, recorder_dealloc},
     {Py_tp_traverse, recorder_traverse},
+    {Py_tp_clear, recorder_clear},
     {Py_tp_methods, recorder_methods},
     {Py_tp_getset, recorder_getset},
     {0, NULL},

@@ -139,6 +139,11 @@ end_loop(tm_wrapiter *self)
 {
     tm_state *st = self->rec->st;
 
+    if (self->watching && st == NULL) {
+        /* The recorder was cleared in a garbage cycle with the module's
+           teardown under way: nothing of the sampler is ours to touch. */
+        self->watching = 0;
+    }
     if (self->watching) {
         self->watching = 0;
         /* An iterator inherited through fork() was watched by the parent's
@@ -585,6 +590,11 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_Format(PyExc_TypeError,
                      "WrapIter(): recorder must be a traceml.Recorder, got "
                      "%.200s", Py_TYPE(rec)->tp_name);
+        return NULL;
+    }
+    if (((tm_recorder *)rec)->st == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "WrapIter(): the recorder was cleared "
+                        "by the garbage collector");
         return NULL;
     }
     if (source < 1 || source > UINT16_MAX) {

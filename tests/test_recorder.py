@@ -429,3 +429,25 @@ def test_the_sampler_defaults_have_one_source():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "0.02", str(1 << 17)]
+
+
+def test_a_recorder_in_a_garbage_cycle_at_exit_does_not_crash():
+    # The default recorder in a reference cycle, after a wrapped loop and a
+    # report: at exit the cycle's collection could free the module before
+    # the recorder, whose dealloc then read the freed sampler (SIGSEGV
+    # under PYTHONMALLOC=malloc_debug).
+    import subprocess
+    import sys
+    code = (
+        "import traceml\n"
+        "rec = traceml.Recorder()\n"
+        "rec.me = rec\n"
+        "with rec:\n"
+        "    for _ in traceml.wrap(range(10)):\n"
+        "        pass\n"
+        "    traceml.report()\n"
+        "traceml._core._set_default_recorder(rec)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
