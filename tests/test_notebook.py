@@ -101,8 +101,9 @@ def test_structure():
     ast.parse(install.source)
     settings = [ln for ln in install.source.splitlines() if not ln.startswith("#")]
     assert settings[0].startswith('TRACEML_SOURCE = ""'), settings[0]
-    # The runtime's own torch stays: pip gets a constraint pinning it, and
-    # nothing in the cell asks pip for torch.
+    # The runtime's own torch stays: the cell's one pip call gets a
+    # constraint pinning it (tools/check_dist.sh sees it kept).
+    assert install.source.count('"-m", "pip", "install"') == 1
     assert '"--constraint"' in install.source
     assert 'f"torch=={torch_version}\\n"' in install.source
     assert "[demo]" in install.source

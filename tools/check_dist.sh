@@ -162,7 +162,7 @@ mkdir "$work/nb"
 cp "$work/src/notebooks/investigate.ipynb" "$wheel" "$work/nb/"
 (cd "$work/nb" && "$W/bin/python" "$work/src/tools/run_notebook.py" investigate.ipynb \
     --quick --data-dir "$work/data") | tee "$work/nb.log"
-grep -q "^install cell: traceml .* installed from $(basename "$wheel") next to the notebook" \
+grep -q "^install cell: traceml .* installed from $(basename "$wheel") next to the notebook .*; torch 2\.13\.0[^ ]* kept\.$" \
     "$work/nb.log" || fail "the notebook's install cell did not install the wheel"
 imports_from "$W"
 
@@ -191,7 +191,7 @@ cp "$work/src/notebooks/investigate.ipynb" "$work/nb-colab/"
 (cd "$work/nb-colab" && PYTHONPATH="$work/colab" TRACEML_FAKE_UPLOAD="$wheel" \
     "$W/bin/python" "$work/src/tools/run_notebook.py" investigate.ipynb --install-only) \
     | tee "$work/nb-colab.log"
-grep -q "^install cell: traceml .* installed from the uploaded $(basename "$wheel")" \
+grep -q "^install cell: traceml .* installed from the uploaded $(basename "$wheel") .*; torch 2\.13\.0[^ ]* kept\.$" \
     "$work/nb-colab.log" || fail "the install cell did not install the uploaded wheel"
 imports_from "$W"
 
