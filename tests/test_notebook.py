@@ -1,11 +1,24 @@
-"""notebooks/investigate.ipynb: stored clean, and runs headless end to end.
+"""notebooks/investigate.ipynb: stored clean, installs itself, and runs
+headless end to end.
 
 The notebook is executed with nbclient on the python3 kernel (ipykernel,
 launched with this interpreter) in a temporary working directory, with its
 parameters cell set to QUICK = True and a temporary dataset directory.
+
+The install cell is plain Python, so its ways of failing are tested by
+running its source under IPython in a subprocess: a stub package named
+traceml on PYTHONPATH (PyPI's `traceml` or traceml-ai's alias shadowing this
+one), no traceml at all, a bad TRACEML_SOURCE, a wheel for another Python, a
+Colab upload of the wrong file.  Its installing paths (a wheel next to the
+notebook, Colab's upload) run in tools/check_dist.sh, from a built wheel in a
+fresh venv.
 """
 
+import ast
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -48,6 +61,10 @@ def _data(cell, mime: str) -> list:
     ]
 
 
+def _install_cell(nb):
+    return _cell(nb, "TRACEML_SOURCE = ")
+
+
 def _cell(nb, needle: str):
     """The one code cell whose source contains ``needle``."""
     hits = [c for c in nb.cells if c.cell_type == "code" and needle in c.source]
@@ -77,17 +94,18 @@ def test_structure():
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1
     assert "QUICK = False" in params[0].source.splitlines()
-    # The install cell installs only when traceml does not import.
-    install = _cell(nb, "%pip install")
-    lines = install.source.splitlines()
-    try_at = lines.index("try:")
-    assert lines[try_at + 1].strip() == "import traceml"
-    assert lines[try_at + 2] == "except ImportError:"
-    pip = [ln for ln in lines if "%pip install" in ln]
-    assert len(pip) == 1 and pip[0].startswith("    ")  # inside the except
-    # Colab's own torch satisfies the [demo] extra: the cell must not
-    # replace it with a pinned one.
-    assert "torch" not in pip[0]
+    # The install cell is the first code cell, plain Python (no magics, so
+    # it runs as a script too), with its one setting at the top.
+    install = _install_cell(nb)
+    assert install is next(c for c in nb.cells if c.cell_type == "code")
+    ast.parse(install.source)
+    settings = [ln for ln in install.source.splitlines() if not ln.startswith("#")]
+    assert settings[0].startswith('TRACEML_SOURCE = ""'), settings[0]
+    # The runtime's own torch stays: the cell's one pip call gets a
+    # constraint pinning it (tools/check_dist.sh sees it kept).
+    assert install.source.count('"-m", "pip", "install"') == 1
+    assert '"--constraint"' in install.source
+    assert 'f"torch=={torch_version}\\n"' in install.source
     assert "[demo]" in install.source
 
 
@@ -128,12 +146,11 @@ def test_executes_quick(tmp_path, monkeypatch):
         assert not errors, f"cell {i} raised: {errors}"
         assert cell.execution_count is not None, f"cell {i} did not run"
 
-    install = _cell(nb, "%pip install")
+    install = _install_cell(nb)
     # traceml imported: nothing installed, and it came from this checkout.
     text = _text(install)
-    assert text.startswith(f"traceml {traceml_version()} from "), text
-    assert os.path.join(ROOT, "traceml") in text, text
-    assert "Successfully installed" not in text
+    assert text == (f"traceml {traceml_version()} from {os.path.join(ROOT, 'traceml')}: "
+                    "already importable, nothing installed.\n"), text
 
     # The report renders as HTML with its figure embedded.
     report_cell = _cell(nb, 'historical = run_path("historical"')
@@ -167,3 +184,143 @@ def test_executes_quick(tmp_path, monkeypatch):
 
     # The dataset went to DATA_DIR, not to the user's cache.
     assert any(p.name.startswith("lerobot-") for p in data_dir.iterdir())
+
+
+# -- the install cell's ways of failing, each one sentence ---------------------
+
+RUNNER = """
+import sys
+if sys.argv[2] == "no-traceml":
+    class NoTraceml:
+        # traceml not installed: the import system finds no module of that name
+        def find_spec(self, name, path=None, target=None):
+            if name == "traceml" or name.startswith("traceml."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+    sys.meta_path.insert(0, NoTraceml())
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+result = shell.run_cell(open(sys.argv[1], encoding="utf-8").read())
+error = result.error_in_exec
+print("ERROR:", type(error).__name__ if error else None)
+"""
+
+
+def _run_install_cell(tmp_path, *, pythonpath=(), source=None, traceml=True):
+    """Run the install cell's source under IPython in a fresh interpreter,
+    working in tmp_path/"work" (the notebook's folder); returns what it
+    printed (without the ERROR line), the error's class name or "None", and
+    the folder."""
+    pytest.importorskip("IPython")
+    cell = _install_cell(_load()).source
+    if source is not None:
+        assert 'TRACEML_SOURCE = ""' in cell
+        cell = cell.replace('TRACEML_SOURCE = ""', f"TRACEML_SOURCE = {source!r}", 1)
+    (tmp_path / "cell.py").write_text(cell, encoding="utf-8")
+    (tmp_path / "runner.py").write_text(RUNNER, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["IPYTHONDIR"] = str(tmp_path / "ipython")
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "cell.py"),
+         "traceml" if traceml else "no-traceml"],
+        capture_output=True, text=True, cwd=work, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.rstrip("\n").split("\n")
+    assert lines[-1].startswith("ERROR: "), done.stdout
+    return "\n".join(lines[:-1]), lines[-1][len("ERROR: "):], work
+
+
+def _one_sentence(out: str) -> str:
+    """The cell's failure: one line, no traceback, prefixed 'traceml set-up: '."""
+    assert "Traceback" not in out and "File " not in out, out
+    lines = out.strip().split("\n")
+    assert len(lines) == 1, out
+    assert lines[0].startswith("traceml set-up: ") and lines[0].endswith("."), out
+    return lines[0]
+
+
+def test_install_cell_finds_this_traceml(tmp_path):
+    import traceml
+
+    out, error, _ = _run_install_cell(tmp_path)
+    assert error == "None", out
+    here = os.path.dirname(os.path.abspath(traceml.__file__))
+    assert out == (f"traceml {traceml.__version__} from {here}: "
+                   "already importable, nothing installed."), out
+
+
+def test_install_cell_names_a_shadowing_package(tmp_path):
+    # PyPI's `traceml` (experiment tracking) imports as traceml and has a
+    # version; the stub stands in for it, first on the path.
+    stub = tmp_path / "shadow" / "traceml"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text('__version__ = "1.2.3"\n')
+    out, error, _ = _run_install_cell(tmp_path, pythonpath=[stub.parent])
+    assert error == "TracemlSetupError", out
+    line = _one_sentence(out)
+    assert f"another package named traceml (version 1.2.3, in {stub}) shadows " \
+           "traceml-stalls" in line, line
+    assert "pip uninstall -y traceml traceml-ai traceml-stalls" in line, line
+    assert "take it off sys.path" in line, line  # pip does not own the stub
+
+
+def test_install_cell_names_a_shadowing_package_that_fails_to_import(tmp_path):
+    stub = tmp_path / "shadow" / "traceml"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("import polyaxon_sdk_not_installed\n")
+    out, error, _ = _run_install_cell(tmp_path, pythonpath=[stub.parent])
+    assert error == "TracemlSetupError", out
+    line = _one_sentence(out)
+    assert "`import traceml` failed (No module named 'polyaxon_sdk_not_installed')" in line
+    assert "pip uninstall -y traceml traceml-ai traceml-stalls" in line, line
+
+
+def test_install_cell_says_what_to_do_when_nothing_applies(tmp_path):
+    out, error, work = _run_install_cell(tmp_path, traceml=False)
+    assert error == "TracemlSetupError", out
+    line = _one_sentence(out)
+    assert f"traceml-stalls is not installed, no wheel or sdist of it is in {work}, " \
+           "and TRACEML_SOURCE is empty" in line, line
+
+
+def test_install_cell_skips_a_wheel_for_another_python(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    other = "traceml_stalls-0.1.0-cp27-cp27mu-manylinux1_x86_64.whl"
+    (work / other).write_bytes(b"")
+    out, error, _ = _run_install_cell(tmp_path, traceml=False)
+    assert error == "TracemlSetupError", out
+    line = _one_sentence(out)
+    assert f"(skipped {other}: built for another Python or machine)" in line, line
+
+
+def test_install_cell_refuses_a_source_that_is_not_there(tmp_path):
+    missing = str(tmp_path / "no-such-clone")
+    out, error, _ = _run_install_cell(tmp_path, source=missing, traceml=False)
+    assert error == "TracemlSetupError", out
+    line = _one_sentence(out)
+    assert f"TRACEML_SOURCE is {missing!r}, which is neither a git URL nor an existing " \
+           "path" in line, line
+
+
+def test_install_cell_refuses_an_upload_that_is_not_traceml(tmp_path):
+    # A stand-in for Colab's google.colab: upload() returns {name: bytes}.
+    colab = tmp_path / "colab" / "google" / "colab"
+    colab.mkdir(parents=True)
+    (colab / "__init__.py").write_text("")
+    (colab / "files.py").write_text(textwrap.dedent("""
+        def upload():
+            return {"notes.txt": b"not a wheel"}
+    """))
+    out, error, work = _run_install_cell(tmp_path, pythonpath=[colab.parent.parent],
+                                         traceml=False)
+    assert error == "TracemlSetupError", out
+    asked, failed = out.strip().split("\n")
+    assert asked.startswith("Upload a traceml-stalls sdist"), out
+    line = _one_sentence(failed)
+    assert "the upload (notes.txt) holds no traceml-stalls sdist or wheel" in line, line
+    assert (work / "notes.txt").read_bytes() == b"not a wheel"

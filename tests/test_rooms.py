@@ -14,12 +14,14 @@ from typing import Optional
 import numpy as np
 import pytest
 
+import traceml
 from traceml import policy, wording, wrapping
 from traceml.report import build
 
 from test_report import INFO, MS, records
 
-PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "traceml")
+# The package under test: the checkout, or an installed wheel (tools/check_dist.sh).
+PKG = os.path.dirname(os.path.abspath(traceml.__file__))
 MODULES = sorted(f[:-3] for f in os.listdir(PKG) if f.endswith(".py"))
 # Entry points may import anything; _core is the C extension, a leaf.
 ROOTS = {"__init__", "__main__", "demo"}
