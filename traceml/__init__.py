@@ -25,6 +25,7 @@ from .compare import Comparison, compare
 from .io import load
 from .recorder import Recorder, report, reset
 from .report import Report
+from .result import RunFileError
 from .sweep import SweepResult, sweep
 from .wrapping import Wrapped, configure, wrap
 
@@ -37,6 +38,7 @@ __all__ = [
     "Comparison",
     "Recorder",
     "Report",
+    "RunFileError",
     "SweepResult",
     "Wrapped",
     "abandon_step",

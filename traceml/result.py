@@ -24,10 +24,11 @@ from __future__ import annotations
 import copy
 import io
 import json
+import math
 import os
+import stat
 import zipfile
-import zlib
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -101,25 +102,56 @@ class Report:
 
         The format, readable without traceml, is described in
         :mod:`traceml.result`: a zip with ``summary.json`` and one ``.npy`` per
-        field of :attr:`steps`.  Returns the path.
+        field of :attr:`steps`, all stored uncompressed (about 32 bytes a
+        step).  Returns the path.
 
         Raises:
             TypeError: path is not a str or os.PathLike.
             OSError: the file cannot be written.
         """
-        return _write(self.to_dict(), self.steps, _path_arg(path, "Report.save()"))
+        # The summary as it is (json.dumps copies nothing): to_dict()'s deep
+        # copy costs seconds on the per-step lists of a long run.
+        return _write(self.summary, self.steps, _path_arg(path, "Report.save()"))
 
     @classmethod
-    def load(cls, path) -> "Report":
+    def load(cls, path, *, max_bytes: Optional[int] = None, max_member_bytes: Optional[int] = None,
+             max_ratio: Optional[int] = None) -> "Report":
         """Read a run file written by :meth:`save` (``traceml.load``).
 
+        Run files are untrusted input: the file must be a regular file (a
+        FIFO, device or directory is refused without reading it); the zip's
+        directory is checked before anything is decompressed; only the
+        members named in :mod:`traceml.result` are read (others, path
+        traversal included, are ignored); ``summary.json`` is checked
+        against :func:`traceml.result.schema` (``traceml/run_schema.json``)
+        and each array's dtype, shape and range before it is used.  Nothing
+        in a file runs code: pickled arrays are refused.
+
+        Args:
+            path: a str or os.PathLike.
+            max_bytes: the most bytes all members read may hold
+                uncompressed (default ``MAX_BYTES``, 4 GiB: a 100M-step run
+                holds 3.2 GB of arrays).
+            max_member_bytes: the most any one member may hold uncompressed
+                (default ``MAX_MEMBER_BYTES``, 1 GiB).
+            max_ratio: the highest compression ratio allowed for a member
+                over 1 MiB uncompressed (default ``MAX_RATIO``, 100:1;
+                Report.save stores members uncompressed, 1:1).
+
         Raises:
-            TypeError: path is not a str or os.PathLike.
-            FileNotFoundError: no such file.
-            ValueError: the file is truncated, corrupt, or not a traceml run
-                file; the message names the file.
+            TypeError: path is not a str or os.PathLike, or a limit is not an int.
+            ValueError: a limit is not positive.
+            RunFileError (a ValueError): every failure to read the file --
+                missing (then also a FileNotFoundError), not a regular file,
+                over a limit, truncated or corrupt, not a traceml run file,
+                another format version ("written by format version N, this
+                traceml reads M"), or a key or array of the wrong type or
+                range; the message names the file, and the member and key.
         """
-        return cls(*_read(_path_arg(path, "traceml.load()")))
+        limits = {k: v for k, v in (("max_bytes", max_bytes),
+                                    ("max_member_bytes", max_member_bytes),
+                                    ("max_ratio", max_ratio)) if v is not None}
+        return cls(*_read(_path_arg(path, "traceml.load()"), **limits))
 
     def plot(self):
         """A matplotlib Figure (no pyplot state): per-step input wait over
@@ -161,17 +193,33 @@ def _path_arg(path: Any, func: str) -> str:
     return os.fspath(path)
 
 
+# --- writing -------------------------------------------------------------------------
+
 def _write(summary: dict, steps: np.ndarray, path: str) -> str:
-    """Write a run file (overwriting); returns the path."""
+    """Write a run file (overwriting); returns the path.
+
+    Every member is stored uncompressed: the per-step arrays of a long run
+    hardly compress (nanosecond timestamps), deflating them cost 20 s for
+    10M steps, and stored members make the reader's ratio check trivial.
+    Each array goes from its strided field of ``steps`` into the zip stream
+    in 16 MiB pieces (``np.lib.format.write_array``), with no whole copy."""
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "summary": summary}
     try:
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
-            z.writestr("summary.json", json.dumps(header, indent=1))
+        text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError as exc:  # a NaN or infinity: a bug of the report, said plainly
+        raise ValueError(f"Report.save(): the summary holds a number JSON cannot carry "
+                         f"({exc}); not written") from exc
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("summary.json", text)
             for field in steps.dtype.names:
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.ascontiguousarray(steps[field]),
-                                          allow_pickle=False)
-                z.writestr(f"{field}.npy", buf.getvalue())
+                column = steps[field]
+                info = zipfile.ZipInfo(f"{field}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_STORED
+                # Sized in advance so that zipfile picks ZIP64 when it must.
+                info.file_size = column.nbytes + 128
+                with z.open(info, "w") as out:
+                    np.lib.format.write_array(out, column, allow_pickle=False)
     except OSError as exc:
         # Same errno, so the same subclass (IsADirectoryError, ...).
         raise OSError(exc.errno, f"Report.save(): cannot write {path!r}: "
@@ -179,61 +227,352 @@ def _write(summary: dict, steps: np.ndarray, path: str) -> str:
     return path
 
 
-def _read(path: str) -> tuple[dict, np.ndarray]:
+# --- reading: limits, errors ------------------------------------------------------------
+
+# Defaults of Report.load's limits.  A run of 100M steps holds 3.2 GB of
+# per-step arrays (32 B a step, the store's record), the largest member
+# 800 MB (an int64 column); the summary of such a run is far smaller.
+MAX_BYTES = 4 * 2**30         # all members read, uncompressed
+MAX_MEMBER_BYTES = 2**30      # any one member, uncompressed
+# Deflate cannot exceed 1032:1; the runs Report.save writes are stored
+# (1:1) and summaries deflated by older versions compress about 5-20:1.
+# Checked on members above RATIO_FREE_BYTES only, so that small members
+# (a deflated summary of a short run) never trip it.
+MAX_RATIO = 100
+RATIO_FREE_BYTES = 2**20
+# summary.json nests 5 deep; deeper is refused before json.loads (which
+# raises RecursionError near 1000, and copy.deepcopy far earlier).
+MAX_JSON_DEPTH = 32
+# Timestamps are CLOCK_MONOTONIC ns (non-negative); at most 2**62 so that
+# the difference of any two stays inside int64.
+MAX_TIMESTAMP_NS = 2**62
+
+
+class RunFileError(ValueError):
+    """A run file that cannot be read: missing, not a regular file, over
+    a size limit, truncated or corrupt, not a traceml run file, of another
+    format version, or holding a key or array of the wrong type or range.
+
+    The message names the file, and the zip member and the key where one is
+    to blame; the same are in ``path``, ``member`` and ``key`` (None where
+    not known).  A file that does not exist raises a RunFileError that is
+    also a FileNotFoundError."""
+
+    path: Optional[str] = None
+    member: Optional[str] = None
+    key: Optional[str] = None
+
+
+class _MissingRunFile(RunFileError, FileNotFoundError):
+    """RunFileError for a path that does not exist (also a FileNotFoundError)."""
+
+
+def _error(path: str, problem: str, member: Optional[str] = None,
+           key: Optional[str] = None, cls: type = RunFileError) -> RunFileError:
+    where = "".join((f"traceml.load(): {path}", f": {member}" if member else "",
+                     f": key {key}" if key else ""))
+    exc = cls(f"{where}: {problem}")
+    exc.path, exc.member, exc.key = path, member, key
+    return exc
+
+
+def _check_limit(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"traceml.load(): {name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"traceml.load(): {name} must be > 0, got {value!r}")
+    return value
+
+
+# --- reading ---------------------------------------------------------------------------
+
+SUMMARY = "summary.json"
+
+
+def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEMBER_BYTES,
+          max_ratio: int = MAX_RATIO) -> tuple[dict, np.ndarray]:
     """(summary, steps) of a run file; errors as Report.load says."""
-    where = f"traceml.load(): {path}"
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"traceml.load(): no such file: {path}")
-    try:
-        with zipfile.ZipFile(path) as z:
-            try:
-                header = json.loads(z.read("summary.json").decode("utf-8"))
-            except KeyError:
-                raise ValueError(
-                    f"{where}: not a traceml run file (no summary.json inside)"
-                ) from None
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise ValueError(f"{where}: not a traceml run file (format is not {FORMAT!r})")
-            if header.get("format_version") != FORMAT_VERSION:
-                raise ValueError(
-                    f"{where}: traceml run format version "
-                    f"{header.get('format_version')!r} is not supported "
-                    f"(this traceml reads {FORMAT_VERSION})"
-                )
-            summary = header["summary"]
-            count = summary.get("steps") if isinstance(summary, dict) else None
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ValueError(f"{where}: summary.json has no valid step count ({count!r})")
-            if "begin_ns.npy" not in z.namelist():
-                raise ValueError(f"{where}: run file lacks the 'begin_ns' array")
-            # Each step takes 8 bytes of begin_ns: refuse a count the file
-            # cannot hold before allocating for it.
-            if z.getinfo("begin_ns.npy").file_size < count * 8:
-                raise ValueError(
-                    f"{where}: the step count {count} does not match the arrays in the file")
-            steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
-            for field in steps.dtype.names:
-                try:
-                    raw = z.read(f"{field}.npy")
-                except KeyError:
-                    raise ValueError(f"{where}: run file lacks the {field!r} array") from None
-                try:
-                    arr = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
-                except ValueError as exc:
-                    raise ValueError(f"{where}: the {field!r} array is damaged ({exc})") from exc
-                if arr.shape != steps.shape:
-                    raise ValueError(
-                        f"{where}: the {field!r} array has shape {arr.shape}, "
-                        f"expected {steps.shape}"
-                    )
-                steps[field] = arr
-    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError,
-            json.JSONDecodeError, KeyError, TypeError, zlib.error) as exc:
-        if isinstance(exc, FileNotFoundError):
+    limits = (_check_limit("max_bytes", max_bytes),
+              _check_limit("max_member_bytes", max_member_bytes),
+              _check_limit("max_ratio", max_ratio))
+    with _open_regular(path) as fh:
+        try:
+            with zipfile.ZipFile(fh) as z:
+                members = _members(z, path, *limits)
+                summary = _summary(_member_bytes(z, members[SUMMARY], path), path)
+                count = summary["steps"]
+                steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
+                for field in steps.dtype.names:
+                    name = f"{field}.npy"
+                    if name not in members:
+                        raise _error(path, f"run file lacks the {field!r} array")
+                    _fill(steps, field, _member_bytes(z, members[name], path), path, name)
+        except RunFileError:
             raise
-        raise ValueError(f"{where}: not a readable traceml run file ({exc})") from exc
+        except Exception as exc:  # noqa: BLE001 - whatever the zip layer raises on bad input
+            raise _error(path, f"not a readable traceml run file "
+                               f"({type(exc).__name__}: {exc})") from exc
     _worker_id_keys(summary)
     return summary, steps
+
+
+def _open_regular(path: str):
+    """The file opened for binary reading, once it is known to be a regular
+    file: a FIFO, device or directory is refused before any read (the open
+    itself is non-blocking, so a FIFO without a writer cannot hang it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise _error(path, "no such file", cls=_MissingRunFile) from None
+    except OSError as exc:
+        raise _error(path, f"not a readable traceml run file "
+                           f"(cannot open: {exc.strerror or exc})") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise _error(path, f"not a readable traceml run file ({kind}, not a "
+                               "regular file)")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _members(z: zipfile.ZipFile, path: str, max_bytes: int, max_member_bytes: int,
+             max_ratio: int) -> dict:
+    """The ZipInfo of each member traceml reads, checked from the zip's
+    central directory before anything is decompressed.  Other members
+    (unknown names, path traversal, directories) are ignored unread."""
+    wanted = {SUMMARY, *(f"{f}.npy" for f in _core.RECORD_DTYPE.names)}
+    found = {i.filename: i for i in z.infolist() if i.filename in wanted}
+    if SUMMARY not in found:
+        raise _error(path, "not a traceml run file (no summary.json inside)")
+    total = 0
+    for name, info in found.items():
+        if info.flag_bits & 0x1:
+            raise _error(path, "encrypted; traceml reads unencrypted run files", name)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}.get(
+                info.compress_type, f"method {info.compress_type}")
+            raise _error(path, f"compressed with {method}; traceml reads stored or "
+                               "deflated members (what Report.save and np.savez write)", name)
+        size = info.file_size
+        if size > max_member_bytes:
+            raise _error(path, f"declares {size} bytes uncompressed, over "
+                               f"max_member_bytes={max_member_bytes} (raise it to read "
+                               "a larger run)", name)
+        ratio = size / max(info.compress_size, 1)
+        if size > RATIO_FREE_BYTES and ratio > max_ratio:
+            raise _error(path, f"declares a compression ratio of {ratio:.0f}:1, over "
+                               f"max_ratio={max_ratio} (a zip bomb, or raise it)", name)
+        total += size
+    if total > max_bytes:
+        raise _error(path, f"its members declare {total} bytes uncompressed, over "
+                           f"max_bytes={max_bytes} (raise it to read a larger run)")
+    return found
+
+
+def _member_bytes(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> bytes:
+    """A member's data, never more than its declared size: one bounded read
+    (zipfile inflates at most the bytes asked for, and checks the CRC)."""
+    try:
+        with z.open(info) as f:
+            data = f.read(info.file_size) if info.file_size else b""
+            if f.read(1):
+                raise _error(path, "holds more data than its declared size", info.filename)
+    except RunFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, zlib.error, EOFError, OSError ...
+        raise _error(path, f"damaged ({type(exc).__name__}: {exc})", info.filename) from exc
+    if len(data) != info.file_size:
+        raise _error(path, f"truncated ({len(data)} of {info.file_size} bytes)", info.filename)
+    return data
+
+
+def _json_depth(raw: bytes, piece: int = 16 * 2**20) -> int:
+    """The deepest nesting of [ and { outside strings in JSON text, found
+    with NumPy in pieces of about ``piece`` bytes (each ends on a byte
+    other than a backslash, so no escape spans two), so that deep text
+    never reaches the parser."""
+    depth = top = 0
+    in_string = False
+    start = 0
+    while start < len(raw):
+        end = min(start + piece, len(raw))
+        while end < len(raw) and raw[end - 1] == 0x5C:
+            end += 1
+        b = np.frombuffer(raw, np.uint8, end - start, start)
+        start = end
+        # A quote preceded by an odd run of backslashes is escaped.
+        idx = np.arange(len(b))
+        last_plain = np.maximum.accumulate(np.where(b == 0x5C, -1, idx))
+        q = np.flatnonzero(b == 0x22)
+        run = q - 1 - np.where(q > 0, last_plain[np.maximum(q - 1, 0)], -1)
+        real = q[run % 2 == 0]
+        toggle = np.zeros(len(b), np.int64)
+        toggle[real] = 1
+        inside = ((np.cumsum(toggle) - toggle) & 1).astype(bool) ^ in_string
+        level = depth + np.cumsum(((b == 0x5B) | (b == 0x7B)) & ~inside, dtype=np.int64) \
+            - np.cumsum(((b == 0x5D) | (b == 0x7D)) & ~inside, dtype=np.int64)
+        top = max(top, int(level.max()))
+        depth = int(level[-1])
+        in_string ^= bool(len(real) % 2)
+    return top
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _summary(raw: bytes, path: str) -> dict:
+    """The summary dict of summary.json, validated against the schema."""
+    depth = _json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise _error(path, f"nested {depth} deep, more than {MAX_JSON_DEPTH}", SUMMARY)
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_float=_finite_float,
+                            parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _error(path, f"not valid JSON ({exc})", SUMMARY) from exc
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise _error(path, f"not a traceml run file (format is not {FORMAT!r})", SUMMARY)
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise _error(path, f"written by format version {version!r}, this traceml reads "
+                           f"{FORMAT_VERSION}", SUMMARY, "format_version")
+    _validate(header, path)
+    summary = header["summary"]
+    steps = summary["steps"]
+    if summary["steady_steps"] > steps:
+        raise _error(path, f"steady_steps {summary['steady_steps']} exceeds steps {steps}",
+                     SUMMARY, "summary.steady_steps")
+    for key in (("stalls", "steps"), ("stalls", "outlier_steps"), ("epoch_start", "steps")):
+        index = summary[key[0]].get(key[1]) or []
+        if index and max(index) >= steps:
+            raise _error(path, f"holds step index {max(index)}, past the {steps} steps",
+                         SUMMARY, "summary." + ".".join(key))
+    return summary
+
+
+_VALIDATOR = None
+
+
+def schema() -> dict:
+    """The JSON Schema (Draft 2020-12) of summary.json in this format
+    version, shipped as traceml/run_schema.json."""
+    from importlib import resources
+
+    return json.loads(resources.files(__package__).joinpath("run_schema.json")
+                      .read_text(encoding="utf-8"))
+
+
+def _validator():
+    """A Draft 2020-12 validator of run_schema.json whose ``items`` checks
+    a list of plain integers (or nulls) against a bare integer schema in
+    one pass of builtins: per-step lists of a long run hold millions."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+
+        base = jsonschema.Draft202012Validator
+        plain_items = base.VALIDATORS["items"]
+
+        def items(validator, sub, instance, sch):
+            if (isinstance(instance, list) and isinstance(sub, dict)
+                    and set(sub) <= {"type", "minimum", "maximum"}
+                    and sub.get("type") in ("integer", ["integer", "null"])):
+                kinds = set(map(type, instance))
+                allowed = {int} | ({type(None)} if sub["type"] != "integer" else set())
+                if kinds <= allowed:
+                    values = (instance if type(None) not in kinds
+                              else [x for x in instance if x is not None])
+                    low, high = sub.get("minimum"), sub.get("maximum")
+                    if not values or ((low is None or min(values) >= low)
+                                      and (high is None or max(values) <= high)):
+                        return
+            yield from plain_items(validator, sub, instance, sch)
+
+        cls = jsonschema.validators.extend(base, {"items": items})
+        _VALIDATOR = cls(schema())
+    return _VALIDATOR
+
+
+def _validate(header: dict, path: str) -> None:
+    error = next(iter(_validator().iter_errors(header)), None)
+    if error is None:
+        return
+    best = _best(error)
+    key = ".".join(str(p) for p in best.absolute_path) or "(top level)"
+    raise _error(path, f"does not match the run file schema: {_short(best.message)}",
+                 SUMMARY, key)
+
+
+def _best(error):
+    import jsonschema
+
+    return jsonschema.exceptions.best_match([error])
+
+
+def _short(message: str, limit: int = 200) -> str:
+    return message if len(message) <= limit else message[:limit] + "..."
+
+
+def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str) -> None:
+    """Put one .npy member into ``steps[field]``, after checking its
+    header (a plain integer dtype, no object or structured dtype, shape
+    (len(steps),)), its length and its range; no cast before that."""
+    target = steps.dtype[field]
+    buf = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(buf)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(buf)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(buf)
+        else:
+            raise ValueError(f"npy format version {version} is not read here")
+    except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError, ...
+        raise _error(path, f"damaged array header ({type(exc).__name__}: {exc})",
+                     member) from exc
+    if dtype.hasobject:
+        raise _error(path, "holds Python objects (a pickle); refused", member)
+    if dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "iu":
+        raise _error(path, f"has dtype {dtype.str!r}; expected a plain integer dtype "
+                           f"like {target.str!r}", member)
+    count = len(steps)
+    if shape != (count,):
+        raise _error(path, f"has shape {shape}, expected ({count},) (the summary's steps)",
+                     member)
+    offset = buf.tell()
+    if len(raw) - offset != count * dtype.itemsize:
+        raise _error(path, f"holds {len(raw) - offset} data bytes, expected "
+                           f"{count * dtype.itemsize}", member)
+    arr = np.frombuffer(raw, dtype, count, offset)
+    if field.endswith("_ns"):
+        low, high = 0, MAX_TIMESTAMP_NS
+    elif field == "epoch":
+        low, high = 0, int(np.iinfo(target).max)
+    else:
+        low, high = int(np.iinfo(target).min), int(np.iinfo(target).max)
+    if count:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < low or hi > high:
+            raise _error(path, f"holds values from {lo} to {hi}, outside [{low}, {high}]",
+                         member)
+    steps[field] = arr
 
 
 # Maps keyed by worker id (int in memory; JSON object keys are strings).
