@@ -301,11 +301,18 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
                 members = _members(z, path, *limits)
                 summary = _summary(_member_bytes(z, members[SUMMARY], path), path)
                 count = summary["steps"]
-                steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
-                for field in steps.dtype.names:
+                record = _core.RECORD_DTYPE
+                for field in record.names:
                     name = f"{field}.npy"
                     if name not in members:
                         raise _error(path, f"run file lacks the {field!r} array")
+                    # Before allocating for the count: each array must hold it.
+                    if members[name].file_size < count * record[field].itemsize:
+                        raise _error(path, f"too small for the summary's {count} steps "
+                                           f"({members[name].file_size} bytes)", name)
+                steps = np.zeros(count, dtype=record)
+                for field in record.names:
+                    name = f"{field}.npy"
                     _fill(steps, field, _member_bytes(z, members[name], path), path, name)
         except RunFileError:
             raise
@@ -532,8 +539,9 @@ def _short(message: str, limit: int = 200) -> str:
 
 def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str) -> None:
     """Put one .npy member into ``steps[field]``, after checking its
-    header (a plain integer dtype, no object or structured dtype, shape
-    (len(steps),)), its length and its range; no cast before that."""
+    header (an integer dtype of the field's size, either byte order; no
+    object, float or structured dtype; shape (len(steps),)), its length
+    and its range; no cast before that."""
     target = steps.dtype[field]
     buf = io.BytesIO(raw)
     try:
@@ -549,9 +557,10 @@ def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str) -> 
                      member) from exc
     if dtype.hasobject:
         raise _error(path, "holds Python objects (a pickle); refused", member)
-    if dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "iu":
-        raise _error(path, f"has dtype {dtype.str!r}; expected a plain integer dtype "
-                           f"like {target.str!r}", member)
+    if (dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "iu"
+            or dtype.itemsize != target.itemsize):
+        raise _error(path, f"has dtype {dtype.str!r}; expected an integer dtype of "
+                           f"{target.itemsize} bytes like {target.str!r}", member)
     count = len(steps)
     if shape != (count,):
         raise _error(path, f"has shape {shape}, expected ({count},) (the summary's steps)",
