@@ -5,11 +5,16 @@ drawing is delegated to :mod:`traceml.render` and :mod:`traceml.plot`.
 A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
 
 * ``summary.json`` — UTF-8 JSON ``{"format": "traceml-run",
-  "format_version": 1, "summary": <Report.to_dict()>}``;
+  "format_version": 1, "summary": <Report.to_dict()>}``, described by the
+  JSON Schema ``traceml/run_schema.json`` (:func:`schema`);
 * ``begin_ns.npy``, ``fetch_done_ns.npy``, ``end_ns.npy`` (int64,
   ``clock_ns()`` timestamps), ``epoch.npy`` (int32), ``source.npy`` and
   ``flags.npy`` (uint16) — the per-step arrays of ``Report.steps``, in NumPy's
   ``.npy`` format, all of length ``summary["steps"]``.
+
+``Report.save`` stores every member uncompressed; ``Report.load`` reads
+stored or deflated members, within the limits and checks it documents,
+and raises :class:`RunFileError` on anything else.
 
 Read without traceml::
 
@@ -235,13 +240,16 @@ def _write(summary: dict, steps: np.ndarray, path: str) -> str:
 MAX_BYTES = 4 * 2**30         # all members read, uncompressed
 MAX_MEMBER_BYTES = 2**30      # any one member, uncompressed
 # Deflate cannot exceed 1032:1; the runs Report.save writes are stored
-# (1:1) and summaries deflated by older versions compress about 5-20:1.
-# Checked on members above RATIO_FREE_BYTES only, so that small members
-# (a deflated summary of a short run) never trip it.
+# (1:1), and the summaries older versions deflated compressed about 3:1
+# (2.6-3.4 over the diagnostic corpus).  Checked on members above
+# RATIO_FREE_BYTES only, so that small members never trip it; an old
+# long run whose summary holds long lists of nulls may need max_ratio
+# raised (the error says so).
 MAX_RATIO = 100
 RATIO_FREE_BYTES = 2**20
-# summary.json nests 5 deep; deeper is refused before json.loads (which
-# raises RecursionError near 1000, and copy.deepcopy far earlier).
+# summary.json nests 5 deep (the header included); deeper is refused
+# before json.loads (which raises RecursionError near 1000 levels, and
+# Report.to_dict()'s copy.deepcopy near 300).
 MAX_JSON_DEPTH = 32
 # Timestamps are CLOCK_MONOTONIC ns (non-negative); at most 2**62 so that
 # the difference of any two stays inside int64.
@@ -343,7 +351,7 @@ def _open_regular(path: str):
                     else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
             raise _error(path, f"not a readable traceml run file ({kind}, not a "
                                "regular file)")
-        if hasattr(os, "set_blocking"):
+        if hasattr(os, "O_NONBLOCK"):  # back to blocking reads, as for any file
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
