@@ -249,7 +249,7 @@ MAX_RATIO = 100
 RATIO_FREE_BYTES = 2**20
 # summary.json nests 5 deep (the header included); deeper is refused
 # before json.loads (which raises RecursionError near 1000 levels, and
-# Report.to_dict()'s copy.deepcopy near 300).
+# Report.to_dict()'s copy.deepcopy between 400 and 500 here).
 MAX_JSON_DEPTH = 32
 # Timestamps are CLOCK_MONOTONIC ns (non-negative); at most 2**62 so that
 # the difference of any two stays inside int64.
