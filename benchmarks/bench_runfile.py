@@ -14,8 +14,9 @@ saved and loaded, in two shapes:
 Beside each, in the same process and interleaved round by round, the
 floor, one pass over the same bytes with no zip, no checks:
 
-* save floor: ``np.lib.format.write_array`` of each field of the steps
-  into one plain file, plus ``json.dumps`` of the summary and its write;
+* save floor: each field of the steps copied contiguous and written with
+  its ``.npy`` header into one plain file, plus ``json.dumps`` of the
+  summary and its write;
 * load floor: one ``read()`` of that file, a fresh ``np.empty`` steps
   array filled from ``np.frombuffer`` views, plus ``json.loads`` of the
   summary.
@@ -85,7 +86,13 @@ def make_report(n: int, loader: bool):
 def floor_save(rep, path: str) -> None:
     with open(path, "wb") as f:
         for field in rep.steps.dtype.names:
-            np.lib.format.write_array(f, rep.steps[field], allow_pickle=False)
+            # A contiguous copy, then one write: write_array would hand the
+            # strided field to ndarray.tofile(), which writes it element by
+            # element.
+            column = np.ascontiguousarray(rep.steps[field])
+            np.lib.format.write_array_header_1_0(
+                f, np.lib.format.header_data_from_array_1_0(column))
+            f.write(column.data)
         f.write(json.dumps(rep.summary, separators=(",", ":")).encode())
 
 
@@ -96,7 +103,7 @@ def floor_load(rep, path: str) -> None:
     steps = np.empty(n, dtype=_core.RECORD_DTYPE)
     offset = 0
     for field in steps.dtype.names:
-        offset += 128  # the .npy header write_array puts before each column
+        offset += 128  # the .npy header before each column
         dtype = steps.dtype[field]
         steps[field] = np.frombuffer(raw, dtype, n, offset)
         offset += n * dtype.itemsize

@@ -492,12 +492,36 @@ def test_json_depth_counts_brackets_outside_strings():
 
     for text, depth in (('{"a": [1, {"b": []}]}', 4), ('"[[[["', 0),
                         ('["\\"[[", []]', 2), ('["\\\\", [[]]]', 3), ("", 0),
-                        ('{"a": "}}}]]]"}', 1)):
+                        ('{"a": "}}}]]]"}', 1), ('["\\\\\\"[", [[]]]', 3),
+                        ('[[["\\\\\\\\"]]]', 3), ("[1, 2]", 1), ("3", 0)):
         assert _json_depth(text.encode()) == depth, text
-        # The same in pieces of 3 bytes: state carries across pieces.
-        assert _json_depth(text.encode(), piece=3) == depth, text
-    deep = json.dumps(json.loads(_deep(30)))
-    assert _json_depth(deep.encode(), piece=7) == 30
+    assert _json_depth(_deep(30)) == 30
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_json_depth_agrees_with_the_parser(seed):
+    """On random nested JSON with strings full of brackets, quotes and
+    backslashes, the depth is that of the parsed object."""
+    from traceml.result import _json_depth
+
+    rng = np.random.default_rng(seed)
+
+    def make(d):
+        if d == 0 or rng.random() < 0.3:
+            return "".join(rng.choice(list('[]{}"\\ab'), size=int(rng.integers(0, 6))))
+        kids = [make(d - 1) for _ in range(int(rng.integers(0, 3)))]
+        return kids if rng.random() < 0.5 else {str(i): k for i, k in enumerate(kids)}
+
+    def depth(o):
+        if isinstance(o, list):
+            return 1 + max((depth(x) for x in o), default=0)
+        if isinstance(o, dict):
+            return 1 + max((depth(x) for x in o.values()), default=0)
+        return 0
+
+    for _ in range(50):
+        obj = make(6)
+        assert _json_depth(json.dumps(obj).encode()) == depth(obj)
 
 
 # --- mutation: hypothesis --------------------------------------------------------------

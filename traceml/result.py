@@ -410,35 +410,36 @@ def _member_bytes(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> bytes
     return data
 
 
-def _json_depth(raw: bytes, piece: int = 16 * 2**20) -> int:
-    """The deepest nesting of [ and { outside strings in JSON text, found
-    with NumPy in pieces of about ``piece`` bytes (each ends on a byte
-    other than a backslash, so no escape spans two), so that deep text
-    never reaches the parser."""
-    depth = top = 0
-    in_string = False
-    start = 0
-    while start < len(raw):
-        end = min(start + piece, len(raw))
-        while end < len(raw) and raw[end - 1] == 0x5C:
-            end += 1
-        b = np.frombuffer(raw, np.uint8, end - start, start)
-        start = end
-        # A quote preceded by an odd run of backslashes is escaped.
-        idx = np.arange(len(b))
-        last_plain = np.maximum.accumulate(np.where(b == 0x5C, -1, idx))
-        q = np.flatnonzero(b == 0x22)
-        run = q - 1 - np.where(q > 0, last_plain[np.maximum(q - 1, 0)], -1)
-        real = q[run % 2 == 0]
-        toggle = np.zeros(len(b), np.int64)
-        toggle[real] = 1
-        inside = ((np.cumsum(toggle) - toggle) & 1).astype(bool) ^ in_string
-        level = depth + np.cumsum(((b == 0x5B) | (b == 0x7B)) & ~inside, dtype=np.int64) \
-            - np.cumsum(((b == 0x5D) | (b == 0x7D)) & ~inside, dtype=np.int64)
-        top = max(top, int(level.max()))
-        depth = int(level[-1])
-        in_string ^= bool(len(real) % 2)
-    return top
+# JSON bytes that open (+1) and close (-1) a level.
+_LEVEL = np.zeros(256, np.int8)
+_LEVEL[[ord("["), ord("{")]] = 1
+_LEVEL[[ord("]"), ord("}")]] = -1
+
+
+def _json_depth(raw: bytes) -> int:
+    """The deepest nesting of [ and { outside strings in JSON text, so that
+    deep text never reaches the parser.  NumPy passes over the bytes find
+    the brackets and the quotes; a quote counts unless an odd run of
+    backslashes precedes it; a bracket is inside a string when an odd
+    number of counted quotes precede it.  Costs a few passes over the text
+    however many brackets and quotes it holds."""
+    b = np.frombuffer(raw, np.uint8)
+    level = _LEVEL[b]
+    brackets = np.flatnonzero(level)
+    if not len(brackets):
+        return 0
+    quotes = np.flatnonzero(b == 0x22)
+    escaped = quotes[(quotes > 0) & (b[np.maximum(quotes - 1, 0)] == 0x5C)]
+    if len(escaped):
+        # Runs of backslashes: each quote's run ends just before it.
+        back = np.flatnonzero(b == 0x5C)
+        run_start = np.r_[True, np.diff(back) != 1]
+        first = back[np.maximum.accumulate(np.where(run_start, np.arange(len(back)), 0))]
+        at = np.searchsorted(back, escaped - 1)
+        odd = (escaped - first[at]) % 2 == 1
+        quotes = np.setdiff1d(quotes, escaped[odd], assume_unique=True)
+    outside = np.searchsorted(quotes, brackets) % 2 == 0
+    return max(0, int(np.cumsum(level[brackets[outside]], dtype=np.int64).max(initial=0)))
 
 
 def _finite_float(text: str) -> float:
