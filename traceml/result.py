@@ -453,14 +453,18 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+# One decoder for every load (json.loads with hooks builds a decoder and
+# its C scanner per call).
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+
+
 def _summary(raw: bytes, path: str) -> dict:
     """The summary dict of summary.json, validated against the schema."""
     depth = _json_depth(raw)
     if depth > MAX_JSON_DEPTH:
         raise _error(path, f"nested {depth} deep, more than {MAX_JSON_DEPTH}", SUMMARY)
     try:
-        header = json.loads(raw.decode("utf-8"), parse_float=_finite_float,
-                            parse_constant=_no_constant)
+        header = _DECODER.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _error(path, f"not valid JSON ({exc})", SUMMARY) from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -522,8 +526,28 @@ def _validator():
             yield from plain_items(validator, sub, instance, sch)
 
         cls = jsonschema.validators.extend(base, {"items": items})
-        _VALIDATOR = cls(schema())
+        _VALIDATOR = cls(_inlined(schema()))
     return _VALIDATOR
+
+
+def _inlined(sch: dict) -> dict:
+    """The schema with each local ``{"$ref": "#/$defs/NAME"}`` replaced by
+    that definition (run_schema.json has no recursive ones): validation
+    then never goes through the reference resolver, whose lookups cost
+    time and kept growing caches over thousands of loads."""
+    defs = sch.get("$defs", {})
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+                return walk(defs[ref[len("#/$defs/"):]])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return {k: walk(v) for k, v in sch.items() if k != "$defs"}
 
 
 def _validate(header: dict, path: str) -> None:
