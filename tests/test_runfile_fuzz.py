@@ -606,3 +606,12 @@ def test_retyped_keys_also_plot(tmp_path, reports):
                 except RunFileError:
                     continue
                 back.plot()
+
+
+def test_validator_schema_has_every_reference_inlined():
+    """The validator runs without the reference resolver: every $ref of
+    run_schema.json is a bare local one that _inlined replaces."""
+    from traceml.result import _inlined
+
+    assert '"$ref"' in json.dumps(schema())
+    assert '"$ref"' not in json.dumps(_inlined(schema()))
