@@ -36,7 +36,7 @@ def test_file_is_readable_without_traceml(run, tmp_path):
     path = run.save(tmp_path / "a.traceml")
     with zipfile.ZipFile(path) as z:
         header = json.loads(z.read("summary.json"))
-    assert header["format"] == "traceml-run" and header["format_version"] == 1
+    assert header["format"] == "traceml-run" and header["format_version"] == 2
     assert header["summary"]["stalls"]["count"] == run["stalls"]["count"]
     arrays = np.load(path)
     np.testing.assert_array_equal(arrays["begin_ns"], run.steps["begin_ns"])

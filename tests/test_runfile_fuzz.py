@@ -69,8 +69,8 @@ def _npy(arr, allow_pickle=False) -> bytes:
 
 
 def _header(summary: dict, **over) -> bytes:
-    return json.dumps({"format": "traceml-run", "format_version": 1, "summary": summary,
-                       **over}).encode()
+    return json.dumps({"format": "traceml-run", "format_version": traceml.io.FORMAT_VERSION,
+                       "summary": summary, **over}).encode()
 
 
 def exercise(rep, base) -> None:
@@ -104,8 +104,11 @@ def test_every_corpus_report_matches_the_schema(tmp_path):
 
 
 def test_schema_is_versioned_with_the_format():
+    from traceml.result import READS_VERSIONS
+
     s = schema()
-    assert s["properties"]["format_version"] == {"const": traceml.io.FORMAT_VERSION}
+    assert s["properties"]["format_version"]["enum"] == list(READS_VERSIONS)
+    assert traceml.io.FORMAT_VERSION == max(READS_VERSIONS)
     assert s["properties"]["format"] == {"const": traceml.io.FORMAT}
     from traceml import policy
 
@@ -333,6 +336,7 @@ def crafted(good, tmp):
         "short": np.zeros(n - 1, dtype=np.int64),
         "int32": np.zeros(n, dtype=np.int32),
         "pickled": np.array([{"run": "code"}] * n, dtype=object),
+        "big-endian-huge": np.full(n, 2**63 - 1, dtype=">i8"),
     }
     for tag, arr in bad_arrays.items():
         add(f"array-{tag}", _replace(good, tmp, f"arr-{tag}.traceml",
@@ -373,10 +377,17 @@ def crafted(good, tmp):
                                   summary__json=b'{"format": "\xff"}'), "summary.json")
     add("json-list", _replace(good, tmp, "list.traceml", summary__json=b"[1, 2]"),
         "not a traceml run file")
-    for v in (0, 2, "1"):
+    for v in (0, 3, "2", True, None):
         add(f"version-{v}", _replace(good, tmp, f"v{v}.traceml",
                                      summary__json=_header(summary, format_version=v)),
-            "written by format version", "this traceml reads 1")
+            "written by format version", "this traceml reads 1 and 2")
+    # Format 2's delivery arrays: a float, a 2-D, a short one, values below -1.
+    for tag, arr in (("float", np.zeros(n)), ("2d", np.zeros((n, 1), np.int64)),
+                     ("short", np.zeros(n - 1, np.int64)),
+                     ("below", np.full(n, -2, np.int64)),
+                     ("uint64", np.full(n, 2**64 - 1, np.uint64))):
+        add(f"delivery-{tag}", _replace(good, tmp, f"dlv-{tag}.traceml",
+                                        delivery_ranks__npy=_npy(arr)), "delivery_ranks.npy")
     add("no-summary", _replace(good, tmp, "nosum.traceml", summary__json=None),
         "no summary.json")
     # Paths that are not run files.
@@ -485,6 +496,46 @@ def test_arrays_of_other_byte_order_and_signedness_load(tmp_path, good_file, rep
     members["begin_ns.npy"] = _npy(rep.steps["begin_ns"].astype(">i8"))
     members["end_ns.npy"] = _npy(rep.steps["end_ns"].astype("<u8"))
     assert traceml.load(_zip(tmp_path / "order.traceml", members)) == rep
+
+
+def _write_format_1(rep, path):
+    """A run file as traceml wrote format 1 (up to db9e29d): deflated
+    members, summary.json indented, the delivery lists inside it."""
+    header = {"format": "traceml-run", "format_version": 1, "summary": rep.to_dict()}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("summary.json", json.dumps(header, indent=1))
+        for field in rep.steps.dtype.names:
+            z.writestr(f"{field}.npy", _npy(np.ascontiguousarray(rep.steps[field])))
+    return path
+
+
+def test_format_1_files_still_load(tmp_path, reports):
+    for rep in reports:
+        assert traceml.load(_write_format_1(rep, tmp_path / "v1.traceml")) == rep
+
+
+def test_delivery_lists_travel_as_arrays(tmp_path, reports):
+    """Format 2 keeps the per-step delivery lists out of summary.json, in
+    int64 members (-1 for None), and load gives the lists back."""
+    rep = traceml.Report(reports[0].to_dict(), reports[0].steps)
+    d = rep["delivery"]
+    d["ranks"][3] = d["workers"][5] = None  # unknown, as a reset() mid-epoch leaves
+    assert len(d["ranks"]) == rep["steps"]
+    path = rep.save(tmp_path / "d.traceml")
+    with zipfile.ZipFile(path) as z:
+        header = json.loads(z.read("summary.json"))
+    assert "ranks" not in header["summary"]["delivery"]
+    assert header["summary"]["delivery"]["known"] == d["known"]
+    with np.load(path) as arrays:
+        want = [-1 if r is None else r for r in d["ranks"]]
+        np.testing.assert_array_equal(arrays["delivery_ranks"], want)
+        assert arrays["delivery_workers"].dtype == np.int64
+    back = traceml.load(path)
+    assert back["delivery"] == d and back == rep
+    # A summary whose lists are not one int or None per step keeps them.
+    odd = traceml.Report(rep.to_dict(), rep.steps)
+    odd.summary["delivery"]["ranks"] = d["ranks"][:-1]
+    assert traceml.load(odd.save(tmp_path / "odd.traceml")) == odd
 
 
 def test_json_depth_counts_brackets_outside_strings():

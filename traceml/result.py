@@ -12,9 +12,15 @@ A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
   ``flags.npy`` (uint16) — the per-step arrays of ``Report.steps``, in NumPy's
   ``.npy`` format, all of length ``summary["steps"]``.
 
-``Report.save`` stores every member uncompressed; ``Report.load`` reads
-stored or deflated members, within the limits and checks it documents,
-and raises :class:`RunFileError` on anything else.
+* ``delivery_ranks.npy``, ``delivery_workers.npy`` (int64, -1 for None;
+  format 2) — ``summary["delivery"]["ranks"]`` and ``["workers"]``, one
+  per step, taken out of ``summary.json`` (JSON of a long run's per-step
+  lists cost seconds) and put back into the summary by ``Report.load``.
+
+``Report.save`` writes format 2 and stores every member uncompressed;
+``Report.load`` reads formats 1 (the delivery lists inside
+``summary.json``) and 2, stored or deflated members, within the limits and
+checks it documents, and raises :class:`RunFileError` on anything else.
 
 Read without traceml::
 
@@ -40,7 +46,13 @@ import numpy as np
 from . import _core
 
 FORMAT = "traceml-run"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# The versions Report.load reads: 1 kept the per-step delivery lists in
+# summary.json.
+READS_VERSIONS = (1, 2)
+# Per-step lists of summary["delivery"] stored as int64 .npy members from
+# format 2 (None as -1): (key, member).
+DELIVERY_ARRAYS = (("ranks", "delivery_ranks.npy"), ("workers", "delivery_workers.npy"))
 
 
 class Report:
@@ -208,6 +220,7 @@ def _write(summary: dict, steps: np.ndarray, path: str) -> str:
     10M steps, and stored members make the reader's ratio check trivial.
     Each array goes from its strided field of ``steps`` into the zip stream
     in 16 MiB pieces (``np.lib.format.write_array``), with no whole copy."""
+    summary, delivery = _split_delivery(summary, len(steps))
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "summary": summary}
     try:
         text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -225,11 +238,61 @@ def _write(summary: dict, steps: np.ndarray, path: str) -> str:
                 info.file_size = column.nbytes + 128
                 with z.open(info, "w") as out:
                     np.lib.format.write_array(out, column, allow_pickle=False)
+            for member, column in delivery.items():
+                with z.open(member, "w", force_zip64=column.nbytes > 2**30) as out:
+                    np.lib.format.write_array(out, column, allow_pickle=False)
     except OSError as exc:
         # Same errno, so the same subclass (IsADirectoryError, ...).
         raise OSError(exc.errno, f"Report.save(): cannot write {path!r}: "
                                  f"{exc.strerror or exc}") from exc
     return path
+
+
+def _split_delivery(summary: dict, count: int) -> tuple[dict, dict]:
+    """(the summary without the per-step delivery lists, {member: int64
+    array}).  Lists that are not one int or None per step stay in the
+    summary (hand-made summaries)."""
+    dlv = summary.get("delivery")
+    if not isinstance(dlv, dict):
+        return summary, {}
+    arrays = {}
+    for key, member in DELIVERY_ARRAYS:
+        values = dlv.get(key)
+        if values is None or len(values) != count:
+            continue
+        try:
+            arr = np.array(values, dtype=np.int64)  # no None: the fast path
+        except (TypeError, ValueError, OverflowError):
+            try:
+                as_float = np.array(values, dtype=np.float64)  # None -> NaN
+            except (TypeError, ValueError):
+                continue
+            known = ~np.isnan(as_float)
+            if (as_float[known] != np.round(as_float[known])).any():
+                continue
+            arr = np.where(known, np.nan_to_num(as_float), -1).astype(np.int64)
+        if arr.ndim != 1 or (arr < -1).any():
+            continue
+        arrays[member] = arr
+    if not arrays:
+        return summary, {}
+    keys = {k for k, m in DELIVERY_ARRAYS if m in arrays}
+    summary = dict(summary, delivery={k: v for k, v in dlv.items() if k not in keys})
+    return summary, arrays
+
+
+def _join_delivery(summary: dict, arrays: dict) -> None:
+    """Put the delivery arrays back into the summary as lists (None for -1)."""
+    for key, member in DELIVERY_ARRAYS:
+        arr = arrays.get(member)
+        if arr is None:
+            continue
+        if arr.min(initial=0) >= 0:
+            summary["delivery"][key] = arr.tolist()
+        else:
+            values = arr.astype(object)
+            values[arr < 0] = None
+            summary["delivery"][key] = values.tolist()
 
 
 # --- reading: limits, errors ------------------------------------------------------------
@@ -307,7 +370,7 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
         try:
             with zipfile.ZipFile(fh) as z:
                 members = _members(z, path, *limits)
-                summary = _summary(_member_bytes(z, members[SUMMARY], path), path)
+                summary, version = _summary(_member_bytes(z, members[SUMMARY], path), path)
                 count = summary["steps"]
                 record = _core.RECORD_DTYPE
                 for field in record.names:
@@ -322,11 +385,18 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
                 for field in record.names:
                     name = f"{field}.npy"
                     _fill(steps, field, _member_bytes(z, members[name], path), path, name)
+                delivery = {}
+                if version >= 2 and summary.get("delivery"):
+                    for key, name in DELIVERY_ARRAYS:
+                        if name in members and key not in summary["delivery"]:
+                            delivery[name] = _delivery_array(
+                                _member_bytes(z, members[name], path), count, path, name)
         except RunFileError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the zip layer raises on bad input
             raise _error(path, f"not a readable traceml run file "
                                f"({type(exc).__name__}: {exc})") from exc
+    _join_delivery(summary, delivery)
     _worker_id_keys(summary)
     return summary, steps
 
@@ -364,7 +434,8 @@ def _members(z: zipfile.ZipFile, path: str, max_bytes: int, max_member_bytes: in
     """The ZipInfo of each member traceml reads, checked from the zip's
     central directory before anything is decompressed.  Other members
     (unknown names, path traversal, directories) are ignored unread."""
-    wanted = {SUMMARY, *(f"{f}.npy" for f in _core.RECORD_DTYPE.names)}
+    wanted = {SUMMARY, *(f"{f}.npy" for f in _core.RECORD_DTYPE.names),
+              *(m for _, m in DELIVERY_ARRAYS)}
     found = {i.filename: i for i in z.infolist() if i.filename in wanted}
     if SUMMARY not in found:
         raise _error(path, "not a traceml run file (no summary.json inside)")
@@ -458,8 +529,9 @@ def _no_constant(name: str):
 _DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
 
 
-def _summary(raw: bytes, path: str) -> dict:
-    """The summary dict of summary.json, validated against the schema."""
+def _summary(raw: bytes, path: str) -> tuple[dict, int]:
+    """(the summary dict of summary.json, validated against the schema, and
+    the format version it was written in)."""
     depth = _json_depth(raw)
     if depth > MAX_JSON_DEPTH:
         raise _error(path, f"nested {depth} deep, more than {MAX_JSON_DEPTH}", SUMMARY)
@@ -470,9 +542,10 @@ def _summary(raw: bytes, path: str) -> dict:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise _error(path, f"not a traceml run file (format is not {FORMAT!r})", SUMMARY)
     version = header.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in READS_VERSIONS:
+        reads = " and ".join(str(v) for v in READS_VERSIONS)
         raise _error(path, f"written by format version {version!r}, this traceml reads "
-                           f"{FORMAT_VERSION}", SUMMARY, "format_version")
+                           f"{reads}", SUMMARY, "format_version")
     _validate(header, path)
     summary = header["summary"]
     steps = summary["steps"]
@@ -484,7 +557,7 @@ def _summary(raw: bytes, path: str) -> dict:
         if index and max(index) >= steps:
             raise _error(path, f"holds step index {max(index)}, past the {steps} steps",
                          SUMMARY, "summary." + ".".join(key))
-    return summary
+    return summary, version
 
 
 _VALIDATOR = None
@@ -570,7 +643,16 @@ def _short(message: str, limit: int = 200) -> str:
     return message if len(message) <= limit else message[:limit] + "..."
 
 
-def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str) -> None:
+def _delivery_array(raw: bytes, count: int, path: str, member: str) -> np.ndarray:
+    """A format-2 delivery member: int64-sized integers, shape (count,),
+    each -1 (None) or more."""
+    column = np.zeros(count, dtype=[("v", np.int64)])
+    _fill(column, "v", raw, path, member, low=-1)
+    return column["v"]
+
+
+def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str,
+          low: Optional[int] = None) -> None:
     """Put one .npy member into ``steps[field]``, after checking its
     header (an integer dtype of the field's size, either byte order; no
     object, float or structured dtype; shape (len(steps),)), its length
@@ -603,7 +685,9 @@ def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str) -> 
         raise _error(path, f"holds {len(raw) - offset} data bytes, expected "
                            f"{count * dtype.itemsize}", member)
     arr = np.frombuffer(raw, dtype, count, offset)
-    if field.endswith("_ns"):
+    if low is not None:
+        high = int(np.iinfo(target).max)
+    elif field.endswith("_ns"):
         low, high = 0, MAX_TIMESTAMP_NS
     elif field == "epoch":
         low, high = 0, int(np.iinfo(target).max)
