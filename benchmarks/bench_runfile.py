@@ -16,7 +16,8 @@ floor, one pass over the same bytes with no zip, no checks:
 
 * save floor: each field of the steps copied contiguous and written with
   its ``.npy`` header into one plain file, plus ``json.dumps`` of the
-  summary and its write;
+  whole summary (a DataLoader run's delivery lists included, as format 1
+  held them) and its write;
 * load floor: one ``read()`` of that file, a fresh ``np.empty`` steps
   array filled from ``np.frombuffer`` views, plus ``json.loads`` of the
   summary.
