@@ -532,6 +532,15 @@ def test_delivery_lists_travel_as_arrays(tmp_path, reports):
         assert arrays["delivery_workers"].dtype == np.int64
     back = traceml.load(path)
     assert back["delivery"] == d and back == rep
+    # Workers all unknown (num_workers=0), and lists that are not whole
+    # numbers, which stay in the JSON for the schema to judge.
+    none = traceml.Report(rep.to_dict(), rep.steps)
+    none.summary["delivery"]["workers"] = [None] * rep["steps"]
+    assert traceml.load(none.save(tmp_path / "none.traceml")) == none
+    floats = traceml.Report(rep.to_dict(), rep.steps)
+    floats.summary["delivery"]["ranks"] = [None, 1.5] * (rep["steps"] // 2)
+    with pytest.raises(RunFileError, match="summary.delivery.ranks"):
+        traceml.load(floats.save(tmp_path / "floats.traceml"))
     # A summary whose lists are not one int or None per step keeps them.
     odd = traceml.Report(rep.to_dict(), rep.steps)
     odd.summary["delivery"]["ranks"] = d["ranks"][:-1]

@@ -260,15 +260,25 @@ def _split_delivery(summary: dict, count: int) -> tuple[dict, dict]:
         values = dlv.get(key)
         if values is None or len(values) != count:
             continue
+        if isinstance(values, list) and values.count(None) == count:
+            arrays[member] = np.full(count, -1, np.int64)  # workers of num_workers=0
+            continue
         try:
-            arr = np.array(values, dtype=np.int64)  # no None: the fast path
+            arr = np.array(values)  # ints alone: int64, the fast path
         except (TypeError, ValueError, OverflowError):
+            continue
+        if arr.dtype != np.int64:
+            # None among ints (an object array): through float64, None as
+            # NaN; anything but whole numbers up to 2**53 stays in the JSON.
+            if arr.dtype != object:
+                continue
             try:
-                as_float = np.array(values, dtype=np.float64)  # None -> NaN
+                as_float = np.array(values, dtype=np.float64)
             except (TypeError, ValueError):
                 continue
             known = ~np.isnan(as_float)
-            if (as_float[known] != np.round(as_float[known])).any():
+            whole = as_float[known]
+            if np.abs(whole).max(initial=0) > 2**53 or (whole != np.floor(whole)).any():
                 continue
             arr = np.where(known, np.nan_to_num(as_float), -1).astype(np.int64)
         if arr.ndim != 1 or (arr < -1).any():
@@ -289,6 +299,8 @@ def _join_delivery(summary: dict, arrays: dict) -> None:
             continue
         if arr.min(initial=0) >= 0:
             summary["delivery"][key] = arr.tolist()
+        elif arr.max(initial=-1) < 0:
+            summary["delivery"][key] = [None] * len(arr)
         else:
             values = arr.astype(object)
             values[arr < 0] = None
