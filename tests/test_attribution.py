@@ -331,9 +331,15 @@ def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):
     r = build(records(np.full(12, MS), np.full(12, MS)), INFO, 65000, None)
     r.summary["attribution"] = {"label": policy.ONE_WORKER, "worker": 2,
                                 "stall_workers": {2: 7, 10: 1}, "known": 8}
+    # With the keys the text report reads, so that the run file's schema
+    # admits it (traceml/run_schema.json).
     r.summary["workers"] = {"cpu_ticks_by_worker": {0: 40, 2: 210},
-                            "awaited": {"workers": {2: 7}}}
+                            "awaited": {"workers": {2: 7}},
+                            "pid_changes": [], "pids_by_epoch": [], "exited": [],
+                            "sampler": {"samples": 0, "cpu_share": None, "period_s": None,
+                                        "enabled": False}}
     loaded = traceml.load(r.save(tmp_path / "w.traceml"))
+    assert str(loaded) == str(r)
     assert loaded["attribution"]["stall_workers"] == {2: 7, 10: 1}
     assert loaded["workers"]["cpu_ticks_by_worker"] == {0: 40, 2: 210}
     assert loaded["workers"]["awaited"]["workers"] == {2: 7}

@@ -36,7 +36,7 @@ def test_file_is_readable_without_traceml(run, tmp_path):
     path = run.save(tmp_path / "a.traceml")
     with zipfile.ZipFile(path) as z:
         header = json.loads(z.read("summary.json"))
-    assert header["format"] == "traceml-run" and header["format_version"] == 1
+    assert header["format"] == "traceml-run" and header["format_version"] == 2
     assert header["summary"]["stalls"]["count"] == run["stalls"]["count"]
     arrays = np.load(path)
     np.testing.assert_array_equal(arrays["begin_ns"], run.steps["begin_ns"])
@@ -123,3 +123,96 @@ def test_plot_without_matplotlib_says_how_to_get_it(run, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match=r"pip install matplotlib .*\[plot\] extra"):
         run.plot()
+
+
+def _steady(wait_ms, n=60, compute_ms=10.0, seed=0):
+    """A probe-shaped run: waits about ``wait_ms`` each, fixed compute."""
+    rng = np.random.default_rng(seed)
+    wait = (wait_ms * 1e6 * rng.uniform(0.9, 1.1, n)).astype(np.int64)
+    return build(records(wait, np.full(n, int(compute_ms * 1e6))), INFO, SYNTHETIC, None)
+
+
+@pytest.fixture
+def fast_slow(tmp_path):
+    """(fast, slow): runs whose mean wait differs 10x (a REGRESSION from
+    fast to slow, an IMPROVEMENT back)."""
+    return (_steady(0.2).save(tmp_path / "fast.traceml"),
+            _steady(2.0, seed=1).save(tmp_path / "slow.traceml"))
+
+
+def _main(*args) -> int:
+    from traceml.__main__ import main
+
+    return main([str(a) for a in args])
+
+
+def test_cli_fail_on_regression_is_a_ci_gate(fast_slow, capsys):
+    fast, slow = fast_slow
+    assert traceml.compare(fast, slow).rows[1]["verdict"] == "REGRESSION"
+    assert _main("compare", fast, slow, "--fail-on", "regression") == 1
+    assert "slow.traceml: REGRESSION" in capsys.readouterr().out  # the table comes first
+    # Without the gate, or for other verdicts, the same comparison exits 0.
+    assert _main("compare", fast, slow) == 0
+    assert _main("compare", fast, slow, "--fail-on", "mixed") == 0
+    assert _main("compare", slow, fast, "--fail-on", "regression") == 0
+    assert _main("compare", fast, fast, "--fail-on", "regression") == 0
+    assert _main("compare", fast, fast, slow, "--fail-on", "mixed",
+                 "--fail-on", "regression") == 1
+
+
+@pytest.mark.slow
+def test_cli_fail_on_exit_status_end_to_end(fast_slow):
+    fast, slow = fast_slow
+    out = _cli("compare", fast, slow, "--fail-on", "regression")
+    assert out.returncode == 1 and "slow.traceml: REGRESSION" in out.stdout, out.stderr
+    assert _cli("compare", slow, fast, "--fail-on", "regression").returncode == 0
+
+
+def test_cli_fail_on_refuses_an_unknown_verdict(fast_slow, capsys):
+    with pytest.raises(SystemExit) as info:
+        _main("compare", *fast_slow, "--fail-on", "worse")
+    assert info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_cli_unreadable_runs_print_one_line_and_exit_2(fast_slow, tmp_path, capsys):
+    fast, _ = fast_slow
+    with zipfile.ZipFile(fast) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    header = json.loads(members["summary.json"])
+    header["summary"]["stalls"] = "none"
+    members["summary.json"] = json.dumps(header).encode()
+    bad = tmp_path / "retyped.traceml"
+    with zipfile.ZipFile(bad, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    fifo = tmp_path / "pipe.traceml"
+    os.mkfifo(fifo)
+    for args, word in ((("show", bad), "retyped.traceml"),
+                       (("compare", fast, bad, "--fail-on", "regression"),
+                        "retyped.traceml"),
+                       (("show", fifo), "FIFO"),
+                       (("show", "/dev/zero"), "device"),
+                       (("show", tmp_path / "none.traceml"), "no such file")):
+        assert _main(*args) == 2, args
+        out = capsys.readouterr()
+        assert out.err.count("\n") == 1 and word in out.err, out.err
+        assert out.out == ""
+
+
+def test_load_errors_are_run_file_errors(run, tmp_path):
+    path = run.save(tmp_path / "a.traceml")
+    cut = tmp_path / "cut.traceml"
+    cut.write_bytes(open(path, "rb").read()[:100])
+    with pytest.raises(traceml.RunFileError) as info:
+        traceml.load(cut)
+    assert isinstance(info.value, ValueError) and info.value.path == str(cut)
+
+
+def test_saved_members_are_stored_and_np_load_reads_them(run, tmp_path):
+    path = run.save(tmp_path / "a.traceml")
+    with zipfile.ZipFile(path) as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+    with np.load(path) as arrays:
+        for field in run.steps.dtype.names:
+            np.testing.assert_array_equal(arrays[field], run.steps[field])
+            assert arrays[field].dtype == run.steps.dtype[field]

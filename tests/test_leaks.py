@@ -344,7 +344,11 @@ def test_reports_leak_nothing(tmp_path):
     # SciPy (the trend's Kendall and Theil-Sen, the period's binomial tail)
     # keeps caches of its own that fill up slowly: 500 kendalltau calls
     # grew its traced memory by 52 kB, saturating near 66 kB by 2000.
-    assert_no_growth(measure(scenario, exclude=("*/scipy/*",)), "reports")
+    # jsonschema (load() validates summary.json) likewise: its type checks'
+    # lookups in an rpds map kept about 60 blocks after 500 validations,
+    # then none more over 10,000.
+    assert_no_growth(measure(scenario, exclude=("*/scipy/*", "*/jsonschema/*")),
+                     "reports")
 
 
 def _reducer_inputs():

@@ -445,3 +445,16 @@ def test_timing_does_not_keep_persistent_workers_alive():
     gc.collect()
     assert timing.hooked_iterator() is None
     assert multiprocessing.active_children() == []
+
+
+def test_a_report_with_worker_timing_round_trips_through_a_run_file(tmp_path):
+    traceml.configure(sampler=True)
+    loader = DataLoader(BurnDataset(4 * 12, 0.002), batch_size=4, num_workers=2)
+    r, _ = _run(loader, 0.002)
+    assert r["production"]["available"] and r["prediction"] is not None
+    assert r["memory"] is not None
+    back = traceml.load(r.save(tmp_path / "run.traceml"))
+    assert back == r and str(back) == str(r)
+    # A hand-over diagnosis is a label the run file knows.
+    r.summary["diagnosis"] = policy.HAND_OVER
+    assert traceml.load(r.save(tmp_path / "h.traceml"))["diagnosis"] == policy.HAND_OVER

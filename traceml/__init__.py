@@ -29,6 +29,7 @@ from .io import load
 from .liveline import live
 from .recorder import Recorder, report, reset
 from .report import Report
+from .result import RunFileError
 from .sweep import SweepResult, sweep
 from .wrapping import Wrapped, configure, wrap
 
@@ -41,6 +42,7 @@ __all__ = [
     "Comparison",
     "Recorder",
     "Report",
+    "RunFileError",
     "SweepResult",
     "Wrapped",
     "abandon_step",

@@ -1,6 +1,15 @@
 """Command line: ``python -m traceml show RUN`` and
-``python -m traceml compare A B ...`` on files written by Report.save.
-Reads saved runs only; never records."""
+``python -m traceml compare A B ... [--fail-on regression]`` on files
+written by Report.save.  Reads saved runs only; never records.
+
+Exit status:
+
+* 0: done (with ``--fail-on``: no run got one of the named verdicts);
+* 1: ``--fail-on`` named a verdict that some run got against the baseline
+  (the table is printed first), or stdout was closed early (``| head``);
+* 2: a usage error, or a file that cannot be read (a
+  :class:`traceml.RunFileError`, one line on stderr naming the file).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +17,20 @@ import argparse
 import os
 import sys
 
+from . import policy
 from .compare import compare
 from .io import load as load_report
+
+# --fail-on choices: the verdicts of compare() a pipeline may refuse.
+FAIL_ON = {"regression": policy.REGRESSION, "mixed": policy.MIXED, "no-data": policy.NO_DATA}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m traceml",
         description="Show or compare traceml runs saved with Report.save(path).",
+        epilog="exit status: 0 done; 1 a run got a --fail-on verdict (or stdout closed "
+               "early); 2 usage error or unreadable run file",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print the report of a saved run")
@@ -24,7 +39,11 @@ def main(argv=None) -> int:
     cmp_ = sub.add_parser("compare", help="compare saved runs against the first")
     cmp_.add_argument("runs", nargs="+", help="files written by Report.save")
     cmp_.add_argument("--labels", nargs="+", help="one name per run")
+    cmp_.add_argument("--fail-on", action="append", choices=sorted(FAIL_ON), default=[],
+                      help="exit with status 1 when a run gets this verdict against the "
+                           "first; repeat for several (a CI gate: --fail-on regression)")
     args = parser.parse_args(argv)
+    failed = False
     try:
         if args.command == "show":
             rep = load_report(args.run)
@@ -39,7 +58,10 @@ def main(argv=None) -> int:
                                   f"{exc.strerror or exc}") from exc
             text = str(rep)
         else:
-            text = str(compare(*args.runs, labels=args.labels))
+            result = compare(*args.runs, labels=args.labels)
+            refused = {FAIL_ON[v] for v in args.fail_on}
+            failed = any(row["verdict"] in refused for row in result.rows[1:])
+            text = str(result)
     except (OSError, ValueError) as exc:
         print(f"traceml: {exc}", file=sys.stderr)
         return 2
@@ -48,7 +70,7 @@ def main(argv=None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         return _stdout_closed()
-    return 0
+    return 1 if failed else 0
 
 
 def _html_page(rep) -> str:

@@ -142,9 +142,10 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     Raises:
         TypeError: a run is neither a Report nor a path, or labels is not a
             sequence.
-        ValueError: no runs, labels of the wrong length or repeated, or a file that is
-            not a readable traceml run.
-        FileNotFoundError: a path that does not exist.
+        ValueError: no runs, or labels of the wrong length or repeated.
+        RunFileError (a ValueError): a path that cannot be read as a run
+            (see :func:`traceml.load`; a missing file's is also a
+            FileNotFoundError).
     """
     if not runs:
         raise ValueError("compare(): give at least one run")

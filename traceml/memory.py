@@ -50,8 +50,8 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
     (``worker_pids`` per epoch), ``main_pid`` the training process.
 
     Returns {available, unavailable, main: {rss, uss} spans over the run,
-    epochs: [{epoch, main: {rss, uss}, workers: {worker id: {pid, rss,
-    uss}}}], worker_uss_growth: the median over workers and epochs of the
+    epochs: [{epoch, main: {rss, uss}, workers: [{worker, pid, rss,
+    uss}]}], worker_uss_growth: the median over workers and epochs of the
     unshared memory's growth within an epoch (bytes; None without two deep
     readings of any worker in an epoch), epoch_jumps: [{epoch, rss_bytes}]
     of the main process between one epoch's last reading and the next's
@@ -73,7 +73,7 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
     for e in np.unique(steps["epoch"]).tolist():
         sel = steps["epoch"] == e
         a, b = int(steps["begin_ns"][sel].min()), int(steps["end_ns"][sel].max())
-        entry = {"epoch": int(e), "main": None, "workers": {}}
+        entry = {"epoch": int(e), "main": None, "workers": []}
         if main_pid is not None:
             rss = _readings(samples, main_pid, a, b, "rss_bytes")
             entry["main"] = {"rss": _span(rss),
@@ -86,9 +86,9 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
         pids = (facts.get(e) or facts.get(int(e)) or {}).get("worker_pids") or []
         for wid, pid in enumerate(pids):
             uss = _readings(samples, pid, a, b, "uss_bytes")
-            entry["workers"][wid] = {"pid": int(pid),
+            entry["workers"].append({"worker": wid, "pid": int(pid),
                                      "rss": _span(_readings(samples, pid, a, b, "rss_bytes")),
-                                     "uss": _span(uss)}
+                                     "uss": _span(uss)})
             if uss.shape[1] >= 2:
                 growths.append(float(uss[1][-1] - uss[1][0]))
         out["epochs"].append(entry)

@@ -5,11 +5,22 @@ drawing is delegated to :mod:`traceml.render` and :mod:`traceml.plot`.
 A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
 
 * ``summary.json`` — UTF-8 JSON ``{"format": "traceml-run",
-  "format_version": 1, "summary": <Report.to_dict()>}``;
+  "format_version": 1, "summary": <Report.to_dict()>}``, described by the
+  JSON Schema ``traceml/run_schema.json`` (:func:`schema`);
 * ``begin_ns.npy``, ``fetch_done_ns.npy``, ``end_ns.npy`` (int64,
   ``clock_ns()`` timestamps), ``epoch.npy`` (int32), ``source.npy`` and
   ``flags.npy`` (uint16) — the per-step arrays of ``Report.steps``, in NumPy's
   ``.npy`` format, all of length ``summary["steps"]``.
+
+* ``delivery_ranks.npy``, ``delivery_workers.npy`` (int64, -1 for None;
+  format 2) — ``summary["delivery"]["ranks"]`` and ``["workers"]``, one
+  per step, taken out of ``summary.json`` (JSON of a long run's per-step
+  lists cost seconds) and put back into the summary by ``Report.load``.
+
+``Report.save`` writes format 2 and stores every member uncompressed;
+``Report.load`` reads formats 1 (the delivery lists inside
+``summary.json``) and 2, stored or deflated members, within the limits and
+checks it documents, and raises :class:`RunFileError` on anything else.
 
 Read without traceml::
 
@@ -24,9 +35,10 @@ from __future__ import annotations
 import copy
 import io
 import json
+import math
 import os
+import stat
 import zipfile
-import zlib
 from typing import Any, Optional
 
 import numpy as np
@@ -34,7 +46,13 @@ import numpy as np
 from . import _core
 
 FORMAT = "traceml-run"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# The versions Report.load reads: 1 kept the per-step delivery lists in
+# summary.json.
+READS_VERSIONS = (1, 2)
+# Per-step lists of summary["delivery"] stored as int64 .npy members from
+# format 2 (None as -1): (key, member).
+DELIVERY_ARRAYS = (("ranks", "delivery_ranks.npy"), ("workers", "delivery_workers.npy"))
 
 
 class Report:
@@ -173,25 +191,56 @@ class Report:
 
         The format, readable without traceml, is described in
         :mod:`traceml.result`: a zip with ``summary.json`` and one ``.npy`` per
-        field of :attr:`steps`.  Returns the path.
+        field of :attr:`steps`, all stored uncompressed (about 32 bytes a
+        step).  Returns the path.
 
         Raises:
             TypeError: path is not a str or os.PathLike.
             OSError: the file cannot be written.
         """
-        return _write(self.to_dict(), self.steps, _path_arg(path, "Report.save()"))
+        # The summary as it is (json.dumps copies nothing): to_dict()'s deep
+        # copy costs seconds on the per-step lists of a long run.
+        return _write(self.summary, self.steps, _path_arg(path, "Report.save()"))
 
     @classmethod
-    def load(cls, path) -> "Report":
+    def load(cls, path, *, max_bytes: Optional[int] = None, max_member_bytes: Optional[int] = None,
+             max_ratio: Optional[int] = None) -> "Report":
         """Read a run file written by :meth:`save` (``traceml.load``).
 
+        Run files are untrusted input: the file must be a regular file (a
+        FIFO, device or directory is refused without reading it); the zip's
+        directory is checked before anything is decompressed; only the
+        members named in :mod:`traceml.result` are read (others, path
+        traversal included, are ignored); ``summary.json`` is checked
+        against :func:`traceml.result.schema` (``traceml/run_schema.json``)
+        and each array's dtype, shape and range before it is used.  Nothing
+        in a file runs code: pickled arrays are refused.
+
+        Args:
+            path: a str or os.PathLike.
+            max_bytes: the most bytes all members read may hold
+                uncompressed (default ``MAX_BYTES``, 4 GiB: a 100M-step run
+                holds 3.2 GB of arrays).
+            max_member_bytes: the most any one member may hold uncompressed
+                (default ``MAX_MEMBER_BYTES``, 1 GiB).
+            max_ratio: the highest compression ratio allowed for a member
+                over 1 MiB uncompressed (default ``MAX_RATIO``, 100:1;
+                Report.save stores members uncompressed, 1:1).
+
         Raises:
-            TypeError: path is not a str or os.PathLike.
-            FileNotFoundError: no such file.
-            ValueError: the file is truncated, corrupt, or not a traceml run
-                file; the message names the file.
+            TypeError: path is not a str or os.PathLike, or a limit is not an int.
+            ValueError: a limit is not positive.
+            RunFileError (a ValueError): every failure to read the file --
+                missing (then also a FileNotFoundError), not a regular file,
+                over a limit, truncated or corrupt, not a traceml run file,
+                another format version ("written by format version N, this
+                traceml reads M"), or a key or array of the wrong type or
+                range; the message names the file, and the member and key.
         """
-        return cls(*_read(_path_arg(path, "traceml.load()")))
+        limits = {k: v for k, v in (("max_bytes", max_bytes),
+                                    ("max_member_bytes", max_member_bytes),
+                                    ("max_ratio", max_ratio)) if v is not None}
+        return cls(*_read(_path_arg(path, "traceml.load()"), **limits))
 
     def plot(self):
         """A matplotlib Figure (no pyplot state): per-step input wait over
@@ -233,17 +282,37 @@ def _path_arg(path: Any, func: str) -> str:
     return os.fspath(path)
 
 
+# --- writing -------------------------------------------------------------------------
+
 def _write(summary: dict, steps: np.ndarray, path: str) -> str:
-    """Write a run file (overwriting); returns the path."""
+    """Write a run file (overwriting); returns the path.
+
+    Every member is stored uncompressed: the per-step arrays of a long run
+    hardly compress (nanosecond timestamps), deflating them cost 20 s for
+    10M steps, and stored members make the reader's ratio check trivial.
+    Each array goes from its strided field of ``steps`` into the zip stream
+    in 16 MiB pieces (``np.lib.format.write_array``), with no whole copy."""
+    summary, delivery = _split_delivery(summary, len(steps))
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "summary": summary}
     try:
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
-            z.writestr("summary.json", json.dumps(header, indent=1))
+        text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError as exc:  # a NaN or infinity: a bug of the report, said plainly
+        raise ValueError(f"Report.save(): the summary holds a number JSON cannot carry "
+                         f"({exc}); not written") from exc
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("summary.json", text)
             for field in steps.dtype.names:
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.ascontiguousarray(steps[field]),
-                                          allow_pickle=False)
-                z.writestr(f"{field}.npy", buf.getvalue())
+                column = steps[field]
+                info = zipfile.ZipInfo(f"{field}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_STORED
+                # Sized in advance so that zipfile picks ZIP64 when it must.
+                info.file_size = column.nbytes + 128
+                with z.open(info, "w") as out:
+                    np.lib.format.write_array(out, column, allow_pickle=False)
+            for member, column in delivery.items():
+                with z.open(member, "w", force_zip64=column.nbytes > 2**30) as out:
+                    np.lib.format.write_array(out, column, allow_pickle=False)
     except OSError as exc:
         # Same errno, so the same subclass (IsADirectoryError, ...).
         raise OSError(exc.errno, f"Report.save(): cannot write {path!r}: "
@@ -251,61 +320,469 @@ def _write(summary: dict, steps: np.ndarray, path: str) -> str:
     return path
 
 
-def _read(path: str) -> tuple[dict, np.ndarray]:
-    """(summary, steps) of a run file; errors as Report.load says."""
-    where = f"traceml.load(): {path}"
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"traceml.load(): no such file: {path}")
-    try:
-        with zipfile.ZipFile(path) as z:
+def _split_delivery(summary: dict, count: int) -> tuple[dict, dict]:
+    """(the summary without the per-step delivery lists, {member: int64
+    array}).  Lists that are not one int or None per step stay in the
+    summary (hand-made summaries)."""
+    dlv = summary.get("delivery")
+    if not isinstance(dlv, dict):
+        return summary, {}
+    arrays = {}
+    for key, member in DELIVERY_ARRAYS:
+        values = dlv.get(key)
+        if values is None or len(values) != count:
+            continue
+        if isinstance(values, list) and values.count(None) == count:
+            arrays[member] = np.full(count, -1, np.int64)  # workers of num_workers=0
+            continue
+        try:
+            arr = np.array(values)  # ints alone: int64, the fast path
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if arr.dtype != np.int64:
+            # None among ints (an object array): through float64, None as
+            # NaN; anything but whole numbers up to 2**53 stays in the JSON.
+            if arr.dtype != object:
+                continue
             try:
-                header = json.loads(z.read("summary.json").decode("utf-8"))
-            except KeyError:
-                raise ValueError(
-                    f"{where}: not a traceml run file (no summary.json inside)"
-                ) from None
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise ValueError(f"{where}: not a traceml run file (format is not {FORMAT!r})")
-            if header.get("format_version") != FORMAT_VERSION:
-                raise ValueError(
-                    f"{where}: traceml run format version "
-                    f"{header.get('format_version')!r} is not supported "
-                    f"(this traceml reads {FORMAT_VERSION})"
-                )
-            summary = header["summary"]
-            count = summary.get("steps") if isinstance(summary, dict) else None
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ValueError(f"{where}: summary.json has no valid step count ({count!r})")
-            if "begin_ns.npy" not in z.namelist():
-                raise ValueError(f"{where}: run file lacks the 'begin_ns' array")
-            # Each step takes 8 bytes of begin_ns: refuse a count the file
-            # cannot hold before allocating for it.
-            if z.getinfo("begin_ns.npy").file_size < count * 8:
-                raise ValueError(
-                    f"{where}: the step count {count} does not match the arrays in the file")
-            steps = np.zeros(count, dtype=_core.RECORD_DTYPE)
-            for field in steps.dtype.names:
-                try:
-                    raw = z.read(f"{field}.npy")
-                except KeyError:
-                    raise ValueError(f"{where}: run file lacks the {field!r} array") from None
-                try:
-                    arr = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
-                except ValueError as exc:
-                    raise ValueError(f"{where}: the {field!r} array is damaged ({exc})") from exc
-                if arr.shape != steps.shape:
-                    raise ValueError(
-                        f"{where}: the {field!r} array has shape {arr.shape}, "
-                        f"expected {steps.shape}"
-                    )
-                steps[field] = arr
-    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError,
-            json.JSONDecodeError, KeyError, TypeError, zlib.error) as exc:
-        if isinstance(exc, FileNotFoundError):
+                as_float = np.array(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                continue
+            known = ~np.isnan(as_float)
+            whole = as_float[known]
+            if np.abs(whole).max(initial=0) > 2**53 or (whole != np.floor(whole)).any():
+                continue
+            arr = np.where(known, np.nan_to_num(as_float), -1).astype(np.int64)
+        if arr.ndim != 1 or (arr < -1).any():
+            continue
+        arrays[member] = arr
+    if not arrays:
+        return summary, {}
+    keys = {k for k, m in DELIVERY_ARRAYS if m in arrays}
+    summary = dict(summary, delivery={k: v for k, v in dlv.items() if k not in keys})
+    return summary, arrays
+
+
+def _join_delivery(summary: dict, arrays: dict) -> None:
+    """Put the delivery arrays back into the summary as lists (None for -1)."""
+    for key, member in DELIVERY_ARRAYS:
+        arr = arrays.get(member)
+        if arr is None:
+            continue
+        if arr.min(initial=0) >= 0:
+            summary["delivery"][key] = arr.tolist()
+        elif arr.max(initial=-1) < 0:
+            summary["delivery"][key] = [None] * len(arr)
+        else:
+            values = arr.astype(object)
+            values[arr < 0] = None
+            summary["delivery"][key] = values.tolist()
+
+
+# --- reading: limits, errors ------------------------------------------------------------
+
+# Defaults of Report.load's limits.  A run of 100M steps holds 3.2 GB of
+# per-step arrays (32 B a step, the store's record), the largest member
+# 800 MB (an int64 column); the summary of such a run is far smaller.
+MAX_BYTES = 4 * 2**30         # all members read, uncompressed
+MAX_MEMBER_BYTES = 2**30      # any one member, uncompressed
+# Deflate cannot exceed 1032:1; the runs Report.save writes are stored
+# (1:1), and the summaries older versions deflated compressed about 3:1
+# (2.6-3.4 over the diagnostic corpus).  Checked on members above
+# RATIO_FREE_BYTES only, so that small members never trip it; an old
+# long run whose summary holds long lists of nulls may need max_ratio
+# raised (the error says so).
+MAX_RATIO = 100
+RATIO_FREE_BYTES = 2**20
+# summary.json nests 5 deep (the header included); deeper is refused
+# before json.loads (which raises RecursionError near 1000 levels, and
+# Report.to_dict()'s copy.deepcopy between 400 and 500 here).
+MAX_JSON_DEPTH = 32
+# Timestamps are CLOCK_MONOTONIC ns (non-negative); at most 2**62 so that
+# the difference of any two stays inside int64.
+MAX_TIMESTAMP_NS = 2**62
+
+
+class RunFileError(ValueError):
+    """A run file that cannot be read: missing, not a regular file, over
+    a size limit, truncated or corrupt, not a traceml run file, of another
+    format version, or holding a key or array of the wrong type or range.
+
+    The message names the file, and the zip member and the key where one is
+    to blame; the same are in ``path``, ``member`` and ``key`` (None where
+    not known).  A file that does not exist raises a RunFileError that is
+    also a FileNotFoundError."""
+
+    path: Optional[str] = None
+    member: Optional[str] = None
+    key: Optional[str] = None
+
+
+class _MissingRunFile(RunFileError, FileNotFoundError):
+    """RunFileError for a path that does not exist (also a FileNotFoundError)."""
+
+
+def _error(path: str, problem: str, member: Optional[str] = None,
+           key: Optional[str] = None, cls: type = RunFileError) -> RunFileError:
+    where = "".join((f"traceml.load(): {path}", f": {member}" if member else "",
+                     f": key {key}" if key else ""))
+    exc = cls(f"{where}: {problem}")
+    exc.path, exc.member, exc.key = path, member, key
+    return exc
+
+
+def _check_limit(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"traceml.load(): {name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"traceml.load(): {name} must be > 0, got {value!r}")
+    return value
+
+
+# --- reading ---------------------------------------------------------------------------
+
+SUMMARY = "summary.json"
+
+
+def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEMBER_BYTES,
+          max_ratio: int = MAX_RATIO) -> tuple[dict, np.ndarray]:
+    """(summary, steps) of a run file; errors as Report.load says."""
+    limits = (_check_limit("max_bytes", max_bytes),
+              _check_limit("max_member_bytes", max_member_bytes),
+              _check_limit("max_ratio", max_ratio))
+    with _open_regular(path) as fh:
+        try:
+            with zipfile.ZipFile(fh) as z:
+                members = _members(z, path, *limits)
+                summary, version = _summary(_member_bytes(z, members[SUMMARY], path), path)
+                count = summary["steps"]
+                record = _core.RECORD_DTYPE
+                for field in record.names:
+                    name = f"{field}.npy"
+                    if name not in members:
+                        raise _error(path, f"run file lacks the {field!r} array")
+                    # Before allocating for the count: each array must hold it.
+                    if members[name].file_size < count * record[field].itemsize:
+                        raise _error(path, f"too small for the summary's {count} steps "
+                                           f"({members[name].file_size} bytes)", name)
+                steps = np.zeros(count, dtype=record)
+                for field in record.names:
+                    name = f"{field}.npy"
+                    _fill(steps, field, _member_bytes(z, members[name], path), path, name)
+                delivery = {}
+                if version >= 2 and summary.get("delivery"):
+                    for key, name in DELIVERY_ARRAYS:
+                        if name in members and key not in summary["delivery"]:
+                            delivery[name] = _delivery_array(
+                                _member_bytes(z, members[name], path), count, path, name)
+        except RunFileError:
             raise
-        raise ValueError(f"{where}: not a readable traceml run file ({exc})") from exc
+        except Exception as exc:  # noqa: BLE001 - whatever the zip layer raises on bad input
+            raise _error(path, f"not a readable traceml run file "
+                               f"({type(exc).__name__}: {exc})") from exc
+    _join_delivery(summary, delivery)
     _worker_id_keys(summary)
     return summary, steps
+
+
+def _open_regular(path: str):
+    """The file opened for binary reading, once it is known to be a regular
+    file: a FIFO, device or directory is refused before any read (the open
+    itself is non-blocking, so a FIFO without a writer cannot hang it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise _error(path, "no such file", cls=_MissingRunFile) from None
+    except OSError as exc:
+        raise _error(path, f"not a readable traceml run file "
+                           f"(cannot open: {exc.strerror or exc})") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise _error(path, f"not a readable traceml run file ({kind}, not a "
+                               "regular file)")
+        if hasattr(os, "O_NONBLOCK"):  # back to blocking reads, as for any file
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _members(z: zipfile.ZipFile, path: str, max_bytes: int, max_member_bytes: int,
+             max_ratio: int) -> dict:
+    """The ZipInfo of each member traceml reads, checked from the zip's
+    central directory before anything is decompressed.  Other members
+    (unknown names, path traversal, directories) are ignored unread."""
+    wanted = {SUMMARY, *(f"{f}.npy" for f in _core.RECORD_DTYPE.names),
+              *(m for _, m in DELIVERY_ARRAYS)}
+    found = {i.filename: i for i in z.infolist() if i.filename in wanted}
+    if SUMMARY not in found:
+        raise _error(path, "not a traceml run file (no summary.json inside)")
+    total = 0
+    for name, info in found.items():
+        if info.flag_bits & 0x1:
+            raise _error(path, "encrypted; traceml reads unencrypted run files", name)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}.get(
+                info.compress_type, f"method {info.compress_type}")
+            raise _error(path, f"compressed with {method}; traceml reads stored or "
+                               "deflated members (what Report.save and np.savez write)", name)
+        size = info.file_size
+        if size > max_member_bytes:
+            raise _error(path, f"declares {size} bytes uncompressed, over "
+                               f"max_member_bytes={max_member_bytes} (raise it to read "
+                               "a larger run)", name)
+        ratio = size / max(info.compress_size, 1)
+        if size > RATIO_FREE_BYTES and ratio > max_ratio:
+            raise _error(path, f"declares a compression ratio of {ratio:.0f}:1, over "
+                               f"max_ratio={max_ratio} (a zip bomb, or raise it)", name)
+        total += size
+    if total > max_bytes:
+        raise _error(path, f"its members declare {total} bytes uncompressed, over "
+                           f"max_bytes={max_bytes} (raise it to read a larger run)")
+    return found
+
+
+def _member_bytes(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> bytes:
+    """A member's data, never more than its declared size: one bounded read
+    (zipfile inflates at most the bytes asked for, and checks the CRC)."""
+    try:
+        with z.open(info) as f:
+            data = f.read(info.file_size) if info.file_size else b""
+            if f.read(1):
+                raise _error(path, "holds more data than its declared size", info.filename)
+    except RunFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, zlib.error, EOFError, OSError ...
+        raise _error(path, f"damaged ({type(exc).__name__}: {exc})", info.filename) from exc
+    if len(data) != info.file_size:
+        raise _error(path, f"truncated ({len(data)} of {info.file_size} bytes)", info.filename)
+    return data
+
+
+# JSON bytes that open (+1) and close (-1) a level.
+_LEVEL = np.zeros(256, np.int8)
+_LEVEL[[ord("["), ord("{")]] = 1
+_LEVEL[[ord("]"), ord("}")]] = -1
+
+
+def _json_depth(raw: bytes) -> int:
+    """The deepest nesting of [ and { outside strings in JSON text, so that
+    deep text never reaches the parser.  NumPy passes over the bytes find
+    the brackets and the quotes; a quote counts unless an odd run of
+    backslashes precedes it; a bracket is inside a string when an odd
+    number of counted quotes precede it.  Costs a few passes over the text
+    however many brackets and quotes it holds."""
+    b = np.frombuffer(raw, np.uint8)
+    level = _LEVEL[b]
+    brackets = np.flatnonzero(level)
+    if not len(brackets):
+        return 0
+    quotes = np.flatnonzero(b == 0x22)
+    escaped = quotes[(quotes > 0) & (b[np.maximum(quotes - 1, 0)] == 0x5C)]
+    if len(escaped):
+        # Runs of backslashes: each quote's run ends just before it.
+        back = np.flatnonzero(b == 0x5C)
+        run_start = np.r_[True, np.diff(back) != 1]
+        first = back[np.maximum.accumulate(np.where(run_start, np.arange(len(back)), 0))]
+        at = np.searchsorted(back, escaped - 1)
+        odd = (escaped - first[at]) % 2 == 1
+        quotes = np.setdiff1d(quotes, escaped[odd], assume_unique=True)
+    outside = np.searchsorted(quotes, brackets) % 2 == 0
+    return max(0, int(np.cumsum(level[brackets[outside]], dtype=np.int64).max(initial=0)))
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+# One decoder for every load (json.loads with hooks builds a decoder and
+# its C scanner per call).
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+
+
+def _summary(raw: bytes, path: str) -> tuple[dict, int]:
+    """(the summary dict of summary.json, validated against the schema, and
+    the format version it was written in)."""
+    depth = _json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise _error(path, f"nested {depth} deep, more than {MAX_JSON_DEPTH}", SUMMARY)
+    try:
+        header = _DECODER.decode(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _error(path, f"not valid JSON ({exc})", SUMMARY) from exc
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise _error(path, f"not a traceml run file (format is not {FORMAT!r})", SUMMARY)
+    version = header.get("format_version")
+    if isinstance(version, bool) or version not in READS_VERSIONS:
+        reads = " and ".join(str(v) for v in READS_VERSIONS)
+        raise _error(path, f"written by format version {version!r}, this traceml reads "
+                           f"{reads}", SUMMARY, "format_version")
+    _validate(header, path)
+    summary = header["summary"]
+    steps = summary["steps"]
+    if summary["steady_steps"] > steps:
+        raise _error(path, f"steady_steps {summary['steady_steps']} exceeds steps {steps}",
+                     SUMMARY, "summary.steady_steps")
+    for key in (("stalls", "steps"), ("stalls", "outlier_steps"), ("epoch_start", "steps")):
+        index = summary[key[0]].get(key[1]) or []
+        if index and max(index) >= steps:
+            raise _error(path, f"holds step index {max(index)}, past the {steps} steps",
+                         SUMMARY, "summary." + ".".join(key))
+    return summary, version
+
+
+_VALIDATOR = None
+
+
+def schema() -> dict:
+    """The JSON Schema (Draft 2020-12) of summary.json in this format
+    version, shipped as traceml/run_schema.json."""
+    from importlib import resources
+
+    return json.loads(resources.files(__package__).joinpath("run_schema.json")
+                      .read_text(encoding="utf-8"))
+
+
+def _validator():
+    """A Draft 2020-12 validator of run_schema.json whose ``items`` checks
+    a list of plain integers (or nulls) against a bare integer schema in
+    one pass of builtins: per-step lists of a long run hold millions."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+
+        base = jsonschema.Draft202012Validator
+        plain_items = base.VALIDATORS["items"]
+
+        def items(validator, sub, instance, sch):
+            if (isinstance(instance, list) and isinstance(sub, dict)
+                    and set(sub) <= {"type", "minimum", "maximum"}
+                    and sub.get("type") in ("integer", ["integer", "null"])):
+                kinds = set(map(type, instance))
+                allowed = {int} | ({type(None)} if sub["type"] != "integer" else set())
+                if kinds <= allowed:
+                    values = (instance if type(None) not in kinds
+                              else [x for x in instance if x is not None])
+                    low, high = sub.get("minimum"), sub.get("maximum")
+                    if not values or ((low is None or min(values) >= low)
+                                      and (high is None or max(values) <= high)):
+                        return
+            yield from plain_items(validator, sub, instance, sch)
+
+        cls = jsonschema.validators.extend(base, {"items": items})
+        _VALIDATOR = cls(_inlined(schema()))
+    return _VALIDATOR
+
+
+def _inlined(sch: dict) -> dict:
+    """The schema with each local ``{"$ref": "#/$defs/NAME"}`` replaced by
+    that definition (run_schema.json has no recursive ones): validation
+    then never goes through the reference resolver, whose lookups cost
+    time and kept growing caches over thousands of loads."""
+    defs = sch.get("$defs", {})
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+                return walk(defs[ref[len("#/$defs/"):]])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return {k: walk(v) for k, v in sch.items() if k != "$defs"}
+
+
+def _validate(header: dict, path: str) -> None:
+    error = next(iter(_validator().iter_errors(header)), None)
+    if error is None:
+        return
+    best = _best(error)
+    key = ".".join(str(p) for p in best.absolute_path) or "(top level)"
+    raise _error(path, f"does not match the run file schema: {_short(best.message)}",
+                 SUMMARY, key)
+
+
+def _best(error):
+    import jsonschema
+
+    return jsonschema.exceptions.best_match([error])
+
+
+def _short(message: str, limit: int = 200) -> str:
+    return message if len(message) <= limit else message[:limit] + "..."
+
+
+def _delivery_array(raw: bytes, count: int, path: str, member: str) -> np.ndarray:
+    """A format-2 delivery member: int64-sized integers, shape (count,),
+    each -1 (None) or more."""
+    column = np.zeros(count, dtype=[("v", np.int64)])
+    _fill(column, "v", raw, path, member, low=-1)
+    return column["v"]
+
+
+def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str,
+          low: Optional[int] = None) -> None:
+    """Put one .npy member into ``steps[field]``, after checking its
+    header (an integer dtype of the field's size, either byte order; no
+    object, float or structured dtype; shape (len(steps),)), its length
+    and its range; no cast before that."""
+    target = steps.dtype[field]
+    buf = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(buf)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(buf)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(buf)
+        else:
+            raise ValueError(f"npy format version {version} is not read here")
+    except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError, ...
+        raise _error(path, f"damaged array header ({type(exc).__name__}: {exc})",
+                     member) from exc
+    if dtype.hasobject:
+        raise _error(path, "holds Python objects (a pickle); refused", member)
+    if (dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "iu"
+            or dtype.itemsize != target.itemsize):
+        raise _error(path, f"has dtype {dtype.str!r}; expected an integer dtype of "
+                           f"{target.itemsize} bytes like {target.str!r}", member)
+    count = len(steps)
+    if shape != (count,):
+        raise _error(path, f"has shape {shape}, expected ({count},) (the summary's steps)",
+                     member)
+    offset = buf.tell()
+    if len(raw) - offset != count * dtype.itemsize:
+        raise _error(path, f"holds {len(raw) - offset} data bytes, expected "
+                           f"{count * dtype.itemsize}", member)
+    arr = np.frombuffer(raw, dtype, count, offset)
+    if low is not None:
+        high = int(np.iinfo(target).max)
+    elif field.endswith("_ns"):
+        low, high = 0, MAX_TIMESTAMP_NS
+    elif field == "epoch":
+        low, high = 0, int(np.iinfo(target).max)
+    else:
+        low, high = int(np.iinfo(target).min), int(np.iinfo(target).max)
+    if count:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < low or hi > high:
+            raise _error(path, f"holds values from {lo} to {hi}, outside [{low}, {high}]",
+                         member)
+    steps[field] = arr
 
 
 # Maps keyed by worker id (int in memory; JSON object keys are strings).
