@@ -140,3 +140,20 @@ def test_flat_gives_the_headline_numbers_for_loggers(run):
     json.dumps(flat)
     with pytest.raises(TypeError, match="prefix"):
         run.flat(prefix=1)
+
+
+def test_the_command_line_exports_a_saved_run(run, tmp_path, capsys):
+    from traceml.__main__ import main
+
+    saved = run.save(tmp_path / "run.traceml")
+    out = tmp_path / "run.json"
+    assert main(["export", str(saved), "--trace", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    data = json.loads(out.read_text(encoding="utf-8"))
+    _check_format(data)
+    assert data["otherData"]["steps"] == len(run.steps)
+    assert main(["export", str(saved), "--trace", str(out), "--max-steps", "0"]) == 2
+    assert "max_steps" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "missing"), "--trace", str(out)]) == 2
+    assert main(["export", str(saved), "--trace", str(tmp_path / "no" / "dir.json")]) == 2
+    assert "cannot write --trace" in capsys.readouterr().err

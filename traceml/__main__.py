@@ -1,6 +1,7 @@
-"""Command line: ``python -m traceml show RUN`` and
-``python -m traceml compare A B ... [--fail-on regression]`` on files
-written by Report.save.  Reads saved runs only; never records.
+"""Command line: ``python -m traceml show RUN``,
+``python -m traceml compare A B ... [--fail-on regression]`` and
+``python -m traceml export RUN --trace FILE`` on files written by
+Report.save.  Reads saved runs only; never records.
 
 Exit status:
 
@@ -42,6 +43,14 @@ def main(argv=None) -> int:
     cmp_.add_argument("--fail-on", action="append", choices=sorted(FAIL_ON), default=[],
                       help="exit with status 1 when a run gets this verdict against the "
                            "first; repeat for several (a CI gate: --fail-on regression)")
+    exp = sub.add_parser("export", help="write a saved run in another format")
+    exp.add_argument("run", help="a file written by Report.save")
+    exp.add_argument("--trace", metavar="FILE", required=True,
+                     help="Chrome trace-event JSON for Perfetto or chrome://tracing "
+                          "(Report.save_trace; a saved run has no worker tracks)")
+    exp.add_argument("--max-steps", type=int, default=100_000,
+                     help="the most steps written: past it, the slowest fetches and 20 "
+                          "steps either side (default 100000)")
     args = parser.parse_args(argv)
     failed = False
     try:
@@ -57,6 +66,14 @@ def main(argv=None) -> int:
                     raise OSError(f"cannot write --html {args.html!r}: "
                                   f"{exc.strerror or exc}") from exc
             text = str(rep)
+        elif args.command == "export":
+            rep = load_report(args.run)
+            try:
+                path = rep.save_trace(args.trace, max_steps=args.max_steps)
+            except OSError as exc:
+                raise OSError(f"cannot write --trace {args.trace!r}: "
+                              f"{exc.strerror or exc}") from exc
+            text = f"wrote {path}: {rep['steps']} steps of {rep['source']}"
         else:
             result = compare(*args.runs, labels=args.labels)
             refused = {FAIL_ON[v] for v in args.fail_on}
