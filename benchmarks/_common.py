@@ -391,6 +391,17 @@ def write_json(path: Optional[str], checks: list[Check], extra: dict) -> None:
         json.dump({"checks": [asdict(c) for c in checks], **extra}, f, indent=1)
 
 
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0: writing 5 to
+    /proc/self/clear_refs); False if refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def proc_status_kib(field: str) -> int:
     """A ``kB`` field of /proc/self/status (VmRSS, VmHWM, ...), in KiB."""
     with open("/proc/self/status") as f:

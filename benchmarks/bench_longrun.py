@@ -60,6 +60,7 @@ from _common import (
     print_checks,
     print_machine,
     proc_status_kib,
+    reset_peak,
     run_main,
     clock,
     set_clock,
@@ -151,14 +152,6 @@ def floor_once(rec: traceml.Recorder) -> None:
         for q in QUANTILES:
             _core.percentiles(wait, q)
 
-
-def reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def measure(kind: str, n: int, rounds: int) -> dict:

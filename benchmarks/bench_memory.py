@@ -52,6 +52,7 @@ from _common import (
     print_checks,
     print_machine,
     proc_status_kib,
+    reset_peak,
     run_main,
     write_json,
 )
@@ -62,15 +63,6 @@ TARGET_BYTES = 32
 # allocated beside the records (same capacity) once a step carries one.
 DELIVERY_BYTES = 8
 
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False if refused."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def record_wrap(n: int) -> None:

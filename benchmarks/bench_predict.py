@@ -46,21 +46,11 @@ WITHIN = 0.30
 
 def _datasets():
     import torch
-    from burn import BurnDataset
-
-    class Sleep(torch.utils.data.Dataset):
-        def __init__(self, n, sleep_s):
-            self.n, self.sleep_s = n, sleep_s
-
-        def __len__(self):
-            return self.n
-
-        def __getitem__(self, i):
-            time.sleep(self.sleep_s)
-            return torch.tensor([i])
+    from burn import BurnDataset, SleepDataset
 
     n = ITEMS_PER_BATCH * BATCHES
-    return torch, {"burn": lambda: BurnDataset(n, ITEM_S), "sleep": lambda: Sleep(n, ITEM_S)}
+    return torch, {"burn": lambda: BurnDataset(n, ITEM_S),
+                   "sleep": lambda: SleepDataset(n, ITEM_S)}
 
 
 def one_run(torch, make_ds, k: int):

@@ -45,21 +45,12 @@ import numpy as np
 
 import traceml
 from _common import Check, Stat, common_args, print_checks, print_machine, \
-    proc_status_kib, run_main, write_json
+    proc_status_kib, reset_peak, run_main, write_json
 from traceml import _core
 
 TARGET_S = 2.0
 TARGET_STEPS = 10_000_000
 
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False if refused."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def make_report(n: int, loader: bool):

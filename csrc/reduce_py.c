@@ -360,20 +360,21 @@ sum_to_pylong(const tm_summary *s)
 static const arg_spec x_spec[] = {{"x", ARG_INTS, 0}};
 static const arg_spec gaps_spec[] = {{"gaps", ARG_INTS, 0}};
 
+/* summary() and totals(): count, sum, mean, min, max of x, and std when
+   with_std (the second pass totals() leaves out). */
 static PyObject *
-mod_summary(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
-            PyObject *kwnames)
+summarize(const char *name, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, int with_std)
 {
     arg_value a[1];
     tm_summary s;
-    PyObject *sum;
+    PyObject *sum, *out;
 
-    (void)module;
-    if (PARSE("summary", x_spec, a) < 0) {
+    if (PARSE(name, x_spec, a) < 0) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    tm_summarize(i64(a[0].arr), len_of(a[0].arr), 1, &s);
+    tm_summarize(i64(a[0].arr), len_of(a[0].arr), with_std, &s);
     Py_END_ALLOW_THREADS
     release_args(a, 1);
     sum = sum_to_pylong(&s);
@@ -381,47 +382,42 @@ mod_summary(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     if (s.count == 0) {
-        return Py_BuildValue("{s:n,s:N,s:d,s:O,s:O,s:d}",
-                             "count", (Py_ssize_t)0, "sum", sum,
-                             "mean", s.mean, "min", Py_None,
-                             "max", Py_None, "std", s.std);
+        out = Py_BuildValue("{s:n,s:N,s:d,s:O,s:O}", "count", (Py_ssize_t)0,
+                            "sum", sum, "mean", s.mean, "min", Py_None,
+                            "max", Py_None);
     }
-    return Py_BuildValue("{s:n,s:N,s:d,s:L,s:L,s:d}",
-                         "count", (Py_ssize_t)s.count, "sum", sum,
-                         "mean", s.mean, "min", (long long)s.min,
-                         "max", (long long)s.max, "std", s.std);
+    else {
+        out = Py_BuildValue("{s:n,s:N,s:d,s:L,s:L}", "count", (Py_ssize_t)s.count,
+                            "sum", sum, "mean", s.mean, "min", (long long)s.min,
+                            "max", (long long)s.max);
+    }
+    if (out != NULL && with_std) {
+        PyObject *std = PyFloat_FromDouble(s.std);
+
+        if (std == NULL || PyDict_SetItemString(out, "std", std) < 0) {
+            Py_XDECREF(std);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(std);
+    }
+    return out;
+}
+
+static PyObject *
+mod_summary(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
+{
+    (void)module;
+    return summarize("summary", args, nargs, kwnames, 1);
 }
 
 static PyObject *
 mod_totals(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames)
 {
-    arg_value a[1];
-    tm_summary s;
-    PyObject *sum;
-
     (void)module;
-    if (PARSE("totals", x_spec, a) < 0) {
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    tm_summarize(i64(a[0].arr), len_of(a[0].arr), 0, &s);
-    Py_END_ALLOW_THREADS
-    release_args(a, 1);
-    sum = sum_to_pylong(&s);
-    if (sum == NULL) {
-        return NULL;
-    }
-    if (s.count == 0) {
-        return Py_BuildValue("{s:n,s:N,s:d,s:O,s:O}",
-                             "count", (Py_ssize_t)0, "sum", sum,
-                             "mean", s.mean, "min", Py_None,
-                             "max", Py_None);
-    }
-    return Py_BuildValue("{s:n,s:N,s:d,s:L,s:L}",
-                         "count", (Py_ssize_t)s.count, "sum", sum,
-                         "mean", s.mean, "min", (long long)s.min,
-                         "max", (long long)s.max);
+    return summarize("totals", args, nargs, kwnames, 0);
 }
 
 static PyObject *

@@ -39,6 +39,22 @@ class BurnDataset(Dataset):
         return torch.tensor([i])
 
 
+class SleepDataset(Dataset):
+    """n items; each sleeps sleep_s (I/O-like cost that holds no CPU, so its
+    timing survives a loaded host) and returns its index."""
+
+    def __init__(self, n, sleep_s):
+        self.n = n
+        self.sleep_s = sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.sleep_s)
+        return torch.tensor([i])
+
+
 class BurnIterable(IterableDataset):
     """An IterableDataset of n items costing cpu_s each (single worker)."""
 

@@ -76,17 +76,25 @@ def test_no_readings_say_so():
     assert policy.memory_findings(m, 2, "fork") == []
 
 
-def test_the_sampler_reads_rss_every_round_and_uss_every_memory_period():
-    traceml.configure(sampler_period_s=0.002, memory_period_s=0.05)
+def _own_readings(steps: int, memory_period_s: float) -> np.ndarray:
+    """The sampler's readings of this process during a wrapped loop of
+    ``steps`` 2 ms sleeps, read every 2 ms (the ring is the process's:
+    readings of earlier loops stay in it, so only this loop's are kept)."""
+    traceml.configure(sampler_period_s=0.002, memory_period_s=memory_period_s)
     try:
+        assert traceml.configure()["memory_period_s"] == memory_period_s
         rec = traceml.Recorder()
-        for _ in rec.wrap(range(150)):
+        for _ in rec.wrap(range(steps)):
             time.sleep(0.002)
         samples = _core.sampler_samples()
         since = rec.snapshot()["begin_ns"].min()
     finally:
         traceml.configure(sampler_period_s=0.02, memory_period_s=10.0)
-    mine = samples[(samples["pid"] == os.getpid()) & (samples["t_ns"] >= since)]
+    return samples[(samples["pid"] == os.getpid()) & (samples["t_ns"] >= since)]
+
+
+def test_the_sampler_reads_rss_every_round_and_uss_every_memory_period():
+    mine = _own_readings(150, 0.05)
     assert len(mine) and (mine["rss_bytes"] > 0).all()
     deep = mine[mine["uss_bytes"] >= 0]
     assert len(deep) >= 1
@@ -150,16 +158,5 @@ def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy
 
 
 def test_memory_readings_can_be_turned_off():
-    traceml.configure(sampler_period_s=0.002, memory_period_s=0)
-    try:
-        assert traceml.configure()["memory_period_s"] == 0.0
-        rec = traceml.Recorder()
-        for _ in rec.wrap(range(60)):
-            time.sleep(0.002)
-        samples = _core.sampler_samples()
-        since = rec.snapshot()["begin_ns"].min()
-    finally:
-        traceml.configure(sampler_period_s=0.02, memory_period_s=10.0)
-    # The ring is the process's: readings of earlier loops stay in it.
-    mine = samples[(samples["pid"] == os.getpid()) & (samples["t_ns"] >= since)]
+    mine = _own_readings(60, 0.0)
     assert len(mine) and (mine["uss_bytes"] == -1).all() and (mine["rss_bytes"] > 0).all()

@@ -105,30 +105,20 @@ def test_a_sweep_row_gets_the_basis_runs_prediction():
 torch = pytest.importorskip("torch")
 
 
-class _Sleep(torch.utils.data.Dataset):
-    def __init__(self, n, sleep_s):
-        self.n, self.sleep_s = n, sleep_s
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        time.sleep(self.sleep_s)
-        return i
-
-
 @pytest.mark.slow
 def test_a_sleeping_loader_predicts_its_own_fix():
     # One worker makes a batch in 24 ms (4 items sleeping 6 ms) against a
     # 6 ms consumer: 4 workers keep up (24 / 4 = 6), give or take the
     # sleep's overshoot and the hand-over (so 4 or 5).
     import traceml
+    from burn import SleepDataset
 
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
     traceml.configure(sampler=False)
     try:
         rec = traceml.Recorder()
-        loader = torch.utils.data.DataLoader(_Sleep(4 * 30, 0.006), batch_size=4, num_workers=1)
+        loader = torch.utils.data.DataLoader(SleepDataset(4 * 30, 0.006), batch_size=4,
+                                             num_workers=1)
         for _batch in rec.wrap(loader):
             time.sleep(0.006)
         r = rec.report()
