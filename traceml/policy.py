@@ -70,9 +70,11 @@ def diagnose(input_share: Optional[float],
     for batches already made (the data queue, unpickling, the shared-memory
     round trip, a main process waiting for a core): HAND-OVER, whose next
     step is not more workers.  Measured on this project's 2-core host
-    beside a CPU hog (benchmarks/bench_truth.py): healthy in-memory loaders
-    wait 10-25% of an 8-10 ms step with production under 3%, while loaders
-    whose workers cannot keep up put 40-50% of the step in production.
+    under load: healthy in-memory loaders (benchmarks/bench_truth.py's two)
+    waited 9-28% of an 8-10 ms step with 0-12% of it in production, while
+    2 workers that could not keep up (20 ms batches against a 5 ms step)
+    put 26-78% of the step in production; over bench_truth's 40 healthy
+    runs beside a CPU hog, 1 read INPUT-BOUND with this rule (20 without).
     """
     if input_share is None or not math.isfinite(input_share):
         return Diagnosis(NO_DATA, None)
