@@ -41,6 +41,8 @@ def _check_format(data):
             assert ev["dur"] >= 0 and isinstance(ev["ts"], float)
         elif ev["ph"] == "i":
             assert ev["s"] in ("g", "p", "t") and "ts" in ev
+        elif ev["ph"] == "C":
+            assert ev["args"] and all(v >= 0 for v in ev["args"].values())
         else:
             assert ev["ph"] == "M" and "args" in ev
 
@@ -157,3 +159,32 @@ def test_the_command_line_exports_a_saved_run(run, tmp_path, capsys):
     assert main(["export", str(tmp_path / "missing"), "--trace", str(out)]) == 2
     assert main(["export", str(saved), "--trace", str(tmp_path / "no" / "dir.json")]) == 2
     assert "cannot write --trace" in capsys.readouterr().err
+
+
+def test_counter_tracks_hold_the_workers_cpu(tmp_path):
+    # 2 workers burn 4 ms of CPU per item, 24 batches of 2: about 0.19 s.
+    traceml.configure(sampler=True, sampler_period_s=0.01)
+    try:
+        rec = traceml.Recorder()
+        ds = BurnDataset(2 * 24, 0.004)
+        for _batch in rec.wrap(torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2)):
+            time.sleep(0.004)
+        r = rec.report()
+    finally:
+        traceml.configure(sampler=True, sampler_period_s=0.02)
+    data = trace.trace_events(r)
+    _check_format(data)
+    counters = [e for e in data["traceEvents"] if e["ph"] == "C"]
+    names = {e["name"] for e in counters}
+    assert {"main: CPU", "worker 0: CPU", "worker 1: CPU"} <= names
+    # The counters integrate to the CPU the workers' batches took (ticks of
+    # 10 ms, and the readings start after the workers' own start-up).
+    made = float(r.worker_batches["cpu_ns"].sum()) * 1e-9
+    total = 0.0
+    for w in ("worker 0: CPU", "worker 1: CPU"):
+        evs = sorted((e for e in counters if e["name"] == w), key=lambda e: e["ts"])
+        for a, b in zip(evs, evs[1:]):
+            total += a["args"]["cores busy"] * (b["ts"] - a["ts"]) * 1e-6
+    assert made * 0.5 < total < made * 1.5 + 0.05
+    # Readings are not saved: a run read back has no counter tracks.
+    assert traceml.load(r.save(tmp_path / "run.traceml")).samples is None

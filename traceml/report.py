@@ -212,7 +212,24 @@ def build(
     rep = Report(summary, steps)
     if worker_batches is not None:
         rep.worker_batches, rep.worker_offsets = worker_batches
+    rep.samples = _run_samples(samples, steps, summary, main_pid)
     return rep
+
+
+def _run_samples(samples: Optional[np.ndarray], steps: np.ndarray, s: dict,
+                 main_pid: Optional[int]) -> Optional[np.ndarray]:
+    """The sampler's readings of this run's processes (the main process and
+    the workers of its epochs) within its steps' span, for the timeline's
+    counter tracks; None without readings."""
+    if samples is None or len(samples) == 0 or len(steps) == 0:
+        return None
+    pids = {main_pid} if main_pid else set()
+    for e in (s.get("workers") or {}).get("pids_by_epoch") or []:
+        pids.update(p for p in e.get("pids") or [] if p)
+    t0, t1 = steps["begin_ns"].min(), steps["end_ns"].max()
+    keep = (np.isin(samples["pid"], list(pids)) & (samples["t_ns"] >= t0)
+            & (samples["t_ns"] <= t1))
+    return samples[keep] if keep.any() else None
 
 
 def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> np.ndarray:

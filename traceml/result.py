@@ -76,6 +76,9 @@ class Report:
         # in memory for save_trace(); not written by save().
         self.worker_batches: Optional[np.ndarray] = None
         self.worker_offsets: Optional[dict] = None
+        # The sampler's readings of the run's processes (SAMPLE_DTYPE), for
+        # save_trace()'s counter tracks; not written by save().
+        self.samples: Optional[np.ndarray] = None
 
     # Convenience views of the per-step arrays, in nanoseconds.
     @property

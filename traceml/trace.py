@@ -11,7 +11,11 @@ Tracks (one process, "traceml: <source>"):
   worker made, from the moment its fetcher began to the moment the batch
   was made, with its number in the epoch, CPU and wait for a core, and the
   loop step that received it;
-* **stuck** (tid 2): a fetch that waited past ``stuck_after_s``.
+* **stuck** (tid 2): a fetch that waited past ``stuck_after_s``;
+* counters from the sampler's readings: per process (``main``, ``worker
+  k``) the cores it kept busy (utime + stime of every thread) and the
+  cores' worth of its main thread's wait for a core, between readings,
+  and the bytes it read from storage per second.
 
 Timestamps are microseconds of the monotonic clock the steps are stamped
 with (``CLOCK_MONOTONIC``, as Python's ``time.monotonic_ns() / 1000``).
@@ -106,6 +110,7 @@ def trace_events(report: Any, *, max_steps: int = DEFAULT_MAX_STEPS,
                        "tid": LOOP_TID, "ts": _us(f), "dur": _us(e - f),
                        "args": {"step": i}})
     events.extend(_worker_events(report, kept, pid))
+    events.extend(_counter_events(report, pid))
     for ev in s.get("stuck") or []:
         step = ev.get("step")
         since = (int(steps["begin_ns"][step]) if step is not None and step < len(steps)
@@ -162,6 +167,50 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
         events.append({"ph": "X", "name": "make batch", "cat": "worker", "pid": pid,
                        "tid": WORKER_TID0 + int(r["worker"]), "ts": _us(r["begin_ns"]),
                        "dur": _us(r["end_ns"] - r["begin_ns"]), "args": args})
+    return events
+
+
+def _counter_events(report: Any, pid: int) -> list[dict]:
+    """Counter events ("C") from the sampler's readings of the run's
+    processes: cores busy, cores' worth of run-queue wait and read bytes
+    per second, each between one reading and the next (none without
+    readings, as in a report read back from a file)."""
+    samples = getattr(report, "samples", None)
+    if samples is None or len(samples) == 0:
+        return []
+    s = report.summary
+    names = {}
+    for e in (s.get("workers") or {}).get("pids_by_epoch") or []:
+        for k, p in enumerate(e.get("pids") or []):
+            names[p] = f"worker {k}"
+    tick = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+    events: list[dict] = []
+    for p in np.unique(samples["pid"]).tolist():
+        rows = samples[samples["pid"] == p]
+        rows = rows[np.argsort(rows["t_ns"], kind="stable")]
+        if len(rows) < 2:
+            continue
+        name = names.get(p, "main" if rows["role"][0] == -1 else f"pid {p}")
+        dt = np.diff(rows["t_ns"]).astype(np.float64) * 1e-9
+        cpu = np.diff((rows["utime_ticks"] + rows["stime_ticks"]).astype(np.float64)) / tick
+        runq = np.diff(rows["runq_ns"].astype(np.float64)) * 1e-9
+        read = np.diff(rows["read_bytes"].astype(np.float64))
+        ok_cpu = (rows["utime_ticks"][1:] >= 0) & (rows["utime_ticks"][:-1] >= 0)
+        ok_runq = (rows["runq_ns"][1:] >= 0) & (rows["runq_ns"][:-1] >= 0)
+        ok_read = (rows["read_bytes"][1:] >= 0) & (rows["read_bytes"][:-1] >= 0)
+        for j in np.flatnonzero(dt > 0).tolist():
+            args = {}
+            if ok_cpu[j]:
+                args["cores busy"] = cpu[j] / dt[j]
+            if ok_runq[j]:
+                args["waiting for a core"] = runq[j] / dt[j]
+            if args:
+                events.append({"ph": "C", "name": f"{name}: CPU", "pid": pid, "tid": 0,
+                               "ts": _us(rows["t_ns"][j]), "args": args})
+            if ok_read[j]:
+                events.append({"ph": "C", "name": f"{name}: read bytes/s", "pid": pid,
+                               "tid": 0, "ts": _us(rows["t_ns"][j]),
+                               "args": {"read": read[j] / dt[j]}})
     return events
 
 
