@@ -67,6 +67,19 @@ def test_waiting_for_a_core_counts_the_other_load():
     assert predict.wait_for(p, 3) == pytest.approx((0.005 + 0.020 / (2 / 6)) / 3 - 0.010)
 
 
+def test_without_a_wait_for_a_core_the_other_load_is_the_main_processes():
+    # No wait for a core, and the main process kept 0.2 of a core busy
+    # (sleeping between steps): L = 0.2.  k = 2: each worker gets
+    # min(1, 2 / 2.2) of a core, T_2 = 20 / (2 / 2.2) = 22 ms, 11 per batch.
+    s = _summary(runq=0.0, compute=0.006)
+    s["workers"] = {"intervals": {"slow": {"main_cpu_s": 0.1, "wall_s": 0.5},
+                                  "fast": {"main_cpu_s": 0.1, "wall_s": 0.5}}}
+    p = predict.predict(s)
+    assert predict.main_cores(s) == pytest.approx(0.2)
+    assert p["other_runnable"] == pytest.approx(0.2)
+    assert predict.wait_for(p, 2) == pytest.approx(0.022 / 2 - 0.006)
+
+
 def test_sleeping_batches_need_workers_not_cores():
     # o = 39 ms, c = 0: T_k / k = 39 / k ms against s + h = 10 ms: 4 workers.
     p = predict.predict(_summary(make=0.039, cpu=0.0, compute=0.009, handover=0.001))

@@ -11,13 +11,16 @@ or by the step clock:
   ``o = T - c - q`` the rest: I/O, sleeps, locks;
 * ``s`` the step's compute (step minus input wait) and ``h`` the hand-over
   per step (input wait while the awaited worker was not making batches);
-* ``C`` usable CPUs.
+* ``C`` usable CPUs, ``M`` the cores the main process kept busy (the
+  sampler's readings; 1 when unread).
 
 Cores are shared fairly among runnable threads: a worker that waited ``q``
 for ``c`` of CPU got a share ``f = c / (c + q)`` of a core, so about
 ``R = C / f`` threads were runnable; ``n * u`` of them were this run's
 workers (``u``: their busy share), the other ``L = R - n * u`` (the main
-process, other programs) stay when num_workers changes.  With ``k``
+process, other programs) stay when num_workers changes.  A worker that
+waited for no core (``f >= 0.95``) says only that cores were to spare:
+then ``L = M``.  With ``k``
 workers, all busy, each gets ``f_k = min(1, C / (k + L))`` of a core and
 makes a batch in ``T_k = o + c / f_k``; the workers deliver ``k / T_k``
 batches per second and the loop uses one per ``s + h``.  So the wait per
@@ -29,8 +32,7 @@ C / max(1, L))``).  The loop keeps up with the fewest ``k`` for which
 up, the wait per step cannot fall below ``c / C - s``, the dataset must get
 ``c / (C (s + h))`` times cheaper per batch, or the loop needs
 ``c / (s + h)`` cores for its workers.  Without schedstat (``q`` unknown)
-the workers are taken to have had a core each (``f = 1``, ``L`` the main
-process alone, 1).
+the workers are taken to have had a core each (``f = 1``, ``L = M``).
 
 Assumptions (each stated in the report): batches go to workers round
 robin and ``prefetch_factor`` keeps every worker busy; the workers share no
@@ -54,6 +56,25 @@ MAX_WORKERS = 64
 # The model needs the workers' timing on this share of the steady steps
 # (policy.PRODUCTION_MIN_COVERAGE's reason).
 MIN_COVERAGE = 0.9
+# A worker that got at least this share of a core while making batches
+# waited for none: the host had cores to spare, and the other load is the
+# main process's measured use of the cores.
+SHARE_CONTENDED = 0.95
+
+
+def main_cores(summary: dict) -> Optional[float]:
+    """The cores the main process kept busy over the steady steps (the
+    sampler's CPU readings in the stall and calm intervals together), or
+    None without readings."""
+    iv = ((summary.get("workers") or {}).get("intervals")) or {}
+    cpu = wall = 0.0
+    for kind in ("slow", "fast"):
+        part = iv.get(kind) or {}
+        if part.get("main_cpu_s") is None:
+            continue
+        cpu += part["main_cpu_s"]
+        wall += part.get("wall_s") or 0.0
+    return cpu / wall if wall > 0 else None
 
 
 def core_share(k: int, cpus: float, other_runnable: float) -> float:
@@ -100,13 +121,17 @@ def predict(summary: dict) -> Optional[dict]:
     runq = (prod.get("runq_s") or {}).get("mean")
     handover = (prod.get("handover_s") or {}).get("mean") or 0.0
     busy = prod.get("busy_share") or 0.0
+    main = main_cores(summary)
+    idle_host = 1.0 if main is None else main
     if runq is not None and cpu + runq > 0:
         runq = min(runq, make - cpu)
         share = cpu / (cpu + runq) if cpu > 0 else 1.0
-        other = max(0.0, cpus / share - n * busy) if share < 1.0 else 1.0
+        # Without a wait for a core, the only other load known is the main
+        # process's own (the sampler's reading; 1 core when unread).
+        other = max(0.0, cpus / share - n * busy) if share < SHARE_CONTENDED else idle_host
         off_cpu = max(0.0, make - cpu - runq)
     else:
-        share, other = 1.0, 1.0
+        share, other = 1.0, idle_host
         off_cpu = max(0.0, make - cpu)
     per_step = compute + handover
     args = (cpu, off_cpu, compute, handover, cpus, other)
