@@ -132,7 +132,10 @@ class _Lookups(torch.utils.data.Dataset):
                     reason="AddressSanitizer's shadow memory grows every process's own pages")
 @pytest.mark.parametrize("as_numpy", [False, True])
 def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy):
-    n = 1_000_000
+    # 2M strings (about 130 MB of objects): each worker's 640,000 random
+    # reads touch nearly every page of them (1M gave 30-83 MiB, too near
+    # the 32 MiB line on a quiet host).
+    n = 2_000_000
     data = np.arange(n, dtype=np.int64) if as_numpy else [str(i) * 3 for i in range(n)]
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
     traceml.configure(sampler_period_s=0.004, memory_period_s=0.2)
