@@ -125,7 +125,9 @@ def test_schema_ships_as_package_data():
     import fnmatch
     patterns = cfg["tool"]["setuptools"]["package-data"]["traceml"]
     assert any(fnmatch.fnmatch("run_schema.json", p) for p in patterns), patterns
-    assert os.path.exists(os.path.join(ROOT, "traceml", "run_schema.json"))
+    # Beside the traceml under test: the checkout's, or an installed wheel's
+    # (tools/check_dist.sh runs these tests against the wheel).
+    assert os.path.exists(os.path.join(os.path.dirname(traceml.__file__), "run_schema.json"))
 
 
 # --- every key deleted or retyped -------------------------------------------------------
