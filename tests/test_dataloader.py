@@ -269,7 +269,7 @@ def run_loader(loader, consumer_s, name):
     return traceml.report(source=name)
 
 
-@pytest.mark.parametrize("num_workers,rounds", [(2, 8), (4, 6)])
+@pytest.mark.parametrize("num_workers,rounds", [(2, 12), (4, 6)])
 @pytest.mark.slow
 def test_slow_cadence_period_is_num_workers(num_workers, rounds):
     n_batches = num_workers * rounds
