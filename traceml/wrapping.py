@@ -246,12 +246,6 @@ def _exit_code(proc: Any) -> Optional[int]:
     return code if isinstance(code, int) else None
 
 
-def start_method(loader: Any) -> Optional[str]:
-    """The multiprocessing start method a DataLoader's workers use, read
-    without fixing the process's own (worker_timing.start_method_of)."""
-    return worker_timing.start_method_of(loader)
-
-
 def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
     """What is known of an epoch at its start."""
     torch = sys.modules.get("torch")
@@ -269,7 +263,7 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
     if out["worker_pids"] is not None and isinstance(workers, list):
         out["worker_exits"] = WorkerExits(workers)
     if facts is not None and (facts.get("num_workers") or 0) > 0:
-        out["start_method"] = start_method(loader)
+        out["start_method"] = worker_timing.start_method_of(loader)
     return out
 
 
