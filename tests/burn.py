@@ -71,7 +71,9 @@ class BurnIterable(IterableDataset):
 # Lock-step workers for cadence tests (measured in tests/test_dataloader.py:
 # workers left to the scheduler of a loaded 2-core host drift out of phase
 # in about a third of runs; started at one barrier with their burn on one
-# shared core they keep the period in all of 80-odd runs).
+# shared core they kept the period in all of 80-odd runs here, yet drifted
+# in about one CI run in five; PacedBurnDataset, items on a fixed wall
+# grid, kept it in 55 of 55 runs here beside three CPU hogs).
 
 
 class OneCoreBurnDataset(BurnDataset):
@@ -90,6 +92,41 @@ class OneCoreBurnDataset(BurnDataset):
             return super().__getitem__(i)
         finally:
             os.sched_setaffinity(0, allowed)
+
+
+class PacedBurnDataset(Dataset):
+    """n items; each burns cpu_s of CPU, then sleeps until its tick on a
+    fixed grid of item_wall_s seconds counted from this process's first
+    item (cpu_s must fit well inside item_wall_s).  Every worker so makes
+    one item per item_wall_s however the host delays it: a late item makes
+    the next ones skip their sleep until the grid is met again, so phase
+    errors do not add up over a run.  Started together (StartTogether),
+    k workers deliver their batches in rounds, and the loop waits once a
+    round: the lock-step cadence, held on a crowded CI host where
+    OneCoreBurnDataset's drifted in one run in five (CI, session 4).  The
+    grid is per process and never restarts: build one per loader."""
+
+    def __init__(self, n, cpu_s, item_wall_s):
+        if not 0 <= cpu_s < item_wall_s:
+            raise ValueError("cpu_s must be in [0, item_wall_s)")
+        self.n = n
+        self.cpu_s = cpu_s
+        self.item_wall_s = item_wall_s
+        self._t0 = None
+        self._made = 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        burn_cpu(self.cpu_s)
+        self._made += 1
+        delay = self._t0 + self._made * self.item_wall_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return torch.tensor([i])
 
 
 class StartTogether:

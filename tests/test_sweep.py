@@ -15,18 +15,19 @@ import traceml  # noqa: E402
 from traceml import _core  # noqa: E402
 from traceml.fmt import fmt_bytes, fmt_s  # noqa: E402
 
-from burn import BurnDataset, OneCoreBurnDataset, StartTogether  # noqa: E402
+from burn import BurnDataset, PacedBurnDataset, StartTogether  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 
 
 def make_loader(num_workers, **kw):
-    # 4 items x 25 ms CPU = 100 ms of CPU per batch: far above the 10 ms
-    # consumer pace, so every condition is input-bound.  Workers start
-    # together and burn on one shared core, so that they stay in lock-step
-    # on a loaded host (see tests/burn.py).
+    # 4 items of 25 ms wall each (3 ms of it CPU) = one batch per 100 ms
+    # per worker: far above the 10 ms consumer pace, so every condition is
+    # input-bound.  The items are paced on a fixed grid and the workers
+    # start together, so that they stay in lock-step on a crowded host
+    # (see tests/burn.py).
     return torch.utils.data.DataLoader(
-        OneCoreBurnDataset(4 * 24, 0.025, core=min(os.sched_getaffinity(0))),
+        PacedBurnDataset(4 * 24, 0.003, 0.025),
         batch_size=4, num_workers=num_workers,
         worker_init_fn=StartTogether(num_workers) if num_workers else None, **kw
     )
