@@ -27,6 +27,7 @@ from ._core import abandon_step, clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
 from .io import load
 from .liveline import live
+from .ranks import gather
 from .recorder import Recorder, report, reset
 from .report import Report
 from .result import RunFileError
@@ -50,6 +51,7 @@ __all__ = [
     "compare",
     "configure",
     "fetch_done",
+    "gather",
     "live",
     "load",
     "report",

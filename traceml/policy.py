@@ -1457,3 +1457,141 @@ def memory_findings(mem: Optional[dict], num_workers: Optional[int],
         if jump["rss_bytes"] >= MEM_EPOCH_JUMP_BYTES:
             out.append(("epoch_jump", dict(jump)))
     return out
+
+
+# --- many ranks (traceml.ranks) ----------------------------------------------------
+# With DistributedDataParallel the gradient all-reduce makes every rank wait
+# for the slowest one at each step, so the job waits, at step i, for the
+# largest input wait across the ranks (torch DDP docs, "Internal Design":
+# backward's all-reduce is a synchronisation point).  Steps are aligned by
+# index: step i of every rank is the same optimizer step.
+#
+# The straggler's cost is the part of a step's wait that only it had: the
+# largest wait minus the second largest ("unique wait"); the job would have
+# waited the second largest anyway.  A rank is a straggler when it holds
+# at least STRAGGLER_MIN_SHARE of the job's unique wait (a majority: no
+# other rank can hold as much), when that unique wait is at least
+# STRAGGLER_MIN_COST_SHARE of the job's step time (the 5% line below which
+# TensorFlow's input-pipeline analyzer calls a step "not input-bound", the
+# same materiality line as STALL_MIN_COST_SHARE), and when its own
+# single-rank report finds its input wait matters (stalls kept by
+# stalls_matter, or INPUT-BOUND / HAND-OVER): scheduling blips of a few ms
+# (TRAPS: 2-10 ms under load) then never name a healthy rank.
+STRAGGLER_MIN_SHARE = 0.5
+STRAGGLER_MIN_COST_SHARE = STALL_MIN_COST_SHARE
+# The all-reduce echo: on the straggler's stall steps, another rank that
+# waits for it inside the all-reduce sees its compute (fetch_done ->
+# step end) grow by about the stall.  Echo when the median compute on
+# those steps exceeds the median on the straggler's other steady steps by
+# at least ECHO_MIN_ABSORBED of the straggler's median stall excess (its
+# median stalled wait over its median calm wait): a majority of the stall
+# reached that rank.  At least ECHO_MIN_STALLS stall steps (as for
+# attribution: ATTR_MIN_STALLS), else unknown.
+ECHO_MIN_ABSORBED = 0.5
+ECHO_MIN_STALLS = ATTR_MIN_STALLS
+
+
+def max_across_ranks(waits: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(largest wait, the rank holding it, second largest wait) per
+    aligned step, over ``waits`` (one int64 ns array per rank, in rank
+    order; lengths may differ: a step counts the ranks that have it).
+
+    Shapes (n,) with n the longest array; the holder is int32, the lowest
+    rank on ties; the second largest is 0 where one rank has the step.
+    One pass per rank, O(n) memory (no (ranks, n) matrix)."""
+    n = max((len(w) for w in waits), default=0)
+    top = np.full(n, -1, dtype=np.int64)
+    second = np.zeros(n, dtype=np.int64)
+    holder = np.full(n, -1, dtype=np.int32)
+    for r, w in enumerate(waits):
+        w = np.asarray(w, dtype=np.int64)
+        m = len(w)
+        head = top[:m]
+        # The second largest takes the smaller of the new wait and the old top.
+        np.maximum(second[:m], np.minimum(w, head), out=second[:m])
+        wins = w > head
+        head[wins] = w[wins]
+        holder[:m][wins] = r
+    np.maximum(second, 0, out=second)
+    return top, holder, second
+
+
+def stragglers(top: np.ndarray, holder: np.ndarray, second: np.ndarray,
+               job_step_ns: float, ranks: list, input_matters: dict) -> list[dict]:
+    """Per rank of ``ranks`` (the rank numbers, positions in ``holder``):
+    {rank, held_steps (steps where it held the largest wait), held_share
+    (of the aligned steps), unique_wait_s (its summed unique wait),
+    unique_share (of the job's unique wait; None when the job has none),
+    cost_share (of ``job_step_ns``, the job's summed step time), straggler
+    (the rule above, with ``input_matters[rank]`` its own report's
+    verdict)}."""
+    n = len(top)
+    unique = (top - second).astype(np.float64)
+    unique[holder < 0] = 0.0
+    total_unique = float(unique.sum())
+    held = np.bincount(holder[holder >= 0], minlength=len(ranks))
+    held_unique = np.bincount(holder[holder >= 0], weights=unique[holder >= 0],
+                              minlength=len(ranks))
+    out = []
+    for i, r in enumerate(ranks):
+        share = float(held_unique[i]) / total_unique if total_unique > 0 else None
+        cost = float(held_unique[i]) / job_step_ns if job_step_ns > 0 else None
+        out.append({
+            "rank": int(r),
+            "held_steps": int(held[i]),
+            "held_share": float(held[i]) / n if n else None,
+            "unique_wait_s": float(held_unique[i]) * 1e-9,
+            "unique_share": share,
+            "cost_share": cost,
+            "straggler": bool(share is not None and share >= STRAGGLER_MIN_SHARE
+                              and cost is not None and cost >= STRAGGLER_MIN_COST_SHARE
+                              and input_matters.get(r, False)),
+        })
+    return out
+
+
+def input_matters(summary: dict) -> bool:
+    """Whether a single-rank report finds its input wait worth an
+    experiment: stalls kept by stalls_matter, or INPUT-BOUND / HAND-OVER."""
+    st = summary.get("stalls") or {}
+    kept = bool(st.get("count")) and st.get("matter") == STALLS_KEPT
+    return kept or summary.get("diagnosis") in (INPUT_BOUND, HAND_OVER)
+
+
+def echo(stall_mask: np.ndarray, straggler_wait_ns: np.ndarray,
+         straggler_steady: np.ndarray, compute_ns: np.ndarray,
+         steady: np.ndarray) -> Optional[dict]:
+    """The all-reduce echo on one other rank of a straggler's stalls (rule
+    above).  ``stall_mask``, ``straggler_wait_ns`` and ``straggler_steady``
+    are the straggler's per-step stall mask, input wait (ns) and
+    steady-state mask; ``compute_ns`` and ``steady`` the other rank's
+    per-step compute (ns) and steady mask; aligned by index, lengths may
+    differ (the common prefix counts).
+
+    Returns {stall_steps, compute_on_stalls_s, compute_other_s, growth_s,
+    stall_excess_s, absorbed (growth / stall excess), echo (bool)}, or
+    None with fewer than ECHO_MIN_STALLS shared stall steps or no other
+    steady step."""
+    m = min(len(stall_mask), len(compute_ns))
+    stall = stall_mask[:m] & steady[:m]
+    other = ~stall_mask[:m] & steady[:m] & straggler_steady[:m]
+    k = int(np.count_nonzero(stall))
+    if k < ECHO_MIN_STALLS or not other.any():
+        return None
+    on = float(int_median(compute_ns[:m][stall]))
+    off = float(int_median(compute_ns[:m][other]))
+    calm = straggler_wait_ns[~stall_mask & straggler_steady]
+    stalled = straggler_wait_ns[stall_mask & straggler_steady]
+    excess = (float(int_median(stalled)) - (float(int_median(calm)) if len(calm) else 0.0)
+              if len(stalled) else 0.0)
+    growth = on - off
+    absorbed = growth / excess if excess > 0 else None
+    return {
+        "stall_steps": k,
+        "compute_on_stalls_s": on * 1e-9,
+        "compute_other_s": off * 1e-9,
+        "growth_s": growth * 1e-9,
+        "stall_excess_s": excess * 1e-9,
+        "absorbed": absorbed,
+        "echo": bool(absorbed is not None and absorbed >= ECHO_MIN_ABSORBED),
+    }

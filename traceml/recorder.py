@@ -112,9 +112,12 @@ class Recorder(_core.Recorder):
         stall_threshold_s: Optional[float] = None,
         *,
         source: Union[None, str, int] = None,
-    ) -> Report:
+        ranks: Optional[str] = None,
+    ) -> Optional[Report]:
         """:func:`traceml.report` of this recorder (same arguments, same
         errors)."""
+        if ranks is not None:
+            return _ranks_report(self, stall_threshold_s, source, ranks)
         threshold = _check_threshold(stall_threshold_s)
         info = self.store_info()
         # A read-only view of the store, no copy: it keeps these records
@@ -193,7 +196,8 @@ def report(
     stall_threshold_s: Optional[float] = None,
     *,
     source: Union[None, str, int] = None,
-) -> Report:
+    ranks: Optional[str] = None,
+) -> Optional[Report]:
     """Reduce what the default recorder has recorded so far into a
     :class:`Report` (:meth:`Recorder.report` for another recorder).
 
@@ -204,6 +208,12 @@ def report(
             :func:`traceml.policy.stall_threshold_ns`.
         source: which wrapped iterable to report, by name or id; None picks
             the one with the most steps (the probes are ``"probes"``).
+        ranks: None (default): this process's report.  ``"all"``: every
+            rank of the torch.distributed default group gathers its steps
+            to rank 0 (:func:`traceml.gather` with its defaults; call it on
+            every rank): rank 0 gets the job's report (straggler, cadence,
+            all-reduce echo under ``to_dict()["ranks"]``), the other ranks
+            None; without a process group, this process's report.
 
     Statistics (input_wait_s, compute_s, step_s, input_share, stalls,
     cadence) cover steady-state steps.  The first max(1, num_workers)
@@ -221,12 +231,22 @@ def report(
     Raises:
         TypeError: stall_threshold_s is not a real number, or source is
             neither a str nor an int.
-        ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s; or
-            source names no known source.
+        ValueError: stall_threshold_s is negative, NaN, infinite or over 9e9 s;
+            source names no known source; or ranks is neither None nor "all".
         MemoryError: the step store could not grow and nothing was recorded
             (or memory ran out while reducing).
     """
-    return _core.default_recorder().report(stall_threshold_s, source=source)
+    return _core.default_recorder().report(stall_threshold_s, source=source, ranks=ranks)
+
+
+def _ranks_report(rec: "Recorder", stall_threshold_s: Optional[float], source: Any,
+                  ranks: Any) -> Optional[Report]:
+    """report(ranks="all"): traceml.ranks.gather with its defaults."""
+    if ranks != "all":
+        raise ValueError(f"report(): ranks must be None or 'all', got {ranks!r}")
+    from .ranks import gather
+
+    return gather(stall_threshold_s, source=source, recorder=rec)
 
 
 def reset() -> None:

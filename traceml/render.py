@@ -80,6 +80,7 @@ def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
 def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict."""
     out = [wording.headline(s)]
+    out.extend(ranks_text(s.get("ranks")))
     if s["diagnosis"] == "NO-DATA":
         out.append(f"NO-DATA: {s['diagnosis_rule']}")
         out.extend(f"  · {line}" for line in wording.evidence_lines(s))
@@ -134,6 +135,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         f'border-radius:3px;font-weight:600">{e(s["diagnosis"])}</span> '
         f"{e(s['diagnosis_rule'])}</div>",
     ]
+    parts.append(ranks_html(s.get("ranks")))
     if s["diagnosis"] != "NO-DATA":
         shape = wording.shape_line(s)
         if shape:
@@ -261,3 +263,49 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
     return _page([table_html(SWEEP_COLUMNS, _sweep_cells(d["rows"]))]
                  + [f"<div>{e(t)}</div>" for t in _sweep_notes(d)]
                  + [figure_html(png_uri)])
+
+
+# --- many ranks ------------------------------------------------------------------
+
+RANK_COLUMNS = ("rank", "host", "steps", "diagnosis", "input share", "shape", "period",
+                "stalls", "median wait", "median compute", "held max", "unique wait",
+                "straggler")
+
+
+def _rank_cells(r: dict) -> list[list[str]]:
+    return [[
+        str(p["rank"]), p.get("host") or "-", _cell(p["steps"]), p["diagnosis"] or "-",
+        _cell(p["input_share"], lambda x: pct(x, 1)), p["shape"] or "-",
+        _cell(p["period"]), _cell(p["stalls"]), fmt_s(p["input_wait_median_s"]),
+        fmt_s(p["compute_median_s"]), _cell(p["held_share"], lambda x: pct(x)),
+        _cell(p["unique_share"], lambda x: pct(x)), "yes" if p["straggler"] else "",
+    ] for p in r["per_rank"]]
+
+
+def ranks_text(r: Optional[dict]) -> list[str]:
+    """The ranks block of a gathered report (traceml.ranks): lines, the
+    per-rank table and the next steps; empty for a one-process report."""
+    if not r:
+        return []
+    out = wording.ranks_lines(r)
+    out.extend(table_text(RANK_COLUMNS, _rank_cells(r)))
+    out.extend(f"  → {line}" for line in r.get("next") or [])
+    out.append("job (largest input wait across ranks per step):")
+    return out
+
+
+def ranks_html(r: Optional[dict]) -> str:
+    """Static HTML of the ranks block; empty for a one-process report."""
+    if not r:
+        return ""
+    e = html.escape
+    lines = wording.ranks_lines(r)
+    parts = ['<div class="traceml-ranks" style="margin:4px 0">']
+    parts.extend(f"<div><b>{e(line)}</b></div>" if line.startswith(("STRAGGLER", "MISSING"))
+                 else f"<div>{e(line)}</div>" for line in lines)
+    parts.append(table_html(RANK_COLUMNS, _rank_cells(r)))
+    if r.get("next"):
+        parts.append('<ul style="margin:4px 0 6px 18px;padding:0">'
+                     + "".join(f"<li>{e(line)}</li>" for line in r["next"]) + "</ul>")
+    parts.append("<div>job (largest input wait across ranks per step):</div></div>")
+    return "".join(parts)

@@ -1181,3 +1181,111 @@ def compare_why(v: policy.Verdict, moved: list) -> str:
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
                      f"tolerance {tol(m.tolerance)}): {m.direction}")
     return "; ".join(parts)
+
+
+# --- many ranks (traceml.ranks) ----------------------------------------------------
+
+
+def rank_missing_reason(kind: str, *, timeout_s: float, got: int = 0, of: int = 0) -> str:
+    """Why a rank is missing from a gathered report: ``kind`` "absent"
+    (no first message within the deadline) or "stopped" (a message of
+    ``got`` of ``of`` steps took longer than the deadline)."""
+    if kind == "absent":
+        return (f"no answer within {fmt_s(timeout_s)} (it did not call the gather, "
+                "has died, or called it later)")
+    return (f"stopped sending: a message took longer than {fmt_s(timeout_s)} after "
+            f"{got} of its {of} steps")
+
+
+def ranks_source_name(name: str, ranks: int) -> str:
+    """The job report's source name: "DataLoader#1 (max of 3 ranks)"."""
+    return f"{name} (max of {plural(ranks, 'rank')})"
+
+
+def straggler_rule() -> str:
+    """The straggler rule, from policy.stragglers' constants."""
+    return (f"a straggler alone holds at least {_of_the(policy.STRAGGLER_MIN_SHARE)} wait "
+            "only one rank had (each step's largest input wait minus the second largest, "
+            "summed), that wait is at least "
+            f"{pct(policy.STRAGGLER_MIN_COST_SHARE)} of the job's step time, and its own "
+            "report finds its input wait matters (stalls kept, or "
+            f"{policy.INPUT_BOUND} / {policy.HAND_OVER})")
+
+
+def echo_rule() -> str:
+    """The all-reduce echo rule, from policy.echo's constants."""
+    return (f"a rank echoes a straggler's stalls when its median compute on the "
+            f"straggler's stall steps exceeds its median on the other steady steps by at "
+            f"least {_of_the(policy.ECHO_MIN_ABSORBED)} straggler's median stall "
+            f"(at least {policy.ECHO_MIN_STALLS} stall steps): it waited for that rank "
+            "inside the gradient all-reduce")
+
+
+def _rank_cadence(p: dict) -> str:
+    if p.get("period"):
+        return f"stalls {policy.PERIODIC} every {p['period']} steps"
+    if p.get("stalls"):
+        return f"{plural(p['stalls'], 'stall')}, {p.get('temporal') or 'no pattern'}"
+    return "no stalls"
+
+
+def ranks_lines(r: dict) -> list[str]:
+    """The ranks part of a gathered report: who was gathered, who is
+    missing, the straggler(s) with their cadence, and the echo."""
+    got = r["gathered"]
+    out = [f"{plural(r['world_size'], 'rank')}: gathered "
+           f"{', '.join(str(x) for x in got)} · {r['aligned_steps']} aligned steps · "
+           f"job's largest input wait per step: median {fmt_s(r['max_wait']['median'])}, "
+           f"total {fmt_s(r['max_wait']['total'])}"]
+    out.extend(f"MISSING rank {m['rank']}: {m['reason']}" for m in r["missing"])
+    by_rank = {p["rank"]: p for p in r["per_rank"]}
+    if not r["stragglers"]:
+        out.append("no straggler: no rank alone holds the job's input wait "
+                   f"({r['straggler_rule']})")
+    for s in r["stragglers"]:
+        p = by_rank[s]
+        out.append(
+            f"STRAGGLER rank {s}: held the job's largest input wait on {p['held_steps']} "
+            f"of {r['aligned_steps']} steps; {pct(p['unique_share'])} of the wait only one "
+            f"rank had ({fmt_s(p['unique_wait_s'])}, {pct(p['cost_share'], 1)} of the "
+            f"job's step time) · {p['diagnosis']} · {_rank_cadence(p)}")
+    for e in r["echo"]:
+        if e.get("echo") is None:
+            out.append(f"  echo on rank {e['rank']}: too few of rank {e['straggler']}'s "
+                       "stall steps to tell")
+            continue
+        verb = ("waited for it in the all-reduce" if e["echo"]
+                else "no echo (it did not wait for it)")
+        out.append(
+            f"  echo on rank {e['rank']}: {verb}: compute {fmt_s(e['compute_on_stalls_s'])} "
+            f"(median) on rank {e['straggler']}'s {e['stall_steps']} stall steps against "
+            f"{fmt_s(e['compute_other_s'])} on its other steps, "
+            f"{'+' if e['growth_s'] >= 0 else '-'}{fmt_s(abs(e['growth_s']))}"
+            + (f", {pct(e['absorbed'])} of its median stall of "
+               f"{fmt_s(e['stall_excess_s'])}" if e.get("absorbed") is not None else ""))
+    return out
+
+
+def ranks_next_steps(r: dict) -> list[str]:
+    """What to do about the ranks: the straggler's own pipeline first."""
+    out = []
+    by_rank = {p["rank"]: p for p in r["per_rank"]}
+    for s in r["stragglers"]:
+        p = by_rank[s]
+        loader = p.get("loader") or {}
+        workers = (f" (num_workers={loader['num_workers']})" if loader.get("num_workers")
+                   is not None else "")
+        echoed = [e["rank"] for e in r["echo"] if e["straggler"] == s and e.get("echo")]
+        wait = (f"; ranks {', '.join(str(x) for x in echoed)} wait for it in the "
+                "all-reduce, so speeding them up gains nothing" if echoed else "")
+        out.append(
+            f"fix rank {s} first (host {p.get('host') or '?'}): compare its loader"
+            f"{workers}, its host (CPUs, other processes, storage) and its shard of the "
+            f"data (the samples its sampler hands it) with rank "
+            f"{next((x for x in r['gathered'] if x != s), s)}'s{wait}")
+        out.extend(f"rank {s}: {line}" for line in (p.get("next") or [])[:1])
+    if r["missing"]:
+        out.append("the report leaves out rank(s) "
+                   + ", ".join(str(m["rank"]) for m in r["missing"])
+                   + ": call traceml.report(ranks='all') on every rank, or raise timeout_s")
+    return out
