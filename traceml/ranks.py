@@ -15,20 +15,31 @@ across the ranks at step i (steps aligned by index); this module gathers
 the per-step records, and :func:`combine` (pure, testable on hand-made
 arrays) reduces them.
 
-Transport: torch.distributed's own point-to-point operations on the
-process group in use (``isend``/``irecv``, CPU tensors for gloo, tensors on
-the rank's CUDA device for NCCL), never a socket of ours.  Each rank sends
-rank 0 a header (its step count and the size of its facts), its facts (its
-own report's verdicts and its source's loader facts, pickled as
-``gather_object`` pickles them) and its 32-byte records in chunks of
-``chunk_steps`` steps, received straight into the final array (no whole
-message, no second copy on rank 0 with gloo).  Every wait has a deadline
-(``Work.wait(timeout)``): rank 0 gives the headers ``timeout_s`` in all,
-then each message ``timeout_s``; a rank that never calls, has died or
-stops sending is reported missing with the reason, and the others go on.
-A collective (``gather``, ``gather_object``) would block every rank until
-the *group's* timeout (30 min by default) when one rank is absent, and
-that timeout is the user's setting, which traceml does not change.
+Transport, all torch.distributed's own (no socket of ours):
+
+1. Who is here: each rank sets a key in the process group's store (the
+   c10d TCPStore / FileStore the group was made with); rank 0 waits for
+   each key until ``timeout_s`` after it arrived (``Store.wait`` with a
+   timeout), then publishes the ranks present.  A rank that never calls,
+   has died or comes later is left out, and the report says so.
+2. The present ranks make a gloo group of their own
+   (``new_group(present, backend="gloo", timeout=timeout_s,
+   use_local_synchronization=True)``: only they call it) and send rank 0,
+   point to point, a header (step count, size of the facts), their facts
+   (pickled, as ``gather_object`` pickles) and their 32-byte records in
+   chunks of ``chunk_steps`` steps, received straight into the final array
+   (no whole message, no second copy).  Every wait has the deadline
+   ``timeout_s`` (``Work.wait(timeout)``); a rank that stops sending is
+   reported with how far it got.
+
+Why not the user's group and a collective: a collective with an absent
+rank blocks every rank until the group's own timeout (30 min by default),
+and gloo answers a timed-out wait by closing every connection of that
+group ("Application timeout caused pair closure", measured here): a
+deadline on the user's group would break the user's training.  A group of
+traceml's own can fail alone; being gloo, it sends CPU tensors whatever
+the user's backend (NCCL included), so traceml's records never take GPU
+memory.
 """
 
 from __future__ import annotations
@@ -55,14 +66,13 @@ from .result import Report
 DEFAULT_TIMEOUT_S = 120.0
 # Steps per message: 2 MiB of records.  1M steps in 16 messages a rank.
 DEFAULT_CHUNK_STEPS = 1 << 16
-# Tags of traceml's messages (gloo matches by tag; NCCL by order): a base,
-# the call number (mod 256) and the message's number in the call.
-_TAG_BASE = 0x54000000
-_MAX_MESSAGES = 0x10000
+# Tags of traceml's messages on its own group: the message's number.
+_MAX_MESSAGES = 1 << 20
 _HEADER, _FACTS, _FIRST_CHUNK = 0, 1, 2
 # Works abandoned after a timeout keep their buffers alive here: the
 # backend may still write into (or read from) them.
 _ABANDONED: list = []
+# Gathers called so far in this process, for the store keys of the next.
 _CALLS = [0]
 
 
@@ -71,7 +81,7 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
            timeout_s: float = DEFAULT_TIMEOUT_S,
            chunk_steps: int = DEFAULT_CHUNK_STEPS) -> Optional[Report]:
     """Gather every rank's recorded steps to rank 0 of ``group`` and report
-    the job; call it on every rank of the group (it is collective).
+    the job; call it on every rank of the group, the same number of times.
 
     Each rank first builds its own report (:meth:`traceml.Recorder.report`
     with ``stall_threshold_s`` and ``source``, where its worker evidence
@@ -85,15 +95,15 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
             rank (the same source name on every rank).
         recorder: the :class:`traceml.Recorder` to read (default: the
             default recorder).
-        group: the torch.distributed process group (default: the default
-            group).  gloo sends CPU tensors; NCCL sends tensors on
-            ``torch.cuda.current_device()`` (set it to the rank's GPU).
-        timeout_s: seconds rank 0 waits for all the ranks' first messages,
-            and any rank waits for each later message, before it reports
-            that rank missing (rank 0) or gives up (the others, with a
-            RuntimeWarning).  Default ``DEFAULT_TIMEOUT_S`` (120 s).
-        chunk_steps: steps per message (default 65536: 2 MiB); raised when
-            a run would need more than 65534 messages.
+        group: the torch.distributed process group whose ranks to gather
+            (default: the default group, every rank).  Any backend: the
+            records travel on a gloo group of traceml's own.
+        timeout_s: seconds rank 0 waits for the other ranks to arrive
+            (counted from its own arrival), and any rank waits for each
+            later message, before rank 0 reports a rank missing or a rank
+            gives up (with a RuntimeWarning).  Default
+            ``DEFAULT_TIMEOUT_S`` (120 s).
+        chunk_steps: steps per message (default 65536: 2 MiB).
 
     Returns:
         On rank 0 of the group, the job's :class:`traceml.Report` (see
@@ -107,7 +117,7 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
         TypeError, ValueError: a bad stall_threshold_s or source (as
             traceml.report), timeout_s not a positive finite number,
             chunk_steps not a positive int.
-        ImportError: torch is not installed and ranks were asked for.
+        ImportError: torch is not installed.
     """
     timeout_s = _check_timeout(timeout_s)
     if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int) or chunk_steps < 1:
@@ -120,18 +130,29 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
     src = rec.sources.by_name.get(local.summary["source"])
     facts = local_facts(local, src)
     size = dist.get_world_size(group)
-    me = dist.get_rank(group)
-    peers = [_global_rank(dist, group, i) for i in range(size)]
-    device = _device(dist, group)
-    call = _CALLS[0] % 256
+    members = [_global_rank(dist, group, i) for i in range(size)]
+    me = dist.get_rank()
+    call = _CALLS[0]
     _CALLS[0] += 1
-    steps = np.ascontiguousarray(local.steps)
-    if me != 0:
-        _send(dist, group, peers[0], steps, facts, call, timeout_s, chunk_steps, device)
+    present, missing = _present(dist, members, me, call, timeout_s)
+    if present is None:
         return None
-    records, gathered, missing = _receive(dist, group, peers, steps, facts, call, timeout_s,
-                                          chunk_steps, device)
-    return combine(records, gathered, world_size=size, missing=missing,
+    steps = np.ascontiguousarray(local.steps)
+    sub = (dist.new_group(present, timeout=datetime.timedelta(seconds=timeout_s),
+                          backend="gloo", use_local_synchronization=True)
+           if len(present) > 1 else None)
+    if me != members[0]:
+        ok = _send(dist, sub, present[0], steps, facts, timeout_s, chunk_steps)
+        if ok:
+            dist.destroy_process_group(sub)
+        return None
+    records, gathered, failed = _receive(dist, sub, present, steps, facts, timeout_s)
+    if sub is not None and not failed:
+        dist.destroy_process_group(sub)
+    missing.update({members.index(g): why for g, why in failed.items()})
+    by_group_rank = {members.index(g): v for g, v in records.items()}
+    facts_by = {members.index(g): v for g, v in gathered.items()}
+    return combine(by_group_rank, facts_by, world_size=size, missing=missing,
                    stall_threshold_s=stall_threshold_s, timeout_s=timeout_s)
 
 
@@ -161,119 +182,132 @@ def _global_rank(dist, group, group_rank: int) -> int:
     return dist.get_global_rank(group, group_rank)
 
 
-def _device(dist, group):
-    """Where tensors must be for the group's backend: CUDA for NCCL, else CPU."""
-    import torch
-
-    backend = str(dist.get_backend(group)).lower()
-    if "nccl" in backend and "gloo" not in backend:
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+def _td(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=max(seconds, 1e-3))
 
 
-def _tag(call: int, message: int) -> int:
-    return _TAG_BASE + call * _MAX_MESSAGES + message
+def _present(dist, members: list, me: int, call: int, timeout_s: float):
+    """(the global ranks present, in group order, {group rank: why
+    missing}) on the group's first rank; (present, {}) on a present rank;
+    (None, {}) on a rank left out or that heard nothing from the first
+    rank (with a RuntimeWarning).  Through the store of the default group
+    (``Store.wait`` with a deadline)."""
+    from torch.distributed import distributed_c10d
+
+    store = distributed_c10d._get_default_store()
+    prefix = f"traceml/gather/{'-'.join(map(str, members))}/{call}/"
+    if me != members[0]:
+        store.set(prefix + str(me), "1")
+        try:
+            store.wait([prefix + "present"], _td(timeout_s))
+            present = [int(x) for x in store.get(prefix + "present").decode().split(",")]
+        except RuntimeError as exc:
+            _warn(f"rank {members[0]} did not answer within {timeout_s:g} s ({_first(exc)})")
+            return None, {}
+        if me not in present:
+            _warn(f"rank {members[0]} had given up on this rank (it came more than "
+                  f"{timeout_s:g} s after it)")
+            return None, {}
+        return present, {}
+    deadline = time.monotonic() + timeout_s
+    present, missing = [me], {}
+    for i, g in enumerate(members[1:], start=1):
+        try:
+            store.wait([prefix + str(g)], _td(deadline - time.monotonic()))
+            present.append(g)
+        except RuntimeError:
+            missing[i] = wording.rank_missing_reason("absent", timeout_s=timeout_s)
+    store.set(prefix + "present", ",".join(map(str, present)))
+    return present, missing
 
 
-def _chunk(n_max: int, chunk_steps: int) -> int:
-    """Steps per message, so that no run needs more than the tags allow."""
-    return max(chunk_steps, -(-n_max // (_MAX_MESSAGES - _FIRST_CHUNK)))
+def _warn(what: str) -> None:
+    warnings.warn(f"traceml.gather(): {what}; this rank is missing from the report",
+                  RuntimeWarning, stacklevel=4)
 
 
-def _tensor(a: np.ndarray, device):
-    """``a`` (contiguous) as a uint8 tensor sharing its memory on the CPU,
-    or a copy on ``device``."""
+def _first(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [""])[0][:200]
+
+
+def _tensor(a: np.ndarray):
+    """``a`` (contiguous) as a uint8 CPU tensor sharing its memory."""
     import torch
 
     with warnings.catch_warnings():
         # A read-only view (the store's snapshot_view): sent, never written.
         warnings.simplefilter("ignore", UserWarning)
-        t = torch.from_numpy(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
-    return t if device.type == "cpu" else t.to(device)
+        return torch.from_numpy(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
 
 
 def _wait(work, seconds: float) -> None:
-    work.wait(timeout=datetime.timedelta(seconds=max(seconds, 1e-3)))
+    work.wait(timeout=_td(seconds))
 
 
-def _send(dist, group, dst: int, steps: np.ndarray, facts: dict, call: int,
-          timeout_s: float, chunk_steps: int, device) -> None:
-    """A rank's side: header, facts, chunks; gives up with a
-    RuntimeWarning when rank 0 takes more than timeout_s for a message."""
+def _send(dist, group, dst: int, steps: np.ndarray, facts: dict,
+          timeout_s: float, chunk_steps: int) -> bool:
+    """A rank's side: header, facts, chunks, each sent when rank 0 takes
+    it; False (with a RuntimeWarning) when a message waits past
+    timeout_s."""
     import torch
 
     blob = np.frombuffer(pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
     n = len(steps)
-    header = torch.tensor([n, len(blob), chunk_steps], dtype=torch.int64, device=device)
-    chunk = _chunk(n, chunk_steps)
-    out = [(header, _HEADER), (_tensor(blob, device), _FACTS)]
-    out += [(_tensor(steps[a:a + chunk], device), _FIRST_CHUNK + k)
+    chunk = max(chunk_steps, -(-n // (_MAX_MESSAGES - _FIRST_CHUNK)))
+    header = torch.tensor([n, len(blob), chunk], dtype=torch.int64)
+    out = [(header, _HEADER), (_tensor(blob), _FACTS)]
+    out += [(_tensor(steps[a:a + chunk]), _FIRST_CHUNK + k)
             for k, a in enumerate(range(0, n, chunk))]
-    works = [(dist.isend(t, dst, group=group, tag=_tag(call, m)), t) for t, m in out]
+    works = [(dist.isend(t, dst, group=group, tag=m), t) for t, m in out]
     for i, (work, _) in enumerate(works):
         try:
             _wait(work, timeout_s)
         except RuntimeError as exc:
             _ABANDONED.extend(works[i:])
-            warnings.warn(f"traceml.gather(): rank 0 did not take this rank's records "
-                          f"within {timeout_s:g} s ({str(exc).splitlines()[0][:200]}); "
-                          "this rank is missing from the report", RuntimeWarning,
-                          stacklevel=3)
-            return
+            _warn(f"rank {dst} did not take this rank's records within {timeout_s:g} s "
+                  f"({_first(exc)})")
+            return False
+    return True
 
 
-def _receive(dist, group, peers: list, steps: np.ndarray, facts: dict, call: int,
-             timeout_s: float, chunk_steps: int, device):
-    """Rank 0's side: ({rank: records}, {rank: facts}, {rank: why missing})."""
+def _receive(dist, group, present: list, steps: np.ndarray, facts: dict, timeout_s: float):
+    """Rank 0's side: ({global rank: records}, {global rank: facts},
+    {global rank: why it failed})."""
     import torch
 
-    size = len(peers)
-    deadline = time.monotonic() + timeout_s
-    headers = {}
-    for r in range(1, size):
-        t = torch.zeros(3, dtype=torch.int64, device=device)
-        headers[r] = (dist.irecv(t, peers[r], group=group, tag=_tag(call, _HEADER)), t)
-    missing: dict = {}
-    sizes = {}
-    for r, (work, t) in headers.items():
+    records = {present[0]: steps}
+    gathered = {present[0]: facts}
+    failed: dict = {}
+    for g in present[1:]:
+        header = torch.zeros(3, dtype=torch.int64)
+        done, n = 0, 0  # messages received after the header; steps announced
+        works: list = []
         try:
-            _wait(work, deadline - time.monotonic())
-            sizes[r] = tuple(int(x) for x in t.cpu().tolist())
-        except RuntimeError:
-            _ABANDONED.append((work, t))
-            missing[r] = wording.rank_missing_reason("absent", timeout_s=timeout_s)
-    records = {0: steps}
-    gathered = {0: facts}
-    posted = {}
-    for r, (n, nbytes, their_chunk) in sizes.items():
-        dest = np.empty(n, dtype=_core.RECORD_DTYPE)
-        blob = np.empty(nbytes, dtype=np.uint8)
-        chunk = _chunk(n, their_chunk)
-        parts = [(blob, _FACTS)] + [(dest[a:a + chunk], _FIRST_CHUNK + k)
-                                    for k, a in enumerate(range(0, n, chunk))]
-        works = []
-        for arr, m in parts:
-            t = (torch.from_numpy(arr.reshape(-1).view(np.uint8)) if device.type == "cpu"
-                 else torch.empty(arr.nbytes, dtype=torch.uint8, device=device))
-            works.append((dist.irecv(t, peers[r], group=group, tag=_tag(call, m)), t, arr))
-        posted[r] = (dest, blob, works, chunk)
-    for r, (dest, blob, works, chunk) in posted.items():
-        done = 0  # messages received: the facts, then the chunks
-        try:
-            for work, t, arr in works:
+            work = dist.irecv(header, g, group=group, tag=_HEADER)
+            works.append((work, header))
+            _wait(work, timeout_s)
+            n, nbytes, chunk = (int(x) for x in header.tolist())
+            dest = np.empty(n, dtype=_core.RECORD_DTYPE)
+            blob = np.empty(nbytes, dtype=np.uint8)
+            parts = [(blob, _FACTS)] + [(dest[a:a + chunk], _FIRST_CHUNK + k)
+                                        for k, a in enumerate(range(0, n, chunk))]
+            # All posted at once: the sender's messages flow without waiting
+            # for each receive to be posted.
+            for arr, m in parts:
+                t = torch.from_numpy(arr.reshape(-1).view(np.uint8))
+                works.append((dist.irecv(t, g, group=group, tag=m), t))
+            for work, _ in works[1:]:
                 _wait(work, timeout_s)
-                if device.type != "cpu":
-                    arr.reshape(-1).view(np.uint8)[:] = t.cpu().numpy()
                 done += 1
         except RuntimeError:
             _ABANDONED.extend(works)
-            got = min(max(done - 1, 0) * chunk, len(dest))
-            missing[r] = wording.rank_missing_reason("stopped", timeout_s=timeout_s,
-                                                      got=got, of=len(dest))
+            got = min(max(done - 1, 0) * (chunk if n else 0), n) if done else 0
+            failed[g] = wording.rank_missing_reason("stopped", timeout_s=timeout_s,
+                                                    got=got, of=n)
             continue
-        records[r] = dest
-        gathered[r] = pickle.loads(blob.tobytes())
-    return records, gathered, missing
+        records[g] = dest
+        gathered[g] = pickle.loads(blob.tobytes())
+    return records, gathered, failed
 
 
 # --- what each rank sends besides its records -------------------------------------
