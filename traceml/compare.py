@@ -85,7 +85,8 @@ class Comparison:
     median_wait_s, p95_wait_s, stalls, median_gap, stalls_per_100,
     overtaking, input_share, diagnosis, shape, moved ({measure: "better",
     "worse", "same" or None} for mean_wait, input_share, stall_rate),
-    verdict, why; ``verdict`` is BASELINE for the first row, then
+    verdict, why, ranks and stragglers (for a report gathered over many
+    ranks, whose waits are the largest across ranks per step; else None); ``verdict`` is BASELINE for the first row, then
     IMPROVEMENT, REGRESSION, MIXED, EQUIVALENT or NO-DATA),
     ``threshold_s`` (the baseline's stall threshold, applied to
     every run so that stall counts and median stall gaps compare; None, and
@@ -210,5 +211,9 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             "moved": {m.measure: m.direction for m in moved},
             "verdict": v,
             "why": why,
+            # Gathered over many ranks (traceml.gather): the numbers above
+            # are the largest input wait across ranks per step.
+            "ranks": len((s.get("ranks") or {}).get("gathered") or []) or None,
+            "stragglers": (s.get("ranks") or {}).get("stragglers"),
         })
     return Comparison(rows, threshold)

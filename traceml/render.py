@@ -194,6 +194,7 @@ def comparison_text(d: dict) -> str:
     out = [wording.compare_threshold(d["threshold_s"])]
     out.extend(table_text(COMPARE_COLUMNS, _comparison_cells(d["rows"])))
     out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:])
+    out.extend(wording.compare_ranks_line(r) for r in d["rows"] if r.get("ranks"))
     return "\n".join(out)
 
 

@@ -79,6 +79,9 @@ class Report:
         # The sampler's readings of the run's processes (SAMPLE_DTYPE), for
         # save_trace()'s counter tracks; not written by save().
         self.samples: Optional[np.ndarray] = None
+        # A report gathered over many ranks (traceml.ranks.combine): {rank:
+        # that rank's records}; in memory only, not written by save().
+        self.rank_steps: Optional[dict] = None
 
     # Convenience views of the per-step arrays, in nanoseconds.
     @property
@@ -117,7 +120,10 @@ class Report:
         TOO-FEW with ``period`` and ``p_value``; ``trend`` (None, or
         RISING / FALLING with ``slope_ms_per_step``); ``headline`` a
         ``label`` of EPOCH-START, STUCK or STEADY with
-        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.
+        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.  A report
+        gathered over many ranks (:func:`traceml.gather`) also has
+        ``ranks`` (see :func:`traceml.ranks.combine`), and its top level
+        is the largest input wait across ranks at each step.
         """
         return copy.deepcopy(self.summary)
 
@@ -644,6 +650,7 @@ def _summary(raw: bytes, path: str) -> tuple[dict, int]:
         if index and max(index) >= steps:
             raise _error(path, f"holds step index {max(index)}, past the {steps} steps",
                          SUMMARY, "summary." + ".".join(key))
+    _check_ranks(summary, path)
     return summary, version
 
 
@@ -806,3 +813,24 @@ def _worker_id_keys(summary: dict) -> None:
         if isinstance(m, dict) and all(isinstance(k, str) and k.isdigit() for k in m):
             parent[path[-1]] = {int(k): v for k, v in m.items()}
 
+
+
+# --- many ranks ---------------------------------------------------------------------
+
+def _check_ranks(summary: dict, path: str) -> None:
+    """A gathered report's ``ranks`` block (the schema checked its types):
+    one ``held_by`` entry per aligned step, as many aligned steps as steps,
+    and every rank named below ``world_size``."""
+    r = summary.get("ranks")
+    if not r:
+        return
+    if r["aligned_steps"] != summary["steps"] or len(r["held_by"]) != summary["steps"]:
+        raise _error(path, f"holds {len(r['held_by'])} held_by entries and "
+                           f"{r['aligned_steps']} aligned steps for {summary['steps']} steps",
+                     SUMMARY, "summary.ranks")
+    named = (list(r["gathered"]) + list(r["stragglers"])
+             + [m["rank"] for m in r["missing"]] + [p["rank"] for p in r["per_rank"]]
+             + [x for x in r["held_by"] if x is not None])
+    if named and max(named) >= r["world_size"]:
+        raise _error(path, f"names rank {max(named)} of a world of {r['world_size']}",
+                     SUMMARY, "summary.ranks")

@@ -1289,3 +1289,11 @@ def ranks_next_steps(r: dict) -> list[str]:
                    + ", ".join(str(m["rank"]) for m in r["missing"])
                    + ": call traceml.report(ranks='all') on every rank, or raise timeout_s")
     return out
+
+
+def compare_ranks_line(row: dict) -> str:
+    """A compare row gathered over many ranks: whose waits it compares."""
+    who = (", ".join(f"rank {x}" for x in row["stragglers"]) if row.get("stragglers")
+           else "none")
+    return (f"{row['label']}: largest input wait across {plural(row['ranks'], 'rank')} "
+            f"per step; straggler: {who}")
