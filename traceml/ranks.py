@@ -110,14 +110,14 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
         :func:`combine`: the top level is the largest input wait across
         ranks per step, ``to_dict()["ranks"]`` the per-rank verdicts,
         straggler and echo); on every other rank None.  Without an
-        initialised process group, or in a group of one, the local report
-        (as ``traceml.report()``, with no ``ranks`` key).
+        initialised process group (torch.distributed not even imported,
+        or not initialised), or in a group of one, the local report (as
+        ``traceml.report()``, with no ``ranks`` key).
 
     Raises:
         TypeError, ValueError: a bad stall_threshold_s or source (as
             traceml.report), timeout_s not a positive finite number,
             chunk_steps not a positive int.
-        ImportError: torch is not installed.
     """
     timeout_s = _check_timeout(timeout_s)
     if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int) or chunk_steps < 1:
@@ -168,11 +168,14 @@ def _check_timeout(timeout_s: Any) -> float:
 
 
 def _dist():
-    """torch.distributed, or None where it is not available."""
-    try:
-        import torch.distributed as dist
-    except ImportError as exc:
-        raise ImportError("traceml: ranks='all' needs torch (torch.distributed)") from exc
+    """torch.distributed, or None where it is not available or not
+    imported yet (then no process group can exist in this process)."""
+    import sys
+
+    if "torch.distributed" not in sys.modules:
+        return None
+    import torch.distributed as dist
+
     return dist if dist.is_available() else None
 
 
