@@ -22,8 +22,8 @@ Transport, all torch.distributed's own (no socket of ours):
    each key until ``timeout_s`` after it arrived (``Store.wait`` with a
    timeout), then publishes the ranks present.  A rank that never calls,
    has died or comes later is left out, and the report says so.
-2. The present ranks make a gloo group of their own
-   (``new_group(present, backend="gloo", timeout=timeout_s,
+2. The present ranks make a gloo group of their own, once per set of
+   ranks (``new_group(present, backend="gloo", timeout=timeout_s,
    use_local_synchronization=True)``: only they call it) and send rank 0,
    point to point, a header (step count, size of the facts), their facts
    (pickled, as ``gather_object`` pickles) and their 32-byte records in
@@ -74,6 +74,8 @@ _HEADER, _FACTS, _FIRST_CHUNK = 0, 1, 2
 _ABANDONED: list = []
 # Gathers called so far in this process, for the store keys of the next.
 _CALLS = [0]
+# traceml's own gloo groups, by the global ranks they hold (see _group).
+_GROUPS: dict = {}
 
 
 def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str, int] = None,
@@ -138,17 +140,14 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
     if present is None:
         return None
     steps = np.ascontiguousarray(local.steps)
-    sub = (dist.new_group(present, timeout=datetime.timedelta(seconds=timeout_s),
-                          backend="gloo", use_local_synchronization=True)
-           if len(present) > 1 else None)
+    sub = _group(dist, present, timeout_s) if len(present) > 1 else None
     if me != members[0]:
-        ok = _send(dist, sub, present[0], steps, facts, timeout_s, chunk_steps)
-        if ok:
-            dist.destroy_process_group(sub)
+        if not _send(dist, sub, present[0], steps, facts, timeout_s, chunk_steps):
+            _drop_group(present)
         return None
     records, gathered, failed = _receive(dist, sub, present, steps, facts, timeout_s)
-    if sub is not None and not failed:
-        dist.destroy_process_group(sub)
+    if failed:
+        _drop_group(present)
     missing.update({members.index(g): why for g, why in failed.items()})
     by_group_rank = {members.index(g): v for g, v in records.items()}
     facts_by = {members.index(g): v for g, v in gathered.items()}
@@ -222,6 +221,31 @@ def _present(dist, members: list, me: int, call: int, timeout_s: float):
             missing[i] = wording.rank_missing_reason("absent", timeout_s=timeout_s)
     store.set(prefix + "present", ",".join(map(str, present)))
     return present, missing
+
+
+def _group(dist, present: list, timeout_s: float):
+    """traceml's gloo group of the ``present`` global ranks, made once and
+    kept for the next gathers among the same ranks: a group made again
+    with the same ranks after ``destroy_process_group`` gets the same name
+    and store keys as the old one, and its members could read the old
+    group's stale addresses (seen here: "connectFullMesh failed ...
+    Connection refused")."""
+    key = tuple(present)
+    sub = _GROUPS.get(key)
+    if sub is None:
+        sub = dist.new_group(present, timeout=datetime.timedelta(seconds=timeout_s),
+                             backend="gloo", use_local_synchronization=True)
+        _GROUPS[key] = sub
+    return sub
+
+
+def _drop_group(present: list) -> None:
+    """Forget a group a timeout broke (gloo closed its connections); it
+    stays alive in _ABANDONED, so the next one with these ranks gets a new
+    name."""
+    sub = _GROUPS.pop(tuple(present), None)
+    if sub is not None:
+        _ABANDONED.append(sub)
 
 
 def _warn(what: str) -> None:
