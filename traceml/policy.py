@@ -1491,15 +1491,20 @@ ECHO_MIN_ABSORBED = 0.5
 ECHO_MIN_STALLS = ATTR_MIN_STALLS
 
 
-def max_across_ranks(waits: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def max_across_ranks(waits, n: Optional[int] = None) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
     """(largest wait, the rank holding it, second largest wait) per
     aligned step, over ``waits`` (one int64 ns array per rank, in rank
     order; lengths may differ: a step counts the ranks that have it).
 
-    Shapes (n,) with n the longest array; the holder is int32, the lowest
-    rank on ties; the second largest is 0 where one rank has the step.
-    One pass per rank, O(n) memory (no (ranks, n) matrix)."""
-    n = max((len(w) for w in waits), default=0)
+    Shapes (n,) with n the longest array (give ``n`` to read ``waits``,
+    any iterable, once: one rank's array at a time); the holder is int32
+    (the position in ``waits``), the lowest rank on ties; the second
+    largest is 0 where one rank has the step.  One pass per rank, O(n)
+    memory (no (ranks, n) matrix)."""
+    if n is None:
+        waits = list(waits)
+        n = max((len(w) for w in waits), default=0)
     top = np.full(n, -1, dtype=np.int64)
     second = np.zeros(n, dtype=np.int64)
     holder = np.full(n, -1, dtype=np.int32)

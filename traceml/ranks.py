@@ -456,11 +456,11 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
     missing = dict(missing or {})
     world = int(world_size) if world_size is not None else max(ranks + list(missing)) + 1
     recs = [np.asarray(records[r]) for r in ranks]
-    waits = [a["fetch_done_ns"] - a["begin_ns"] for a in recs]
-    steps_ns = [a["end_ns"] - a["begin_ns"] for a in recs]
-    top, holder, second = policy.max_across_ranks(waits)
-    step_top, _, _ = policy.max_across_ranks(steps_ns)
-    n = len(top)
+    n = max(len(a) for a in recs)
+    # One rank's durations at a time: 8 B a step, not 8 B a step per rank.
+    top, holder, second = policy.max_across_ranks(
+        (a["fetch_done_ns"] - a["begin_ns"] for a in recs), n)
+    step_top, _, _ = policy.max_across_ranks((a["end_ns"] - a["begin_ns"] for a in recs), n)
     syn = np.zeros(n, dtype=_core.RECORD_DTYPE)
     start = next((int(a["begin_ns"][0]) for a in recs if len(a)), 0)
     step_top = np.maximum(step_top, np.maximum(top, 0))
@@ -492,7 +492,7 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
         for j, r in enumerate(ranks):
             if r == s:
                 continue
-            e = policy.echo(stall, waits[i], steady[s],
+            e = policy.echo(stall, recs[i]["fetch_done_ns"] - recs[i]["begin_ns"], steady[s],
                             recs[j]["end_ns"] - recs[j]["fetch_done_ns"], steady[r])
             echoes.append({"straggler": s, "rank": r, **(e or {"echo": None})})
     unique = np.where(holder >= 0, top - second, 0)
