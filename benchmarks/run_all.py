@@ -40,6 +40,7 @@ SCRIPTS = [
     "bench_sampler.py",
     "bench_peers.py",
     "bench_callgrind.py",
+    "bench_gather.py",
 ]
 
 
