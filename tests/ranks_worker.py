@@ -12,8 +12,13 @@ joins several):
 * ``steps=R:N``: rank R runs N steps (DDP with ``join`` so that the
   others' all-reduces do not wait for it);
 * ``absent=R``: rank R trains but never calls the gather (it sleeps
-  past the gather's deadline, then exits);
-* ``timeout=S``: the gather's timeout_s.
+  past the gather's deadline);
+* ``timeout=S``: the gather's timeout_s;
+* ``repeat=K``: gather K times (rank 0 saves ``job.run``, ``job2.run``, ...).
+
+Every rank ends with one all-reduce on the job's own process group
+(``allreduce{R}`` holds its sum): traceml's gather, even past its
+deadline, must leave that group working.
 
 Each rank saves its own records (``rank{R}.npy``, the local report's
 steps); rank 0 saves the gathered report (``job.run``) and its text
@@ -77,16 +82,23 @@ def main(rank: int, world: int, init: str, out: str, scenario: str) -> None:
     np.save(os.path.join(out, f"rank{rank}.npy"), traceml.report().steps)
     if rank == absent:
         time.sleep(timeout_s + 2)
-        os._exit(0)
-    job = traceml.gather(timeout_s=timeout_s)
-    if rank == 0:
-        job.save(os.path.join(out, "job.run"))
-        with open(os.path.join(out, "job.txt"), "w", encoding="utf-8") as f:
-            f.write(str(job))
     else:
-        assert job is None
-    with open(os.path.join(out, f"done{rank}"), "w") as f:
-        f.write("ok")
+        for k in range(int(opts.get("repeat", 1))):
+            job = traceml.gather(timeout_s=timeout_s)
+            if rank == 0:
+                job.save(os.path.join(out, "job.run" if k == 0 else f"job{k + 1}.run"))
+                with open(os.path.join(out, "job.txt"), "w", encoding="utf-8") as f:
+                    f.write(str(job))
+            else:
+                assert job is None
+        with open(os.path.join(out, f"done{rank}"), "w") as f:
+            f.write("ok")
+    # The job's own group still works after traceml's gather (and after
+    # its deadline passed on an absent rank): one more all-reduce.
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    with open(os.path.join(out, f"allreduce{rank}"), "w") as f:
+        f.write(str(int(total.item())))
     # Not destroy_process_group(): rank 0 may hold receives abandoned at
     # the deadline (an absent rank); the process ends here either way.
     sys.stdout.flush()

@@ -252,7 +252,15 @@ def run_ranks(world: int, scenario: str, out, timeout_s: float = 150.0):
                 p.wait()
     logs = "\n".join((out / f"log{r}").read_text() for r in range(world))
     assert all(p.returncode == 0 for p in procs), logs
-    return traceml.load(out / "job.run"), [np.load(out / f"rank{r}.npy") for r in range(world)]
+    # Every rank's last all-reduce on the job's own group went through.
+    assert [(out / f"allreduce{r}").read_text() for r in range(world)] == [str(world)] * world
+    rep = traceml.load(out / "job.run")
+    rep.out_dir = out
+    return rep, [np.load(out / f"rank{r}.npy") for r in range(world)]
+
+
+def rep_dir(rep):
+    return rep.out_dir
 
 
 def _waits(steps):
@@ -262,7 +270,7 @@ def _waits(steps):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("two_ranks")
-    return run_ranks(2, "stall=1", out)
+    return run_ranks(2, "stall=1,repeat=2", out)
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +302,15 @@ def test_two_ranks_name_the_stalling_rank_and_its_cadence(two_ranks):
     assert np.array_equal(rep.input_wait_ns, waits.max(axis=0))
     assert r["held_by"] == waits.argmax(axis=0).tolist()
     assert "STRAGGLER rank 1" in str(rep)
+
+
+@pytest.mark.slow
+def test_a_second_gather_gives_the_same_report(two_ranks):
+    rep, _ = two_ranks
+    out = rep_dir(rep)
+    again = traceml.load(out / "job2.run")
+    assert again.to_dict()["ranks"] == rep.to_dict()["ranks"]
+    assert np.array_equal(again.steps, rep.steps)
 
 
 @pytest.mark.slow

@@ -101,10 +101,11 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
             (default: the default group, every rank).  Any backend: the
             records travel on a gloo group of traceml's own.
         timeout_s: seconds rank 0 waits for the other ranks to arrive
-            (counted from its own arrival), and any rank waits for each
-            later message, before rank 0 reports a rank missing or a rank
-            gives up (with a RuntimeWarning).  Default
-            ``DEFAULT_TIMEOUT_S`` (120 s).
+            (counted from its own arrival) and for each later message,
+            before it reports a rank missing; the other ranks wait twice
+            that for rank 0's answer, and timeout_s for each later
+            message, before they give up (with a RuntimeWarning).
+            Default ``DEFAULT_TIMEOUT_S`` (120 s).
         chunk_steps: steps per message (default 65536: 2 MiB).
 
     Returns:
@@ -201,10 +202,14 @@ def _present(dist, members: list, me: int, call: int, timeout_s: float):
     if me != members[0]:
         store.set(prefix + str(me), "1")
         try:
-            store.wait([prefix + "present"], _td(timeout_s))
+            # Rank 0 may come up to timeout_s after this rank and then wait
+            # timeout_s for the others: twice the deadline, so that a rank
+            # that came in time is never dropped by the race.
+            store.wait([prefix + "present"], _td(2 * timeout_s))
             present = [int(x) for x in store.get(prefix + "present").decode().split(",")]
         except RuntimeError as exc:
-            _warn(f"rank {members[0]} did not answer within {timeout_s:g} s ({_first(exc)})")
+            _warn(f"rank {members[0]} did not answer within {2 * timeout_s:g} s "
+                  f"({_first(exc)})")
             return None, {}
         if me not in present:
             _warn(f"rank {members[0]} had given up on this rank (it came more than "

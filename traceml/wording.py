@@ -1276,8 +1276,11 @@ def ranks_next_steps(r: dict) -> list[str]:
         workers = (f" (num_workers={loader['num_workers']})" if loader.get("num_workers")
                    is not None else "")
         echoed = [e["rank"] for e in r["echo"] if e["straggler"] == s and e.get("echo")]
-        wait = (f"; ranks {', '.join(str(x) for x in echoed)} wait for it in the "
-                "all-reduce, so speeding them up gains nothing" if echoed else "")
+        wait = (f"; {'rank' if len(echoed) == 1 else 'ranks'} "
+                f"{', '.join(str(x) for x in echoed)} "
+                f"{'waits' if len(echoed) == 1 else 'wait'} for it in the all-reduce, so "
+                f"speeding {'it' if len(echoed) == 1 else 'them'} up gains nothing"
+                if echoed else "")
         out.append(
             f"fix rank {s} first (host {p.get('host') or '?'}): compare its loader"
             f"{workers}, its host (CPUs, other processes, storage) and its shard of the "
