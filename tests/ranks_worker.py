@@ -14,7 +14,8 @@ joins several):
 * ``absent=R``: rank R trains but never calls the gather (it sleeps
   past the gather's deadline);
 * ``timeout=S``: the gather's timeout_s;
-* ``repeat=K``: gather K times (rank 0 saves ``job.run``, ``job2.run``, ...).
+* ``repeat=K``: gather K times (rank 0 saves ``job.run``, ``job2.run``, ...);
+* ``dies=R``: rank R checks in to the gather, then exits before sending.
 
 Every rank ends with one all-reduce on the job's own process group
 (``allreduce{R}`` holds its sum): traceml's gather, even past its
@@ -53,6 +54,7 @@ def main(rank: int, world: int, init: str, out: str, scenario: str) -> None:
     if short and int(short.split(":")[0]) == rank:
         steps = int(short.split(":")[1])
     absent = int(opts["absent"]) if "absent" in opts else None
+    dies = int(opts["dies"]) if "dies" in opts else None
     timeout_s = float(opts.get("timeout", 20))
 
     torch.set_num_threads(1)
@@ -80,6 +82,14 @@ def main(rank: int, world: int, init: str, out: str, scenario: str) -> None:
             model(x).square().mean().backward()
             opt.step()
     np.save(os.path.join(out, f"rank{rank}.npy"), traceml.report().steps)
+    if rank == dies:
+        # Checks in, then dies before sending anything.
+        from traceml import ranks
+
+        def die(*args, **kwargs):
+            os._exit(0)
+
+        ranks._send = die
     if rank == absent:
         time.sleep(timeout_s + 2)
     else:
@@ -93,6 +103,8 @@ def main(rank: int, world: int, init: str, out: str, scenario: str) -> None:
                 assert job is None
         with open(os.path.join(out, f"done{rank}"), "w") as f:
             f.write("ok")
+    if dies is not None:
+        os._exit(0)
     # The job's own group still works after traceml's gather (and after
     # its deadline passed on an absent rank): one more all-reduce.
     total = torch.ones(1)

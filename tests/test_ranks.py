@@ -218,6 +218,10 @@ def test_report_ranks_argument_and_gather_arguments():
         traceml.gather(recorder=rec, timeout_s="5")
     with pytest.raises(ValueError, match="chunk_steps"):
         traceml.gather(recorder=rec, chunk_steps=0)
+    with pytest.raises(TypeError, match="chunk_steps"):
+        traceml.gather(recorder=rec, chunk_steps=2.0)
+    with pytest.raises(TypeError, match="recorder"):
+        traceml.gather(recorder="default")
 
 
 def test_combine_refuses_facts_missing_a_rank():
@@ -252,8 +256,10 @@ def run_ranks(world: int, scenario: str, out, timeout_s: float = 150.0):
                 p.wait()
     logs = "\n".join((out / f"log{r}").read_text() for r in range(world))
     assert all(p.returncode == 0 for p in procs), logs
-    # Every rank's last all-reduce on the job's own group went through.
-    assert [(out / f"allreduce{r}").read_text() for r in range(world)] == [str(world)] * world
+    if "dies=" not in scenario:
+        # Every rank's last all-reduce on the job's own group went through.
+        assert ([(out / f"allreduce{r}").read_text() for r in range(world)]
+                == [str(world)] * world)
     rep = traceml.load(out / "job.run")
     rep.out_dir = out
     return rep, [np.load(out / f"rank{r}.npy") for r in range(world)]
@@ -367,3 +373,19 @@ def test_healthy_ranks_name_no_straggler(healthy_ranks):
     waits = np.stack([_waits(a) for a in local])
     assert np.array_equal(rep.input_wait_ns, waits.max(axis=0))
     assert "no straggler" in str(rep)
+
+
+@pytest.fixture(scope="module")
+def dying_rank(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dying_rank")
+    return run_ranks(2, "stall=0,dies=1,timeout=5", out)
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_inside_the_gather_is_stated_not_waited_for(dying_rank):
+    rep, local = dying_rank
+    r = rep.to_dict()["ranks"]
+    assert r["gathered"] == [0] and [m["rank"] for m in r["missing"]] == [1]
+    assert "checked in, then sent nothing" in r["missing"][0]["reason"]
+    assert np.array_equal(rep.input_wait_ns, _waits(local[0]))
+    assert r["per_rank"][0]["period"] == 4

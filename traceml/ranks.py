@@ -117,14 +117,24 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
         or not initialised), or in a group of one, the local report (as
         ``traceml.report()``, with no ``ranks`` key).
 
+    Ranks in the report are ranks of ``group``.
+
     Raises:
-        TypeError, ValueError: a bad stall_threshold_s or source (as
-            traceml.report), timeout_s not a positive finite number,
-            chunk_steps not a positive int.
+        TypeError: a bad stall_threshold_s or source (as traceml.report);
+            timeout_s not a real number; chunk_steps not an int; recorder
+            not a Recorder.
+        ValueError: a bad stall_threshold_s or source (as traceml.report);
+            timeout_s not finite and > 0; chunk_steps < 1.
     """
     timeout_s = _check_timeout(timeout_s)
-    if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int) or chunk_steps < 1:
-        raise ValueError(f"gather(): chunk_steps must be a positive int, got {chunk_steps!r}")
+    if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int):
+        raise TypeError(f"gather(): chunk_steps must be an int, got "
+                        f"{type(chunk_steps).__name__}")
+    if chunk_steps < 1:
+        raise ValueError(f"gather(): chunk_steps must be >= 1, got {chunk_steps!r}")
+    if recorder is not None and not isinstance(recorder, _core.Recorder):
+        raise TypeError(f"gather(): recorder must be a traceml.Recorder or None, got "
+                        f"{type(recorder).__name__}")
     rec = recorder if recorder is not None else _core.default_recorder()
     local = rec.report(stall_threshold_s, source=source)
     dist = _dist()
@@ -304,38 +314,46 @@ def _send(dist, group, dst: int, steps: np.ndarray, facts: dict,
 
 def _receive(dist, group, present: list, steps: np.ndarray, facts: dict, timeout_s: float):
     """Rank 0's side: ({global rank: records}, {global rank: facts},
-    {global rank: why it failed})."""
+    {global rank: why it failed}).  Every receive is posted before any is
+    waited for, so that all ranks send at once."""
     import torch
 
     records = {present[0]: steps}
     gathered = {present[0]: facts}
     failed: dict = {}
+    headers = {}
     for g in present[1:]:
-        header = torch.zeros(3, dtype=torch.int64)
-        done, n = 0, 0  # messages received after the header; steps announced
-        works: list = []
+        t = torch.zeros(3, dtype=torch.int64)
+        headers[g] = (dist.irecv(t, g, group=group, tag=_HEADER), t)
+    posted = {}
+    for g, (work, header) in headers.items():
         try:
-            work = dist.irecv(header, g, group=group, tag=_HEADER)
-            works.append((work, header))
             _wait(work, timeout_s)
-            n, nbytes, chunk = (int(x) for x in header.tolist())
-            dest = np.empty(n, dtype=_core.RECORD_DTYPE)
-            blob = np.empty(nbytes, dtype=np.uint8)
-            parts = [(blob, _FACTS)] + [(dest[a:a + chunk], _FIRST_CHUNK + k)
-                                        for k, a in enumerate(range(0, n, chunk))]
-            # All posted at once: the sender's messages flow without waiting
-            # for each receive to be posted.
-            for arr, m in parts:
-                t = torch.from_numpy(arr.reshape(-1).view(np.uint8))
-                works.append((dist.irecv(t, g, group=group, tag=m), t))
-            for work, _ in works[1:]:
+        except RuntimeError:
+            _ABANDONED.append((work, header))
+            failed[g] = wording.rank_missing_reason("silent", timeout_s=timeout_s)
+            continue
+        n, nbytes, chunk = (int(x) for x in header.tolist())
+        dest = np.empty(n, dtype=_core.RECORD_DTYPE)
+        blob = np.empty(nbytes, dtype=np.uint8)
+        parts = [(blob, _FACTS)] + [(dest[a:a + chunk], _FIRST_CHUNK + k)
+                                    for k, a in enumerate(range(0, n, chunk))]
+        works = []
+        for arr, m in parts:  # received straight into dest and blob
+            t = torch.from_numpy(arr.reshape(-1).view(np.uint8))
+            works.append((dist.irecv(t, g, group=group, tag=m), t))
+        posted[g] = (dest, blob, works, chunk)
+    for g, (dest, blob, works, chunk) in posted.items():
+        done = 0  # messages received: the facts, then the chunks
+        try:
+            for work, _ in works:
                 _wait(work, timeout_s)
                 done += 1
         except RuntimeError:
             _ABANDONED.extend(works)
-            got = min(max(done - 1, 0) * (chunk if n else 0), n) if done else 0
+            got = min(max(done - 1, 0) * chunk, len(dest))
             failed[g] = wording.rank_missing_reason("stopped", timeout_s=timeout_s,
-                                                    got=got, of=n)
+                                                    got=got, of=len(dest))
             continue
         records[g] = dest
         gathered[g] = pickle.loads(blob.tobytes())

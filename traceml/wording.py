@@ -1188,11 +1188,14 @@ def compare_why(v: policy.Verdict, moved: list) -> str:
 
 def rank_missing_reason(kind: str, *, timeout_s: float, got: int = 0, of: int = 0) -> str:
     """Why a rank is missing from a gathered report: ``kind`` "absent"
-    (no first message within the deadline) or "stopped" (a message of
-    ``got`` of ``of`` steps took longer than the deadline)."""
+    (it did not check in within the deadline), "silent" (it checked in,
+    then sent nothing within the deadline) or "stopped" (a message after
+    ``got`` of its ``of`` steps took longer than the deadline)."""
     if kind == "absent":
         return (f"no answer within {fmt_s(timeout_s)} (it did not call the gather, "
                 "has died, or called it later)")
+    if kind == "silent":
+        return f"checked in, then sent nothing within {fmt_s(timeout_s)}"
     return (f"stopped sending: a message took longer than {fmt_s(timeout_s)} after "
             f"{got} of its {of} steps")
 
