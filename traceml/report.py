@@ -209,7 +209,10 @@ def build(
                                             stuck_events or [], sources))
     summary["next"] = (wording.evidenced_next_steps(summary)
                        + wording.memory_next_steps(memory_found))
-    rep = Report(summary, steps)
+    rep = Report(summary, steps, delivery=(
+        {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
+         "workers": np.maximum(ranks_workers[1], -1, dtype=np.int64)}
+        if summary["delivery"] is not None and ranks_workers is not None else None))
     if worker_batches is not None:
         rep.worker_batches, rep.worker_offsets = worker_batches
     rep.samples = _run_samples(samples, steps, summary, main_pid)
@@ -463,19 +466,15 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
     bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
-    the per-step arrays the delivery record was made from (else read back
-    from its lists)."""
+    the per-step arrays the delivery record was made from (no attribution
+    without them)."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
-    if dlv is not None and dlv["known"]:
-        if ranks_workers is not None:
-            ranks, workers = ranks_workers
-        else:
-            ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
-            workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
+    if dlv is not None and dlv["known"] and ranks_workers is not None:
+        ranks, workers = ranks_workers
         tmp = s.get("temporal") or {}
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
-        # The lists hold None for every negative value, read back as -1.
+        # Every negative value is unknown, as -1.
         def known(a: np.ndarray) -> np.ndarray:
             return np.maximum(a, -1, dtype=np.int64)
 
