@@ -47,6 +47,12 @@ to the step's compute, not to its input wait: the begin event is queued
 before the step's clock is read.  If the event source raises, the
 timeline turns itself off and the report says why (``error``).
 
+Not read: NVML's GPU utilisation (``nvidia-ml-py``).  The issue asks for
+it from the C sampler thread at its period, which means loading
+libnvidia-ml from C beside the /proc reader; with no GPU to test it on
+here it is left out rather than shipped untested.  The CUDA events above
+already say whether the GPU idled waiting for input, step by step.
+
 Any object with the small interface of ``torch.cuda`` can stand in for it
 (``Event(enable_timing=True)`` with ``record(stream)``, ``query()`` and
 ``elapsed_time(other)`` in ms; ``current_stream()``): the tests drive a

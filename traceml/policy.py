@@ -898,7 +898,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     wait = s["input_wait_s"]
     st = s["stalls"]
     if diag == COMPUTE_BOUND:
-        out.append(("compute_bound", {"share": share, "steady_only": after_headline}))
+        gpu_said = (s.get("gpu") or {}).get("rule") in (GPU_DID_NOT_WAIT, GPU_DIFFERS)
+        out.append(("compute_bound", {"share": s["gpu"]["gpu_share"] if gpu_said else share,
+                                      "steady_only": after_headline, "gpu": gpu_said}))
         if shp == HEAVY_TAILED and conc["stall_wait_share"] is not None:
             out.append(("compute_bound_stalls", {"step_share": conc["stall_step_share"],
                                                  "wait_share": conc["stall_wait_share"]}))

@@ -176,7 +176,8 @@ def build(
     production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
     summary.update(_durations(w, production))
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
-    summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
+    if gpu is not None:     # cuda off: no gpu key, the summary as before
+        summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
     summary["production"] = production
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
     summary.update(stalls)

@@ -122,7 +122,13 @@ class Report:
         TOO-FEW with ``period`` and ``p_value``; ``trend`` (None, or
         RISING / FALLING with ``slope_ms_per_step``); ``headline`` a
         ``label`` of EPOCH-START, STUCK or STEADY with
-        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.
+        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.  With
+        ``cuda=`` on (:mod:`traceml.gpu`), ``gpu``: host wait and
+        GPU-visible wait over the same steady steps (``host_wait_s``,
+        ``gpu_wait_s``), ``gpu_step_s``, ``coverage``, ``skipped``,
+        ``pending``, ``host_share``, ``gpu_share``, ``host_diagnosis`` and
+        the ``rule`` (policy.gpu_diagnosis) that may have changed
+        ``diagnosis``; without it there is no ``gpu`` key.
         """
         return copy.deepcopy(self.summary)
 

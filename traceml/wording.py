@@ -233,6 +233,8 @@ _NEXT: dict[str, Callable[[dict], str]] = {
                                 "judge the input's shape; record at least "
                                 f"{p['least']}."),
     "compute_bound": lambda p: (
+        f"The GPU waits for input {pct(p['share'])} of its time (the host's waits overlap "
+        "its work): input is not the bottleneck; profile the step itself." if p.get("gpu") else
         f"Between epoch starts the loop waits for input {pct(p['share'])} of the time: there, "
         "input is not the bottleneck." if p.get("steady_only") else
         f"The loop waits for input {pct(p['share'])} of the time: input "
