@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import gpu, policy
+from traceml import gpu, policy, render
 
 MS = 1_000_000
 T0 = 10**12
@@ -105,30 +105,45 @@ def expected_gpu(call, done, kernel, t0=T0):
     return begin, wait
 
 
-def run_wrap(fetch, compute, kernel, ahead=None, ring=gpu.DEFAULT_RING, ready=False):
-    """One wrapped epoch over the schedule; returns (fake, recorder, call, done, end)."""
-    call, done, end = schedule(fetch, compute, kernel, ahead)
-    fake = FakeCuda()
-    rec = traceml.Recorder()
-    clock = [T0]                       # iter(): the epoch's begin
-    for c, d in zip(call, done):
-        clock += [int(c), int(d)]
-    rec._set_test_clock(clock + [int(end), int(end)])
+class Batches:
+    """A loader whose every fetch moves the fake's host clock by fetch[i]."""
 
-    def batches():
-        for f in fetch:
-            fake.now += f
+    def __init__(self, fake, fetch):
+        self.fake, self.fetch = fake, fetch
+
+    def __iter__(self):
+        for f in self.fetch:
+            self.fake.now += f
             yield f
 
-    wrapped = rec.wrap(batches(), cuda=fake, cuda_ring=ring)
-    for i, _ in enumerate(wrapped):
-        if ready:
-            fake.launch(ready)           # the host-to-device copy
-            wrapped.input_ready()
-        fake.launch(kernel[i])
-        fake.now += compute[i]
-        if ahead is not None:
-            fake.now = max(fake.now, fake.busy_until - ahead)
+
+def run_wrap(fetch, compute, kernel, ahead=None, ring=gpu.DEFAULT_RING, ready=0,
+             epochs=1, marker="wrapped"):
+    """``epochs`` wrapped epochs over the schedule (repeated); returns
+    (fake, recorder, call, done, end) with the host times of every step."""
+    n = len(fetch)
+    call, done, end = schedule(list(fetch) * epochs, list(compute) * epochs,
+                               list(kernel) * epochs, ahead)
+    fake = FakeCuda()
+    rec = traceml.Recorder()
+    clock = []
+    for e in range(epochs):
+        clock.append(int(call[e * n]))     # iter(): the epoch's begin
+        for c, d in zip(call[e * n:(e + 1) * n], done[e * n:(e + 1) * n]):
+            clock += [int(c), int(d)]
+        last = int(call[(e + 1) * n]) if e + 1 < epochs else int(end)
+        clock += [last, last]              # the call that ends the epoch
+    rec._set_test_clock(clock)
+    wrapped = rec.wrap(Batches(fake, fetch), cuda=fake, cuda_ring=ring)
+    for _ in range(epochs):
+        for i, _ in enumerate(wrapped):
+            if ready:
+                fake.launch(ready)           # the host-to-device copy
+                (wrapped.input_ready if marker == "wrapped" else traceml.input_ready)()
+            fake.launch(kernel[i])
+            fake.now += compute[i]
+            if ahead is not None:
+                fake.now = max(fake.now, fake.busy_until - ahead)
     assert fake.synchronize_calls == 0
     return fake, rec, call, done, end
 
@@ -180,16 +195,37 @@ def test_fetch_longer_than_the_gpu_step_reads_both_waits_large():
     assert g["rule"] == policy.GPU_AGREES and rep["diagnosis"] == policy.INPUT_BOUND
 
 
-def test_input_ready_counts_the_copy_in_the_gpu_visible_wait():
+@pytest.mark.parametrize("marker", ["wrapped", "module"])
+def test_input_ready_counts_the_copy_in_the_gpu_visible_wait(marker):
     n = 20
     fetch, compute, kernel = [30 * MS] * n, [1 * MS] * n, [5 * MS] * n
-    fake, rec, call, done, _ = run_wrap(fetch, compute, kernel, ready=3 * MS)
+    fake, rec, call, done, _ = run_wrap(fetch, compute, kernel, ready=3 * MS, marker=marker)
     fake.now = fake.busy_until
     rep = rec.report()
     _, plain = expected_gpu(call, done, [k + 3 * MS for k in kernel])
     # The copy runs on the stream after the batch came: 3 ms more wait.
     assert np.array_equal(rep.gpu_wait_ns, plain + 3 * MS)
     assert rep["gpu"]["ready_marked"] == n - 1
+
+
+def test_epochs_are_read_apart():
+    n = 10
+    fetch, compute, kernel = [2 * MS + 7 * i for i in range(n)], [1 * MS] * n, [3 * MS] * n
+    fake, rec, call, done, end = run_wrap(fetch, compute, kernel, epochs=2)
+    fake.now = fake.busy_until
+    rep = rec.report()
+    begin, want = expected_gpu(call, done, kernel * 2)
+    assert np.array_equal(rep.gpu_wait_ns, want)
+    step = rep.gpu_step_ns
+    assert np.array_equal(step[:n - 1], np.diff(begin[:n]))
+    assert np.array_equal(step[n:-1], np.diff(begin[n:]))
+    # Each epoch's last GPU step ends at the event of the call that ended
+    # the epoch (reached once the step's kernels were done), not at the
+    # next epoch's first begin.
+    for last, final_call in ((n - 1, call[n]), (2 * n - 1, end)):
+        kernels_done = max(done[last], begin[last]) + kernel[-1]
+        assert step[last] == max(final_call, kernels_done) - begin[last]
+    assert rep["gpu"]["steps_read"] == 2 * (n - 1) and rep["epochs"] == 2
 
 
 def test_events_are_read_lazily_never_synchronised_and_only_once_passed():
@@ -279,7 +315,7 @@ def test_report_block_round_trips_through_save_and_load(tmp_path):
     assert back["diagnosis"] == rep["diagnosis"] == policy.COMPUTE_BOUND
     for text in (str(rep), str(back)):
         assert "GPU-visible wait" in text and "GPU step" in text
-    assert "GPU-visible wait" in rep._repr_html_()
+    assert "GPU-visible wait" in render.report_html(rep.summary)   # no plot: fast
     flat = rep.flat()
     assert flat["traceml/gpu_wait_p95_s"] == pytest.approx(rep["gpu"]["gpu_wait_s"]["p95"])
     assert flat["traceml/gpu_coverage"] == 1.0

@@ -1225,7 +1225,8 @@ def gpu_lines(s: dict) -> list[str]:
            f"{g['steps_read']} of {g['steady_steps']} steady steps "
            f"({_pct_or_dash(g['coverage'])})"
            + (f", {g['skipped']} not recorded (ring of {g['ring']} full)" if g["skipped"] else "")
-           + (f", {g['pending']} not reached by the GPU yet" if g["pending"] else "")]
+           + (f", {g['pending']} not reached by the GPU yet (torch.cuda.synchronize() "
+              "before report() reads them)" if g["pending"] else "")]
     if g["gpu_share"] is not None:
         out.append(f"  the GPU waited {pct(g['gpu_share'], 1)} of its step for input; "
                    f"the host {_pct_or_dash(g['host_share'], 1)} of its step, on the same steps")
