@@ -215,11 +215,11 @@ def build(
     summary["next"] = (wording.evidenced_next_steps(summary)
                        + wording.memory_next_steps(memory_found))
     rep = Report(summary, steps)
-    if gpu_steps is not None:
-        rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
     if worker_batches is not None:
         rep.worker_batches, rep.worker_offsets = worker_batches
     rep.samples = _run_samples(samples, steps, summary, main_pid)
+    if gpu_steps is not None:
+        rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
     return rep
 
 
