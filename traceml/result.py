@@ -92,6 +92,11 @@ class Report:
         # The sampler's readings of the run's processes (SAMPLE_DTYPE), for
         # save_trace()'s counter tracks; not written by save().
         self.samples: Optional[np.ndarray] = None
+        # Each step's GPU-visible input wait and GPU step (int64 ns, -1
+        # where not read; shape (steps,)) when cuda was on (traceml.gpu);
+        # summary["gpu"] holds their statistics.  Not written by save().
+        self.gpu_wait_ns: Optional[np.ndarray] = None
+        self.gpu_step_ns: Optional[np.ndarray] = None
 
     @property
     def summary(self) -> dict:
@@ -158,7 +163,13 @@ class Report:
         TOO-FEW with ``period`` and ``p_value``; ``trend`` (None, or
         RISING / FALLING with ``slope_ms_per_step``); ``headline`` a
         ``label`` of EPOCH-START, STUCK or STEADY with
-        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.
+        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.  With
+        ``cuda=`` on (:mod:`traceml.gpu`), ``gpu``: host wait and
+        GPU-visible wait over the same steady steps (``host_wait_s``,
+        ``gpu_wait_s``), ``gpu_step_s``, ``coverage``, ``skipped``,
+        ``pending``, ``host_share``, ``gpu_share``, ``host_diagnosis`` and
+        the ``rule`` (policy.gpu_diagnosis) that may have changed
+        ``diagnosis``; without it there is no ``gpu`` key.
         """
         return copy.deepcopy(self.summary)
 
@@ -175,7 +186,10 @@ class Report:
         step_median_s, stalls, stalls_per_100, outliers, period (when
         PERIODIC), diagnosis, shape, and with worker batch timing
         production_share, handover_share, make_batch_s, cpu_batch_s, and
-        with a prediction keeps_up_with_workers, worker_cores_needed.
+        with a prediction keeps_up_with_workers, worker_cores_needed, and
+        with GPU-visible waits (``cuda=``) gpu_wait_mean_s,
+        gpu_wait_median_s, gpu_wait_p95_s, gpu_step_median_s,
+        gpu_input_share, gpu_coverage, gpu_skipped.
 
         Raises:
             TypeError: prefix is not a str.
@@ -208,6 +222,7 @@ class Report:
             "keeps_up_with_workers": pred.get("keeps_up_with"),
             "worker_cores_needed": pred.get("worker_cores_needed"),
         }
+        out.update(_gpu_flat(s))
         return {prefix + k: (v if isinstance(v, str) else float(v))
                 for k, v in out.items() if v is not None}
 
@@ -319,6 +334,18 @@ class Report:
         from .render import report_html
 
         return report_html(self._summary, png_data_uri(self.plot))
+
+
+def _gpu_flat(s: dict) -> dict:
+    """flat()'s GPU-visible numbers (traceml.gpu), none without a gpu block."""
+    g = s.get("gpu")
+    if not g:
+        return {}
+    wait, step = g.get("gpu_wait_s") or {}, g.get("gpu_step_s") or {}
+    return {"gpu_wait_mean_s": wait.get("mean"), "gpu_wait_median_s": wait.get("median"),
+            "gpu_wait_p95_s": wait.get("p95"), "gpu_step_median_s": step.get("median"),
+            "gpu_input_share": g.get("gpu_share"), "gpu_coverage": g.get("coverage"),
+            "gpu_skipped": g.get("skipped")}
 
 
 def _path_arg(path: Any, func: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from . import _core, wording, worker_timing
+from . import gpu as gpu_events
 from . import liveline as live_line
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
@@ -445,6 +446,7 @@ class Wrapped:
         # wrapper lives.
         self._source, self._lease = recorder.sources.for_iterable(iterable, name)
         self._live = None  # a traceml.liveline.LiveLine, when asked for
+        self._gpu = None   # a traceml.gpu.GpuTimeline, when cuda is on
         if self._source is None:
             warnings.warn(wording.untimed_wrap(recorder.sources.MAX_SOURCES),
                           RuntimeWarning, stacklevel=4)
@@ -490,8 +492,10 @@ class Wrapped:
         # Delivery order is read from a multiprocessing DataLoader
         # iterator's private task table (rank -> (worker_id, ...)).
         track = isinstance(getattr(inner, "_task_info", None), dict)
+        if self._gpu is not None:
+            self._gpu.new_epoch()
         it = _core.WrapIter(inner, self.recorder, src.id, epoch, begin_ns, track=track,
-                            watch=watch, owner=self._lease)
+                            watch=watch, owner=self._lease, gpu=self._gpu)
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching
@@ -502,6 +506,18 @@ class Wrapped:
         if self._live is not None:
             self._live.follow(it)
         return it
+
+    @property
+    def gpu(self) -> Optional[gpu_events.GpuTimeline]:
+        """The CUDA-event timeline (``cuda=`` on), or None."""
+        return self._gpu
+
+    def input_ready(self) -> None:
+        """With ``cuda=`` on: call right after the batch's host-to-device
+        copy, so that this step's GPU-visible input wait includes the copy
+        (:mod:`traceml.gpu`).  Without cuda, nothing."""
+        if self._gpu is not None:
+            self._gpu.input_ready()
 
     def __len__(self) -> int:
         return len(self.iterable)
@@ -514,7 +530,8 @@ class Wrapped:
 
     def __getattr__(self, attr: str) -> Any:
         # Only reached for attributes Wrapped itself lacks.
-        if attr.startswith("__") or attr in ("iterable", "recorder", "_source", "_lease"):
+        if attr.startswith("__") or attr in ("iterable", "recorder", "_source", "_lease",
+                                             "_live", "_gpu"):
             raise AttributeError(attr)
         return getattr(self.iterable, attr)
 
@@ -523,7 +540,8 @@ class Wrapped:
 
 
 def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
-         tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
+         tensorboard: Any = None, tensorboard_every: int = 100, cuda: Any = False,
+         cuda_ring: int = gpu_events.DEFAULT_RING) -> Wrapped:
     """Time every fetch from ``iterable`` into the default recorder
     (:meth:`traceml.Recorder.wrap` for another); each ``iter()`` is one
     epoch.
@@ -568,6 +586,19 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
             ``tensorboardX``) to log the same numbers to, under
             ``traceml/``, every ``tensorboard_every`` steps (default 100)
             and at the end of each epoch.
+        cuda: also measure the input wait the GPU saw (:mod:`traceml.gpu`):
+            a CUDA event on the current stream at each step's begin and
+            fetch done, read lazily, shown in the report's ``gpu`` block
+            beside the host wait.  True (needs a CUDA device), ``"auto"``
+            (on when ``torch.cuda.is_available()``, else off), False
+            (default: off, nothing added per step), or an object with
+            torch.cuda's ``Event`` and ``current_stream``.  Call
+            ``wrapped.input_ready()`` (or ``traceml.input_ready()``) after
+            the ``.to(device, non_blocking=True)`` copy to count the copy
+            in the GPU-visible wait.
+        cuda_ring: with cuda on, the most steps whose events may be unread
+            at once (default 1024, 2 to 2**20); past it a step is skipped
+            (counted in the report), never waited for.
 
     The source of an unnamed wrap is released at the next ``reset()`` once
     its object is gone (for objects that take no weak reference, such as a
@@ -584,16 +615,19 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
     Raises:
         TypeError: ``iterable`` is not iterable, ``name`` is not a str,
             ``live`` is none of the above, ``tensorboard`` has no
-            ``add_scalar`` or ``tensorboard_every`` is not an int.
+            ``add_scalar``, ``tensorboard_every`` or ``cuda_ring`` is not
+            an int, or ``cuda`` is none of the above.
+        RuntimeError: ``cuda=True`` and torch has no CUDA device.
         ValueError: ``name`` is ``"probes"`` (reserved), blank, or not
             printable (a newline, a control character).
     """
     return wrap_into(_core.default_recorder(), iterable, name, live, tensorboard,
-                     tensorboard_every)
+                     tensorboard_every, cuda, cuda_ring)
 
 
 def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any = None,
-              tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
+              tensorboard: Any = None, tensorboard_every: int = 100, cuda: Any = False,
+              cuda_ring: int = gpu_events.DEFAULT_RING) -> Wrapped:
     """:func:`wrap` for ``recorder``: the argument checks, then the
     :class:`Wrapped`.  Called by :func:`wrap` and :meth:`Recorder.wrap`
     only, so that a warning points at their caller."""
@@ -623,7 +657,11 @@ def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any 
             UserWarning, stacklevel=3)
     live = live_line.check_live(live)
     live_line.check_tensorboard(tensorboard, tensorboard_every)
+    backend = gpu_events.resolve(cuda, "traceml.wrap()")
+    cuda_ring = gpu_events.check_ring(cuda_ring, "traceml.wrap()")
     wrapped = Wrapped(iterable, name, recorder)
+    if backend is not None and wrapped.source is not None:
+        wrapped._gpu = gpu_events.timeline_for(recorder, wrapped.source, backend, cuda_ring)
     if (live or tensorboard is not None) and wrapped.source is not None:
         wrapped._live = live_line.LiveLine(recorder, wrapped.source, wrapped.name, live,
                                            tensorboard, tensorboard_every)
