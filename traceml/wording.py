@@ -675,6 +675,20 @@ def evidence_lines(s: dict) -> list[str]:
     return out
 
 
+def missing_framework(adapter: str, module: str, package: str) -> str:
+    """The ImportError of an adapter whose framework is not installed."""
+    return (f"{adapter} needs the {module!r} module, which is not installed: "
+            f"pip install {package}")
+
+
+def hidden_loader_facts(wrapper: str, iterator: str) -> str:
+    """Why a wrapped loader's worker PIDs and delivery order are not read
+    (wrapping.hidden_facts): the ``unread`` entry of its loader facts."""
+    return (f"worker PIDs, delivery order and worker batch timing ({wrapper} makes "
+            f"torch's DataLoader iterator inside its own {iterator}, at its first "
+            "fetch, and does not expose it)")
+
+
 def untimed_wrap(max_sources: int) -> str:
     """The warning of a wrap that finds every source id in use."""
     return (f"traceml.wrap(): all {max_sources} source ids of this recorder hold recorded "
