@@ -681,6 +681,13 @@ def missing_framework(adapter: str, module: str, package: str) -> str:
             f"pip install {package}")
 
 
+def trainer_loader_line(loader: dict) -> str:
+    """The head line of the Hugging Face callback's text file: the Trainer's
+    loader, which its probe-placed steps do not carry."""
+    return ("trainer loader (read at on_train_begin; the steps below are placed by "
+            "TrainerCallback hooks): " + " ".join(f"{k}={v}" for k, v in loader.items()))
+
+
 def hidden_loader_facts(wrapper: str, iterator: str) -> str:
     """Why a wrapped loader's worker PIDs and delivery order are not read
     (wrapping.hidden_facts): the ``unread`` entry of its loader facts."""
