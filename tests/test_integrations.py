@@ -430,3 +430,50 @@ def test_pytorch_lightning_callback_class():
     assert tm_lightning.TraceMLCallback is tm_lightning.TraceMLCallback   # made once
     with pytest.raises(AttributeError):
         tm_lightning.NoSuchCallback  # noqa: B018
+
+
+@pytest.mark.slow
+def test_lightning_keeps_worker_evidence(tmp_path):
+    L = pytest.importorskip("lightning")
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from traceml.integrations.lightning import TraceMLCallback
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch, batch_idx):
+            time.sleep(COMPUTE_S)
+            return self.layer(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    # Lightning seeds the workers (worker_init_fn) on the loader it holds:
+    # the wrapper passes that write to the DataLoader.
+    L.seed_everything(0, workers=True)
+    loader = DataLoader(torch.arange(32.0).reshape(32, 1), batch_size=2, num_workers=2)
+    assert loader.worker_init_fn is None
+    callback = TraceMLCallback(write_files=False)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=2, callbacks=[callback],
+                        logger=False, default_root_dir=tmp_path, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(Tiny(), loader)
+    assert loader.worker_init_fn is not None
+
+    rep = callback.last_report
+    assert trainer.global_step == 2 * 16        # 32 items, 2 a batch, 2 epochs
+    assert rep["steps"] == 2 * 16 and rep["epochs"] == 2
+    assert rep["loader"]["num_workers"] == 2 and "unread" not in rep["loader"]
+    # The wrapped DataLoader's own iterator: every delivery's worker known,
+    # each epoch's two worker processes seen.
+    assert rep["delivery"]["known"] == 2 * 16
+    pids = rep["workers"]["pids_by_epoch"]
+    assert [len(p["pids"]) for p in pids] == [2, 2]
+    # The workers timed their own batches (the hook ran beside Lightning's
+    # worker_init_fn).
+    assert rep["production"]["available"] and rep["production"]["batches"] > 0
+    assert callback.paths is None
