@@ -143,20 +143,29 @@ def test_adapter_facts_come_from_the_dataloader_inside():
     assert "unread" not in rep["loader"]
 
 
-def test_adapter_with_workers_says_what_it_cannot_read():
+def test_adapter_with_workers_says_what_it_cannot_read(tmp_path):
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
     adapter = FakeAdapter(DataLoader(list(range(8)), batch_size=2, num_workers=1))
-    assert sum(len(b) for b in traceml.wrap(adapter)) == 8
+    for batch in traceml.wrap(adapter):
+        time.sleep(0.03)     # long enough for the sampler (20 ms) to read the loop
     rep = traceml.report()
+    assert rep["steps"] == 4
     assert rep["loader"]["num_workers"] == 1
     unread = rep["loader"]["unread"]
-    assert unread.startswith("worker PIDs, delivery order and worker batch timing")
-    assert "FakeAdapter" in unread and "generator" in unread
+    assert unread.startswith("worker PIDs, delivery order, worker batch timing: ")
+    assert "FakeAdapter makes torch's iterator in a generator" in unread
     assert rep["production"]["available"] is False
     assert rep["production"]["unavailable"] == unread
     assert "unread=worker PIDs" in str(rep)
+    assert rep["workers"]["pids_by_epoch"] == [{"epoch": 0, "pids": None}]
+    # Its worker counters: not "no worker processes", but hidden.
+    reasons = rep["workers"]["intervals"]["unavailable"]
+    assert set(reasons.values()) == {f"worker PIDs hidden by {rep['loader']['wrapper']}"}
+    # Kept in a saved run.
+    back = traceml.load(rep.save(tmp_path / "run.traceml"))
+    assert back["loader"] == rep["loader"]
     # A plain DataLoader with workers keeps all three.
     traceml.reset()
     plain = DataLoader(list(range(8)), batch_size=2, num_workers=1)

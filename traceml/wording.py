@@ -691,9 +691,8 @@ def trainer_loader_line(loader: dict) -> str:
 def hidden_loader_facts(wrapper: str, iterator: str) -> str:
     """Why a wrapped loader's worker PIDs and delivery order are not read
     (wrapping.hidden_facts): the ``unread`` entry of its loader facts."""
-    return (f"worker PIDs, delivery order and worker batch timing ({wrapper} makes "
-            f"torch's DataLoader iterator inside its own {iterator}, at its first "
-            "fetch, and does not expose it)")
+    return (f"worker PIDs, delivery order, worker batch timing: {wrapper} makes torch's "
+            f"iterator in a {iterator} at its first fetch")
 
 
 def untimed_wrap(max_sources: int) -> str:
