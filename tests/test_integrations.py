@@ -193,6 +193,101 @@ def test_one_loader_combined_loader_gives_its_loader():
     assert wrapping.loader_facts(Combined([dl, dl])) is None
 
 
+# --- the adapters' logic, without the frameworks (exact clock) ---------------------
+
+
+class Namespace:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def test_huggingface_hooks_place_the_steps(tmp_path):
+    from traceml.integrations.huggingface import _CallbackBody
+
+    cb = _CallbackBody()
+    # One clock read per probe (abandon_step reads none), in this order:
+    cb.recorder._set_test_clock([0, 10, 30, 31, 50, 60, 100, 101, 140, 150, 151])
+    args, control = Namespace(output_dir=str(tmp_path / "out")), Namespace()
+    state = Namespace(global_step=0, log_history=[], is_world_process_zero=False)
+    cb.on_train_begin(args, state, control, train_dataloader=[1, 2, 3])
+    assert cb.loader is None                     # not a DataLoader: no facts
+    cb.on_epoch_begin(args, state, control)      # begin 0
+    cb.on_step_begin(args, state, control)       # fetch done 10
+    cb.on_step_end(args, state, control)         # end 30, begin 31
+    cb.on_log(args, state, control)              # logging: begin again at 50
+    cb.on_step_begin(args, state, control)       # fetch done 60
+    cb.on_step_end(args, state, control)         # end 100, begin 101
+    cb.on_step_begin(args, state, control)       # fetch done 140
+    cb.on_step_end(args, state, control)         # end 150, begin 151
+    cb.on_epoch_end(args, state, control)        # the open step dropped
+    state.global_step = 3
+    cb.on_train_end(args, state, control)
+    steps = cb.last_report.steps
+    np.testing.assert_array_equal(steps["begin_ns"], [0, 50, 101])
+    np.testing.assert_array_equal(steps["fetch_done_ns"], [10, 60, 140])
+    np.testing.assert_array_equal(steps["end_ns"], [30, 100, 150])
+    assert cb.recorder.store_info()["steps_abandoned"] == 2
+    assert set(cb.last_report["misuse"].values()) == {0}
+    # Not the main process: reported, nothing written or logged.
+    assert cb.paths is None and state.log_history == []
+    assert not (tmp_path / "out").exists()
+    state.is_world_process_zero = True
+    rep = cb.report(args, state)
+    assert rep["steps"] == 3
+    assert state.log_history[-1]["step"] == 3
+    assert state.log_history[-1]["traceml/steps"] == 3.0
+    assert all(isinstance(v, (int, float)) for v in state.log_history[-1].values())
+    check_files(rep, cb.paths["text"], cb.paths["run"])
+
+
+def test_lightning_setup_wraps_training_loaders_only(tmp_path):
+    from traceml.integrations.lightning import _CallbackBody
+
+    class Strategy:
+        def __init__(self):
+            self.seen = []
+
+        def process_dataloader(self, dataloader):    # the strategy's own result is kept
+            self.seen.append(dataloader)
+            return dataloader if isinstance(dataloader, traceml.Wrapped) else \
+                ("processed", dataloader)
+
+    strategy = Strategy()
+    trainer = Namespace(strategy=strategy, training=False, is_global_zero=False,
+                        loggers=[], global_step=0, log_dir=None,
+                        default_root_dir=str(tmp_path))
+    cb = _CallbackBody()
+    cb.setup(trainer, None, "validate")          # not a fit: nothing taken
+    assert "process_dataloader" not in vars(strategy)
+    cb.setup(trainer, None, "fit")
+    assert strategy.process_dataloader(["v"]) == ("processed", ["v"])   # not training
+    trainer.training = True
+    train = strategy.process_dataloader(["t"])
+    assert isinstance(train, traceml.Wrapped) and train.iterable == ("processed", ["t"])
+    assert train.name == "train"
+    assert strategy.process_dataloader(train) is train   # never wrapped twice
+    second = strategy.process_dataloader(["u"])
+    assert second.name == "train#2"
+    assert list(train) == ["processed", ["t"]]
+    assert strategy.seen == [["v"], ["t"], train, ["u"]]
+    cb.teardown(trainer, None, "fit")
+    assert "process_dataloader" not in vars(strategy)
+    assert strategy.process_dataloader(["t"]) == ("processed", ["t"])
+    # Every rank reports; only rank 0 writes.
+    cb.on_fit_end(trainer, None)
+    assert cb.last_report["steps"] == 2 and cb.paths is None
+    trainer.is_global_zero = True
+    cb.on_fit_end(trainer, None)
+    assert os.path.dirname(cb.paths["text"]) == str(tmp_path)
+
+
+def test_rank_zero_falls_back_to_torch_distributed():
+    from traceml.integrations import rank_zero
+
+    assert rank_zero(True) is True and rank_zero(False) is False
+    assert rank_zero(None) is True      # torch.distributed not initialised here
+
+
 # --- importable without the frameworks --------------------------------------------
 
 

@@ -57,6 +57,13 @@ def is_rank_zero() -> bool:
     return True
 
 
+def rank_zero(flag: Any) -> bool:
+    """The framework's own "rank 0" flag (``trainer.is_global_zero``,
+    ``state.is_world_process_zero``, ``accelerator.is_main_process``), or
+    :func:`is_rank_zero` where the framework gave none (None)."""
+    return is_rank_zero() if flag is None else bool(flag)
+
+
 def numbers(report: Any) -> dict:
     """The numeric entries of ``report.flat()`` (floats), for loggers whose
     metrics must be numbers (labels such as the diagnosis are in the text

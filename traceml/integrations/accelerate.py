@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .. import _core
-from . import folder_or, numbers, require, write
+from . import folder_or, numbers, rank_zero, require, write
 
 __all__ = ["prepare", "make_report", "publish"]
 
@@ -95,7 +95,8 @@ def publish(accelerator: Any, report: Any = None, *, folder: Any = None,
     numbers of :meth:`traceml.Report.flat` to the accelerator's trackers
     (``accelerator.log``, when it has any) and write the text and run files
     to ``folder`` (default: ``accelerator.project_dir``, else the working
-    folder).  Other processes do nothing.
+    folder).  Call it on every process: each makes its report (a many-rank
+    report needs every rank to take part); the others write nothing.
 
     Args:
         accelerator: an ``accelerate.Accelerator``.
@@ -110,9 +111,9 @@ def publish(accelerator: Any, report: Any = None, *, folder: Any = None,
     Raises:
         OSError: a file cannot be written.
     """
-    if not getattr(accelerator, "is_main_process", True):
-        return None
     rep = report if report is not None else make_report()
+    if not rank_zero(getattr(accelerator, "is_main_process", None)):
+        return None
     if getattr(accelerator, "trackers", None):
         accelerator.log(numbers(rep), step=int(step if step is not None else rep["steps"]))
     write(rep, folder_or(folder, getattr(accelerator, "project_dir", None)))

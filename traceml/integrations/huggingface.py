@@ -56,7 +56,7 @@ from typing import Any, Optional
 
 from .. import recorder as _recorder
 from .. import wording, wrapping
-from . import numbers, require, write
+from . import numbers, rank_zero, require, write
 
 __all__ = ["TraceMLCallback"]
 
@@ -154,20 +154,20 @@ class _CallbackBody:
 
     def report(self, args: Any = None, state: Any = None) -> Any:
         """Make the report now (on demand, also mid-training) and return it;
-        with ``args`` and ``state``, on the main process only
-        (``state.is_world_process_zero``), also log and write it as at the
-        end of training."""
+        with ``args`` and ``state``, also log and write it as at the end of
+        training, on the main process only (``state.is_world_process_zero``).
+        Called on every process at the end of training (a many-rank report
+        needs every rank to take part)."""
         rep = self.make_report()
         self.last_report = rep
-        if args is not None and state is not None and getattr(state, "is_world_process_zero",
-                                                               True):
+        if args is not None and state is not None and rank_zero(
+                getattr(state, "is_world_process_zero", None)):
             self._publish(args, state, rep)
         return rep
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._drop_open()
-        if getattr(state, "is_world_process_zero", True):
-            self.report(args, state)
+        self.report(args, state)
 
     def _publish(self, args: Any, state: Any, rep: Any) -> None:
         if self.log_history:

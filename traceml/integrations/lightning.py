@@ -42,7 +42,7 @@ from typing import Any, Optional
 
 from .. import recorder as _recorder
 from .. import wrapping
-from . import folder_or, numbers, require, write
+from . import folder_or, numbers, rank_zero, require, write
 
 __all__ = ["TraceMLCallback", "PLTraceMLCallback"]
 
@@ -143,17 +143,17 @@ class _CallbackBody:
 
     def report(self, trainer: Any = None) -> Any:
         """Make the report now (on demand, also mid-fit) and return it; with
-        ``trainer``, on its global rank 0 only, also log and write it as at
-        the end of the fit."""
+        ``trainer``, also log and write it as at the end of the fit, on
+        global rank 0 only.  Called on every rank at the end of the fit (a
+        many-rank report needs every rank to take part)."""
         rep = self.make_report()
         self.last_report = rep
-        if trainer is not None and getattr(trainer, "is_global_zero", True):
+        if trainer is not None and rank_zero(getattr(trainer, "is_global_zero", None)):
             self._publish(trainer, rep)
         return rep
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
-        if getattr(trainer, "is_global_zero", True):
-            self.report(trainer)
+        self.report(trainer)
 
     def _publish(self, trainer: Any, rep: Any) -> None:
         if self.log_metrics:
