@@ -62,10 +62,10 @@ def stalling_dataset(n, make_item):
     return Stalling()
 
 
-def check_stalls(rep, expected):
+def check_stalls(rep, expected, period=4):
     """The report's stall steps are ``expected`` (step indices), which are
     also the steady steps whose measured wait is over STALLED_WAIT_NS, and
-    the cadence is PERIODIC every 4 steps."""
+    the cadence is PERIODIC every ``period`` steps."""
     waits = rep.input_wait_ns
     steady = np.ones(len(waits), dtype=bool)
     steady[: rep["steps"] - rep["steady_steps"]] = False  # one epoch: the first steps
@@ -74,7 +74,7 @@ def check_stalls(rep, expected):
     assert rep["stalls"]["steps"] == expected
     assert rep["stalls"]["count"] == len(expected)
     assert rep["temporal"]["label"] == "PERIODIC"
-    assert rep["temporal"]["period"] == 4
+    assert rep["temporal"]["period"] == period
 
 
 def check_files(rep, text_path, run_path):
@@ -581,3 +581,38 @@ def test_lightning_keeps_worker_evidence(tmp_path):
     # worker_init_fn).
     assert rep["production"]["available"] and rep["production"]["batches"] > 0
     assert callback.paths is None
+
+
+@pytest.mark.slow
+def test_huggingface_gradient_accumulation(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+
+    from traceml.integrations.huggingface import TraceMLCallback
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def forward(self, x, labels=None):
+            time.sleep(COMPUTE_S)
+            return {"loss": torch.nn.functional.mse_loss(self.layer(x), labels)}
+
+    ds = stalling_dataset(64, lambda i: {"x": torch.tensor([float(i)]),
+                                         "labels": torch.tensor([1.0])})
+    callback = TraceMLCallback(write_files=False)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=12, per_device_train_batch_size=1,
+        gradient_accumulation_steps=2, dataloader_num_workers=0, report_to="none",
+        use_cpu=True, logging_steps=100, save_strategy="no", disable_tqdm=True)
+    trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=ds,
+                                   callbacks=[callback])
+    trainer.train()
+    rep = callback.last_report
+    # One step per optimizer step; each waits for its 2 micro-batches,
+    # fetched together before on_step_begin: step 0 items 1-3 (the shard
+    # fetches one ahead), step k >= 1 items 2k + 2 and 2k + 3, so the
+    # sleeping 4th, 8th, ... items fall in steps 1, 3, 5, ...: period 2.
+    assert trainer.state.global_step == 12 and rep["steps"] == 12
+    check_stalls(rep, [k for k in range(1, 12) if k % 2 == 1], period=2)
