@@ -26,8 +26,8 @@ steps are placed with the probes of the callback's own
 * fetch done: ``on_step_begin``;
 * end: ``on_step_end``.
 
-In the Trainer's loop (``_inner_training_loop`` / ``_run_epoch``, as in
-transformers 4.4x to 5.x) each optimizer step first fetches its
+In the Trainer's loop (``_inner_training_loop`` / ``_run_epoch`` of
+transformers 5.24, the version tested) each optimizer step first fetches its
 ``gradient_accumulation_steps`` batches together (``get_batch_samples``:
 ``next()`` on the epoch's iterator, then counting the items of the
 batches when the model takes ``num_items_in_batch``), then calls
@@ -41,8 +41,9 @@ at each of those hooks.  The steps of an epoch's end that fetched nothing
 are dropped too; each drop is counted as ``steps_abandoned`` in
 ``callback.recorder.store_info()``, not as misuse.
 
-The Trainer's loader (accelerate's ``DataLoaderShard``) is given to
-``on_train_begin``: its settings (``traceml.wrapping.loader_facts``) are
+The Trainer's loader is accelerate's ``DataLoaderShard``, which fetches
+one batch ahead: a step waits for the batch after its own (the stall
+cadence is the same).  It is given to ``on_train_begin``: its settings (``traceml.wrapping.loader_facts``) are
 written at the head of the text file, since the probes' report has no
 loader of its own.
 

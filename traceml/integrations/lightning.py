@@ -31,6 +31,9 @@ dataloader_iter)`` the fetches are the ones the step makes.  The loader's
 settings, delivery order and worker evidence are read as for any wrapped
 DataLoader.  The strategy's method is given back at ``teardown``.
 
+Tested with lightning 2.6 (``lightning.pytorch``; ``pytorch_lightning``
+2.6 for ``PLTraceMLCallback``).
+
 Where the report is made: :meth:`TraceMLCallback.make_report` (the local
 process's :meth:`traceml.Recorder.report`); a many-rank report plugs in
 there.
