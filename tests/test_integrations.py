@@ -537,7 +537,7 @@ def test_pytorch_lightning_callback_class():
 
 
 @pytest.mark.slow
-def test_lightning_keeps_worker_evidence(tmp_path):
+def test_lightning_keeps_worker_evidence(tmp_path, monkeypatch):
     L = pytest.importorskip("lightning")
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -557,7 +557,10 @@ def test_lightning_keeps_worker_evidence(tmp_path):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
     # Lightning seeds the workers (worker_init_fn) on the loader it holds:
-    # the wrapper passes that write to the DataLoader.
+    # the wrapper passes that write to the DataLoader.  (seed_everything
+    # sets these in os.environ: put back after the test.)
+    monkeypatch.setenv("PL_GLOBAL_SEED", "0")
+    monkeypatch.setenv("PL_SEED_WORKERS", "0")
     L.seed_everything(0, workers=True)
     loader = DataLoader(torch.arange(32.0).reshape(32, 1), batch_size=2, num_workers=2)
     assert loader.worker_init_fn is None
