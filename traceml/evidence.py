@@ -21,6 +21,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # the /proc error read): a loader with num_workers=0 has no workers, or
 # the sampler never read the counter.
 NO_WORKERS = "no worker processes"
+# ... or a framework's loader wrapper hid the workers' PIDs (the loader
+# facts' ``unread`` entry says how).
+HIDDEN_PIDS = "worker PIDs hidden by {wrapper}"
 NO_READING = "no reading of this counter"
 
 
@@ -487,6 +490,15 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     return out
 
 
+def _unread_workers(facts: dict) -> Optional[str]:
+    """Why the worker PIDs of a loader with workers were not read (its
+    latest epoch's loader facts have an ``unread`` entry), else None."""
+    loader = (facts[max(facts)] or {}).get("loader") or {}
+    if not loader.get("unread") or not (loader.get("num_workers") or 0) > 0:
+        return None
+    return HIDDEN_PIDS.format(wrapper=loader.get("wrapper") or "the loader")
+
+
 def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             samples: np.ndarray, info: dict, main_pid: Optional[int] = None,
             delivered_workers: Optional[np.ndarray] = None,
@@ -516,6 +528,12 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     else:
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
+    unread = _unread_workers(facts) if not pids else None
+    if iv is not None and unread is not None:
+        # The loader has workers whose PIDs a framework's wrapper hid
+        # (wrapping.hidden_facts): not "no worker processes".
+        iv["unavailable"] = {k: (unread if v == NO_WORKERS else v)
+                             for k, v in iv["unavailable"].items()}
     held = awaited(steps, stall, delivered_workers, samples, facts)
     exited = dead_workers(facts, steps, info)
     busy_s = info.get("busy_s") or 0.0

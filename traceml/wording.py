@@ -677,6 +677,26 @@ def evidence_lines(s: dict) -> list[str]:
     return out
 
 
+def missing_framework(adapter: str, module: str, package: str) -> str:
+    """The ImportError of an adapter whose framework is not installed."""
+    return (f"{adapter} needs the {module!r} module, which is not installed: "
+            f"pip install {package}")
+
+
+def trainer_loader_line(loader: dict) -> str:
+    """The head line of the Hugging Face callback's text file: the Trainer's
+    loader, which its probe-placed steps do not carry."""
+    return ("trainer loader (read at on_train_begin; the steps below are placed by "
+            "TrainerCallback hooks): " + " ".join(f"{k}={v}" for k, v in loader.items()))
+
+
+def hidden_loader_facts(wrapper: str, iterator: str) -> str:
+    """Why a wrapped loader's worker PIDs and delivery order are not read
+    (wrapping.hidden_facts): the ``unread`` entry of its loader facts."""
+    return (f"worker PIDs, delivery order, worker batch timing: {wrapper} makes torch's "
+            f"iterator in a {iterator} at its first fetch")
+
+
 def untimed_wrap(max_sources: int) -> str:
     """The warning of a wrap that finds every source id in use."""
     return (f"traceml.wrap(): all {max_sources} source ids of this recorder hold recorded "

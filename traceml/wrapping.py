@@ -167,10 +167,79 @@ def _is_dataloader_iterator(obj: Any) -> bool:
 
 def loader_facts(obj: Any) -> Optional[dict]:
     """The DataLoader settings named in LOADER_FIELDS, or None if obj is not
-    a torch DataLoader.  Fields the installed torch lacks are None."""
-    if not _is_dataloader(obj):
+    a torch DataLoader.  Fields the installed torch lacks are None.
+
+    A framework's loader wrapper (:func:`torch_loader`) gives the settings
+    of the torch DataLoader inside it, ``batch_size`` from its batch
+    sampler when the loader has none (accelerate shards batches with a
+    batch sampler), and ``wrapper``: the wrapper's package and class."""
+    inner = torch_loader(obj)
+    if inner is None or inner is obj:
+        if not _is_dataloader(obj):
+            return None
+        return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
+    facts = {name: getattr(inner, name, None) for name in LOADER_FIELDS}
+    if facts["batch_size"] is None:
+        size = getattr(getattr(inner, "batch_sampler", None), "batch_size", None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            facts["batch_size"] = size
+    facts["wrapper"] = _wrapper_name(obj)
+    return facts
+
+
+def _wrapper_name(obj: Any) -> str:
+    """``package.Class`` of a loader wrapper (its real type: accelerate's
+    adapters answer ``__class__`` with the wrapped DataLoader's class)."""
+    kind = type(obj)
+    return f"{(kind.__module__ or '').split('.')[0]}.{kind.__name__}".lstrip(".")
+
+
+def torch_loader(obj: Any) -> Optional[Any]:
+    """The torch DataLoader that ``obj`` iterates: obj itself for a torch
+    DataLoader (or a subclass of it), the one inside a framework's loader
+    wrapper, else None.
+
+    Wrappers recognised (each by a public attribute, checked before use):
+    accelerate's ``DataLoaderShard``, ``DataLoaderDispatcher`` and
+    ``SkipDataLoader`` keep the DataLoader as ``base_dataloader`` (they are
+    not DataLoader subclasses; a ``__class__`` property makes
+    ``isinstance(obj, DataLoader)`` true); Lightning's ``CombinedLoader``
+    keeps its iterables as ``flattened`` (one DataLoader: that one; several:
+    None, since one wrap cannot tell whose fetch each step waited for)."""
+    torch = sys.modules.get("torch")
+    loader_type = getattr(getattr(getattr(torch, "utils", None), "data", None),
+                          "DataLoader", None)
+    if not isinstance(loader_type, type):
         return None
-    return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
+    if isinstance(type(obj), type) and issubclass(type(obj), loader_type):
+        return obj
+    try:
+        base = getattr(obj, "base_dataloader", None)
+        flat = getattr(obj, "flattened", None) if base is None else None
+    except Exception:  # a wrapper's __getattr__ may raise anything
+        return None
+    if isinstance(type(base), type) and issubclass(type(base), loader_type):
+        return base
+    if isinstance(flat, list) and len(flat) == 1 and isinstance(flat[0], loader_type):
+        return flat[0]
+    return None
+
+
+def hidden_facts(loader: Any, inner: Any, facts: Optional[dict]) -> Optional[str]:
+    """Why the worker PIDs, delivery order and worker batch timing of a
+    DataLoader epoch cannot be read (None: they can, or it has no workers):
+    the first two come from torch's own iterator (``_workers``,
+    ``_task_info``), the third from a hook set on the loader while
+    ``iter()`` starts the workers.  A wrapper or a DataLoader subclass may
+    make torch's iterator inside a generator of its own, at the first fetch
+    (accelerate's DataLoaderShard and DataLoaderDispatcher do): out of
+    reach when the epoch starts."""
+    if facts is None or not (facts.get("num_workers") or 0) > 0:
+        return None
+    if _is_dataloader_iterator(inner):
+        return None
+    return wording.hidden_loader_facts(facts.get("wrapper") or type(loader).__name__,
+                                       type(inner).__name__)
 
 
 def usable_cpus() -> Optional[int]:
@@ -474,12 +543,22 @@ class Wrapped:
         begin_ns = self.recorder.clock_ns()
         epoch = src.epochs
         facts = loader_facts(self.iterable)
-        why, user_fn = (worker_timing.before_iter(self.iterable, src.timing, epoch)
-                        if facts is not None else (worker_timing.NOT_A_LOADER, None))
+        # A framework's wrapper starts the workers of the DataLoader inside
+        # it: the worker hook goes on that one.
+        hooked = torch_loader(self.iterable) if facts is not None else None
+        why, user_fn = (worker_timing.before_iter(hooked, src.timing, epoch)
+                        if hooked is not None else (worker_timing.NOT_A_LOADER, None))
         try:
             inner = iter(self.iterable)
         finally:
-            worker_timing.after_iter(self.iterable, src.timing, why, user_fn)
+            if hooked is not None:
+                worker_timing.after_iter(hooked, src.timing, why, user_fn)
+        hidden = hidden_facts(self.iterable, inner, facts)
+        if hidden is not None:
+            facts["unread"] = hidden
+            # Its workers start at the first fetch, after the hook was
+            # taken off again.
+            why = why or hidden
         src.epochs += 1
         src.loader = facts
         known = epoch_facts(self.iterable, inner, facts)
