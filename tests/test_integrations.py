@@ -401,12 +401,9 @@ def test_lightning_trainer(tmp_path):
 # --- Hugging Face Trainer ---------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_huggingface_trainer(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-
-    from traceml.integrations.huggingface import TraceMLCallback
+def hf_model_and_data(torch):
+    """A one-weight model whose forward sleeps COMPUTE_S and returns the
+    loss the Trainer wants, and 64 stalling items of {x, labels}."""
 
     class Tiny(torch.nn.Module):
         def __init__(self):
@@ -417,14 +414,24 @@ def test_huggingface_trainer(tmp_path):
             time.sleep(COMPUTE_S)
             return {"loss": torch.nn.functional.mse_loss(self.layer(x), labels)}
 
-    ds = stalling_dataset(64, lambda i: {"x": torch.tensor([float(i)]),
-                                         "labels": torch.tensor([1.0])})
+    return Tiny(), stalling_dataset(64, lambda i: {"x": torch.tensor([float(i)]),
+                                                   "labels": torch.tensor([1.0])})
+
+
+@pytest.mark.slow
+def test_huggingface_trainer(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+
+    from traceml.integrations.huggingface import TraceMLCallback
+
+    model, ds = hf_model_and_data(torch)
     callback = TraceMLCallback()
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=1,
         dataloader_num_workers=0, report_to="none", use_cpu=True, logging_steps=5,
         save_strategy="no", disable_tqdm=True)
-    trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=ds,
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=ds,
                                    callbacks=[callback])
     trainer.train()
 
@@ -593,23 +600,13 @@ def test_huggingface_gradient_accumulation(tmp_path):
 
     from traceml.integrations.huggingface import TraceMLCallback
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def forward(self, x, labels=None):
-            time.sleep(COMPUTE_S)
-            return {"loss": torch.nn.functional.mse_loss(self.layer(x), labels)}
-
-    ds = stalling_dataset(64, lambda i: {"x": torch.tensor([float(i)]),
-                                         "labels": torch.tensor([1.0])})
+    model, ds = hf_model_and_data(torch)
     callback = TraceMLCallback(write_files=False)
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=12, per_device_train_batch_size=1,
         gradient_accumulation_steps=2, dataloader_num_workers=0, report_to="none",
         use_cpu=True, logging_steps=100, save_strategy="no", disable_tqdm=True)
-    trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=ds,
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=ds,
                                    callbacks=[callback])
     trainer.train()
     rep = callback.last_report
