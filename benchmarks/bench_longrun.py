@@ -127,7 +127,7 @@ def fill(kind: str, n: int) -> traceml.Recorder:
         # A DataLoader with 4 workers as wrap() records one: its source's
         # loader facts, and each batch's rank (its position in the epoch)
         # and worker (round robin).
-        src = rec.sources.for_iterable(object(), "loader")
+        src, _lease = rec.sources.for_iterable(object(), "loader")
         facts = {"num_workers": LOADER_WORKERS, "batch_size": 2, "prefetch_factor": 2,
                  "persistent_workers": False, "pin_memory": False, "in_order": True}
         src.kind, src.loader, src.epochs = "DataLoader", dict(facts), 10

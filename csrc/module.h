@@ -66,6 +66,12 @@ typedef struct tm_recorder {
     tm_store store;
     tm_probes probes;
     tm_test_clock clock;
+    /* The probes' CUDA-event hooks (traceml.gpu): begin() is called before
+       step_begin() reads the clock, done(begin_ns) after fetch_done() has
+       read it.  NULL (the default): off, and the probes pay one pointer
+       test each. */
+    PyObject *gpu_begin;
+    PyObject *gpu_done;
     struct tm_recorder *prev; /* the module's list of live recorders */
     struct tm_recorder *next;
 } tm_recorder;
@@ -123,6 +129,7 @@ PyObject *tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs);
+int tm_gpu_call(PyObject *hook, int64_t begin_ns, int with_arg);
 extern PyMethodDef tm_probe_module_methods[];
 
 /* wrap.c */

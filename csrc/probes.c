@@ -21,6 +21,34 @@ tm_probes_clear(tm_probes *probes)
     memset(probes, 0, sizeof(*probes));
 }
 
+/* Call a CUDA-event hook (traceml.gpu): hook() or hook(begin_ns).  The
+   hooks catch every Exception themselves (a failing event source turns
+   itself off), so what reaches here is a KeyboardInterrupt or the like,
+   or a MemoryError making the argument: returned as -1 with the error
+   set, for the caller to raise. */
+int
+tm_gpu_call(PyObject *hook, int64_t begin_ns, int with_arg)
+{
+    PyObject *arg, *res;
+
+    if (!with_arg) {
+        res = PyObject_CallNoArgs(hook);
+    }
+    else {
+        arg = PyLong_FromLongLong((long long)begin_ns);
+        if (arg == NULL) {
+            return -1;
+        }
+        res = PyObject_CallOneArg(hook, arg);
+        Py_DECREF(arg);
+    }
+    if (res == NULL) {
+        return -1;
+    }
+    Py_DECREF(res);
+    return 0;
+}
+
 static PyObject *
 refuse_args(const char *name, Py_ssize_t nargs)
 {
@@ -50,9 +78,16 @@ close_step(tm_recorder *rec, int64_t now, uint16_t flags)
 PyObject *
 tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
 {
-    int64_t now = tm_rec_clock(rec);
+    int64_t now;
     tm_probes *p = &rec->probes;
 
+    /* The CUDA event goes on the stream first, so that its cost is not
+       billed to the step's input wait (one pointer test when off). */
+    if (rec->gpu_begin != NULL && nargs == 0
+        && tm_gpu_call(rec->gpu_begin, 0, 0) < 0) {
+        return NULL;
+    }
+    now = tm_rec_clock(rec);
     if (nargs != 0) {
         return refuse_args("step_begin", nargs);
     }
@@ -84,6 +119,9 @@ tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
     }
     p->fetched = 1;
     p->fetch_done_ns = now;
+    if (rec->gpu_done != NULL && tm_gpu_call(rec->gpu_done, p->begin_ns, 1) < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 

@@ -96,6 +96,8 @@ recorder_traverse(tm_recorder *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->module);
+    Py_VISIT(self->gpu_begin);
+    Py_VISIT(self->gpu_done);
     return 0;
 }
 
@@ -120,6 +122,8 @@ static int
 recorder_clear(tm_recorder *self)
 {
     detach_recorder(self);
+    Py_CLEAR(self->gpu_begin);
+    Py_CLEAR(self->gpu_done);
     Py_CLEAR(self->module);
     return 0;
 }
@@ -133,6 +137,8 @@ recorder_dealloc(tm_recorder *self)
     detach_recorder(self);
     tm_store_free(&self->store);
     clear_test_clock(self);
+    Py_CLEAR(self->gpu_begin);
+    Py_CLEAR(self->gpu_done);
     Py_CLEAR(self->module);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -500,6 +506,31 @@ rec_append_records(tm_recorder *self, PyObject *args, PyObject *kwds)
     Py_RETURN_NONE;
 }
 
+/* The probes' CUDA-event hooks (traceml.gpu): two callables, or None and
+   None to turn them off. */
+static PyObject *
+rec_set_gpu_hooks(tm_recorder *self, PyObject *args)
+{
+    PyObject *begin, *done;
+
+    if (!PyArg_ParseTuple(args, "OO:_set_gpu_hooks", &begin, &done)) {
+        return NULL;
+    }
+    if (begin == Py_None && done == Py_None) {
+        Py_CLEAR(self->gpu_begin);
+        Py_CLEAR(self->gpu_done);
+        Py_RETURN_NONE;
+    }
+    if (!PyCallable_Check(begin) || !PyCallable_Check(done)) {
+        PyErr_SetString(PyExc_TypeError, "_set_gpu_hooks(): begin and done must "
+                        "both be callables, or both None");
+        return NULL;
+    }
+    Py_XSETREF(self->gpu_begin, Py_NewRef(begin));
+    Py_XSETREF(self->gpu_done, Py_NewRef(done));
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 rec_get_id(tm_recorder *self, void *Py_UNUSED(closure))
 {
@@ -563,6 +594,11 @@ static PyMethodDef recorder_methods[] = {
      "order, as closed steps without batch sizes), with each step's\n"
      "delivered batch rank and worker (int32 arrays of the same length)\n"
      "when given."},
+    {"_set_gpu_hooks", (PyCFunction)rec_set_gpu_hooks, METH_VARARGS,
+     "_set_gpu_hooks(begin, done)\n--\n\n"
+     "The probes' CUDA-event hooks (traceml.gpu): begin() before\n"
+     "step_begin() reads the clock, done(begin_ns) after fetch_done();\n"
+     "None, None: off.  Set by traceml.cuda_events()."},
     {"_set_test_clock", (PyCFunction)rec_set_test_clock, METH_O,
      "Testing hook: the clock returns these int64 values in turn (the\n"
      "last repeats; reads past the end count as test_clock_overrun);\n"

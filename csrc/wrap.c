@@ -92,6 +92,9 @@ typedef struct {
     int64_t oldest_rank;       /* lowest rank still being produced, or -1 */
     int32_t oldest_worker;
     PyObject *weakrefs;        /* a live line follows the loop by weakref */
+    PyObject *gpu_begin;       /* CUDA-event hooks (traceml.gpu), or NULL: */
+    PyObject *gpu_done;        /* begin() before each fetch's clock read,
+                                  done(begin_ns) once a batch is handed over */
 } tm_wrapiter;
 
 static void
@@ -445,10 +448,20 @@ sampled_bytes(tm_wrapiter *self, PyObject *item)
 static PyObject *
 wrapiter_next(tm_wrapiter *self)
 {
-    int64_t call_ns = tm_rec_clock(self->rec);
+    int64_t call_ns;
     int64_t done_ns;
-    PyObject *inner = self->inner;
+    PyObject *inner;
     PyObject *item;
+
+    /* The step's CUDA event goes on the stream before the clock is read,
+       so that its cost is billed to the previous step's compute, not to
+       this fetch (one pointer test when off). */
+    if (self->gpu_begin != NULL && self->inner != NULL
+        && tm_gpu_call(self->gpu_begin, 0, 0) < 0) {
+        return NULL;
+    }
+    call_ns = tm_rec_clock(self->rec);
+    inner = self->inner;
 
     close_open_step(self, call_ns);
     if (inner == NULL) {
@@ -485,6 +498,11 @@ wrapiter_next(tm_wrapiter *self)
     self->generation = self->rec->store.generation;
     self->open = 1;
     self->steps++;
+    if (self->gpu_done != NULL
+        && tm_gpu_call(self->gpu_done, self->begin_ns, 1) < 0) {
+        Py_DECREF(item);
+        return NULL;
+    }
     self->open_bytes = sampled_bytes(self, item);
     if (self->track && self->inner != NULL) {
         track_delivery(self);
@@ -558,7 +576,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"iterator", "recorder", "source", "epoch",
                              "epoch_begin_ns", "track", "watch", "owner",
-                             NULL};
+                             "gpu", NULL};
     PyObject *inner;
     PyObject *rec;
     int source;
@@ -567,13 +585,14 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     int track = 0;
     PyObject *watch = Py_None;
     PyObject *owner = Py_None;
+    PyObject *gpu = Py_None;
     tm_state *st;
     tm_wrapiter *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pOO:WrapIter", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pOOO:WrapIter", kwlist,
                                      &inner, &rec, &source, &epoch,
                                      &epoch_begin_ns, &track, &watch,
-                                     &owner)) {
+                                     &owner, &gpu)) {
         return NULL;
     }
     st = PyType_GetModuleState(type);
@@ -625,6 +644,20 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->oldest_rank = -1;
     self->oldest_worker = -1;
     self->track = track;
+    if (gpu != Py_None) {
+        self->gpu_begin = PyObject_GetAttrString(gpu, "begin");
+        self->gpu_done = self->gpu_begin != NULL
+                         ? PyObject_GetAttrString(gpu, "done") : NULL;
+        if (self->gpu_done == NULL || !PyCallable_Check(self->gpu_begin)
+            || !PyCallable_Check(self->gpu_done)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "WrapIter(): gpu must have "
+                                "callable begin() and done(begin_ns)");
+            }
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
     if (track) {
         take_tasks(self);
     }
@@ -652,6 +685,8 @@ wrapiter_traverse(tm_wrapiter *self, visitproc visit, void *arg)
     Py_VISIT(self->rec);
     Py_VISIT(self->task_info);
     Py_VISIT(self->owner);
+    Py_VISIT(self->gpu_begin);
+    Py_VISIT(self->gpu_done);
     return 0;
 }
 
@@ -662,6 +697,8 @@ static int
 wrapiter_clear(tm_wrapiter *self)
 {
     release_inner(self);
+    Py_CLEAR(self->gpu_begin);
+    Py_CLEAR(self->gpu_done);
     return 0;
 }
 
@@ -679,6 +716,8 @@ wrapiter_dealloc(tm_wrapiter *self)
     release_inner(self);
     Py_CLEAR(self->rec);
     Py_CLEAR(self->owner);
+    Py_CLEAR(self->gpu_begin);
+    Py_CLEAR(self->gpu_done);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
     tp->tp_free(self);
@@ -746,7 +785,7 @@ static PyGetSetDef wrapiter_getset[] = {
 
 PyDoc_STRVAR(wrapiter_doc,
 "WrapIter(iterator, recorder, source, epoch, epoch_begin_ns, track=False,\n"
-"         watch=None, owner=None)\n--\n\n"
+"         watch=None, owner=None, gpu=None)\n--\n\n"
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item; holds `owner` (what keeps its source in use)\n"
 "until it is freed.  Made by traceml.wrap(); not for direct use.");

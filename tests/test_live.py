@@ -130,8 +130,11 @@ def test_tensorboard_scalars_read_back(tmp_path):
 
     writer = tb.SummaryWriter(log_dir=str(tmp_path))
     rec = traceml.Recorder()
-    for _ in rec.wrap(range(250), tensorboard=writer, tensorboard_every=100):
-        time.sleep(0.002)
+    # 400 steps over at least 1.2 s: the line's thread (4 updates a
+    # second) logs twice or more while running, 100 steps apart (250 steps
+    # over 0.5 s logged once in one run under load).
+    for _ in rec.wrap(range(400), tensorboard=writer, tensorboard_every=100):
+        time.sleep(0.003)
     live.log_report(writer, rec.report())
     writer.close()
     acc = EventAccumulator(str(tmp_path))
@@ -143,9 +146,9 @@ def test_tensorboard_scalars_read_back(tmp_path):
     # Logged at least 100 steps apart while running, then at the end (by
     # the live line and by log_report).
     steps = sorted({e.step for e in acc.Scalars("traceml/input_share")})
-    assert steps[-1] == 250 and len(steps) >= 3
+    assert steps[-1] == 400 and len(steps) >= 3
     assert all(b - a >= 100 for a, b in zip(steps[:-1], steps[1:-1]))
-    assert acc.Scalars("traceml/steps")[-1].value == 250.0
+    assert acc.Scalars("traceml/steps")[-1].value == 400.0
     assert "traceml/diagnosis/text_summary" in acc.Tags()["tensors"]
 
 

@@ -330,5 +330,44 @@ def test_delivery_matches_the_plain_algorithm(layout):
     got = evidence.delivery(steps, rank, worker, src)
     assert got["overtaking"] == _ref_overtaking(rank, epoch)
     assert got["known"] == int((rank >= 0).sum())
-    assert got["ranks"] == [int(r) if r >= 0 else None for r in rank]
-    assert got["workers"] == [int(w) if w >= 0 else None for w in worker]
+    # The Report's lists, made from the arrays on first use of .summary.
+    from traceml.result import _join_delivery
+
+    joined = {"delivery": {}}
+    _join_delivery(joined, {"ranks": rank.astype(np.int64), "workers": worker.astype(np.int64)})
+    assert joined["delivery"]["ranks"] == [int(r) if r >= 0 else None for r in rank]
+    assert joined["delivery"]["workers"] == [int(w) if w >= 0 else None for w in worker]
+
+
+def test_delivery_lists_are_made_on_first_use_only(tmp_path):
+    """report() keeps a DataLoader's per-step delivery record as arrays;
+    str(), the HTML and save() read them as they are, and the lists of
+    to_dict() / report["delivery"] equal the arrays (None for -1), before
+    and after a save/load round trip."""
+    import traceml
+    from traceml.report import build
+
+    rec, sources, delivery = longrun_cases.loader_inputs(3, 4, 20_000)
+    rep = build(rec, traceml.Recorder().store_info(), 1, None, sources=sources,
+                delivery=delivery, samples=None, sampler_info=None, stuck_events=[],
+                main_pid=1, batch_bytes=None)
+    want_ranks = np.maximum(delivery[0], -1).astype(np.int64)
+    want_workers = np.maximum(delivery[1], -1).astype(np.int64)
+    assert (want_workers == -1).any()     # unknown workers: None in the lists
+    str(rep), rep._repr_html_()
+    back = traceml.load(rep.save(tmp_path / "run.traceml"))
+    # Neither report made its lists yet.
+    assert "ranks" not in rep._summary["delivery"] and "ranks" not in back._summary["delivery"]
+    for r in (rep, back):
+        np.testing.assert_array_equal(r.delivery_column("ranks"), want_ranks)
+        np.testing.assert_array_equal(r.delivery_column("workers"), want_workers)
+    lists = rep["delivery"]
+    assert lists["ranks"] == [int(v) if v >= 0 else None for v in want_ranks]
+    assert lists["workers"] == [int(v) if v >= 0 else None for v in want_workers]
+    assert back == rep and back.to_dict() == rep.to_dict()
+    # Saved again from the lists (a user may have edited them): the same run.
+    again = traceml.load(rep.save(tmp_path / "again.traceml"))
+    np.testing.assert_array_equal(again.delivery_column("workers"), want_workers)
+    assert again == rep
+    with pytest.raises(ValueError, match="key must be 'ranks' or 'workers'"):
+        rep.delivery_column("pids")

@@ -16,6 +16,10 @@ Probes for loops that do not iterate a loader directly::
 ``traceml.wrap(loader, live=True)`` (``traceml.live()`` for the probes)
 shows a line that updates while the loop runs.
 
+``traceml.wrap(loader, cuda=True)`` (``traceml.cuda_events()`` for the
+probes) also measures the input wait the GPU saw, from CUDA events read
+lazily (:mod:`traceml.gpu`).
+
 Timings live in a C array (32 bytes a step) owned by a
 :class:`traceml.Recorder`; the module-level functions use the default one.
 C reducers give the mean, median, p95, the stall gaps and their cadence;
@@ -25,6 +29,7 @@ Python renders them.
 from . import _core
 from ._core import abandon_step, clock_ns, fetch_done, step_begin, step_end
 from .compare import Comparison, compare
+from .gpu import cuda_events, input_ready
 from .io import load
 from .liveline import live
 from .ranks import gather
@@ -50,8 +55,10 @@ __all__ = [
     "clock_ns",
     "compare",
     "configure",
+    "cuda_events",
     "fetch_done",
     "gather",
+    "input_ready",
     "live",
     "load",
     "report",

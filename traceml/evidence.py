@@ -21,6 +21,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # the /proc error read): a loader with num_workers=0 has no workers, or
 # the sampler never read the counter.
 NO_WORKERS = "no worker processes"
+# ... or a framework's loader wrapper hid the workers' PIDs (the loader
+# facts' ``unread`` entry says how).
+HIDDEN_PIDS = "worker PIDs hidden by {wrapper}"
 NO_READING = "no reading of this counter"
 
 
@@ -110,31 +113,17 @@ def _dense(r: np.ndarray) -> np.ndarray:
     return np.unique(r, return_inverse=True)[1]
 
 
-def _ints_or_none(a: np.ndarray) -> list:
-    """[int(v) if v >= 0 else None for v in a], by NumPy's casts: with many
-    unknown, an object array starts as None everywhere and the known values
-    become Python ints."""
-    known = a >= 0
-    unknown = len(a) - int(np.count_nonzero(known))
-    if unknown * 64 <= len(a):
-        # Few unknown (often none): the list of ints, then None at those.
-        out = a.tolist()
-        for i in np.flatnonzero(~known).tolist():
-            out[i] = None
-        return out
-    out = np.empty(len(a), dtype=object)
-    out[known] = a[known]
-    return out.tolist()
-
-
 def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.ndarray],
              src, ranks_workers: Optional[tuple] = None) -> Optional[dict]:
-    """{in_order, ranks, workers, overtaking, known} for a DataLoader source.
+    """{in_order, overtaking, known} for a DataLoader source.
 
-    ``ranks[i]`` is step i's batch position in its epoch's sampler order,
-    ``workers[i]`` the worker that produced it (None: unknown or the main
-    process): :func:`delivery_ranks`, or ``ranks_workers`` when the caller
-    has them already.  ``overtaking`` counts deliveries made while a batch
+    The per-step record it is judged from, (ranks, workers), is
+    :func:`delivery_ranks` (or ``ranks_workers`` when the caller has it
+    already): ranks[i] is step i's batch position in its epoch's sampler
+    order, workers[i] the worker that produced it (-1: unknown or the main
+    process); the Report carries them (``summary["delivery"]["ranks"]`` and
+    ``["workers"]``).  ``known`` counts the steps whose rank is known;
+    ``overtaking`` counts deliveries made while a batch
     of lower rank was still undelivered (see ``_core.overtaking``), among
     the batches the record holds: one delivered before a reset()
     mid-epoch, or still pending when the loop stopped, is not counted.
@@ -192,8 +181,6 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
             overtook[order] = _core.overtaking(counted[order], epoch[order])
     return {
         "in_order": loader.get("in_order"),
-        "ranks": _ints_or_none(ranks),
-        "workers": _ints_or_none(workers),
         "overtaking": int(overtook.sum()),
         "known": int(known.sum()),
     }
@@ -503,6 +490,15 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     return out
 
 
+def _unread_workers(facts: dict) -> Optional[str]:
+    """Why the worker PIDs of a loader with workers were not read (its
+    latest epoch's loader facts have an ``unread`` entry), else None."""
+    loader = (facts[max(facts)] or {}).get("loader") or {}
+    if not loader.get("unread") or not (loader.get("num_workers") or 0) > 0:
+        return None
+    return HIDDEN_PIDS.format(wrapper=loader.get("wrapper") or "the loader")
+
+
 def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             samples: np.ndarray, info: dict, main_pid: Optional[int] = None,
             delivered_workers: Optional[np.ndarray] = None,
@@ -532,6 +528,12 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     else:
         samples = samples[:0]
     iv = intervals(steps, stall, steady, samples, info, pids, main_pid)
+    unread = _unread_workers(facts) if not pids else None
+    if iv is not None and unread is not None:
+        # The loader has workers whose PIDs a framework's wrapper hid
+        # (wrapping.hidden_facts): not "no worker processes".
+        iv["unavailable"] = {k: (unread if v == NO_WORKERS else v)
+                             for k, v in iv["unavailable"].items()}
     held = awaited(steps, stall, delivered_workers, samples, facts)
     exited = dead_workers(facts, steps, info)
     busy_s = info.get("busy_s") or 0.0
@@ -575,11 +577,23 @@ def dead_workers(facts: dict, steps: np.ndarray, info: dict) -> list[dict]:
     gone_at = {p["pid"]: p["exited_ns"] for p in info.get("procs", [])
                if p["role"] >= 0 and p["exited_ns"]}
     out = []
+    epoch = steps["epoch"]
+    epochs, starts = epoch_runs(epoch)
+    # Each epoch's steps: one contiguous run (slices) unless two iterators
+    # interleaved them (masks).
+    spans = ({int(e): slice(a, b) for e, a, b in
+              zip(epochs.tolist(), starts.tolist(), np.r_[starts[1:], len(epoch)].tolist())}
+             if starts is not None else None)
     for e in sorted(facts):
         pids = facts[e]["worker_pids"] or []
         exits = facts[e].get("worker_exits")
         codes = exits.codes() if exits is not None else []
-        idx = np.flatnonzero(steps["epoch"] == e)
+        if spans is not None:
+            if e not in spans:
+                continue
+            idx = np.arange(spans[e].start, spans[e].stop)
+        else:
+            idx = np.flatnonzero(epoch == e)
         if not len(idx):
             continue
         last_fetch = steps["fetch_done_ns"][idx].max()

@@ -898,7 +898,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     wait = s["input_wait_s"]
     st = s["stalls"]
     if diag == COMPUTE_BOUND:
-        out.append(("compute_bound", {"share": share, "steady_only": after_headline}))
+        gpu_said = (s.get("gpu") or {}).get("rule") in (GPU_DID_NOT_WAIT, GPU_DIFFERS)
+        out.append(("compute_bound", {"share": s["gpu"]["gpu_share"] if gpu_said else share,
+                                      "steady_only": after_headline, "gpu": gpu_said}))
         if shp == HEAVY_TAILED and conc["stall_wait_share"] is not None:
             out.append(("compute_bound_stalls", {"step_share": conc["stall_step_share"],
                                                  "wait_share": conc["stall_wait_share"]}))
@@ -1457,6 +1459,55 @@ def memory_findings(mem: Optional[dict], num_workers: Optional[int],
         if jump["rss_bytes"] >= MEM_EPOCH_JUMP_BYTES:
             out.append(("epoch_jump", dict(jump)))
     return out
+
+
+# --- GPU-visible input wait (traceml.gpu) -------------------------------------
+# The GPU-visible input share (GPU-visible wait / GPU step, over the steady
+# steps with both readings) takes over the diagnosis only when it speaks for
+# most of the run: at least GPU_MIN_COVERAGE of the steady steps read, and
+# at least MIN_STEADY_STEPS of them.  A half is a choice, not a measurement:
+# below it the readings may describe another part of the run than the host
+# share does (steps skipped while the ring was full are the GPU's slowest
+# stretch).  The bounds are the host's own (INPUT_BOUND_SHARE,
+# COMPUTE_BOUND_SHARE): both are shares of the step lost to waiting for
+# input, one as the host saw it, the other as the GPU did.
+GPU_MIN_COVERAGE = 0.5
+
+GPU_NOT_USED = "gpu_not_used"        # too few readings: the host diagnosis stands
+GPU_AGREES = "gpu_agrees"            # the GPU-visible share gives the same label
+GPU_DID_NOT_WAIT = "gpu_did_not_wait"  # host input-bound, the GPU under the bound
+GPU_DIFFERS = "gpu_differs"          # another label, from the GPU-visible share
+
+
+def gpu_diagnosis(host: Diagnosis, gpu_share: Optional[float], coverage: Optional[float],
+                  steps_read: int) -> tuple[Diagnosis, str]:
+    """(the diagnosis, the rule's code) once the GPU-visible input share
+    is known.
+
+    With under GPU_MIN_COVERAGE of the steady steps read, or fewer than
+    MIN_STEADY_STEPS readings, the host's diagnosis stands
+    (GPU_NOT_USED).  Otherwise the GPU-visible share is diagnosed with the
+    host's bounds (:func:`diagnose`): when the host reads INPUT-BOUND or
+    HAND-OVER but the GPU waited under INPUT_BOUND_SHARE of its step, the
+    host waited while the GPU worked (GPU_DID_NOT_WAIT: the GPU-visible
+    label); when both are input-bound the host's label stays (HAND-OVER
+    says more); any other difference takes the GPU-visible label
+    (GPU_DIFFERS: e.g. a host-to-device copy marked with input_ready()
+    that the host wait does not hold).
+    """
+    if (gpu_share is None or not math.isfinite(gpu_share) or coverage is None
+            or coverage < GPU_MIN_COVERAGE or steps_read < MIN_STEADY_STEPS
+            or host.label == NO_DATA):
+        return host, GPU_NOT_USED
+    gpu = diagnose(gpu_share)
+    host_input = host.label in (INPUT_BOUND, HAND_OVER)
+    if host_input and gpu.label == INPUT_BOUND:
+        return host, GPU_AGREES
+    if host_input:
+        return gpu, GPU_DID_NOT_WAIT
+    if gpu.label == host.label:
+        return host, GPU_AGREES
+    return gpu, GPU_DIFFERS
 
 
 # --- many ranks (traceml.ranks) ----------------------------------------------------

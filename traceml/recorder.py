@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _core, worker_timing
 from .report import Report, _check_threshold, build
+from .gpu import DEFAULT_RING
 from .wrapping import SourceRegistry, Wrapped, wrap_into
 
 
@@ -57,6 +58,8 @@ class Recorder(_core.Recorder):
         method = weakref.WeakMethod(self._recorded_sources)
         self.sources = SourceRegistry(recorded=lambda: (method() or set)())
         self._outer: list = []
+        # source id -> traceml.gpu.GpuTimeline, for the sources timed on CUDA.
+        self._gpu: dict = {}
 
     def _recorded_sources(self) -> set:
         """Ids of the sources with steps in the store or a stuck fetch in
@@ -65,10 +68,12 @@ class Recorder(_core.Recorder):
         return ids | {ev["source"] for ev in _core.sampler_stuck() if ev["recorder"] == self.id}
 
     def wrap(self, iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
-             tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
+             tensorboard: Any = None, tensorboard_every: int = 100, cuda: Any = False,
+             cuda_ring: int = DEFAULT_RING) -> Wrapped:
         """:func:`traceml.wrap` into this recorder (same arguments, same
         errors)."""
-        return wrap_into(self, iterable, name, live, tensorboard, tensorboard_every)
+        return wrap_into(self, iterable, name, live, tensorboard, tensorboard_every, cuda,
+                         cuda_ring)
 
     def reset(self) -> None:
         """Start a new recording in this recorder: discard every recorded
@@ -83,6 +88,8 @@ class Recorder(_core.Recorder):
         sources' pruning to the end of that call."""
         self._note_reset_in_worker_timing()
         self._reset_store()
+        for timeline in list(self._gpu.values()):
+            timeline.reset()
         self.sources.prune_after_reset()
 
     def _note_reset_in_worker_timing(self) -> None:
@@ -146,11 +153,13 @@ class Recorder(_core.Recorder):
         src = sources.get(sid)
         timing = src.timing if src is not None else None
         worker_batches = (timing.drain(), dict(timing.offsets)) if timing is not None else None
+        timeline = self._gpu.get(sid)
         return build(records, info, sid, threshold, sources=sources,
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
-                     worker_batches=worker_batches)
+                     worker_batches=worker_batches,
+                     gpu=timeline.readings() if timeline is not None else None)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list,
                      known: dict) -> int:

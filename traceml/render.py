@@ -98,6 +98,7 @@ def report_text(s: dict) -> str:
     out.extend(line for line in (wording.attribution_line(s),) if line)
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
+    out.extend(gpu_text(s))
     out.extend(_fact_lines(s))
     out.extend(wording.prediction_lines(s))
     out.extend(f"note: {n}" for n in s["notes"])
@@ -153,6 +154,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         parts.extend(f"<div>{e(line)}</div>" for line in wording.stall_lines(s))
         parts.extend(f"<div>{e(line)}</div>" for line in (wording.attribution_line(s),) if line)
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
+        parts.append(gpu_html(s))
         parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
         pred = wording.prediction_lines(s)
         if pred:
@@ -264,6 +266,34 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
     return _page([table_html(SWEEP_COLUMNS, _sweep_cells(d["rows"]))]
                  + [f"<div>{e(t)}</div>" for t in _sweep_notes(d)]
                  + [figure_html(png_uri)])
+
+
+# --- GPU-visible input wait (traceml.gpu) --------------------------------------------
+
+def _gpu_rows(g: dict) -> list[list[str]]:
+    return [[label, *(fmt_s(g[key][c]) for c in wording.GPU_COLS)]
+            for label, key in wording.GPU_ROWS]
+
+
+def gpu_text(s: dict) -> list[str]:
+    """The host-vs-GPU wait table and its lines; [] without a gpu block."""
+    g = s.get("gpu")
+    if not g:
+        return []
+    return ([""] + table_text(("", *wording.GPU_COLS), _gpu_rows(g), sep="",
+                              min_widths=(18, *[11] * len(wording.GPU_COLS)))
+            + wording.gpu_lines(s))
+
+
+def gpu_html(s: dict) -> str:
+    """The host-vs-GPU wait table and its lines as HTML; "" without a gpu
+    block."""
+    g = s.get("gpu")
+    if not g:
+        return ""
+    e = html.escape
+    return (table_html(("", *wording.GPU_COLS), _gpu_rows(g), row_heads=True)
+            + "".join(f"<div>{e(line.strip())}</div>" for line in wording.gpu_lines(s)))
 
 
 # --- many ranks ------------------------------------------------------------------

@@ -135,6 +135,7 @@ def build(
     main_pid: Optional[int] = None,
     batch_bytes: Optional[np.ndarray] = None,
     worker_batches: Optional[tuple] = None,
+    gpu: Optional[dict] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -148,7 +149,8 @@ def build(
     worker evidence); ``main_pid`` is the training process (default: the
     main process the sampler read); ``batch_bytes`` is each record's batch
     bytes (int64, -1 where not measured; parallel to ``records``, or
-    None)."""
+    None); ``gpu`` the source's CUDA-event readings
+    (``traceml.gpu.GpuTimeline.readings()``, or None: no ``gpu`` block)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     whole = bool(selected.all())
@@ -173,6 +175,9 @@ def build(
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
     production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
     summary.update(_durations(w, production))
+    gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
+    if gpu is not None:     # cuda off: no gpu key, the summary as before
+        summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
     summary["production"] = production
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
     summary.update(stalls)
@@ -209,10 +214,15 @@ def build(
                                             stuck_events or [], sources))
     summary["next"] = (wording.evidenced_next_steps(summary)
                        + wording.memory_next_steps(memory_found))
-    rep = Report(summary, steps)
+    rep = Report(summary, steps, delivery=(
+        {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
+         "workers": np.maximum(ranks_workers[1], -1, dtype=np.int64)}
+        if summary["delivery"] is not None and ranks_workers is not None else None))
     if worker_batches is not None:
         rep.worker_batches, rep.worker_offsets = worker_batches
     rep.samples = _run_samples(samples, steps, summary, main_pid)
+    if gpu_steps is not None:
+        rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
     return rep
 
 
@@ -463,19 +473,15 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
     bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
-    the per-step arrays the delivery record was made from (else read back
-    from its lists)."""
+    the per-step arrays the delivery record was made from (no attribution
+    without them)."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
-    if dlv is not None and dlv["known"]:
-        if ranks_workers is not None:
-            ranks, workers = ranks_workers
-        else:
-            ranks = np.array([-1 if r is None else r for r in dlv["ranks"]], dtype=np.int64)
-            workers = np.array([-1 if w is None else w for w in dlv["workers"]], dtype=np.int64)
+    if dlv is not None and dlv["known"] and ranks_workers is not None:
+        ranks, workers = ranks_workers
         tmp = s.get("temporal") or {}
         ticks = (s.get("workers") or {}).get("cpu_ticks_by_worker")
-        # The lists hold None for every negative value, read back as -1.
+        # Every negative value is unknown, as -1.
         def known(a: np.ndarray) -> np.ndarray:
             return np.maximum(a, -1, dtype=np.int64)
 
@@ -499,3 +505,77 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                 main_busy = slow["main_cores_runnable"] >= policy.BUSY_SHARE
         bb["handover"] = policy.handover(bb["median"], s["diagnosis"], workers_busy, main_busy)
     return out
+
+
+# --- GPU-visible input wait (traceml.gpu) --------------------------------------------
+
+def gpu_per_step(steps: np.ndarray, gpu: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each step's GPU-visible input wait and GPU step (int64 ns, -1 where
+    there is no reading) and whether its wait ends at input_ready() (bool),
+    all of shape (steps,): the readings of ``gpu`` (GpuTimeline.readings())
+    matched to the steps by the step's host ``begin_ns``, their key."""
+    n = len(steps)
+    wait = np.full(n, -1, np.int64)
+    step = np.full(n, -1, np.int64)
+    ready = np.zeros(n, bool)
+    keys = np.asarray(gpu["key_ns"], np.int64)
+    if n and len(keys):
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        begin = steps["begin_ns"]
+        at = np.minimum(np.searchsorted(sorted_keys, begin), len(keys) - 1)
+        hit = sorted_keys[at] == begin
+        which = order[at[hit]]
+        wait[hit] = np.asarray(gpu["wait_ns"], np.int64)[which]
+        step[hit] = np.asarray(gpu["step_ns"], np.int64)[which]
+        ready[hit] = np.asarray(gpu["ready"], bool)[which]
+    return wait, step, ready
+
+
+def gpu_block(summary: dict, steps: np.ndarray, steady: np.ndarray, gpu: Optional[dict],
+              per_step: Optional[tuple]) -> Optional[dict]:
+    """The ``gpu`` section: host wait and GPU-visible wait side by side
+    over the steady steps with a reading, the GPU step, coverage, and the
+    diagnosis by policy.gpu_diagnosis (which may replace ``summary``'s
+    diagnosis and its rule, in place).  None without readings
+    (``gpu`` None: cuda was off)."""
+    if gpu is None or per_step is None:
+        return None
+    wait_g, step_g, ready = per_step
+    read = steady & (wait_g >= 0)
+    both = read & (step_g >= 0)
+    n_steady = int(np.count_nonzero(steady))
+    n_read = int(np.count_nonzero(read))
+    host_wait = steps["fetch_done_ns"] - steps["begin_ns"]
+    host_step = steps["end_ns"] - steps["begin_ns"]
+    host_total = int(host_step[both].sum())
+    gpu_total = int(step_g[both].sum())
+    host_share = float(host_wait[both].sum()) / host_total if host_total > 0 else None
+    gpu_share = float(wait_g[both].sum()) / gpu_total if gpu_total > 0 else None
+    coverage = n_read / n_steady if n_steady else None
+    host = policy.Diagnosis(summary["diagnosis"], summary["input_share"])
+    diagnosis, code = policy.gpu_diagnosis(host, gpu_share, coverage, n_read)
+    block = {
+        "backend": gpu.get("backend"),
+        "ring": int(gpu["ring"]),
+        "recorded": int(gpu["recorded"]),
+        "skipped": int(gpu["skipped"]),
+        "pending": int(gpu["pending"]),
+        "error": gpu.get("error"),
+        "steady_steps": n_steady,
+        "steps_read": n_read,
+        "coverage": coverage,
+        "ready_marked": int(np.count_nonzero(read & ready)),
+        "host_wait_s": duration_stats_s(host_wait[read]),
+        "gpu_wait_s": duration_stats_s(wait_g[read]),
+        "gpu_step_s": duration_stats_s(step_g[steady & (step_g >= 0)]),
+        "host_share": host_share,
+        "gpu_share": gpu_share,
+        "host_diagnosis": host.label,
+        "rule": code,
+    }
+    block["rule_text"] = wording.gpu_rule(code, block)
+    if diagnosis.label != host.label:
+        summary["diagnosis"] = diagnosis.label
+        summary["diagnosis_rule"] = block["rule_text"]
+    return block

@@ -67,10 +67,23 @@ class Report:
 
     ``str(report)`` is the terminal text, ``report._repr_html_()`` the
     notebook view (static HTML, no JavaScript).
+
+    A DataLoader's per-step delivery record (``summary["delivery"]["ranks"]``
+    and ``["workers"]``, one int or None a step) is held as two int64
+    arrays (-1 for None) and made into lists on the first use of
+    :attr:`summary`, ``report[key]`` or :meth:`to_dict`: on a 10M-step run
+    the two lists cost about 0.8 s and 700 MB, which ``report()``, ``str()``,
+    the HTML and :meth:`save` do not need.
     """
 
-    def __init__(self, summary: dict, steps: np.ndarray):
-        self.summary = summary
+    def __init__(self, summary: dict, steps: np.ndarray,
+                 delivery: Optional[dict] = None):
+        # delivery: {"ranks": int64 array, "workers": int64 array}, -1 for
+        # None, one per step; joined into summary["delivery"] as lists on
+        # first use of .summary (see the class docstring).
+        self._summary = summary
+        self._delivery = (delivery if delivery is not None
+                          and isinstance(summary.get("delivery"), dict) else None)
         self.steps = steps
         # The source's worker batch records (traceml.worker_timing), kept
         # in memory for save_trace(); not written by save().
@@ -79,9 +92,42 @@ class Report:
         # The sampler's readings of the run's processes (SAMPLE_DTYPE), for
         # save_trace()'s counter tracks; not written by save().
         self.samples: Optional[np.ndarray] = None
+        # Each step's GPU-visible input wait and GPU step (int64 ns, -1
+        # where not read; shape (steps,)) when cuda was on (traceml.gpu);
+        # summary["gpu"] holds their statistics.  Not written by save().
+        self.gpu_wait_ns: Optional[np.ndarray] = None
+        self.gpu_step_ns: Optional[np.ndarray] = None
         # A report gathered over many ranks (traceml.ranks.combine): {rank:
         # that rank's records}; in memory only, not written by save().
         self.rank_steps: Optional[dict] = None
+
+    @property
+    def summary(self) -> dict:
+        """The dict :meth:`to_dict` returns (not a copy: changes show in
+        the text, the HTML and :meth:`save`)."""
+        if self._delivery is not None:
+            _join_delivery(self._summary, self._delivery)
+            self._delivery = None
+        return self._summary
+
+    @summary.setter
+    def summary(self, value: dict) -> None:
+        self._summary = value
+        self._delivery = None
+
+    def delivery_column(self, key: str) -> Optional[np.ndarray]:
+        """``summary["delivery"][key]`` (``"ranks"`` or ``"workers"``) as an
+        int64 array, -1 for None, shape (steps,), without making the lists;
+        None when the report has no such record.  Raises ValueError for
+        another key."""
+        if key not in ("ranks", "workers"):
+            raise ValueError(f"delivery_column(): key must be 'ranks' or 'workers', got {key!r}")
+        if self._delivery is not None:
+            return self._delivery[key]
+        values = (self._summary.get("delivery") or {}).get(key)
+        if values is None:
+            return None
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
 
     # Convenience views of the per-step arrays, in nanoseconds.
     @property
@@ -101,10 +147,10 @@ class Report:
 
     @property
     def diagnosis(self) -> str:
-        return self.summary["diagnosis"]
+        return self._summary["diagnosis"]
 
     def __getitem__(self, key: str) -> Any:
-        return self.summary[key]
+        return (self.summary if key == "delivery" else self._summary)[key]
 
     def to_dict(self) -> dict:
         """The summary as plain JSON-serialisable data (a deep copy).
@@ -120,7 +166,13 @@ class Report:
         TOO-FEW with ``period`` and ``p_value``; ``trend`` (None, or
         RISING / FALLING with ``slope_ms_per_step``); ``headline`` a
         ``label`` of EPOCH-START, STUCK or STEADY with
-        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.  A report
+        ``epoch_start_share`` and ``epoch_start_s_per_epoch``.  With
+        ``cuda=`` on (:mod:`traceml.gpu`), ``gpu``: host wait and
+        GPU-visible wait over the same steady steps (``host_wait_s``,
+        ``gpu_wait_s``), ``gpu_step_s``, ``coverage``, ``skipped``,
+        ``pending``, ``host_share``, ``gpu_share``, ``host_diagnosis`` and
+        the ``rule`` (policy.gpu_diagnosis) that may have changed
+        ``diagnosis``; without it there is no ``gpu`` key.  A report
         gathered over many ranks (:func:`traceml.gather`) also has
         ``ranks`` (see :func:`traceml.ranks.combine`), and its top level
         is the largest input wait across ranks at each step.
@@ -140,14 +192,17 @@ class Report:
         step_median_s, stalls, stalls_per_100, outliers, period (when
         PERIODIC), diagnosis, shape, and with worker batch timing
         production_share, handover_share, make_batch_s, cpu_batch_s, and
-        with a prediction keeps_up_with_workers, worker_cores_needed.
+        with a prediction keeps_up_with_workers, worker_cores_needed, and
+        with GPU-visible waits (``cuda=``) gpu_wait_mean_s,
+        gpu_wait_median_s, gpu_wait_p95_s, gpu_step_median_s,
+        gpu_input_share, gpu_coverage, gpu_skipped.
 
         Raises:
             TypeError: prefix is not a str.
         """
         if not isinstance(prefix, str):
             raise TypeError(f"flat(): prefix must be a str, got {type(prefix).__name__}")
-        s = self.summary
+        s = self._summary
         wait, compute, step = s.get("input_wait_s") or {}, s.get("compute_s") or {}, \
             s.get("step_s") or {}
         stalls = s.get("stalls") or {}
@@ -173,6 +228,7 @@ class Report:
             "keeps_up_with_workers": pred.get("keeps_up_with"),
             "worker_cores_needed": pred.get("worker_cores_needed"),
         }
+        out.update(_gpu_flat(s))
         return {prefix + k: (v if isinstance(v, str) else float(v))
                 for k, v in out.items() if v is not None}
 
@@ -209,7 +265,8 @@ class Report:
         """
         # The summary as it is (json.dumps copies nothing): to_dict()'s deep
         # copy costs seconds on the per-step lists of a long run.
-        return _write(self.summary, self.steps, _path_arg(path, "Report.save()"))
+        return _write(self._summary, self.steps, _path_arg(path, "Report.save()"),
+                      self._delivery)
 
     @classmethod
     def load(cls, path, *, max_bytes: Optional[int] = None, max_member_bytes: Optional[int] = None,
@@ -257,7 +314,7 @@ class Report:
         input-wait histogram.  Raises ImportError without matplotlib."""
         from .plot import report_figure
 
-        return report_figure(self.summary, self.steps)
+        return report_figure(self._summary, self.steps)
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Report):
@@ -269,10 +326,10 @@ class Report:
     def __str__(self) -> str:
         from .render import report_text
 
-        return report_text(self.summary)
+        return report_text(self._summary)
 
     def __repr__(self) -> str:
-        s = self.summary
+        s = self._summary
         return (
             f"<traceml.Report source={s['source']!r} steps={s['steps']} "
             f"diagnosis={s['diagnosis']}>"
@@ -282,7 +339,19 @@ class Report:
         from .plot import png_data_uri
         from .render import report_html
 
-        return report_html(self.summary, png_data_uri(self.plot))
+        return report_html(self._summary, png_data_uri(self.plot))
+
+
+def _gpu_flat(s: dict) -> dict:
+    """flat()'s GPU-visible numbers (traceml.gpu), none without a gpu block."""
+    g = s.get("gpu")
+    if not g:
+        return {}
+    wait, step = g.get("gpu_wait_s") or {}, g.get("gpu_step_s") or {}
+    return {"gpu_wait_mean_s": wait.get("mean"), "gpu_wait_median_s": wait.get("median"),
+            "gpu_wait_p95_s": wait.get("p95"), "gpu_step_median_s": step.get("median"),
+            "gpu_input_share": g.get("gpu_share"), "gpu_coverage": g.get("coverage"),
+            "gpu_skipped": g.get("skipped")}
 
 
 def _path_arg(path: Any, func: str) -> str:
@@ -293,15 +362,21 @@ def _path_arg(path: Any, func: str) -> str:
 
 # --- writing -------------------------------------------------------------------------
 
-def _write(summary: dict, steps: np.ndarray, path: str) -> str:
+def _write(summary: dict, steps: np.ndarray, path: str,
+           delivery: Optional[dict] = None) -> str:
     """Write a run file (overwriting); returns the path.
 
     Every member is stored uncompressed: the per-step arrays of a long run
     hardly compress (nanosecond timestamps), deflating them cost 20 s for
     10M steps, and stored members make the reader's ratio check trivial.
     Each array goes from its strided field of ``steps`` into the zip stream
-    in 16 MiB pieces (``np.lib.format.write_array``), with no whole copy."""
-    summary, delivery = _split_delivery(summary, len(steps))
+    in 16 MiB pieces (``np.lib.format.write_array``), with no whole copy.
+    ``delivery``: the Report's delivery arrays not yet joined into
+    ``summary`` (written as they are), else they are taken out of it."""
+    if delivery is not None:
+        delivery = {member: delivery[key] for key, member in DELIVERY_ARRAYS}
+    else:
+        summary, delivery = _split_delivery(summary, len(steps))
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "summary": summary}
     try:
         text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -373,9 +448,10 @@ def _split_delivery(summary: dict, count: int) -> tuple[dict, dict]:
 
 
 def _join_delivery(summary: dict, arrays: dict) -> None:
-    """Put the delivery arrays back into the summary as lists (None for -1)."""
-    for key, member in DELIVERY_ARRAYS:
-        arr = arrays.get(member)
+    """Put the delivery arrays ({key: int64 array}) into the summary as
+    lists (None for -1)."""
+    for key, _ in DELIVERY_ARRAYS:
+        arr = arrays.get(key)
         if arr is None:
             continue
         if arr.min(initial=0) >= 0:
@@ -454,8 +530,9 @@ SUMMARY = "summary.json"
 
 
 def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEMBER_BYTES,
-          max_ratio: int = MAX_RATIO) -> tuple[dict, np.ndarray]:
-    """(summary, steps) of a run file; errors as Report.load says."""
+          max_ratio: int = MAX_RATIO) -> tuple[dict, np.ndarray, Optional[dict]]:
+    """(summary, steps, delivery arrays or None: see Report) of a run
+    file; errors as Report.load says."""
     limits = (_check_limit("max_bytes", max_bytes),
               _check_limit("max_member_bytes", max_member_bytes),
               _check_limit("max_ratio", max_ratio))
@@ -482,16 +559,19 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
                 if version >= 2 and summary.get("delivery"):
                     for key, name in DELIVERY_ARRAYS:
                         if name in members and key not in summary["delivery"]:
-                            delivery[name] = _delivery_array(
+                            delivery[key] = _delivery_array(
                                 _member_bytes(z, members[name], path), count, path, name)
         except RunFileError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the zip layer raises on bad input
             raise _error(path, f"not a readable traceml run file "
                                f"({type(exc).__name__}: {exc})") from exc
-    _join_delivery(summary, delivery)
     _worker_id_keys(summary)
-    return summary, steps
+    # Both columns, or neither: one alone is joined into the summary now.
+    if len(delivery) == len(DELIVERY_ARRAYS):
+        return summary, steps, delivery
+    _join_delivery(summary, delivery)
+    return summary, steps, None
 
 
 def _open_regular(path: str):

@@ -141,12 +141,11 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
     batches = getattr(report, "worker_batches", None)
     if batches is None or len(batches) == 0:
         return []
-    dlv = report.summary.get("delivery") or {}
-    workers = dlv.get("workers")
+    workers = report.delivery_column("workers")
     steps = report.steps
     received = {}
     if workers is not None and len(workers) == len(steps):
-        wk = np.array([-1 if w is None else w for w in workers], dtype=np.int32)
+        wk = workers.astype(np.int32)
         idx = worker_timing.match(batches, steps["epoch"], wk,
                                   getattr(report, "worker_offsets", None) or {})
         received = {int(j): int(i) for i, j in enumerate(idx.tolist()) if j >= 0}

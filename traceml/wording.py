@@ -233,6 +233,8 @@ _NEXT: dict[str, Callable[[dict], str]] = {
                                 "judge the input's shape; record at least "
                                 f"{p['least']}."),
     "compute_bound": lambda p: (
+        f"The GPU waits for input {pct(p['share'])} of its time (the host's waits overlap "
+        "its work): input is not the bottleneck; profile the step itself." if p.get("gpu") else
         f"Between epoch starts the loop waits for input {pct(p['share'])} of the time: there, "
         "input is not the bottleneck." if p.get("steady_only") else
         f"The loop waits for input {pct(p['share'])} of the time: input "
@@ -673,6 +675,26 @@ def evidence_lines(s: dict) -> list[str]:
     if w and w.get("evidence"):
         out.extend(w["evidence"])
     return out
+
+
+def missing_framework(adapter: str, module: str, package: str) -> str:
+    """The ImportError of an adapter whose framework is not installed."""
+    return (f"{adapter} needs the {module!r} module, which is not installed: "
+            f"pip install {package}")
+
+
+def trainer_loader_line(loader: dict) -> str:
+    """The head line of the Hugging Face callback's text file: the Trainer's
+    loader, which its probe-placed steps do not carry."""
+    return ("trainer loader (read at on_train_begin; the steps below are placed by "
+            "TrainerCallback hooks): " + " ".join(f"{k}={v}" for k, v in loader.items()))
+
+
+def hidden_loader_facts(wrapper: str, iterator: str) -> str:
+    """Why a wrapped loader's worker PIDs and delivery order are not read
+    (wrapping.hidden_facts): the ``unread`` entry of its loader facts."""
+    return (f"worker PIDs, delivery order, worker batch timing: {wrapper} makes torch's "
+            f"iterator in a {iterator} at its first fetch")
 
 
 def untimed_wrap(max_sources: int) -> str:
@@ -1181,6 +1203,62 @@ def compare_why(v: policy.Verdict, moved: list) -> str:
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
                      f"tolerance {tol(m.tolerance)}): {m.direction}")
     return "; ".join(parts)
+
+
+# --- GPU-visible input wait (traceml.gpu) ---------------------------------------------
+
+GPU_ROWS = (("host wait", "host_wait_s"), ("GPU-visible wait", "gpu_wait_s"),
+            ("GPU step", "gpu_step_s"))
+GPU_COLS = ("mean", "median", "p95")
+
+
+def _pct_or_dash(share: Optional[float], digits: int = 0) -> str:
+    return "-" if share is None else pct(share, digits)
+
+
+def gpu_rule(code: str, g: dict) -> str:
+    """Why the diagnosis is what it is once GPU-visible waits are read
+    (policy.gpu_diagnosis's code; ``g`` the report's ``gpu`` block)."""
+    host, gpu = _pct_or_dash(g.get("host_share"), 1), _pct_or_dash(g.get("gpu_share"), 1)
+    top = pct(policy.INPUT_BOUND_SHARE)
+    if code == policy.GPU_NOT_USED:
+        return (f"GPU-visible waits read on {_pct_or_dash(g.get('coverage'))} of the steady steps "
+                f"({g.get('steps_read', 0)}); under {pct(policy.GPU_MIN_COVERAGE)} "
+                f"or {policy.MIN_STEADY_STEPS} steps they do not decide the diagnosis")
+    if code == policy.GPU_DID_NOT_WAIT:
+        return (f"the host waited {host} of its step for input, but the GPU waited only "
+                f"{gpu} of its step (< {top}): the host waited while the GPU was still "
+                f"working on the previous step, so faster input would gain little")
+    if code == policy.GPU_AGREES:
+        return f"the GPU saw the same: it waited {gpu} of its step for input (host {host})"
+    return (f"the GPU waited {gpu} of its step for input (host {host}, same steps); "
+            "the GPU-visible share decides")
+
+
+def gpu_lines(s: dict) -> list[str]:
+    """The lines under the GPU table: coverage, the shares, what the
+    readings mean, and the rule; [] without a ``gpu`` block."""
+    g = s.get("gpu")
+    if not g:
+        return []
+    out = [f"GPU-visible input wait ({g.get('backend') or 'cuda'} events): read on "
+           f"{g['steps_read']} of {g['steady_steps']} steady steps "
+           f"({_pct_or_dash(g['coverage'])})"
+           + (f", {g['skipped']} not recorded (ring of {g['ring']} full)" if g["skipped"] else "")
+           + (f", {g['pending']} not reached by the GPU yet (torch.cuda.synchronize() "
+              "before report() reads them)" if g["pending"] else "")]
+    if g["gpu_share"] is not None:
+        out.append(f"  the GPU waited {pct(g['gpu_share'], 1)} of its step for input; "
+                   f"the host {_pct_or_dash(g['host_share'], 1)} of its step, on the same steps")
+    out.append("  " + ("waits run to input_ready() (the host-to-device copy included) on "
+                       f"{g['ready_marked']} steps" if g["ready_marked"] else
+                       "waits end when the batch reached the loop: a host-to-device copy "
+                       "after it counts as GPU step, not wait (input_ready() to include it)"))
+    if g["rule"] != policy.GPU_NOT_USED or g["steps_read"]:
+        out.append("  " + g["rule_text"])
+    if g.get("error"):
+        out.append(f"  the event source failed and was turned off: {g['error']}")
+    return out
 
 
 # --- many ranks (traceml.ranks) ----------------------------------------------------

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from . import _core, wording, worker_timing
+from . import gpu as gpu_events
 from . import liveline as live_line
 
 # DataLoader attributes the report shows.  in_order exists from torch 2.6;
@@ -166,10 +167,79 @@ def _is_dataloader_iterator(obj: Any) -> bool:
 
 def loader_facts(obj: Any) -> Optional[dict]:
     """The DataLoader settings named in LOADER_FIELDS, or None if obj is not
-    a torch DataLoader.  Fields the installed torch lacks are None."""
-    if not _is_dataloader(obj):
+    a torch DataLoader.  Fields the installed torch lacks are None.
+
+    A framework's loader wrapper (:func:`torch_loader`) gives the settings
+    of the torch DataLoader inside it, ``batch_size`` from its batch
+    sampler when the loader has none (accelerate shards batches with a
+    batch sampler), and ``wrapper``: the wrapper's package and class."""
+    inner = torch_loader(obj)
+    if inner is None or inner is obj:
+        if not _is_dataloader(obj):
+            return None
+        return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
+    facts = {name: getattr(inner, name, None) for name in LOADER_FIELDS}
+    if facts["batch_size"] is None:
+        size = getattr(getattr(inner, "batch_sampler", None), "batch_size", None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            facts["batch_size"] = size
+    facts["wrapper"] = _wrapper_name(obj)
+    return facts
+
+
+def _wrapper_name(obj: Any) -> str:
+    """``package.Class`` of a loader wrapper (its real type: accelerate's
+    adapters answer ``__class__`` with the wrapped DataLoader's class)."""
+    kind = type(obj)
+    return f"{(kind.__module__ or '').split('.')[0]}.{kind.__name__}".lstrip(".")
+
+
+def torch_loader(obj: Any) -> Optional[Any]:
+    """The torch DataLoader that ``obj`` iterates: obj itself for a torch
+    DataLoader (or a subclass of it), the one inside a framework's loader
+    wrapper, else None.
+
+    Wrappers recognised (each by a public attribute, checked before use):
+    accelerate's ``DataLoaderShard``, ``DataLoaderDispatcher`` and
+    ``SkipDataLoader`` keep the DataLoader as ``base_dataloader`` (they are
+    not DataLoader subclasses; a ``__class__`` property makes
+    ``isinstance(obj, DataLoader)`` true); Lightning's ``CombinedLoader``
+    keeps its iterables as ``flattened`` (one DataLoader: that one; several:
+    None, since one wrap cannot tell whose fetch each step waited for)."""
+    torch = sys.modules.get("torch")
+    loader_type = getattr(getattr(getattr(torch, "utils", None), "data", None),
+                          "DataLoader", None)
+    if not isinstance(loader_type, type):
         return None
-    return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
+    if isinstance(type(obj), type) and issubclass(type(obj), loader_type):
+        return obj
+    try:
+        base = getattr(obj, "base_dataloader", None)
+        flat = getattr(obj, "flattened", None) if base is None else None
+    except Exception:  # a wrapper's __getattr__ may raise anything
+        return None
+    if isinstance(type(base), type) and issubclass(type(base), loader_type):
+        return base
+    if isinstance(flat, list) and len(flat) == 1 and isinstance(flat[0], loader_type):
+        return flat[0]
+    return None
+
+
+def hidden_facts(loader: Any, inner: Any, facts: Optional[dict]) -> Optional[str]:
+    """Why the worker PIDs, delivery order and worker batch timing of a
+    DataLoader epoch cannot be read (None: they can, or it has no workers):
+    the first two come from torch's own iterator (``_workers``,
+    ``_task_info``), the third from a hook set on the loader while
+    ``iter()`` starts the workers.  A wrapper or a DataLoader subclass may
+    make torch's iterator inside a generator of its own, at the first fetch
+    (accelerate's DataLoaderShard and DataLoaderDispatcher do): out of
+    reach when the epoch starts."""
+    if facts is None or not (facts.get("num_workers") or 0) > 0:
+        return None
+    if _is_dataloader_iterator(inner):
+        return None
+    return wording.hidden_loader_facts(facts.get("wrapper") or type(loader).__name__,
+                                       type(inner).__name__)
 
 
 def usable_cpus() -> Optional[int]:
@@ -445,6 +515,7 @@ class Wrapped:
         # wrapper lives.
         self._source, self._lease = recorder.sources.for_iterable(iterable, name)
         self._live = None  # a traceml.liveline.LiveLine, when asked for
+        self._gpu = None   # a traceml.gpu.GpuTimeline, when cuda is on
         if self._source is None:
             warnings.warn(wording.untimed_wrap(recorder.sources.MAX_SOURCES),
                           RuntimeWarning, stacklevel=4)
@@ -472,12 +543,22 @@ class Wrapped:
         begin_ns = self.recorder.clock_ns()
         epoch = src.epochs
         facts = loader_facts(self.iterable)
-        why, user_fn = (worker_timing.before_iter(self.iterable, src.timing, epoch)
-                        if facts is not None else (worker_timing.NOT_A_LOADER, None))
+        # A framework's wrapper starts the workers of the DataLoader inside
+        # it: the worker hook goes on that one.
+        hooked = torch_loader(self.iterable) if facts is not None else None
+        why, user_fn = (worker_timing.before_iter(hooked, src.timing, epoch)
+                        if hooked is not None else (worker_timing.NOT_A_LOADER, None))
         try:
             inner = iter(self.iterable)
         finally:
-            worker_timing.after_iter(self.iterable, src.timing, why, user_fn)
+            if hooked is not None:
+                worker_timing.after_iter(hooked, src.timing, why, user_fn)
+        hidden = hidden_facts(self.iterable, inner, facts)
+        if hidden is not None:
+            facts["unread"] = hidden
+            # Its workers start at the first fetch, after the hook was
+            # taken off again.
+            why = why or hidden
         src.epochs += 1
         src.loader = facts
         known = epoch_facts(self.iterable, inner, facts)
@@ -490,8 +571,10 @@ class Wrapped:
         # Delivery order is read from a multiprocessing DataLoader
         # iterator's private task table (rank -> (worker_id, ...)).
         track = isinstance(getattr(inner, "_task_info", None), dict)
+        if self._gpu is not None:
+            self._gpu.new_epoch()
         it = _core.WrapIter(inner, self.recorder, src.id, epoch, begin_ns, track=track,
-                            watch=watch, owner=self._lease)
+                            watch=watch, owner=self._lease, gpu=self._gpu)
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching
@@ -502,6 +585,18 @@ class Wrapped:
         if self._live is not None:
             self._live.follow(it)
         return it
+
+    @property
+    def gpu(self) -> Optional[gpu_events.GpuTimeline]:
+        """The CUDA-event timeline (``cuda=`` on), or None."""
+        return self._gpu
+
+    def input_ready(self) -> None:
+        """With ``cuda=`` on: call right after the batch's host-to-device
+        copy, so that this step's GPU-visible input wait includes the copy
+        (:mod:`traceml.gpu`).  Without cuda, nothing."""
+        if self._gpu is not None:
+            self._gpu.input_ready()
 
     def __len__(self) -> int:
         return len(self.iterable)
@@ -514,7 +609,8 @@ class Wrapped:
 
     def __getattr__(self, attr: str) -> Any:
         # Only reached for attributes Wrapped itself lacks.
-        if attr.startswith("__") or attr in ("iterable", "recorder", "_source", "_lease"):
+        if attr.startswith("__") or attr in ("iterable", "recorder", "_source", "_lease",
+                                             "_live", "_gpu"):
             raise AttributeError(attr)
         return getattr(self.iterable, attr)
 
@@ -523,7 +619,8 @@ class Wrapped:
 
 
 def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
-         tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
+         tensorboard: Any = None, tensorboard_every: int = 100, cuda: Any = False,
+         cuda_ring: int = gpu_events.DEFAULT_RING) -> Wrapped:
     """Time every fetch from ``iterable`` into the default recorder
     (:meth:`traceml.Recorder.wrap` for another); each ``iter()`` is one
     epoch.
@@ -568,6 +665,19 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
             ``tensorboardX``) to log the same numbers to, under
             ``traceml/``, every ``tensorboard_every`` steps (default 100)
             and at the end of each epoch.
+        cuda: also measure the input wait the GPU saw (:mod:`traceml.gpu`):
+            a CUDA event on the current stream at each step's begin and
+            fetch done, read lazily, shown in the report's ``gpu`` block
+            beside the host wait.  True (needs a CUDA device), ``"auto"``
+            (on when ``torch.cuda.is_available()``, else off), False
+            (default: off, nothing added per step), or an object with
+            torch.cuda's ``Event`` and ``current_stream``.  Call
+            ``wrapped.input_ready()`` (or ``traceml.input_ready()``) after
+            the ``.to(device, non_blocking=True)`` copy to count the copy
+            in the GPU-visible wait.
+        cuda_ring: with cuda on, the most steps whose events may be unread
+            at once (default 1024, 2 to 2**20); past it a step is skipped
+            (counted in the report), never waited for.
 
     The source of an unnamed wrap is released at the next ``reset()`` once
     its object is gone (for objects that take no weak reference, such as a
@@ -584,16 +694,19 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
     Raises:
         TypeError: ``iterable`` is not iterable, ``name`` is not a str,
             ``live`` is none of the above, ``tensorboard`` has no
-            ``add_scalar`` or ``tensorboard_every`` is not an int.
+            ``add_scalar``, ``tensorboard_every`` or ``cuda_ring`` is not
+            an int, or ``cuda`` is none of the above.
+        RuntimeError: ``cuda=True`` and torch has no CUDA device.
         ValueError: ``name`` is ``"probes"`` (reserved), blank, or not
             printable (a newline, a control character).
     """
     return wrap_into(_core.default_recorder(), iterable, name, live, tensorboard,
-                     tensorboard_every)
+                     tensorboard_every, cuda, cuda_ring)
 
 
 def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any = None,
-              tensorboard: Any = None, tensorboard_every: int = 100) -> Wrapped:
+              tensorboard: Any = None, tensorboard_every: int = 100, cuda: Any = False,
+              cuda_ring: int = gpu_events.DEFAULT_RING) -> Wrapped:
     """:func:`wrap` for ``recorder``: the argument checks, then the
     :class:`Wrapped`.  Called by :func:`wrap` and :meth:`Recorder.wrap`
     only, so that a warning points at their caller."""
@@ -623,7 +736,11 @@ def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any 
             UserWarning, stacklevel=3)
     live = live_line.check_live(live)
     live_line.check_tensorboard(tensorboard, tensorboard_every)
+    backend = gpu_events.resolve(cuda, "traceml.wrap()")
+    cuda_ring = gpu_events.check_ring(cuda_ring, "traceml.wrap()")
     wrapped = Wrapped(iterable, name, recorder)
+    if backend is not None and wrapped.source is not None:
+        wrapped._gpu = gpu_events.timeline_for(recorder, wrapped.source, backend, cuda_ring)
     if (live or tensorboard is not None) and wrapped.source is not None:
         wrapped._live = live_line.LiveLine(recorder, wrapped.source, wrapped.name, live,
                                            tensorboard, tensorboard_every)
