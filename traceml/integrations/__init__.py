@@ -13,9 +13,11 @@ is imported when its adapter is first used, and a missing one raises an
 ImportError naming the package to install.
 
 Each adapter records into a :class:`traceml.Recorder` of its own (the
-user's default recorder is untouched) and reports the local process; on
-many ranks, only rank 0 writes (the framework's own rank, else
-``torch.distributed.get_rank()``).  The report goes where that framework's
+user's default recorder is untouched) and reports with ``ranks="all"``:
+under torch.distributed every rank's steps are gathered to rank 0
+(:mod:`traceml.ranks`), which alone writes (the framework's own rank,
+else ``torch.distributed.get_rank()``); without a process group, the
+local process.  The report goes where that framework's
 users look: a text file and a run file (:meth:`traceml.Report.save`) in
 the run's folder, and the numbers of :meth:`traceml.Report.flat` in its
 logs.

@@ -82,11 +82,15 @@ def prepare(accelerator: Any, loader: Any, *, name: Optional[str] = None,
 
 def make_report(recorder: Any = None, *, source: Any = None,
                 stall_threshold_s: Optional[float] = None) -> Any:
-    """The report of this process (:meth:`traceml.Recorder.report` of
-    ``recorder``, default traceml's default recorder): the one place a
-    report is made here, where a many-rank report plugs in."""
+    """The report of the job (:meth:`traceml.Recorder.report` of
+    ``recorder``, default traceml's default recorder, with
+    ``ranks="all"``): under torch.distributed, every process's steps
+    gathered on rank 0, which gets the job's report (straggler ranks, the
+    all-reduce echo: ``to_dict()["ranks"]``); the other processes get
+    None.  Without a process group (or in a group of one), this process's
+    report.  Every process must call it."""
     target = recorder if recorder is not None else _core.default_recorder()
-    return target.report(stall_threshold_s, source=source)
+    return target.report(stall_threshold_s, source=source, ranks="all")
 
 
 def publish(accelerator: Any, report: Any = None, *, folder: Any = None,
@@ -112,7 +116,7 @@ def publish(accelerator: Any, report: Any = None, *, folder: Any = None,
         OSError: a file cannot be written.
     """
     rep = report if report is not None else make_report()
-    if not rank_zero(getattr(accelerator, "is_main_process", None)):
+    if rep is None or not rank_zero(getattr(accelerator, "is_main_process", None)):
         return None
     if getattr(accelerator, "trackers", None):
         accelerator.log(numbers(rep), step=int(step if step is not None else rep["steps"]))

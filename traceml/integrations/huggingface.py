@@ -148,20 +148,24 @@ class _CallbackBody:
     # --- reporting ----------------------------------------------------------------
 
     def make_report(self) -> Any:
-        """The report of this process's steps (:meth:`traceml.Recorder.report`
-        of :attr:`recorder`): the one place a report is made, where a
-        many-rank report plugs in."""
-        return self.recorder.report(self.stall_threshold_s)
+        """The report of the job (:meth:`traceml.Recorder.report` of
+        :attr:`recorder` with ``ranks="all"``): under torch.distributed,
+        every rank's steps gathered on rank 0, which gets the job's report
+        (straggler ranks, the all-reduce echo: ``to_dict()["ranks"]``);
+        the other ranks get None.  Without a process group (or in a group of
+        one), this process's report.  Every rank must call it."""
+        return self.recorder.report(self.stall_threshold_s, ranks="all")
 
     def report(self, args: Any = None, state: Any = None) -> Any:
         """Make the report now (on demand, also mid-training) and return it;
         with ``args`` and ``state``, also log and write it as at the end of
         training, on the main process only (``state.is_world_process_zero``).
         Called on every process at the end of training (a many-rank report
-        needs every rank to take part)."""
+        needs every rank to take part); under torch.distributed only rank 0
+        gets a report, the others None (see :meth:`make_report`)."""
         rep = self.make_report()
         self.last_report = rep
-        if args is not None and state is not None and rank_zero(
+        if rep is not None and args is not None and state is not None and rank_zero(
                 getattr(state, "is_world_process_zero", None)):
             self._publish(args, state, rep)
         return rep

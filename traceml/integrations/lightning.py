@@ -139,19 +139,25 @@ class _CallbackBody:
     # --- reporting ----------------------------------------------------------------
 
     def make_report(self) -> Any:
-        """The report of this process's training fetches
-        (:meth:`traceml.Recorder.report` of :attr:`recorder`): the one place
-        a report is made, where a many-rank report plugs in."""
-        return self.recorder.report(self.stall_threshold_s)
+        """The report of the job's training fetches
+        (:meth:`traceml.Recorder.report` of :attr:`recorder` with
+        ``ranks="all"``): under torch.distributed, every rank's steps
+        gathered on rank 0, which gets the job's report (straggler ranks,
+        the all-reduce echo: ``to_dict()["ranks"]``); the other ranks get
+        None.  Without a process group (or in a group of one), this
+        process's report.  Every rank must call it."""
+        return self.recorder.report(self.stall_threshold_s, ranks="all")
 
     def report(self, trainer: Any = None) -> Any:
         """Make the report now (on demand, also mid-fit) and return it; with
         ``trainer``, also log and write it as at the end of the fit, on
         global rank 0 only.  Called on every rank at the end of the fit (a
-        many-rank report needs every rank to take part)."""
+        many-rank report needs every rank to take part); under
+        torch.distributed only rank 0 gets a report, the others None (see
+        :meth:`make_report`)."""
         rep = self.make_report()
         self.last_report = rep
-        if trainer is not None and rank_zero(getattr(trainer, "is_global_zero", None)):
+        if rep is not None and trainer is not None and rank_zero(getattr(trainer, "is_global_zero", None)):
             self._publish(trainer, rep)
         return rep
 
