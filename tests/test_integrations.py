@@ -337,6 +337,25 @@ except ImportError as exc:
 # --- Lightning --------------------------------------------------------------------
 
 
+def lightning_module(L, torch, loss):
+    """A one-weight LightningModule whose training step sleeps COMPUTE_S
+    and returns loss(layer, batch), with plain SGD."""
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch, batch_idx):
+            time.sleep(COMPUTE_S)
+            return loss(self.layer, batch)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Tiny
+
+
 @pytest.mark.slow
 def test_lightning_trainer(tmp_path):
     L = pytest.importorskip("lightning")
@@ -346,19 +365,8 @@ def test_lightning_trainer(tmp_path):
 
     from traceml.integrations.lightning import TraceMLCallback
 
-    class Tiny(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            time.sleep(COMPUTE_S)
-            return torch.nn.functional.mse_loss(self.layer(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
+    Tiny = lightning_module(L, torch, lambda layer, batch: torch.nn.functional.mse_loss(
+        layer(batch[0]), batch[1]))
     ds = stalling_dataset(64, lambda i: (torch.tensor([float(i)]), torch.tensor([1.0])))
     callback = TraceMLCallback()
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=STEPS, callbacks=[callback],
@@ -551,18 +559,7 @@ def test_lightning_keeps_worker_evidence(tmp_path, monkeypatch):
 
     from traceml.integrations.lightning import TraceMLCallback
 
-    class Tiny(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def training_step(self, batch, batch_idx):
-            time.sleep(COMPUTE_S)
-            return self.layer(batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
+    Tiny = lightning_module(L, torch, lambda layer, batch: layer(batch).sum())
     # Lightning seeds the workers (worker_init_fn) on the loader it holds:
     # the wrapper passes that write to the DataLoader.  (seed_everything
     # sets these in os.environ: put back after the test.)
