@@ -207,7 +207,15 @@ def _present(dist, members: list, me: int, call: int, timeout_s: float):
     (``Store.wait`` with a deadline)."""
     from torch.distributed import distributed_c10d
 
-    store = distributed_c10d._get_default_store()
+    # Private in torch (2.0 to 2.13 at least): guarded, so that a torch
+    # without it gets a sentence, not an AttributeError.
+    get_store = getattr(distributed_c10d, "_get_default_store", None)
+    if get_store is None:
+        raise RuntimeError("traceml.gather(): this torch has no "
+                           "torch.distributed.distributed_c10d._get_default_store, "
+                           "which traceml reads who is present through; "
+                           "use report() on each rank instead")
+    store = get_store()
     prefix = f"traceml/gather/{'-'.join(map(str, members))}/{call}/"
     if me != members[0]:
         store.set(prefix + str(me), "1")
