@@ -7,20 +7,20 @@ saved and loaded, in two shapes:
 
 * "probes": the report of a probe-recorded loop (no delivery record), the
   shape the issue measured (20 s to save, 3.9 s to load 10M steps);
-* "loader": the same with a DataLoader's per-step delivery record in the
-  summary (``delivery.ranks`` and ``delivery.workers``, one int per step
-  each, as ``report.build`` writes them for a wrapped DataLoader).
+* "loader": the same with a DataLoader's per-step delivery record
+  (``delivery.ranks`` and ``delivery.workers``, one int per step each),
+  held as ``report.build`` holds it: two int64 arrays beside the summary,
+  made into lists only on first use of ``Report.summary``.
 
 Beside each, in the same process and interleaved round by round, the
 floor, one pass over the same bytes with no zip, no checks:
 
-* save floor: each field of the steps copied contiguous and written with
-  its ``.npy`` header into one plain file, plus ``json.dumps`` of the
-  whole summary (a DataLoader run's delivery lists included, as format 1
-  held them) and its write;
+* save floor: each field of the steps (and each delivery array) copied
+  contiguous and written with its ``.npy`` header into one plain file,
+  plus ``json.dumps`` of the summary and its write;
 * load floor: one ``read()`` of that file, a fresh ``np.empty`` steps
-  array filled from ``np.frombuffer`` views, plus ``json.loads`` of the
-  summary.
+  array filled from ``np.frombuffer`` views (and the delivery arrays
+  copied out), plus ``json.loads`` of the summary.
 
 Wall-clock time (file I/O is the cost; the page cache holds the file, as
 it does right after a save), best and median of the rounds, and the peak
@@ -69,23 +69,36 @@ def make_report(n: int, loader: bool):
             "probe_step_open": False}
     rep = build(rec, info, 0, None, sources={})
     if loader:
-        rep.summary["delivery"] = {"in_order": True, "ranks": list(range(n)),
-                                   "workers": [i % 4 for i in range(n)],
-                                   "overtaking": 0, "known": n}
+        summary = dict(rep.summary, delivery={"in_order": True, "overtaking": 0, "known": n})
+        ranks = np.arange(n, dtype=np.int64)
+        rep = traceml.Report(summary, rep.steps, delivery={"ranks": ranks, "workers": ranks % 4})
     return rep
+
+
+def columns(rep) -> list:
+    """The arrays a run file holds: the steps' fields, then the delivery
+    arrays (without making the summary's lists)."""
+    out = [rep.steps[field] for field in rep.steps.dtype.names]
+    for key in ("ranks", "workers"):
+        # A private read: .summary would make the lists the floor skips.
+        if "ranks" not in (rep._summary.get("delivery") or {}):
+            col = rep.delivery_column(key)
+            if col is not None:
+                out.append(col)
+    return out
 
 
 def floor_save(rep, path: str) -> None:
     with open(path, "wb") as f:
-        for field in rep.steps.dtype.names:
+        for col in columns(rep):
             # A contiguous copy, then one write: write_array would hand the
             # strided field to ndarray.tofile(), which writes it element by
             # element.
-            column = np.ascontiguousarray(rep.steps[field])
+            column = np.ascontiguousarray(col)
             np.lib.format.write_array_header_1_0(
                 f, np.lib.format.header_data_from_array_1_0(column))
             f.write(column.data)
-        f.write(json.dumps(rep.summary, separators=(",", ":")).encode())
+        f.write(json.dumps(rep._summary, separators=(",", ":")).encode())
 
 
 def floor_load(rep, path: str) -> None:
@@ -99,6 +112,10 @@ def floor_load(rep, path: str) -> None:
         dtype = steps.dtype[field]
         steps[field] = np.frombuffer(raw, dtype, n, offset)
         offset += n * dtype.itemsize
+    for _ in columns(rep)[len(steps.dtype.names):]:
+        offset += 128
+        np.frombuffer(raw, np.int64, n, offset).copy()
+        offset += n * 8
     json.loads(raw[offset:].decode())
 
 
