@@ -313,6 +313,21 @@ def test_report_block_round_trips_through_save_and_load(tmp_path):
     back = traceml.load(path)
     assert back["gpu"] == rep["gpu"]
     assert back["diagnosis"] == rep["diagnosis"] == policy.COMPUTE_BOUND
+    # The per-step readings travel too (int64, -1 where not read).
+    # (every step was read; steps_read counts the steady ones)
+    assert (rep.gpu_wait_ns >= 0).all() and rep["gpu"]["steps_read"] == n - 1
+    np.testing.assert_array_equal(back.gpu_wait_ns, rep.gpu_wait_ns)
+    np.testing.assert_array_equal(back.gpu_step_ns, rep.gpu_step_ns)
+    # The timeline has the GPU-visible wait as a counter, one per step read.
+    from traceml.trace import trace_events
+
+    gpu_counts = [e for e in trace_events(rep)["traceEvents"]
+                  if e["name"] == "GPU-visible input wait"]
+    assert [e["args"]["ms"] for e in gpu_counts] == (rep.gpu_wait_ns / 1e6).tolist()
+    assert [e["ts"] for e in gpu_counts] == (rep.steps["begin_ns"] / 1e3).tolist()
+    # Without a gpu block, no GPU member is read (nor written).
+    plain = traceml.load(traceml.Recorder().report().save(tmp_path / "plain.traceml"))
+    assert plain.gpu_wait_ns is None and plain.gpu_step_ns is None
     for text in (str(rep), str(back)):
         assert "GPU-visible wait" in text and "GPU step" in text
     assert "GPU-visible wait" in render.report_html(rep.summary)   # no plot: fast

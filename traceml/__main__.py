@@ -21,6 +21,7 @@ import sys
 from . import policy
 from .compare import compare
 from .io import load as load_report
+from .result import summary_of
 
 # --fail-on choices: the verdicts of compare() a pipeline may refuse.
 FAIL_ON = {"regression": policy.REGRESSION, "mixed": policy.MIXED, "no-data": policy.NO_DATA}
@@ -95,7 +96,7 @@ def _html_page(rep) -> str:
     prints "·", "µs" and "→", which need the charset declared)."""
     import html
 
-    title = html.escape(f"traceml · {rep.summary['source']}")
+    title = html.escape(f"traceml · {summary_of(rep)['source']}")
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
             f"<title>{title}</title></head>\n<body>\n{rep._repr_html_()}\n</body></html>\n")
 

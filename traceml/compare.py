@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from . import _core, policy, render, wording
 from .policy import EQUIVALENT, IMPROVEMENT, MIXED, NO_DATA, REGRESSION  # noqa: F401 - re-exported
-from .result import Report
+from .result import Report, summary_of
 
 BASELINE = "BASELINE"
 
@@ -53,7 +53,7 @@ def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
     ``report`` waiting longer than threshold_s; the gap is None with fewer
     than two such stalls in one epoch.  (The report's own period is for its
     own stalls; here the gap of stalls at another run's threshold.)"""
-    s = report.summary
+    s = summary_of(report)
     wait = report.input_wait_ns
     mask = _core.stall_mask(wait, int(round(threshold_s * 1e9)))
     mask[s["epoch_start"]["steps"]] = False
@@ -154,7 +154,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     for i, run in enumerate(runs):
         if isinstance(run, Report):
             reports.append(run)
-            names.append(run.summary["source"])
+            names.append(summary_of(run)["source"])
         elif isinstance(run, (str, os.PathLike)):
             reports.append(Report.load(run))
             names.append(os.path.basename(os.fspath(run)))
@@ -178,7 +178,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             raise ValueError(f"compare(): labels must be distinct, {repeated[0]!r} repeats")
     else:
         names = _distinct(names)
-    base = reports[0].summary
+    base = summary_of(reports[0])
     # A baseline without steady-state steps has no threshold of its own to
     # lend (only the rule's 1 ms default): then no stalls are counted.
     threshold = base["stalls"]["threshold_s"] if base["steady_steps"] else None
@@ -188,7 +188,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     base_stalls = ((counted[0][0], base["steady_steps"]) if counted[0][0] is not None
                    else None)
     for i, (name, rep) in enumerate(zip(names, reports)):
-        s = rep.summary
+        s = summary_of(rep)
         stalls, gap = counted[i]
         run_stalls = (stalls, s["steady_steps"]) if stalls is not None else None
         if i == 0:

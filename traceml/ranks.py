@@ -58,7 +58,7 @@ import numpy as np
 
 from . import _core, policy, wording
 from .report import build as _build, duration_stats_s as _duration_stats_s
-from .result import Report
+from .result import Report, summary_of
 
 # The default deadline, in seconds: long enough for rank 0 to save a
 # checkpoint at the end of training before it calls, short enough that a
@@ -140,7 +140,7 @@ def gather(stall_threshold_s: Optional[float] = None, *, source: Union[None, str
     dist = _dist()
     if dist is None or not dist.is_initialized() or dist.get_world_size(group) <= 1:
         return local
-    src = rec.sources.by_name.get(local.summary["source"])
+    src = rec.sources.by_name.get(summary_of(local)["source"])
     facts = local_facts(local, src)
     size = dist.get_world_size(group)
     members = [_global_rank(dist, group, i) for i in range(size)]
@@ -384,7 +384,7 @@ def local_facts(rep: Report, src: Any = None) -> dict:
     cadence, headline, next steps) and the stall and epoch-start step
     indices (int64 arrays).  Plain data: picklable, a few hundred bytes
     plus 8 bytes a stall."""
-    s = rep.summary
+    s = summary_of(rep)
     st = s.get("stalls") or {}
     local = {k: s.get(k) for k in _LOCAL_KEYS}
     local.update({
@@ -544,7 +544,7 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
         "echo_rule": wording.echo_rule(),
     }
     block["next"] = wording.ranks_next_steps(block)
-    rep.summary["ranks"] = block
+    summary_of(rep)["ranks"] = block
     rep.rank_steps = dict(zip(ranks, recs))
     return rep
 

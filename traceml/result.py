@@ -16,6 +16,10 @@ A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
   format 2) — ``summary["delivery"]["ranks"]`` and ``["workers"]``, one
   per step, taken out of ``summary.json`` (JSON of a long run's per-step
   lists cost seconds) and put back into the summary by ``Report.load``.
+* ``gpu_wait_ns.npy``, ``gpu_step_ns.npy`` (int64, -1 where not read;
+  only with a ``summary["gpu"]`` block) — ``Report.gpu_wait_ns`` and
+  ``Report.gpu_step_ns``, each step's GPU-visible input wait and GPU step.
+  Readers that do not know them skip them (format 2 unchanged).
 
 ``Report.save`` writes format 2 and stores every member uncompressed;
 ``Report.load`` reads formats 1 (the delivery lists inside
@@ -53,6 +57,8 @@ READS_VERSIONS = (1, 2)
 # Per-step lists of summary["delivery"] stored as int64 .npy members from
 # format 2 (None as -1): (key, member).
 DELIVERY_ARRAYS = (("ranks", "delivery_ranks.npy"), ("workers", "delivery_workers.npy"))
+# Per-step GPU readings (traceml.gpu), with summary["gpu"]: (attribute, member).
+GPU_ARRAYS = (("gpu_wait_ns", "gpu_wait_ns.npy"), ("gpu_step_ns", "gpu_step_ns.npy"))
 
 
 class Report:
@@ -94,7 +100,7 @@ class Report:
         self.samples: Optional[np.ndarray] = None
         # Each step's GPU-visible input wait and GPU step (int64 ns, -1
         # where not read; shape (steps,)) when cuda was on (traceml.gpu);
-        # summary["gpu"] holds their statistics.  Not written by save().
+        # summary["gpu"] holds their statistics.  Written by save().
         self.gpu_wait_ns: Optional[np.ndarray] = None
         self.gpu_step_ns: Optional[np.ndarray] = None
         # A report gathered over many ranks (traceml.ranks.combine): {rank:
@@ -265,8 +271,10 @@ class Report:
         """
         # The summary as it is (json.dumps copies nothing): to_dict()'s deep
         # copy costs seconds on the per-step lists of a long run.
+        gpu = {member: getattr(self, attr) for attr, member in GPU_ARRAYS
+               if getattr(self, attr, None) is not None}
         return _write(self._summary, self.steps, _path_arg(path, "Report.save()"),
-                      self._delivery)
+                      self._delivery, gpu)
 
     @classmethod
     def load(cls, path, *, max_bytes: Optional[int] = None, max_member_bytes: Optional[int] = None,
@@ -306,7 +314,11 @@ class Report:
         limits = {k: v for k, v in (("max_bytes", max_bytes),
                                     ("max_member_bytes", max_member_bytes),
                                     ("max_ratio", max_ratio)) if v is not None}
-        return cls(*_read(_path_arg(path, "traceml.load()"), **limits))
+        summary, steps, delivery, gpu = _read(_path_arg(path, "traceml.load()"), **limits)
+        rep = cls(summary, steps, delivery)
+        for attr, member in GPU_ARRAYS:
+            setattr(rep, attr, gpu.get(member))
+        return rep
 
     def plot(self):
         """A matplotlib Figure (no pyplot state): per-step input wait over
@@ -354,6 +366,12 @@ def _gpu_flat(s: dict) -> dict:
             "gpu_skipped": g.get("skipped")}
 
 
+def summary_of(report: "Report") -> dict:
+    """``report.summary`` without making its per-step delivery lists (see
+    :class:`Report`): for traceml's own readers, none of which reads them."""
+    return report._summary
+
+
 def _path_arg(path: Any, func: str) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{func}: path must be a str or os.PathLike, got {type(path).__name__}")
@@ -363,7 +381,7 @@ def _path_arg(path: Any, func: str) -> str:
 # --- writing -------------------------------------------------------------------------
 
 def _write(summary: dict, steps: np.ndarray, path: str,
-           delivery: Optional[dict] = None) -> str:
+           delivery: Optional[dict] = None, gpu: Optional[dict] = None) -> str:
     """Write a run file (overwriting); returns the path.
 
     Every member is stored uncompressed: the per-step arrays of a long run
@@ -372,7 +390,9 @@ def _write(summary: dict, steps: np.ndarray, path: str,
     Each array goes from its strided field of ``steps`` into the zip stream
     in 16 MiB pieces (``np.lib.format.write_array``), with no whole copy.
     ``delivery``: the Report's delivery arrays not yet joined into
-    ``summary`` (written as they are), else they are taken out of it."""
+    ``summary`` (written as they are), else they are taken out of it;
+    ``gpu``: {member: int64 array} of GPU_ARRAYS, written with a
+    ``summary["gpu"]`` block only."""
     if delivery is not None:
         delivery = {member: delivery[key] for key, member in DELIVERY_ARRAYS}
     else:
@@ -394,7 +414,11 @@ def _write(summary: dict, steps: np.ndarray, path: str,
                 info.file_size = column.nbytes + 128
                 with z.open(info, "w") as out:
                     np.lib.format.write_array(out, column, allow_pickle=False)
-            for member, column in delivery.items():
+            extra = dict(delivery)
+            if summary.get("gpu"):
+                extra.update({m: c for m, c in (gpu or {}).items() if len(c) == len(steps)})
+            for member, column in extra.items():
+                column = np.asarray(column, dtype=np.int64)
                 with z.open(member, "w", force_zip64=column.nbytes > 2**30) as out:
                     np.lib.format.write_array(out, column, allow_pickle=False)
     except OSError as exc:
@@ -530,9 +554,9 @@ SUMMARY = "summary.json"
 
 
 def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEMBER_BYTES,
-          max_ratio: int = MAX_RATIO) -> tuple[dict, np.ndarray, Optional[dict]]:
-    """(summary, steps, delivery arrays or None: see Report) of a run
-    file; errors as Report.load says."""
+          max_ratio: int = MAX_RATIO) -> tuple[dict, np.ndarray, Optional[dict], dict]:
+    """(summary, steps, delivery arrays or None: see Report, {GPU_ARRAYS
+    member: int64 array}) of a run file; errors as Report.load says."""
     limits = (_check_limit("max_bytes", max_bytes),
               _check_limit("max_member_bytes", max_member_bytes),
               _check_limit("max_ratio", max_ratio))
@@ -561,6 +585,12 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
                         if name in members and key not in summary["delivery"]:
                             delivery[key] = _delivery_array(
                                 _member_bytes(z, members[name], path), count, path, name)
+                gpu = {}
+                if summary.get("gpu"):
+                    for _, name in GPU_ARRAYS:
+                        if name in members:
+                            gpu[name] = _delivery_array(
+                                _member_bytes(z, members[name], path), count, path, name)
         except RunFileError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the zip layer raises on bad input
@@ -569,9 +599,9 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
     _worker_id_keys(summary)
     # Both columns, or neither: one alone is joined into the summary now.
     if len(delivery) == len(DELIVERY_ARRAYS):
-        return summary, steps, delivery
+        return summary, steps, delivery, gpu
     _join_delivery(summary, delivery)
-    return summary, steps, None
+    return summary, steps, None, gpu
 
 
 def _open_regular(path: str):
@@ -608,7 +638,7 @@ def _members(z: zipfile.ZipFile, path: str, max_bytes: int, max_member_bytes: in
     central directory before anything is decompressed.  Other members
     (unknown names, path traversal, directories) are ignored unread."""
     wanted = {SUMMARY, *(f"{f}.npy" for f in _core.RECORD_DTYPE.names),
-              *(m for _, m in DELIVERY_ARRAYS)}
+              *(m for _, m in DELIVERY_ARRAYS), *(m for _, m in GPU_ARRAYS)}
     found = {i.filename: i for i in z.infolist() if i.filename in wanted}
     if SUMMARY not in found:
         raise _error(path, "not a traceml run file (no summary.json inside)")
@@ -818,8 +848,8 @@ def _short(message: str, limit: int = 200) -> str:
 
 
 def _delivery_array(raw: bytes, count: int, path: str, member: str) -> np.ndarray:
-    """A format-2 delivery member: int64-sized integers, shape (count,),
-    each -1 (None) or more."""
+    """A format-2 per-step member (delivery, GPU readings): int64-sized
+    integers, shape (count,), each -1 (None, not read) or more."""
     column = np.zeros(count, dtype=[("v", np.int64)])
     _fill(column, "v", raw, path, member, low=-1)
     return column["v"]

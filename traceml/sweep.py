@@ -28,6 +28,7 @@ from . import policy, predict, render, wording
 from .compare import _stalls_over, verdict
 from .recorder import Recorder
 from .report import Report, _check_threshold
+from .result import summary_of
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
@@ -92,7 +93,7 @@ class SweepResult:
         self.correlation = correlation(rows)
         # The first run's model of num_workers against each run's wait.
         self.prediction = predict.against_runs(
-            rows, [rep.summary.get("prediction") if rep is not None else None for rep in runs])
+            rows, [summary_of(rep).get("prediction") if rep is not None else None for rep in runs])
 
     def __repr__(self) -> str:
         c = self.correlation
@@ -177,12 +178,12 @@ class SweepResult:
             if "forward" not in d or "backward" not in d:
                 continue
             (fwd, fwd_rep), (bwd, bwd_rep) = d["forward"], d["backward"]
-            fs = fwd_rep.summary
+            fs = summary_of(fwd_rep)
             thr = fs["stalls"]["threshold_s"] if fs["steady_steps"] else None
             stalls = ((None, None) if thr is None else
-                      tuple((_stalls_over(r, thr)[0], r.summary["steady_steps"])
+                      tuple((_stalls_over(r, thr)[0], summary_of(r)["steady_steps"])
                             for r in (fwd_rep, bwd_rep)))
-            label, why = verdict(fs, bwd_rep.summary, *stalls)
+            label, why = verdict(fs, summary_of(bwd_rep), *stalls)
             out.append({"condition": fwd["condition"], "pass_": pass_,
                         "forward_mean_s": fwd["mean_s"], "backward_mean_s": bwd["mean_s"],
                         "verdict": label, "differs": label not in _SAME, "why": why})
@@ -293,7 +294,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
            "slow_major_faults": None, "error": error}
     if rep is not None:
-        s = rep.summary
+        s = summary_of(rep)
         gap = s["stalls"]["median_gap"]
         row.update({
             "mean_s": s["input_wait_s"]["mean"],

@@ -15,7 +15,9 @@ Tracks (one process, "traceml: <source>"):
 * counters from the sampler's readings: per process (``main``, ``worker
   k``) the cores it kept busy (utime + stime of every thread) and the
   cores' worth of its main thread's wait for a core, between readings,
-  and the bytes it read from storage per second.
+  and the bytes it read from storage per second;
+* with ``cuda=`` on (:mod:`traceml.gpu`), a counter of each step's
+  GPU-visible input wait (ms) at the step's begin.
 
 Timestamps are microseconds of the monotonic clock the steps are stamped
 with (``CLOCK_MONOTONIC``, as Python's ``time.monotonic_ns() / 1000``).
@@ -62,6 +64,13 @@ def _kept(wait_ns: np.ndarray, max_steps: int, window: int) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
+def _summary(report: Any) -> dict:
+    """The report's summary without making its per-step delivery lists
+    (``result.summary_of``; read here by attribute, as result imports this
+    module)."""
+    return getattr(report, "_summary", None) or report.summary
+
+
 def _us(ns: Any) -> float:
     return float(ns) / 1e3
 
@@ -81,7 +90,7 @@ def trace_events(report: Any, *, max_steps: int = DEFAULT_MAX_STEPS,
             raise TypeError(f"save_trace(): {name} must be an int, got {type(value).__name__}")
         if value < least:
             raise ValueError(f"save_trace(): {name} must be at least {least}, got {value}")
-    s = report.summary
+    s = _summary(report)
     steps = report.steps
     pid = 1
     events: list[dict] = [
@@ -111,6 +120,7 @@ def trace_events(report: Any, *, max_steps: int = DEFAULT_MAX_STEPS,
                        "args": {"step": i}})
     events.extend(_worker_events(report, kept, pid))
     events.extend(_counter_events(report, pid))
+    events.extend(_gpu_events(report, kept, pid))
     for ev in s.get("stuck") or []:
         step = ev.get("step")
         since = (int(steps["begin_ns"][step]) if step is not None and step < len(steps)
@@ -177,7 +187,7 @@ def _counter_events(report: Any, pid: int) -> list[dict]:
     samples = getattr(report, "samples", None)
     if samples is None or len(samples) == 0:
         return []
-    s = report.summary
+    s = _summary(report)
     names = {}
     for e in (s.get("workers") or {}).get("pids_by_epoch") or []:
         for k, p in enumerate(e.get("pids") or []):
@@ -211,6 +221,20 @@ def _counter_events(report: Any, pid: int) -> list[dict]:
                                "tid": 0, "ts": _us(rows["t_ns"][j]),
                                "args": {"read": read[j] / dt[j]}})
     return events
+
+
+def _gpu_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
+    """A counter of each kept step's GPU-visible input wait (ms), at the
+    step's begin, when cuda was on (``Report.gpu_wait_ns``; steps not read
+    are left out).  A counter, not a slice: the CUDA events give durations
+    on the GPU's clock, not instants on the steps' clock."""
+    gpu = getattr(report, "gpu_wait_ns", None)
+    if gpu is None or len(gpu) != len(report.steps):
+        return []
+    begin = report.steps["begin_ns"]
+    return [{"ph": "C", "name": "GPU-visible input wait", "pid": pid, "tid": 0,
+             "ts": _us(begin[i]), "args": {"ms": int(gpu[i]) / 1e6}}
+            for i in kept.tolist() if gpu[i] >= 0]
 
 
 def save_trace(report: Any, path: Any, *, max_steps: int = DEFAULT_MAX_STEPS,
