@@ -157,14 +157,22 @@ class _CallbackBody:
         :meth:`make_report`)."""
         rep = self.make_report()
         self.last_report = rep
+        folder = None
+        if trainer is not None and self.write_files:
+            # Read on every rank: under DDP trainer.log_dir is a broadcast
+            # from rank 0 (Lightning 2.6 Trainer.log_dir: "You must call
+            # this on all processes"); read on rank 0 alone, it waits for
+            # the other ranks forever, or fails when they have exited.
+            folder = folder_or(getattr(trainer, "log_dir", None),
+                               getattr(trainer, "default_root_dir", None))
         if rep is not None and trainer is not None and rank_zero(getattr(trainer, "is_global_zero", None)):
-            self._publish(trainer, rep)
+            self._publish(trainer, rep, folder)
         return rep
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self.report(trainer)
 
-    def _publish(self, trainer: Any, rep: Any) -> None:
+    def _publish(self, trainer: Any, rep: Any, folder: Optional[str]) -> None:
         if self.log_metrics:
             values = numbers(rep)
             for logger in getattr(trainer, "loggers", None) or []:
@@ -173,8 +181,6 @@ class _CallbackBody:
                 if callable(save):
                     save()
         if self.write_files:
-            folder = folder_or(getattr(trainer, "log_dir", None),
-                               getattr(trainer, "default_root_dir", None))
             self.paths = write(rep, folder)
 
 
