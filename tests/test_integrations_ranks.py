@@ -153,7 +153,12 @@ def check_job(out, results, local, expected_stalls, startup):
     assert [p["steps"] for p in r["per_rank"]] == [worker.STEPS] * WORLD
     assert np.array_equal(rep.input_wait_ns, waits.max(axis=0))
     assert r["held_by"] == waits.argmax(axis=0).tolist()
+    # The job's own verdict (its input wait the larger of the two per
+    # step): stalled where rank 1 stalled, every 4 steps.
     assert rep["steps"] == worker.STEPS
+    assert rep["steady_steps"] == worker.STEPS - startup
+    assert rep["stalls"]["steps"] == expected_stalls
+    assert rep["temporal"]["label"] == "PERIODIC" and rep["temporal"]["period"] == 4
 
     # The echo: rank 0 waits for rank 1 in the all-reduce, so its compute
     # grows on rank 1's stall steps (medians recomputed from rank 0's steps).
