@@ -34,9 +34,13 @@ DataLoader.  The strategy's method is given back at ``teardown``.
 Tested with lightning 2.6 (``lightning.pytorch``; ``pytorch_lightning``
 2.6 for ``PLTraceMLCallback``).
 
-Where the report is made: :meth:`TraceMLCallback.make_report` (the local
-process's :meth:`traceml.Recorder.report`); a many-rank report plugs in
-there.
+Where the report is made: :meth:`TraceMLCallback.make_report`, with
+``ranks="all"``.  Under DDP (``strategy="ddp"``) the callback runs on
+every rank: at the end of the fit each rank joins the gather, then reads
+``trainer.log_dir`` (a broadcast from rank 0 in Lightning, which every
+rank must join); rank 0 alone logs and writes.  Lightning rebuilds the training DataLoader with a
+``DistributedSampler`` before ``process_dataloader``, so the callback
+wraps the sharded loader (tested under a 2-rank torchrun).
 """
 
 from __future__ import annotations
@@ -152,7 +156,9 @@ class _CallbackBody:
         """Make the report now (on demand, also mid-fit) and return it; with
         ``trainer``, also log and write it as at the end of the fit, on
         global rank 0 only.  Called on every rank at the end of the fit (a
-        many-rank report needs every rank to take part); under
+        many-rank report needs every rank to take part, and with
+        ``trainer`` and ``write_files`` every rank reads
+        ``trainer.log_dir``, a broadcast under DDP); under
         torch.distributed only rank 0 gets a report, the others None (see
         :meth:`make_report`)."""
         rep = self.make_report()
