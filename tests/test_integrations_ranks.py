@@ -188,6 +188,8 @@ def test_lightning_ddp_under_torchrun(tmp_path):
     results, local = launch("lightning", tmp_path)
     # Lightning saw torchrun's ranks (no processes of its own) and rebuilt
     # the DataLoader with a DistributedSampler before the callback wrapped it.
+    assert [r["environment"] for r in results] == ["TorchElasticEnvironment"] * WORLD
+    assert [r["launcher_external"] for r in results] == [True] * WORLD
     assert [r["loader_types"] for r in results] == [["_Wrapped"]] * WORLD
     assert [r["samplers"] for r in results] == [["DistributedSampler"]] * WORLD
     # A loader with a length is not fetched ahead: step k fetches the

@@ -112,6 +112,9 @@ def run_lightning(torch, rank, folder):
         "global_step": int(trainer.global_step),
         "framework_rank": int(trainer.global_rank),
         "world_size": int(trainer.world_size),
+        "environment": type(trainer.strategy.cluster_environment).__name__,
+        "launcher_external": bool(trainer.strategy.cluster_environment
+                                  .creates_processes_externally),
         "loader_types": [type(dl).__name__ for dl in loaders],
         "samplers": [type(getattr(dl, "sampler", None)).__name__ for dl in inner],
     }, ds
