@@ -93,11 +93,12 @@ def launch(framework: str, out) -> tuple:
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
         for r in range(WORLD):
-            pid_file = out / f"pid{r}"
-            if pid_file.exists():
-                pgid = int(pid_file.read_text())
-                if _is_rank(pgid):
-                    _kill_group(pgid, signal.SIGKILL)
+            try:
+                pgid = int((out / f"pid{r}").read_text())
+            except (OSError, ValueError):    # not started, or killed mid-write
+                continue
+            if _is_rank(pgid):
+                _kill_group(pgid, signal.SIGKILL)
     log = (out / "log").read_text()
     assert proc.returncode == 0, log
     results = [json.loads((out / f"result{r}.json").read_text()) for r in range(WORLD)]
