@@ -503,7 +503,11 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
     for a in reversed(recs):  # the lowest rank that has the step wins
         syn["epoch"][:len(a)] = a["epoch"]
         syn["flags"][:len(a)] = a["flags"]
-    sid = 1
+    # Steps placed by the probes (source 0 on the ranks) have no start-up
+    # steps: their flags hold no position in an epoch, so the job is
+    # reported as source 0 too, where build() counts none (as source 1,
+    # every step read as its epoch's first, and the job had no steady step).
+    sid = 0 if (facts[ranks[0]].get("source") or {}).get("id") == 0 else 1
     syn["source"] = sid
     src = _source_of(facts[ranks[0]], sid, len(ranks))
     info = {"dropped_steps": sum(int(facts[r]["summary"].get("dropped_steps") or 0)

@@ -47,8 +47,13 @@ cadence is the same).  It is given to ``on_train_begin``: its settings (``tracem
 written at the head of the text file, since the probes' report has no
 loader of its own.
 
-Where the report is made: :meth:`TraceMLCallback.make_report`; a many-rank
-report plugs in there.
+Where the report is made: :meth:`TraceMLCallback.make_report`, with
+``ranks="all"``.  Under torchrun (DDP, ``ddp_backend="gloo"`` on the CPU)
+the callback runs on every process; at ``on_train_end`` each joins the
+gather, and the main process (``state.is_world_process_zero``) alone logs
+and writes the job's report (tested under a 2-rank torchrun).  The steps
+are the probes', which mark no epoch start-up step, on every rank as in
+the job.
 """
 
 from __future__ import annotations

@@ -34,9 +34,13 @@ DataLoader.  The strategy's method is given back at ``teardown``.
 Tested with lightning 2.6 (``lightning.pytorch``; ``pytorch_lightning``
 2.6 for ``PLTraceMLCallback``).
 
-Where the report is made: :meth:`TraceMLCallback.make_report` (the local
-process's :meth:`traceml.Recorder.report`); a many-rank report plugs in
-there.
+Where the report is made: :meth:`TraceMLCallback.make_report`, with
+``ranks="all"``.  Under DDP (``strategy="ddp"``) the callback runs on
+every rank: at the end of the fit each rank joins the gather, then reads
+``trainer.log_dir`` (a broadcast from rank 0 in Lightning, which every
+rank must join); rank 0 alone logs and writes.  Lightning rebuilds the training DataLoader with a
+``DistributedSampler`` before ``process_dataloader``, so the callback
+wraps the sharded loader (tested under a 2-rank torchrun).
 """
 
 from __future__ import annotations
@@ -152,19 +156,29 @@ class _CallbackBody:
         """Make the report now (on demand, also mid-fit) and return it; with
         ``trainer``, also log and write it as at the end of the fit, on
         global rank 0 only.  Called on every rank at the end of the fit (a
-        many-rank report needs every rank to take part); under
+        many-rank report needs every rank to take part, and with
+        ``trainer`` and ``write_files`` every rank reads
+        ``trainer.log_dir``, a broadcast under DDP); under
         torch.distributed only rank 0 gets a report, the others None (see
         :meth:`make_report`)."""
         rep = self.make_report()
         self.last_report = rep
+        folder = None
+        if trainer is not None and self.write_files:
+            # Read on every rank: under DDP trainer.log_dir is a broadcast
+            # from rank 0 (Lightning 2.6 Trainer.log_dir: "You must call
+            # this on all processes"); read on rank 0 alone, it waits for
+            # the other ranks forever, or fails when they have exited.
+            folder = folder_or(getattr(trainer, "log_dir", None),
+                               getattr(trainer, "default_root_dir", None))
         if rep is not None and trainer is not None and rank_zero(getattr(trainer, "is_global_zero", None)):
-            self._publish(trainer, rep)
+            self._publish(trainer, rep, folder)
         return rep
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self.report(trainer)
 
-    def _publish(self, trainer: Any, rep: Any) -> None:
+    def _publish(self, trainer: Any, rep: Any, folder: Optional[str]) -> None:
         if self.log_metrics:
             values = numbers(rep)
             for logger in getattr(trainer, "loggers", None) or []:
@@ -173,8 +187,6 @@ class _CallbackBody:
                 if callable(save):
                     save()
         if self.write_files:
-            folder = folder_or(getattr(trainer, "log_dir", None),
-                               getattr(trainer, "default_root_dir", None))
             self.paths = write(rep, folder)
 
 
