@@ -22,6 +22,8 @@ import pytest
 import traceml
 from traceml import wrapping
 
+from tiny_models import hf_model, lightning_module, mse_loss  # noqa: E402
+
 # No framework phones home, asks for a login or reports usage.
 for key, value in {
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -337,25 +339,6 @@ except ImportError as exc:
 # --- Lightning --------------------------------------------------------------------
 
 
-def lightning_module(L, torch, loss):
-    """A one-weight LightningModule whose training step sleeps COMPUTE_S
-    and returns loss(layer, batch), with plain SGD."""
-
-    class Tiny(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def training_step(self, batch, batch_idx):
-            time.sleep(COMPUTE_S)
-            return loss(self.layer, batch)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    return Tiny
-
-
 @pytest.mark.slow
 def test_lightning_trainer(tmp_path):
     L = pytest.importorskip("lightning")
@@ -365,8 +348,7 @@ def test_lightning_trainer(tmp_path):
 
     from traceml.integrations.lightning import TraceMLCallback
 
-    Tiny = lightning_module(L, torch, lambda layer, batch: torch.nn.functional.mse_loss(
-        layer(batch[0]), batch[1]))
+    Tiny = lightning_module(L, torch, mse_loss(torch), COMPUTE_S)
     ds = stalling_dataset(64, lambda i: (torch.tensor([float(i)]), torch.tensor([1.0])))
     callback = TraceMLCallback()
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=STEPS, callbacks=[callback],
@@ -412,17 +394,7 @@ def test_lightning_trainer(tmp_path):
 def hf_model_and_data(torch):
     """A one-weight model whose forward sleeps COMPUTE_S and returns the
     loss the Trainer wants, and 64 stalling items of {x, labels}."""
-
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def forward(self, x, labels=None):
-            time.sleep(COMPUTE_S)
-            return {"loss": torch.nn.functional.mse_loss(self.layer(x), labels)}
-
-    return Tiny(), stalling_dataset(64, lambda i: {"x": torch.tensor([float(i)]),
+    return hf_model(torch, COMPUTE_S), stalling_dataset(64, lambda i: {"x": torch.tensor([float(i)]),
                                                    "labels": torch.tensor([1.0])})
 
 
@@ -559,7 +531,7 @@ def test_lightning_keeps_worker_evidence(tmp_path, monkeypatch):
 
     from traceml.integrations.lightning import TraceMLCallback
 
-    Tiny = lightning_module(L, torch, lambda layer, batch: layer(batch).sum())
+    Tiny = lightning_module(L, torch, lambda layer, batch: layer(batch).sum(), COMPUTE_S)
     # Lightning seeds the workers (worker_init_fn) on the loader it holds:
     # the wrapper passes that write to the DataLoader.  (seed_everything
     # sets these in os.environ: put back after the test.)

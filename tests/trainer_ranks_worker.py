@@ -37,6 +37,8 @@ import os
 import sys
 import time
 
+from tiny_models import hf_model, lightning_module, mse_loss
+
 STEPS = 24          # optimizer steps per rank
 ITEMS = 2 * STEPS   # dataset items: STEPS a rank once sharded (one epoch)
 STALL_S = 0.05      # rank 1: every 4th fetched item sleeps this long
@@ -84,19 +86,7 @@ def run_lightning(torch, rank, folder):
 
     from traceml.integrations.lightning import TraceMLCallback
 
-    class Tiny(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def training_step(self, batch, batch_idx):
-            time.sleep(COMPUTE_S)
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.layer(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
+    Tiny = lightning_module(L, torch, mse_loss(torch), COMPUTE_S)
     ds = stalling_dataset(torch, rank, lambda i: (torch.tensor([float(i)]), torch.tensor([1.0])))
     callback = TraceMLCallback()
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=STEPS,
@@ -125,15 +115,6 @@ def run_huggingface(torch, rank, folder):
 
     from traceml.integrations.huggingface import TraceMLCallback
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def forward(self, x, labels=None):
-            time.sleep(COMPUTE_S)
-            return {"loss": torch.nn.functional.mse_loss(self.layer(x), labels)}
-
     ds = stalling_dataset(torch, rank, lambda i: {"x": torch.tensor([float(i)]),
                                                   "labels": torch.tensor([1.0])})
     callback = TraceMLCallback()
@@ -141,7 +122,7 @@ def run_huggingface(torch, rank, folder):
         output_dir=folder, max_steps=STEPS, per_device_train_batch_size=1,
         dataloader_num_workers=0, report_to="none", use_cpu=True, ddp_backend="gloo",
         logging_steps=5, save_strategy="no", disable_tqdm=True)
-    trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=ds,
+    trainer = transformers.Trainer(model=hf_model(torch, COMPUTE_S), args=args, train_dataset=ds,
                                    callbacks=[callback])
     trainer.train()
     return callback.last_report, callback.paths, callback.recorder.report().steps, {
