@@ -156,7 +156,13 @@ def test_executes_quick(tmp_path, monkeypatch):
     report_cell = _cell(nb, 'historical = run_path("historical"')
     html = _data(report_cell, "text/html")
     assert html, "the report cell displayed no HTML"
-    assert any(d in html[0] for d in ("INPUT-BOUND", "COMPUTE-BOUND", "BALANCED"))
+    # Any diagnosis but NO-DATA: the quick run's 12 steps of 5 ms on a loaded host
+    # read INPUT-BOUND or, once in a CI run, HAND-OVER (what this checks is
+    # that the report is drawn, not the verdict of 12 tiny steps).
+    from traceml import policy
+
+    labels = (policy.INPUT_BOUND, policy.COMPUTE_BOUND, policy.BALANCED, policy.HAND_OVER)
+    assert any(d in html[0] for d in labels)
     assert "historical" in html[0]
     assert "data:image/png;base64," in html[0]
 
