@@ -72,8 +72,11 @@ class BurnIterable(IterableDataset):
 # workers left to the scheduler of a loaded 2-core host drift out of phase
 # in about a third of runs; started at one barrier with their burn on one
 # shared core they kept the period in all of 80-odd runs here, yet drifted
-# in about one CI run in five; PacedBurnDataset, items on a fixed wall
-# grid, kept it in 55 of 55 runs here beside three CPU hogs).
+# in about one CI run in five; PacedBurnDataset, items of 3 ms CPU on a
+# fixed 25 ms wall grid, kept it in 20 of 20 runs of 2 and 4 workers here
+# beside three CPU hogs, and the two cadence tests in 18 of 18 beside two;
+# with 8 ms of CPU an item, 4 workers beside three hogs drifted in 7 of
+# 10: the burn must fit well inside the item under load).
 
 
 class OneCoreBurnDataset(BurnDataset):
