@@ -163,3 +163,16 @@ def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy
 def test_memory_readings_can_be_turned_off():
     mine = _own_readings(60, 0.0)
     assert len(mine) and (mine["uss_bytes"] == -1).all() and (mine["rss_bytes"] > 0).all()
+
+
+def test_the_memory_line_says_shrank_for_a_negative_growth():
+    from traceml import wording
+    from traceml.fmt import fmt_bytes
+
+    assert fmt_bytes(-1_050_624) == "-1.1 MB" and fmt_bytes(-500) == "-500 B"
+    line = wording.memory_line({"memory": {"available": True, "main": None,
+                                           "worker_uss_growth": -1_050_624}})
+    assert line == "memory: workers' unshared memory shrank 1.1 MB within an epoch (median)"
+    line = wording.memory_line({"memory": {"available": True, "main": None,
+                                           "worker_uss_growth": 2_000_000}})
+    assert "grew 2.0 MB" in line

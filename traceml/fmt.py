@@ -32,8 +32,9 @@ def pct(share: float, digits: int = 0) -> str:
 
 
 def fmt_bytes(n: float) -> str:
-    """A byte count: megabytes (10^6) from 100 kB up, else bytes."""
-    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n:.0f} B"
+    """A byte count: megabytes (10^6) from 100 kB up (in size, either
+    sign), else bytes."""
+    return f"{n / 1e6:.1f} MB" if abs(n) >= 1e5 else f"{n:.0f} B"
 
 
 def plural(n: int, word: str, many: Optional[str] = None) -> str:

@@ -1145,9 +1145,10 @@ def memory_line(s: dict) -> Optional[str]:
     if main:
         parts.append(f"main RSS {fmt_bytes(main['first'])} -> {fmt_bytes(main['last'])} "
                      f"(max {fmt_bytes(main['max'])})")
-    if m.get("worker_uss_growth") is not None:
-        parts.append(f"workers' unshared memory grew {fmt_bytes(m['worker_uss_growth'])} "
-                     "within an epoch (median)")
+    growth = m.get("worker_uss_growth")
+    if growth is not None:
+        parts.append(f"workers' unshared memory {'grew' if growth >= 0 else 'shrank'} "
+                     f"{fmt_bytes(abs(growth))} within an epoch (median)")
     return ("memory: " + "; ".join(parts)) if parts else None
 
 
