@@ -134,12 +134,9 @@ recorder_dealloc(tm_recorder *self)
     PyTypeObject *tp = Py_TYPE(self);
 
     PyObject_GC_UnTrack(self);
-    detach_recorder(self);
+    (void)recorder_clear(self);
     tm_store_free(&self->store);
     clear_test_clock(self);
-    Py_CLEAR(self->gpu_begin);
-    Py_CLEAR(self->gpu_done);
-    Py_CLEAR(self->module);
     tp->tp_free(self);
     Py_DECREF(tp);
 }

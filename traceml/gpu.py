@@ -232,15 +232,22 @@ class GpuTimeline:
                     self.skipped += 1
                     self._skip = False
                 return
-            try:
-                self._done[slot].record(self.backend.current_stream())
-            except Exception as exc:  # noqa: BLE001
-                self._fail(exc)
+            if not self._record(self._done[slot]):
                 return
             if not self._has_done[slot]:
                 self.recorded += 1
             self._key[slot] = int(begin_ns)
             self._has_done[slot] = True
+
+    def _record(self, event: Any) -> bool:
+        """Record ``event`` on the current stream; False (the timeline
+        turned off, see :meth:`_fail`) when the event source raised."""
+        try:
+            event.record(self.backend.current_stream())
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc)
+            return False
+        return True
 
     def input_ready(self) -> None:
         """Call right after the batch's host-to-device copy: the open
@@ -254,10 +261,7 @@ class GpuTimeline:
             slot = self._open
             if slot < 0 or not self._has_done[slot]:
                 return
-            try:
-                self._ready[slot].record(self.backend.current_stream())
-            except Exception as exc:  # noqa: BLE001
-                self._fail(exc)
+            if not self._record(self._ready[slot]):
                 return
             if not self._has_ready[slot]:
                 self.ready_marked += 1
