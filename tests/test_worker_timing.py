@@ -226,6 +226,52 @@ def test_busy_during_is_the_overlap_with_the_workers_own_batches():
             assert got[i] == want
 
 
+def test_summarise_shares_against_brute_force():
+    # Two workers alternate; worker w's k-th batch is made over
+    # [b, b + make) and step i (delivered by worker i % 2) waits over
+    # [begin, fetch_done).  Every share is recomputed here from its
+    # definition in summarise()'s docstring.
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        n = int(rng.integers(4, 30))
+        rows, steps, worker = [], [], []
+        t = 0
+        seq = [0, 0]
+        free = [-100, -100]       # a worker makes one batch at a time
+        for i in range(n):
+            w = i % 2
+            make = int(rng.integers(1, 40))
+            start = max(free[w], t - int(rng.integers(0, 50)))
+            free[w] = start + make
+            rows.append((start, start + make, make, -1, seq[w], 0, w))
+            seq[w] += 1
+            wait = int(rng.integers(0, 30))
+            body = int(rng.integers(1, 20))
+            steps.append((t, t + wait, t + wait + body, 0, 0, 0))
+            worker.append(w)
+            t += wait + body
+        recs = _records(rows)
+        st = np.array(steps, dtype=_core.RECORD_DTYPE)
+        block, _busy = worker_timing.summarise(
+            recs, st, np.array(worker, np.int32), np.ones(n, bool), {}, 2, None)
+        span = st["end_ns"].max() - st["begin_ns"].min()
+        made = (recs["end_ns"] - recs["begin_ns"]).sum()
+        assert block["busy_share"] == pytest.approx(made / (2 * span))
+        total = (st["end_ns"] - st["begin_ns"]).sum()
+        prod = 0
+        for i in range(n):
+            b, e = st["begin_ns"][i], st["fetch_done_ns"][i]
+            mine = recs[recs["worker"] == worker[i]]
+            overlap = sum(max(0, min(x["end_ns"], e) - max(x["begin_ns"], b)) for x in mine)
+            prod += min(overlap, e - b)
+        assert block["production_share"] == pytest.approx(prod / total)
+        wait = (st["fetch_done_ns"] - st["begin_ns"]).sum()
+        assert block["handover_share"] == pytest.approx((wait - prod) / total)
+        assert block["ready_before_fetch"] == pytest.approx(
+            np.mean(recs["end_ns"] <= st["begin_ns"]))
+        assert block["coverage"] == 1.0 and block["batches"] == n
+
+
 # --- the diagnosis rule -------------------------------------------------------------
 
 
@@ -401,7 +447,11 @@ def test_workers_that_cannot_keep_up_are_input_bound():
     p = r["production"]
     assert p["production_share"] >= policy.INPUT_BOUND_SHARE
     assert r["diagnosis"] == policy.INPUT_BOUND
-    assert p["busy_share"] > 0.5
+    # Busy 85-90% of the time here, quiet or beside two CPU hogs; 70-80%
+    # under AddressSanitizer beside two hogs, and 48% once in a CI
+    # sanitizer run (the sanitizer's allocator slows the workers' Python
+    # between batches).  Workers that keep up easily sit near 20%.
+    assert p["busy_share"] > 0.3
 
 
 def test_batch_record_dtype_is_what_drain_gives():

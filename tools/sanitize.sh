@@ -10,7 +10,8 @@
 # DataLoader worker, a forked child, a subprocess the tests start) wrote a
 # sanitizer report -- printed at the end; 3 when tests failed without any
 # sanitizer report (some timing tests do not survive ASan's slowdown on a
-# loaded machine); 2 when the build could not be made.
+# loaded machine: up to five such failures are tried once more, alone, and
+# pass the run when they pass then); 2 when the build could not be made.
 #
 # Tests marked xfail that demonstrate a memory bug in a subprocess make
 # that subprocess write a report: the run is clean only once they are
@@ -131,37 +132,70 @@ print("== testing", c.__file__)
 # process's stderr, so pytest captures only sys.stdout/sys.stderr
 # (--capture=sys): a report written to fd 2 by the C code of the pytest
 # process or of a child that shares its stderr lands in pytest.log.
-start=$(date +%s)
-set +e
-(cd "$scratch" && "$py" -m pytest -p no:cacheprovider --capture=sys -q \
-    "${pytest_args[@]}") 2>&1 | tee "$scratch/pytest.log"
-rc=${PIPESTATUS[0]}
-set -e
-echo "== pytest exit status $rc after $(( $(date +%s) - start )) s"
+run_pytest() {  # run_pytest LOG ARGS...: the exit status of pytest
+    local log=$1
+    shift
+    set +e
+    (cd "$scratch" && "$py" -m pytest -p no:cacheprovider --capture=sys -q "$@") \
+        2>&1 | tee "$log"
+    local status=${PIPESTATUS[0]}
+    set -e
+    return "$status"
+}
 
 pattern='runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer|UndefinedBehaviorSanitizer|SUMMARY: AddressSanitizer'
-# A log file holding only warnings (an allocation too large to make,
-# refused as asked by allocator_may_return_null) is not a report.
-reports=$(grep -E -l "$pattern" -r "$logdir" | sort || true)
-for f in $(find "$logdir" -type f | sort); do
-    if [ "$(printf '%s\n' "$reports" | grep -c -x -F "$f")" -eq 0 ]; then
-        echo "== sanitizer warning, not an error ($f):"
-        head -c 400 "$f"
-    fi
-done
-inline=$(grep -E -c "$pattern" "$scratch/pytest.log" || true)
-if [ -n "$reports" ] || [ "$inline" -gt 0 ]; then
-    echo "== sanitizer reports:" >&2
-    for f in $reports; do
-        echo "---- $f" >&2
-        cat "$f" >&2
+check_reports() {  # check_reports LOG: exit 1 on any sanitizer report
+    local log=$1 reports inline f
+    # A log file holding only warnings (an allocation too large to make,
+    # refused as asked by allocator_may_return_null) is not a report.
+    reports=$(grep -E -l "$pattern" -r "$logdir" | sort || true)
+    for f in $(find "$logdir" -type f | sort); do
+        if [ "$(printf '%s\n' "$reports" | grep -c -x -F "$f")" -eq 0 ]; then
+            echo "== sanitizer warning, not an error ($f):"
+            head -c 400 "$f"
+        fi
     done
-    if [ "$inline" -gt 0 ]; then
-        echo "---- in the test output ($scratch/pytest.log):" >&2
-        grep -E -A 12 "$pattern" "$scratch/pytest.log" >&2 || true
+    inline=$(grep -E -c "$pattern" "$log" || true)
+    if [ -n "$reports" ] || [ "$inline" -gt 0 ]; then
+        echo "== sanitizer reports:" >&2
+        for f in $reports; do
+            echo "---- $f" >&2
+            cat "$f" >&2
+        done
+        if [ "$inline" -gt 0 ]; then
+            echo "---- in the test output ($log):" >&2
+            grep -E -A 12 "$pattern" "$log" >&2 || true
+        fi
+        echo "sanitize.sh: FAILED: sanitizer report(s): $(echo "$reports" | grep -c . || true) log file(s), $inline line(s) in the test output" >&2
+        exit 1
     fi
-    echo "sanitize.sh: FAILED: sanitizer report(s): $(echo "$reports" | grep -c . || true) log file(s), $inline line(s) in the test output" >&2
-    exit 1
+}
+
+start=$(date +%s)
+rc=0
+run_pytest "$scratch/pytest.log" "${pytest_args[@]}" || rc=$?
+echo "== pytest exit status $rc after $(( $(date +%s) - start )) s"
+check_reports "$scratch/pytest.log"
+
+# A test that failed with no sanitizer report is tried once more, alone:
+# under ASan every allocation of the interpreter and of torch goes through
+# the sanitizer's allocator (PYTHONMALLOC=malloc), which slows the Python
+# side of a DataLoader worker several times over, and a test of timing
+# shape can miss its bound (seen in CI, 2026-11-30: workers busy 48% of the
+# time where 70-90% is usual).  The memory checks are what this run is for;
+# a failure that repeats, or any report on the second try, still fails it.
+if [ "$rc" -eq 1 ]; then
+    mapfile -t failed < <(grep -E '^FAILED ' "$scratch/pytest.log" | awk '{print $2}' | sort -u)
+    if [ "${#failed[@]}" -gt 0 ] && [ "${#failed[@]}" -le 5 ]; then
+        echo "== trying the ${#failed[@]} failed test(s) once more: ${failed[*]}"
+        rc=0
+        run_pytest "$scratch/pytest-retry.log" "${failed[@]}" || rc=$?
+        echo "== pytest exit status $rc on the second try"
+        check_reports "$scratch/pytest-retry.log"
+        if [ "$rc" -eq 0 ]; then
+            echo "sanitize.sh: note: ${failed[*]} failed once and passed on the second try"
+        fi
+    fi
 fi
 if [ "$rc" -ne 0 ]; then
     echo "sanitize.sh: FAILED: pytest exit status $rc, but no sanitizer report" \
