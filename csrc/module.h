@@ -59,13 +59,15 @@ typedef struct {
  */
 typedef struct tm_recorder {
     PyObject_HEAD
+    /* The clock's test hook and the store's append fields are read by
+       every step: they come first, side by side. */
+    tm_test_clock clock;
+    tm_store store;
+    tm_probes probes;
     tm_state *st;             /* module state; NULL once cleared (below) */
     PyObject *module;         /* held, so that st outlives the recorder even
                                  when a garbage cycle clears the type first */
     uint32_t id;              /* unique in this process, never 0 */
-    tm_store store;
-    tm_probes probes;
-    tm_test_clock clock;
     /* The probes' CUDA-event hooks (traceml.gpu): begin() is called before
        step_begin() reads the clock, done(begin_ns) after fetch_done() has
        read it.  NULL (the default): off, and the probes pay one pointer

@@ -62,19 +62,22 @@ typedef struct {
 } tm_lent;
 
 typedef struct {
+    /* What every append touches, first and together (one cache line):
+       a loop over a real DataLoader evicts the store between two steps
+       (benchmarks/README.md, "The DataLoader path"). */
     tm_record *records;
-    tm_lent *lent;           /* non-NULL while records is lent to views */
+    size_t len;
+    size_t cap;
+    uint64_t generation;     /* bumped by every clear (reset, fork) */
     tm_delivery *delivery;   /* parallel to records; NULL until first used */
+    tm_lent *lent;           /* non-NULL while records is lent to views */
     int delivery_lost;       /* its growth failed: delivery dropped */
+    int oom;                 /* sticky: a growth has failed */
     tm_batch_bytes *bytes;   /* measured batch sizes, in step order */
     size_t nbytes;
     size_t bytes_cap;
-    size_t len;
-    size_t cap;
     size_t cap_limit;        /* SIZE_MAX: none; tests lower it to make growth fail */
     uint64_t dropped;        /* steps lost to a failed growth */
-    int oom;                 /* sticky: a growth has failed */
-    uint64_t generation;     /* bumped by every clear (reset, fork) */
 } tm_store;
 
 void tm_store_init(tm_store *store);

@@ -61,24 +61,34 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    /* The fields every step reads or writes come first, together, the
+       fetch slot last among them: a real DataLoader's __next__ evicts
+       them between two steps, so each extra cache line they span is a
+       miss a step (benchmarks/README.md, "The DataLoader path"). */
     PyObject *inner;           /* the timed iterator; NULL once released */
     tm_recorder *rec;          /* the recorder its steps go to (owned) */
+    PyObject *gpu_begin;       /* CUDA-event hooks (traceml.gpu), or NULL: */
+    PyObject *gpu_done;        /* begin() before each fetch's clock read,
+                                  done(begin_ns) once a batch is handed over */
     uint64_t generation;       /* store generation the open step began in */
-    int64_t epoch_begin_ns;    /* iter() of the wrapped iterable began */
     int64_t begin_ns;          /* the open step */
     int64_t fetch_done_ns;
-    int32_t open_rank;         /* the open step's delivery, or -1 */
-    int32_t open_worker;
+    int64_t epoch_begin_ns;    /* iter() of the wrapped iterable began */
     int64_t open_bytes;        /* the open step's batch bytes, or -1 */
     unsigned long long steps;  /* batches delivered in this epoch */
+    int32_t open_rank;         /* the open step's delivery, or -1 */
+    int32_t open_worker;
     int epoch;
     int source;
     int open;
     int track;                 /* delivery tracking on */
     int watching;              /* has a watch entry in the sampler */
+    int32_t oldest_worker;
+    int64_t oldest_rank;       /* lowest rank still being produced, or -1 */
+    tm_fetch_slot slot;        /* the fetch in progress, for the sampler */
+    /* Read once an epoch, or only with delivery tracking on. */
     uint64_t watch_handle;
     uint64_t fork_generation;  /* st->fork_generation when it was added */
-    tm_fetch_slot slot;        /* the fetch in progress, for the sampler */
     PyObject *owner;           /* held until dealloc: keeps the source in
                                   use (traceml.wrapping._Lease), or NULL */
     PyObject *task_info;       /* the inner iterator's _task_info, held:
@@ -89,12 +99,7 @@ typedef struct {
     Py_ssize_t tasks_cap;
     tm_task *scratch;
     Py_ssize_t scratch_cap;
-    int64_t oldest_rank;       /* lowest rank still being produced, or -1 */
-    int32_t oldest_worker;
     PyObject *weakrefs;        /* a live line follows the loop by weakref */
-    PyObject *gpu_begin;       /* CUDA-event hooks (traceml.gpu), or NULL: */
-    PyObject *gpu_done;        /* begin() before each fetch's clock read,
-                                  done(begin_ns) once a batch is handed over */
 } tm_wrapiter;
 
 static void
