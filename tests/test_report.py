@@ -293,3 +293,31 @@ def test_durations_keep_three_digits_readable(seconds, text):
     from traceml.fmt import fmt_s
 
     assert fmt_s(seconds) == text
+
+
+@pytest.mark.parametrize("unmarked", [0, 4, 5, 6, 10])
+def test_probe_steps_without_fetch_done_give_no_diagnosis_past_half(unmarked):
+    # 10 steps of 10 us, each waiting 8 us when fetch_done() is called;
+    # the first `unmarked` steps forget it (recorded with 0 wait).
+    rec = traceml.Recorder()
+    clock, t = [], 1_000_000
+    for i in range(10):
+        clock += [t, t + 8_000, t + 10_000] if i >= unmarked else [t, t + 10_000]
+        t += 10_000
+    rec._set_test_clock(clock)
+    for i in range(10):
+        rec.step_begin()
+        if i >= unmarked:
+            rec.fetch_done()
+        rec.step_end()
+    r = rec.report()
+    share = 0.8 * (10 - unmarked) / 10
+    if unmarked > policy.PROBE_UNMARKED_MAX_SHARE * 10:
+        assert r["diagnosis"] == policy.NO_DATA
+        assert r["diagnosis_rule"].startswith(
+            f"fetch_done() was not called in {unmarked} of 10 steady-state steps")
+        assert str(r).splitlines()[1].startswith("NO-DATA: fetch_done() was not called")
+    else:
+        assert r["input_share"] == pytest.approx(share)
+        assert r["diagnosis"] == policy.diagnose(share).label
+    assert (f"step_end_without_fetch x{unmarked}" in " ".join(r["notes"])) == (unmarked > 0)

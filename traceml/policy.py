@@ -39,10 +39,22 @@ PRODUCTION_MIN_COVERAGE = 0.9
 
 class Diagnosis(NamedTuple):
     """The diagnosis label and the input share (total input wait / total
-    step time, None without steps) it was read from."""
+    step time, None without steps) it was read from; for NO-DATA over
+    recorded steps, ``unmarked`` = (steps without fetch_done(), steady
+    steps)."""
 
     label: str
     share: Optional[float]
+    unmarked: Optional[tuple] = None
+
+
+# A probe step closed without fetch_done() is recorded with a zero input
+# wait (it cannot be told from a batch that was ready).  When more than this
+# share of the steady steps lack the mark, the input share would be read
+# mostly from those made-up zeros (a user trial: a loop waiting 80% of its
+# step read "COMPUTE-BOUND: 0.0%" with fetch_done() forgotten), so there is
+# no diagnosis: NO-DATA, saying why.  Under it the misuse note stands.
+PROBE_UNMARKED_MAX_SHARE = 0.5
 
 
 def production_share(production: Optional[dict]) -> Optional[float]:
@@ -57,7 +69,8 @@ def production_share(production: Optional[dict]) -> Optional[float]:
 
 
 def diagnose(input_share: Optional[float],
-             production_share: Optional[float] = None) -> Diagnosis:
+             production_share: Optional[float] = None,
+             unmarked: Optional[tuple] = None) -> Diagnosis:
     """(label, share) for the share of step time spent waiting for input:
     INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
     COMPUTE_BOUND_SHARE, BALANCED between.
@@ -75,9 +88,16 @@ def diagnose(input_share: Optional[float],
     2 workers that could not keep up (20 ms batches against a 5 ms step)
     put 26-78% of the step in production; over bench_truth's 40 healthy
     runs beside a CPU hog, 1 read INPUT-BOUND with this rule (20 without).
+
+    ``unmarked`` (probes only: (steady steps closed without fetch_done(),
+    steady steps)) past PROBE_UNMARKED_MAX_SHARE gives NO-DATA: the input
+    wait was not measured.
     """
     if input_share is None or not math.isfinite(input_share):
         return Diagnosis(NO_DATA, None)
+    if unmarked is not None and unmarked[1] and (
+            unmarked[0] > PROBE_UNMARKED_MAX_SHARE * unmarked[1]):
+        return Diagnosis(NO_DATA, None, (int(unmarked[0]), int(unmarked[1])))
     if input_share >= INPUT_BOUND_SHARE:
         if production_share is not None and production_share < INPUT_BOUND_SHARE:
             return Diagnosis(HAND_OVER, input_share)

@@ -174,7 +174,12 @@ def build(
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
     production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
-    summary.update(_durations(w, production))
+    unmarked = None
+    if source_id == 0 and len(steps):
+        no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
+        unmarked = (int(np.count_nonzero(no_fetch[w.steady])), int(np.count_nonzero(w.steady)))
+        del no_fetch
+    summary.update(_durations(w, production, unmarked))
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
     if gpu is not None:     # cuda off: no gpu key, the summary as before
         summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
@@ -293,13 +298,15 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     return block
 
 
-def _durations(w: _Steady, production: Optional[dict] = None) -> dict:
+def _durations(w: _Steady, production: Optional[dict] = None,
+               unmarked: Optional[tuple] = None) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
-    it covers the steady steps: policy.diagnose)."""
+    it covers the steady steps, and the probe steps without a fetch mark:
+    policy.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
-    diagnosis = policy.diagnose(share, policy.production_share(production))
+    diagnosis = policy.diagnose(share, policy.production_share(production), unmarked)
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),

@@ -43,8 +43,15 @@ def _p(percentile: float) -> str:
 # --- diagnosis, stall threshold, shape ------------------------------------------
 
 
-def diagnosis_rule(label: str, share: Optional[float]) -> str:
-    """The rule behind a diagnosis (policy.diagnose's label and share)."""
+def diagnosis_rule(label: str, share: Optional[float],
+                   unmarked: Optional[tuple] = None) -> str:
+    """The rule behind a diagnosis (policy.diagnose's label, share and
+    unmarked steps)."""
+    if label == policy.NO_DATA and unmarked is not None:
+        return (f"fetch_done() was not called in {unmarked[0]} of {unmarked[1]} steady-state "
+                "steps, so their input wait is unknown (recorded as 0); call "
+                "traceml.fetch_done() once the batch is in hand, between step_begin() and "
+                "step_end()")
     if label == policy.NO_DATA:
         return "no steady-state steps recorded"
     said = f"input wait is {pct(share, 1)} of step time"
