@@ -181,6 +181,11 @@ def build(
     summary["production"] = production
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
     summary.update(stalls)
+    if summary.get("gpu") is not None:
+        # NVML's utilisation in the input waits against the rest (needs the
+        # stalls).
+        summary["gpu"]["utilisation"] = evidence.gpu_utilisation(
+            steps, mask, w.steady, gpu.get("utilisation"))
     summary.update(_temporal(mask, gaps, epoch, w.wait,
                              loader.get("num_workers") if loader else None,
                              stalls["stalls"]["every_fetch_slow"]))
