@@ -244,53 +244,15 @@ fail(tm_nvml *n, const char *func, tm_nvmlReturn_t r)
     n->state = TM_NVML_UNAVAILABLE;
 }
 
-void
-tm_nvml_tick(tm_nvml *n, int64_t now, int force)
+/* Take one batch's samples (count of them, of NVML's value type) into
+   the ring; the number taken, or -1 (unavailable: an unknown type). */
+static long
+take(tm_nvml *n, unsigned int count, int type, int64_t offset,
+     unsigned long long *newest)
 {
-    unsigned int count = 0, i;
-    unsigned long long newest;
-    int type = -1;
-    int64_t offset;
-    tm_nvmlReturn_t r;
+    unsigned int i;
+    long taken = 0;
 
-    if (n->state != TM_NVML_ON
-            || (!force && n->last_read_ns != 0
-                && now - n->last_read_ns < n->period_ns)) {
-        return;
-    }
-    n->last_read_ns = now;
-    n->reads++;
-    /* First the count (samples NULL), then the samples, as NVML asks. */
-    r = n->lib.samples(n->lib.device, TM_NVML_GPU_UTILIZATION_SAMPLES,
-                       n->last_seen_us, &type, &count, NULL);
-    if (r == TM_NVML_ERROR_NOT_FOUND) {
-        return;   /* no sample since last_seen_us */
-    }
-    if (r != TM_NVML_SUCCESS) {
-        fail(n, "nvmlDeviceGetSamples", r);
-        return;
-    }
-    if (count == 0) {
-        return;
-    }
-    if (count > TM_NVML_BATCH) {
-        n->dropped += count - TM_NVML_BATCH;
-        count = TM_NVML_BATCH;
-    }
-    r = n->lib.samples(n->lib.device, TM_NVML_GPU_UTILIZATION_SAMPLES,
-                       n->last_seen_us, &type, &count, n->batch);
-    if (r == TM_NVML_ERROR_NOT_FOUND) {
-        return;
-    }
-    if (r != TM_NVML_SUCCESS) {
-        fail(n, "nvmlDeviceGetSamples", r);
-        return;
-    }
-    if (count > TM_NVML_BATCH) {
-        count = TM_NVML_BATCH;   /* a library that ignores the bound */
-    }
-    offset = wall_minus_monotonic();
-    newest = n->last_seen_us;
     for (i = 0; i < count; i++) {
         const tm_nvmlSample_t *smp = &n->batch[i];
         tm_gpu_sample out;
@@ -304,16 +266,83 @@ tm_nvml_tick(tm_nvml *n, int64_t now, int force)
             snprintf(n->error, sizeof(n->error),
                      "nvmlDeviceGetSamples: unknown value type %d", type);
             n->state = TM_NVML_UNAVAILABLE;
-            return;
+            return -1;
         }
         out.driver_us = (int64_t)smp->timeStamp;
         out.t_ns = out.driver_us * 1000 - offset;
         push(n, &out);
-        if (smp->timeStamp > newest) {
-            newest = smp->timeStamp;
+        taken++;
+        if (smp->timeStamp > *newest) {
+            *newest = smp->timeStamp;
         }
     }
-    n->last_seen_us = newest;
+    return taken;
+}
+
+void
+tm_nvml_tick(tm_nvml *n, int64_t now, int force)
+{
+    unsigned int announced = 0, count, round, rounds;
+    unsigned long long newest;
+    uint64_t got = 0;
+    int type = -1;
+    int64_t offset;
+    tm_nvmlReturn_t r;
+
+    if (n->state != TM_NVML_ON
+            || (!force && n->last_read_ns != 0
+                && now - n->last_read_ns < n->period_ns)) {
+        return;
+    }
+    n->last_read_ns = now;
+    n->reads++;
+    /* First the count (samples NULL), then the samples, as NVML asks. */
+    r = n->lib.samples(n->lib.device, TM_NVML_GPU_UTILIZATION_SAMPLES,
+                       n->last_seen_us, &type, &announced, NULL);
+    if (r == TM_NVML_ERROR_NOT_FOUND || (r == TM_NVML_SUCCESS
+                                         && announced == 0)) {
+        return;   /* no sample since last_seen_us */
+    }
+    if (r != TM_NVML_SUCCESS) {
+        fail(n, "nvmlDeviceGetSamples", r);
+        return;
+    }
+    offset = wall_minus_monotonic();
+    /* In batches: each asks for the samples after the newest taken, so a
+       driver that returns the oldest first gives the rest to the next
+       batch; one that returns the newest first loses the older ones,
+       counted in `dropped`. */
+    rounds = announced / TM_NVML_BATCH + 2;
+    for (round = 0; round < rounds; round++) {
+        long taken;
+
+        count = TM_NVML_BATCH;
+        r = n->lib.samples(n->lib.device, TM_NVML_GPU_UTILIZATION_SAMPLES,
+                           n->last_seen_us, &type, &count, n->batch);
+        if (r == TM_NVML_ERROR_NOT_FOUND) {
+            break;
+        }
+        if (r != TM_NVML_SUCCESS) {
+            fail(n, "nvmlDeviceGetSamples", r);
+            return;
+        }
+        if (count > TM_NVML_BATCH) {
+            count = TM_NVML_BATCH;   /* a library that ignores the bound */
+        }
+        newest = n->last_seen_us;
+        taken = take(n, count, type, offset, &newest);
+        if (taken < 0) {
+            return;
+        }
+        got += (uint64_t)taken;
+        n->last_seen_us = newest;
+        if (count < TM_NVML_BATCH || taken == 0) {
+            break;
+        }
+    }
+    if (got < announced) {
+        n->dropped += announced - got;
+    }
 }
 
 size_t

@@ -86,7 +86,8 @@ typedef struct {
 /* Readings kept: 16384, 45 minutes at the driver's fastest 1/6 s, 384 KiB;
    past it the oldest are overwritten and counted. */
 #define TM_NVML_RING ((size_t)1 << 14)
-/* Most samples taken from one call; more are counted as dropped. */
+/* Samples asked for in one call; a read makes as many calls as the
+   driver announced samples. */
 #define TM_NVML_BATCH 256
 #define TM_NVML_TEXT 256
 
@@ -117,7 +118,7 @@ typedef struct {
     size_t head;
     size_t len;
     uint64_t overwritten;    /* readings the ring dropped */
-    uint64_t dropped;        /* samples past TM_NVML_BATCH in one read */
+    uint64_t dropped;        /* announced by the driver, never returned */
     uint64_t reads;          /* nvmlDeviceGetSamples rounds */
     tm_nvmlSample_t batch[TM_NVML_BATCH];
 } tm_nvml;

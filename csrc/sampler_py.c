@@ -396,7 +396,7 @@ mod_nvml_start(PyObject *module, PyObject *args)
     tm_nvml_lib lib, old;
     int already;
 
-    if (!PyArg_ParseTuple(args, "UUL:_nvml_start", &library_obj, &uuid_obj,
+    if (!PyArg_ParseTuple(args, "OOL:_nvml_start", &library_obj, &uuid_obj,
                           &period_ns)) {
         return NULL;
     }
@@ -462,15 +462,22 @@ mod_gpu_util_samples(PyObject *module, PyObject *Py_UNUSED(ignored))
     tm_state *st = state_of(module);
     tm_gpu_sample *buf = NULL;
     PyArrayObject *arr;
+    size_t len = 0;
     npy_intp n = 0;
 
     if (st->sampler_ok) {
-        buf = PyMem_Malloc(TM_NVML_RING * sizeof(tm_gpu_sample));
+        pthread_mutex_lock(&st->sampler.lock);
+        len = st->sampler.nvml.len;
+        pthread_mutex_unlock(&st->sampler.lock);
+    }
+    if (len > 0) {
+        /* No Python allocation under the lock: a buffer, then the array. */
+        buf = PyMem_Malloc(len * sizeof(tm_gpu_sample));
         if (buf == NULL) {
             return PyErr_NoMemory();
         }
         pthread_mutex_lock(&st->sampler.lock);
-        n = (npy_intp)tm_nvml_copy(&st->sampler.nvml, buf, TM_NVML_RING);
+        n = (npy_intp)tm_nvml_copy(&st->sampler.nvml, buf, len);
         pthread_mutex_unlock(&st->sampler.lock);
     }
     Py_INCREF(st->gpu_util_dtype);
@@ -582,7 +589,7 @@ PyMethodDef tm_sampler_methods[] = {
      "state ('off', 'on', 'unavailable'), error (why unavailable, or why\n"
      "reading stopped), library, uuid, period_s, readings (in the ring),\n"
      "ring (its size), overwritten (readings the ring dropped), dropped\n"
-     "(samples past one read's batch) and reads (nvmlDeviceGetSamples\n"
-     "rounds)."},
+     "(samples the driver announced but never returned) and reads\n"
+     "(rounds of nvmlDeviceGetSamples calls)."},
     {NULL, NULL, 0, NULL},
 };

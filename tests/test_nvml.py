@@ -194,6 +194,34 @@ def test_the_block_round_trips_through_save_and_load(fake, tmp_path):
     assert flat["traceml/gpu_util_rest_pct"] == pytest.approx(u["fast"]["mean_pct"])
 
 
+def test_many_samples_in_one_read_and_a_full_ring(fake):
+    """More samples than one call asks for (256) are read in several calls,
+    none dropped; past the ring's size the oldest are overwritten and
+    counted."""
+    ring = _core.gpu_util_info()["ring"]
+    extra = 100
+    push_at = fake.lib.fake_nvml_push_at
+    push_at.restype = ctypes.c_ulonglong
+    push_at.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
+    rec = traceml.Recorder()
+    wrapped = rec.wrap(range(3), cuda=RealClockCuda(fake.uuid))   # NVML starts here
+    time.sleep(0.04)
+    # 1 us apart, all after NVML started and before the first read (the
+    # sampler reads only while the loop runs).
+    now = time.time_ns() // 1000
+    stamps = np.arange(now - (ring + extra) - 1000, now - 1000, dtype=np.int64)
+    values = np.arange(len(stamps)) % 101
+    for t, v in zip(stamps.tolist(), values.tolist()):
+        push_at(t, v)
+    list(wrapped)
+    info = _core.gpu_util_info()
+    got = _core.gpu_util_samples()
+    assert info["dropped"] == 0 and info["error"] is None
+    assert info["overwritten"] == extra and len(got) == ring
+    np.testing.assert_array_equal(got["driver_us"], stamps[-ring:])
+    np.testing.assert_array_equal(got["util_pct"], values[-ring:].astype(float))
+
+
 def _quick_loop(cuda, n=12):
     rec = traceml.Recorder()
     seen = [i for i in rec.wrap(range(n), cuda=cuda)]

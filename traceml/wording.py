@@ -1290,7 +1290,7 @@ def gpu_util_lines(u: Optional[dict]) -> list[str]:
                    "utilisation drops in the waits")
     lost = (u.get("overwritten") or 0) + (u.get("dropped") or 0)
     if lost:
-        out.append(f"  {lost} NVML readings lost (the ring or one read's batch was full)")
+        out.append(f"  {lost} NVML readings lost (the ring was full, or the driver announced them but did not return them)")
     if u.get("error"):
         out.append(f"  NVML stopped: {u['error']}")
     return out
