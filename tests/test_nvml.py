@@ -5,6 +5,7 @@ is known; the slow/fast split is recomputed here with NumPy from the same
 step records."""
 
 import ctypes
+import os
 import shutil
 import subprocess
 import time
@@ -282,6 +283,28 @@ def test_off_unless_cuda_events_are_on(fake):
     _core._nvml_stop()
     assert fake.lib.fake_nvml_count(b"nvmlShutdown") == 1
     assert _core.gpu_util_info()["state"] == "off"
+
+
+def test_a_forked_child_starts_with_nvml_off(fake):
+    """A DataLoader worker (a forked child) neither reads nor shuts down the
+    parent's NVML: its sampler starts over with NVML off."""
+    _quick_loop(RealClockCuda(fake.uuid), n=3)
+    assert _core.gpu_util_info()["state"] == "on"
+    reads = fake.lib.fake_nvml_count(b"nvmlDeviceGetSamples")
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            info = _core.gpu_util_info()
+            list(traceml.wrap(range(3)))     # the child's own sampler runs
+            ok = (info["state"] == "off" and info["readings"] == 0
+                  and fake.lib.fake_nvml_count(b"nvmlShutdown") == 0
+                  and fake.lib.fake_nvml_count(b"nvmlDeviceGetSamples") == reads)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _core.gpu_util_info()["state"] == "on"     # the parent's is untouched
 
 
 def test_a_run_file_without_the_block_still_loads(fake, tmp_path):

@@ -1,6 +1,6 @@
 """Worker and delivery evidence: which batch came from where, worker
 processes and their /proc counters in slow and fast intervals, stuck
-fetches, and the host.  Pure functions of what the C store and sampler
+fetches, the host, and NVML's GPU utilisation in the same intervals.  Pure functions of what the C store and sampler
 recorded, returning numbers and finding codes; :mod:`traceml.wording`
 words them, and nothing here draws or reads the live process.
 """

@@ -492,7 +492,9 @@ def cuda_events(cuda: Any = True, *, ring: int = DEFAULT_RING,
     event on the current stream before it reads the clock, and each
     ``fetch_done()`` one after (see :mod:`traceml.gpu`).
     ``traceml.cuda_events(False)`` turns it off.  For a wrapped loader,
-    use ``traceml.wrap(loader, cuda=True)`` instead.
+    use ``traceml.wrap(loader, cuda=True)`` instead.  NVML's GPU
+    utilisation is read for the device too, but only while a wrapped loop
+    runs (the sampler thread ticks only then).
 
     Args:
         cuda: True (``torch.cuda``), ``"auto"`` (on when

@@ -150,7 +150,8 @@ def build(
     main process the sampler read); ``batch_bytes`` is each record's batch
     bytes (int64, -1 where not measured; parallel to ``records``, or
     None); ``gpu`` the source's CUDA-event readings
-    (``traceml.gpu.GpuTimeline.readings()``, or None: no ``gpu`` block)."""
+    (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
+    ``utilisation``; or None: no ``gpu`` block)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     whole = bool(selected.all())
