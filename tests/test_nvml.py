@@ -336,6 +336,7 @@ def test_device_uuid_as_nvml_spells_it():
     want = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
     assert gpu._uuid_text(b) == want
     assert gpu._uuid_text(types.SimpleNamespace(bytes=b)) == want
+    assert gpu._uuid_text(types.SimpleNamespace(bytes=list(b))) == want   # torch's _CUuuid
     assert gpu._uuid_text(want[4:]) == want
     assert gpu._uuid_text(want) == want
     assert gpu._uuid_text("MIG-" + want[4:]) == "MIG-" + want[4:]

@@ -60,8 +60,12 @@ input wait shorter than the window cannot show in it.  The report
 compares the samples that fell in input waits with those in the rest of
 the steps (:func:`traceml.evidence.gpu_utilisation`).  No library, a
 missing symbol or an NVML error: the report says "unavailable" and why;
-the timing is never touched.  One device per process: a timeline on
-another device switches NVML to it and forgets the first's readings.  The
+the timing is never touched.  The library is loaded and initialised once,
+when the timeline starts (``wrap()``), with the GIL released.  One device
+per process: a timeline on another device switches NVML to it and forgets
+the first's readings.  A MIG instance reads "unavailable" (NVML names it
+``MIG-...``, which torch's UUID does not tell apart, and gives no
+utilisation samples for it).  The
 probes' ``cuda_events()`` loop has no sampler watch, so its utilisation is
 read only while a wrapped loop runs.
 
