@@ -347,7 +347,9 @@ def test_device_uuid_as_nvml_spells_it():
 # --- the pure parts ---------------------------------------------------------------
 
 
-def _steps(durations_fetch, durations_body, t0=10**12):
+def _steps(durations_fetch, durations_body, gaps=None, t0=10**12):
+    """Step records with these durations, ``gaps`` ns between a step's end
+    and the next begin (none by default)."""
     n = len(durations_fetch)
     steps = np.zeros(n, dtype=_core.RECORD_DTYPE)
     t = t0
@@ -355,7 +357,7 @@ def _steps(durations_fetch, durations_body, t0=10**12):
         steps["begin_ns"][i] = t
         steps["fetch_done_ns"][i] = t + durations_fetch[i]
         steps["end_ns"][i] = t + durations_fetch[i] + durations_body[i]
-        t = steps["end_ns"][i]
+        t = steps["end_ns"][i] + (gaps[i] if gaps is not None else 0)
     return steps
 
 
@@ -363,14 +365,18 @@ def _steps(durations_fetch, durations_body, t0=10**12):
 def test_split_against_brute_force_on_random_runs(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5, 80))
-    steps = _steps(rng.integers(1, 50, n) * MS, rng.integers(1, 50, n) * MS)
+    steps = _steps(rng.integers(1, 50, n) * MS, rng.integers(1, 50, n) * MS,
+                   rng.integers(0, 3, n) * MS)
     stall = rng.random(n) < 0.3
     steady = rng.random(n) < 0.9
     span = (int(steps["begin_ns"][0]) - 20 * MS, int(steps["end_ns"][-1]) + 20 * MS)
     m = int(rng.integers(0, 200))
     t = np.sort(rng.integers(*span, m))
     # Some readings exactly on interval edges.
-    t[: min(m, 5)] = steps["fetch_done_ns"][rng.integers(0, n, min(m, 5))]
+    for k, edge in enumerate(("begin_ns", "fetch_done_ns", "end_ns")):
+        at = slice(5 * k, min(m, 5 * k + 5))
+        t[at] = steps[edge][rng.integers(0, n, len(t[at]))]
+    t.sort()
     samples = np.zeros(m, dtype=_core.GPU_UTIL_DTYPE)
     samples["t_ns"] = t
     samples["driver_us"] = np.sort(rng.integers(1, 10**6, m))
