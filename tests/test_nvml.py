@@ -230,7 +230,7 @@ def _quick_loop(cuda, n=12):
 
 
 @pytest.mark.parametrize("case", ["no library", "no symbol", "init error", "no device",
-                                  "samples error", "no uuid"])
+                                  "samples error", "no uuid", "sampler off"])
 def test_unavailable_says_why_and_the_timing_goes_on(fake, tmp_path, monkeypatch, case):
     cuda = RealClockCuda(fake.uuid)
     if case == "no library":
@@ -250,12 +250,20 @@ def test_unavailable_says_why_and_the_timing_goes_on(fake, tmp_path, monkeypatch
     elif case == "samples error":
         fake.lib.fake_nvml_fail(b"nvmlDeviceGetSamples", 3)
         want = "nvmlDeviceGetSamples: Not Supported (NVML error 3)"
-    else:
+    elif case == "no uuid":
         cuda.get_device_properties = None    # an event source without devices
         want = "the event source names no device"
-    rec, seen = _quick_loop(cuda)
+    else:
+        before = traceml.configure()["sampler"]
+        traceml.configure(sampler=False)
+        want = "the sampler thread, which reads NVML, is off"
+    try:
+        rec, seen = _quick_loop(cuda)
+        rep = rec.report()
+    finally:
+        if case == "sampler off":
+            traceml.configure(sampler=before)
     assert seen == list(range(12))
-    rep = rec.report()
     assert rep["steps"] == 12 and rep["dropped_steps"] == 0
     assert (rep.steps["fetch_done_ns"] >= rep.steps["begin_ns"]).all()
     u = rep["gpu"]["utilisation"]

@@ -800,6 +800,9 @@ def gpu_utilisation(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     if info.get("state") != "on" and not len(samples):
         out["why"] = info.get("error") or "NVML is off"
         return out
+    if not nvml.get("sampler", True) and not len(samples):
+        out["why"] = "the sampler thread, which reads NVML, is off (configure(sampler=False))"
+        return out
     out.update(available=True, period_s=info.get("period_s"), error=info.get("error"),
                overwritten=int(info.get("overwritten") or 0),
                dropped=int(info.get("dropped") or 0))

@@ -263,14 +263,15 @@ class GpuTimeline:
         """What the report needs of NVML: {uuid, why (no device, or None),
         samples (a copy of ``_core.gpu_util_samples()``, GPU_UTIL_DTYPE,
         all devices' readings kept: those of this one when ``info["uuid"]``
-        is ``uuid``), info (``_core.gpu_util_info()``)}."""
+        is ``uuid``), info (``_core.gpu_util_info()``), sampler (whether
+        the sampler thread, which reads NVML, is on)}."""
         from . import _core
 
         info = _core.gpu_util_info()
         samples = (_core.gpu_util_samples() if self.nvml_uuid is not None
                    else np.zeros(0, _core.GPU_UTIL_DTYPE))
         return {"uuid": self.nvml_uuid, "why": self.nvml_why, "samples": samples,
-                "info": info}
+                "info": info, "sampler": bool(_core._sampler_settings()["sampler"])}
 
     # --- what the loop calls ---------------------------------------------------
 
