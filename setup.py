@@ -18,11 +18,13 @@ core = Extension(
         "csrc/sampler.c",
         "csrc/sampler_py.c",
         "csrc/procfs.c",
+        "csrc/nvml.c",
     ],
     depends=[
         "csrc/clock.h",
         "csrc/compat.h",
         "csrc/module.h",
+        "csrc/nvml.h",
         "csrc/procfs.h",
         "csrc/reduce.h",
         "csrc/sampler.h",
@@ -39,6 +41,9 @@ core = Extension(
         "-pthread",
     ],
     extra_link_args=["-pthread"],
+    # dlopen() of libnvidia-ml at run time (csrc/nvml.c); a stub in glibc
+    # 2.34 and later, needed before.
+    libraries=["dl"],
 )
 
 setup(ext_modules=[core])

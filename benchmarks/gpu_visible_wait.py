@@ -25,7 +25,9 @@ A third measurement times ``traceml.wrap(range(N), cuda=True)`` against
 difference within one run).
 
 Prints each loop's host wait and GPU-visible wait (median, p95), GPU
-step, coverage and diagnosis, then a verdict per loop.  Exit status: 0
+step, coverage and diagnosis, NVML's GPU utilisation in input waits and in
+the rest of the steps (no verdict: the driver's window of 1/6 s to 1 s is
+longer than these fetches), then a verdict per loop.  Exit status: 0
 all verdicts hold, 1 one fails, 2 no CUDA device (nothing measured).
 Takes well under 2 minutes; downloads nothing.
 """
@@ -101,7 +103,7 @@ def run_loop(torch, traceml, name: str, fetch_s: float, gpu_s: float, steps: int
         "skipped": g["skipped"], "pending": g["pending"], "error": g["error"],
         "host_share": g["host_share"], "gpu_share": g["gpu_share"],
         "host_diagnosis": g["host_diagnosis"], "diagnosis": rep["diagnosis"],
-        "rule": g["rule"],
+        "rule": g["rule"], "utilisation": g.get("utilisation"),
     }
 
 
@@ -157,6 +159,16 @@ def main(argv=None) -> int:
         print(f"{'':>18}  coverage {r['coverage']}, skipped {r['skipped']}, pending "
               f"{r['pending']}, error {r['error']}; host {r['host_diagnosis']} -> "
               f"{r['diagnosis']} ({r['rule']})")
+        u = r["utilisation"] or {}
+        if u.get("available"):
+            def kind(k):
+                m = u[k]["mean_pct"]
+                return f"{'-' if m is None else f'{m:.0f}%'} ({u[k]['readings']} readings)"
+            print(f"{'':>18}  NVML utilisation: input waits {kind('slow')}, rest "
+                  f"{kind('fast')}; driver window {fmt_ms(u['window_s'])}; rule {u['rule']}"
+                  + (f"; stopped: {u['error']}" if u.get("error") else ""))
+        else:
+            print(f"{'':>18}  NVML utilisation unavailable: {u.get('why')}")
         host, gpu, fetch = r["host_wait_median_s"], r["gpu_wait_median_s"], r["fetch_s"]
         if r["loop"] == "gpu-busy":
             holds = host is not None and gpu is not None and host >= 0.5 * fetch \

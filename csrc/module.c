@@ -241,6 +241,8 @@ add_constants(PyObject *module, tm_state *st)
     if (PyModule_AddObjectRef(module, "RECORD_DTYPE", st->record_dtype) < 0
             || PyModule_AddObjectRef(module, "SAMPLE_DTYPE",
                                      st->sample_dtype) < 0
+            || PyModule_AddObjectRef(module, "GPU_UTIL_DTYPE",
+                                     st->gpu_util_dtype) < 0
             || PyModule_AddObjectRef(module, "BATCH_RECORD_DTYPE",
                                      st->batch_record_dtype) < 0) {
         return -1;
@@ -339,6 +341,7 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->batch_record_dtype);
     Py_VISIT(st->record_dtype);
     Py_VISIT(st->sample_dtype);
+    Py_VISIT(st->gpu_util_dtype);
     Py_VISIT(st->tensor_type);
     return 0;
 }
@@ -355,6 +358,7 @@ tm_clear(PyObject *module)
     Py_CLEAR(st->batch_record_dtype);
     Py_CLEAR(st->record_dtype);
     Py_CLEAR(st->sample_dtype);
+    Py_CLEAR(st->gpu_util_dtype);
     Py_CLEAR(st->str_task_info);
     Py_CLEAR(st->str_nbytes);
     Py_CLEAR(st->str_torch);

@@ -90,6 +90,7 @@ struct tm_state {
     PyTypeObject *batchlog_type;
     PyObject *record_dtype;    /* numpy.dtype of one tm_record */
     PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */
+    PyObject *gpu_util_dtype;  /* numpy.dtype of one tm_gpu_sample */
     PyObject *batch_record_dtype;  /* numpy.dtype of one tm_batch_record */
     PyObject *str_task_info;   /* interned "_task_info" */
     PyObject *str_nbytes;      /* interned "nbytes" */

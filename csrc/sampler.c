@@ -222,6 +222,7 @@ sampler_main(void *arg)
         for (i = 0; i < s->nentries; i++) {
             check_stuck(s, &s->entries[i], now);
         }
+        tm_nvml_tick(&s->nvml, now, 0);
         s->ticks++;
         s->busy_ns += thread_cpu_ns() - cpu0;
         deadline_after(now + s->period_ns, &deadline);
@@ -510,8 +511,11 @@ tm_sampler_watch_remove(tm_sampler *s, uint64_t handle)
         if (s->nentries == 0) {
             /* Idle: nothing is sampled, and the union stays as it is, so
                that the next loop over the same processes (the next epoch)
-               reopens nothing. */
+               reopens nothing.  NVML's samples since the last tick are
+               read now, for a report made before the next loop (one
+               nvmlDeviceGetSamples call when on; one test when off). */
             s->run_ns += now - s->started_ns;
+            tm_nvml_tick(&s->nvml, now, 1);
         }
         else if (rebuild_union(s) < 0) {
             /* Out of memory: keep sampling the old union, which still
@@ -653,11 +657,13 @@ tm_sampler_copy_procs(tm_sampler *s, tm_watched *out, size_t max)
     return n;
 }
 
+/* in_child: in a forked child, where NVML's state is the parent's. */
 static void
-release_memory(tm_sampler *s)
+release_memory(tm_sampler *s, int in_child)
 {
     size_t i;
 
+    tm_nvml_release(&s->nvml, in_child);
     for (i = 0; i < s->nprocs; i++) {
         tm_proc_close(&s->procs[i]);
     }
@@ -676,7 +682,7 @@ void
 tm_sampler_free(tm_sampler *s)
 {
     tm_sampler_shutdown(s);
-    release_memory(s);
+    release_memory(s, 0);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     memset(s, 0, sizeof(*s));
@@ -696,7 +702,7 @@ tm_sampler_after_fork(tm_sampler *s)
     int64_t memory_period_ns = s->memory_period_ns;
     size_t capacity = s->capacity;
 
-    release_memory(s);
+    release_memory(s, 1);
     if (tm_sampler_init(s) < 0) {
         return -1;
     }

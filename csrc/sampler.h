@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvml.h"
 #include "procfs.h"
 
 /* Most processes sampled at once, and most kept for sampler_info() after
@@ -140,6 +141,9 @@ typedef struct {
     /* stuck fetches */
     tm_stuck stuck[TM_MAX_STUCK];
     size_t nstuck;
+    /* GPU utilisation (nvml.h): read on this thread's ticks while on;
+       off (the default) it costs one test a tick. */
+    tm_nvml nvml;
 } tm_sampler;
 
 int tm_sampler_init(tm_sampler *s);

@@ -32,7 +32,14 @@ tm_build_sample_dtype(tm_state *st)
             "state", "<i4", "pad", "<i4", "rss_bytes", "<i8",
             "pss_bytes", "<i8", "uss_bytes", "<i8"),
         sizeof(tm_sample), "tm_sample");
-    return st->sample_dtype != NULL ? 0 : -1;
+    if (st->sample_dtype == NULL) {
+        return -1;
+    }
+    st->gpu_util_dtype = tm_struct_dtype(
+        Py_BuildValue("[(ss)(ss)(ss)]", "t_ns", "<i8", "driver_us", "<i8",
+                      "util_pct", "<f8"),
+        sizeof(tm_gpu_sample), "tm_gpu_sample");
+    return st->gpu_util_dtype != NULL ? 0 : -1;
 }
 
 static tm_state *
@@ -349,6 +356,181 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
         "error", error, "procs", plist);
 }
 
+/* ------------------------------------------------------------------ */
+/* NVML GPU utilisation (nvml.c)                                      */
+
+/* A str argument as UTF-8 that fits TM_NVML_TEXT and holds no NUL; NULL
+   with an error naming it. */
+static const char *
+text_arg(PyObject *obj, const char *name)
+{
+    const char *text;
+    Py_ssize_t size;
+
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "_nvml_start(): %s must be a str, "
+                     "not %.100s", name, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    text = PyUnicode_AsUTF8AndSize(obj, &size);
+    if (text == NULL) {
+        return NULL;
+    }
+    if (size == 0 || size >= TM_NVML_TEXT || strlen(text) != (size_t)size) {
+        PyErr_Format(PyExc_ValueError, "_nvml_start(): %s must be 1 to %d "
+                     "characters without NUL", name, TM_NVML_TEXT - 1);
+        return NULL;
+    }
+    return text;
+}
+
+static PyObject *
+mod_nvml_start(PyObject *module, PyObject *args)
+{
+    tm_state *st = state_of(module);
+    PyObject *library_obj, *uuid_obj;
+    const char *library, *uuid;
+    char library_copy[TM_NVML_TEXT], uuid_copy[TM_NVML_TEXT];
+    char why[TM_NVML_TEXT] = "";
+    long long period_ns;
+    tm_nvml_lib lib, old;
+    int already;
+
+    if (!PyArg_ParseTuple(args, "OOL:_nvml_start", &library_obj, &uuid_obj,
+                          &period_ns)) {
+        return NULL;
+    }
+    library = text_arg(library_obj, "library");
+    uuid = library != NULL ? text_arg(uuid_obj, "uuid") : NULL;
+    if (uuid == NULL) {
+        return NULL;
+    }
+    if (period_ns < 1000000 || period_ns > INT64_C(3600000000000)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_nvml_start(): period_ns must be 1 ms to 1 hour");
+        return NULL;
+    }
+    if (!st->sampler_ok) {
+        Py_RETURN_NONE;   /* sampler_info() says why */
+    }
+    pthread_mutex_lock(&st->sampler.lock);
+    already = tm_nvml_is(&st->sampler.nvml, library, uuid);
+    if (already) {
+        st->sampler.nvml.period_ns = period_ns;
+    }
+    pthread_mutex_unlock(&st->sampler.lock);
+    if (already) {
+        Py_RETURN_NONE;
+    }
+    /* Copies: the str objects' buffers are not to be read without the
+       GIL. */
+    snprintf(library_copy, sizeof(library_copy), "%s", library);
+    snprintf(uuid_copy, sizeof(uuid_copy), "%s", uuid);
+    Py_BEGIN_ALLOW_THREADS
+    tm_nvml_open(&lib, library_copy, uuid_copy, why, sizeof(why));
+    pthread_mutex_lock(&st->sampler.lock);
+    tm_nvml_install(&st->sampler.nvml, &lib, library_copy, uuid_copy, why,
+                    period_ns, &old);
+    pthread_mutex_unlock(&st->sampler.lock);
+    tm_nvml_close(&old);
+    tm_nvml_close(&lib);    /* not taken: the ring could not be had */
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_nvml_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+    tm_nvml_lib old;
+
+    if (!st->sampler_ok) {
+        Py_RETURN_NONE;
+    }
+    pthread_mutex_lock(&st->sampler.lock);
+    tm_nvml_stop(&st->sampler.nvml, &old);
+    pthread_mutex_unlock(&st->sampler.lock);
+    Py_BEGIN_ALLOW_THREADS
+    tm_nvml_close(&old);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_gpu_util_samples(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    tm_state *st = state_of(module);
+    tm_gpu_sample *buf = NULL;
+    PyArrayObject *arr;
+    size_t len = 0;
+    npy_intp n = 0;
+
+    if (st->sampler_ok) {
+        pthread_mutex_lock(&st->sampler.lock);
+        len = st->sampler.nvml.len;
+        pthread_mutex_unlock(&st->sampler.lock);
+    }
+    if (len > 0) {
+        /* No Python allocation under the lock: a buffer, then the array. */
+        buf = PyMem_Malloc(len * sizeof(tm_gpu_sample));
+        if (buf == NULL) {
+            return PyErr_NoMemory();
+        }
+        pthread_mutex_lock(&st->sampler.lock);
+        n = (npy_intp)tm_nvml_copy(&st->sampler.nvml, buf, len);
+        pthread_mutex_unlock(&st->sampler.lock);
+    }
+    Py_INCREF(st->gpu_util_dtype);
+    arr = (PyArrayObject *)PyArray_NewFromDescr(
+        &PyArray_Type, (PyArray_Descr *)st->gpu_util_dtype, 1, &n, NULL, NULL,
+        0, NULL);
+    if (arr != NULL && n > 0) {
+        memcpy(PyArray_DATA(arr), buf, (size_t)n * sizeof(tm_gpu_sample));
+    }
+    PyMem_Free(buf);
+    return (PyObject *)arr;
+}
+
+static PyObject *
+mod_gpu_util_info(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    static const char *const states[] = {"off", "on", "unavailable"};
+    tm_state *st = state_of(module);
+    tm_nvml *n = &st->sampler.nvml;
+    char error[TM_NVML_TEXT] = "", library[TM_NVML_TEXT] = "";
+    char uuid[TM_NVML_TEXT] = "";
+    int state = TM_NVML_OFF;
+    long long period = 0;
+    unsigned long long overwritten = 0, dropped = 0, reads = 0;
+    Py_ssize_t len = 0;
+
+    if (st->sampler_ok) {
+        pthread_mutex_lock(&st->sampler.lock);
+        state = n->state;
+        memcpy(error, n->error, sizeof(error));
+        memcpy(library, n->library, sizeof(library));
+        memcpy(uuid, n->uuid, sizeof(uuid));
+        period = n->period_ns;
+        overwritten = n->overwritten;
+        dropped = n->dropped;
+        reads = n->reads;
+        len = (Py_ssize_t)n->len;
+        pthread_mutex_unlock(&st->sampler.lock);
+    }
+    else {
+        state = TM_NVML_UNAVAILABLE;
+        snprintf(error, sizeof(error), "the sampler's lock could not be "
+                 "initialised");
+    }
+    return Py_BuildValue(
+        "{s:s,s:z,s:z,s:z,s:d,s:n,s:n,s:K,s:K,s:K}",
+        "state", states[state], "error", error[0] ? error : NULL,
+        "library", library[0] ? library : NULL,
+        "uuid", uuid[0] ? uuid : NULL, "period_s", (double)period * 1e-9,
+        "readings", len, "ring", (Py_ssize_t)TM_NVML_RING,
+        "overwritten", overwritten, "dropped", dropped, "reads", reads);
+}
+
 PyMethodDef tm_sampler_methods[] = {
     {"_sampler_config", mod_sampler_config, METH_VARARGS,
      "_sampler_config(period_ns, stuck_after_ns, capacity, enabled, memory_period_ns)"},
@@ -388,5 +570,26 @@ PyMethodDef tm_sampler_methods[] = {
      "watched_procs, error (why the sampler could not run, or None) and\n"
      "procs (pid, role, exited_ns, errors per file; watched now, then\n"
      "those that left, newest first)."},
+    {"_nvml_start", mod_nvml_start, METH_VARARGS,
+     "_nvml_start(library, uuid, period_ns): read the GPU utilisation of\n"
+     "the NVML device `uuid` from `library` on the sampler thread every\n"
+     "period_ns (a private hook of traceml.gpu, which names the library;\n"
+     "the GIL is released while it loads).  Never raises for NVML: an\n"
+     "unavailable library, symbol or device is in gpu_util_info()."},
+    {"_nvml_stop", mod_nvml_stop, METH_NOARGS,
+     "Stop reading NVML and unload it; the readings stay."},
+    {"gpu_util_samples", mod_gpu_util_samples, METH_NOARGS,
+     "gpu_util_samples() -> ndarray[GPU_UTIL_DTYPE]\n--\n\n"
+     "A copy of the NVML readings, oldest first: t_ns (the driver's\n"
+     "timestamp on clock_ns()'s clock), driver_us (its own, wall clock\n"
+     "microseconds), util_pct (percent of the driver's sample window\n"
+     "during which a kernel ran)."},
+    {"gpu_util_info", mod_gpu_util_info, METH_NOARGS,
+     "gpu_util_info() -> dict\n--\n\n"
+     "state ('off', 'on', 'unavailable'), error (why unavailable, or why\n"
+     "reading stopped), library, uuid, period_s, readings (in the ring),\n"
+     "ring (its size), overwritten (readings the ring dropped), dropped\n"
+     "(samples the driver announced but never returned) and reads\n"
+     "(rounds of nvmlDeviceGetSamples calls)."},
     {NULL, NULL, 0, NULL},
 };

@@ -393,6 +393,8 @@ def _reducer_calls(x, big, mask, epoch, ranks, gaps, bad):
         lambda: _core.sampler_samples(),
         lambda: _core.sampler_stuck(),
         lambda: _core.sampler_info(),
+        lambda: _core.gpu_util_samples(),
+        lambda: _core.gpu_util_info(),
         lambda: _core.gap_histogram([0, 1]),
         lambda: _core.cadence_match([3, 0], 2),
         lambda: _core.percentiles(x, [50, 101]),
@@ -417,6 +419,8 @@ def _reducer_calls(x, big, mask, epoch, ranks, gaps, bad):
             lambda b=b: _core.overtaking(ranks, b),
             lambda b=b: _core.overtaking(b),
             lambda b=b: _core.log_otsu(b),
+            lambda b=b: _core._nvml_start(b, "GPU-x", 10**7),
+            lambda b=b: _core._nvml_start("lib", "GPU-x", b),
         ]
     return calls
 

@@ -1,6 +1,6 @@
 """Worker and delivery evidence: which batch came from where, worker
 processes and their /proc counters in slow and fast intervals, stuck
-fetches, and the host.  Pure functions of what the C store and sampler
+fetches, the host, and NVML's GPU utilisation in the same intervals.  Pure functions of what the C store and sampler
 recorded, returning numbers and finding codes; :mod:`traceml.wording`
 words them, and nothing here draws or reads the live process.
 """
@@ -744,3 +744,91 @@ def batch_bytes(bytes_per_step: Optional[np.ndarray], steady: np.ndarray) -> Opt
     if not len(b):
         return None
     return {"median": float(np.median(b)), "max": int(b.max()), "measured": int(len(b))}
+
+
+# --- GPU utilisation (NVML, traceml.gpu) ------------------------------------------------
+
+
+def _util_kind(t: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+               kinds: np.ndarray) -> np.ndarray:
+    """The kind (0 slow, 1 fast, -1 none) of the interval [start, end)
+    holding each time of ``t``; the intervals are disjoint."""
+    order = np.argsort(starts, kind="stable")
+    starts, ends, kinds = starts[order], ends[order], kinds[order]
+    at = np.searchsorted(starts, t, side="right") - 1
+    ok = at >= 0
+    out = np.full(len(t), -1, np.int8)
+    inside = ok.copy()
+    inside[ok] = t[ok] < ends[at[ok]]
+    out[inside] = kinds[at[inside]]
+    return out
+
+
+def gpu_utilisation(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
+                    nvml: Optional[dict]) -> dict:
+    """The ``utilisation`` entry of the ``gpu`` block: NVML's GPU
+    utilisation in slow intervals (each stall's input wait, [begin,
+    fetch_done)) against fast ones (the rest of steady-state time: calm
+    steady steps [begin, end), stalls' [fetch_done, end)), the intervals
+    of :func:`intervals` for worker CPU.
+
+    ``nvml`` is ``GpuTimeline.utilisation()``.  A reading belongs to the
+    interval holding its timestamp (the end of the driver's window: a
+    window that straddles an interval's edge counts whole on the side of
+    its end).  Returns {available, why (None, or why there are no
+    readings), uuid, period_s, error (NVML stopped mid-run: why),
+    readings (in the steps' span), overwritten, dropped, window_s (the
+    median spacing of the driver's samples, s: its window, the
+    resolution), slow and fast ({readings, mean_pct, median_pct}), rule
+    (policy.gpu_util_rule's code)}."""
+    empty = {"readings": 0, "mean_pct": None, "median_pct": None}
+    out = {"available": False, "why": None, "uuid": None, "period_s": None, "error": None,
+           "readings": 0, "overwritten": 0, "dropped": 0, "window_s": None,
+           "slow": dict(empty), "fast": dict(empty), "rule": None}
+    if nvml is None:
+        out["why"] = "not read"
+        return out
+    info = nvml.get("info") or {}
+    out["uuid"] = nvml.get("uuid")
+    if nvml.get("uuid") is None:
+        out["why"] = nvml.get("why") or "no device"
+        return out
+    if info.get("uuid") != nvml["uuid"]:
+        out["why"] = f"NVML reads another GPU in this process ({info.get('uuid')})"
+        return out
+    samples = np.asarray(nvml.get("samples"))
+    if info.get("state") != "on" and not len(samples):
+        out["why"] = info.get("error") or "NVML is off"
+        return out
+    if not nvml.get("sampler", True) and not len(samples):
+        out["why"] = "the sampler thread, which reads NVML, is off (configure(sampler=False))"
+        return out
+    out.update(available=True, period_s=info.get("period_s"), error=info.get("error"),
+               overwritten=int(info.get("overwritten") or 0),
+               dropped=int(info.get("dropped") or 0))
+    if len(samples) >= 2:
+        gaps = np.diff(np.sort(samples["driver_us"]))
+        gaps = gaps[gaps > 0]
+        out["window_s"] = float(np.median(gaps)) * 1e-6 if len(gaps) else None
+    if len(steps) and len(samples):
+        lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
+        samples = samples[(samples["t_ns"] >= lo) & (samples["t_ns"] < hi)]
+    else:
+        samples = samples[:0]
+    out["readings"] = int(len(samples))
+    calm = steady & ~stall
+    starts = np.r_[steps["begin_ns"][stall], steps["begin_ns"][calm],
+                   steps["fetch_done_ns"][stall]]
+    ends = np.r_[steps["fetch_done_ns"][stall], steps["end_ns"][calm], steps["end_ns"][stall]]
+    n_slow = int(np.count_nonzero(stall))
+    kinds = np.r_[np.zeros(n_slow, np.int8), np.ones(len(starts) - n_slow, np.int8)]
+    kind = (_util_kind(samples["t_ns"], starts, ends, kinds) if len(samples) and len(starts)
+            else np.full(len(samples), -1, np.int8))
+    for k, name in ((0, "slow"), (1, "fast")):
+        v = samples["util_pct"][kind == k]
+        out[name] = {"readings": int(len(v)),
+                     "mean_pct": float(v.mean()) if len(v) else None,
+                     "median_pct": float(np.median(v)) if len(v) else None}
+    out["rule"] = policy.gpu_util_rule(out["slow"]["readings"], out["fast"]["readings"],
+                                       out["slow"]["mean_pct"], out["fast"]["mean_pct"])
+    return out

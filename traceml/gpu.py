@@ -47,11 +47,27 @@ to the step's compute, not to its input wait: the begin event is queued
 before the step's clock is read.  If the event source raises, the
 timeline turns itself off and the report says why (``error``).
 
-Not read: NVML's GPU utilisation (``nvidia-ml-py``).  The issue asks for
-it from the C sampler thread at its period, which means loading
-libnvidia-ml from C beside the /proc reader; with no GPU to test it on
-here it is left out rather than shipped untested.  The CUDA events above
-already say whether the GPU idled waiting for input, step by step.
+**GPU utilisation** (NVML, where the NVIDIA driver's libnvidia-ml is
+installed; no Python package needed): when a timeline starts on a device
+that names its UUID (``torch.cuda.get_device_properties(i).uuid`` of the
+current device, as NVML spells it: ``GPU-...``; CUDA's and NVML's device
+indices differ under CUDA_VISIBLE_DEVICES, UUIDs do not), the C sampler
+thread loads libnvidia-ml and reads the driver's own utilisation samples
+(``nvmlDeviceGetSamples``) every :data:`NVML_PERIOD_S` while a wrapped
+loop runs (see csrc/nvml.h).  Each sample is the percent of the driver's
+sample window (1/6 s to 1 s, by product) during which a kernel ran, so an
+input wait shorter than the window cannot show in it.  The report
+compares the samples that fell in input waits with those in the rest of
+the steps (:func:`traceml.evidence.gpu_utilisation`).  No library, a
+missing symbol or an NVML error: the report says "unavailable" and why;
+the timing is never touched.  The library is loaded and initialised once,
+when the timeline starts (``wrap()``), with the GIL released.  One device
+per process: a timeline on another device switches NVML to it and forgets
+the first's readings.  A MIG instance reads "unavailable" (NVML names it
+``MIG-...``, which torch's UUID does not tell apart, and gives no
+utilisation samples for it).  The
+probes' ``cuda_events()`` loop has no sampler watch, so its utilisation is
+read only while a wrapped loop runs.
 
 Any object with the small interface of ``torch.cuda`` can stand in for it
 (``Event(enable_timing=True)`` with ``record(stream)``, ``query()`` and
@@ -76,6 +92,17 @@ DEFAULT_RING = 1024
 MAX_RING = 1 << 20
 
 _NO_SUCC, _UNDECIDED, _NEXT = -1, 0, 1
+
+# The NVML library the sampler loads (dlopen's search: the driver installs
+# libnvidia-ml.so.1 in the loader's path).  Private: the tests point it at
+# a fake built from tests/fake_nvml.c.
+_NVML_LIBRARY = "libnvidia-ml.so.1"
+# How often the sampler thread asks NVML for new samples.  The driver keeps
+# its samples (one per 1/6 s to 1 s) in a buffer and each read returns
+# those since the last, so the period bounds only how late a sample is
+# read, not how many: 0.5 s is one call of a few microseconds every 25
+# sampler ticks.
+NVML_PERIOD_S = 0.5
 
 # The timeline that began a step last (for input_ready()).
 _last: Optional["GpuTimeline"] = None
@@ -143,6 +170,40 @@ def check_ring(ring: Any, func: str) -> int:
     return ring
 
 
+def _uuid_text(uuid: Any) -> str:
+    """A device UUID as NVML spells it: ``GPU-`` + 8-4-4-4-12 hex digits
+    (torch gives the bare digits, or 16 bytes)."""
+    raw = getattr(uuid, "bytes", None)
+    if isinstance(uuid, (bytes, bytearray)) or (raw is not None and not callable(raw)):
+        b = bytes(uuid if isinstance(uuid, (bytes, bytearray)) else raw)
+        if len(b) != 16:
+            raise ValueError(f"a device UUID has 16 bytes, got {len(b)}")
+        h = b.hex()
+        text = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    else:
+        text = str(uuid).strip()
+    if not text:
+        raise ValueError("the device UUID is empty")
+    return text if text.startswith(("GPU-", "MIG-")) else "GPU-" + text
+
+
+def device_uuid(backend: Any) -> tuple[Optional[str], Optional[str]]:
+    """(the NVML UUID of the event source's current device, None) or
+    (None, why not).  ``backend`` is ``torch.cuda`` or an object with its
+    ``current_device()`` and ``get_device_properties(i).uuid``."""
+    current = getattr(backend, "current_device", None)
+    props_of = getattr(backend, "get_device_properties", None)
+    if not (callable(current) and callable(props_of)):
+        return None, "the event source names no device (no get_device_properties)"
+    try:
+        uuid = getattr(props_of(current()), "uuid", None)
+        if uuid is None:
+            return None, "the device properties give no UUID (torch too old?)"
+        return _uuid_text(uuid), None
+    except Exception as exc:  # noqa: BLE001 (never break the loop's start)
+        return None, f"the device UUID could not be read: {type(exc).__name__}: {exc}"[:300]
+
+
 class GpuTimeline:
     """The CUDA events of one source's steps (a wrapped loader, or the
     probes), in a ring of reusable events, and the readings taken from
@@ -182,7 +243,35 @@ class GpuTimeline:
         self._lock = threading.Lock()
         self.enabled = True
         self.error: Optional[str] = None
+        # NVML's device for this timeline, or why there is none.
+        self.nvml_uuid: Optional[str] = None
+        self.nvml_why: Optional[str] = None
         self._clear_readings()
+
+    def start_utilisation(self) -> None:
+        """Have the sampler read this device's utilisation from NVML (see
+        :mod:`traceml.gpu`): its UUID is resolved here, the library loaded
+        by the C core (nothing when it already reads that device).  Never
+        raises for a missing library or device: the report says why."""
+        from . import _core
+
+        self.nvml_uuid, self.nvml_why = device_uuid(self.backend)
+        if self.nvml_uuid is not None:
+            _core._nvml_start(_NVML_LIBRARY, self.nvml_uuid, int(NVML_PERIOD_S * 1e9))
+
+    def utilisation(self) -> dict:
+        """What the report needs of NVML: {uuid, why (no device, or None),
+        samples (a copy of ``_core.gpu_util_samples()``, GPU_UTIL_DTYPE,
+        all devices' readings kept: those of this one when ``info["uuid"]``
+        is ``uuid``), info (``_core.gpu_util_info()``), sampler (whether
+        the sampler thread, which reads NVML, is on)}."""
+        from . import _core
+
+        info = _core.gpu_util_info()
+        samples = (_core.gpu_util_samples() if self.nvml_uuid is not None
+                   else np.zeros(0, _core.GPU_UTIL_DTYPE))
+        return {"uuid": self.nvml_uuid, "why": self.nvml_why, "samples": samples,
+                "info": info, "sampler": bool(_core._sampler_settings()["sampler"])}
 
     # --- what the loop calls ---------------------------------------------------
 
@@ -352,7 +441,8 @@ class GpuTimeline:
         missing), all int64 ns of shape (readings,); ``ready`` (bool: the
         wait ends at input_ready()); and the counts ``recorded``,
         ``skipped``, ``pending`` (recorded steps not read yet),
-        ``ready_marked``, ``ring``, ``backend`` and ``error``.
+        ``ready_marked``, ``ring``, ``backend`` and ``error``; and
+        ``utilisation``, NVML's readings (:meth:`utilisation`).
         """
         with self._lock:
             if self.enabled:
@@ -369,6 +459,7 @@ class GpuTimeline:
                 "recorded": self.recorded, "skipped": self.skipped, "pending": int(pending),
                 "ready_marked": self.ready_marked, "ring": self.ring,
                 "backend": self.name, "error": self.error,
+                "utilisation": self.utilisation(),
             }
 
     def __repr__(self) -> str:
@@ -390,9 +481,11 @@ def timeline_for(recorder: Any, source: int, backend: Any, ring: int) -> GpuTime
     table = recorder._gpu
     old = table.get(source)
     if old is not None and old.backend is backend and old.ring == ring and old.enabled:
+        old.start_utilisation()   # nothing when NVML reads its device already
         return old
     name = "cuda" if backend is _torch_cuda() else type(backend).__name__
     tl = GpuTimeline(backend, ring, name)
+    tl.start_utilisation()
     table[source] = tl
     return tl
 
@@ -404,7 +497,9 @@ def cuda_events(cuda: Any = True, *, ring: int = DEFAULT_RING,
     event on the current stream before it reads the clock, and each
     ``fetch_done()`` one after (see :mod:`traceml.gpu`).
     ``traceml.cuda_events(False)`` turns it off.  For a wrapped loader,
-    use ``traceml.wrap(loader, cuda=True)`` instead.
+    use ``traceml.wrap(loader, cuda=True)`` instead.  NVML's GPU
+    utilisation is read for the device too, but only while a wrapped loop
+    runs (the sampler thread ticks only then).
 
     Args:
         cuda: True (``torch.cuda``), ``"auto"`` (on when

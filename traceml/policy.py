@@ -1499,6 +1499,43 @@ GPU_DID_NOT_WAIT = "gpu_did_not_wait"  # host input-bound, the GPU under the bou
 GPU_DIFFERS = "gpu_differs"          # another label, from the GPU-visible share
 
 
+# --- GPU utilisation in input waits (NVML, traceml.gpu) ---------------------
+# NVML's utilisation sample is the percent of the driver's window (1/6 s to
+# 1 s) in which a kernel ran; a window that straddles the edge of an input
+# wait mixes the wait with compute.  With GPU_UTIL_MIN_READINGS readings in
+# each kind of interval, one such straddling reading moves a kind's mean by
+# at most 100 / 5 = 20 points; under it there are "too few readings to
+# tell".  The rule needs a drop larger than that: at least
+# GPU_UTIL_MIN_DROP_PCT points (20 from one straddler, plus a margin of
+# half as much again) and the waits' mean at most GPU_UTIL_MAX_RATIO of the
+# rest's (a GPU at 65% in waits against 95% elsewhere is not idle).  Both
+# are choices from that arithmetic, not measurements.
+GPU_UTIL_MIN_READINGS = 5
+GPU_UTIL_MIN_DROP_PCT = 30.0
+GPU_UTIL_MAX_RATIO = 0.5
+
+GPU_UTIL_TOO_FEW = "too_few"              # under GPU_UTIL_MIN_READINGS in a kind
+GPU_UTIL_IDLE_IN_WAITS = "gpu_idle_in_waits"  # the GPU idles while the loop waits
+
+
+def gpu_util_rule(slow_readings: int, fast_readings: int, slow_mean: Optional[float],
+                  fast_mean: Optional[float]) -> Optional[str]:
+    """What NVML's utilisation in input waits (slow) against the rest of
+    the steps (fast) says: GPU_UTIL_TOO_FEW with under
+    GPU_UTIL_MIN_READINGS readings in either; GPU_UTIL_IDLE_IN_WAITS when
+    the waits' mean is at least GPU_UTIL_MIN_DROP_PCT points below the
+    rest's and at most GPU_UTIL_MAX_RATIO of it (it confirms that the GPU
+    idles while the loop waits for input); None otherwise (nothing is
+    said beyond the numbers)."""
+    if (slow_readings < GPU_UTIL_MIN_READINGS or fast_readings < GPU_UTIL_MIN_READINGS
+            or slow_mean is None or fast_mean is None):
+        return GPU_UTIL_TOO_FEW
+    if (fast_mean - slow_mean >= GPU_UTIL_MIN_DROP_PCT
+            and slow_mean <= GPU_UTIL_MAX_RATIO * fast_mean):
+        return GPU_UTIL_IDLE_IN_WAITS
+    return None
+
+
 def gpu_diagnosis(host: Diagnosis, gpu_share: Optional[float], coverage: Optional[float],
                   steps_read: int) -> tuple[Diagnosis, str]:
     """(the diagnosis, the rule's code) once the GPU-visible input share

@@ -150,7 +150,8 @@ def build(
     main process the sampler read); ``batch_bytes`` is each record's batch
     bytes (int64, -1 where not measured; parallel to ``records``, or
     None); ``gpu`` the source's CUDA-event readings
-    (``traceml.gpu.GpuTimeline.readings()``, or None: no ``gpu`` block)."""
+    (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
+    ``utilisation``; or None: no ``gpu`` block)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     whole = bool(selected.all())
@@ -186,6 +187,11 @@ def build(
     summary["production"] = production
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
     summary.update(stalls)
+    if summary.get("gpu") is not None:
+        # NVML's utilisation in the input waits against the rest (needs the
+        # stalls).
+        summary["gpu"]["utilisation"] = evidence.gpu_utilisation(
+            steps, mask, w.steady, gpu.get("utilisation"))
     summary.update(_temporal(mask, gaps, epoch, w.wait,
                              loader.get("num_workers") if loader else None,
                              stalls["stalls"]["every_fetch_slow"]))

@@ -176,9 +176,12 @@ class Report:
         ``cuda=`` on (:mod:`traceml.gpu`), ``gpu``: host wait and
         GPU-visible wait over the same steady steps (``host_wait_s``,
         ``gpu_wait_s``), ``gpu_step_s``, ``coverage``, ``skipped``,
-        ``pending``, ``host_share``, ``gpu_share``, ``host_diagnosis`` and
+        ``pending``, ``host_share``, ``gpu_share``, ``host_diagnosis``,
         the ``rule`` (policy.gpu_diagnosis) that may have changed
-        ``diagnosis``; without it there is no ``gpu`` key.  A report
+        ``diagnosis``, and ``utilisation``, NVML's GPU utilisation in input
+        waits against the rest (evidence.gpu_utilisation; absent from run
+        files saved before it was read); without it there is no ``gpu``
+        key.  A report
         gathered over many ranks (:func:`traceml.gather`) also has
         ``ranks`` (see :func:`traceml.ranks.combine`), and its top level
         is the largest input wait across ranks at each step.
@@ -201,7 +204,9 @@ class Report:
         with a prediction keeps_up_with_workers, worker_cores_needed, and
         with GPU-visible waits (``cuda=``) gpu_wait_mean_s,
         gpu_wait_median_s, gpu_wait_p95_s, gpu_step_median_s,
-        gpu_input_share, gpu_coverage, gpu_skipped.
+        gpu_input_share, gpu_coverage, gpu_skipped, and where NVML read
+        the GPU's utilisation gpu_util_wait_pct, gpu_util_rest_pct
+        (percent, in input waits and in the rest of the steps).
 
         Raises:
             TypeError: prefix is not a str.
@@ -360,10 +365,15 @@ def _gpu_flat(s: dict) -> dict:
     if not g:
         return {}
     wait, step = g.get("gpu_wait_s") or {}, g.get("gpu_step_s") or {}
+    util = g.get("utilisation") or {}
     return {"gpu_wait_mean_s": wait.get("mean"), "gpu_wait_median_s": wait.get("median"),
             "gpu_wait_p95_s": wait.get("p95"), "gpu_step_median_s": step.get("median"),
             "gpu_input_share": g.get("gpu_share"), "gpu_coverage": g.get("coverage"),
-            "gpu_skipped": g.get("skipped")}
+            "gpu_skipped": g.get("skipped"),
+            # NVML's utilisation (%) in input waits and in the rest of the
+            # steps (absent from run files saved before it was read).
+            "gpu_util_wait_pct": (util.get("slow") or {}).get("mean_pct"),
+            "gpu_util_rest_pct": (util.get("fast") or {}).get("mean_pct")}
 
 
 def summary_of(report: "Report") -> dict:

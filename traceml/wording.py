@@ -1266,6 +1266,40 @@ def gpu_lines(s: dict) -> list[str]:
         out.append("  " + g["rule_text"])
     if g.get("error"):
         out.append(f"  the event source failed and was turned off: {g['error']}")
+    out.extend("  " + line for line in gpu_util_lines(g.get("utilisation")))
+    return out
+
+
+def _util_pct(kind: dict) -> str:
+    m = kind.get("mean_pct")
+    return ("-" if m is None else f"{m:.0f}%") + f" ({kind.get('readings', 0)} readings)"
+
+
+def gpu_util_lines(u: Optional[dict]) -> list[str]:
+    """The GPU utilisation lines (NVML; the gpu block's ``utilisation``,
+    evidence.gpu_utilisation): unavailable and why, or the mean in input
+    waits against the rest of the steps, and what policy.gpu_util_rule
+    says; [] without it (a run file saved before it was read)."""
+    if not u:
+        return []
+    if not u.get("available"):
+        return [f"GPU utilisation (NVML): unavailable: {u.get('why') or 'not read'}"]
+    window = u.get("window_s")
+    out = [f"GPU utilisation (NVML, a kernel running, % of the driver's window"
+           + (f" of about {fmt_s(window)}" if window else "") + "): "
+           f"{_util_pct(u['slow'])} during input waits, "
+           f"{_util_pct(u['fast'])} in the rest of the steps"]
+    if u.get("rule") == policy.GPU_UTIL_TOO_FEW:
+        out.append(f"  too few readings to tell (under {policy.GPU_UTIL_MIN_READINGS} in input "
+                   "waits or in the rest; only waits longer than the driver's window show)")
+    elif u.get("rule") == policy.GPU_UTIL_IDLE_IN_WAITS:
+        out.append("  NVML confirms that the GPU idles while the loop waits for input: its "
+                   "utilisation drops in the waits")
+    lost = (u.get("overwritten") or 0) + (u.get("dropped") or 0)
+    if lost:
+        out.append(f"  {lost} NVML readings lost (the ring was full, or the driver announced them but did not return them)")
+    if u.get("error"):
+        out.append(f"  NVML stopped: {u['error']}")
     return out
 
 

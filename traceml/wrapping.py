@@ -674,7 +674,10 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
             torch.cuda's ``Event`` and ``current_stream``.  Call
             ``wrapped.input_ready()`` (or ``traceml.input_ready()``) after
             the ``.to(device, non_blocking=True)`` copy to count the copy
-            in the GPU-visible wait.
+            in the GPU-visible wait.  On a device NVML knows, the sampler
+            also reads the GPU's utilisation (the ``gpu`` block's
+            ``utilisation``: in input waits against the rest; see
+            :mod:`traceml.gpu`).
         cuda_ring: with cuda on, the most steps whose events may be unread
             at once (default 1024, 2 to 2**20); past it a step is skipped
             (counted in the report), never waited for.
