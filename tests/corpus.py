@@ -461,6 +461,23 @@ def uniformly_slow(seed: int, wait_ms: float, num_workers: int, n: int = 60) -> 
                 num_workers=num_workers, compute_ms=10.0)
 
 
+def uneven_slow_pairs(seed: int, n: int = 58) -> Case:
+    """2 workers that cannot keep up, drifting in and out of phase (a user
+    trial: 80 ms of CPU a batch against an 11 ms step on 2 shared cores):
+    every other fetch waits 100-250 ms, and of the fetches between, half
+    find their batch made and half wait 25-95 ms for it.  The median fetch
+    is slow, so not "mostly fast input": UNIFORMLY-SLOW."""
+    rng = np.random.default_rng(350 + seed)
+    wait = np.empty(n)
+    wait[0::2] = rng.uniform(100.0, 250.0, len(wait[0::2]))
+    between = np.where(rng.random(len(wait[1::2])) < 0.5,
+                       _fast(rng, len(wait[1::2])), rng.uniform(25.0, 95.0, len(wait[1::2])))
+    wait[1::2] = between
+    truth = {"shape": "UNIFORMLY-SLOW", "diagnosis": "INPUT-BOUND"}
+    return make(f"uneven-slow-pairs-2w-s{seed}", wait, truth, num_workers=2,
+                compute_ms=rng.uniform(10.0, 12.0, n))
+
+
 def lockstep(seed: int, k: int, rounds: int = 12, stall_ms: float = 80.0,
              loader: bool = True) -> Case:
     """k workers in lock-step: a stall on each round's first batch (worker
@@ -539,6 +556,21 @@ def trend(seed: int, start_ms: float, end_ms: float, n: int = 80,
     return make(name, wait, truth, num_workers=0)
 
 
+def small_drift_beside_stalls(seed: int, n: int = 100) -> Case:
+    """A slow sample every 5 batches (150-190 ms stalls) at 2 workers, and
+    between them waits that fall from about 4 ms to 1 ms over the first
+    third of the run as the prefetch queue fills (a user trial): a drift
+    smaller than half a step beside stalls that hold the input wait is no
+    trend worth a next step."""
+    rng = np.random.default_rng(850 + seed)
+    wait = np.maximum(4.0 - 3.0 * np.arange(n) / (n / 3), 1.0) * rng.lognormal(0.0, 0.15, n)
+    hit = _rank_of_steady(n, 2) % 5 == 0
+    wait[hit] = rng.uniform(150.0, 190.0, hit.sum())
+    truth = {"trend.label": None, "temporal.label": "PERIODIC", "temporal.period": 5}
+    return make(f"small-drift-beside-stalls-s{seed}", wait, truth, num_workers=2,
+                compute_ms=rng.uniform(9.5, 11.5, n))
+
+
 def one_slow_worker(seed: int, worker: int, num_workers: int = 4,
                     rounds: int = 20, cpu: bool = True) -> Case:
     """Worker ``worker`` is 3x slower than the rest and the only one the
@@ -615,6 +647,7 @@ def corpus() -> list[Case]:
               isolated_blip(2, 70, num_workers=4)]
     cases += [uniformly_slow(0, 25.0, 0), uniformly_slow(1, 40.0, 1),
               uniformly_slow(2, 15.0, 2)]
+    cases += [uneven_slow_pairs(s) for s in range(3)]
     cases += [lockstep(0, k) for k in (2, 3, 4, 8)]
     cases += [lockstep(1, 4, stall_ms=30.0), lockstep(1, 2, rounds=20, stall_ms=25.0)]
     cases += [lockstep(0, k, loader=False) for k in (3, 8)]
@@ -626,6 +659,7 @@ def corpus() -> list[Case]:
     cases += [trend(0, 1.0, 40.0), trend(1, 1.0, 40.0), trend(2, 40.0, 1.0),
               trend(3, 40.0, 1.0),
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]
+    cases += [small_drift_beside_stalls(s) for s in range(3)]
     cases += [one_slow_worker(0, w) for w in (1, 2, 3)]
     cases += [one_slow_worker(1, 1, num_workers=3)]
     cases += [one_slow_worker(2, 2, cpu=False)]

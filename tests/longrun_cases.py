@@ -13,7 +13,10 @@ checked out at the time.  It was written by main at b656b5f (plus the
 issue 10 (snapshot views, the histogram Otsu split, the single-pass
 build), so the test comparing against it shows that none of that changed
 a number.  A later change that changes a report on purpose rewrites it
-(run this file on the code before that change).
+(run this file on the code before that change).  Rewritten since: when the
+stalls block gained calm_median_s and stall_median_s and the heavy-tail
+sentence and the SLOW_MEDIAN shape rule their new words (every other
+value, compared, the same).
 """
 
 from __future__ import annotations

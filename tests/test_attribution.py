@@ -133,6 +133,11 @@ def test_next_steps_of_one_worker_point_at_its_shard():
     (51, 51, 0.02, True), (60, 20, 0.02, False), (60, 60, 0.9, False), (0, 0, None, None)])
 def test_blocked_needs_sleep_and_little_cpu(readings, asleep, cores, expected):
     assert policy.awaited_blocked(readings, asleep, cores) is expected
+    # Making the awaited batch for at least half the stalls: the same.
+    assert policy.awaited_blocked(readings, asleep, cores, 0.9) is expected
+    # A worker whose batch was made already sleeps because it is idle.
+    if readings:
+        assert policy.awaited_blocked(readings, asleep, cores, 0.1) is False
 
 
 def test_handover_reading_needs_large_batches_and_input_waits():
@@ -214,6 +219,7 @@ def test_a_worker_sleeping_in_its_shard_is_blocked_not_elsewhere():
     held = r["workers"]["awaited"]
     assert held["blocked"] is True and set(held["workers"]) == {1}, held
     assert held["asleep"] >= policy.BLOCKED_MIN_SHARE * held["readings"]
+    assert held["making_share"] >= policy.AWAITED_MAKING_MIN_SHARE, held
     text = str(r)
     assert ("The worker holding the awaited batch (worker 1) was blocked during stalls: "
             "sleeping or waiting on I/O, a lock or the network") in text
@@ -235,6 +241,7 @@ def test_workers_sleeping_in_getitem_read_as_blocked():
     r = run(DataLoader(_Sleeps(), batch_size=1, num_workers=2), "sleeps")
     held = r["workers"]["awaited"]
     assert held is not None and held["blocked"] is True, held
+    assert held["making_share"] >= policy.AWAITED_MAKING_MIN_SHARE, held
     assert held["states"].get("S", 0) >= held["readings"] // 2
     assert any("was blocked during stalls" in e for e in r["workers"]["evidence"])
     assert not any("the wait lies elsewhere" in e for e in r["workers"]["evidence"])

@@ -436,6 +436,13 @@ def test_a_wait_on_batches_already_made_is_hand_over_not_input_bound():
     assert p["ready_before_fetch"] > 0.5
     assert r["diagnosis"] == policy.HAND_OVER
     assert any("More workers will not shorten this wait" in line for line in r["next"])
+    # The workers sleep through the waits because their batches are made:
+    # idle, not blocked.
+    held = (r["workers"] or {}).get("awaited")
+    if held is not None:    # the sampler read the worker during a stall
+        assert held["making_share"] < policy.AWAITED_MAKING_MIN_SHARE, held
+        assert held["blocked"] is False, held
+    assert "was blocked during stalls" not in str(r)
 
 
 @pytest.mark.slow

@@ -502,7 +502,8 @@ def _unread_workers(facts: dict) -> Optional[str]:
 def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             samples: np.ndarray, info: dict, main_pid: Optional[int] = None,
             delivered_workers: Optional[np.ndarray] = None,
-            median_batch_bytes: Optional[float] = None) -> Optional[dict]:
+            median_batch_bytes: Optional[float] = None,
+            making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The ``workers`` section of a report for a DataLoader source, its
     ``findings`` being :func:`interval_findings` (``evidence``, their
     sentences, is added by the report).  ``main_pid`` is the training
@@ -534,7 +535,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         # (wrapping.hidden_facts): not "no worker processes".
         iv["unavailable"] = {k: (unread if v == NO_WORKERS else v)
                              for k, v in iv["unavailable"].items()}
-    held = awaited(steps, stall, delivered_workers, samples, facts)
+    held = awaited(steps, stall, delivered_workers, samples, facts, making_ns)
     exited = dead_workers(facts, steps, info)
     busy_s = info.get("busy_s") or 0.0
     run_s = info.get("run_s") or 0.0
@@ -685,15 +686,23 @@ def worker_ticks(samples: np.ndarray, pids: list[int]) -> Optional[dict]:
 
 
 def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np.ndarray],
-            samples: np.ndarray, facts: dict) -> Optional[dict]:
+            samples: np.ndarray, facts: dict,
+            making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The worker holding each awaited batch, during its stall: the
     readings of that worker's process inside the stall's window, how many
     found it asleep (policy.BLOCKED_STATES), its CPU-seconds (every thread)
     over the windows' wall time, and policy.awaited_blocked's verdict.
 
+    ``making_ns`` (per step, the ns of its wait during which its worker was
+    making batches, -1 unknown; worker_timing.summarise) gives
+    ``making_share``: that time over the stalls' wait, where known.  A
+    worker that was not making the awaited batch during most of the stall
+    (it was made already) sleeps because it is idle, not blocked
+    (policy.awaited_blocked).
+
     {workers: {worker id: stalls}, readings, asleep, states: {code: count},
-    cpu_s, wall_s, cores, blocked}; None without stalls of a known worker
-    or without readings."""
+    cpu_s, wall_s, cores, making_share, blocked}; None without stalls of a
+    known worker or without readings."""
     if delivered_workers is None or not len(samples):
         return None
     idx = np.flatnonzero(stall & (np.asarray(delivered_workers) >= 0))
@@ -727,9 +736,16 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
     if not held or readings == 0:
         return None
     cores = cpu / wall if wall > 0 else None
+    making_share = None
+    if making_ns is not None:
+        known = idx[np.asarray(making_ns)[idx] >= 0]
+        waits = (steps["fetch_done_ns"] - steps["begin_ns"])[known]
+        if len(known) and waits.sum() > 0:
+            making = np.minimum(np.asarray(making_ns)[known], waits)
+            making_share = float(making.sum()) / float(waits.sum())
     return {"workers": held, "readings": readings, "asleep": asleep, "states": states,
-            "cpu_s": cpu, "wall_s": wall, "cores": cores,
-            "blocked": policy.awaited_blocked(readings, asleep, cores)}
+            "cpu_s": cpu, "wall_s": wall, "cores": cores, "making_share": making_share,
+            "blocked": policy.awaited_blocked(readings, asleep, cores, making_share)}
 
 
 def batch_bytes(bytes_per_step: Optional[np.ndarray], steady: np.ndarray) -> Optional[dict]:

@@ -435,8 +435,12 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
     fast: "mostly fast input with large stalls".  The median steady wait
     ``median_wait_ns`` (the lower median) makes UNIFORMLY-SLOW
     (SHAPE_SLOW_MEDIAN) when it is itself past the stall threshold
-    ``threshold_ns`` (a label that says "mostly fast" never stands beside a
-    median fetch that is a stall), or, without stalls, past the least a
+    ``threshold_ns``, or, with stalls that are not the most and calm
+    fetches that are fast by their own median, past the material floor
+    (a label that says "mostly fast" never stands beside a median fetch
+    that is itself slow: a user trial's 2 workers of 80 ms batches read
+    HEAVY-TAILED with a median fetch of 98 ms against a 99 ms threshold
+    and a 111 ms median step, and UNIFORMLY-SLOW in the next run), or, without stalls, past the least a
     stall adds to its step ``least_ns`` (half the median step: the typical
     fetch waits about as long as the step computes), or past the floor
     while the wait trends (``trending``: a wait that rises to tens of ms
@@ -461,6 +465,8 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
         return UNIFORMLY_SLOW, SHAPE_MOST_STALL
     if calm_wait_ns is not None and floor_ns is not None and calm_wait_ns > floor_ns:
         return UNIFORMLY_SLOW, SHAPE_SLOW_BETWEEN
+    if median_wait_ns is not None and floor_ns is not None and median_wait_ns > floor_ns:
+        return UNIFORMLY_SLOW, SHAPE_SLOW_MEDIAN
     return HEAVY_TAILED, SHAPE_HEAVY_TAIL
 
 
@@ -666,7 +672,12 @@ def epoch_start_mask(position: np.ndarray, workers_per_step: np.ndarray) -> np.n
 # * the change is material: the median of the last tenth of the steady
 #   waits and that of the first tenth are at least TREND_MIN_RATIO apart,
 #   and they differ by more than the floor (max(1 ms, 20% of the median
-#   step)), below which a wait does not matter to the step.
+#   step)), below which a wait does not matter to the step, and by at
+#   least TREND_MIN_WAIT_SHARE of the mean steady wait: a drift that
+#   moves the wait by less than half its mean is not what the loop waits
+#   on (a user trial's loader with one slow sample in 5 and a constant
+#   cost per item read "FALLING 4.15 ms -> 1.03 ms ... a warm-up" beside
+#   stalls that made a 30.7 ms mean wait).
 # With at least TREND_MIN_EPOCHS epochs whose median steady waits move
 # monotonically, the Theil-Sen slope over epochs is given too.
 RISING = "RISING"
@@ -676,6 +687,7 @@ TREND_ALPHA = 0.01
 TREND_MIN_RATIO = 2.0
 TREND_TENTH = 0.1
 TREND_MIN_EPOCHS = 3
+TREND_MIN_WAIT_SHARE = 0.5
 
 
 def _block_medians(x: np.ndarray, blocks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -699,7 +711,8 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[d
     """{label, slope_ms_per_step, slope_ms_per_epoch, first_tenth_median_s,
     last_tenth_median_s, tau, p_value} of the steady-state waits ``wait_ns``
     (in step order, with their ``epoch``) by the rule above, or None (no
-    trend, or fewer than MIN_STEADY_STEPS steps)."""
+    trend, or fewer than MIN_STEADY_STEPS steps).  ``floor_ns`` is the
+    stall rule's floor (ns)."""
     n = len(wait_ns)
     if n < MIN_STEADY_STEPS:
         return None
@@ -718,6 +731,8 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[d
     first, last = int_median(x[:tenth]), int_median(x[-tenth:])
     lo, hi = sorted((first, last))
     if hi < TREND_MIN_RATIO * max(lo, 1.0) or hi - lo <= floor_ns:
+        return None
+    if hi - lo < TREND_MIN_WAIT_SHARE * float(np.mean(x)):
         return None
     label = RISING if last > first else FALLING
     slope = float(theilslopes(med, centre)[0])
@@ -975,7 +990,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     # HEAVY-TAILED: mostly fast input with large stalls.
     out.append(("heavy_tailed", {"step_share": conc["stall_step_share"],
                                  "wait_share": conc["stall_wait_share"],
-                                 "median_s": wait["median"], "p95_s": wait["p95"]}))
+                                 "calm_median_s": st.get("calm_median_s"),
+                                 "stall_median_s": st.get("stall_median_s")}))
     if tmp is None or tmp["label"] == TOO_FEW:
         out.append(("too_few_stalls", {"count": st["count"]}))
         return out
@@ -1281,13 +1297,29 @@ BLOCKED_STATES = ("S", "D")
 BLOCKED_MIN_SHARE = 0.5
 
 
-def awaited_blocked(readings: int, asleep: int, cores: Optional[float]) -> Optional[bool]:
+# A worker asleep during a stall is blocked only if it was making the
+# awaited batch then: where the workers' own batch timing says it was
+# making batches for under this share of the stalls' wait, the batch was
+# made already and the worker slept because it had nothing to do (a user
+# trial: a healthy in-memory loader whose hand-over blips read "the worker
+# ... was blocked during stalls: sleeping or waiting on I/O" while its
+# production line said busy 2%, hand-over 16% of step time).  Half: the
+# same bar as BLOCKED_MIN_SHARE.
+AWAITED_MAKING_MIN_SHARE = 0.5
+
+
+def awaited_blocked(readings: int, asleep: int, cores: Optional[float],
+                    making_share: Optional[float] = None) -> Optional[bool]:
     """Whether the worker holding the awaited batch was blocked during the
     stalls: ``asleep`` of ``readings`` readings in BLOCKED_STATES and
-    ``cores`` (CPU-s per wall-s, all threads) under BUSY_SHARE.  None
-    without readings."""
+    ``cores`` (CPU-s per wall-s, all threads) under BUSY_SHARE, and, where
+    the workers' batch timing is known, ``making_share`` (the stalls' wait
+    during which it was making batches) at least AWAITED_MAKING_MIN_SHARE.
+    None without readings."""
     if readings <= 0 or cores is None:
         return None
+    if making_share is not None and making_share < AWAITED_MAKING_MIN_SHARE:
+        return False
     return asleep / readings >= BLOCKED_MIN_SHARE and cores < BUSY_SHARE
 
 

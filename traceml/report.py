@@ -174,7 +174,8 @@ def build(
                 else _recorded(records, sources))
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
+    production, making_ns = _production(steps, w.steady, src, delivery, worker_batches,
+                                        loader, epochs)
     unmarked = None
     if source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
@@ -209,7 +210,9 @@ def build(
                      if source_id != 0 and getattr(src, "loader", None) is not None else None)
     summary.update(_evidence(steps, mask, w.steady, src, source_id, delivery, samples,
                              sampler_info, stuck_events, main_pid,
-                             bytes_seen["median"] if bytes_seen else None, ranks_workers))
+                             bytes_seen["median"] if bytes_seen else None, ranks_workers,
+                             making_ns))
+    del making_ns
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers))
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
@@ -287,21 +290,22 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
 
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
                 worker_batches: Optional[tuple], loader: Optional[dict],
-                epochs: np.ndarray) -> Optional[dict]:
-    """The worker-side batch timing block (None: not a multiprocessing
-    DataLoader); ``epochs``: the distinct epochs of ``steps``."""
+                epochs: np.ndarray) -> tuple[Optional[dict], Optional[np.ndarray]]:
+    """(the worker-side batch timing block, None: not a multiprocessing
+    DataLoader; per step, the ns of its input wait during which its worker
+    was making batches, -1 unknown, or None: worker_timing.summarise);
+    ``epochs``: the distinct epochs of ``steps``."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
-        return None
+        return None, None
     facts = getattr(src, "epoch_facts", None) or {}
     present = set(epochs.tolist())    # once: a unique() per fact cost 0.1 s each at 10M
     why = [f.get("worker_timing") for e, f in sorted(facts.items()) if int(e) in present]
     unavailable = None if "on" in why else next((w for w in why if w), None)
     records, offsets = worker_batches if worker_batches is not None else (
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
-    block, _busy = worker_timing.summarise(
+    return worker_timing.summarise(
         records, steps, delivery[1] if delivery is not None else None, steady, offsets,
         loader.get("num_workers"), unavailable)
-    return block
 
 
 def _durations(w: _Steady, production: Optional[dict] = None,
@@ -347,6 +351,7 @@ def _stalls(w: _Steady, epoch: np.ndarray,
     trend = policy.trend(w.wait, epoch if w.all else epoch[w.steady], rule.floor_ns)
     calm_median = (_core.percentiles(w.wait[~mask_s], 50.0)
                    if stall_count < len(w.wait) else None)
+    stall_median = _core.percentiles(w.wait[mask_s], 50.0) if stall_count else None
     shape = policy.shape(stall_count, len(w.wait), rule.every_fetch_slow,
                          calm_median, rule.floor_ns,
                          median_wait, rule.threshold_ns, trend is not None, rule.least_ns)
@@ -370,6 +375,8 @@ def _stalls(w: _Steady, epoch: np.ndarray,
             "cost_share": matter.cost_share,
             "floor_s": rule.floor_ns * NS,
             "slow_count": int(np.count_nonzero(w.wait > rule.floor_ns)),
+            "calm_median_s": calm_median * NS if calm_median is not None else None,
+            "stall_median_s": stall_median * NS if stall_median is not None else None,
             "every_fetch_slow": rule.every_fetch_slow,
             "gaps": gaps.tolist(),
             "median_gap": _core.percentiles(gaps, 50.0) if len(gaps) else None,
@@ -423,15 +430,18 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
               delivery: Optional[tuple], samples: Optional[np.ndarray],
               sampler_info: Optional[dict], stuck_events: Optional[list],
               main_pid: Optional[int], median_batch_bytes: Optional[float] = None,
-              ranks_workers: Optional[tuple] = None) -> dict:
+              ranks_workers: Optional[tuple] = None,
+              making_ns: Optional[np.ndarray] = None) -> dict:
     """Host, delivery, worker and stuck-fetch evidence (DataLoader sources);
-    ``ranks_workers``: evidence.delivery_ranks of the steps, if known."""
+    ``ranks_workers``: evidence.delivery_ranks of the steps, if known;
+    ``making_ns``: per step, the wait during which its worker was making
+    batches (see _production), if known."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
         workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid,
                                    delivery[1] if delivery is not None else None,
-                                   median_batch_bytes)
+                                   median_batch_bytes, making_ns)
         if workers is not None:
             workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
     return {

@@ -113,7 +113,8 @@ def shape_rule(code: str) -> str:
                                     f"above {_floor('the ')}), stalls on top"),
         policy.SHAPE_HEAVY_TAIL: f"at most {most} of the fetches are stalls; the rest are fast",
         policy.SHAPE_SLOW_MEDIAN: (
-            "the median fetch is itself slow (a stall; without stalls, past max("
+            f"the median fetch is itself slow (a stall, or past {_floor('the ')} "
+            "beside stalls; without stalls, past max("
             f"{fmt_s(policy.STALL_FLOOR_S)}, {_of_the(policy.STALL_MIN_STEP_SHARE)} median "
             f"step), or past {_floor('the ')} in a wait that trends): not mostly fast"),
     }[code]
@@ -275,8 +276,8 @@ _NEXT: dict[str, Callable[[dict], str]] = {
         "is per-batch hand-over cost; one that falls with more workers is loader throughput."),
     "heavy_tailed": lambda p: (
         f"{pct(p['step_share'])} of steps hold {pct(p['wait_share'])} of the input wait: "
-        f"mostly fast input with large stalls (median fetch {fmt_s(p['median_s'])}, p95 "
-        f"{fmt_s(p['p95_s'])})."),
+        f"mostly fast input with large stalls (the other fetches' median "
+        f"{fmt_s(p['calm_median_s'])}, the stalls' {fmt_s(p['stall_median_s'])})."),
     "too_few_stalls": lambda p: (f"Only {plural(p['count'], 'stall')}: too few to tell a "
                                  "pattern; record more steps."),
     "overtaking_round": lambda p: (
