@@ -59,13 +59,16 @@ def test_run_demo_quick(data_dir):
         assert str(rep) in text
     assert "verdict: historical" in text
     last = text.rstrip().splitlines()
-    assert last[-2] == demo.verdict(historical, fixed)
-    # Both paths' workers were timed (fork), so the cores line closes it.
+    assert last[-3] == demo.verdict(historical, fixed)
+    # Both paths' workers were timed (fork), so the cores line follows.
     hp, fp = historical["prediction"], fixed["prediction"]
     assert hp is not None and fp is not None
-    assert last[-1].startswith("prediction at this step time")
-    assert f"historical needs about {hp['worker_cores_needed']:.1f} cores" in last[-1]
-    assert f"fixed needs about {fp['worker_cores_needed']:.1f} cores" in last[-1]
+    assert last[-2].startswith("prediction at this step time")
+    assert f"historical needs about {hp['worker_cores_needed']:.1f} cores" in last[-2]
+    assert f"fixed needs about {fp['worker_cores_needed']:.1f} cores" in last[-2]
+    # A quick run says it is too short to judge by.
+    steady = min(historical["steady_steps"], fixed["steady_steps"])
+    assert last[-1].startswith(f"note: --quick records {steady} steady-state steps")
 
 
 @pytest.mark.slow

@@ -343,6 +343,8 @@ def run_demo(
                                        ("fixed", fixed["prediction"])])
     if cores:
         out(cores)
+    if quick:
+        out(wording.demo_quick_note(min(historical["steady_steps"], fixed["steady_steps"])))
     return historical, fixed
 
 

@@ -1424,3 +1424,10 @@ def compare_ranks_line(row: dict) -> str:
            else "none")
     return (f"{row['label']}: largest input wait across {plural(row['ranks'], 'rank')} "
             f"per step; straggler: {who}")
+
+
+def demo_quick_note(steady_steps: int) -> str:
+    """The last line of ``python -m traceml.demo --quick``."""
+    return (f"note: --quick records {steady_steps} steady-state steps a path on a tiny "
+            "dataset, to show the reports; too few to judge the loaders by: run "
+            "`python -m traceml.demo` for the diagnosis.")
