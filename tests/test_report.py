@@ -253,7 +253,12 @@ def test_non_number_threshold_is_a_type_error(bad):
 
 
 def test_unknown_source_names_the_known_ones():
-    with pytest.raises(ValueError, match="unknown source 'nope'; recorded: 'probes'"):
+    with pytest.raises(ValueError, match=r"unknown source 'nope'; sources with steps: none "
+                                         r"\(and 'probes', the hand-placed probes\)"):
+        traceml.report(source="nope")
+    for _ in traceml.wrap([1, 2], name="two"):
+        pass
+    with pytest.raises(ValueError, match="sources with steps: 'two' "):
         traceml.report(source="nope")
 
 

@@ -185,9 +185,10 @@ class Recorder(_core.Recorder):
             return named.id
         if isinstance(source, int) and source in known:
             return source
-        recorded = ["probes"] + [known[int(i)].name for i in ids if int(i) in known and i != 0]
-        names = ", ".join(repr(n) for n in recorded)
-        raise ValueError(f"report(): unknown source {source!r}; recorded: {names}")
+        recorded = [known[int(i)].name for i in ids if int(i) in known and i != 0]
+        names = ", ".join(repr(n) for n in recorded) or "none"
+        raise ValueError(f"report(): unknown source {source!r}; sources with steps: {names} "
+                         "(and 'probes', the hand-placed probes)")
 
     def __enter__(self) -> "Recorder":
         self._outer.append(_core._set_default_recorder(self))
