@@ -23,6 +23,7 @@ core = Extension(
     depends=[
         "csrc/clock.h",
         "csrc/compat.h",
+        "csrc/hint.h",
         "csrc/module.h",
         "csrc/nvml.h",
         "csrc/procfs.h",

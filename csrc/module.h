@@ -104,7 +104,7 @@ tm_rec_clock(tm_recorder *rec)
 {
     tm_test_clock *c = &rec->clock;
 
-    if (c->values == NULL) {
+    if (TM_LIKELY(c->values == NULL)) {
         return tm_clock_ns();
     }
     if (c->next < c->n) {

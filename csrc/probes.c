@@ -83,15 +83,15 @@ tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
 
     /* The CUDA event goes on the stream first, so that its cost is not
        billed to the step's input wait (one pointer test when off). */
-    if (rec->gpu_begin != NULL && nargs == 0
+    if (TM_UNLIKELY(rec->gpu_begin != NULL) && nargs == 0
         && tm_gpu_call(rec->gpu_begin, 0, 0) < 0) {
         return NULL;
     }
     now = tm_rec_clock(rec);
-    if (nargs != 0) {
+    if (TM_UNLIKELY(nargs != 0)) {
         return refuse_args("step_begin", nargs);
     }
-    if (p->open) {
+    if (TM_UNLIKELY(p->open)) {
         p->begin_while_open++;
         close_step(rec, now, TM_FLAG_IMPLICIT_END);
     }
@@ -107,10 +107,10 @@ tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
     int64_t now = tm_rec_clock(rec);
     tm_probes *p = &rec->probes;
 
-    if (nargs != 0) {
+    if (TM_UNLIKELY(nargs != 0)) {
         return refuse_args("fetch_done", nargs);
     }
-    if (!p->open) {
+    if (TM_UNLIKELY(!p->open)) {
         p->fetch_without_step++;
         Py_RETURN_NONE;
     }
@@ -119,7 +119,8 @@ tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
     }
     p->fetched = 1;
     p->fetch_done_ns = now;
-    if (rec->gpu_done != NULL && tm_gpu_call(rec->gpu_done, p->begin_ns, 1) < 0) {
+    if (TM_UNLIKELY(rec->gpu_done != NULL)
+        && tm_gpu_call(rec->gpu_done, p->begin_ns, 1) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -130,10 +131,10 @@ tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs)
 {
     int64_t now = tm_rec_clock(rec);
 
-    if (nargs != 0) {
+    if (TM_UNLIKELY(nargs != 0)) {
         return refuse_args("step_end", nargs);
     }
-    if (!rec->probes.open) {
+    if (TM_UNLIKELY(!rec->probes.open)) {
         rec->probes.end_without_step++;
         Py_RETURN_NONE;
     }

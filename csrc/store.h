@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hint.h"
+
 /* Flags of a record (the `flags` field of the snapshot). */
 enum {
     TM_FLAG_EPOCH_START = 1,   /* first step of an epoch: includes iter() */
@@ -98,7 +100,7 @@ tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
 {
     tm_record *rec;
 
-    if (store->len == store->cap && tm_store_grow(store) < 0) {
+    if (TM_UNLIKELY(store->len == store->cap) && tm_store_grow(store) < 0) {
         store->dropped++;
         return;
     }
@@ -109,10 +111,10 @@ tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
     rec->epoch = epoch;
     rec->source = source;
     rec->flags = flags;
-    if (rank >= 0 || store->delivery != NULL) {
+    if (TM_UNLIKELY(rank >= 0 || store->delivery != NULL)) {
         tm_store_set_delivery(store, store->len, rank, worker);
     }
-    if (bytes >= 0) {
+    if (TM_UNLIKELY(bytes >= 0)) {
         tm_store_add_bytes(store, store->len, bytes);
     }
     store->len++;

@@ -102,7 +102,7 @@ typedef struct {
     PyObject *weakrefs;        /* a live line follows the loop by weakref */
 } tm_wrapiter;
 
-static void
+TM_HOT_INLINE void
 close_open_step(tm_wrapiter *self, int64_t now)
 {
     unsigned long long pos;
@@ -111,7 +111,7 @@ close_open_step(tm_wrapiter *self, int64_t now)
         return;
     }
     self->open = 0;
-    if (self->generation != self->rec->store.generation) {
+    if (TM_UNLIKELY(self->generation != self->rec->store.generation)) {
         /* It began before a reset() or a fork: no recording's step. */
         return;
     }
@@ -444,7 +444,8 @@ sampled_bytes(tm_wrapiter *self, PyObject *item)
 {
     int leaves = TM_BYTES_LEAVES;
 
-    if (self->steps > TM_BYTES_FIRST && self->steps % TM_BYTES_EVERY != 0) {
+    if (TM_LIKELY(self->steps > TM_BYTES_FIRST
+                  && self->steps % TM_BYTES_EVERY != 0)) {
         return -1;
     }
     return batch_bytes(self->rec->st, item, 0, &leaves);
@@ -461,7 +462,7 @@ wrapiter_next(tm_wrapiter *self)
     /* The step's CUDA event goes on the stream before the clock is read,
        so that its cost is billed to the previous step's compute, not to
        this fetch (one pointer test when off). */
-    if (self->gpu_begin != NULL && self->inner != NULL
+    if (TM_UNLIKELY(self->gpu_begin != NULL) && self->inner != NULL
         && tm_gpu_call(self->gpu_begin, 0, 0) < 0) {
         return NULL;
     }
@@ -469,7 +470,7 @@ wrapiter_next(tm_wrapiter *self)
     inner = self->inner;
 
     close_open_step(self, call_ns);
-    if (inner == NULL) {
+    if (TM_UNLIKELY(inner == NULL)) {
         return NULL;
     }
     if (self->watching) {
@@ -484,7 +485,7 @@ wrapiter_next(tm_wrapiter *self)
     if (self->watching) {
         tm_watch_end(&self->slot);
     }
-    if (item == NULL) {
+    if (TM_UNLIKELY(item == NULL)) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) {
             /* Exhausted: release the inner iterator now, so that a
                DataLoader shuts its workers down at the end of the loop. */
@@ -503,7 +504,7 @@ wrapiter_next(tm_wrapiter *self)
     self->generation = self->rec->store.generation;
     self->open = 1;
     self->steps++;
-    if (self->gpu_done != NULL
+    if (TM_UNLIKELY(self->gpu_done != NULL)
         && tm_gpu_call(self->gpu_done, self->begin_ns, 1) < 0) {
         Py_DECREF(item);
         return NULL;
