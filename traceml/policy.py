@@ -1068,6 +1068,86 @@ def compare_means(base_s: Optional[float], run_s: Optional[float],
 # A condition's median stall gap counts as its observed cadence only with
 # at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
 MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1
+# "The period follows num_workers" (period == max(1, num_workers) in every
+# row with a period) needs rows with a period at 3 or more distinct
+# num_workers: any two points lie on a line (Pearson r = +-1 by
+# construction), so two values cannot contradict the rule; a third is the
+# least that can.  Below that the sweep says it is too few to tell, and
+# prints no r.  Rows without a period (too few stalls, IRREGULAR, or a
+# stall on every fetch, EVERY-FETCH, which any input-bound loader shows at
+# num_workers 0 or 1) are left out and named.
+SWEEP_MIN_DISTINCT_WORKERS = 3
+
+SWEEP_KEEP_FEWEST = "keep_fewest"      # fewer workers wait within REL_TOL of the best
+SWEEP_KEEP_BEST = "keep_best"          # the best leads beyond REL_TOL and the order effect
+SWEEP_UNDECIDED = "undecided"          # its lead is within the order effect
+SWEEP_MORE_WORKERS = "more_workers"    # still input-bound, and best at the most workers
+SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
+
+
+def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple[str, dict]]:
+    """The next step a sweep's numbers support, as (code, numbers) items.
+
+    ``conds``: one dict per condition, {name, workers (the loader's
+    num_workers, None unknown), mean_s (mean input wait per step over its
+    rows), input_share (mean over its rows)}; ``order_spread_s``: the
+    largest |forward - backward| mean wait among the conditions whose
+    order effect differs beyond compare's tolerance (None: none differs).
+
+    Rules: the conditions within REL_TOL (compare's tolerance) of the
+    lowest mean wait do not differ; among them the one with the fewest
+    workers is kept (workers cost memory and cores), "more workers did not
+    help" (SWEEP_KEEP_FEWEST).  Otherwise the best is kept when its lead
+    over the runner-up exceeds the order effect (SWEEP_KEEP_BEST), else
+    the sweep is repeated (SWEEP_UNDECIDED: passes=2).  When the kept
+    condition's input share is still at least INPUT_BOUND_SHARE: if it has
+    the most workers of the sweep and led beyond tolerance, more workers
+    may help further (SWEEP_MORE_WORKERS), else no condition of the sweep
+    removes the wait (SWEEP_STILL_INPUT).  [] with fewer than 2
+    conditions."""
+    conds = [c for c in conds if c.get("mean_s") is not None]
+    if len(conds) < 2:
+        return []
+    ranked = sorted(conds, key=lambda c: c["mean_s"])
+    best = ranked[0]
+    close = [c for c in ranked if c["mean_s"] <= best["mean_s"] * (1 + REL_TOL)]
+    with_workers = [c for c in close if c.get("workers") is not None]
+    fewest = (min(with_workers, key=lambda c: (c["workers"], c["mean_s"]))
+              if with_workers else best)
+    out: list[tuple[str, dict]] = []
+    led = False
+    runner = next((c for c in ranked[1:] if c not in close), None)
+    if fewest is not best or runner is None:
+        # No real difference among ``close``: keep the fewest workers.
+        keep = fewest
+        others = [c for c in close if c is not keep]
+        out.append((SWEEP_KEEP_FEWEST, {
+            "keep": keep["name"], "keep_mean_s": keep["mean_s"],
+            "best": best["name"], "best_mean_s": best["mean_s"],
+            "others": [c["name"] for c in others], "tolerance": REL_TOL,
+            "fewer_workers": bool(others) and keep.get("workers") is not None and all(
+                c.get("workers") is not None and c["workers"] > keep["workers"]
+                for c in others)}))
+    else:
+        keep = best
+        lead = runner["mean_s"] - best["mean_s"]
+        params = {"best": best["name"], "best_mean_s": best["mean_s"],
+                  "runner": runner["name"], "runner_mean_s": runner["mean_s"],
+                  "lead_s": lead, "order_spread_s": order_spread_s}
+        if order_spread_s is not None and lead <= order_spread_s:
+            out.append((SWEEP_UNDECIDED, params))
+            return out
+        out.append((SWEEP_KEEP_BEST, params))
+        led = True
+    share = keep.get("input_share")
+    if share is not None and share >= INPUT_BOUND_SHARE:
+        most = max((c["workers"] for c in conds if c.get("workers") is not None), default=None)
+        if led and keep.get("workers") is not None and keep["workers"] == most:
+            out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
+                                             "workers": keep["workers"]}))
+        else:
+            out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share}))
+    return out
 
 
 # --- attribution: which worker, the round, or the sample -------------------------------

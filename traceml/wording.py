@@ -820,20 +820,30 @@ def condition(cond: dict) -> str:
 
 def sweep_correlation(c: dict, ignored: bool) -> str:
     """The line on num_workers against the stall period (sweep.correlation);
-    ``ignored``: make_loader ignored num_workers somewhere."""
+    ``ignored``: make_loader ignored num_workers somewhere.  Pearson r,
+    slope and intercept are printed only beside "follows", where they
+    support it (with fewer than policy.SWEEP_MIN_DISTINCT_WORKERS distinct
+    num_workers they are not computed)."""
     shown = " ".join(f"{x}:{y}" for x, y in c.get("rows", []))
-    fit = ("r undefined: the period does not vary" if c["r"] is None
-           else f"Pearson r = {c['r']:.3f}")
-    if c["slope"] is not None:
-        fit += f", slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
-    rests = (f"over {plural(c['points'], 'condition')} ({c['gaps']} stall gaps in all; "
-             f"max(1, num_workers):period {shown})")
+    rests = (f"over {plural(c['points'], 'condition')} with a period ({c['gaps']} stall gaps "
+             f"in all; max(1, num_workers):period {shown})")
+    least = policy.SWEEP_MIN_DISTINCT_WORKERS
     if c.get("follows") is True:
+        fit = ("" if c["r"] is None else
+               f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "
+               f"intercept {c['intercept']:.2f}")
         return (f"num_workers vs stall period: the period follows num_workers (period == "
-                f"max(1, num_workers) in every row) {rests}; {fit}")
+                f"max(1, num_workers) in every row, at {c['distinct_workers']} distinct "
+                f"num_workers) {rests}{fit}")
     if c.get("follows") is False:
-        return (f"num_workers vs stall period: the period does not follow num_workers: set "
-                f"by the data {rests}; {fit}")
+        why = ("the same at every num_workers: set by the data" if c.get("same_period")
+               else f"period != max(1, num_workers) in {c['mismatched']} of {c['points']} rows")
+        # Only a flat fit supports "set by the data"; r = 1.000 beside "does
+        # not follow" (periods 3, 3, 6 at 1, 1, 2 workers) reads as agreement.
+        fit = (f"; slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
+               if c.get("same_period") and c["slope"] is not None else "")
+        return (f"num_workers vs stall period: the period does not follow num_workers "
+                f"({why}) {rests}{fit}")
     if c["distinct_workers"] < 2 and c["points"] >= 2:
         text = ("num_workers vs stall period: num_workers did not vary among the "
                 "conditions with a period; nothing to correlate")
@@ -841,9 +851,13 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
             text += (" (counting the workers each loader was built with; "
                      "make_loader ignored num_workers, see below)")
         return text
-    return (f"num_workers vs stall period: not enough points "
+    if c["distinct_workers"] >= 2:
+        return (f"num_workers vs stall period: too few to tell: the period equals max(1, "
+                f"num_workers) {rests}, but only {c['distinct_workers']} distinct num_workers "
+                f"have a period; it takes {least} (any 2 points lie on a line)")
+    return (f"num_workers vs stall period: too few to tell "
             f"({plural(c['points'], 'condition')} with a period, {c['distinct_workers']} "
-            "distinct num_workers; need 2 or more of each)")
+            f"distinct num_workers; it takes {least} distinct num_workers with a period)")
 
 
 _LEFT_OUT = {
@@ -851,6 +865,7 @@ _LEFT_OUT = {
     "no_num_workers": lambda r: "no num_workers",
     "few_stalls": lambda r: (f"{plural(r['stalls'], 'stall')}, under "
                              f"{policy.MIN_STALLS_FOR_CADENCE}"),
+    "every_fetch": lambda r: "a stall on every fetch: no period",
     "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
 }
 
@@ -884,6 +899,41 @@ def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
         text += (f"; within {pct(policy.REL_TOL)} of it (no real difference): "
                  + ", ".join(best["close"]))
     return text
+
+
+_SWEEP_NEXT: dict[str, Callable[[dict], str]] = {
+    policy.SWEEP_KEEP_FEWEST: lambda p: (
+        f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}): "
+        + (f"it is the lowest mean fetch" if p["keep"] == p["best"]
+           else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
+                f"{pct(p['tolerance'])} of it")
+        + (f"; {', '.join(o for o in p['others'] if o != p['best'])} within "
+           f"{pct(p['tolerance'])} too" if [o for o in p["others"] if o != p["best"]] else "")
+        + (" (no real difference): more workers did not shorten the wait"
+           if p["fewer_workers"] else " (no real difference)") + "."),
+    policy.SWEEP_KEEP_BEST: lambda p: (
+        f"Next: keep {p['best']}: its mean fetch, {fmt_s(p['best_mean_s'])}, is "
+        f"{fmt_s(p['lead_s'])} under the next, {p['runner']} ({fmt_s(p['runner_mean_s'])}), "
+        f"beyond {pct(policy.REL_TOL)}"
+        + (f" and beyond the order effect ({fmt_s(p['order_spread_s'])})"
+           if p["order_spread_s"] is not None else "") + "."),
+    policy.SWEEP_UNDECIDED: lambda p: (
+        f"Next: run again with passes=2 before choosing: {p['best']} leads {p['runner']} by "
+        f"{fmt_s(p['lead_s'])}, no more than the order effect ({fmt_s(p['order_spread_s'])})."),
+    policy.SWEEP_MORE_WORKERS: lambda p: (
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND), and the "
+        "wait fell up to the most workers tried: try more where the host has cores for them "
+        "(each run's report() has a prediction of the num_workers that keeps up)."),
+    policy.SWEEP_STILL_INPUT: lambda p: (
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND): no "
+        "condition of this sweep removes the wait; make each batch cheaper (each run's "
+        "report() has a prediction of how much) or give the workers more cores."),
+}
+
+
+def sweep_next(items: list) -> list[str]:
+    """The sentences of SweepResult.next_steps() (policy.sweep_next)."""
+    return [_SWEEP_NEXT[code](params) for code, params in items]
 
 
 def sweep_order(effects: list[dict]) -> Optional[str]:
@@ -934,6 +984,14 @@ def sweep_error(row: dict) -> str:
 
 
 SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
+
+
+def sweep_period(row: dict) -> str:
+    """A sweep row's period cell: the period, "every" for a stall on every
+    fetch (EVERY-FETCH: no period), else "-"."""
+    if row.get("period") is not None:
+        return str(row["period"])
+    return "every" if row.get("temporal") == policy.EVERY_FETCH else "-"
 
 
 def sweep_progress(done: int, total: int, row: dict) -> str:
