@@ -173,7 +173,8 @@ def build(
                 else _recorded(records, sources))
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
+    production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs,
+                             _stuck_after_s(sampler_info))
     summary.update(_durations(w, production))
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
     if gpu is not None:     # cuda off: no gpu key, the summary as before
@@ -276,9 +277,11 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
 
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
                 worker_batches: Optional[tuple], loader: Optional[dict],
-                epochs: np.ndarray) -> Optional[dict]:
+                epochs: np.ndarray, stuck_after_s: Optional[float] = None) -> Optional[dict]:
     """The worker-side batch timing block (None: not a multiprocessing
-    DataLoader); ``epochs``: the distinct epochs of ``steps``."""
+    DataLoader); ``epochs``: the distinct epochs of ``steps``;
+    ``stuck_after_s``: the stuck watch's line (the prediction's inputs
+    leave out the batches past it)."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
         return None
     facts = getattr(src, "epoch_facts", None) or {}
@@ -289,7 +292,8 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
     block, _busy = worker_timing.summarise(
         records, steps, delivery[1] if delivery is not None else None, steady, offsets,
-        loader.get("num_workers"), unavailable)
+        loader.get("num_workers"), unavailable,
+        None if stuck_after_s is None else int(round(stuck_after_s * 1e9)))
     return block
 
 
@@ -378,6 +382,15 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
     return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
 
 
+def _stuck_after_s(sampler_info: Optional[dict]) -> float:
+    """The stuck watch's line (s): the sampler's setting, or for hand-made
+    inputs, which carry no sampler settings, the default's value (a
+    constant of the C core, not the live process's setting)."""
+    if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
+        return sampler_info["stuck_after_s"]
+    return _core.DEFAULT_STUCK_AFTER_S
+
+
 def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
               sampler_info: Optional[dict]) -> dict:
     """What holds the run's wall time (policy.headline): the epoch starts'
@@ -388,12 +401,7 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
         sums = np.bincount(index, weights=w.first_wait.astype(np.float64),
                            minlength=len(epochs))
         per_epoch = [float(x) * NS for x in sums]
-    if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
-        stuck_after = sampler_info["stuck_after_s"]
-    else:
-        # Hand-made inputs carry no sampler settings: the default's value
-        # (a constant of the C core, not the live process's setting).
-        stuck_after = _core.DEFAULT_STUCK_AFTER_S
+    stuck_after = _stuck_after_s(sampler_info)
     stuck = s.get("stuck") or []
     longest = float(w.max_wait) * NS if w.max_wait is not None else None
     rule = policy.headline(

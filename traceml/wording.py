@@ -1110,40 +1110,67 @@ _ASSUMPTION = {
 def prediction_lines(s: dict) -> list[str]:
     """The prediction (traceml.predict) in words: what one batch costs,
     what the loop needs, the answer, the wait per num_workers, and how well
-    the model reproduces this run; [] without a prediction."""
+    the model reproduces this run; [] without a prediction.  Only a
+    trusted prediction (policy.prediction_trust) gives the answer and the
+    table; otherwise the lines say why the model gives no num_workers
+    advice here, with its check's numbers."""
     p = s.get("prediction")
     if not p:
         return []
     per_step = p["compute_s"] + p["handover_s"]
     waited = (f", {fmt_s(p['runq_s'])} waiting for a core" if p["runq_s"] is not None else "")
-    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean: "
-           f"{fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
+    stuck = p.get("left_out_stuck") or 0
+    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean"
+           + (f" without {plural(stuck, 'stuck step')}" if stuck else "")
+           + f": {fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
            f"(compute {fmt_s(p['compute_s'])} + hand-over {fmt_s(p['handover_s'])}); "
            f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one"
            + (f" (about {p['other_runnable']:.1f} other threads were runnable: the main "
               "process and other programs; more workers take more of the cores from them)"
               if p["other_runnable"] > 1.5 else "") + "."]
-    k = p["keeps_up_with"]
-    if k is not None:
-        now = ", as now," if k == p["num_workers"] else ""
-        out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
-                   f"{p['worker_cores_needed']:.1f} cores).")
-    else:
-        want = math.ceil(p["worker_cores_needed"])
-        out.append(f"  no num_workers keeps up on this host: the workers need about "
-                   f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a core), "
-                   f"the host has {p['usable_cpus']}; expect at least "
-                   f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The dataset "
-                   f"must get {p['cheaper_by']:.1f}x cheaper per batch, or run on {want} cores "
-                   "besides the main process's.")
-    out.append("  predicted wait per step: " + ", ".join(
-        f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}" for row in p["by_workers"]))
+    trust = p.get("trust", policy.PREDICT_TRUSTED)
+    if trust == policy.PREDICT_TRUSTED:
+        k = p["keeps_up_with"]
+        if k is not None:
+            now = ", as now," if k == p["num_workers"] else ""
+            out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores).")
+        else:
+            want = math.ceil(p["worker_cores_needed"])
+            out.append(f"  no num_workers keeps up on this host: the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a "
+                       f"core), the host has {p['usable_cpus']}; expect at least "
+                       f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The "
+                       f"dataset must get {p['cheaper_by']:.1f}x cheaper per batch, or run on "
+                       f"{want} cores besides the main process's.")
+        out.append("  predicted wait per step: " + ", ".join(
+            f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}"
+            for row in p["by_workers"]))
+    elif trust == policy.PREDICT_ONE_WORKER:
+        out.append("  no num_workers advice: the stalls are one worker's batches (see the "
+                   "attribution), and the model assumes equal workers taking batches in turn.")
+    elif trust == policy.PREDICT_SLOW_SAMPLE:
+        out.append("  no num_workers advice: the stalls follow particular samples (see the "
+                   "attribution), and the model works with the mean batch, not the slow ones "
+                   "holding the line.")
     run = p["this_run"]
+    miss = run.get("miss_of_step")
+    assumes = "it assumes " + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + "."
     if run["measured_wait_s"] is not None and run["error"] is not None:
-        out.append(f"  check: at num_workers={run['num_workers']} the model gives "
-                   f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
-                   f"measured ({run['error']:+.0%}); it assumes "
-                   + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + ".")
+        said = (f"at num_workers={run['num_workers']} the model gives "
+                f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
+                "measured")
+        if trust == policy.PREDICT_MISFIT:
+            out.append(f"  the model does not fit this run: {said}, off by {pct(miss)} of the "
+                       f"step ({run['error']:+.0%} of the wait), more than "
+                       f"{pct(policy.PREDICT_FIT_TOL)}: no num_workers advice from it; "
+                       + assumes)
+        else:
+            missed = f", {pct(miss)} of the step" if miss is not None else ""
+            out.append(f"  check: {said} ({run['error']:+.0%}{missed}); " + assumes)
+    elif trust == policy.PREDICT_UNCHECKED:
+        out.append("  no measured wait to check the model against: no num_workers advice "
+                   "from it.")
     return out
 
 
@@ -1158,7 +1185,9 @@ def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
             parts.append(f"{name}: no prediction (no worker batch timing)")
             continue
         cpus = p["usable_cpus"]
-        keeps = (f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
+        trusted = p.get("trust", policy.PREDICT_TRUSTED) == policy.PREDICT_TRUSTED
+        keeps = ("the model does not fit this run: no num_workers advice" if not trusted
+                 else f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
                  else f"no num_workers keeps up here, {p['cheaper_by']:.1f}x too costly")
         parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
                      f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
