@@ -251,3 +251,26 @@ def test_the_prediction_rests_on_the_means_without_stuck_steps():
     assert p["keeps_up_with"] == 1 and p["trust"] == "trusted"
     assert p["this_run"]["measured_wait_s"] == 0.0
     assert "mean without 1 stuck step" in wording.prediction_lines({"prediction": p})[0]
+
+
+def test_a_trusted_no_num_workers_prediction_replaces_vary_num_workers():
+    from traceml import policy
+
+    # 60 ms of CPU a batch on 2 cores against a 10 ms step: no num_workers
+    # keeps up (see above), and the check fits (35 ms predicted, measured).
+    p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2, wait=0.035))
+    items = [("lockstep", {"period": 2, "num_workers": 2}),
+             ("vary_workers_then_in_order", {})]
+    got = policy.prediction_next_steps({"prediction": p}, items)
+    assert [c for c, _ in got] == ["lockstep", "predicted_no_workers"]
+    params = got[1][1]
+    assert params["cheaper_by"] == pytest.approx(3.0)
+    assert params["cores_needed"] == pytest.approx(6.0)
+    text = wording._EVIDENCED_NEXT["predicted_no_workers"](params)
+    assert "Next: not more workers" in text and "3.0x cheaper" in text
+    # Not trusted, or some num_workers keeps up: the items stay.
+    misfit = dict(p, trust=policy.PREDICT_MISFIT)
+    assert policy.prediction_next_steps({"prediction": misfit}, items) == items
+    keeps = dict(p, keeps_up_with=4)
+    assert policy.prediction_next_steps({"prediction": keeps}, items) == items
+    assert policy.prediction_next_steps({"prediction": None}, items) == items

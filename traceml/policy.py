@@ -1397,7 +1397,8 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
     steady-state steps): ONE-WORKER replaces the round and num_workers items with that
     worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
     the samples' residue; large batches add the hand-over reading and its
-    next step."""
+    next step; a trusted prediction that no num_workers keeps up replaces
+    the "vary num_workers" items (:func:`prediction_next_steps`)."""
     attr = s.get("attribution")
     out = list(items)
     if (s.get("diagnosis") in (COMPUTE_BOUND, NO_DATA)
@@ -1423,7 +1424,7 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
         out = [it for it in out if it[0] not in _HANDOVER_REPLACES]
         out.append((code, {"bytes": s["batch_bytes"]["median"]}))
         out.append(("fewer_bytes", {}))
-    return out
+    return prediction_next_steps(s, out)
 
 
 # --- compare: mean wait, input share, stall rate -----------------------------------------
@@ -1774,3 +1775,30 @@ def prediction_trust(predicted_s: Optional[float], measured_s: Optional[float],
     if miss is None:
         return PREDICT_UNCHECKED, miss
     return (PREDICT_TRUSTED if miss <= PREDICT_FIT_TOL else PREDICT_MISFIT), miss
+
+
+# Next-step codes that propose varying num_workers: where a trusted
+# prediction finds that no num_workers keeps up on this host, they are
+# replaced by the prediction's own next step (a cheaper batch or more cores).
+_VARY_WORKERS_CODES = frozenset(("try_workers", "wrap_and_sweep", "vary_workers_around",
+                                 "vary_workers_or_prefetch", "vary_workers_then_in_order"))
+
+
+def prediction_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """``items`` made consistent with a trusted prediction (``s``'s
+    ``prediction`` block with ``trust`` PREDICT_TRUSTED) that no
+    num_workers keeps up on this host: the items proposing to vary
+    num_workers are replaced by one ``predicted_no_workers`` item
+    (cores needed, usable CPUs, wait floor, how much cheaper a batch must
+    get).  Unchanged otherwise."""
+    p = s.get("prediction")
+    if not p or p.get("trust") != PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
+        return items
+    if not any(code in _VARY_WORKERS_CODES for code, _ in items):
+        return items
+    out = [it for it in items if it[0] not in _VARY_WORKERS_CODES]
+    out.append(("predicted_no_workers", {
+        "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
+        "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
+        "num_workers": p["num_workers"]}))
+    return out

@@ -1042,6 +1042,13 @@ _EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
         f"{fmt_bytes(policy.HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
         "copy into shared memory in the workers, mapping and freeing it in the main "
         "process), so busy workers need not mean costly samples."),
+    "predicted_no_workers": lambda p: (
+        f"Next: not more workers: the prediction (below, its check within "
+        f"{pct(policy.PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
+        f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
+        f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
+        f"make each batch {p['cheaper_by']:.1f}x cheaper (profile __getitem__ and collate), "
+        f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
     "fewer_bytes": lambda p: (
         "Next: send fewer bytes per batch: uint8 images converted to float after the "
         "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
