@@ -904,7 +904,7 @@ def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
 _SWEEP_NEXT: dict[str, Callable[[dict], str]] = {
     policy.SWEEP_KEEP_FEWEST: lambda p: (
         f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}): "
-        + (f"it is the lowest mean fetch" if p["keep"] == p["best"]
+        + ("it is the lowest mean fetch" if p["keep"] == p["best"]
            else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
                 f"{pct(p['tolerance'])} of it")
         + (f"; {', '.join(o for o in p['others'] if o != p['best'])} within "
