@@ -433,10 +433,11 @@ def sweep(
             sequence of values to sweep.
 
     Returns:
-        A :class:`SweepResult` (``str()`` is a table; ``.correlation`` holds
-        Pearson r and slope between num_workers and the median stall gap;
+        A :class:`SweepResult` (``str()`` is a table; ``.correlation`` says
+        whether the stall period follows max(1, num_workers), with Pearson
+        r and slope where 3 or more distinct num_workers have a period;
         ``order_effects()`` compares each condition's forward and backward
-        runs).
+        runs; ``next_steps()`` gives the next step the means support).
 
     Raises:
         TypeError: make_loader is not callable or its signature cannot take
