@@ -7,7 +7,9 @@ Recorder and a ``time.sleep`` consumer.  Every run's prediction is read for
 the other two num_workers and set beside their measured mean wait in the
 same round: the table gives, per dataset and (from, to) pair, the median
 error over the rounds, as a share of the measured mean step and in ms, and
-how often it was within 30% of the step.  It also
+how often it was within 30% of the step.  It also prints each run's
+self-check (the model at the run's own num_workers against its measured
+wait, as a share of the step: what ``policy.PREDICT_FIT_TOL`` judges) and
 checks the inputs the model rests on: measured CPU per batch within 15% of
 the burn, wall per batch at least the sleep.
 
@@ -65,6 +67,7 @@ def accuracy(rounds: int) -> tuple[list[Check], dict]:
     torch, kinds = _datasets()
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
     errors: dict = {}
+    checks_self: dict = {}
     inputs: dict = {kind: {"cpu": [], "make": []} for kind in kinds}
     for r in range(rounds):
         for kind, make_ds in kinds.items():
@@ -75,6 +78,10 @@ def accuracy(rounds: int) -> tuple[list[Check], dict]:
                     continue
                 inputs[kind]["cpu"].append(p["cpu_s"])
                 inputs[kind]["make"].append(p["make_s"])
+                # The self-check policy.prediction_trust judges: the miss at
+                # the run's own num_workers, as a share of its step.
+                checks_self.setdefault((kind, k), []).append(
+                    (p["this_run"].get("miss_of_step"), p.get("trust")))
                 for other, rep2 in reps.items():
                     measured = rep2["input_wait_s"]["mean"]
                     step = rep2["step_s"]["mean"]
@@ -94,6 +101,13 @@ def accuracy(rounds: int) -> tuple[list[Check], dict]:
         within = sum(abs(e) <= WITHIN for e in rel)
         print(f"{kind:8} {k:>4} {other:>3}  {statistics.median(rel):>+10.0%}  "
               f"{statistics.median(ms for _, ms in errs):>+8.1f}  {within}/{len(errs)}")
+    print(f"\n{'dataset':8} {'at':>4}  {'self-check miss/step':>20}  trusted "
+          f"(policy.PREDICT_FIT_TOL)")
+    for (kind, k), got in sorted(checks_self.items()):
+        misses = [m for m, _ in got if m is not None]
+        print(f"{kind:8} {k:>4}  {(statistics.median(misses) if misses else float('nan')):>20.1%}"
+              f"  {sum(t == 'trusted' for _, t in got)}/{len(got)}"
+              f"  (max {max(misses) if misses else float('nan'):.1%})")
     for kind in kinds:
         all_errs = [abs(e) for (kd, _, _), errs in errors.items() if kd == kind for e, _ in errs]
         if all_errs:
@@ -107,7 +121,8 @@ def accuracy(rounds: int) -> tuple[list[Check], dict]:
                         "0.85 to 1.15", 0.85 <= cpu / batch_s <= 1.15))
     checks.append(Check("predict", "sleep: least wall per batch / truth", slept / batch_s, "x",
                         ">= 1.0", slept >= batch_s))
-    return checks, {"errors": {f"{a}:{b}->{c}": v for (a, b, c), v in errors.items()}}
+    return checks, {"errors": {f"{a}:{b}->{c}": v for (a, b, c), v in errors.items()},
+                    "self_check": {f"{a}:{b}": v for (a, b), v in checks_self.items()}}
 
 
 def overhead(rounds: int, n: int = 200_000) -> list[Check]:

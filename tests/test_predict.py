@@ -21,6 +21,7 @@ def _summary(make=0.020, cpu=0.020, runq=None, handover=0.0, compute=0.012, cpus
         "loader": {"num_workers": n},
         "compute_s": {"mean": compute},
         "input_wait_s": {"mean": wait},
+        "step_s": {"mean": None if wait is None else compute + wait},
     }
 
 
@@ -43,7 +44,10 @@ def test_cpu_bound_batches_need_more_workers_than_cores_give_for_free():
 def test_a_dataset_too_costly_for_the_host_gets_a_floor_and_a_factor():
     # c = 60 ms on 2 cores against s = 10 ms: c / C = 30 ms per batch at
     # best, so 20 ms of wait per step at any num_workers; 3x cheaper.
-    p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2))
+    # With 2 workers and the main process (L = 1) each gets 2 / 3 of a core:
+    # T_2 = 90 ms, 45 per batch, 35 ms of wait: as measured, so trusted.
+    p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2, wait=0.035))
+    assert p["trust"] == "trusted" and p["this_run"]["miss_of_step"] == pytest.approx(0.0)
     assert p["keeps_up_with"] is None and not p["enough_cores"]
     assert p["wait_floor_s"] == pytest.approx(0.020)
     assert p["cheaper_by"] == pytest.approx(3.0)
@@ -143,3 +147,130 @@ def test_a_sleeping_loader_predicts_its_own_fix():
     assert p["cpu_s"] < 0.2 * p["make_s"]
     assert p["keeps_up_with"] in (4, 5)
     assert "prediction: a worker makes a batch in" in str(r)
+
+
+# --- trust: the check, the attribution, stuck steps ---------------------------------
+
+
+def _miss(predicted, measured, step):
+    return abs(predicted - measured) / step
+
+
+def test_a_check_that_misses_by_more_than_the_tolerance_withholds_the_advice():
+    from traceml import policy
+
+    # The model gives 8 ms at num_workers=1 (see the first test).  Measured
+    # 30 ms of wait on a 42 ms step: a miss of 22 ms, 52% of the step.
+    p = predict.predict(_summary(wait=0.030))
+    assert p["this_run"]["predicted_wait_s"] == pytest.approx(0.008)
+    assert p["this_run"]["miss_of_step"] == pytest.approx(_miss(0.008, 0.030, 0.042))
+    assert p["trust"] == policy.PREDICT_MISFIT
+    lines = wording.prediction_lines({"prediction": p})
+    text = "\n".join(lines)
+    assert "the model does not fit this run" in text and "no num_workers advice from it" in text
+    assert "keeps up" not in text and "predicted wait per step" not in text
+    assert "off by 52% of the step" in text
+    # The numbers stay in the block (to_dict) for whoever wants them.
+    assert p["keeps_up_with"] == 5
+
+
+def test_the_fit_tolerance_is_a_share_of_the_step():
+    from traceml import policy
+
+    # |0.008 - w| / (0.012 + w) = tol at w = (0.008 + 0.012 tol) / (1 - tol).
+    tol = policy.PREDICT_FIT_TOL
+    edge = (0.008 + 0.012 * tol) / (1 - tol)
+    inside = predict.predict(_summary(wait=edge * 0.999))
+    outside = predict.predict(_summary(wait=edge * 1.001))
+    assert inside["this_run"]["miss_of_step"] < tol < outside["this_run"]["miss_of_step"]
+    assert inside["trust"] == policy.PREDICT_TRUSTED
+    assert outside["trust"] == policy.PREDICT_MISFIT
+    assert policy.prediction_trust(0.008, None, 0.02, None) == (policy.PREDICT_UNCHECKED, None)
+
+
+@pytest.mark.parametrize("label, trust, said", [
+    ("ONE-WORKER", "one_worker", "one worker's batches"),
+    ("SLOW-SAMPLE", "slow_sample", "particular samples"),
+    ("LOCK-STEP", "trusted", "keeps up"),
+])
+def test_an_attribution_to_one_worker_or_to_samples_withholds_the_advice(label, trust, said):
+    # The check fits exactly (8 ms predicted, 8 ms measured), yet one slow
+    # worker or slow samples break the model's "equal workers in turn".
+    s = _summary(wait=0.008)
+    s["attribution"] = {"label": label}
+    p = predict.predict(s)
+    assert p["trust"] == trust and p["this_run"]["miss_of_step"] == pytest.approx(0.0)
+    text = "\n".join(wording.prediction_lines({"prediction": p}))
+    assert said in text
+    assert ("keeps up" in text) == (trust == "trusted")
+
+
+def test_stuck_steps_are_left_out_of_the_models_means():
+    import numpy as np
+
+    from traceml import _core, worker_timing
+
+    # One worker, 20 batches of 2 ms CPU made back to back, each consumed by
+    # a 10 ms step that waits 1 ms; batch 7 sleeps 10 s (its step waits 10 s).
+    rows, steps = [], []
+    t = 0
+    for i in range(20):
+        make = 10_000_000_000 if i == 7 else 2_000_000
+        rows.append((t, t + make, 2_000_000, 0, i, 0, 0))
+        wait = 10_000_000_000 if i == 7 else 1_000_000
+        steps.append((t, t + wait, t + wait + 10_000_000, 0, 1, 0))
+        t += wait + 10_000_000
+    recs = np.array(rows, dtype=_core.BATCH_RECORD_DTYPE)
+    st = np.array(steps, dtype=_core.RECORD_DTYPE)
+    make = (recs["end_ns"] - recs["begin_ns"]).astype(float)
+    wait = (st["fetch_done_ns"] - st["begin_ns"]).astype(float)
+    keep = np.arange(20) != 7
+    block, _ = worker_timing.summarise(recs, st, np.zeros(20, np.int32), np.ones(20, bool),
+                                       {}, 1, None, stuck_after_ns=3_000_000_000)
+    m = block["model"]
+    assert m["left_out"] == 1
+    assert m["make_s"] == pytest.approx(make[keep].mean() * 1e-9)
+    assert m["wait_s"] == pytest.approx(wait[keep].mean() * 1e-9)
+    assert block["make_s"]["mean"] == pytest.approx(make.mean() * 1e-9)  # the plain mean stays
+    # Without a stuck line every step counts.
+    block, _ = worker_timing.summarise(recs, st, np.zeros(20, np.int32), np.ones(20, bool),
+                                       {}, 1, None)
+    assert block["model"]["left_out"] == 0
+    assert block["model"]["make_s"] == pytest.approx(make.mean() * 1e-9)
+
+
+def test_the_prediction_rests_on_the_means_without_stuck_steps():
+    # The plain means hold a 10 s batch (make 0.5 s a batch); the model
+    # block's, without it, 2 ms: one worker keeps up with a 10 ms step.
+    s = _summary(make=0.5, cpu=0.002, compute=0.010, wait=0.45)
+    s["production"]["model"] = {"left_out": 1, "make_s": 0.002, "cpu_s": 0.002,
+                                "runq_s": None, "handover_s": 0.0, "wait_s": 0.0,
+                                "step_s": 0.010}
+    p = predict.predict(s)
+    assert p["make_s"] == pytest.approx(0.002) and p["left_out_stuck"] == 1
+    assert p["keeps_up_with"] == 1 and p["trust"] == "trusted"
+    assert p["this_run"]["measured_wait_s"] == 0.0
+    assert "mean without 1 stuck step" in wording.prediction_lines({"prediction": p})[0]
+
+
+def test_a_trusted_no_num_workers_prediction_replaces_vary_num_workers():
+    from traceml import policy
+
+    # 60 ms of CPU a batch on 2 cores against a 10 ms step: no num_workers
+    # keeps up (see above), and the check fits (35 ms predicted, measured).
+    p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2, wait=0.035))
+    items = [("lockstep", {"period": 2, "num_workers": 2}),
+             ("vary_workers_then_in_order", {})]
+    got = policy.prediction_next_steps({"prediction": p}, items)
+    assert [c for c, _ in got] == ["lockstep", "predicted_no_workers"]
+    params = got[1][1]
+    assert params["cheaper_by"] == pytest.approx(3.0)
+    assert params["cores_needed"] == pytest.approx(6.0)
+    text = wording._EVIDENCED_NEXT["predicted_no_workers"](params)
+    assert "Next: not more workers" in text and "3.0x cheaper" in text
+    # Not trusted, or some num_workers keeps up: the items stay.
+    misfit = dict(p, trust=policy.PREDICT_MISFIT)
+    assert policy.prediction_next_steps({"prediction": misfit}, items) == items
+    keeps = dict(p, keeps_up_with=4)
+    assert policy.prediction_next_steps({"prediction": keeps}, items) == items
+    assert policy.prediction_next_steps({"prediction": None}, items) == items

@@ -39,25 +39,25 @@ def test_cadence_follows_num_workers():
                         consumer_pace_s=0.01, both_directions=False, progress=False)
     assert [r["condition"]["num_workers"] for r in res.rows] == [4, 2, 1]
     assert [r["error"] for r in res.rows] == [None] * 3
-    # One worker: every fetch waits (EVERY-FETCH, no period); its stall gap
-    # is still 1, which the correlation uses.
+    # One worker: every fetch waits (EVERY-FETCH, no period): left out of the
+    # correlation, which then has 2 distinct num_workers, too few to say
+    # "follows" (policy.SWEEP_MIN_DISTINCT_WORKERS).
     assert [r["period"] for r in res.rows] == [4, 2, None]
     assert res.rows[2]["median_gap"] == 1
     assert all(r["diagnosis"] == "INPUT-BOUND" for r in res.rows)
     c = res.correlation
-    assert c["points"] == 3
-    assert c["r"] > 0.95
-    assert 0.7 < c["slope"] < 1.3
-    assert c["follows"] is True and c["rows"] == [[4, 4], [2, 2], [1, 1]]
+    assert c["points"] == 2 and c["rows"] == [[4, 4], [2, 2]]
+    assert [r["reason"] for r in c["left_out"]] == ["every_fetch"]
+    assert c["follows"] is None and c["r"] is None and c["mismatched"] == 0
     # The rows hold the reports' own numbers.
     for row, rep in zip(res.rows, res.runs):
         assert row["p95_s"] == rep["input_wait_s"]["p95"]
         assert row["stalls"] == rep["stalls"]["count"]
     text = str(res)
-    assert "num_workers=4" in text and "Pearson r" in text
+    assert "num_workers=4" in text and "too few to tell" in text and "Pearson r" not in text
     assert "<table" in res._repr_html_()
-    assert res.to_dict()["correlation"]["points"] == 3
-    assert repr(res) == f"<traceml.SweepResult rows=3 r={c['r']:.3f} points=3>"
+    assert res.to_dict()["correlation"]["points"] == 2
+    assert repr(res) == "<traceml.SweepResult rows=3 r=- points=2>"
 
 
 @pytest.mark.slow
@@ -177,9 +177,10 @@ def test_correlation_says_what_it_rests_on():
     text = str(traceml.SweepResult(rows, [None] * 5, False))
     assert ("left out of the correlation: num_workers=1 pass 0 forward (2 stalls, under 3); "
             "num_workers=3 pass 0 forward (7 stalls with no period)") in text
-    assert ("the period follows num_workers (period == max(1, num_workers) in every row) "
-            "over 3 conditions (23 stall gaps in all; max(1, num_workers):period 4:4 2:2 1:1); "
-            "Pearson r = 1.000, slope 1.00, intercept 0.00") in text
+    assert ("the period follows num_workers (period == max(1, num_workers) in every row, at "
+            "3 distinct num_workers) over 3 conditions with a period (23 stall gaps in all; "
+            "max(1, num_workers):period 4:4 2:2 1:1); Pearson r = 1.000, slope 1.00, "
+            "intercept 0.00") in text
     same = [dict(r, condition={"num_workers": 2}) for r in rows]
     res = traceml.SweepResult(same, [None] * 5, False)
     assert res.correlation["r"] is None
@@ -199,9 +200,10 @@ def test_a_period_set_by_the_data_does_not_follow_num_workers():
     assert c["follows"] is False and c["r"] is None and c["slope"] == 0.0
     assert c["intercept"] == 3.0 and c["rows"] == [[4, 3], [2, 3], [1, 3], [1, 3]]
     text = str(traceml.SweepResult(rows, [None] * 4, False))
-    assert ("the period does not follow num_workers: set by the data over 4 conditions "
-            "(36 stall gaps in all; max(1, num_workers):period 4:3 2:3 1:3 1:3); r undefined: "
-            "the period does not vary, slope 0.00, intercept 3.00") in text
+    assert ("the period does not follow num_workers (the same at every num_workers: set by "
+            "the data) over 4 conditions with a period (36 stall gaps in all; max(1, "
+            "num_workers):period 4:3 2:3 1:3 1:3); slope 0.00, intercept 3.00") in text
+    assert "Pearson" not in text
     # One row off the diagonal is enough: 4:4 2:2 1:3.
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None), stalls=10, period=p)
             for k, p in [(4, 4), (2, 2), (1, 3)]]
@@ -344,9 +346,9 @@ def test_the_same_period_everywhere_is_said_plainly():
     assert c["slope"] == 0.0 and c["intercept"] == 2.0
     assert c["points"] == 3 and c["distinct_workers"] == 3 and c["gaps"] == 3 * 5
     text = str(res)
-    assert "the period does not follow num_workers: set by the data" in text
-    assert "r undefined: the period does not vary" in text
-    assert "not enough points" not in text
+    assert "the period does not follow num_workers (the same at every num_workers: set by " \
+        "the data)" in text
+    assert "Pearson" not in text and "too few" not in text
 
 
 def test_the_correlation_uses_the_loaders_own_num_workers():
@@ -356,9 +358,12 @@ def test_the_correlation_uses_the_loaders_own_num_workers():
         return dict(_row({"num_workers": asked}, 0, "forward", None, None),
                     stalls=8, period=period, mean_s=0.02, loader_num_workers=built)
 
-    # Labelled 4 and 2 but built with 1 and 2 workers: the period follows the
-    # built count (slope +1), not the labels (which would give -0.5).
-    c = traceml.SweepResult([row(4, 1, 1), row(2, 2, 2)], [None] * 2, False).correlation
+    # Labelled 4, 2 and 3 but built with 1, 2 and 3 workers: the period
+    # follows the built count (slope +1), not the labels (which would give
+    # r = -0.5 and no follow).
+    c = traceml.SweepResult([row(4, 1, 1), row(2, 2, 2), row(3, 3, 3)], [None] * 3,
+                            False).correlation
+    assert c["rows"] == [[1, 1], [2, 2], [3, 3]]
     assert c["slope"] == pytest.approx(1.0) and c["r"] == pytest.approx(1.0)
     assert c["follows"] is True
     # Both built with 0 workers: nothing varied.
@@ -521,7 +526,10 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
         periods, [r.input_wait_ns.tolist() for r in res.runs])
     c = res.correlation
     assert c["follows"] is False and c["rows"] == [[2, periods[0]], [1, 3], [1, 3]]
-    assert "the period does not follow num_workers: set by the data" in str(res)
+    said = ("the same at every num_workers: set by the data" if periods[0] == 3
+            else "period != max(1, num_workers) in 3 of 3 rows")
+    assert f"the period does not follow num_workers ({said})" in str(res)
+    assert "Pearson" not in str(res)    # 2 distinct num_workers: no fit printed
     for rep in res.runs:
         # Recomputed from the delivery record: the stalled ranks' residue,
         # and the workers holding them (a loaded host adds a stray stall).
@@ -546,3 +554,111 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
                     and (rep["loader"]["num_workers"] < 2 or len(workers) >= 2))
         a = rep["attribution"]
         assert (a is not None and a["label"] == "SLOW-SAMPLE") == expected, (a, stalled)
+
+
+# --- what the summary may claim, and the next step -----------------------------------------
+
+
+def _period_row(k, stalls, period, temporal=None, mean=0.05, direction="forward", share=None):
+    from traceml.sweep import _row
+
+    return dict(_row({"num_workers": k}, 0, direction, None, None), stalls=stalls,
+                period=period, temporal=temporal, mean_s=mean, input_share=share,
+                diagnosis="INPUT-BOUND")
+
+
+def test_a_stall_on_every_fetch_is_no_period_and_is_named():
+    # The user's sweep of num_workers (1, 4): every fetch stalls at 1 worker
+    # (EVERY-FETCH, period "-" in the table), period 4 at 4.  The old summary
+    # counted the 1-worker rows as period 1 and said "follows ... r = 1.000".
+    rows = [_period_row(1, 23, None, "EVERY-FETCH", 0.0821),
+            _period_row(4, 5, 4, "PERIODIC", 0.0796),
+            _period_row(4, 4, 4, "PERIODIC", 0.0700, "backward"),
+            _period_row(1, 23, None, "EVERY-FETCH", 0.0792, "backward")]
+    res = traceml.SweepResult(rows, [None] * 4, False)
+    c = res.correlation
+    assert c["rows"] == [[4, 4], [4, 4]] and c["distinct_workers"] == 1
+    assert c["follows"] is None and c["r"] is None
+    assert [r["reason"] for r in c["left_out"]] == ["every_fetch", "every_fetch"]
+    text = str(res)
+    assert "follows num_workers" not in text and "Pearson" not in text
+    assert "num_workers=1 pass 0 forward (a stall on every fetch: no period)" in text
+    # The table names the row's lack of a period too.
+    assert re.search(r"num_workers=1 +0 +forward .* every ", text)
+
+
+def test_two_distinct_num_workers_are_too_few_to_say_follows():
+    # period == num_workers at 2 and at 4: any two points lie on a line.
+    rows = [_period_row(2, 8, 2), _period_row(4, 8, 4)]
+    c = traceml.SweepResult(rows, [None] * 2, False).correlation
+    assert c["distinct_workers"] == 2 and c["mismatched"] == 0
+    assert c["follows"] is None and c["r"] is None and c["slope"] is None
+    text = str(traceml.SweepResult(rows, [None] * 2, False))
+    assert "too few to tell" in text and "it takes 3" in text
+    assert "Pearson" not in text and "period follows" not in text
+    # A third distinct value on the line makes the claim, with the fit.
+    rows.append(_period_row(1, 8, 1))
+    c = traceml.SweepResult(rows, [None] * 3, False).correlation
+    x, y = np.array([2, 4, 1.0]), np.array([2, 4, 1.0])
+    assert c["follows"] is True and c["r"] == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert c["slope"] == pytest.approx(np.polyfit(x, y, 1)[0])
+
+
+def test_a_varying_period_that_misses_num_workers_prints_no_r():
+    # A slow sample every 3rd index: period 3 at 1 worker (four rows), 6 at 2.
+    # r = 1.000 and slope 3.00 would read as perfect agreement.
+    rows = [_period_row(1, 9, 3) for _ in range(4)] + [_period_row(2, 5, 6)]
+    res = traceml.SweepResult(rows, [None] * 5, False)
+    c = res.correlation
+    assert c["follows"] is False and c["same_period"] is False and c["mismatched"] == 5
+    assert c["r"] is None      # 2 distinct num_workers: no fit
+    text = str(res)
+    assert "the period does not follow num_workers (period != max(1, num_workers) in 5 of 5 " \
+        "rows)" in text
+    assert "Pearson" not in text and "slope" not in text
+
+
+def _cond(name, workers, mean, share=None):
+    return {"name": name, "workers": workers, "mean_s": mean, "input_share": share}
+
+
+def test_sweep_next_keeps_the_fewest_workers_within_tolerance():
+    from traceml import policy
+
+    # The user's sweep: num_workers=1 82.1 and 79.2 ms, num_workers=4 79.6
+    # and 70 ms; input 87% of the step at 1 worker.
+    one, four = np.mean([0.0821, 0.0792]), np.mean([0.0796, 0.0700])
+    assert one <= four * (1 + policy.REL_TOL)      # within compare's tolerance
+    items = policy.sweep_next([_cond("num_workers=1", 1, one, 0.87),
+                               _cond("num_workers=4", 4, four, 0.82)], None)
+    assert [c for c, _ in items] == [policy.SWEEP_KEEP_FEWEST, policy.SWEEP_STILL_INPUT]
+    assert items[0][1]["keep"] == "num_workers=1" and items[0][1]["fewer_workers"] is True
+    assert items[0][1]["keep_mean_s"] == pytest.approx(one)
+    rows = [_period_row(1, 23, None, "EVERY-FETCH", 0.0821, share=0.87),
+            _period_row(4, 5, 4, "PERIODIC", 0.0796, share=0.82),
+            _period_row(4, 4, 4, "PERIODIC", 0.0700, "backward", share=0.82),
+            _period_row(1, 23, None, "EVERY-FETCH", 0.0792, "backward", share=0.87)]
+    text = str(traceml.SweepResult(rows, [None] * 4, False))
+    assert ("Next: keep num_workers=1 (80.7 ms): the lowest, num_workers=4 (74.8 ms), is "
+            "within 10% of it (no real difference): more workers did not shorten the "
+            "wait.") in text
+    assert "Even with num_workers=1 input is 87% of step time (INPUT-BOUND)" in text
+
+
+def test_sweep_next_keeps_a_clear_winner_or_asks_for_a_repeat():
+    from traceml import policy
+
+    conds = [_cond("num_workers=4", 4, 0.010, 0.10), _cond("num_workers=2", 2, 0.020, 0.3),
+             _cond("num_workers=1", 1, 0.040, 0.6)]
+    items = policy.sweep_next(conds, None)
+    assert [c for c, _ in items] == [policy.SWEEP_KEEP_BEST]
+    assert items[0][1]["runner"] == "num_workers=2"
+    assert items[0][1]["lead_s"] == pytest.approx(0.010)
+    # The lead (10 ms) within an order effect of 12 ms: repeat.
+    items = policy.sweep_next(conds, 0.012)
+    assert [c for c, _ in items] == [policy.SWEEP_UNDECIDED]
+    # Beyond an order effect of 5 ms, still input-bound at the most workers.
+    conds[0]["input_share"] = 0.5
+    items = policy.sweep_next(conds, 0.005)
+    assert [c for c, _ in items] == [policy.SWEEP_KEEP_BEST, policy.SWEEP_MORE_WORKERS]
+    assert policy.sweep_next(conds[:1], None) == []

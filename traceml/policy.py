@@ -1104,6 +1104,86 @@ def compare_means(base_s: Optional[float], run_s: Optional[float],
 # A condition's median stall gap counts as its observed cadence only with
 # at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
 MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1
+# "The period follows num_workers" (period == max(1, num_workers) in every
+# row with a period) needs rows with a period at 3 or more distinct
+# num_workers: any two points lie on a line (Pearson r = +-1 by
+# construction), so two values cannot contradict the rule; a third is the
+# least that can.  Below that the sweep says it is too few to tell, and
+# prints no r.  Rows without a period (too few stalls, IRREGULAR, or a
+# stall on every fetch, EVERY-FETCH, which any input-bound loader shows at
+# num_workers 0 or 1) are left out and named.
+SWEEP_MIN_DISTINCT_WORKERS = 3
+
+SWEEP_KEEP_FEWEST = "keep_fewest"      # fewer workers wait within REL_TOL of the best
+SWEEP_KEEP_BEST = "keep_best"          # the best leads beyond REL_TOL and the order effect
+SWEEP_UNDECIDED = "undecided"          # its lead is within the order effect
+SWEEP_MORE_WORKERS = "more_workers"    # still input-bound, and best at the most workers
+SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
+
+
+def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple[str, dict]]:
+    """The next step a sweep's numbers support, as (code, numbers) items.
+
+    ``conds``: one dict per condition, {name, workers (the loader's
+    num_workers, None unknown), mean_s (mean input wait per step over its
+    rows), input_share (mean over its rows)}; ``order_spread_s``: the
+    largest |forward - backward| mean wait among the conditions whose
+    order effect differs beyond compare's tolerance (None: none differs).
+
+    Rules: the conditions within REL_TOL (compare's tolerance) of the
+    lowest mean wait do not differ; among them the one with the fewest
+    workers is kept (workers cost memory and cores), "more workers did not
+    help" (SWEEP_KEEP_FEWEST).  Otherwise the best is kept when its lead
+    over the runner-up exceeds the order effect (SWEEP_KEEP_BEST), else
+    the sweep is repeated (SWEEP_UNDECIDED: passes=2).  When the kept
+    condition's input share is still at least INPUT_BOUND_SHARE: if it has
+    the most workers of the sweep and led beyond tolerance, more workers
+    may help further (SWEEP_MORE_WORKERS), else no condition of the sweep
+    removes the wait (SWEEP_STILL_INPUT).  [] with fewer than 2
+    conditions."""
+    conds = [c for c in conds if c.get("mean_s") is not None]
+    if len(conds) < 2:
+        return []
+    ranked = sorted(conds, key=lambda c: c["mean_s"])
+    best = ranked[0]
+    close = [c for c in ranked if c["mean_s"] <= best["mean_s"] * (1 + REL_TOL)]
+    with_workers = [c for c in close if c.get("workers") is not None]
+    fewest = (min(with_workers, key=lambda c: (c["workers"], c["mean_s"]))
+              if with_workers else best)
+    out: list[tuple[str, dict]] = []
+    led = False
+    runner = next((c for c in ranked[1:] if c not in close), None)
+    if fewest is not best or runner is None:
+        # No real difference among ``close``: keep the fewest workers.
+        keep = fewest
+        others = [c for c in close if c is not keep]
+        out.append((SWEEP_KEEP_FEWEST, {
+            "keep": keep["name"], "keep_mean_s": keep["mean_s"],
+            "best": best["name"], "best_mean_s": best["mean_s"],
+            "others": [c["name"] for c in others], "tolerance": REL_TOL,
+            "fewer_workers": bool(others) and keep.get("workers") is not None and all(
+                c.get("workers") is not None and c["workers"] > keep["workers"]
+                for c in others)}))
+    else:
+        keep = best
+        lead = runner["mean_s"] - best["mean_s"]
+        params = {"best": best["name"], "best_mean_s": best["mean_s"],
+                  "runner": runner["name"], "runner_mean_s": runner["mean_s"],
+                  "lead_s": lead, "order_spread_s": order_spread_s}
+        if order_spread_s is not None and lead <= order_spread_s:
+            out.append((SWEEP_UNDECIDED, params))
+            return out
+        out.append((SWEEP_KEEP_BEST, params))
+        led = True
+    share = keep.get("input_share")
+    if share is not None and share >= INPUT_BOUND_SHARE:
+        most = max((c["workers"] for c in conds if c.get("workers") is not None), default=None)
+        if led and keep.get("workers") is not None and keep["workers"] == most:
+            out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
+                                             "workers": keep["workers"]}))
+        else:
+            out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share}))
+    return out
 
 
 # --- attribution: which worker, the round, or the sample -------------------------------
@@ -1369,7 +1449,8 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
     steady-state steps): ONE-WORKER replaces the round and num_workers items with that
     worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
     the samples' residue; large batches add the hand-over reading and its
-    next step."""
+    next step; a trusted prediction that no num_workers keeps up replaces
+    the "vary num_workers" items (:func:`prediction_next_steps`)."""
     attr = s.get("attribution")
     out = list(items)
     if (s.get("diagnosis") in (COMPUTE_BOUND, NO_DATA)
@@ -1395,7 +1476,7 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
         out = [it for it in out if it[0] not in _HANDOVER_REPLACES]
         out.append((code, {"bytes": s["batch_bytes"]["median"]}))
         out.append(("fewer_bytes", {}))
-    return out
+    return prediction_next_steps(s, out)
 
 
 # --- compare: mean wait, input share, stall rate -----------------------------------------
@@ -1740,3 +1821,73 @@ def echo(stall_mask: np.ndarray, straggler_wait_ns: np.ndarray,
         "absorbed": absorbed,
         "echo": bool(absorbed is not None and absorbed >= ECHO_MIN_ABSORBED),
     }
+
+
+# --- the prediction's trust (traceml.predict) ---------------------------------------------
+# The model (traceml.predict) is checked on the one setting a run measured:
+# its wait at the run's num_workers beside the measured mean wait.  The
+# miss is taken as a share of the measured mean step, not of the wait (a
+# wait near 0 makes any relative error huge; bench_predict.py scores the
+# model the same way).  Measured on the user-trial runs of 2026-11-30 (2
+# CPUs, 38 runs): where the model's assumptions hold (uniform batches,
+# lock-step, a growing cost, healthy loaders, 50 MB batches at 2 workers,
+# the demo) the check missed by at most 11% of the step (25 runs, median
+# 2%); where they do not (a slow sample every k, one slow shard, 7 workers
+# on 2 cores with 50 MB batches, a 10 s stuck fetch averaged in) by 20% to
+# 58% (13 runs).  15% of the step lies between the two groups.
+PREDICT_FIT_TOL = 0.15
+
+PREDICT_TRUSTED = "trusted"          # the check within PREDICT_FIT_TOL: advice given
+PREDICT_MISFIT = "misfit"            # the check misses by more: no num_workers advice
+PREDICT_UNCHECKED = "unchecked"      # no measured wait or step to check against
+PREDICT_ONE_WORKER = "one_worker"    # the stalls are one worker's: the model assumes equal ones
+PREDICT_SLOW_SAMPLE = "slow_sample"  # the stalls follow sample ranks: not a mean throughput
+
+
+def prediction_trust(predicted_s: Optional[float], measured_s: Optional[float],
+                     step_s: Optional[float], attribution_label: Optional[str]
+                     ) -> tuple[str, Optional[float]]:
+    """(code, miss) for a prediction: ``miss`` is |predicted - measured|
+    wait at the run's num_workers over the measured mean step ``step_s``
+    (None where either is unknown).  An attribution that names one worker
+    (ONE-WORKER) or slow samples (SLOW-SAMPLE) withholds the num_workers
+    advice whatever the check (the model averages the workers and the
+    samples: round robin over equal workers); otherwise the check decides:
+    PREDICT_TRUSTED within PREDICT_FIT_TOL, PREDICT_MISFIT beyond it,
+    PREDICT_UNCHECKED without the numbers."""
+    miss = (abs(predicted_s - measured_s) / step_s
+            if predicted_s is not None and measured_s is not None and step_s else None)
+    if attribution_label == ONE_WORKER:
+        return PREDICT_ONE_WORKER, miss
+    if attribution_label == SLOW_SAMPLE:
+        return PREDICT_SLOW_SAMPLE, miss
+    if miss is None:
+        return PREDICT_UNCHECKED, miss
+    return (PREDICT_TRUSTED if miss <= PREDICT_FIT_TOL else PREDICT_MISFIT), miss
+
+
+# Next-step codes that propose varying num_workers: where a trusted
+# prediction finds that no num_workers keeps up on this host, they are
+# replaced by the prediction's own next step (a cheaper batch or more cores).
+_VARY_WORKERS_CODES = frozenset(("try_workers", "wrap_and_sweep", "vary_workers_around",
+                                 "vary_workers_or_prefetch", "vary_workers_then_in_order"))
+
+
+def prediction_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """``items`` made consistent with a trusted prediction (``s``'s
+    ``prediction`` block with ``trust`` PREDICT_TRUSTED) that no
+    num_workers keeps up on this host: the items proposing to vary
+    num_workers are replaced by one ``predicted_no_workers`` item
+    (cores needed, usable CPUs, wait floor, how much cheaper a batch must
+    get).  Unchanged otherwise."""
+    p = s.get("prediction")
+    if not p or p.get("trust") != PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
+        return items
+    if not any(code in _VARY_WORKERS_CODES for code, _ in items):
+        return items
+    out = [it for it in items if it[0] not in _VARY_WORKERS_CODES]
+    out.append(("predicted_no_workers", {
+        "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
+        "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
+        "num_workers": p["num_workers"]}))
+    return out

@@ -41,12 +41,25 @@ and ``c`` do not change with ``k``; the rest of the host's load stays as
 it was.  The one check a single run allows is made: the model's wait at
 this run's num_workers beside the measured mean wait (``this_run``);
 :func:`traceml.sweep` shows the same for each condition it runs.
+
+The means leave out stuck steps (a batch made, or a fetch waited, for the
+stuck watch's ``stuck_after_s`` or more): a stuck fetch is an event the
+headline reports, not the rate the workers keep, and one 10 s batch among
+120 would add 83 ms to a 0.3 ms mean.  The check uses the same steps.
+
+Trust (:func:`traceml.policy.prediction_trust`): when the check misses by
+more than ``policy.PREDICT_FIT_TOL`` of the measured mean step, the model
+does not fit the run and the report gives its check but no num_workers
+advice; likewise when the attribution names one worker (ONE-WORKER) or
+slow samples (SLOW-SAMPLE), which break "equal workers, round robin".
 """
 
 from __future__ import annotations
 
 import math
 from typing import Optional
+
+from . import policy
 
 # The num_workers the prediction table covers (besides the run's own).
 WORKER_GRID = (0, 1, 2, 4, 8, 16)
@@ -102,8 +115,12 @@ def predict(summary: dict) -> Optional[dict]:
     MAX_WORKERS does on this host), worker_cores_needed, enough_cores,
     wait_floor_s (0 when some num_workers keeps up), cheaper_by (None when
     the dataset need not get cheaper), by_workers [{num_workers, wait_s}],
-    this_run {num_workers, predicted_wait_s, measured_wait_s, error},
-    assumptions (codes)."""
+    this_run {num_workers, predicted_wait_s, measured_wait_s, error
+    (relative to the measured wait), measured_step_s, miss_of_step
+    (|predicted - measured| over the measured mean step)},
+    left_out_stuck (steps left out of the means: stuck), trust
+    (policy.PREDICT_*: only "trusted" carries num_workers advice; the
+    numbers are kept either way), assumptions (codes)."""
     prod = summary.get("production") or {}
     host = summary.get("host") or {}
     loader = summary.get("loader") or {}
@@ -116,10 +133,14 @@ def predict(summary: dict) -> Optional[dict]:
     compute = (summary.get("compute_s") or {}).get("mean")
     if not cpus or not n or compute is None:
         return None
-    make = prod["make_s"]["mean"]
-    cpu = min(prod["cpu_s"]["mean"], make)
-    runq = (prod.get("runq_s") or {}).get("mean")
-    handover = (prod.get("handover_s") or {}).get("mean") or 0.0
+    # The means without stuck batches (worker_timing's ``model`` block;
+    # run files and hand-made summaries without it: the plain means).
+    model = prod.get("model") or {}
+    make = model.get("make_s") or prod["make_s"]["mean"]
+    cpu = min(model.get("cpu_s") or prod["cpu_s"]["mean"], make)
+    runq = model["runq_s"] if "runq_s" in model else (prod.get("runq_s") or {}).get("mean")
+    handover = (model["handover_s"] if model.get("handover_s") is not None
+                else (prod.get("handover_s") or {}).get("mean") or 0.0)
     busy = prod.get("busy_share") or 0.0
     main = main_cores(summary)
     idle_host = 1.0 if main is None else main
@@ -141,7 +162,13 @@ def predict(summary: dict) -> Optional[dict]:
     needed = cpu / per_step if per_step > 0 else math.inf
     grid = sorted(set(WORKER_GRID) | {int(n)})
     predicted_here = wait_with(int(n), *args)
-    measured = (summary.get("input_wait_s") or {}).get("mean")
+    if model.get("wait_s") is not None:
+        measured, step = model["wait_s"], model.get("step_s")
+    else:
+        measured = (summary.get("input_wait_s") or {}).get("mean")
+        step = (summary.get("step_s") or {}).get("mean")
+    trust, miss = policy.prediction_trust(predicted_here, measured, step,
+                                          (summary.get("attribution") or {}).get("label"))
     return {
         "make_s": make, "cpu_s": cpu, "runq_s": runq, "off_cpu_s": off_cpu,
         "compute_s": compute, "handover_s": handover, "usable_cpus": cpus,
@@ -156,7 +183,10 @@ def predict(summary: dict) -> Optional[dict]:
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,
                      "error": ((predicted_here - measured) / measured
-                               if measured else None)},
+                               if measured else None),
+                     "measured_step_s": step, "miss_of_step": miss},
+        "left_out_stuck": int(model.get("left_out") or 0),
+        "trust": trust,
         "assumptions": ["round_robin", "prefetch_deep", "no_shared_lock", "load_steady"],
     }
 

@@ -230,7 +230,7 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
             "-" if predicted is None else fmt_s(predicted) + (
                 f" ({err:+.0%})" if err is not None else ""),
             fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
-            _cell(r.get("period")), _cell(r["multiple_fraction"], pct),
+            wording.sweep_period(r), _cell(r["multiple_fraction"], pct),
             _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
             _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
         ])
@@ -246,6 +246,7 @@ def _sweep_notes(d: dict) -> list[str]:
     out.extend(t for t in (wording.sweep_ignored(ignored),
                            wording.sweep_best(d["best"], len(d["rows"])),
                            wording.sweep_order(d["order_effects"])) if t)
+    out.extend(wording.sweep_next(d.get("next") or []))
     out.extend(wording.sweep_short(d["rows"]))
     return out
 

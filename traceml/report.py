@@ -175,7 +175,7 @@ def build(
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
     production, making_ns = _production(steps, w.steady, src, delivery, worker_batches,
-                                        loader, epochs)
+                                        loader, epochs, _stuck_after_s(sampler_info))
     unmarked = None
     if source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
@@ -290,11 +290,14 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
 
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
                 worker_batches: Optional[tuple], loader: Optional[dict],
-                epochs: np.ndarray) -> tuple[Optional[dict], Optional[np.ndarray]]:
+                epochs: np.ndarray, stuck_after_s: Optional[float] = None
+                ) -> tuple[Optional[dict], Optional[np.ndarray]]:
     """(the worker-side batch timing block, None: not a multiprocessing
     DataLoader; per step, the ns of its input wait during which its worker
     was making batches, -1 unknown, or None: worker_timing.summarise);
-    ``epochs``: the distinct epochs of ``steps``."""
+    ``epochs``: the distinct epochs of ``steps``; ``stuck_after_s``: the
+    stuck watch's line (the prediction's inputs leave out the batches past
+    it)."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
         return None, None
     facts = getattr(src, "epoch_facts", None) or {}
@@ -305,7 +308,8 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
     return worker_timing.summarise(
         records, steps, delivery[1] if delivery is not None else None, steady, offsets,
-        loader.get("num_workers"), unavailable)
+        loader.get("num_workers"), unavailable,
+        None if stuck_after_s is None else int(round(stuck_after_s * 1e9)))
 
 
 def _durations(w: _Steady, production: Optional[dict] = None,
@@ -398,6 +402,15 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
     return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
 
 
+def _stuck_after_s(sampler_info: Optional[dict]) -> float:
+    """The stuck watch's line (s): the sampler's setting, or for hand-made
+    inputs, which carry no sampler settings, the default's value (a
+    constant of the C core, not the live process's setting)."""
+    if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
+        return sampler_info["stuck_after_s"]
+    return _core.DEFAULT_STUCK_AFTER_S
+
+
 def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
               sampler_info: Optional[dict]) -> dict:
     """What holds the run's wall time (policy.headline): the epoch starts'
@@ -408,12 +421,7 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
         sums = np.bincount(index, weights=w.first_wait.astype(np.float64),
                            minlength=len(epochs))
         per_epoch = [float(x) * NS for x in sums]
-    if sampler_info is not None and sampler_info.get("stuck_after_s") is not None:
-        stuck_after = sampler_info["stuck_after_s"]
-    else:
-        # Hand-made inputs carry no sampler settings: the default's value
-        # (a constant of the C core, not the live process's setting).
-        stuck_after = _core.DEFAULT_STUCK_AFTER_S
+    stuck_after = _stuck_after_s(sampler_info)
     stuck = s.get("stuck") or []
     longest = float(w.max_wait) * NS if w.max_wait is not None else None
     rule = policy.headline(

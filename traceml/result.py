@@ -201,7 +201,8 @@ class Report:
         step_median_s, stalls, stalls_per_100, outliers, period (when
         PERIODIC), diagnosis, shape, and with worker batch timing
         production_share, handover_share, make_batch_s, cpu_batch_s, and
-        with a prediction keeps_up_with_workers, worker_cores_needed, and
+        with a prediction keeps_up_with_workers (only where the prediction
+        is trusted), worker_cores_needed, and
         with GPU-visible waits (``cuda=``) gpu_wait_mean_s,
         gpu_wait_median_s, gpu_wait_p95_s, gpu_step_median_s,
         gpu_input_share, gpu_coverage, gpu_skipped, and where NVML read
@@ -236,7 +237,9 @@ class Report:
             "handover_share": prod.get("handover_share"),
             "make_batch_s": (prod.get("make_s") or {}).get("mean"),
             "cpu_batch_s": (prod.get("cpu_s") or {}).get("mean"),
-            "keeps_up_with_workers": pred.get("keeps_up_with"),
+            # The model's answer only where its check trusts it (policy.prediction_trust).
+            "keeps_up_with_workers": (pred.get("keeps_up_with")
+                                      if pred.get("trust", "trusted") == "trusted" else None),
             "worker_cores_needed": pred.get("worker_cores_needed"),
         }
         out.update(_gpu_flat(s))

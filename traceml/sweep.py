@@ -77,13 +77,15 @@ class SweepResult:
         runs: the Report of each row (None where the condition failed).
         correlation: see :func:`correlation`: whether the stall period
             follows max(1, num_workers) (the loader's own num_workers where
-            known), with Pearson r, slope and intercept, over the rows with
-            a period; the rows left out are listed with the reason.
+            known) over the rows with a period, with Pearson r, slope and
+            intercept where 3 or more distinct num_workers have one; the
+            rows left out are listed with the reason.
         interrupted: True when Ctrl-C stopped the sweep early.
 
     ``best()`` names the condition with the lowest mean fetch;
     ``order_effects()`` says where the forward and backward runs of one
-    condition disagree.
+    condition disagree; ``next_steps()`` gives the next step the numbers
+    support (which condition to keep, or to repeat the sweep).
     """
 
     def __init__(self, rows: list[dict], runs: list[Optional[Report]], interrupted: bool):
@@ -107,6 +109,7 @@ class SweepResult:
             "correlation": dict(self.correlation),
             "best": self.best(),
             "order_effects": self.order_effects(),
+            "next": [[code, params] for code, params in self.next_steps()],
             "ignored_num_workers": [list(pair) for pair in self._ignored()],
             "prediction": self.prediction,
             "interrupted": self.interrupted,
@@ -151,6 +154,35 @@ class SweepResult:
         top = min(avg, key=avg.get)
         close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + policy.REL_TOL)]
         return {"condition": conds[top], "mean_s": avg[top], "close": close}
+
+    def next_steps(self) -> list[tuple[str, dict]]:
+        """The next step the sweep's numbers support
+        (:func:`traceml.policy.sweep_next`), as (code, numbers) items: the
+        condition to keep (the fewest workers among those within
+        policy.REL_TOL of the lowest mean fetch, or the best when it leads
+        by more than that and than the order effect), or a repeat with
+        passes=2 when its lead is within the order effect; and whether the
+        kept condition is still input-bound.  Means are averaged over each
+        condition's passes and directions (s); [] with fewer than 2
+        conditions measured."""
+        conds: dict[str, dict] = {}
+        for r in self.rows:
+            if r["error"] or r["mean_s"] is None:
+                continue
+            c = conds.setdefault(wording.condition(r["condition"]), {
+                "name": wording.condition(r["condition"]), "workers": _workers(r),
+                "means": [], "shares": []})
+            c["means"].append(r["mean_s"])
+            if r.get("input_share") is not None:
+                c["shares"].append(r["input_share"])
+        summary = [{"name": c["name"], "workers": c["workers"],
+                    "mean_s": float(np.mean(c["means"])),
+                    "input_share": float(np.mean(c["shares"])) if c["shares"] else None}
+                   for c in conds.values()]
+        spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
+                  if e["differs"] and e["forward_mean_s"] is not None
+                  and e["backward_mean_s"] is not None]
+        return policy.sweep_next(summary, max(spread) if spread else None)
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:
@@ -210,46 +242,47 @@ def _workers(row: dict) -> Optional[int]:
 def _left_out(row: dict) -> Optional[str]:
     """Why a row has no point in the correlation (None: it has one), as a
     code: "error", "no_num_workers", "few_stalls" (fewer than
-    policy.MIN_STALLS_FOR_CADENCE), "no_period" (its stalls keep no
-    period: IRREGULAR)."""
+    policy.MIN_STALLS_FOR_CADENCE), "every_fetch" (a stall on every fetch,
+    EVERY-FETCH: no period, and what any input-bound loader shows at
+    num_workers 0 or 1), "no_period" (its stalls keep no period:
+    IRREGULAR)."""
     if row["error"]:
         return "error"
     if _workers(row) is None:
         return "no_num_workers"
     if row["stalls"] < policy.MIN_STALLS_FOR_CADENCE:
         return "few_stalls"
-    if _stall_gap(row) is None:
-        return "no_period"
+    if row.get("period") is None:
+        return "every_fetch" if row.get("temporal") == policy.EVERY_FETCH else "no_period"
     return None
 
 
-def _stall_gap(row: dict) -> Optional[int]:
-    """The steps between stalls that the correlation uses: the report's
-    period, or 1 where every fetch stalls (the report says EVERY-FETCH, not
-    "a period of 1"; one stall a step is what max(1, n) = 1 predicts)."""
-    if row.get("period") is not None:
-        return row["period"]
-    return 1 if row.get("temporal") == policy.EVERY_FETCH else None
-
-
 def correlation(rows: list[dict]) -> dict:
-    """Pearson r, slope and intercept of the stall period on
-    max(1, num_workers) over the rows with a period (the report's period:
-    the modal gap between stalls, or between bursts of back-to-back stalls
-    where stalls come in pairs; never a median of gaps, which on a crowded
-    host reads 2 for gaps 1, 3, 1, 3, a gap that never occurs) and a known
-    num_workers (the DataLoader's own where known, else the condition's).
+    """Whether the stall period follows max(1, num_workers), over the rows
+    with a period (the report's period: the modal gap between stalls, or
+    between bursts of back-to-back stalls where stalls come in pairs; never
+    a median of gaps, which on a crowded host reads 2 for gaps 1, 3, 1, 3,
+    a gap that never occurs) and a known num_workers (the DataLoader's own
+    where known, else the condition's).  Rows without a period, a stall on
+    every fetch included, are left out and named: they cannot follow
+    anything.
 
     ``follows`` is True when the period equals max(1, num_workers) in every
-    row used (at least 2 rows and 2 distinct num_workers), False when it
-    differs in any, None with too few; ``points`` lists [max(1, n),
-    period] of the rows used, ``left_out`` the others as {condition,
-    pass_, direction, reason}; ``distinct_workers`` and ``gaps`` (stall
-    gaps in the rows used) say how much it rests on.
+    row used and those rows span at least policy.SWEEP_MIN_DISTINCT_WORKERS
+    distinct num_workers; False when it differs in any row used (with 2 or
+    more distinct num_workers); None otherwise (too few to tell).
+    ``same_period`` is True when every row used has the same period over 2
+    or more distinct num_workers (the period is set by the data).
+    ``points`` counts the rows used, ``rows`` lists their [max(1, n),
+    period], ``mismatched`` how many differ, ``left_out`` the others as
+    {condition, pass_, direction, reason, stalls}; ``distinct_workers`` and
+    ``gaps`` (stall gaps in the rows used) say how much it rests on.
 
-    r, slope and intercept are None with fewer than 2 points or 2 distinct
-    num_workers.  When the period is the same in every point, r is None
-    (undefined), slope is exactly 0.0 and intercept is that period."""
+    r, slope and intercept (least squares of the period on max(1, n)) are
+    given only with SWEEP_MIN_DISTINCT_WORKERS or more distinct
+    num_workers (through two values a line fits exactly, r = +-1 by
+    construction), else None; r is None too when the period does not vary
+    (slope then exactly 0.0, intercept that period)."""
     used, left = [], []
     for r in rows:
         why = _left_out(r)
@@ -259,19 +292,25 @@ def correlation(rows: list[dict]) -> dict:
             left.append({"condition": r["condition"], "pass_": r["pass_"],
                          "direction": r["direction"], "reason": why,
                          "stalls": r["stalls"]})
-    pts = [(policy.effective_workers(_workers(r)), _stall_gap(r)) for r in used]
+    pts = [(policy.effective_workers(_workers(r)), r["period"]) for r in used]
+    distinct = len({p[0] for p in pts})
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
-           "distinct_workers": len({p[0] for p in pts}),
+           "distinct_workers": distinct,
            "gaps": int(sum(r["stalls"] - 1 for r in used)),
            "rows": [[int(x), int(y)] for x, y in pts], "left_out": left,
-           "follows": None}
-    if len(pts) < 2:
+           "mismatched": int(sum(x != y for x, y in pts)),
+           "follows": None, "same_period": None}
+    if distinct < 2:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
     y = np.array([p[1] for p in pts], dtype=float)
-    if np.ptp(x) == 0:
+    out["same_period"] = bool(np.ptp(y) == 0)
+    if out["mismatched"]:
+        out["follows"] = False
+    elif distinct >= policy.SWEEP_MIN_DISTINCT_WORKERS:
+        out["follows"] = True
+    if distinct < policy.SWEEP_MIN_DISTINCT_WORKERS:
         return out
-    out["follows"] = bool(np.all(x == y))
     if np.ptp(y) == 0:
         # polyfit leaves rounding residue (1e-16) here; the fit is exact.
         out["slope"], out["intercept"] = 0.0, float(y[0])
@@ -394,10 +433,11 @@ def sweep(
             sequence of values to sweep.
 
     Returns:
-        A :class:`SweepResult` (``str()`` is a table; ``.correlation`` holds
-        Pearson r and slope between num_workers and the median stall gap;
+        A :class:`SweepResult` (``str()`` is a table; ``.correlation`` says
+        whether the stall period follows max(1, num_workers), with Pearson
+        r and slope where 3 or more distinct num_workers have a period;
         ``order_effects()`` compares each condition's forward and backward
-        runs).
+        runs; ``next_steps()`` gives the next step the means support).
 
     Raises:
         TypeError: make_loader is not callable or its signature cannot take

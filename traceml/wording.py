@@ -828,20 +828,30 @@ def condition(cond: dict) -> str:
 
 def sweep_correlation(c: dict, ignored: bool) -> str:
     """The line on num_workers against the stall period (sweep.correlation);
-    ``ignored``: make_loader ignored num_workers somewhere."""
+    ``ignored``: make_loader ignored num_workers somewhere.  Pearson r,
+    slope and intercept are printed only beside "follows", where they
+    support it (with fewer than policy.SWEEP_MIN_DISTINCT_WORKERS distinct
+    num_workers they are not computed)."""
     shown = " ".join(f"{x}:{y}" for x, y in c.get("rows", []))
-    fit = ("r undefined: the period does not vary" if c["r"] is None
-           else f"Pearson r = {c['r']:.3f}")
-    if c["slope"] is not None:
-        fit += f", slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
-    rests = (f"over {plural(c['points'], 'condition')} ({c['gaps']} stall gaps in all; "
-             f"max(1, num_workers):period {shown})")
+    rests = (f"over {plural(c['points'], 'condition')} with a period ({c['gaps']} stall gaps "
+             f"in all; max(1, num_workers):period {shown})")
+    least = policy.SWEEP_MIN_DISTINCT_WORKERS
     if c.get("follows") is True:
+        fit = ("" if c["r"] is None else
+               f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "
+               f"intercept {c['intercept']:.2f}")
         return (f"num_workers vs stall period: the period follows num_workers (period == "
-                f"max(1, num_workers) in every row) {rests}; {fit}")
+                f"max(1, num_workers) in every row, at {c['distinct_workers']} distinct "
+                f"num_workers) {rests}{fit}")
     if c.get("follows") is False:
-        return (f"num_workers vs stall period: the period does not follow num_workers: set "
-                f"by the data {rests}; {fit}")
+        why = ("the same at every num_workers: set by the data" if c.get("same_period")
+               else f"period != max(1, num_workers) in {c['mismatched']} of {c['points']} rows")
+        # Only a flat fit supports "set by the data"; r = 1.000 beside "does
+        # not follow" (periods 3, 3, 6 at 1, 1, 2 workers) reads as agreement.
+        fit = (f"; slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
+               if c.get("same_period") and c["slope"] is not None else "")
+        return (f"num_workers vs stall period: the period does not follow num_workers "
+                f"({why}) {rests}{fit}")
     if c["distinct_workers"] < 2 and c["points"] >= 2:
         text = ("num_workers vs stall period: num_workers did not vary among the "
                 "conditions with a period; nothing to correlate")
@@ -849,9 +859,13 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
             text += (" (counting the workers each loader was built with; "
                      "make_loader ignored num_workers, see below)")
         return text
-    return (f"num_workers vs stall period: not enough points "
+    if c["distinct_workers"] >= 2:
+        return (f"num_workers vs stall period: too few to tell: the period equals max(1, "
+                f"num_workers) {rests}, but only {c['distinct_workers']} distinct num_workers "
+                f"have a period; it takes {least} (any 2 points lie on a line)")
+    return (f"num_workers vs stall period: too few to tell "
             f"({plural(c['points'], 'condition')} with a period, {c['distinct_workers']} "
-            "distinct num_workers; need 2 or more of each)")
+            f"distinct num_workers; it takes {least} distinct num_workers with a period)")
 
 
 _LEFT_OUT = {
@@ -859,6 +873,7 @@ _LEFT_OUT = {
     "no_num_workers": lambda r: "no num_workers",
     "few_stalls": lambda r: (f"{plural(r['stalls'], 'stall')}, under "
                              f"{policy.MIN_STALLS_FOR_CADENCE}"),
+    "every_fetch": lambda r: "a stall on every fetch: no period",
     "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
 }
 
@@ -892,6 +907,41 @@ def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
         text += (f"; within {pct(policy.REL_TOL)} of it (no real difference): "
                  + ", ".join(best["close"]))
     return text
+
+
+_SWEEP_NEXT: dict[str, Callable[[dict], str]] = {
+    policy.SWEEP_KEEP_FEWEST: lambda p: (
+        f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}): "
+        + ("it is the lowest mean fetch" if p["keep"] == p["best"]
+           else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
+                f"{pct(p['tolerance'])} of it")
+        + (f"; {', '.join(o for o in p['others'] if o != p['best'])} within "
+           f"{pct(p['tolerance'])} too" if [o for o in p["others"] if o != p["best"]] else "")
+        + (" (no real difference): more workers did not shorten the wait"
+           if p["fewer_workers"] else " (no real difference)") + "."),
+    policy.SWEEP_KEEP_BEST: lambda p: (
+        f"Next: keep {p['best']}: its mean fetch, {fmt_s(p['best_mean_s'])}, is "
+        f"{fmt_s(p['lead_s'])} under the next, {p['runner']} ({fmt_s(p['runner_mean_s'])}), "
+        f"beyond {pct(policy.REL_TOL)}"
+        + (f" and beyond the order effect ({fmt_s(p['order_spread_s'])})"
+           if p["order_spread_s"] is not None else "") + "."),
+    policy.SWEEP_UNDECIDED: lambda p: (
+        f"Next: run again with passes=2 before choosing: {p['best']} leads {p['runner']} by "
+        f"{fmt_s(p['lead_s'])}, no more than the order effect ({fmt_s(p['order_spread_s'])})."),
+    policy.SWEEP_MORE_WORKERS: lambda p: (
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND), and the "
+        "wait fell up to the most workers tried: try more where the host has cores for them "
+        "(each run's report() has a prediction of the num_workers that keeps up)."),
+    policy.SWEEP_STILL_INPUT: lambda p: (
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND): no "
+        "condition of this sweep removes the wait; make each batch cheaper (each run's "
+        "report() has a prediction of how much) or give the workers more cores."),
+}
+
+
+def sweep_next(items: list) -> list[str]:
+    """The sentences of SweepResult.next_steps() (policy.sweep_next)."""
+    return [_SWEEP_NEXT[code](params) for code, params in items]
 
 
 def sweep_order(effects: list[dict]) -> Optional[str]:
@@ -944,6 +994,14 @@ def sweep_error(row: dict) -> str:
 SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
 
 
+def sweep_period(row: dict) -> str:
+    """A sweep row's period cell: the period, "every" for a stall on every
+    fetch (EVERY-FETCH: no period), else "-"."""
+    if row.get("period") is not None:
+        return str(row["period"])
+    return "every" if row.get("temporal") == policy.EVERY_FETCH else "-"
+
+
 def sweep_progress(done: int, total: int, row: dict) -> str:
     """The progress line of one condition when tqdm is not installed."""
     gap = row["period"] if row.get("period") is not None else "-"
@@ -992,6 +1050,13 @@ _EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
         f"{fmt_bytes(policy.HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
         "copy into shared memory in the workers, mapping and freeing it in the main "
         "process), so busy workers need not mean costly samples."),
+    "predicted_no_workers": lambda p: (
+        f"Next: not more workers: the prediction (below, its check within "
+        f"{pct(policy.PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
+        f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
+        f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
+        f"make each batch {p['cheaper_by']:.1f}x cheaper (profile __getitem__ and collate), "
+        f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
     "fewer_bytes": lambda p: (
         "Next: send fewer bytes per batch: uint8 images converted to float after the "
         "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
@@ -1060,40 +1125,67 @@ _ASSUMPTION = {
 def prediction_lines(s: dict) -> list[str]:
     """The prediction (traceml.predict) in words: what one batch costs,
     what the loop needs, the answer, the wait per num_workers, and how well
-    the model reproduces this run; [] without a prediction."""
+    the model reproduces this run; [] without a prediction.  Only a
+    trusted prediction (policy.prediction_trust) gives the answer and the
+    table; otherwise the lines say why the model gives no num_workers
+    advice here, with its check's numbers."""
     p = s.get("prediction")
     if not p:
         return []
     per_step = p["compute_s"] + p["handover_s"]
     waited = (f", {fmt_s(p['runq_s'])} waiting for a core" if p["runq_s"] is not None else "")
-    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean: "
-           f"{fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
+    stuck = p.get("left_out_stuck") or 0
+    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean"
+           + (f" without {plural(stuck, 'stuck step')}" if stuck else "")
+           + f": {fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
            f"(compute {fmt_s(p['compute_s'])} + hand-over {fmt_s(p['handover_s'])}); "
            f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one"
            + (f" (about {p['other_runnable']:.1f} other threads were runnable: the main "
               "process and other programs; more workers take more of the cores from them)"
               if p["other_runnable"] > 1.5 else "") + "."]
-    k = p["keeps_up_with"]
-    if k is not None:
-        now = ", as now," if k == p["num_workers"] else ""
-        out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
-                   f"{p['worker_cores_needed']:.1f} cores).")
-    else:
-        want = math.ceil(p["worker_cores_needed"])
-        out.append(f"  no num_workers keeps up on this host: the workers need about "
-                   f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a core), "
-                   f"the host has {p['usable_cpus']}; expect at least "
-                   f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The dataset "
-                   f"must get {p['cheaper_by']:.1f}x cheaper per batch, or run on {want} cores "
-                   "besides the main process's.")
-    out.append("  predicted wait per step: " + ", ".join(
-        f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}" for row in p["by_workers"]))
+    trust = p.get("trust", policy.PREDICT_TRUSTED)
+    if trust == policy.PREDICT_TRUSTED:
+        k = p["keeps_up_with"]
+        if k is not None:
+            now = ", as now," if k == p["num_workers"] else ""
+            out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores).")
+        else:
+            want = math.ceil(p["worker_cores_needed"])
+            out.append(f"  no num_workers keeps up on this host: the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a "
+                       f"core), the host has {p['usable_cpus']}; expect at least "
+                       f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The "
+                       f"dataset must get {p['cheaper_by']:.1f}x cheaper per batch, or run on "
+                       f"{want} cores besides the main process's.")
+        out.append("  predicted wait per step: " + ", ".join(
+            f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}"
+            for row in p["by_workers"]))
+    elif trust == policy.PREDICT_ONE_WORKER:
+        out.append("  no num_workers advice: the stalls are one worker's batches (see the "
+                   "attribution), and the model assumes equal workers taking batches in turn.")
+    elif trust == policy.PREDICT_SLOW_SAMPLE:
+        out.append("  no num_workers advice: the stalls follow particular samples (see the "
+                   "attribution), and the model works with the mean batch, not the slow ones "
+                   "holding the line.")
     run = p["this_run"]
+    miss = run.get("miss_of_step")
+    assumes = "it assumes " + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + "."
     if run["measured_wait_s"] is not None and run["error"] is not None:
-        out.append(f"  check: at num_workers={run['num_workers']} the model gives "
-                   f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
-                   f"measured ({run['error']:+.0%}); it assumes "
-                   + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + ".")
+        said = (f"at num_workers={run['num_workers']} the model gives "
+                f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
+                "measured")
+        if trust == policy.PREDICT_MISFIT:
+            out.append(f"  the model does not fit this run: {said}, off by {pct(miss)} of the "
+                       f"step ({run['error']:+.0%} of the wait), more than "
+                       f"{pct(policy.PREDICT_FIT_TOL)}: no num_workers advice from it; "
+                       + assumes)
+        else:
+            missed = f", {pct(miss)} of the step" if miss is not None else ""
+            out.append(f"  check: {said} ({run['error']:+.0%}{missed}); " + assumes)
+    elif trust == policy.PREDICT_UNCHECKED:
+        out.append("  no measured wait to check the model against: no num_workers advice "
+                   "from it.")
     return out
 
 
@@ -1108,7 +1200,9 @@ def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
             parts.append(f"{name}: no prediction (no worker batch timing)")
             continue
         cpus = p["usable_cpus"]
-        keeps = (f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
+        trusted = p.get("trust", policy.PREDICT_TRUSTED) == policy.PREDICT_TRUSTED
+        keeps = ("the model does not fit this run: no num_workers advice" if not trusted
+                 else f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
                  else f"no num_workers keeps up here, {p['cheaper_by']:.1f}x too costly")
         parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
                      f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
