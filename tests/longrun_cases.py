@@ -15,8 +15,9 @@ build), so the test comparing against it shows that none of that changed
 a number.  A later change that changes a report on purpose rewrites it
 (run this file on the code before that change).  Rewritten since: when the
 stalls block gained calm_median_s and stall_median_s and the heavy-tail
-sentence and the SLOW_MEDIAN shape rule their new words (every other
-value, compared, the same).
+sentence and the SLOW_MEDIAN shape rule their new words, and when the
+lock-step next step began to suggest num_workers=(4, 3, 2, 1) (every
+other value, compared, the same).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import traceml  # noqa: E402
 from traceml import demo  # noqa: E402
 from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION  # noqa: E402
 
-HISTORICAL_WORKERS = [4, 2, 1, 0, 0, 1, 2, 4]
+HISTORICAL_WORKERS = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
 DIRECTIONS = ["forward"] * 4 + ["backward"] * 4
 
 

@@ -170,12 +170,12 @@ def test_executes_quick(tmp_path, monkeypatch):
     assert _data(_cell(nb, "historical.plot()"), "image/png")
     assert _data(_cell(nb, "sweep.plot()"), "image/png")
 
-    # The sweep table: 8 rows, 4, 2, 1, 0 then 0, 1, 2, 4.
+    # The sweep table: 10 rows, 4, 3, 2, 1, 0 then back.
     table = _text(_cell(nb, "sweep = traceml.sweep("))
     rows = [ln for ln in table.splitlines() if ln.startswith("num_workers=")]
     workers = [int(ln.split()[0].split("=")[1]) for ln in rows]
-    assert workers == [4, 2, 1, 0, 0, 1, 2, 4], table
-    assert [ln.split()[3] for ln in rows] == ["forward"] * 4 + ["backward"] * 4
+    assert workers == [4, 3, 2, 1, 0, 0, 1, 2, 3, 4], table
+    assert [ln.split()[3] for ln in rows] == ["forward"] * 5 + ["backward"] * 5
     assert "num_workers vs stall period" in table
 
     order = _text(_cell(nb, "in_order=(True, False)"))

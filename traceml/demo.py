@@ -20,7 +20,7 @@ reports.
 
 ``--investigate`` runs the next cheap experiment on the same data (see
 :func:`run_investigation`): the historical path at ``num_workers`` 4, 2, 1,
-0 and back (0, 1, 2, 4) with :func:`traceml.sweep`, then the fixed path at
+0 and back (0, 1, 2, 3, 4) with :func:`traceml.sweep`, then the fixed path at
 4, and prints the worker-count table, the correlation between num_workers
 and the stall cadence, and the historical-versus-fixed comparison.
 """
@@ -105,8 +105,10 @@ class InvestigationSize:
 # drifted; 3 to 5 minutes in all.
 INVESTIGATE_FULL = InvestigationSize(steps=24, pace_s=0.150)
 INVESTIGATE_QUICK = InvestigationSize(steps=6, pace_s=0.005)
-# The grid of the sweep: run 4 -> 2 -> 1 -> 0, then 0 -> 1 -> 2 -> 4.
-INVESTIGATE_WORKERS = (4, 2, 1, 0)
+# The grid of the sweep: run 4 -> 3 -> 2 -> 1 -> 0, then back.  Three worker
+# counts that can show a period (4, 3, 2) are the least with which the sweep
+# can say the period follows num_workers (policy.SWEEP_MIN_DISTINCT_WORKERS).
+INVESTIGATE_WORKERS = (4, 3, 2, 1, 0)
 # The fixed path is measured at the demo's worker count.
 FIXED_WORKERS = 4
 
@@ -350,7 +352,7 @@ def run_demo(
 
 class InvestigationResult(traceml.SweepResult):
     """The worker-count table of ``--investigate``: the rows of the
-    historical sweep (num_workers 4, 2, 1, 0 then 0, 1, 2, 4), then the row
+    historical sweep (num_workers 4, 3, 2, 1, 0 then back), then the row
     of the fixed path at 4.  ``correlation`` and ``plot()`` cover the
     historical rows only: the question is whether *its* stall cadence
     follows num_workers.
@@ -407,7 +409,7 @@ def run_investigation(
     of the historical path follow num_workers, and does the fix remove it?
 
     Runs :func:`traceml.sweep` over the historical path at num_workers 4,
-    2, 1, 0 then 0, 1, 2, 4 (each condition a fresh DataLoader of ``steps``
+    3, 2, 1, 0 then 0, 1, 2, 3, 4 (each condition a fresh DataLoader of ``steps``
     batches, a ``pace_s`` sleep per batch standing in for the training
     step), then the fixed path at num_workers 4 the same way, and prints
     the worker-count table, the correlation between max(1, num_workers)
@@ -533,7 +535,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         type=int,
         default=None,
         help="DataLoader workers (default 4; not with --investigate, which "
-        "sweeps 4, 2, 1, 0)",
+        "sweeps 4, 3, 2, 1, 0)",
     )
     parser.add_argument(
         "--steps",
@@ -560,14 +562,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         "--investigate",
         action="store_true",
         help="the next experiment (a few minutes): sweep the historical path "
-        "over num_workers 4, 2, 1, 0 and back, run the fixed path at 4, and "
+        "over num_workers 4, 3, 2, 1, 0 and back, run the fixed path at 4, and "
         "print the worker-count table, the num_workers-cadence correlation "
         "and the historical-versus-fixed comparison",
     )
     args = parser.parse_args(argv)
     if args.investigate and args.num_workers is not None:
         parser.error("--num-workers does not apply to --investigate "
-                     "(it sweeps num_workers 4, 2, 1, 0)")
+                     "(it sweeps num_workers 4, 3, 2, 1, 0)")
     if args.num_workers is not None and args.num_workers < 0:
         parser.error("--num-workers must be >= 0")
     if args.steps is not None and args.steps < 1:

@@ -1009,7 +1009,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         k = effective_workers(nw)
         if k is not None and p == k:
             out.append(("lockstep", {"period": p, "num_workers": nw}))
-            out.append(("vary_workers_then_in_order", {}))
+            out.append(("vary_workers_then_in_order", {"grid": sweep_grid(nw)}))
         elif k is not None:
             out.append(("period_not_workers", {"period": p, "num_workers": nw}))
             out.append(("confirm_period", {"period": p}))
@@ -1113,6 +1113,16 @@ MIN_STALLS_FOR_CADENCE = PERIOD_MIN_GAPS + 1
 # stall on every fetch, EVERY-FETCH, which any input-bound loader shows at
 # num_workers 0 or 1) are left out and named.
 SWEEP_MIN_DISTINCT_WORKERS = 3
+
+
+def sweep_grid(num_workers: Optional[int]) -> tuple[int, ...]:
+    """The num_workers a next step suggests sweeping to see whether a stall
+    period follows them: the run's own, 4, 3, 2 and 1, descending.  Rows
+    at 2 or more workers can show a period, so the grid holds at least
+    SWEEP_MIN_DISTINCT_WORKERS of them; 1 shows EVERY-FETCH when the
+    workers are the limit, and 0 (loading in the loop's process) says
+    nothing about the workers' cadence."""
+    return tuple(sorted({int(num_workers or 0), 4, 3, 2, 1} - {0}, reverse=True))
 
 SWEEP_KEEP_FEWEST = "keep_fewest"      # fewer workers wait within REL_TOL of the best
 SWEEP_KEEP_BEST = "keep_best"          # the best leads beyond REL_TOL and the order effect

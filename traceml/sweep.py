@@ -382,7 +382,7 @@ def _progress(total: int, show: bool):
 def sweep(
     make_loader: Callable[..., Any],
     *,
-    num_workers: Sequence[int] = (4, 2, 1, 0),
+    num_workers: Sequence[int] = (4, 3, 2, 1, 0),
     steps: int = 16,
     consumer_pace_s: float = 0.01,
     passes: int = 1,
@@ -404,7 +404,7 @@ def sweep(
     the product of ``num_workers`` and ``other_axes`` (for example
     ``in_order=(True, False)``, ``prefetch_factor=(2, 4)``,
     ``persistent_workers=(False, True)``), run forward then, with
-    ``both_directions``, backward (4, 2, 1, 0 then 0, 1, 2, 4), so that order
+    ``both_directions``, backward (4, 3, 2, 1, 0 then 0, 1, 2, 3, 4), so that order
     and cache effects show; ``passes`` repeats the whole.
 
     An exception inside a condition is recorded on its row and the sweep

@@ -291,7 +291,8 @@ _NEXT: dict[str, Callable[[dict], str]] = {
         "consistent with the workers finishing their batches together (lock-step), so the "
         "cost is per-batch work inside the workers."),
     "vary_workers_then_in_order": lambda p: (
-        "Next: vary num_workers (traceml.sweep(make_loader, num_workers=(4, 2, 1, 0))); if "
+        "Next: vary num_workers (traceml.sweep(make_loader, num_workers="
+        f"{tuple(p.get('grid') or policy.sweep_grid(None))})); if "
         "the period follows, compare in_order=(True, False) to see whether batches "
         "overtake, then check worker CPU against storage reads in the slow intervals."),
     "period_not_workers": lambda p: (
