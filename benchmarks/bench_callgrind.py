@@ -27,12 +27,20 @@ DataLoader loops differ by a few hundred to a thousand or so per step
 instrumentation is lost in it.  The "in _core" column, the instructions
 executed inside traceml's compiled module, is exact there too.
 
+``--cache-sim`` runs callgrind's cache simulation too and adds, per
+iteration, the level-1 instruction and data read misses inside ``_core``
+(I1mr, D1mr): a real DataLoader's ``__next__`` evicts traceml's code and
+data between two steps, so those misses, not the instructions, are most of
+what ``wrap`` costs per step there (benchmarks/README.md, "The DataLoader
+path").  The simulated caches are valgrind's model of this host's, not the
+hardware's counters.
+
 Each loop runs N and then 2N iterations (after a warm-up run of 2N, so that
 the store has grown and the interpreter has specialised the code).  Each
 run starts with a call of ``traceml._core.sampler_info()``, at whose entry
 callgrind zeroes its counters (``--zero-before=mod_sampler_info``), and
 ends with one of ``traceml._core.default_recorder().store_info()``, at whose entry it dumps
-them (``--dump-before=mod_store_info``); so ``(I(2N) - I(N)) / N`` is the
+them (``--dump-before=rec_store_info``); so ``(I(2N) - I(N)) / N`` is the
 instructions of one iteration, without the interpreter's start-up or any
 per-run constant.  The garbage collector is off during the runs (it runs,
 uncounted, before each), as timeit has it.  Only the main thread is counted
@@ -67,7 +75,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # callgrind zeroes its counters, at the entry of _core.default_recorder().store_info() it dumps
 # them (and zeroes them).
 ZERO = "mod_sampler_info"
-MARKER = "mod_store_info"
+MARKER = "rec_store_info"
 CORE_OBJ = "traceml/_core."  # the compiled module's path, as callgrind names it
 
 
@@ -247,7 +255,7 @@ def child(kind: str, n: int, out: str) -> int:
     from traceml import _core
 
     phases = light_phases() if kind == "light" else dataloader_phases(2 * n + 10)
-    start, mark = _core.sampler_info, _core.store_info  # zero, dump
+    start, mark = _core.sampler_info, _core.default_recorder().store_info  # zero, dump
     order = []  # the run of dump j + 1 (j >= 1) is order[j - 1]
     gc.disable()  # as timeit does: no collection inside a run
     mark()  # dump 1: start-up
@@ -269,11 +277,12 @@ def child(kind: str, n: int, out: str) -> int:
 # the parent
 
 
-def run_child(kind: str, n: int, tmp: str, timeout: float) -> dict:
+def run_child(kind: str, n: int, tmp: str, timeout: float, cache_sim: bool = False) -> dict:
     out = os.path.join(tmp, f"{kind}.json")
     prefix = os.path.join(tmp, f"cg.{kind}")
     cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
            "--compress-strings=no", "--compress-pos=no",
+           f"--cache-sim={'yes' if cache_sim else 'no'}",
            f"--zero-before={ZERO}", f"--dump-before={MARKER}",
            f"--callgrind-out-file={prefix}",
            sys.executable, os.path.abspath(__file__), "--child", kind,
@@ -292,25 +301,32 @@ def run_child(kind: str, n: int, tmp: str, timeout: float) -> dict:
     for path in glob.glob(prefix + ".*-01"):  # dumps of thread 1, the main one
         m = re.search(r"\.(\d+)-01$", path)
         dumps[int(m.group(1))] = self_cost_by_object(path)
-    runs, core = {}, {}
+    runs, core, misses = {}, {}, {}
     for j, (name, label) in enumerate(meta["order"], start=2):
         by_object = dumps[j]
-        runs[(name, label)] = sum(by_object.values())
-        core[(name, label)] = sum(v for ob, v in by_object.items() if CORE_OBJ in ob)
+        runs[(name, label)] = sum(v["Ir"] for v in by_object.values())
+        mine = [v for ob, v in by_object.items() if CORE_OBJ in ob]
+        core[(name, label)] = sum(v["Ir"] for v in mine)
+        misses[(name, label)] = {e: sum(v.get(e, 0) for v in mine) for e in ("I1mr", "D1mr")}
     per = {name: (runs[(name, "2N")] - runs[(name, "N")]) / n
            for name in meta["baselines"]}
     per_core = {name: (core[(name, "2N")] - core[(name, "N")]) / n
                 for name in meta["baselines"]}
-    return {"per": per, "core": per_core, "baselines": meta["baselines"], "n": n,
-            "seconds": elapsed,
+    per_miss = {name: {e: (misses[(name, "2N")][e] - misses[(name, "N")][e]) / n
+                       for e in ("I1mr", "D1mr")}
+                for name in meta["baselines"]} if cache_sim else None
+    return {"per": per, "core": per_core, "core_misses": per_miss,
+            "baselines": meta["baselines"], "n": n, "seconds": elapsed,
             "runs": {f"{k[0]} / {k[1]}": v for k, v in runs.items()}}
 
 
 def self_cost_by_object(path: str) -> dict:
-    """Instructions executed in each object file (self cost: the cost lines
-    of each function, not the inclusive cost lines that follow ``calls=``),
-    from a callgrind dump written with --compress-strings=no."""
+    """Each object file's self cost (the cost lines of each function, not
+    the inclusive cost lines that follow ``calls=``) per event of the dump
+    ({object: {"Ir": ..., "I1mr": ..., ...}}; only Ir without the cache
+    simulation), from a callgrind dump written with --compress-strings=no."""
     cost: dict = {}
+    events = ["Ir"]
     ob, after_call = "?", False
     with open(path) as f:
         for line in f:
@@ -321,11 +337,15 @@ def self_cost_by_object(path: str) -> dict:
                     if after_call:
                         after_call = False  # the inclusive cost of a call
                     else:
-                        cost[ob] = cost.get(ob, 0) + int(parts[1])
+                        mine = cost.setdefault(ob, {})
+                        for e, v in zip(events, parts[1:]):
+                            mine[e] = mine.get(e, 0) + int(v)
             elif line.startswith("ob="):
                 ob = line[3:].strip()
             elif line.startswith("calls="):
                 after_call = True
+            elif line.startswith("events:"):
+                events = line.split()[1:]
     return cost
 
 
@@ -340,6 +360,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--dl-n", type=int, default=None,
                    help="DataLoader loops: N (default 500)")
     p.add_argument("--no-torch", action="store_true", help="skip the DataLoader child")
+    p.add_argument("--cache-sim", action="store_true",
+                   help="also count L1 instruction and data read misses in _core "
+                        "(callgrind's cache simulation; slower)")
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--json", metavar="PATH", default=None)
     p.add_argument("--no-machine", action="store_true")
@@ -369,7 +392,7 @@ def main(argv: list[str]) -> int:
         for kind, k in kinds:
             print(f"\nrunning the {kind} loops under {version} (N = {k:,}) ...",
                   flush=True)
-            results[kind] = run_child(kind, k, tmp, args.timeout)
+            results[kind] = run_child(kind, k, tmp, args.timeout, args.cache_sim)
             print(f"  {results[kind]['seconds']:.0f} s")
 
     print("\ninstructions (Ir, main thread) per iteration = (I(2N) - I(N)) / N;"
@@ -391,6 +414,13 @@ def main(argv: list[str]) -> int:
     triple = added.get("probe triple (begin+fetch+end)")
     if triple is not None:
         print(f"  per probe call (the triple / 3): {triple / 3:,.1f} instructions")
+    if args.cache_sim:
+        print("\nL1 read misses in _core per iteration (callgrind's simulated caches):")
+        print(f"{'':{w}} {'I1mr':>8} {'D1mr':>8}")
+        for kind, r in results.items():
+            for name, m in r["core_misses"].items():
+                if m["I1mr"] or m["D1mr"]:
+                    print(f"  {name:{w - 2}} {m['I1mr']:8.2f} {m['D1mr']:8.2f}")
 
     checks = []
     if triple is not None:
@@ -418,6 +448,12 @@ def main(argv: list[str]) -> int:
         checks.append(Check("callgrind", "DataLoader A/A copy: |added| (the noise)",
                             abs(added["DataLoader bare for (A/A copy)"]), "", "none",
                             True, info=True))
+        miss = results["dataloader"]["core_misses"]
+        if miss is not None:
+            m = miss["DataLoader traceml wrap"]
+            checks.append(Check("callgrind", "L1 read misses in _core per wrapped DataLoader "
+                                "step (I1mr + D1mr)", m["I1mr"] + m["D1mr"], "", "none",
+                                True, info=True))
     print()
     print_checks(checks)
     write_json(args.json, checks, {
