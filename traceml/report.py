@@ -173,7 +173,8 @@ def build(
                 else _recorded(records, sources))
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    production = _production(steps, w.steady, src, delivery, worker_batches, loader, epochs)
+    production, made = _production(steps, w.steady, src, delivery, worker_batches, loader,
+                                   epochs)
     summary.update(_durations(w, production))
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
     if gpu is not None:     # cuda off: no gpu key, the summary as before
@@ -199,7 +200,9 @@ def build(
     summary.update(_evidence(steps, mask, w.steady, src, source_id, delivery, samples,
                              sampler_info, stuck_events, main_pid,
                              bytes_seen["median"] if bytes_seen else None, ranks_workers))
-    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers))
+    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
+                                          made))
+    del made
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
                                           main_pid)
@@ -276,21 +279,27 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
 
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
                 worker_batches: Optional[tuple], loader: Optional[dict],
-                epochs: np.ndarray) -> Optional[dict]:
+                epochs: np.ndarray) -> tuple[Optional[dict], Optional[np.ndarray]]:
     """The worker-side batch timing block (None: not a multiprocessing
-    DataLoader); ``epochs``: the distinct epochs of ``steps``."""
+    DataLoader) and each step's batch make time (worker_timing.made_ns;
+    None without records or delivering workers); ``epochs``: the distinct
+    epochs of ``steps``."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
-        return None
+        return None, None
     facts = getattr(src, "epoch_facts", None) or {}
     present = set(epochs.tolist())    # once: a unique() per fact cost 0.1 s each at 10M
     why = [f.get("worker_timing") for e, f in sorted(facts.items()) if int(e) in present]
     unavailable = None if "on" in why else next((w for w in why if w), None)
     records, offsets = worker_batches if worker_batches is not None else (
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
+    worker = delivery[1] if delivery is not None else None
+    idx = made = None
+    if worker is not None and len(records) and len(steps):
+        idx = worker_timing.match(records, steps["epoch"], worker, offsets)
+        made = worker_timing.made_ns(records, idx)
     block, _busy = worker_timing.summarise(
-        records, steps, delivery[1] if delivery is not None else None, steady, offsets,
-        loader.get("num_workers"), unavailable)
-    return block
+        records, steps, worker, steady, offsets, loader.get("num_workers"), unavailable, idx)
+    return block, made
 
 
 def _durations(w: _Steady, production: Optional[dict] = None) -> dict:
@@ -467,14 +476,17 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
-                           ranks_workers: Optional[tuple] = None) -> dict:
+                           ranks_workers: Optional[tuple] = None,
+                           made: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (policy.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
     bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
     the per-step arrays the delivery record was made from (no attribution
-    without them)."""
+    without them); ``made`` each step's batch make time in its worker
+    (ns, -1 unknown; None: not measured), whose slow batches' rank period
+    (policy.made_period) names the samples' period before the stalls do."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"] and ranks_workers is not None:
@@ -485,11 +497,15 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         def known(a: np.ndarray) -> np.ndarray:
             return np.maximum(a, -1, dtype=np.int64)
 
+        nw = (s.get("loader") or {}).get("num_workers")
+        period_of_made = None
+        # Only where the stalls are enough for an attribution at all.
+        if made is not None and np.count_nonzero(mask) >= policy.ATTR_MIN_STALLS:
+            period_of_made = policy.made_period(known(ranks[steady]), made[steady], nw)
         out["attribution"] = policy.attribution(
-            known(ranks[mask]), known(workers[mask]), known(workers[steady]),
-            (s.get("loader") or {}).get("num_workers"),
+            known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks,
-            (s.get("production") or {}).get("workers"))
+            (s.get("production") or {}).get("workers"), period_of_made)
     bb = out["batch_bytes"]
     if bb is not None:
         iv = (s.get("workers") or {}).get("intervals")
