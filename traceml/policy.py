@@ -1155,27 +1155,40 @@ def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
 # worker started one early enough), so their ranks can keep a multiple of
 # the data's period: every 5th sample slow at num_workers=4 and
 # prefetch_factor=2 stalls on every other one (measured: stalls every 10
-# ranks in 2 of 3 runs, "Diagnostic truth" user trial; the corpus's
-# simulated loader gives the same).  The workers' make times (traceml.
-# worker_timing) see every slow sample, hidden or not.  A batch is *made
-# slow* when its make time lies above the two-group split of the make times
-# (bimodal_split_ns: the same standing as a stall's split of the waits,
-# eta >= BIMODAL_MIN_ETA and groups BIMODAL_MIN_RATIO apart), and the slow
-# ones are a minority (at most HEAVY_TAIL_MAX_STALL_SHARE of the batches,
-# at least RANK_PERIOD_MIN_STALLS of them, as for a period of stalled
-# ranks).  Their period is the smallest p in 2..RANK_PERIOD_MAX with one
-# residue r such that ATTR_SHARE of the slow-made ranks are r mod p *and*
-# ATTR_SHARE of all the batches at r mod p are made slow: a slow sample is
-# slow whenever it is made (no prefetch hides a make time), so the residue
-# must hold nearly all of both.  The second condition keeps a slow worker
-# out (at num_workers=4 worker 1's batches are all odd ranks, but only half
-# the odd ranks are slow) and takes the smallest p (multiples of p hold
-# 1/m of the slow ranks each).  p = max(1, num_workers) is one worker's
+# ranks in 2 of 3 runs, "Diagnostic truth" user trial; in 24 of 40 runs of
+# tests/test_attribution.py's loader; the corpus's simulated loader gives
+# the same).  The workers' make times (traceml.worker_timing) see every
+# slow sample, hidden or not.
+#
+# A batch is *made slow* above the Otsu split of log(make time) when the
+# batches above it form a group of their own (:func:`_stands_out`, the
+# stall rule's test for large waits on top: at least MIN_GROUP_ON_TOP, at
+# most HEAVY_TAIL_MAX_STALL_SHARE of the batches, geometric mean
+# BIMODAL_MIN_RATIO times the rest's).  Otsu's eta is not required, for
+# the reason given there: measured beside a CPU hog, 0.1 ms items took
+# 0.3-40 ms to make (waiting for a core) against 80 ms slow samples, and
+# eta fell to 0.76-0.80 in 7 of 10 runs.  At least RANK_PERIOD_MIN_STALLS
+# batches must be made slow, as for a period of stalled ranks.
+#
+# Their period is the smallest p in 2..RANK_PERIOD_MAX with one residue r
+# such that ATTR_SHARE of all the batches at r mod p are made slow (a slow
+# sample is slow whenever it is made: no prefetch hides a make time) and
+# more than half of the slow-made ranks are r mod p.  Not ATTR_SHARE of
+# them: the same hog made 1-5 fast batches slow per run beside 12 true
+# slow samples.  More than half keeps out any other residue of the same
+# p, and the smallest p is taken: a multiple m*p of the true period holds
+# about 1/m of the slow ranks on each residue (one more than half on an
+# odd count at m = 2), so it comes after p.  The first condition keeps out
+# a slow worker's divisors (at num_workers=4 worker 1's batches are all
+# odd ranks, but only half the odd ranks are slow).  By chance it cannot
+# hold: more than half of at least 8 slow ranks is at least 5 on one
+# residue, 90% of whose batches must be slow, so a random slow set would
+# have to fill one residue class almost entirely (random make times in
+# 20 seeds and heavy-tailed ones in 20 more gave none:
+# tests/test_attribution.py).  p = max(1, num_workers) is one worker's
 # batches in round-robin order: the ONE-WORKER rule's to read, not a
-# period of the data (None).  Uniform make times with noise give no split;
-# random slow batches put at most a few on any residue (the corpus's
-# noise cases).
-MADE_SLOW_MAX_SHARE = 0.5
+# period of the data (None).
+MADE_MIN_RESIDUE_SHARE = 0.5
 # The made-slow period names the stalls' samples only when the stalls sit
 # on its residue for the most part: more than half of the stalled ranks.
 # Not all: a stall can fall on the fast batch a worker starts late behind
@@ -1187,8 +1200,9 @@ MADE_STALL_SHARE = 0.5
 def made_period(ranks: np.ndarray, make_ns: np.ndarray,
                 num_workers: Optional[int]) -> Optional[dict]:
     """The rank period of the batches made slow in the workers, by the rule
-    above; None when the make times form no slow minority, too few are
-    slow, no residue holds them, or the period is the workers' own count.
+    above; None when the make times form no slow group of their own, too
+    few are slow, no residue holds them, or the period is the workers' own
+    count.
 
     ``ranks`` (int, shape (batches,)): each steady-state batch's rank in
     the epoch's sampler order (-1 unknown); ``make_ns`` (int64, same
@@ -1204,18 +1218,18 @@ def made_period(ranks: np.ndarray, make_ns: np.ndarray,
     r, m = r[known], m[known]
     if len(m) < 2 * RANK_PERIOD_MIN_STALLS:
         return None
-    split = bimodal_split_ns(m)
-    if split is None:
+    split = _core.log_otsu(m)["threshold_ns"]
+    if not math.isfinite(split) or not _stands_out(m, split):
         return None
     slow = m > split
     count = int(slow.sum())
-    if count < RANK_PERIOD_MIN_STALLS or count > MADE_SLOW_MAX_SHARE * len(m):
+    if count < RANK_PERIOD_MIN_STALLS:
         return None
     slow_ranks = r[slow]
     for p in range(2, RANK_PERIOD_MAX + 1):
         on = np.bincount(slow_ranks % p, minlength=p)
         residue = int(np.argmax(on))
-        if on[residue] < ATTR_SHARE * count:
+        if on[residue] <= MADE_MIN_RESIDUE_SHARE * count:
             continue
         at_residue = int(np.count_nonzero(r % p == residue))
         if on[residue] < ATTR_SHARE * at_residue:
