@@ -325,10 +325,11 @@ def test_a_report_names_the_samples_period_and_keeps_the_stall_cadence():
     assert a["period"] == 5 and a["period_from"] == policy.PERIOD_FROM_MAKE_TIMES
     # The steady batches (after the 4 start-up ones) made slow: 19.
     assert a["made"]["slow"] == int(slow[4:].sum()) == 19
-    assert ("The workers made 19 of 96 batches slow, 100% of them with rank % 5 == 0; 100% of "
-            "the stalls are among them and the loop stalled on only some of them, every 10 "
-            "batches: prefetch made the others in time: particular samples are slow, every 5, "
-            "not a worker; next: time __getitem__ on the indices with rank % 5 == 0.") in r["next"]
+    assert ("The workers made 19 of 96 batches slow, 100% of them with rank % 5 == 0, and 100% "
+            "of the stalls are among them; the loop stalled on only some of them, every 10 "
+            "batches (prefetch made the others in time). Particular samples are slow, one in "
+            "5, not a worker; next: time __getitem__ on the indices with rank % 5 == 0."
+            ) in r["next"]
     assert not any("a slow sample every 10 batches" in t for t in r["next"]), r["next"]
     text = str(r)
     assert "PERIODIC every 10 steps" in text

@@ -975,17 +975,17 @@ def _stalls_against_made(p: dict) -> str:
     if sp == p["period"]:
         return f"the stalls recur every {sp} batches too"
     if sp % p["period"] == 0:
-        return (f"the loop stalled on only some of them, every {sp} batches: prefetch made "
-                "the others in time")
+        return (f"the loop stalled on only some of them, every {sp} batches (prefetch made "
+                "the others in time)")
     return f"the stalls recur every {sp} batches"
 
 
 def _slow_made(p: dict) -> str:
     """SLOW-SAMPLE from the workers' make times (policy.made_period)."""
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
-            f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == {p['residue']}; "
-            f"{pct(p['share'])} of the stalls are among them and "
-            f"{_stalls_against_made(p)}: particular samples are slow, every {p['period']}, "
+            f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == {p['residue']}, "
+            f"and {pct(p['share'])} of the stalls are among them; "
+            f"{_stalls_against_made(p)}. Particular samples are slow, one in {p['period']}, "
             f"not a worker; next: time __getitem__ on the indices with rank % {p['period']} "
             f"== {p['residue']}.")
 
