@@ -11,7 +11,9 @@ Truth keys are dotted paths into ``Report.to_dict()`` (the contract the
 rules are being changed to): ``diagnosis``, ``shape``, ``stalls.count``,
 ``stalls.outliers``, ``temporal`` (None: no stalls), ``temporal.label``,
 ``temporal.period``, ``trend.label``, ``trend.slope_ms_per_step``,
-``attribution.label``, ``attribution.worker``, ``headline.label``.  A case
+``attribution.label``, ``attribution.worker``, ``attribution.period``,
+``attribution.period_from``, ``attribution.stall_period``,
+``attribution.made``, ``headline.label``.  A case
 names only the keys it is about.  A value is compared for equality, or is
 a :class:`OneOf`, :class:`Not` or :class:`Approx`.  A key the report does
 not have (the current rules lack ``trend``, ``attribution``, ``headline``
@@ -46,7 +48,15 @@ The recipes, in the words of the project's "Diagnostic truth" issue:
 * epoch-start dominated: 3 epochs, each a 1.5 s first fetch and fast
   steady steps -- headline EPOCH-START;
 * stuck: a fetch that waits 45 s or 120 s in an otherwise healthy loop --
-  headline STUCK.
+  headline STUCK;
+* with the workers' own batch records (:func:`simulated_loader`: an
+  in-order DataLoader played out as torch schedules it, so waits, delivery
+  and make times come from one schedule): a slow sample every k whose
+  every other one prefetch hides (every 5 at 4 workers stalls every 10;
+  every 3 at 2 workers every 6; every 7 at 4 every 14) -- SLOW-SAMPLE at
+  period k from the make times, the stall cadence still 2k; uniform make
+  times and randomly slow batches -- never SLOW-SAMPLE; lock-step and one
+  slow worker (3x and 6x) -- their labels kept.
 
 Physically: waits are at least 5 us (a prefetched batch), compute is
 5-10 ms a step, the first max(1, num_workers) fetches of each epoch hold
@@ -55,6 +65,7 @@ the workers' start-up (150 ms, then prefetched batches).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -277,6 +288,7 @@ class Case:
     truth: dict
     samples: Optional[np.ndarray] = None       # sampler readings, or none
     sampler_info: Optional[dict] = None
+    batches: Optional[np.ndarray] = None       # worker batch records, or none
 
 
 def records_of(epochs) -> np.ndarray:
@@ -391,7 +403,7 @@ def with_readings(case: Case, busy: dict, period_s: float = 0.02) -> Case:
             "procs": [{"pid": MAIN_PID, "role": -1, "exited_ns": 0, "errors": {}}]
             + [{"pid": p, "role": w, "exited_ns": 0, "errors": {}}
                for w, p in zip(sorted(busy), pids)]}
-    return Case(case.name, case.records, case.delivery, case.sources, case.truth, rows, info)
+    return dataclasses.replace(case, samples=rows, sampler_info=info)
 
 
 def _fast(rng, n, median_ms=0.05, sigma=0.5):
@@ -636,6 +648,156 @@ def stuck(seed: int, at: Optional[int], waited_s: float, n: int = 40) -> Case:
     return make(f"stuck-{waited_s:g}s-at{at}", wait, truth, num_workers=2)
 
 
+# --- loops with the workers' own batch records (traceml.worker_timing) ----------
+
+
+def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers: int,
+                     compute_ms: np.ndarray, prefetch: int = 2,
+                     handover_ms: float = 0.05) -> Case:
+    """An in-order multiprocessing DataLoader played out batch by batch as
+    torch schedules it (torch/utils/data/dataloader.py,
+    ``_MultiProcessingDataLoaderIter``): ``iter()`` sends prefetch *
+    num_workers indices round-robin (rank r to worker r % num_workers);
+    each worker makes its batches in the order sent, one at a time, batch
+    r taking ``cost_ms[r]`` from when it is sent and its worker is free;
+    step i waits until batch i is made (plus ``handover_ms``), and on
+    receiving it the loader sends rank i + prefetch * num_workers.
+    Workers start STARTUP_MS after ``iter()``.  The steps' waits, the
+    delivery (rank, worker) and the workers' batch records
+    (BATCH_RECORD_DTYPE, on the steps' clock; CPU = make time) all come
+    from that one schedule, so a slow batch a worker made early enough
+    costs the loop nothing: the stalls are what the loop felt, the make
+    times what each batch cost."""
+    n = len(cost_ms)
+    cost = np.round(np.asarray(cost_ms, dtype=np.float64) * MS).astype(np.int64)
+    compute = np.round(np.asarray(compute_ms, dtype=np.float64) * MS).astype(np.int64)
+    handover = int(round(handover_ms * MS))
+    free = [int(STARTUP_MS * MS)] * num_workers
+    made = np.zeros((n, 2), dtype=np.int64)
+
+    def send(r: int, at: int) -> None:
+        w = r % num_workers
+        made[r, 0] = max(free[w], at)
+        made[r, 1] = free[w] = made[r, 0] + int(cost[r])
+
+    for r in range(min(n, prefetch * num_workers)):
+        send(r, 0)
+    wait = np.zeros(n, dtype=np.int64)
+    t = 0
+    for i in range(n):
+        done = max(t, int(made[i, 1])) + handover
+        wait[i] = done - t
+        if i + prefetch * num_workers < n:
+            send(i + prefetch * num_workers, done)
+        t = done + int(compute[i])
+    records = records_of([(wait, compute)])
+    t0 = int(records["begin_ns"][0])
+    rank = np.arange(n, dtype=np.int32)
+    worker = (rank % num_workers).astype(np.int32)
+    batches = np.zeros(n, dtype=_core.BATCH_RECORD_DTYPE)
+    batches["begin_ns"] = t0 + made[:, 0]
+    batches["end_ns"] = t0 + made[:, 1]
+    batches["cpu_ns"] = cost
+    batches["runq_ns"] = -1
+    batches["seq"] = rank // num_workers
+    batches["epoch"] = 0
+    batches["worker"] = worker
+    sources = source_of(num_workers, 1)
+    for facts in sources[SOURCE_ID].epoch_facts.values():
+        facts["worker_timing"] = "on"
+    return Case(name, records, (rank, worker), sources, truth, batches=batches)
+
+
+def stall_ranks(case: Case, above_ms: float) -> np.ndarray:
+    """The steady-state ranks whose wait exceeds ``above_ms`` (a recipe's
+    check of what its schedule made)."""
+    wait = case.records["fetch_done_ns"] - case.records["begin_ns"]
+    rank = case.delivery[0]
+    return rank[(wait > above_ms * MS) & (rank >= startup(int(case.delivery[1].max()) + 1))]
+
+
+def sim_slow_sample(seed: int, every: int, num_workers: int, slow_ms: float,
+                    stall_every: int, prefetch: int = 2, n: int = 100,
+                    jitter: float = 0.01) -> Case:
+    """Every ``every``-th index slow (rank % every == 0: ``slow_ms``, the
+    others ~0.1 ms) behind ``num_workers`` workers and a 10 ms step: the
+    workers make every slow sample slowly, but prefetch lets them start
+    some early enough, so the loop stalls every ``stall_every`` batches
+    (the schedule's outcome, checked here: the waits over 30 ms).  The
+    data's period is ``every``; the loop's cadence ``stall_every`` stays
+    the temporal period.  Slow samples vary by +-``jitter``; at 5% the
+    hidden ones surface as 10-20 ms waits beside the 50-70 ms stalls."""
+    rng = np.random.default_rng(1300 + seed)
+    fast = _fast(rng, n, 0.1, 0.3)
+    slow = slow_ms * rng.uniform(1 - jitter, 1 + jitter, n)
+    cost = np.where(np.arange(n) % every == 0, slow, fast)
+    truth = {"temporal.label": "PERIODIC", "temporal.period": stall_every,
+             "attribution.label": "SLOW-SAMPLE", "attribution.worker": None,
+             "attribution.period": every, "attribution.period_from": "make_times",
+             "attribution.stall_period": stall_every}
+    case = simulated_loader(
+        f"sim-slow-sample-every{every}-{num_workers}w-pf{prefetch}-stalls{stall_every}-s{seed}",
+        cost, truth, num_workers=num_workers, compute_ms=rng.uniform(9.5, 10.5, n),
+        prefetch=prefetch)
+    stalled = stall_ranks(case, 30.0)
+    assert len(stalled) >= 8 and (np.diff(stalled) == stall_every).all(), (case.name, stalled)
+    return case
+
+
+def sim_uniform_make(seed: int, num_workers: int = 2, make_ms: float = 30.0,
+                     n: int = 100) -> Case:
+    """Every batch costs about ``make_ms`` (lognormal noise, sigma 0.15),
+    more than num_workers steps of 10 ms: the loop waits, but no sample is
+    slower than another, so no slow-sample period, whatever the noise."""
+    rng = np.random.default_rng(1400 + seed)
+    cost = rng.lognormal(math.log(make_ms), 0.15, n)
+    truth = {"attribution.label": Not("SLOW-SAMPLE"), "attribution.made": None,
+             "diagnosis": "INPUT-BOUND"}
+    return simulated_loader(f"sim-uniform-make-{make_ms:g}ms-{num_workers}w-s{seed}", cost,
+                            truth, num_workers=num_workers, compute_ms=np.full(n, 10.0))
+
+
+def sim_random_slow(seed: int, rate: float = 0.12, num_workers: int = 4,
+                    n: int = 120) -> Case:
+    """Each batch independently 150 ms with probability ``rate`` (~0.1 ms
+    otherwise): slow batches a split of the make times finds, at random
+    ranks, so no period of the data."""
+    rng = np.random.default_rng(1500 + seed)
+    hit = rng.random(n) < rate
+    cost = np.where(hit, 150.0 * rng.uniform(0.9, 1.1, n), _fast(rng, n, 0.1, 0.3))
+    truth = {"attribution.label": Not("SLOW-SAMPLE")}
+    return simulated_loader(f"sim-random-slow-{rate:g}-{num_workers}w-s{seed}", cost, truth,
+                            num_workers=num_workers, compute_ms=rng.uniform(9.5, 10.5, n))
+
+
+def sim_lockstep(seed: int, num_workers: int = 4, make_ms: float = 100.0,
+                 n: int = 96) -> Case:
+    """Every batch costs about ``make_ms`` (sigma 0.05), the workers started
+    together: they finish together, and the loop stalls on each round's
+    first batch -- LOCK-STEP with uniform make times."""
+    rng = np.random.default_rng(1600 + seed)
+    cost = rng.lognormal(math.log(make_ms), 0.05, n)
+    truth = {"temporal.label": "PERIODIC", "temporal.period": num_workers,
+             "attribution.label": "LOCK-STEP", "attribution.made": None}
+    return simulated_loader(f"sim-lockstep-{num_workers}w-s{seed}", cost, truth,
+                            num_workers=num_workers, compute_ms=np.full(n, 5.0))
+
+
+def sim_one_slow_worker(seed: int, worker: int, factor: float, num_workers: int = 4,
+                        fast_ms: float = 10.0, n: int = 100) -> Case:
+    """Worker ``worker`` makes each batch ``factor`` x slower than the
+    others (``fast_ms``): its batches, every num_workers-th rank, are made
+    slow and stall -- ONE-WORKER, which a rank period of num_workers in the
+    make times must not turn into SLOW-SAMPLE."""
+    rng = np.random.default_rng(1700 + 10 * worker + seed)
+    base = fast_ms * rng.uniform(0.95, 1.05, n)
+    cost = np.where(np.arange(n) % num_workers == worker, factor * base, base)
+    truth = {"temporal.label": "PERIODIC", "temporal.period": num_workers,
+             "attribution.label": "ONE-WORKER", "attribution.worker": worker}
+    return simulated_loader(f"sim-one-slow-worker-{worker}of{num_workers}-{factor:g}x-s{seed}",
+                            cost, truth, num_workers=num_workers, compute_ms=np.full(n, 10.0))
+
+
 def corpus() -> list[Case]:
     """Every case, in a fixed order (names are unique)."""
     cases = []
@@ -667,6 +829,13 @@ def corpus() -> list[Case]:
               slow_sample(3, 10, 0, base_ms=15.0)]
     cases += [epoch_start(0, 0), epoch_start(1, 2)]
     cases += [stuck(0, None, 120.0), stuck(1, 20, 45.0)]
+    cases += [sim_slow_sample(0, 5, 4, 150.0, 10), sim_slow_sample(1, 5, 4, 150.0, 10, jitter=0.05),
+              sim_slow_sample(2, 3, 2, 80.0, 6), sim_slow_sample(3, 7, 4, 200.0, 14, n=160),
+              sim_slow_sample(4, 5, 4, 150.0, 5, prefetch=1)]
+    cases += [sim_uniform_make(0), sim_uniform_make(1, num_workers=4, make_ms=60.0)]
+    cases += [sim_random_slow(s) for s in range(3)]
+    cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
+    cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases
@@ -678,7 +847,8 @@ def replay(case: Case, build=None):
         from traceml.report import build
     return build(case.records, dict(INFO), SOURCE_ID, None,
                  sources=case.sources, delivery=case.delivery, samples=case.samples,
-                 sampler_info=case.sampler_info, main_pid=MAIN_PID)
+                 sampler_info=case.sampler_info, main_pid=MAIN_PID,
+                 worker_batches=None if case.batches is None else (case.batches, {}))
 
 
 def check(case: Case, report: dict) -> list[tuple[str, Any, Any]]:

@@ -6,7 +6,10 @@ Each case is a per-step wait sequence made by a recipe with a fixed seed
 lock-step workers at several periods, lock-step pairs, random stalls at
 several rates, bursts with a long period, rising and falling trends, one
 slow worker, a slow sample every k batches, epoch-start dominated runs, a
-stuck fetch).  Its truth comes from how the sequence was made, and names
+stuck fetch), and loaders played out as torch schedules them with the
+workers' own batch records (a slow sample every k that prefetch hides
+every other time, uniform or randomly slow make times, lock-step, one
+slow worker).  Its truth comes from how the sequence was made, and names
 only the report keys the case is about.
 
 The contract the report answers to (``Report.to_dict()``):
@@ -19,7 +22,9 @@ The contract the report answers to (``Report.to_dict()``):
   EVERY-FETCH | TOO-FEW, "period": int or None, ...};
 * ``trend``: None or {"label": RISING | FALLING, "slope_ms_per_step": float};
 * ``attribution``: None or {"label": ONE-WORKER | LOCK-STEP | SLOW-SAMPLE,
-  "worker": int or None};
+  "worker": int or None, "period": the samples' period, "period_from":
+  "make_times" | "stalls", "stall_period": the stalls' own, "made": the
+  make-time reading or None};
 * ``headline``: {"label": EPOCH-START | STUCK | STEADY}, what holds most of
   the run's wall time.
 
@@ -62,6 +67,19 @@ def test_corpus_is_well_formed():
             rank, worker = c.delivery
             assert rank.dtype == np.int32 and worker.dtype == np.int32, c.name
             assert len(rank) == len(worker) == len(r), c.name
+        if c.batches is not None:
+            b = c.batches
+            assert b.dtype == _core.BATCH_RECORD_DTYPE and c.delivery is not None, c.name
+            rank, worker = c.delivery
+            # One record per delivered batch, made before it was handed over.
+            assert len(b) == len(r) and (b["worker"] == worker).all(), c.name
+            assert (b["begin_ns"] <= b["end_ns"]).all(), c.name
+            assert (b["end_ns"] <= r["fetch_done_ns"]).all(), c.name
+            for w in np.unique(b["worker"]):
+                mine = b[b["worker"] == w]
+                # A worker makes its batches one at a time, in order.
+                assert (mine["seq"] == np.arange(len(mine))).all(), c.name
+                assert (mine["begin_ns"][1:] >= mine["end_ns"][:-1]).all(), c.name
         assert corpus.SOURCE_ID in c.sources, c.name
         assert c.truth, c.name
         for path in c.truth:

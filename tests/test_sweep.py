@@ -556,9 +556,17 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
         assert with_slow >= 0.8, stalled
         workers = {rep["delivery"]["workers"][i] for i in steps} - {None}
         p = rep["temporal"]["period"]
+        a = rep["attribution"]
+        if a is not None and a["period_from"] == "make_times":
+            # The workers' make times name the data's period whatever the
+            # stalls' cadence (6 at 2 workers): rank % 3 == 1, holding most
+            # of the stalls.
+            assert a["label"] == "SLOW-SAMPLE" and (a["period"], a["residue"]) == (3, 1), a
+            assert a["residue_share"] == pytest.approx(share) and share > 0.5, (a, stalled)
+            assert a["stall_period"] == p or p is None, (a, p)
+            continue
         expected = (p == 3 and share >= 0.9
                     and (rep["loader"]["num_workers"] < 2 or len(workers) >= 2))
-        a = rep["attribution"]
         assert (a is not None and a["label"] == "SLOW-SAMPLE") == expected, (a, stalled)
 
 

@@ -1276,6 +1276,98 @@ def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
     return None
 
 
+# --- the slow samples' period from the workers' own make times --------------------
+# The stalls are what the loop felt; prefetch hides some slow samples (a
+# worker started one early enough), so their ranks can keep a multiple of
+# the data's period: every 5th sample slow at num_workers=4 and
+# prefetch_factor=2 stalls on every other one (measured: stalls every 10
+# ranks in 2 of 3 runs, "Diagnostic truth" user trial; in 24 of 40 runs of
+# tests/test_attribution.py's loader; the corpus's simulated loader gives
+# the same).  The workers' make times (traceml.worker_timing) see every
+# slow sample, hidden or not.
+#
+# A batch is *made slow* above the Otsu split of log(make time) when the
+# batches above it form a group of their own (:func:`_stands_out`, the
+# stall rule's test for large waits on top: at least MIN_GROUP_ON_TOP, at
+# most HEAVY_TAIL_MAX_STALL_SHARE of the batches, geometric mean
+# BIMODAL_MIN_RATIO times the rest's).  Otsu's eta is not required, for
+# the reason given there: measured beside a CPU hog, 0.1 ms items took
+# 0.3-40 ms to make (waiting for a core) against 80 ms slow samples, and
+# eta fell to 0.76-0.80 in 7 of 10 runs.  At least RANK_PERIOD_MIN_STALLS
+# batches must be made slow, as for a period of stalled ranks.
+#
+# Their period is the smallest p in 2..RANK_PERIOD_MAX with one residue r
+# such that ATTR_SHARE of all the batches at r mod p are made slow (a slow
+# sample is slow whenever it is made: no prefetch hides a make time) and
+# more than half of the slow-made ranks are r mod p.  Not ATTR_SHARE of
+# them: the same hog made 1-5 fast batches slow per run beside 12 true
+# slow samples.  More than half keeps out any other residue of the same
+# p, and the smallest p is taken: a multiple m*p of the true period holds
+# about 1/m of the slow ranks on each residue (one more than half on an
+# odd count at m = 2), so it comes after p.  The first condition keeps out
+# a slow worker's divisors (at num_workers=4 worker 1's batches are all
+# odd ranks, but only half the odd ranks are slow).  By chance it cannot
+# hold: more than half of at least 8 slow ranks is at least 5 on one
+# residue, 90% of whose batches must be slow, so a random slow set would
+# have to fill one residue class almost entirely (random make times in
+# 20 seeds and heavy-tailed ones in 20 more gave none:
+# tests/test_attribution.py).  p = max(1, num_workers) is one worker's
+# batches in round-robin order: the ONE-WORKER rule's to read, not a
+# period of the data (None).
+MADE_MIN_RESIDUE_SHARE = 0.5
+# The made-slow period names the stalls' samples only when the stalls sit
+# on its residue for the most part: more than half of the stalled ranks.
+# Not all: a stall can fall on the fast batch a worker starts late behind
+# a slow one.  Below that, the slow samples are a fact about the data that
+# does not explain the loop's waits, and the stalls' own reading stands.
+MADE_STALL_SHARE = 0.5
+
+
+def made_period(ranks: np.ndarray, make_ns: np.ndarray,
+                num_workers: Optional[int]) -> Optional[dict]:
+    """The rank period of the batches made slow in the workers, by the rule
+    above; None when the make times form no slow group of their own, too
+    few are slow, no residue holds them, or the period is the workers' own
+    count.
+
+    ``ranks`` (int, shape (batches,)): each steady-state batch's rank in
+    the epoch's sampler order (-1 unknown); ``make_ns`` (int64, same
+    shape): its make time in its worker, ns (worker_timing; -1 unknown);
+    ``num_workers`` the loader's.  Returns {period, residue, slow (batches
+    made slow), batches (with rank and make time known), split_ns (the
+    make time above which a batch is slow), slow_on_residue (share of the
+    slow-made on the residue), residue_slow (share of the residue's batches
+    made slow)}."""
+    r = np.asarray(ranks, dtype=np.int64)
+    m = np.asarray(make_ns, dtype=np.int64)
+    known = (r >= 0) & (m >= 0)
+    r, m = r[known], m[known]
+    if len(m) < 2 * RANK_PERIOD_MIN_STALLS:
+        return None
+    split = _core.log_otsu(m)["threshold_ns"]
+    if not math.isfinite(split) or not _stands_out(m, split):
+        return None
+    slow = m > split
+    count = int(slow.sum())
+    if count < RANK_PERIOD_MIN_STALLS:
+        return None
+    slow_ranks = r[slow]
+    for p in range(2, RANK_PERIOD_MAX + 1):
+        on = np.bincount(slow_ranks % p, minlength=p)
+        residue = int(np.argmax(on))
+        if on[residue] <= MADE_MIN_RESIDUE_SHARE * count:
+            continue
+        at_residue = int(np.count_nonzero(r % p == residue))
+        if on[residue] < ATTR_SHARE * at_residue:
+            continue
+        if p == effective_workers(num_workers):
+            return None
+        return {"period": p, "residue": residue, "slow": count, "batches": int(len(m)),
+                "split_ns": float(split), "slow_on_residue": float(on[residue]) / count,
+                "residue_slow": float(on[residue]) / at_residue}
+    return None
+
+
 def make_ratio(per_worker: Optional[dict], worker: int) -> Optional[float]:
     """Worker ``worker``'s median time to make a batch (measured in the
     worker: traceml.worker_timing) over the other workers' median of
@@ -1288,10 +1380,16 @@ def make_ratio(per_worker: Optional[dict], worker: int) -> Optional[float]:
     return float("inf") if median <= 0 else mine / median
 
 
+# Where a SLOW-SAMPLE period comes from (the attribution's ``period_from``).
+PERIOD_FROM_MAKE_TIMES = "make_times"   # the workers' make times (made_period)
+PERIOD_FROM_STALLS = "stalls"           # the stalled ranks or their gaps
+
+
 def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 batch_workers: np.ndarray, num_workers: Optional[int],
                 period: Optional[int], ticks: Optional[dict],
-                per_worker: Optional[dict] = None) -> Optional[dict]:
+                per_worker: Optional[dict] = None,
+                made: Optional[dict] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -1299,7 +1397,18 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     batch; ``period``: the report's period (None unless PERIODIC);
     ``ticks``: CPU ticks per worker id over the run (None: no readings);
     ``per_worker``: the workers' own batch timing (the report's
-    ``production.workers``; None: not measured).
+    ``production.workers``; None: not measured); ``made``: the period of
+    the batches made slow in the workers (:func:`made_period`; None: no
+    such period, or no worker timing).
+
+    SLOW-SAMPLE from the make times comes first: with ``made`` and more
+    than MADE_STALL_SHARE of the known stalled ranks on its residue, the
+    period is the data's (``period_from`` PERIOD_FROM_MAKE_TIMES), whatever
+    the stalls' own cadence (``stall_period``: the report's period, or
+    without one :func:`rank_period` of the stalled ranks; prefetch can hide
+    every other slow sample and double it).  A made period other than the
+    workers' count is never one slow worker's batches (see made_period), so
+    it is read before ONE-WORKER.  Otherwise, from the stalls alone:
 
     ONE-WORKER k: at least ATTR_SHARE of the known stalls are worker k's,
     more than ONE_WORKER_OWN_SHARE of k's batches stall and at most
@@ -1318,7 +1427,11 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     holding most known stalls), stall_workers ({worker id: stalls}), known
     (stalls whose worker is known), share (top_worker's share of them),
     own_share, others_share, cpu_ratio, make_ratio, period, residue,
-    residue_share, ambiguous}."""
+    residue_share (the share of the known stalled ranks on the residue),
+    ambiguous, period_from (SLOW-SAMPLE: PERIOD_FROM_MAKE_TIMES or
+    PERIOD_FROM_STALLS; else None), stall_period (the stalls' period, as
+    above; None when they keep none), made (from the make times: {slow,
+    batches, split_s, slow_on_residue, residue_slow}; else None)}."""
     ranks = np.asarray(stall_ranks, dtype=np.int64)
     wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
@@ -1328,10 +1441,13 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
            "known": int(known.sum()), "share": None, "own_share": None,
            "others_share": None, "cpu_ratio": None, "make_ratio": None, "period": period,
-           "residue": None, "residue_share": None, "ambiguous": False}
+           "residue": None, "residue_share": None, "ambiguous": False,
+           "period_from": None, "stall_period": period, "made": None}
     if len(ranks) < ATTR_MIN_STALLS:
         return None
     nw = num_workers or 0
+    k = effective_workers(num_workers)
+    one_worker = False
     if nw >= 2 and out["known"] >= ATTR_MIN_STALLS:
         top = int(ids[np.argmax(counts)])
         share = by_worker[top] / out["known"]
@@ -1345,16 +1461,28 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                    others_share=others_share, cpu_ratio=ratio, make_ratio=slower)
         concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
                         and others_share <= ONE_WORKER_OTHERS_SHARE)
-        if concentrated and slower is not None and slower >= BUSIER_RATIO:
-            return {**out, "label": ONE_WORKER}
-        if concentrated and slower is None and ratio is not None and (
+        one_worker = concentrated and (
+            (slower is not None and slower >= BUSIER_RATIO)
+            or (slower is None and ratio is not None and (
                 ratio >= BUSIER_RATIO
-                or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER)):
-            return {**out, "label": ONE_WORKER}
-    k = effective_workers(num_workers)
+                or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER))))
+    known_ranks = ranks[ranks >= 0]
+    if made is not None and made["period"] != k and len(known_ranks) >= ATTR_MIN_STALLS:
+        on = float(np.mean(known_ranks % made["period"] == made["residue"]))
+        if on > MADE_STALL_SHARE:
+            stall_period = period if period is not None else rank_period(ranks, k)
+            return {**out, "label": SLOW_SAMPLE, "worker": None, "period": made["period"],
+                    "residue": made["residue"], "residue_share": on,
+                    "period_from": PERIOD_FROM_MAKE_TIMES, "stall_period": stall_period,
+                    "made": {"slow": made["slow"], "batches": made["batches"],
+                             "split_s": made["split_ns"] * 1e-9,
+                             "slow_on_residue": made["slow_on_residue"],
+                             "residue_slow": made["residue_slow"]}}
+    if one_worker:
+        return {**out, "label": ONE_WORKER}
     if period is None:
         period = rank_period(ranks, k)
-        out["period"] = period
+        out["period"] = out["stall_period"] = period
         if period is None:
             return None
     if period > 1 and period != k:
@@ -1366,7 +1494,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             out.update(residue=residue, residue_share=rshare)
             spread = nw < 2 or len(by_worker) >= 2
             if rshare >= ATTR_SHARE and spread:
-                return {**out, "label": SLOW_SAMPLE, "worker": None}
+                return {**out, "label": SLOW_SAMPLE, "worker": None,
+                        "period_from": PERIOD_FROM_STALLS}
         return None
     if nw >= 2 and period == k:
         # Stalls on one worker with no CPU readings to tell it from the
@@ -1458,9 +1587,12 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
     bytes add (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
     steady-state steps): ONE-WORKER replaces the round and num_workers items with that
     worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
-    the samples' residue; large batches add the hand-over reading and its
-    next step; a trusted prediction that no num_workers keeps up replaces
-    the "vary num_workers" items (:func:`prediction_next_steps`)."""
+    the samples' residue (and, when the workers' make times give the
+    samples a period other than the stalls' cadence, the items that read a
+    period off the stalls as well); large batches add the hand-over
+    reading and its next step; a trusted prediction that no num_workers
+    keeps up replaces the "vary num_workers" items
+    (:func:`prediction_next_steps`)."""
     attr = s.get("attribution")
     out = list(items)
     if (s.get("diagnosis") in (COMPUTE_BOUND, NO_DATA)
@@ -1475,10 +1607,20 @@ def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[st
                                    "cpu_ratio": attr["cpu_ratio"]}))
         out.append(("split_shards", {"worker": attr["worker"]}))
     elif attr and attr["label"] == SLOW_SAMPLE:
-        out = [it for it in out if it[0] not in ("confirm_period", "compare_in_order")]
-        out.append(("slow_sample", {"period": attr["period"], "residue": attr["residue"],
-                                    "share": attr["residue_share"],
-                                    "workers": len(attr["stall_workers"])}))
+        drop = {"confirm_period", "compare_in_order"}
+        made = attr.get("made")
+        if made is not None and attr.get("stall_period") != attr["period"]:
+            # The stalls' cadence is not the samples' period: the items
+            # that read a period off the stalls would name the wrong one.
+            drop |= {"period_not_workers", "period", "wrap_to_compare_period"}
+        out = [it for it in out if it[0] not in drop]
+        params = {"period": attr["period"], "residue": attr["residue"],
+                  "share": attr["residue_share"], "workers": len(attr["stall_workers"])}
+        if made is not None:
+            params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
+                          slow=made["slow"], batches=made["batches"],
+                          slow_on_residue=made["slow_on_residue"])
+        out.append(("slow_sample", params))
     code = (s.get("batch_bytes") or {}).get("handover")
     if code:
         # The bytes come first: the slow-sample and num_workers experiments

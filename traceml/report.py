@@ -174,8 +174,9 @@ def build(
                 else _recorded(records, sources))
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    production, making_ns = _production(steps, w.steady, src, delivery, worker_batches,
-                                        loader, epochs, _stuck_after_s(sampler_info))
+    production, making_ns, made = _production(steps, w.steady, src, delivery,
+                                              worker_batches, loader, epochs,
+                                              _stuck_after_s(sampler_info))
     unmarked = None
     if source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
@@ -213,7 +214,9 @@ def build(
                              bytes_seen["median"] if bytes_seen else None, ranks_workers,
                              making_ns))
     del making_ns
-    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers))
+    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
+                                          made))
+    del made
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
                                           main_pid)
@@ -291,25 +294,31 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
                 worker_batches: Optional[tuple], loader: Optional[dict],
                 epochs: np.ndarray, stuck_after_s: Optional[float] = None
-                ) -> tuple[Optional[dict], Optional[np.ndarray]]:
+                ) -> tuple[Optional[dict], Optional[np.ndarray], Optional[np.ndarray]]:
     """(the worker-side batch timing block, None: not a multiprocessing
     DataLoader; per step, the ns of its input wait during which its worker
-    was making batches, -1 unknown, or None: worker_timing.summarise);
-    ``epochs``: the distinct epochs of ``steps``; ``stuck_after_s``: the
-    stuck watch's line (the prediction's inputs leave out the batches past
-    it)."""
+    was making batches, -1 unknown, or None: worker_timing.summarise; each
+    step's batch make time, worker_timing.made_ns, or None without records
+    or delivering workers); ``epochs``: the distinct epochs of ``steps``;
+    ``stuck_after_s``: the stuck watch's line (the prediction's inputs
+    leave out the batches past it)."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
-        return None, None
+        return None, None, None
     facts = getattr(src, "epoch_facts", None) or {}
     present = set(epochs.tolist())    # once: a unique() per fact cost 0.1 s each at 10M
     why = [f.get("worker_timing") for e, f in sorted(facts.items()) if int(e) in present]
     unavailable = None if "on" in why else next((w for w in why if w), None)
     records, offsets = worker_batches if worker_batches is not None else (
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
-    return worker_timing.summarise(
-        records, steps, delivery[1] if delivery is not None else None, steady, offsets,
-        loader.get("num_workers"), unavailable,
-        None if stuck_after_s is None else int(round(stuck_after_s * 1e9)))
+    worker = delivery[1] if delivery is not None else None
+    idx = made = None
+    if worker is not None and len(records) and len(steps):
+        idx = worker_timing.match(records, steps["epoch"], worker, offsets)
+        made = worker_timing.made_ns(records, idx)
+    block, busy = worker_timing.summarise(
+        records, steps, worker, steady, offsets, loader.get("num_workers"), unavailable,
+        None if stuck_after_s is None else int(round(stuck_after_s * 1e9)), idx)
+    return block, busy, made
 
 
 def _durations(w: _Steady, production: Optional[dict] = None,
@@ -498,14 +507,17 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
-                           ranks_workers: Optional[tuple] = None) -> dict:
+                           ranks_workers: Optional[tuple] = None,
+                           made: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (policy.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
     bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
     the per-step arrays the delivery record was made from (no attribution
-    without them)."""
+    without them); ``made`` each step's batch make time in its worker
+    (ns, -1 unknown; None: not measured), whose slow batches' rank period
+    (policy.made_period) names the samples' period before the stalls do."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"] and ranks_workers is not None:
@@ -516,11 +528,15 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         def known(a: np.ndarray) -> np.ndarray:
             return np.maximum(a, -1, dtype=np.int64)
 
+        nw = (s.get("loader") or {}).get("num_workers")
+        period_of_made = None
+        # Only where the stalls are enough for an attribution at all.
+        if made is not None and np.count_nonzero(mask) >= policy.ATTR_MIN_STALLS:
+            period_of_made = policy.made_period(known(ranks[steady]), made[steady], nw)
         out["attribution"] = policy.attribution(
-            known(ranks[mask]), known(workers[mask]), known(workers[steady]),
-            (s.get("loader") or {}).get("num_workers"),
+            known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks,
-            (s.get("production") or {}).get("workers"))
+            (s.get("production") or {}).get("workers"), period_of_made)
     bb = out["batch_bytes"]
     if bb is not None:
         iv = (s.get("workers") or {}).get("intervals")

@@ -1032,6 +1032,31 @@ def _one_worker(p: dict) -> str:
             "one worker is slower than the rest, not the workers' round.")
 
 
+def _stalls_against_made(p: dict) -> str:
+    """How the stalls' own period stands to the slow samples' period (made
+    slow in the workers): the same, a multiple (prefetch hid some), or
+    none."""
+    sp = p.get("stall_period")
+    if sp is None:
+        return "the stalls keep no period of their own"
+    if sp == p["period"]:
+        return f"the stalls recur every {sp} batches too"
+    if sp % p["period"] == 0:
+        return (f"the loop stalled on only some of them, every {sp} batches (prefetch made "
+                "the others in time)")
+    return f"the stalls recur every {sp} batches"
+
+
+def _slow_made(p: dict) -> str:
+    """SLOW-SAMPLE from the workers' make times (policy.made_period)."""
+    return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
+            f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == {p['residue']}, "
+            f"and {pct(p['share'])} of the stalls are among them; "
+            f"{_stalls_against_made(p)}. Particular samples are slow, one in {p['period']}, "
+            f"not a worker; next: time __getitem__ on the indices with rank % {p['period']} "
+            f"== {p['residue']}.")
+
+
 _EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
     "one_worker": _one_worker,
     "split_shards": lambda p: (
@@ -1039,9 +1064,10 @@ _EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
         "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
         "slower than the others'; balance the split."),
     "slow_sample": lambda p: (
-        f"The stalled batches share rank % {p['period']} == {p['residue']} "
-        f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
-        "samples are slow, not a worker; next: time __getitem__ on those indices."),
+        _slow_made(p) if p.get("period_from") == policy.PERIOD_FROM_MAKE_TIMES else (
+            f"The stalled batches share rank % {p['period']} == {p['residue']} "
+            f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
+            "samples are slow, not a worker; next: time __getitem__ on those indices.")),
     "handover_main": lambda p: (
         f"Batches carry {fmt_bytes(p['bytes'])} each while the workers idled and the main "
         "process was busy during stalls: handing the batches over (receiving, rebuilding "
@@ -1082,9 +1108,18 @@ def attribution_line(s: dict) -> Optional[str]:
     on = f" (stalls by worker {spread}; {a['known']} with a known worker)" if spread else ""
     if a["label"] == policy.ONE_WORKER:
         return f"attribution: {policy.ONE_WORKER} worker {a['worker']}{on}"
+    if a["label"] == policy.SLOW_SAMPLE and a.get("period_from") == policy.PERIOD_FROM_MAKE_TIMES:
+        m = a["made"]
+        sp = a.get("stall_period")
+        stalls = ("no period of their own" if sp is None
+                  else f"period {sp}" + (" too" if sp == a["period"] else ""))
+        return (f"attribution: {policy.SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} from "
+                f"the workers' make times ({m['slow']} of {m['batches']} batches made slow, "
+                f"{pct(m['slow_on_residue'])} of them on that residue); the stalls: "
+                f"{pct(a['residue_share'])} on it, {stalls}{on}")
     if a["label"] == policy.SLOW_SAMPLE:
-        return (f"attribution: {policy.SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} in "
-                f"{pct(a['residue_share'])} of stalled batches{on}")
+        return (f"attribution: {policy.SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} from "
+                f"the stalls, in {pct(a['residue_share'])} of stalled batches{on}")
     text = f"attribution: {policy.LOCK_STEP}, once per round of {a['period']} workers{on}"
     if a.get("ambiguous"):
         text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "

@@ -295,10 +295,23 @@ def _stats_s(x_ns: np.ndarray) -> Optional[dict]:
     return {"median": p50 * 1e-9, "p95": p95 * 1e-9, "mean": _core.summary(x_ns)["mean"] * 1e-9}
 
 
+def made_ns(records: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Each step's batch make time in its worker (int64 ns, end - begin of
+    the record it met; shape of ``idx``, the steps' :func:`match`), -1
+    where it met none."""
+    out = np.full(len(idx), -1, dtype=np.int64)
+    hit = idx >= 0
+    if hit.any():
+        mine = records[idx[hit]]
+        out[hit] = np.maximum(mine["end_ns"] - mine["begin_ns"], 0)
+    return out
+
+
 def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarray],
               steady: np.ndarray, offsets: dict, num_workers: Optional[int],
               unavailable: Optional[str],
-              stuck_after_ns: Optional[int] = None) -> tuple[dict, Optional[np.ndarray]]:
+              stuck_after_ns: Optional[int] = None,
+              idx: Optional[np.ndarray] = None) -> tuple[dict, Optional[np.ndarray]]:
     """The report's ``production`` block and, per step, the ns of its input
     wait during which its worker was making batches (-1 unknown).
 
@@ -307,7 +320,8 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
     worker (-1 unknown; None: delivery not tracked), ``steady`` the
     steady-state mask, ``offsets`` what reset discarded (see
     :func:`note_reset`), ``unavailable`` why timing was off (None: it was
-    on for some epoch).
+    on for some epoch); ``idx`` the steps' :func:`match` when the caller
+    has it (else matched here).
 
     Numbers (seconds; shares of the matched steady steps' total step time):
     ``make_s`` wall per batch in the worker (production time, including
@@ -338,7 +352,8 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
             block["unavailable"] = ("the workers recorded no batch" if worker is not None
                                     else "the delivering worker of each batch is not known")
         return block, None
-    idx = match(records, steps["epoch"], worker, offsets)
+    if idx is None:
+        idx = match(records, steps["epoch"], worker, offsets)
     matched = (idx >= 0) & steady
     n_steady = int(steady.sum())
     block["batches"] = int(matched.sum())
