@@ -19,7 +19,8 @@ from traceml import demo  # noqa: E402
 from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION  # noqa: E402
 
 HISTORICAL_WORKERS = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
-DIRECTIONS = ["forward"] * 4 + ["backward"] * 4
+DIRECTIONS = ["forward"] * 5 + ["backward"] * 5
+N_HIST = len(HISTORICAL_WORKERS)
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +97,9 @@ def test_investigation_sweep_rows(investigation):
     assert isinstance(sweep, traceml.SweepResult)
     assert isinstance(sweep, demo.InvestigationResult)
     assert not sweep.interrupted
-    assert len(sweep.rows) == len(sweep.runs) == 9
+    assert len(sweep.rows) == len(sweep.runs) == N_HIST + 1
 
-    historical = sweep.rows[:8]
+    historical = sweep.rows[:N_HIST]
     assert [r["condition"]["num_workers"] for r in historical] == HISTORICAL_WORKERS
     assert [r["direction"] for r in historical] == DIRECTIONS
     assert all(r["condition"]["path"] == "historical" for r in historical)
@@ -111,7 +112,7 @@ def test_investigation_sweep_rows(investigation):
         assert row["diagnosis"] == rep["diagnosis"]
         assert row["mean_s"] is not None and row["mean_s"] >= 0
 
-    fixed_row, fixed_rep = sweep.rows[8], sweep.runs[8]
+    fixed_row, fixed_rep = sweep.rows[N_HIST], sweep.runs[N_HIST]
     assert fixed_row["condition"] == {"num_workers": demo.FIXED_WORKERS, "path": "fixed"}
     assert fixed_row["direction"] == "forward"
     assert "path=fixed" in fixed_rep["source"]
@@ -119,7 +120,7 @@ def test_investigation_sweep_rows(investigation):
 
     # The correlation is the historical grid's, never the fixed row's.
     assert sweep.correlation == sweep.historical.correlation
-    assert sweep.correlation["points"] <= 8
+    assert sweep.correlation["points"] <= N_HIST
     json.dumps(sweep.to_dict())
 
 
@@ -132,7 +133,7 @@ def test_investigation_comparison(investigation):
     assert comparison.rows[1]["verdict"] in (IMPROVEMENT, EQUIVALENT, REGRESSION, MIXED)
     # historical = the sweep's last historical condition (num_workers=4,
     # backward), fixed = the fixed row.
-    hist_rep, fixed_rep = sweep.runs[7], sweep.runs[8]
+    hist_rep, fixed_rep = sweep.runs[N_HIST - 1], sweep.runs[N_HIST]
     assert comparison.rows[0]["mean_wait_s"] == hist_rep["input_wait_s"]["mean"]
     assert comparison.rows[1]["mean_wait_s"] == fixed_rep["input_wait_s"]["mean"]
     assert comparison.threshold_s == hist_rep["stalls"]["threshold_s"]
