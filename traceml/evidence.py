@@ -266,6 +266,18 @@ COUNTERS = (
 )
 
 
+def slow_fast_windows(steps: np.ndarray, stall: np.ndarray,
+                      steady: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"slow": (starts, ends), "fast": (starts, ends)} (ns): the slow
+    intervals are each stall's input wait, [begin, fetch_done); the fast
+    ones the rest of steady-state time: calm steady steps' [begin, end) and
+    stalls' [fetch_done, end)."""
+    calm = steady & ~stall
+    return {"slow": (steps["begin_ns"][stall], steps["fetch_done_ns"][stall]),
+            "fast": (np.r_[steps["begin_ns"][calm], steps["fetch_done_ns"][stall]],
+                     np.r_[steps["end_ns"][calm], steps["end_ns"][stall]])}
+
+
 def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
               samples: np.ndarray, info: dict, worker_pid_list: list[int],
               main_pid: Optional[int]) -> Optional[dict]:
@@ -278,12 +290,7 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     """
     if len(samples) == 0:
         return None
-    slow_a = steps["begin_ns"][stall]
-    slow_b = steps["fetch_done_ns"][stall]
-    calm = steady & ~stall
-    fast_a = np.r_[steps["begin_ns"][calm], steps["fetch_done_ns"][stall]]
-    fast_b = np.r_[steps["end_ns"][calm], steps["end_ns"][stall]]
-    kinds = {"slow": (slow_a, slow_b), "fast": (fast_a, fast_b)}
+    kinds = slow_fast_windows(steps, stall, steady)
     out = {k: {"count": int(len(a)), "wall_s": float((b - a).sum()) * 1e-9}
            for k, (a, b) in kinds.items()}
     unavailable = {}
@@ -785,8 +792,8 @@ def gpu_utilisation(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     """The ``utilisation`` entry of the ``gpu`` block: NVML's GPU
     utilisation in slow intervals (each stall's input wait, [begin,
     fetch_done)) against fast ones (the rest of steady-state time: calm
-    steady steps [begin, end), stalls' [fetch_done, end)), the intervals
-    of :func:`intervals` for worker CPU.
+    steady steps [begin, end), stalls' [fetch_done, end)): the windows of
+    :func:`slow_fast_windows`, as worker CPU's in :func:`intervals`.
 
     ``nvml`` is ``GpuTimeline.utilisation()``.  A reading belongs to the
     interval holding its timestamp (the end of the driver's window: a
@@ -832,12 +839,10 @@ def gpu_utilisation(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     else:
         samples = samples[:0]
     out["readings"] = int(len(samples))
-    calm = steady & ~stall
-    starts = np.r_[steps["begin_ns"][stall], steps["begin_ns"][calm],
-                   steps["fetch_done_ns"][stall]]
-    ends = np.r_[steps["fetch_done_ns"][stall], steps["end_ns"][calm], steps["end_ns"][stall]]
-    n_slow = int(np.count_nonzero(stall))
-    kinds = np.r_[np.zeros(n_slow, np.int8), np.ones(len(starts) - n_slow, np.int8)]
+    windows = slow_fast_windows(steps, stall, steady)
+    (slow_a, slow_b), (fast_a, fast_b) = windows["slow"], windows["fast"]
+    starts, ends = np.r_[slow_a, fast_a], np.r_[slow_b, fast_b]
+    kinds = np.r_[np.zeros(len(slow_a), np.int8), np.ones(len(fast_a), np.int8)]
     kind = (_util_kind(samples["t_ns"], starts, ends, kinds) if len(samples) and len(starts)
             else np.full(len(samples), -1, np.int8))
     for k, name in ((0, "slow"), (1, "fast")):
