@@ -174,9 +174,9 @@ def build(
                 else _recorded(records, sources))
 
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    production, making_ns, made = _production(steps, w.steady, src, delivery,
-                                              worker_batches, loader, epochs,
-                                              _stuck_after_s(sampler_info))
+    production, making_ns, met = _production(steps, w.steady, src, delivery,
+                                             worker_batches, loader, epochs,
+                                             _stuck_after_s(sampler_info))
     unmarked = None
     if source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
@@ -215,8 +215,8 @@ def build(
                              making_ns))
     del making_ns
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
-                                          made))
-    del made
+                                          met))
+    del met
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
                                           main_pid)
@@ -297,9 +297,10 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
                 ) -> tuple[Optional[dict], Optional[np.ndarray], Optional[np.ndarray]]:
     """(the worker-side batch timing block, None: not a multiprocessing
     DataLoader; per step, the ns of its input wait during which its worker
-    was making batches, -1 unknown, or None: worker_timing.summarise; each
-    step's batch make time, worker_timing.made_ns, or None without records
-    or delivering workers); ``epochs``: the distinct epochs of ``steps``;
+    was making batches, -1 unknown, or None: worker_timing.summarise; the
+    workers' records and each step's index into them, worker_timing.match,
+    or None without records or delivering workers); ``epochs``: the
+    distinct epochs of ``steps``;
     ``stuck_after_s``: the stuck watch's line (the prediction's inputs
     leave out the batches past it)."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
@@ -311,14 +312,13 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     records, offsets = worker_batches if worker_batches is not None else (
         np.zeros(0, _core.BATCH_RECORD_DTYPE), {})
     worker = delivery[1] if delivery is not None else None
-    idx = made = None
+    idx = None
     if worker is not None and len(records) and len(steps):
         idx = worker_timing.match(records, steps["epoch"], worker, offsets)
-        made = worker_timing.made_ns(records, idx)
     block, busy = worker_timing.summarise(
         records, steps, worker, steady, offsets, loader.get("num_workers"), unavailable,
         None if stuck_after_s is None else int(round(stuck_after_s * 1e9)), idx)
-    return block, busy, made
+    return block, busy, (records, idx) if idx is not None else None
 
 
 def _durations(w: _Steady, production: Optional[dict] = None,
@@ -508,16 +508,19 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
                            ranks_workers: Optional[tuple] = None,
-                           made: Optional[np.ndarray] = None) -> dict:
+                           met: Optional[tuple] = None) -> dict:
     """The ``attribution`` (policy.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
     bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
     the per-step arrays the delivery record was made from (no attribution
-    without them); ``made`` each step's batch make time in its worker
-    (ns, -1 unknown; None: not measured), whose slow batches' rank period
-    (policy.made_period) names the samples' period before the stalls do."""
+    without them); ``met`` the workers' batch records and each step's
+    index into them (see _production; None: not measured), whose make
+    times (worker_timing.made_ns, taken only when the stalls are enough
+    for an attribution) give the slow batches' rank period
+    (policy.made_period), which names the samples' period before the
+    stalls do."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"] and ranks_workers is not None:
@@ -531,7 +534,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         nw = (s.get("loader") or {}).get("num_workers")
         period_of_made = None
         # Only where the stalls are enough for an attribution at all.
-        if made is not None and np.count_nonzero(mask) >= policy.ATTR_MIN_STALLS:
+        if met is not None and np.count_nonzero(mask) >= policy.ATTR_MIN_STALLS:
+            made = worker_timing.made_ns(*met)
             period_of_made = policy.made_period(known(ranks[steady]), made[steady], nw)
         out["attribution"] = policy.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
