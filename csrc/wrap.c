@@ -309,8 +309,9 @@ take_tasks(tm_wrapiter *self)
     adopt_scratch(self, n);
 }
 
-/* After a fetch: which rank left the task table, and from which worker. */
-static void
+/* After a fetch: which rank left the task table, and from which worker
+   (kept out of the step's line: a loader without workers never calls it). */
+static TM_NOINLINE void
 track_delivery(tm_wrapiter *self)
 {
     tm_task *before;
@@ -439,19 +440,39 @@ batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
     return total;
 }
 
-static int64_t
-sampled_bytes(tm_wrapiter *self, PyObject *item)
+/* The batch's bytes, on the steps that sample them (out of the step's
+   line: most steps do not). */
+static TM_COLD int64_t
+sample_bytes(tm_wrapiter *self, PyObject *item)
 {
     int leaves = TM_BYTES_LEAVES;
 
-    if (TM_LIKELY(self->steps > TM_BYTES_FIRST
-                  && self->steps % TM_BYTES_EVERY != 0)) {
-        return -1;
-    }
     return batch_bytes(self->rec->st, item, 0, &leaves);
 }
 
-static PyObject *
+/* The inner iterator returned NULL: exhausted (release it and end the
+   loop) or raised (passed on).  Drops the reference wrapiter_next took. */
+static TM_COLD PyObject *
+wrapiter_stopped(tm_wrapiter *self, PyObject *inner)
+{
+    if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        /* Exhausted: release the inner iterator now, so that a
+           DataLoader shuts its workers down at the end of the loop. */
+        PyErr_Clear();
+        if (self->inner == inner) {
+            release_inner(self);
+        }
+        end_loop(self);
+    }
+    Py_DECREF(inner);
+    return NULL;
+}
+
+/* The step's path.  Its code is kept to a few straight cache lines: a
+   real DataLoader's __next__ evicts them between the two clock reads, so
+   each line it runs through costs a miss per step (benchmarks/README.md,
+   "The DataLoader path"); the rare branches call out of line. */
+static TM_HOT PyObject *
 wrapiter_next(tm_wrapiter *self)
 {
     int64_t call_ns;
@@ -473,7 +494,7 @@ wrapiter_next(tm_wrapiter *self)
     if (TM_UNLIKELY(inner == NULL)) {
         return NULL;
     }
-    if (self->watching) {
+    if (TM_LIKELY(self->watching)) {
         tm_watch_begin(&self->slot, call_ns, self->source, self->epoch,
                        (int64_t)self->steps, self->oldest_rank,
                        self->oldest_worker);
@@ -482,24 +503,15 @@ wrapiter_next(tm_wrapiter *self)
     Py_INCREF(inner);
     item = Py_TYPE(inner)->tp_iternext(inner);
     done_ns = tm_rec_clock(self->rec);
-    if (self->watching) {
+    if (TM_LIKELY(self->watching)) {
         tm_watch_end(&self->slot);
     }
     if (TM_UNLIKELY(item == NULL)) {
-        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) {
-            /* Exhausted: release the inner iterator now, so that a
-               DataLoader shuts its workers down at the end of the loop. */
-            PyErr_Clear();
-            if (self->inner == inner) {
-                release_inner(self);
-            }
-            end_loop(self);
-        }
-        Py_DECREF(inner);
-        return NULL;
+        return wrapiter_stopped(self, inner);
     }
     Py_DECREF(inner);
-    self->begin_ns = self->steps == 0 ? self->epoch_begin_ns : call_ns;
+    self->begin_ns = TM_LIKELY(self->steps != 0) ? call_ns
+                                                 : self->epoch_begin_ns;
     self->fetch_done_ns = done_ns;
     self->generation = self->rec->store.generation;
     self->open = 1;
@@ -509,13 +521,15 @@ wrapiter_next(tm_wrapiter *self)
         Py_DECREF(item);
         return NULL;
     }
-    self->open_bytes = sampled_bytes(self, item);
+    self->open_bytes = -1;
+    if (TM_UNLIKELY(self->steps <= TM_BYTES_FIRST
+                    || self->steps % TM_BYTES_EVERY == 0)) {
+        self->open_bytes = sample_bytes(self, item);
+    }
+    self->open_rank = -1;
+    self->open_worker = -1;
     if (self->track && self->inner != NULL) {
         track_delivery(self);
-    }
-    else {
-        self->open_rank = -1;
-        self->open_worker = -1;
     }
     return item;
 }
