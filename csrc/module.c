@@ -314,8 +314,7 @@ tm_exec(PyObject *module)
             || add_constants(module, st) < 0) {
         return -1;
     }
-    if (PyModule_AddFunctions(module, tm_probe_module_methods) < 0
-            || PyModule_AddFunctions(module, tm_recorder_module_methods) < 0
+    if (PyModule_AddFunctions(module, tm_recorder_module_methods) < 0
             || PyModule_AddFunctions(module, tm_sampler_methods) < 0
             || PyModule_AddFunctions(module, tm_reduce_methods) < 0) {
         return -1;
@@ -323,7 +322,7 @@ tm_exec(PyObject *module)
     /* Until traceml installs its own (a traceml.Recorder), the probes
        record into a plain one: they never find none. */
     st->default_recorder = PyObject_CallNoArgs((PyObject *)st->recorder_type);
-    if (st->default_recorder == NULL) {
+    if (st->default_recorder == NULL || tm_probes_add(module, st) < 0) {
         return -1;
     }
     return register_fork_handler(module);
@@ -335,6 +334,7 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
     tm_state *st = get_state(module);
 
     Py_VISIT(st->default_recorder);
+    Py_VISIT(st->default_probes);
     Py_VISIT(st->recorder_type);
     Py_VISIT(st->wrapiter_type);
     Py_VISIT(st->batchlog_type);
@@ -351,6 +351,8 @@ tm_clear(PyObject *module)
 {
     tm_state *st = get_state(module);
 
+    tm_probes_set_default(st, NULL);
+    Py_CLEAR(st->default_probes);
     Py_CLEAR(st->default_recorder);
     Py_CLEAR(st->recorder_type);
     Py_CLEAR(st->wrapiter_type);

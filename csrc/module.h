@@ -85,6 +85,7 @@ struct tm_state {
     uint32_t next_recorder_id;
     tm_recorder *recorders;    /* live recorders (borrowed), for fork */
     PyObject *default_recorder;  /* what the module-level probes record into */
+    PyObject *default_probes;  /* what they are bound to: holds the same */
     PyTypeObject *recorder_type;
     PyTypeObject *wrapiter_type;
     PyTypeObject *batchlog_type;
@@ -133,7 +134,8 @@ PyObject *tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs);
 int tm_gpu_call(PyObject *hook, int64_t begin_ns, int with_arg);
-extern PyMethodDef tm_probe_module_methods[];
+int tm_probes_add(PyObject *module, tm_state *st);
+void tm_probes_set_default(tm_state *st, PyObject *rec);
 
 /* wrap.c */
 extern PyType_Spec tm_wrapiter_spec;

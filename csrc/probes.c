@@ -57,8 +57,9 @@ refuse_args(const char *name, Py_ssize_t nargs)
     return NULL;
 }
 
-/* Close the open step at now.  A step without fetch_done() waited 0 ns. */
-static void
+/* Close the open step at now.  A step without fetch_done() waited 0 ns.
+   Inlined: step_end() runs it every step. */
+TM_HOT_INLINE void
 close_step(tm_recorder *rec, int64_t now, uint16_t flags)
 {
     tm_probes *p = &rec->probes;
@@ -75,7 +76,7 @@ close_step(tm_recorder *rec, int64_t now, uint16_t flags)
     p->fetched = 0;
 }
 
-PyObject *
+TM_HOT PyObject *
 tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
 {
     int64_t now;
@@ -101,7 +102,7 @@ tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-PyObject *
+TM_HOT PyObject *
 tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
 {
     int64_t now = tm_rec_clock(rec);
@@ -126,7 +127,7 @@ tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-PyObject *
+TM_HOT PyObject *
 tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs)
 {
     int64_t now = tm_rec_clock(rec);
@@ -163,39 +164,101 @@ tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs)
 /* ------------------------------------------------------------------ */
 /* module level: the default recorder                                  */
 
-static inline tm_recorder *
-default_of(PyObject *module)
+/* The module-level probes are bound to this object, not to the module: it
+   holds the default recorder itself, so that a probe finds it with one
+   load instead of a call of PyModule_GetState (a few ns of a ~30 ns
+   probe; benchmarks/README.md, "Probes against a Python recorder").
+   _set_default_recorder() keeps it equal to the state's default_recorder;
+   NULL only once the module's state has been cleared, and then the
+   probes do nothing. */
+typedef struct {
+    PyObject_HEAD
+    tm_recorder *rec;   /* held */
+} tm_default_probes;
+
+static int
+default_probes_traverse(tm_default_probes *self, visitproc visit, void *arg)
 {
-    return (tm_recorder *)((tm_state *)PyModule_GetState(module))
-        ->default_recorder;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->rec);
+    return 0;
+}
+
+static int
+default_probes_clear(tm_default_probes *self)
+{
+    Py_CLEAR(self->rec);
+    return 0;
+}
+
+static void
+default_probes_dealloc(tm_default_probes *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+
+    PyObject_GC_UnTrack(self);
+    default_probes_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot default_probes_slots[] = {
+    {Py_tp_doc, "The target the module-level probes are bound to: it "
+                "holds the default recorder."},
+    {Py_tp_traverse, default_probes_traverse},
+    {Py_tp_clear, default_probes_clear},
+    {Py_tp_dealloc, default_probes_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec default_probes_spec = {
+    .name = "traceml._core.DefaultProbes",
+    .basicsize = sizeof(tm_default_probes),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = default_probes_slots,
+};
+
+#define DEFAULT_REC(self) (((tm_default_probes *)(self))->rec)
+
+static TM_HOT PyObject *
+mod_step_begin(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (TM_UNLIKELY(DEFAULT_REC(self) == NULL)) {
+        Py_RETURN_NONE;
+    }
+    return tm_probe_step_begin(DEFAULT_REC(self), nargs);
+}
+
+static TM_HOT PyObject *
+mod_fetch_done(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (TM_UNLIKELY(DEFAULT_REC(self) == NULL)) {
+        Py_RETURN_NONE;
+    }
+    return tm_probe_fetch_done(DEFAULT_REC(self), nargs);
+}
+
+static TM_HOT PyObject *
+mod_step_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (TM_UNLIKELY(DEFAULT_REC(self) == NULL)) {
+        Py_RETURN_NONE;
+    }
+    return tm_probe_step_end(DEFAULT_REC(self), nargs);
 }
 
 static PyObject *
-mod_step_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+mod_abandon_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)args;
-    return tm_probe_step_begin(default_of(module), nargs);
-}
-
-static PyObject *
-mod_fetch_done(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)args;
-    return tm_probe_fetch_done(default_of(module), nargs);
-}
-
-static PyObject *
-mod_step_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)args;
-    return tm_probe_step_end(default_of(module), nargs);
-}
-
-static PyObject *
-mod_abandon_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)args;
-    return tm_probe_abandon_step(default_of(module), nargs);
+    if (DEFAULT_REC(self) == NULL) {
+        Py_RETURN_NONE;
+    }
+    return tm_probe_abandon_step(DEFAULT_REC(self), nargs);
 }
 
 PyDoc_STRVAR(step_begin_doc,
@@ -224,7 +287,7 @@ PyDoc_STRVAR(abandon_step_doc,
 "abandon_step(); break.  Counted as steps_abandoned, not as misuse;\n"
 "without an open step it does nothing.");
 
-PyMethodDef tm_probe_module_methods[] = {
+static PyMethodDef probe_module_methods[] = {
     {"abandon_step", (PyCFunction)(void (*)(void))mod_abandon_step,
      METH_FASTCALL, abandon_step_doc},
     {"step_begin", (PyCFunction)(void (*)(void))mod_step_begin,
@@ -235,3 +298,53 @@ PyMethodDef tm_probe_module_methods[] = {
      step_end_doc},
     {NULL, NULL, 0, NULL},
 };
+
+int
+tm_probes_add(PyObject *module, tm_state *st)
+{
+    PyTypeObject *type;
+    tm_default_probes *target;
+    PyObject *modname;
+    PyMethodDef *def;
+
+    type = (PyTypeObject *)PyType_FromModuleAndSpec(module,
+                                                    &default_probes_spec,
+                                                    NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    target = PyObject_GC_New(tm_default_probes, type);
+    Py_DECREF(type);  /* the instance holds it */
+    if (target == NULL) {
+        return -1;
+    }
+    target->rec = (tm_recorder *)Py_XNewRef(st->default_recorder);
+    PyObject_GC_Track(target);
+    st->default_probes = (PyObject *)target;
+    modname = PyModule_GetNameObject(module);
+    if (modname == NULL) {
+        return -1;
+    }
+    for (def = probe_module_methods; def->ml_name != NULL; def++) {
+        PyObject *func = PyCFunction_NewEx(def, (PyObject *)target, modname);
+
+        if (func == NULL || PyModule_AddObjectRef(module, def->ml_name,
+                                                  func) < 0) {
+            Py_XDECREF(func);
+            Py_DECREF(modname);
+            return -1;
+        }
+        Py_DECREF(func);
+    }
+    Py_DECREF(modname);
+    return 0;
+}
+
+void
+tm_probes_set_default(tm_state *st, PyObject *rec)
+{
+    if (st->default_probes != NULL) {
+        Py_XSETREF(((tm_default_probes *)st->default_probes)->rec,
+                   (tm_recorder *)Py_XNewRef(rec));
+    }
+}

@@ -658,6 +658,7 @@ mod_set_default_recorder(PyObject *module, PyObject *rec)
     }
     old = st->default_recorder;
     st->default_recorder = Py_NewRef(rec);
+    tm_probes_set_default(st, rec);
     return old;   /* the reference the state held */
 }
 

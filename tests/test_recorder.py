@@ -451,3 +451,37 @@ def test_a_recorder_in_a_garbage_cycle_at_exit_does_not_crash():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+
+
+def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
+    # The module-level probes are bound to an object that holds the default
+    # recorder (csrc/probes.c), not to the module: they must follow every
+    # _set_default_recorder(), and a user's reference to them, called from
+    # a finaliser of a garbage cycle at exit, must neither crash nor raise.
+    import subprocess
+    import sys
+    code = (
+        "import traceml\n"
+        "from traceml import _core\n"
+        "rec = _core.Recorder()\n"
+        "old = _core._set_default_recorder(rec)\n"
+        "traceml.step_begin(); traceml.fetch_done(); traceml.step_end()\n"
+        "assert rec.store_info()['steps'] == 1\n"
+        "assert old.store_info()['steps'] == 0\n"
+        "_core._set_default_recorder(old)\n"
+        "traceml.step_begin(); traceml.step_end()\n"
+        "assert rec.store_info()['steps'] == 1\n"
+        "assert old.store_info()['steps'] == 1\n"
+        "class Late:\n"
+        "    probes = (traceml.step_begin, traceml.fetch_done, traceml.step_end,\n"
+        "              traceml.abandon_step)\n"
+        "    def __del__(self):\n"
+        "        for p in self.probes:\n"
+        "            assert p() is None\n"
+        "late = Late()\n"
+        "late.me = late\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert "Exception ignored" not in out.stderr, out.stderr[-2000:]
