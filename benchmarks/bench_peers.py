@@ -48,7 +48,7 @@ Variants, in this process:
   profiler, with its post-processing, are outside the timed blocks);
 
 and, dataloader shape only, traceml-ai in a second virtual environment
-(``--peer-venv``, default /tmp/venv-peer), through its documented API,
+(``--peer-venv``, default .venv-peer in the repository root), through its documented API,
 under its launcher ``traceml run`` (``traceml.init()`` does not trace
 without the launcher's aggregator), one process per ``init`` mode, each
 with its own bare loop:
@@ -134,7 +134,7 @@ else:
 RF_NAME = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 READY, HOUSEKEEP = "ready", "housekeep"
 TARGET_NS = 100.0
-DEFAULT_PEER_VENV = "/tmp/venv-peer"
+DEFAULT_PEER_VENV = ".venv-peer"  # beside .venv, in the repository root
 CLOCKS = {"cpu": time.thread_time_ns, "wall": time.perf_counter_ns}
 PROFILE_STEPS = 1000  # steps per profiler session (record_function + profiler)
 
@@ -702,7 +702,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--dim", type=int, default=64, help="features per row (64)")
     p.add_argument("--hidden", type=int, default=256, help="MLP hidden width (256)")
     p.add_argument("--peer-venv", default=DEFAULT_PEER_VENV,
-                   help="venv with traceml-ai (default /tmp/venv-peer)")
+                   help="venv with traceml-ai (default .venv-peer)")
     p.add_argument("--no-peer", action="store_true", help="skip traceml-ai")
     p.add_argument("--peer-interval", type=float, default=0.05,
                    help="traceml-ai's sampler interval, s (default 0.05)")

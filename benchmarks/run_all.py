@@ -10,7 +10,7 @@ them are collected at the end::
     python benchmarks/run_all.py --no-peer  # without traceml-ai
 
 bench_peers.py runs traceml-ai from a second venv (--peer-venv, default
-/tmp/venv-peer) and skips it, saying so, when that venv is missing;
+the repository's .venv-peer) and skips it, saying so, when that venv is missing;
 bench_callgrind.py skips itself when valgrind is missing.
 
 Exit status: 0 when every script ran (whatever the verdicts), 1 when one
@@ -39,6 +39,7 @@ SCRIPTS = [
     "bench_longrun.py",
     "bench_sampler.py",
     "bench_peers.py",
+    "bench_floor.py",
     "bench_callgrind.py",
     "bench_gather.py",
 ]

@@ -1,7 +1,7 @@
 /*
  * The hand-placed probes: step_begin(), fetch_done(), step_end(), as
  * methods of a Recorder and as module functions that record into the
- * default recorder.
+ * default recorder (bound to a DefaultProbes object that holds it).
  *
  * The clock is read first, so that argument checking and bookkeeping are
  * not billed to the user's step.  A probe never raises inside the loop
