@@ -182,6 +182,15 @@ def table(res: dict, base: str, unit: str) -> dict:
     return out
 
 
+def run_part(title: str, variants: dict, rounds: int, seed: int, base: str):
+    """Time the variants (3 warm-up rounds dropped) and print their table;
+    returns (per-round results, table rows)."""
+    print(f"\n--- {title}, {rounds} rounds (+3 warm-up), random order")
+    res = interleave(variants, rounds + 3, shuffle=seed)
+    res = {k: v[3:] for k, v in res.items()}
+    return res, table(res, base, "a step")
+
+
 def paired(res: dict, a: str, b: str) -> tuple[float, float, float]:
     """a - b, paired by round: (median, lo, hi) with its 95% interval."""
     d = res[a] - res[b]
@@ -207,15 +216,12 @@ def main(argv: list[str]) -> int:
     if "probes" in args.parts:
         block = args.block or (5_000 if args.quick else 20_000)
         rounds = args.rounds or (10 if args.quick else 60)
-        print(f"\n--- probes: a list iterator, {block:,}-step blocks, {rounds} rounds "
-              f"(+3 warm-up), random order")
-        res = interleave(probes_variants(block), rounds + 3, shuffle=1)
-        res = {k: v[3:] for k, v in res.items()}
-        t = table(res, "bare next()", "a step")
+        res, t = run_part(f"probes: a list iterator, {block:,}-step blocks",
+                          probes_variants(block), rounds, 1, "bare next()")
         py = t["python list"][0]
         ratio = {k: t[k][0] / py for k in t}
         paired_ratio = np.median((res["traceml probes"] - res["bare next()"])
-                           / (res["python list"] - res["bare next()"]))
+                                 / (res["python list"] - res["bare next()"]))
         print(f"  added / python list's (medians): probes {ratio['traceml probes']:.3f}x, "
               f"probes with the test clock {ratio['probes, test clock']:.3f}x, "
               f"3 C calls reading the clock {ratio['3 C calls reading the clock']:.3f}x, "
@@ -236,11 +242,8 @@ def main(argv: list[str]) -> int:
     if "loader" in args.parts:
         steps = args.steps or (500 if args.quick else 2_000)
         rounds = args.rounds or (20 if args.quick else 300)
-        print(f"\n--- loader: DataLoader(TensorDataset, batch_size=1, num_workers=0), "
-              f"{steps:,}-step epochs, {rounds} rounds (+3 warm-up), random order")
-        res = interleave(loader_variants(steps), rounds + 3, shuffle=2)
-        res = {k: v[3:] for k, v in res.items()}
-        t = table(res, "bare", "a step")
+        res, t = run_part("loader: DataLoader(TensorDataset, batch_size=1, num_workers=0), "
+                          f"{steps:,}-step epochs", loader_variants(steps), rounds, 2, "bare")
         reads = paired(res, "WrapIter", "WrapIter, test clock")[0]
         over_null = paired(res, "WrapIter", "islice")
         lo, hi = t["WrapIter"][1], t["WrapIter"][2]
