@@ -202,23 +202,6 @@ default_probes_dealloc(tm_default_probes *self)
     Py_DECREF(tp);
 }
 
-static PyType_Slot default_probes_slots[] = {
-    {Py_tp_doc, "The target the module-level probes are bound to: it "
-                "holds the default recorder."},
-    {Py_tp_traverse, default_probes_traverse},
-    {Py_tp_clear, default_probes_clear},
-    {Py_tp_dealloc, default_probes_dealloc},
-    {0, NULL},
-};
-
-static PyType_Spec default_probes_spec = {
-    .name = "traceml._core.DefaultProbes",
-    .basicsize = sizeof(tm_default_probes),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
-             | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = default_probes_slots,
-};
-
 #define DEFAULT_REC(self) (((tm_default_probes *)(self))->rec)
 
 static TM_HOT PyObject *
@@ -287,7 +270,18 @@ PyDoc_STRVAR(abandon_step_doc,
 "abandon_step(); break.  Counted as steps_abandoned, not as misuse;\n"
 "without an open step it does nothing.");
 
-static PyMethodDef probe_module_methods[] = {
+/* Pickled by name: a pickled traceml.step_begin (a bound method of this
+   object) comes back as the module's own. */
+static PyObject *
+default_probes_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    (void)self;
+    return PyUnicode_FromString("_default_probes");
+}
+
+/* The probes first: tm_probes_add() exports those to the module. */
+#define N_PROBES 4
+static PyMethodDef default_probes_methods[] = {
     {"abandon_step", (PyCFunction)(void (*)(void))mod_abandon_step,
      METH_FASTCALL, abandon_step_doc},
     {"step_begin", (PyCFunction)(void (*)(void))mod_step_begin,
@@ -296,7 +290,26 @@ static PyMethodDef probe_module_methods[] = {
      METH_FASTCALL, fetch_done_doc},
     {"step_end", (PyCFunction)(void (*)(void))mod_step_end, METH_FASTCALL,
      step_end_doc},
+    {"__reduce__", default_probes_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot default_probes_slots[] = {
+    {Py_tp_doc, "The target the module-level probes are bound to: it "
+                "holds the default recorder."},
+    {Py_tp_traverse, default_probes_traverse},
+    {Py_tp_clear, default_probes_clear},
+    {Py_tp_dealloc, default_probes_dealloc},
+    {Py_tp_methods, default_probes_methods},
+    {0, NULL},
+};
+
+static PyType_Spec default_probes_spec = {
+    .name = "traceml._core.DefaultProbes",
+    .basicsize = sizeof(tm_default_probes),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+             | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = default_probes_slots,
 };
 
 int
@@ -304,8 +317,7 @@ tm_probes_add(PyObject *module, tm_state *st)
 {
     PyTypeObject *type;
     tm_default_probes *target;
-    PyObject *modname;
-    PyMethodDef *def;
+    int i;
 
     type = (PyTypeObject *)PyType_FromModuleAndSpec(module,
                                                     &default_probes_spec,
@@ -321,22 +333,20 @@ tm_probes_add(PyObject *module, tm_state *st)
     target->rec = (tm_recorder *)Py_XNewRef(st->default_recorder);
     PyObject_GC_Track(target);
     st->default_probes = (PyObject *)target;
-    modname = PyModule_GetNameObject(module);
-    if (modname == NULL) {
+    if (PyModule_AddObjectRef(module, "_default_probes",
+                              (PyObject *)target) < 0) {
         return -1;
     }
-    for (def = probe_module_methods; def->ml_name != NULL; def++) {
-        PyObject *func = PyCFunction_NewEx(def, (PyObject *)target, modname);
+    for (i = 0; i < N_PROBES; i++) {
+        const char *name = default_probes_methods[i].ml_name;
+        PyObject *func = PyObject_GetAttrString((PyObject *)target, name);
 
-        if (func == NULL || PyModule_AddObjectRef(module, def->ml_name,
-                                                  func) < 0) {
+        if (func == NULL || PyModule_AddObjectRef(module, name, func) < 0) {
             Py_XDECREF(func);
-            Py_DECREF(modname);
             return -1;
         }
         Py_DECREF(func);
     }
-    Py_DECREF(modname);
     return 0;
 }
 

@@ -457,7 +457,8 @@ def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
     # The module-level probes are bound to an object that holds the default
     # recorder (csrc/probes.c), not to the module: they must follow every
     # _set_default_recorder(), and a user's reference to them, called from
-    # a finaliser of a garbage cycle at exit, must neither crash nor raise.
+    # a finaliser of a garbage cycle at exit, must neither crash nor raise;
+    # pickled, they come back as the module's own.
     import subprocess
     import sys
     code = (
@@ -480,6 +481,9 @@ def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
         "            assert p() is None\n"
         "late = Late()\n"
         "late.me = late\n"
+        "import pickle\n"
+        "again = pickle.loads(pickle.dumps(traceml.step_begin))\n"
+        "assert again == traceml.step_begin\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
