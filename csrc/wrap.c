@@ -477,6 +477,7 @@ wrapiter_next(tm_wrapiter *self)
 {
     int64_t call_ns;
     int64_t done_ns;
+    uint64_t generation;
     PyObject *inner;
     PyObject *item;
 
@@ -489,6 +490,10 @@ wrapiter_next(tm_wrapiter *self)
     }
     call_ns = tm_rec_clock(self->rec);
     inner = self->inner;
+    /* The step begins now, so it belongs to the recording of now: a reset()
+       that the fetch itself runs (a dataset calling traceml.reset()) drops
+       it, as a reset in the loop body drops the step open then. */
+    generation = self->rec->store.generation;
 
     close_open_step(self, call_ns);
     if (TM_UNLIKELY(inner == NULL)) {
@@ -513,7 +518,7 @@ wrapiter_next(tm_wrapiter *self)
     self->begin_ns = TM_LIKELY(self->steps != 0) ? call_ns
                                                  : self->epoch_begin_ns;
     self->fetch_done_ns = done_ns;
-    self->generation = self->rec->store.generation;
+    self->generation = generation;
     self->open = 1;
     self->steps++;
     if (TM_UNLIKELY(self->gpu_done != NULL)

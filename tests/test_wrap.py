@@ -671,6 +671,28 @@ def test_reset_inside_loop_keeps_only_later_steps():
     assert (s["end_ns"][:-1] == s["begin_ns"][1:]).all()
 
 
+def test_reset_inside_a_fetch_drops_the_step_it_began_before():
+    # The fetch of item 5 runs traceml.reset(): that step began before the
+    # reset, so it is no step of the new recording (as a step open at a
+    # reset in the loop body is not); the steps after it are kept whole.
+    name = uname()
+    reset_at = []
+
+    def items():
+        for i in range(12):
+            if i == 5:
+                traceml.reset()
+                reset_at.append(traceml.clock_ns())
+            yield i
+
+    for _ in traceml.wrap(items(), name=name):
+        pass
+    s = traceml.report(source=name).steps
+    assert len(s) == 6
+    assert (s["begin_ns"] >= reset_at[0]).all()
+    assert (s["flags"] >> _core.FLAG_POS_SHIFT).tolist() == list(range(6, 12))
+
+
 def test_reset_inside_loop_leaves_no_epoch_start():
     name = uname()
     for i, _ in enumerate(traceml.wrap(list(range(12)), name=name)):
