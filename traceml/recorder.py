@@ -79,7 +79,8 @@ class Recorder(_core.Recorder):
         """Start a new recording in this recorder: discard every recorded
         step, the drop and misuse counts and this recorder's stuck fetches
         (per-epoch facts of wrapped loaders are kept for the latest epoch
-        only).  A step open now is not recorded; a wrapped loop goes on
+        only).  A step open now (its fetch in progress included) is not
+        recorded; a wrapped loop goes on
         recording from its next step, so calling it inside the loop skips a
         warm-up.  Sources of gone objects are released (see
         :func:`traceml.wrap`).  Other recorders are untouched.  Safe to call
@@ -263,7 +264,8 @@ def reset() -> None:
     """Start a new recording in the default recorder: discard every
     recorded step, the drop count and the misuse counts (per-epoch facts of
     wrapped loaders are kept for the latest epoch only).  A step open at
-    this moment (in a wrapped loop or between probes) is not recorded; a
+    this moment (in a wrapped loop, its fetch in progress included, or
+    between probes) is not recorded; a
     wrapped loop goes on recording from its next step, so ``reset()``
     inside the loop skips a warm-up.  Sources of gone objects are released
     (see :func:`traceml.wrap`).  Other recorders are untouched.  Safe to
