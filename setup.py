@@ -42,7 +42,7 @@ core = Extension(
         # Calls into libc and libpython (clock_gettime above all) go
         # through the GOT, not a PLT stub: one instruction cache line less
         # per clock read on the per-step paths (benchmarks/README.md,
-        # "Probes against a Python recorder").
+        # "The last two targets").
         "-fno-plt",
         "-pthread",
     ],

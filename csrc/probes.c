@@ -167,7 +167,7 @@ tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs)
 /* The module-level probes are bound to this object, not to the module: it
    holds the default recorder itself, so that a probe finds it with one
    load instead of a call of PyModule_GetState (a few ns of a ~30 ns
-   probe; benchmarks/README.md, "Probes against a Python recorder").
+   probe; benchmarks/README.md, "The last two targets").
    _set_default_recorder() keeps it equal to the state's default_recorder;
    NULL only once the module's state has been cleared, and then the
    probes do nothing. */
