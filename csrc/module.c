@@ -321,9 +321,14 @@ tm_exec(PyObject *module)
     }
     /* Until traceml installs its own (a traceml.Recorder), the probes
        record into a plain one: they never find none. */
-    st->default_recorder = PyObject_CallNoArgs((PyObject *)st->recorder_type);
-    if (st->default_recorder == NULL || tm_probes_add(module, st) < 0) {
-        return -1;
+    {
+        PyObject *rec = PyObject_CallNoArgs((PyObject *)st->recorder_type);
+        int rc = rec != NULL ? tm_probes_add(module, st, rec) : -1;
+
+        Py_XDECREF(rec);  /* the probes' object holds it */
+        if (rc < 0) {
+            return -1;
+        }
     }
     return register_fork_handler(module);
 }
@@ -333,7 +338,6 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
 {
     tm_state *st = get_state(module);
 
-    Py_VISIT(st->default_recorder);
     Py_VISIT(st->default_probes);
     Py_VISIT(st->recorder_type);
     Py_VISIT(st->wrapiter_type);
@@ -351,9 +355,8 @@ tm_clear(PyObject *module)
 {
     tm_state *st = get_state(module);
 
-    tm_probes_set_default(st, NULL);
+    Py_XDECREF(tm_probes_swap_default(st, NULL));
     Py_CLEAR(st->default_probes);
-    Py_CLEAR(st->default_recorder);
     Py_CLEAR(st->recorder_type);
     Py_CLEAR(st->wrapiter_type);
     Py_CLEAR(st->batchlog_type);

@@ -84,8 +84,8 @@ struct tm_state {
     uint64_t fork_generation;  /* bumped in every forked child */
     uint32_t next_recorder_id;
     tm_recorder *recorders;    /* live recorders (borrowed), for fork */
-    PyObject *default_recorder;  /* what the module-level probes record into */
-    PyObject *default_probes;  /* what they are bound to: holds the same */
+    PyObject *default_probes;  /* the module-level probes' object: holds the
+                                  default recorder, which they record into */
     PyTypeObject *recorder_type;
     PyTypeObject *wrapiter_type;
     PyTypeObject *batchlog_type;
@@ -134,8 +134,9 @@ PyObject *tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs);
 PyObject *tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs);
 int tm_gpu_call(PyObject *hook, int64_t begin_ns, int with_arg);
-int tm_probes_add(PyObject *module, tm_state *st);
-void tm_probes_set_default(tm_state *st, PyObject *rec);
+int tm_probes_add(PyObject *module, tm_state *st, PyObject *rec);
+PyObject *tm_probes_default(tm_state *st);
+PyObject *tm_probes_swap_default(tm_state *st, PyObject *rec);
 
 /* wrap.c */
 extern PyType_Spec tm_wrapiter_spec;

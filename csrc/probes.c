@@ -168,9 +168,9 @@ tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs)
    holds the default recorder itself, so that a probe finds it with one
    load instead of a call of PyModule_GetState (a few ns of a ~30 ns
    probe; benchmarks/README.md, "The last two targets").
-   _set_default_recorder() keeps it equal to the state's default_recorder;
-   NULL only once the module's state has been cleared, and then the
-   probes do nothing. */
+   It is the one holder of the default recorder: _set_default_recorder()
+   swaps it.  NULL only once the module's state has been cleared, and then
+   the probes do nothing. */
 typedef struct {
     PyObject_HEAD
     tm_recorder *rec;   /* held */
@@ -312,8 +312,10 @@ static PyType_Spec default_probes_spec = {
     .slots = default_probes_slots,
 };
 
+/* Make the probes' object, holding rec, and add it and the probes to the
+   module. */
 int
-tm_probes_add(PyObject *module, tm_state *st)
+tm_probes_add(PyObject *module, tm_state *st, PyObject *rec)
 {
     PyTypeObject *type;
     tm_default_probes *target;
@@ -330,7 +332,7 @@ tm_probes_add(PyObject *module, tm_state *st)
     if (target == NULL) {
         return -1;
     }
-    target->rec = (tm_recorder *)Py_XNewRef(st->default_recorder);
+    target->rec = (tm_recorder *)Py_NewRef(rec);
     PyObject_GC_Track(target);
     st->default_probes = (PyObject *)target;
     if (PyModule_AddObjectRef(module, "_default_probes",
@@ -350,11 +352,25 @@ tm_probes_add(PyObject *module, tm_state *st)
     return 0;
 }
 
-void
-tm_probes_set_default(tm_state *st, PyObject *rec)
+/* The default recorder (borrowed), or NULL once the state is cleared. */
+PyObject *
+tm_probes_default(tm_state *st)
 {
-    if (st->default_probes != NULL) {
-        Py_XSETREF(((tm_default_probes *)st->default_probes)->rec,
-                   (tm_recorder *)Py_XNewRef(rec));
+    return st->default_probes != NULL
+               ? (PyObject *)DEFAULT_REC(st->default_probes) : NULL;
+}
+
+/* Make rec (or NULL: none) the default recorder; returns the previous one
+   (the reference the probes' object held), or NULL if none. */
+PyObject *
+tm_probes_swap_default(tm_state *st, PyObject *rec)
+{
+    PyObject *old;
+
+    if (st->default_probes == NULL) {
+        return NULL;
     }
+    old = (PyObject *)DEFAULT_REC(st->default_probes);
+    DEFAULT_REC(st->default_probes) = (tm_recorder *)Py_XNewRef(rec);
+    return old;
 }

@@ -639,9 +639,14 @@ PyType_Spec tm_recorder_spec = {
 static PyObject *
 mod_default_recorder(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    tm_state *st = PyModule_GetState(module);
+    PyObject *rec = tm_probes_default(PyModule_GetState(module));
 
-    return Py_NewRef(st->default_recorder);
+    if (rec == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "default_recorder(): traceml._core has been torn down");
+        return NULL;
+    }
+    return Py_NewRef(rec);
 }
 
 static PyObject *
@@ -656,10 +661,8 @@ mod_set_default_recorder(PyObject *module, PyObject *rec)
                      "traceml.Recorder, got %.200s", Py_TYPE(rec)->tp_name);
         return NULL;
     }
-    old = st->default_recorder;
-    st->default_recorder = Py_NewRef(rec);
-    tm_probes_set_default(st, rec);
-    return old;   /* the reference the state held */
+    old = tm_probes_swap_default(st, rec);
+    return old != NULL ? old : Py_NewRef(Py_None);
 }
 
 PyMethodDef tm_recorder_module_methods[] = {
