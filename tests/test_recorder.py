@@ -431,13 +431,20 @@ def test_the_sampler_defaults_have_one_source():
     assert out.stdout.split() == ["True", "0.02", str(1 << 17)]
 
 
+def run_under_malloc_debug(code: str):
+    """Run code in a fresh interpreter with CPython's debug allocator (a
+    use after free reads poisoned memory there); it must exit 0."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    return out
+
+
 def test_a_recorder_in_a_garbage_cycle_at_exit_does_not_crash():
     # The default recorder in a reference cycle, after a wrapped loop and a
     # report: at exit the cycle's collection could free the module before
     # the recorder, whose dealloc then read the freed sampler (SIGSEGV
     # under PYTHONMALLOC=malloc_debug).
-    import subprocess
-    import sys
     code = (
         "import traceml\n"
         "rec = traceml.Recorder()\n"
@@ -448,9 +455,7 @@ def test_a_recorder_in_a_garbage_cycle_at_exit_does_not_crash():
         "    traceml.report()\n"
         "traceml._core._set_default_recorder(rec)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
-    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    run_under_malloc_debug(code)
 
 
 def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
@@ -459,8 +464,6 @@ def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
     # _set_default_recorder(), and a user's reference to them, called from
     # a finaliser of a garbage cycle at exit, must neither crash nor raise;
     # pickled, they come back as the module's own.
-    import subprocess
-    import sys
     code = (
         "import traceml\n"
         "from traceml import _core\n"
@@ -485,7 +488,5 @@ def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
         "again = pickle.loads(pickle.dumps(traceml.step_begin))\n"
         "assert again == traceml.step_begin\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONMALLOC": "malloc_debug"})
-    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    out = run_under_malloc_debug(code)
     assert "Exception ignored" not in out.stderr, out.stderr[-2000:]
