@@ -391,7 +391,7 @@ tm_free(void *module)
 
 static PyMethodDef tm_methods[] = {
     {"clock_ns", (PyCFunction)(void (*)(void))mod_clock_ns, METH_FASTCALL,
-     "clock_ns() -> int\n--\n\n"
+     "clock_ns()\n--\n\nReturns int.\n\n"
      "The clock every traceml timestamp comes from: CLOCK_MONOTONIC in\n"
      "nanoseconds (int).  Use it to line your own timestamps up with\n"
      "Report.steps."},

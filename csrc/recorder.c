@@ -537,31 +537,31 @@ rec_get_id(tm_recorder *self, void *Py_UNUSED(closure))
 static PyMethodDef recorder_methods[] = {
     {"step_begin", (PyCFunction)(void (*)(void))rec_step_begin,
      METH_FASTCALL,
-     "step_begin() -> None\n--\n\n"
+     "step_begin()\n--\n\n"
      "Open a step at this recorder's clock.  See traceml.step_begin."},
     {"fetch_done", (PyCFunction)(void (*)(void))rec_fetch_done,
      METH_FASTCALL,
-     "fetch_done() -> None\n--\n\n"
+     "fetch_done()\n--\n\n"
      "Mark the open step's input as arrived.  See traceml.fetch_done."},
     {"step_end", (PyCFunction)(void (*)(void))rec_step_end, METH_FASTCALL,
-     "step_end() -> None\n--\n\n"
+     "step_end()\n--\n\n"
      "Close and record the open step.  See traceml.step_end."},
     {"abandon_step", (PyCFunction)(void (*)(void))rec_abandon_step,
      METH_FASTCALL,
-     "abandon_step() -> None\n--\n\n"
+     "abandon_step()\n--\n\n"
      "Drop the open step unrecorded.  See traceml.abandon_step."},
     {"clock_ns", (PyCFunction)rec_clock_ns, METH_NOARGS,
-     "clock_ns() -> int\n--\n\n"
+     "clock_ns()\n--\n\nReturns int.\n\n"
      "The clock this recorder stamps steps with (CLOCK_MONOTONIC ns, or\n"
      "the test clock's next value)."},
     {"_reset_store", (PyCFunction)rec_reset, METH_NOARGS,
      "Discard the recorded steps, drop and misuse counts and this\n"
      "recorder's stuck events; close the probes' open step unrecorded."},
     {"snapshot", (PyCFunction)rec_snapshot, METH_NOARGS,
-     "snapshot() -> ndarray[RECORD_DTYPE]\n--\n\n"
+     "snapshot()\n--\n\nReturns ndarray[RECORD_DTYPE].\n\n"
      "A copy of every recorded step, in the order the steps closed."},
     {"snapshot_view", (PyCFunction)rec_snapshot_view, METH_NOARGS,
-     "snapshot_view() -> ndarray[RECORD_DTYPE]\n--\n\n"
+     "snapshot_view()\n--\n\nReturns ndarray[RECORD_DTYPE].\n\n"
      "Every recorded step so far, as snapshot() gives them, without a copy:\n"
      "a read-only array over the store's own memory.  It keeps showing\n"
      "the same steps for as long as it lives, whatever the recorder does\n"
@@ -571,14 +571,14 @@ static PyMethodDef recorder_methods[] = {
      "over it (reset() starts a new block).  Raises MemoryError when the\n"
      "view's small bookkeeping cannot be allocated."},
     {"snapshot_delivery", (PyCFunction)rec_snapshot_delivery, METH_NOARGS,
-     "snapshot_delivery() -> (rank, worker, bytes) or None\n--\n\n"
+     "snapshot_delivery()\n--\n\nReturns (rank, worker, bytes) or None.\n\n"
      "Per recorded step (parallel to snapshot()): the delivered batch's\n"
      "rank in its epoch's sampler order and the worker that produced it\n"
      "(int32, -1 where unknown), and its tensor and array bytes (int64, -1\n"
      "where not measured: wrap measures the first 8 batches of an epoch\n"
      "and every 64th); None when no step carried any of these."},
     {"store_info", (PyCFunction)rec_store_info, METH_NOARGS,
-     "store_info() -> dict\n--\n\n"
+     "store_info()\n--\n\nReturns dict.\n\n"
      "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"
      "delivery_lost, generation, probe_step_open, test_clock_overrun,\n"
      "steps_abandoned and the misuse counts."},
@@ -667,7 +667,7 @@ mod_set_default_recorder(PyObject *module, PyObject *rec)
 
 PyMethodDef tm_recorder_module_methods[] = {
     {"default_recorder", mod_default_recorder, METH_NOARGS,
-     "default_recorder() -> Recorder\n--\n\n"
+     "default_recorder()\n--\n\nReturns Recorder.\n\n"
      "The recorder the module-level probes, wrap() and report() use."},
     {"_set_default_recorder", mod_set_default_recorder, METH_O,
      "_set_default_recorder(rec) -> the previous default."},

@@ -823,21 +823,21 @@ mod_log_otsu(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 /* the table                                                          */
 
 PyDoc_STRVAR(summary_doc,
-"summary(x) -> dict\n--\n\n"
+"summary(x)\n--\n\nReturns dict.\n\n"
 "count, sum (exact int), mean, min, max, std (population, ddof=0, as\n"
 "numpy.std) of a 1-D integer array.  Empty input: count 0, sum 0, mean\n"
 "and std NaN, min and max None.  Raises TypeError/ValueError naming x\n"
 "when x is not a 1-D integer array.");
 
 PyDoc_STRVAR(totals_doc,
-"totals(x) -> dict\n--\n\n"
+"totals(x)\n--\n\nReturns dict.\n\n"
 "count, sum (exact int), mean, min and max of a 1-D integer array: the\n"
 "values summary(x) gives, in one pass over x (summary's second pass is\n"
 "for std).  Empty input: count 0, sum 0, mean NaN, min and max None.\n"
 "Raises TypeError/ValueError naming x when x is not a 1-D integer array.");
 
 PyDoc_STRVAR(order_stats_doc,
-"order_stats(x, k) -> ndarray[int64]\n--\n\n"
+"order_stats(x, k)\n--\n\nReturns ndarray[int64].\n\n"
 "The k[j]-th smallest values of the 1-D integer array x (k: a 1-D\n"
 "integer array of 0-based ranks, in any order; the result has its\n"
 "shape), as numpy.partition(x, k)[k] gives them, found by selection without copying x (the percentiles'\n"
@@ -845,7 +845,7 @@ PyDoc_STRVAR(order_stats_doc,
 "a k is outside [0, len(x) - 1] (so always for empty x).");
 
 PyDoc_STRVAR(percentiles_doc,
-"percentiles(x, q) -> float or ndarray[float64]\n--\n\n"
+"percentiles(x, q)\n--\n\nReturns float or ndarray[float64].\n\n"
 "Percentiles q (a number or 1-D sequence in [0, 100]) of the 1-D integer\n"
 "array x by numpy.percentile's method=\"linear\", found by selection (a\n"
 "histogram of the high bits, then quickselect in the buckets holding the\n"
@@ -853,46 +853,46 @@ PyDoc_STRVAR(percentiles_doc,
 "Raises ValueError naming q when q is outside [0, 100] or NaN.");
 
 PyDoc_STRVAR(stall_mask_doc,
-"stall_mask(wait_ns, threshold_ns) -> ndarray[bool]\n--\n\n"
+"stall_mask(wait_ns, threshold_ns)\n--\n\nReturns ndarray[bool].\n\n"
 "True where wait_ns > threshold_ns (strictly).  Shape of wait_ns.");
 
 PyDoc_STRVAR(stall_gaps_doc,
-"stall_gaps(mask, epoch=None) -> ndarray[int64]\n--\n\n"
+"stall_gaps(mask, epoch=None)\n--\n\nReturns ndarray[int64].\n\n"
 "Steps between consecutive True entries of the 1-D bool mask.  With\n"
 "epoch (int array, same length) a gap is only counted between two stalls\n"
 "of the same epoch.  Length: stalls - 1 at most.");
 
 PyDoc_STRVAR(gap_histogram_doc,
-"gap_histogram(gaps) -> (values, counts)\n--\n\n"
+"gap_histogram(gaps)\n--\n\nReturns (values, counts).\n\n"
 "The distinct gaps in ascending order and how often each occurs (two\n"
 "int64 arrays of equal length).  Raises ValueError if a gap is < 1.");
 
 PyDoc_STRVAR(modal_gap_doc,
-"modal_gap(gaps) -> int or None\n--\n\n"
+"modal_gap(gaps)\n--\n\nReturns int or None.\n\n"
 "The most frequent gap (the smallest on ties); None when gaps is empty.");
 
 PyDoc_STRVAR(cadence_match_doc,
-"cadence_match(gaps, num_workers) -> dict\n--\n\n"
+"cadence_match(gaps, num_workers)\n--\n\nReturns dict.\n\n"
 "How well stall gaps follow a worker count k = num_workers (>= 1):\n"
 "modal_gap, multiple_fraction (share of gaps that are multiples of k;\n"
 "NaN without gaps) and modal_matches (modal gap == k).");
 
 PyDoc_STRVAR(autocorr_doc,
-"autocorr(x, lag) -> float\n--\n\n"
+"autocorr(x, lag)\n--\n\nReturns float.\n\n"
 "Autocorrelation of the 1-D integer array x at lag (>= 1), as Box and\n"
 "Jenkins estimate it: sum((x[t]-m)(x[t+lag]-m)) / sum((x[t]-m)**2) with\n"
 "m the mean.  NaN when len(x) <= lag or x is constant.  Near 1 at the\n"
 "stall period of a periodic input wait.");
 
 PyDoc_STRVAR(overtaking_doc,
-"overtaking(ranks, epoch=None) -> ndarray[bool]\n--\n\n"
+"overtaking(ranks, epoch=None)\n--\n\nReturns ndarray[bool].\n\n"
 "Per delivery (ranks: each delivered batch's position in its epoch's\n"
 "sampler order, -1 if unknown): True when some lower rank had not been\n"
 "delivered yet, i.e. this batch overtook it.  With epoch (same length)\n"
 "each epoch is judged on its own.  0 overtakes with in_order=True.");
 
 PyDoc_STRVAR(log_otsu_doc,
-"log_otsu(x) -> dict\n--\n\n"
+"log_otsu(x)\n--\n\nReturns dict.\n\n"
 "Otsu's (1979) two-class split of log(x) (values < 1 count as 1):\n"
 "threshold_ns (geometric midpoint across the split), eta (between-class\n"
 "share of the variance; a single Gaussian reaches at most 2/pi = 0.64),\n"

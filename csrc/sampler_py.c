@@ -551,18 +551,18 @@ PyMethodDef tm_sampler_methods[] = {
      "'tables' (made once, by the first watched loop of a process) fails\n"
      "as if memory had run out."},
     {"sampler_samples", mod_sampler_samples, METH_NOARGS,
-     "sampler_samples() -> ndarray[SAMPLE_DTYPE]\n--\n\n"
+     "sampler_samples()\n--\n\nReturns ndarray[SAMPLE_DTYPE].\n\n"
      "A copy of the sampler's ring, oldest reading first, every watched\n"
      "process.  Counters that could not be read are -1 (see\n"
      "sampler_info()['procs'][i]['errors'])."},
     {"sampler_stuck", mod_sampler_stuck, METH_NOARGS,
-     "sampler_stuck() -> list[dict]\n--\n\n"
+     "sampler_stuck()\n--\n\nReturns list[dict].\n\n"
      "Fetches that waited longer than stuck_after: since_ns, detected_ns,\n"
      "last_ns, ended_ns (0 while waiting), recorder (its id), source,\n"
      "epoch, step, oldest_rank, worker, pid, state, cpu_ticks_at_since,\n"
      "cpu_ticks_last."},
     {"sampler_info", mod_sampler_info, METH_NOARGS,
-     "sampler_info() -> dict\n--\n\n"
+     "sampler_info()\n--\n\nReturns dict.\n\n"
      "enabled, running (sampling now), period_s, stuck_after_s, capacity,\n"
      "ticks, busy_s (the thread's own CPU time), run_s, samples, ring,\n"
      "overwritten (readings the ring dropped), dropped_watch (loops or\n"
@@ -579,13 +579,13 @@ PyMethodDef tm_sampler_methods[] = {
     {"_nvml_stop", mod_nvml_stop, METH_NOARGS,
      "Stop reading NVML and unload it; the readings stay."},
     {"gpu_util_samples", mod_gpu_util_samples, METH_NOARGS,
-     "gpu_util_samples() -> ndarray[GPU_UTIL_DTYPE]\n--\n\n"
+     "gpu_util_samples()\n--\n\nReturns ndarray[GPU_UTIL_DTYPE].\n\n"
      "A copy of the NVML readings, oldest first: t_ns (the driver's\n"
      "timestamp on clock_ns()'s clock), driver_us (its own, wall clock\n"
      "microseconds), util_pct (percent of the driver's sample window\n"
      "during which a kernel ran)."},
     {"gpu_util_info", mod_gpu_util_info, METH_NOARGS,
-     "gpu_util_info() -> dict\n--\n\n"
+     "gpu_util_info()\n--\n\nReturns dict.\n\n"
      "state ('off', 'on', 'unavailable'), error (why unavailable, or why\n"
      "reading stopped), library, uuid, period_s, readings (in the ring),\n"
      "ring (its size), overwritten (readings the ring dropped), dropped\n"
