@@ -92,8 +92,13 @@ tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
     if (TM_UNLIKELY(nargs != 0)) {
         return refuse_args("step_begin", nargs);
     }
+    /* An open step ends here, as wrap's steps end at the next fetch:
+       step_end() is optional once the step's fetch is done.  Before its
+       fetch_done() it is misuse (and recorded with no input wait). */
     if (TM_UNLIKELY(p->open)) {
-        p->begin_while_open++;
+        if (!p->fetched) {
+            p->begin_while_open++;
+        }
         close_step(rec, now, TM_FLAG_IMPLICIT_END);
     }
     p->open = 1;
@@ -245,26 +250,33 @@ mod_abandon_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(step_begin_doc,
-"step_begin() -> None\n--\n\n"
+"step_begin()\n--\n\n"
 "Open a step at the current clock_ns(), in the default recorder.  If a\n"
-"step is already open it is closed first at the same instant (counted as\n"
-"misuse 'step_begin_while_open').  Never raises inside a loop.");
+"step is already open it is closed first at the same instant, flagged\n"
+"FLAG_IMPLICIT_END: so step_end() is optional, and a loop of\n"
+"step_begin(); batch = next(it); fetch_done(); train_step(batch)\n"
+"records what wrap() records (each step ends where the next begins),\n"
+"with two clock reads a step instead of three.  An open step whose\n"
+"fetch_done() has not come is closed the same way but counted as misuse\n"
+"'step_begin_while_open' (and 'step_end_without_fetch': recorded with no\n"
+"input wait).  Never raises inside a loop.");
 
 PyDoc_STRVAR(fetch_done_doc,
-"fetch_done() -> None\n--\n\n"
+"fetch_done()\n--\n\n"
 "Mark that the open step's input has arrived: input wait is\n"
 "fetch_done - step_begin.  Without an open step it is ignored (misuse\n"
 "'fetch_done_without_step'); called twice in one step, the later call\n"
 "counts ('fetch_done_repeated').");
 
 PyDoc_STRVAR(step_end_doc,
-"step_end() -> None\n--\n\n"
-"Close the open step and record it.  Without an open step it is ignored\n"
+"step_end()\n--\n\n"
+"Close the open step and record it (optional: the next step_begin()\n"
+"closes it too).  Without an open step it is ignored\n"
 "('step_end_without_step'); a step closed without fetch_done() is\n"
 "recorded with zero input wait ('step_end_without_fetch').");
 
 PyDoc_STRVAR(abandon_step_doc,
-"abandon_step() -> None\n--\n\n"
+"abandon_step()\n--\n\n"
 "Drop the open step without recording it, for a loop that ends inside\n"
 "a step: step_begin(); try: batch = next(it) except StopIteration:\n"
 "abandon_step(); break.  Counted as steps_abandoned, not as misuse;\n"

@@ -53,18 +53,39 @@ def test_probes_refuse_arguments():
             probe(1)
 
 
-def test_step_begin_twice_closes_the_open_step_at_the_second_begin():
+def test_step_begin_after_fetch_closes_the_open_step_without_misuse():
+    """step_end() is optional: the next step_begin() ends the step, as
+    wrap's steps end at the next fetch."""
+    rec = traceml.Recorder()
+    rec._set_test_clock([100, 130, 200, 260, 300])
+    for _ in range(2):
+        rec.step_begin()
+        rec.fetch_done()
+    rec.step_begin()
+    got = rec.snapshot()
+    info = rec.store_info()
+    assert got["begin_ns"].tolist() == [100, 200]
+    assert got["fetch_done_ns"].tolist() == [130, 260]
+    assert got["end_ns"].tolist() == [200, 300]
+    assert (got["flags"] == F.FLAG_IMPLICIT_END).all()
+    assert not any(info["misuse"].values())
+    assert info["probe_step_open"] is True
+
+
+def test_step_begin_twice_without_fetch_is_misuse():
     traceml.step_begin()
-    traceml.fetch_done()
-    traceml.step_begin()  # misuse: the first step ends here
+    traceml.step_begin()  # misuse: the first step ends here, unfetched
     traceml.fetch_done()
     traceml.step_end()
     rec = steps()
     assert len(rec) == 2
     assert rec["end_ns"][0] == rec["begin_ns"][1]
-    assert rec["flags"][0] == F.FLAG_IMPLICIT_END
+    assert rec["fetch_done_ns"][0] == rec["begin_ns"][0]
+    assert rec["flags"][0] == F.FLAG_IMPLICIT_END | F.FLAG_NO_FETCH
     assert rec["flags"][1] == 0
-    assert _core.default_recorder().store_info()["misuse"]["step_begin_while_open"] == 1
+    misuse = _core.default_recorder().store_info()["misuse"]
+    assert misuse["step_begin_while_open"] == 1
+    assert misuse["step_end_without_fetch"] == 1
 
 
 def test_step_end_without_fetch_records_zero_wait():
@@ -224,3 +245,35 @@ def test_probes_in_dataloader_workers_do_not_touch_the_parent():
     # Each worker counts only its own steps: 4 items each, 1..4.
     assert sorted(seen) == [1, 1, 2, 2, 3, 3, 4, 4]
     np.testing.assert_array_equal(steps(), parent_before)
+
+
+def _c_callables():
+    """Every public function and method the C extension exposes, by name."""
+    rec = _core.Recorder()
+    out = {}
+    for owner_name, owner in (("_core", _core), ("Recorder", rec),
+                              ("BatchLog", _core.BatchLog(16)),
+                              ("WaitHistogram", _core.WaitHistogram())):
+        for name in dir(owner):
+            obj = getattr(owner, name)
+            if type(obj).__name__ == "builtin_function_or_method" and not name.startswith("_"):
+                out[f"{owner_name}.{name}"] = obj
+    return out
+
+
+def test_every_c_function_has_a_signature_inspect_can_read():
+    """A docstring's first line is read as a text signature only in the
+    exact form name(args)\\n--\\n\\n; anything after the parenthesis hides
+    it from inspect.signature and help()."""
+    import inspect
+    callables = _c_callables()
+    assert "_core.step_begin" in callables and "Recorder.snapshot" in callables
+    unreadable = []
+    for name, fn in sorted(callables.items()):
+        try:
+            inspect.signature(fn)
+        except ValueError:
+            unreadable.append(name)
+    assert unreadable == []
+    assert str(inspect.signature(_core.percentiles)) == "(x, q)"
+    assert str(inspect.signature(traceml.step_begin)) == "()"

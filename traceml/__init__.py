@@ -11,7 +11,7 @@ cheap experiment tells me why?
 Probes for loops that do not iterate a loader directly::
 
     traceml.step_begin(); batch = get(); traceml.fetch_done()
-    train_step(batch); traceml.step_end()
+    train_step(batch); traceml.step_end()   # optional: step_begin() ends it too
 
 ``traceml.wrap(loader, live=True)`` (``traceml.live()`` for the probes)
 shows a line that updates while the loop runs.

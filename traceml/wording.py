@@ -330,7 +330,8 @@ _NOTES: dict[str, Callable[[dict], str]] = {
                           "(out of memory); statistics cover the recorded steps only"),
     "misuse": lambda p: (f"probe misuse: {p['key']} x{p['count']} "
                          f"(see help(traceml.{p['probe']}))"),
-    "probe_open": lambda p: "a probe step is still open (step_end() not called); not counted",
+    "probe_open": lambda p: ("the last probe step is still open (it ends at step_end() or the "
+                             "next step_begin()); not counted"),
     "no_fetch_yet": lambda p: "no fetch of this source has returned yet",
     "no_steps": lambda p: ("no steps recorded: iterate traceml.wrap(loader) or call "
                            "traceml.step_begin()/fetch_done()/step_end()"),
