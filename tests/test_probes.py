@@ -72,6 +72,28 @@ def test_step_begin_after_fetch_closes_the_open_step_without_misuse():
     assert info["probe_step_open"] is True
 
 
+def test_a_loop_without_step_end_reports_like_wrap():
+    """The two-call loop: every step but the last (still open) is
+    reported, with its compute running to the next step_begin(), and no
+    misuse note."""
+    for _ in range(4):
+        traceml.step_begin()
+        time.sleep(0.01)
+        traceml.fetch_done()
+        time.sleep(0.005)
+    rec = steps()
+    assert len(rec) == 3
+    np.testing.assert_array_equal(rec["end_ns"][:-1], rec["begin_ns"][1:])
+    wait = rec["fetch_done_ns"] - rec["begin_ns"]
+    compute = rec["end_ns"] - rec["fetch_done_ns"]
+    assert (wait >= 10_000_000).all() and (compute >= 5_000_000).all()
+    r = traceml.report()
+    assert r["steps"] == 3
+    assert r["input_wait_s"]["median"] == pytest.approx(np.median(wait) * 1e-9)
+    assert not any("misuse" in n for n in r["notes"])
+    assert any("still open" in n for n in r["notes"])
+
+
 def test_step_begin_twice_without_fetch_is_misuse():
     traceml.step_begin()
     traceml.step_begin()  # misuse: the first step ends here, unfetched
