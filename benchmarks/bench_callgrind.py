@@ -133,6 +133,13 @@ def light_phases():
             fd()
             se()
 
+    def probes_pair_next(n):
+        it = iter(range(n))
+        for _ in repeat(None, n):
+            sb()
+            x = next(it)
+            fd()
+
     def python_next(n):
         it = iter(range(n))
         stamps = []
@@ -152,6 +159,7 @@ def light_phases():
         "traceml wrap(range)": ("bare range", wrap_range),
         "range: bare next()": (None, bare_next),
         "range: traceml probes": ("range: bare next()", probes_next),
+        "range: probes, no step_end": ("range: bare next()", probes_pair_next),
         "range: python list": ("range: bare next()", python_next),
     }
 
@@ -431,8 +439,9 @@ def main(argv: list[str]) -> int:
     if triple is not None:
         # Around a cheap fetch the counts are exact: the verdict on "least".
         others = {k: v for k, v in added.items() if k.startswith("range:")
-                  and "traceml" not in k}
-        ours = min(added["traceml wrap(range)"], added["range: traceml probes"])
+                  and "traceml" not in k and "probes" not in k}
+        ours = min(added["traceml wrap(range)"], added["range: traceml probes"],
+                   added["range: probes, no step_end"])
         low = min(others, key=others.get)
         checks.append(Check("callgrind",
                             f"cheap fetch: fewest added instructions, {low} minus traceml's",
