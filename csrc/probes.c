@@ -57,8 +57,9 @@ refuse_args(const char *name, Py_ssize_t nargs)
     return NULL;
 }
 
-/* Close the open step at now.  A step without fetch_done() waited 0 ns.
-   Inlined: step_end() runs it every step. */
+/* Close the open step at now.  A step without fetch_done() waited 0 ns
+   (its misuse is counted by the probe that closed it).  Inlined:
+   step_end() runs it every step. */
 TM_HOT_INLINE void
 close_step(tm_recorder *rec, int64_t now, uint16_t flags)
 {
@@ -66,7 +67,6 @@ close_step(tm_recorder *rec, int64_t now, uint16_t flags)
     int64_t fetch_done_ns = p->fetch_done_ns;
 
     if (!p->fetched) {
-        p->end_without_fetch++;
         flags |= TM_FLAG_NO_FETCH;
         fetch_done_ns = p->begin_ns;
     }
@@ -94,7 +94,8 @@ tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
     }
     /* An open step ends here, as wrap's steps end at the next fetch:
        step_end() is optional once the step's fetch is done.  Before its
-       fetch_done() it is misuse (and recorded with no input wait). */
+       fetch_done() it is misuse, and the step is recorded with no input
+       wait. */
     if (TM_UNLIKELY(p->open)) {
         if (!p->fetched) {
             p->begin_while_open++;
@@ -143,6 +144,9 @@ tm_probe_step_end(tm_recorder *rec, Py_ssize_t nargs)
     if (TM_UNLIKELY(!rec->probes.open)) {
         rec->probes.end_without_step++;
         Py_RETURN_NONE;
+    }
+    if (TM_UNLIKELY(!rec->probes.fetched)) {
+        rec->probes.end_without_fetch++;
     }
     close_step(rec, now, 0);
     Py_RETURN_NONE;
@@ -257,9 +261,9 @@ PyDoc_STRVAR(step_begin_doc,
 "step_begin(); batch = next(it); fetch_done(); train_step(batch)\n"
 "records what wrap() records (each step ends where the next begins),\n"
 "with two clock reads a step instead of three.  An open step whose\n"
-"fetch_done() has not come is closed the same way but counted as misuse\n"
-"'step_begin_while_open' (and 'step_end_without_fetch': recorded with no\n"
-"input wait).  Never raises inside a loop.");
+"fetch_done() has not come is closed the same way, recorded with no\n"
+"input wait, and counted as misuse 'step_begin_while_open'.  Never raises\n"
+"inside a loop.");
 
 PyDoc_STRVAR(fetch_done_doc,
 "fetch_done()\n--\n\n"

@@ -326,3 +326,9 @@ def test_probe_steps_without_fetch_done_give_no_diagnosis_past_half(unmarked):
         assert r["input_share"] == pytest.approx(share)
         assert r["diagnosis"] == policy.diagnose(share).label
     assert (f"step_end_without_fetch x{unmarked}" in " ".join(r["notes"])) == (unmarked > 0)
+    # Below NO-DATA a note says the numbers are skewed, and by how many steps.
+    skew = [n for n in r["notes"] if "have no fetch_done()" in n]
+    if 0 < unmarked <= policy.PROBE_UNMARKED_MAX_SHARE * 10:
+        assert skew == [skew[0]] and skew[0].startswith(f"{unmarked} of 10 steady-state steps")
+    else:
+        assert skew == []

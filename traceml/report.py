@@ -228,7 +228,7 @@ def build(
         summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
     summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
-                                            stuck_events or [], sources))
+                                            stuck_events or [], sources, unmarked))
     summary["next"] = (wording.evidenced_next_steps(summary)
                        + wording.memory_next_steps(memory_found))
     rep = Report(summary, steps, delivery=(
@@ -472,12 +472,18 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
 
 
 def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
-           stuck_events: list, sources: Mapping[int, Any]) -> list[tuple[str, dict]]:
-    """The report's notes as (code, numbers) items, for wording.notes."""
+           stuck_events: list, sources: Mapping[int, Any],
+           unmarked: Optional[tuple] = None) -> list[tuple[str, dict]]:
+    """The report's notes as (code, numbers) items, for wording.notes.
+    ``unmarked``: (steady probe steps without fetch_done(), steady steps)."""
     out: list[tuple[str, dict]] = []
     if info["dropped_steps"]:
         out.append(("dropped", {"count": info["dropped_steps"]}))
     if source_id == 0:
+        # Steps without a fetch mark skew the numbers above them; past the
+        # policy's share the diagnosis itself says so (NO-DATA).
+        if unmarked and unmarked[0] and s["diagnosis"] != policy.NO_DATA:
+            out.append(("unmarked", {"steps": unmarked[0], "steady": unmarked[1]}))
         for key, count in info["misuse"].items():
             if count:
                 probe = key.split("_without_")[0].split("_while_")[0].split("_repeated")[0]

@@ -328,6 +328,10 @@ def next_steps(summary: dict) -> list[str]:
 _NOTES: dict[str, Callable[[dict], str]] = {
     "dropped": lambda p: (f"{p['count']} steps were dropped: the step store could not grow "
                           "(out of memory); statistics cover the recorded steps only"),
+    "unmarked": lambda p: (f"{p['steps']} of {p['steady']} steady-state steps have no "
+                           "fetch_done(): recorded with no input wait and their fetch counted "
+                           "as compute, so the input wait and its share read low and those "
+                           "steps' compute high"),
     "misuse": lambda p: (f"probe misuse: {p['key']} x{p['count']} "
                          f"(see help(traceml.{p['probe']}))"),
     "probe_open": lambda p: ("the last probe step is still open (it ends at step_end() or the "
