@@ -283,7 +283,9 @@ PyDoc_STRVAR(abandon_step_doc,
 "abandon_step()\n--\n\n"
 "Drop the open step without recording it, for a loop that ends inside\n"
 "a step: step_begin(); try: batch = next(it) except StopIteration:\n"
-"abandon_step(); break.  Counted as steps_abandoned, not as misuse;\n"
+"abandon_step(); break.  Counted in the recorder's\n"
+"store_info()['steps_abandoned'] (traceml._core.default_recorder() for\n"
+"the module-level probes), not as misuse, and not noted in the report;\n"
 "without an open step it does nothing.");
 
 /* Pickled by name: a pickled traceml.step_begin (a bound method of this
