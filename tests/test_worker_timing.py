@@ -3,6 +3,7 @@ TimedFetch): the shared log, the step-to-batch match and the busy-time
 reducer against brute-force references, and real DataLoaders whose items
 burn or sleep a set time, so that each batch's cost is known."""
 
+import gc
 import multiprocessing
 import os
 import pickle
@@ -331,6 +332,7 @@ def test_user_worker_init_fn_still_runs_and_is_given_back():
     assert r["production"]["available"]
 
 
+@pytest.mark.slow   # torch takes ~10 s to shut the workers down after an error
 def test_a_worker_error_reaches_the_loop_unchanged():
     class Bad(BurnDataset):
         def __getitem__(self, i):
@@ -344,6 +346,10 @@ def test_a_worker_error_reaches_the_loop_unchanged():
             pass
     assert "traceml" + os.sep not in str(info.value)  # no frame of ours
     assert loader.worker_init_fn is None
+    # The traceback holds the DataLoader iterator: let it go here, so that
+    # its slow shutdown (plain torch takes as long) is billed to this test.
+    del info
+    gc.collect()
 
 
 def test_persistent_workers_are_timed_every_epoch():
