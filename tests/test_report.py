@@ -2,12 +2,14 @@
 NumPy, every verdict against the documented rule."""
 
 import json
+import time
 
 import numpy as np
 import pytest
 
 import traceml
 from traceml import _core, policy, wrapping
+from traceml.fmt import fmt_s
 from traceml.report import build as build_report
 
 # The sources the hand-made records belong to: build() reads no registry.
@@ -108,10 +110,26 @@ def test_statistics_equal_numpy(loader_source):
 )
 def test_diagnosis_thresholds(share, label):
     assert policy.diagnose(share)[0] == label
-    wait = np.full(50, int(share * 1000))
-    r = build(records(wait, 1000 - wait), INFO, SYNTHETIC, None)
+    wait = np.full(50, int(share * 1_000_000))      # 1 ms steps
+    r = build(records(wait, 1_000_000 - wait), INFO, SYNTHETIC, None)
     assert r["diagnosis"] == label
     assert r["input_share"] == pytest.approx(share, abs=1e-3)
+
+
+@pytest.mark.parametrize("step_ns", [300, 3_999, 4_000, 1_000_000])
+def test_steps_too_short_to_time_get_no_share(step_ns):
+    """Under policy.MIN_MEAN_STEP_NS (timing's own cost / the compute-bound
+    share) the share could be the timing's own: NO-DATA, saying why."""
+    assert policy.MIN_MEAN_STEP_NS == policy.TIMING_OWN_COST_NS / policy.COMPUTE_BOUND_SHARE
+    wait = np.full(50, int(0.6 * step_ns))
+    r = build(records(wait, step_ns - wait), INFO, SYNTHETIC, None)
+    assert r["input_share"] == pytest.approx(0.6, abs=1e-3)
+    if step_ns < policy.MIN_MEAN_STEP_NS:
+        assert r["diagnosis"] == policy.NO_DATA
+        assert r["diagnosis_rule"].startswith(f"steps average {fmt_s(step_ns * 1e-9)}, under 4 µs")
+        assert str(r).splitlines()[1].startswith("NO-DATA: steps average")
+    else:
+        assert r["diagnosis"] == policy.INPUT_BOUND
 
 
 def test_no_data_report_says_so():
@@ -272,7 +290,7 @@ def test_epoch_start_mask_rule():
 
 def test_plain_iterables_get_no_host_and_a_plain_epoch_start_line():
     for _ in traceml.wrap(list(range(12)), name="plain-list"):
-        pass
+        time.sleep(1e-4)    # steps long enough for a diagnosis (policy.MIN_MEAN_STEP_NS)
     r = traceml.report(source="plain-list")
     assert r["host"] is None and r["loader"] is None
     text = str(r)

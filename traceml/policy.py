@@ -41,11 +41,13 @@ class Diagnosis(NamedTuple):
     """The diagnosis label and the input share (total input wait / total
     step time, None without steps) it was read from; for NO-DATA over
     recorded steps, ``unmarked`` = (steps without fetch_done(), steady
-    steps)."""
+    steps), or ``mean_step_ns`` when the steps were too short to read a
+    share from (MIN_MEAN_STEP_NS)."""
 
     label: str
     share: Optional[float]
     unmarked: Optional[tuple] = None
+    mean_step_ns: Optional[float] = None
 
 
 # A probe step closed without fetch_done() is recorded with a zero input
@@ -55,6 +57,17 @@ class Diagnosis(NamedTuple):
 # step read "COMPUTE-BOUND: 0.0%" with fetch_done() forgotten), so there is
 # no diagnosis: NO-DATA, saying why.  Under it the misuse note stands.
 PROBE_UNMARKED_MAX_SHARE = 0.5
+
+# traceml's own timing cost per step, the upper end of what this project
+# measured on its 2-core host (benchmarks/README.md): wrap adds 50-207 ns a
+# step over a DataLoader, the probe triple about 80 ns.
+TIMING_OWN_COST_NS = 200
+# Under this mean step, that cost alone could move the input share across
+# COMPUTE_BOUND_SHARE (200 ns / 5% = 4 us), so no share is read: NO-DATA,
+# saying why.  A user trial: five empty probe steps (0.3 us each) read
+# "INPUT-BOUND: input wait is 58% of step time".  Real training steps
+# (tens of us and up) are far above it.
+MIN_MEAN_STEP_NS = TIMING_OWN_COST_NS / COMPUTE_BOUND_SHARE
 
 
 def production_share(production: Optional[dict]) -> Optional[float]:
@@ -70,7 +83,8 @@ def production_share(production: Optional[dict]) -> Optional[float]:
 
 def diagnose(input_share: Optional[float],
              production_share: Optional[float] = None,
-             unmarked: Optional[tuple] = None) -> Diagnosis:
+             unmarked: Optional[tuple] = None,
+             mean_step_ns: Optional[float] = None) -> Diagnosis:
     """(label, share) for the share of step time spent waiting for input:
     INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
     COMPUTE_BOUND_SHARE, BALANCED between.
@@ -91,13 +105,17 @@ def diagnose(input_share: Optional[float],
 
     ``unmarked`` (probes only: (steady steps closed without fetch_done(),
     steady steps)) past PROBE_UNMARKED_MAX_SHARE gives NO-DATA: the input
-    wait was not measured.
+    wait was not measured.  ``mean_step_ns`` (the steady steps' mean;
+    None: not checked) under MIN_MEAN_STEP_NS gives NO-DATA too: the
+    timing's own cost is a material part of such a step.
     """
     if input_share is None or not math.isfinite(input_share):
         return Diagnosis(NO_DATA, None)
     if unmarked is not None and unmarked[1] and (
             unmarked[0] > PROBE_UNMARKED_MAX_SHARE * unmarked[1]):
         return Diagnosis(NO_DATA, None, (int(unmarked[0]), int(unmarked[1])))
+    if mean_step_ns is not None and mean_step_ns < MIN_MEAN_STEP_NS:
+        return Diagnosis(NO_DATA, None, None, float(mean_step_ns))
     if input_share >= INPUT_BOUND_SHARE:
         if production_share is not None and production_share < INPUT_BOUND_SHARE:
             return Diagnosis(HAND_OVER, input_share)

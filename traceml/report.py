@@ -329,7 +329,9 @@ def _durations(w: _Steady, production: Optional[dict] = None,
     policy.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
-    diagnosis = policy.diagnose(share, policy.production_share(production), unmarked)
+    mean_step_ns = total_step / len(w.step) if len(w.step) else None
+    diagnosis = policy.diagnose(share, policy.production_share(production), unmarked,
+                                mean_step_ns)
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),

@@ -44,14 +44,20 @@ def _p(percentile: float) -> str:
 
 
 def diagnosis_rule(label: str, share: Optional[float],
-                   unmarked: Optional[tuple] = None) -> str:
-    """The rule behind a diagnosis (policy.diagnose's label, share and
-    unmarked steps)."""
+                   unmarked: Optional[tuple] = None,
+                   mean_step_ns: Optional[float] = None) -> str:
+    """The rule behind a diagnosis (policy.diagnose's label, share,
+    unmarked steps and too-short mean step)."""
     if label == policy.NO_DATA and unmarked is not None:
         return (f"fetch_done() was not called in {unmarked[0]} of {unmarked[1]} steady-state "
                 "steps, so their input wait is unknown (recorded as 0); call "
                 "traceml.fetch_done() once the batch is in hand, between step_begin() and "
                 "step_end()")
+    if label == policy.NO_DATA and mean_step_ns is not None:
+        return (f"steps average {fmt_s(mean_step_ns * 1e-9)}, under "
+                f"{fmt_s(policy.MIN_MEAN_STEP_NS * 1e-9)}: traceml's own timing (up to "
+                f"{fmt_s(policy.TIMING_OWN_COST_NS * 1e-9)} a step) could move the input share "
+                f"across {pct(policy.COMPUTE_BOUND_SHARE)}, so none is read")
     if label == policy.NO_DATA:
         return "no steady-state steps recorded"
     said = f"input wait is {pct(share, 1)} of step time"
