@@ -126,7 +126,8 @@ def test_steps_too_short_to_time_get_no_share(step_ns):
     assert r["input_share"] == pytest.approx(0.6, abs=1e-3)
     if step_ns < policy.MIN_MEAN_STEP_NS:
         assert r["diagnosis"] == policy.NO_DATA
-        assert r["diagnosis_rule"].startswith(f"steps average {fmt_s(step_ns * 1e-9)}, under 4 µs")
+        assert r["diagnosis_rule"].startswith(
+            f"steps average {fmt_s(step_ns * 1e-9)}, under {fmt_s(policy.MIN_MEAN_STEP_NS * 1e-9)}")
         assert str(r).splitlines()[1].startswith("NO-DATA: steps average")
     else:
         assert r["diagnosis"] == policy.INPUT_BOUND
@@ -350,3 +351,25 @@ def test_probe_steps_without_fetch_done_give_no_diagnosis_past_half(unmarked):
         assert skew == [skew[0]] and skew[0].startswith(f"{unmarked} of 10 steady-state steps")
     else:
         assert skew == []
+
+
+def test_unmarked_note_stands_when_no_data_comes_from_short_steps():
+    """The note on steps without fetch_done() is left out only where
+    NO-DATA is for them (policy.unmarked_past_share), not for another
+    reason: here 3 of 10 steps of 1 us, under policy.MIN_MEAN_STEP_NS."""
+    rec = traceml.Recorder()
+    clock, t = [], 1_000_000
+    for i in range(10):
+        clock += [t, t + 600, t + 1_000] if i >= 3 else [t, t + 1_000]
+        t += 1_000
+    rec._set_test_clock(clock)
+    for i in range(10):
+        rec.step_begin()
+        if i >= 3:
+            rec.fetch_done()
+        rec.step_end()
+    r = rec.report()
+    assert r["diagnosis"] == policy.NO_DATA
+    assert r["diagnosis_rule"].startswith("steps average 1 µs")
+    assert [n for n in r["notes"] if "have no fetch_done()" in n][0].startswith(
+        "3 of 10 steady-state steps")

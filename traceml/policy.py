@@ -70,6 +70,14 @@ TIMING_OWN_COST_NS = 200
 MIN_MEAN_STEP_NS = TIMING_OWN_COST_NS / COMPUTE_BOUND_SHARE
 
 
+def unmarked_past_share(unmarked: Optional[tuple]) -> bool:
+    """True when more than PROBE_UNMARKED_MAX_SHARE of the steady steps
+    lack fetch_done() (``unmarked`` = (those steps, steady steps), or
+    None): the input wait was not measured."""
+    return bool(unmarked is not None and unmarked[1]
+                and unmarked[0] > PROBE_UNMARKED_MAX_SHARE * unmarked[1])
+
+
 def production_share(production: Optional[dict]) -> Optional[float]:
     """The share of step time the loop waited while the awaited worker was
     making batches, when the workers' own timing is available and met
@@ -111,8 +119,7 @@ def diagnose(input_share: Optional[float],
     """
     if input_share is None or not math.isfinite(input_share):
         return Diagnosis(NO_DATA, None)
-    if unmarked is not None and unmarked[1] and (
-            unmarked[0] > PROBE_UNMARKED_MAX_SHARE * unmarked[1]):
+    if unmarked_past_share(unmarked):
         return Diagnosis(NO_DATA, None, (int(unmarked[0]), int(unmarked[1])))
     if mean_step_ns is not None and mean_step_ns < MIN_MEAN_STEP_NS:
         return Diagnosis(NO_DATA, None, None, float(mean_step_ns))

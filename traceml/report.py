@@ -484,7 +484,7 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
     if source_id == 0:
         # Steps without a fetch mark skew the numbers above them; past the
         # policy's share the diagnosis itself says so (NO-DATA).
-        if unmarked and unmarked[0] and s["diagnosis"] != policy.NO_DATA:
+        if unmarked and unmarked[0] and not policy.unmarked_past_share(unmarked):
             out.append(("unmarked", {"steps": unmarked[0], "steady": unmarked[1]}))
         for key, count in info["misuse"].items():
             if count:
