@@ -9,7 +9,7 @@ same round: the table gives, per dataset and (from, to) pair, the median
 error over the rounds, as a share of the measured mean step and in ms, and
 how often it was within 30% of the step.  It also prints each run's
 self-check (the model at the run's own num_workers against its measured
-wait, as a share of the step: what ``policy.PREDICT_FIT_TOL`` judges) and
+wait, as a share of the step: what ``prediction_check.PREDICT_FIT_TOL`` judges) and
 checks the inputs the model rests on: measured CPU per batch within 15% of
 the burn, wall per batch at least the sleep.
 
@@ -78,7 +78,7 @@ def accuracy(rounds: int) -> tuple[list[Check], dict]:
                     continue
                 inputs[kind]["cpu"].append(p["cpu_s"])
                 inputs[kind]["make"].append(p["make_s"])
-                # The self-check policy.prediction_trust judges: the miss at
+                # The self-check prediction_check.prediction_trust judges: the miss at
                 # the run's own num_workers, as a share of its step.
                 checks_self.setdefault((kind, k), []).append(
                     (p["this_run"].get("miss_of_step"), p.get("trust")))
@@ -102,7 +102,7 @@ def accuracy(rounds: int) -> tuple[list[Check], dict]:
         print(f"{kind:8} {k:>4} {other:>3}  {statistics.median(rel):>+10.0%}  "
               f"{statistics.median(ms for _, ms in errs):>+8.1f}  {within}/{len(errs)}")
     print(f"\n{'dataset':8} {'at':>4}  {'self-check miss/step':>20}  trusted "
-          f"(policy.PREDICT_FIT_TOL)")
+          f"(prediction_check.PREDICT_FIT_TOL)")
     for (kind, k), got in sorted(checks_self.items()):
         misses = [m for m, _ in got if m is not None]
         print(f"{kind:8} {k:>4}  {(statistics.median(misses) if misses else float('nan')):>20.1%}"

@@ -193,7 +193,7 @@ def scenarios():
          # The default prefetch_factor=2: 8 batches in flight hide every
          # other 150 ms slow sample, so the loop stalls every 10 (80 ms
          # ones hide entirely: no stall, nothing to attribute); the
-         # workers' make times keep the data's period 5 (policy.made_period).
+         # workers' make times keep the data's period 5 (attribution.made_period).
          lambda: DataLoader(SleepDataset(104, slow_every(5, 2, 0.150, 0.0001)),
                             batch_size=1, num_workers=4, **fork),
          0.010, {"attribution.label": "SLOW-SAMPLE", "attribution.period": 5}),

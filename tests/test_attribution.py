@@ -1,4 +1,4 @@
-"""Which worker, round or samples the stalls follow (policy.attribution),
+"""Which worker, round or samples the stalls follow (attribution.attribution),
 the state of the worker holding the awaited batch, worker CPU from every
 thread, and bytes per batch: rules on hand-made inputs, then real
 DataLoaders whose workers burn, sleep, burn in threads, or hand over large
@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from traceml import policy, wording
+from traceml import _core
+from traceml.findings import advice, attribution, hand_over, input_bound, stall_threshold, stall_timing, worker_evidence
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 
@@ -27,7 +28,7 @@ def _round_robin(n, nw):
 def _attr(stall_steps, nw, period, ticks, n=40):
     batches = _round_robin(n, nw)
     stall_steps = np.asarray(stall_steps)
-    return policy.attribution(stall_steps, batches[stall_steps], batches, nw, period, ticks)
+    return attribution.attribution(stall_steps, batches[stall_steps], batches, nw, period, ticks)
 
 
 def test_one_busier_worker_is_named():
@@ -35,7 +36,7 @@ def test_one_busier_worker_is_named():
     # the others' CPU (ticks measured in a slow-shard run).
     stalls = [2 + 4 * r for r in range(10) if r not in (3, 7)]
     a = _attr(stalls, 4, 4, {0: 46, 1: 46, 2: 248, 3: 47})
-    assert a["label"] == policy.ONE_WORKER and a["worker"] == 2
+    assert a["label"] == attribution.ONE_WORKER and a["worker"] == 2
     assert a["stall_workers"] == {2: 8} and a["known"] == 8
     assert a["own_share"] == pytest.approx(8 / 10) and a["others_share"] == 0.0
     assert a["cpu_ratio"] == pytest.approx(248 / 46)
@@ -46,29 +47,29 @@ def test_equally_busy_workers_stalling_on_one_are_lock_step():
     # ticks each: the position alone names no worker.
     stalls = [3 + 4 * r for r in range(10)]
     a = _attr(stalls, 4, 4, {0: 83, 1: 83, 2: 83, 3: 84})
-    assert a["label"] == policy.LOCK_STEP and a["cpu_ratio"] == pytest.approx(84 / 83)
+    assert a["label"] == attribution.LOCK_STEP and a["cpu_ratio"] == pytest.approx(84 / 83)
     assert not a["ambiguous"]
     # Without readings it stays LOCK-STEP, flagged as not told apart.
     a = _attr(stalls, 4, 4, None)
-    assert a["label"] == policy.LOCK_STEP and a["ambiguous"]
-    line = wording.attribution_line({"attribution": a})
+    assert a["label"] == attribution.LOCK_STEP and a["ambiguous"]
+    line = attribution.attribution_line({"attribution": a})
     assert line.endswith("without CPU readings a slow worker 3 cannot be told from the round")
 
 
 def test_a_sleeping_worker_is_named_unless_it_opens_the_round():
     stalls = [1 + 3 * r for r in range(10)]
     a = _attr(stalls, 3, 3, {0: 25, 1: 6, 2: 27})  # measured: a shard that sleeps
-    assert a["label"] == policy.ONE_WORKER and a["worker"] == 1
+    assert a["label"] == attribution.ONE_WORKER and a["worker"] == 1
     stalls = [3 * r for r in range(1, 10)]
     a = _attr(stalls, 3, 3, {0: 6, 1: 25, 2: 27})
-    assert a["label"] == policy.LOCK_STEP and a["worker"] is None
-    assert a["top_worker"] == policy.ROUND_OPENER
+    assert a["label"] == attribution.LOCK_STEP and a["worker"] is None
+    assert a["top_worker"] == attribution.ROUND_OPENER
 
 
 def test_stalls_spread_over_workers_at_the_round_are_lock_step():
     stalls = [4 * r + (r % 2) for r in range(1, 10)]  # pairs: worker 0 or 1
     a = _attr(stalls, 4, 4, {0: 100, 1: 101, 2: 99, 3: 100})
-    assert a["label"] == policy.LOCK_STEP
+    assert a["label"] == attribution.LOCK_STEP
     assert a["stall_workers"] == {0: 4, 1: 5}
 
 
@@ -76,7 +77,7 @@ def test_stalls_on_one_rank_residue_across_workers_are_slow_samples():
     # Every 3rd sample slow, 2 workers: rank % 3 == 1 on both workers.
     stalls = list(range(1, 40, 3))
     a = _attr(stalls, 2, 3, {0: 87, 1: 87})
-    assert a["label"] == policy.SLOW_SAMPLE and a["worker"] is None
+    assert a["label"] == attribution.SLOW_SAMPLE and a["worker"] is None
     assert a["residue"] == 1 and a["residue_share"] == 1.0
     assert set(a["stall_workers"]) == {0, 1}
 
@@ -94,15 +95,15 @@ def test_without_a_gap_period_the_ranks_can_keep_one():
     # gaps IRREGULAR (3, 6, 3, 9, ...): the ranks still sit on rank % 3 == 1.
     stalls = [1, 4, 10, 13, 22, 25, 31, 37]
     a = _attr(stalls, 2, None, {0: 80, 1: 82})
-    assert a["label"] == policy.SLOW_SAMPLE and a["period"] == 3 and a["residue"] == 1
-    assert policy.rank_period(np.array(stalls), 2) == 3
+    assert a["label"] == attribution.SLOW_SAMPLE and a["period"] == 3 and a["residue"] == 1
+    assert attribution.rank_period(np.array(stalls), 2) == 3
     # Under 8 stalls, or ranks with no common residue: none.
-    assert policy.rank_period(np.array(stalls[:7]), 2) is None
-    assert policy.rank_period(np.array([1, 2, 4, 7, 11, 16, 22, 29]), 2) is None
+    assert attribution.rank_period(np.array(stalls[:7]), 2) is None
+    assert attribution.rank_period(np.array([1, 2, 4, 7, 11, 16, 22, 29]), 2) is None
     # The largest period the ranks keep: 0 mod 4 is 0 mod 2 as well.
-    assert policy.rank_period(np.arange(0, 64, 4), 1) == 4
+    assert attribution.rank_period(np.arange(0, 64, 4), 1) == 4
     # The workers' own count is never taken for the samples' period.
-    assert policy.rank_period(np.arange(0, 64, 4), 4) == 2
+    assert attribution.rank_period(np.arange(0, 64, 4), 4) == 2
 
 
 def test_too_few_stalls_or_no_period_give_no_attribution():
@@ -129,11 +130,11 @@ def _brute_residues(ranks, slow):
     """Every (p, residue) holding more than half the slow ranks with
     ATTR_SHARE of that residue's batches slow, by definition."""
     out = []
-    for p in range(2, policy.RANK_PERIOD_MAX + 1):
+    for p in range(2, attribution.RANK_PERIOD_MAX + 1):
         for r in range(p):
             on = ranks % p == r
             if (slow & on).sum() > 0.5 * slow.sum() and on.sum() and \
-                    (slow & on).sum() >= policy.ATTR_SHARE * on.sum():
+                    (slow & on).sum() >= attribution.ATTR_SHARE * on.sum():
                 out.append((p, r))
     return out
 
@@ -141,7 +142,7 @@ def _brute_residues(ranks, slow):
 def test_every_fifth_sample_made_slow_has_period_five():
     ranks = np.arange(4, 100)
     make = _made(ranks, lambda r: r % 5 == 2)
-    m = policy.made_period(ranks, make, 4)
+    m = attribution.made_period(ranks, make, 4)
     slow = ranks % 5 == 2
     assert m["period"] == 5 and m["residue"] == 2
     assert m["slow"] == int(slow.sum()) == 19 and m["batches"] == len(ranks)
@@ -154,7 +155,7 @@ def test_every_fifth_sample_made_slow_has_period_five():
     r2, m2 = ranks.copy(), make.copy()
     r2[::7], m2[3::11] = -1, -1
     keep = (r2 >= 0) & (m2 >= 0)
-    got = policy.made_period(r2, m2, 4)
+    got = attribution.made_period(r2, m2, 4)
     assert got["period"] == 5 and got["batches"] == int(keep.sum())
     assert got["slow"] == int((keep & slow).sum())
 
@@ -166,10 +167,10 @@ def test_a_slow_workers_batches_are_not_a_period_of_the_data():
     # period 2; rank % 4 is worker 1's batches at num_workers=4: None.
     slow = ranks % 4 == 1
     assert _brute_residues(ranks, slow) == [(4, 1)]
-    assert policy.made_period(ranks, make, 4) is None
+    assert attribution.made_period(ranks, make, 4) is None
     # At num_workers=2 the same ranks are every other batch of worker 1:
     # a period of the data, 4.
-    assert policy.made_period(ranks, make, 2)["period"] == 4
+    assert attribution.made_period(ranks, make, 2)["period"] == 4
 
 
 def test_make_time_noise_gives_no_period():
@@ -177,14 +178,14 @@ def test_make_time_noise_gives_no_period():
     rng = np.random.default_rng(3)
     # Uniform make times: no two groups.
     uniform = np.round(rng.lognormal(np.log(30.0), 0.15, len(ranks)) * MS).astype(np.int64)
-    assert policy.bimodal_split_ns(uniform) is None
-    assert policy.made_period(ranks, uniform, 4) is None
+    assert stall_threshold.bimodal_split_ns(uniform) is None
+    assert attribution.made_period(ranks, uniform, 4) is None
     # Slow batches at random ranks: two groups, no residue holds them.
     for seed in range(20):
         hit = np.random.default_rng(seed).random(len(ranks)) < 0.15
         make = _made(ranks, lambda r: hit[r - 4], seed=seed)
-        want = _brute_residues(ranks, hit) if hit.sum() >= policy.RANK_PERIOD_MIN_STALLS else []
-        got = policy.made_period(ranks, make, 4)
+        want = _brute_residues(ranks, hit) if hit.sum() >= attribution.RANK_PERIOD_MIN_STALLS else []
+        got = attribution.made_period(ranks, make, 4)
         assert (got is None) == (not want), (seed, want, got)
         assert got is None, seed
 
@@ -213,15 +214,15 @@ def test_fast_batches_made_slow_by_a_busy_host_leave_the_period():
     make = np.zeros(len(ranks), dtype=np.int64)
     make[on] = np.round(rng.permutation(BUSY_SLOW_MS) * MS)
     make[~on] = np.round(rng.permutation(BUSY_FAST_MS) * MS)
-    split = policy._core.log_otsu(make)
-    assert split["eta"] < policy.BIMODAL_MIN_ETA
-    assert policy.bimodal_split_ns(make) is None
-    m = policy.made_period(ranks, make, 4)
+    split = _core.log_otsu(make)
+    assert split["eta"] < stall_threshold.BIMODAL_MIN_ETA
+    assert stall_threshold.bimodal_split_ns(make) is None
+    m = attribution.made_period(ranks, make, 4)
     slow = make > split["threshold_ns"]
     assert m is not None and m["period"] == 5 and m["residue"] == 2
     assert m["slow"] == int(slow.sum()) and m["residue_slow"] == 1.0
     assert m["slow_on_residue"] == pytest.approx(on.sum() / slow.sum())
-    assert m["slow_on_residue"] < policy.ATTR_SHARE    # fast ones above the split
+    assert m["slow_on_residue"] < attribution.ATTR_SHARE    # fast ones above the split
     assert _brute_residues(ranks, slow)[0] == (5, 2)
 
 
@@ -232,10 +233,10 @@ def test_heavy_tailed_make_times_give_no_period():
     for seed in range(20):
         rng = np.random.default_rng(100 + seed)
         make = np.round(rng.lognormal(np.log(5.0), 1.0, len(ranks)) * MS).astype(np.int64)
-        thr = policy._core.log_otsu(make)["threshold_ns"]
+        thr = _core.log_otsu(make)["threshold_ns"]
         slow = make > thr
         want = _brute_residues(ranks, slow)
-        got = policy.made_period(ranks, make, 4)
+        got = attribution.made_period(ranks, make, 4)
         assert want == [] and got is None, (seed, want, got)
 
 
@@ -244,16 +245,16 @@ def test_made_period_needs_a_slow_minority_of_enough_batches():
     # Seven slow batches: under RANK_PERIOD_MIN_STALLS.
     few = _made(ranks, lambda r: (r % 13 == 0))
     assert int(((ranks % 13) == 0).sum()) == 7
-    assert policy.made_period(ranks, few, 4) is None
+    assert attribution.made_period(ranks, few, 4) is None
     # Most batches slow (all but every 5th): the slow ones are no minority.
     most = _made(ranks, lambda r: r % 5 != 0)
-    assert policy.made_period(ranks, most, 4) is None
+    assert attribution.made_period(ranks, most, 4) is None
 
 
 def _made_attr(stall_ranks, nw, period, made, n=100):
     batches = np.arange(n) % nw
     stall_ranks = np.asarray(stall_ranks)
-    return policy.attribution(stall_ranks, batches[stall_ranks], batches[nw:], nw, period,
+    return attribution.attribution(stall_ranks, batches[stall_ranks], batches[nw:], nw, period,
                               None, None, made)
 
 
@@ -261,54 +262,54 @@ def test_the_samples_period_comes_from_the_make_times_before_the_stalls():
     # Every 5th sample slow at 4 workers; prefetch hid every other one, so
     # the stalls recur every 10 (the user trial's runs).
     ranks = np.arange(4, 100)
-    made = policy.made_period(ranks, _made(ranks, lambda r: r % 5 == 0), 4)
+    made = attribution.made_period(ranks, _made(ranks, lambda r: r % 5 == 0), 4)
     stalls = list(range(10, 100, 10))
     a = _made_attr(stalls, 4, 10, made)
-    assert a["label"] == policy.SLOW_SAMPLE and a["worker"] is None
+    assert a["label"] == attribution.SLOW_SAMPLE and a["worker"] is None
     assert a["period"] == 5 and a["residue"] == 0 and a["residue_share"] == 1.0
-    assert a["period_from"] == policy.PERIOD_FROM_MAKE_TIMES and a["stall_period"] == 10
+    assert a["period_from"] == attribution.PERIOD_FROM_MAKE_TIMES and a["stall_period"] == 10
     assert a["made"]["slow"] == 19 and a["made"]["batches"] == 96
     # Without the make times the stalls alone name 10 (the old reading).
     old = _made_attr(stalls, 4, 10, None)
-    assert old["label"] == policy.SLOW_SAMPLE and old["period"] == 10
-    assert old["period_from"] == policy.PERIOD_FROM_STALLS and old["made"] is None
+    assert old["label"] == attribution.SLOW_SAMPLE and old["period"] == 10
+    assert old["period_from"] == attribution.PERIOD_FROM_STALLS and old["made"] is None
     # No period in the stall gaps: the stalled ranks' own period is said.
     a = _made_attr(stalls, 4, None, made)
-    assert a["period"] == 5 and a["stall_period"] == policy.rank_period(np.array(stalls), 4)
+    assert a["period"] == 5 and a["stall_period"] == attribution.rank_period(np.array(stalls), 4)
     # Stalls that are not on the slow samples (lock-step rounds, rank % 4
     # == 0, 20% of them on rank % 5 == 0): the stalls' reading stands.
     rounds = list(range(4, 100, 4))
     on = np.mean(np.array(rounds) % 5 == 0)
-    assert on <= policy.MADE_STALL_SHARE
+    assert on <= attribution.MADE_STALL_SHARE
     a = _made_attr(rounds, 4, 4, made)
-    assert a["label"] == policy.LOCK_STEP and a["period"] == 4 and a["period_from"] is None
+    assert a["label"] == attribution.LOCK_STEP and a["period"] == 4 and a["period_from"] is None
 
 
 def test_the_words_say_where_the_period_comes_from():
     ranks = np.arange(4, 100)
-    made = policy.made_period(ranks, _made(ranks, lambda r: r % 5 == 0), 4)
+    made = attribution.made_period(ranks, _made(ranks, lambda r: r % 5 == 0), 4)
     a = _made_attr(list(range(10, 100, 10)), 4, 10, made)
-    line = wording.attribution_line({"attribution": a})
-    assert line.startswith(f"attribution: {policy.SLOW_SAMPLE}, rank % 5 == 0 from the "
+    line = attribution.attribution_line({"attribution": a})
+    assert line.startswith(f"attribution: {attribution.SLOW_SAMPLE}, rank % 5 == 0 from the "
                            "workers' make times (19 of 96 batches made slow, 100% of them "
                            "on that residue); the stalls: 100% on it, period 10"), line
     items = [("heavy_tailed", {}), ("period_not_workers", {"period": 10, "num_workers": 4}),
              ("confirm_period", {"period": 10})]
-    s = {"attribution": a, "diagnosis": policy.INPUT_BOUND, "steady_steps": 96}
-    out = policy.evidence_next_steps(s, items)
+    s = {"attribution": a, "diagnosis": input_bound.INPUT_BOUND, "steady_steps": 96}
+    out = advice.evidence_next_steps(s, items)
     # "a slow sample every 10 batches" would send the user to half of them.
     assert [c for c, _ in out] == ["heavy_tailed", "slow_sample"]
     # When the stalls keep the samples' period, the stall-period items stay.
     a5 = _made_attr(list(range(5, 100, 5)), 4, 5, made)
     assert a5["stall_period"] == 5
-    out = policy.evidence_next_steps(dict(s, attribution=a5), items)
+    out = advice.evidence_next_steps(dict(s, attribution=a5), items)
     assert [c for c, _ in out] == ["heavy_tailed", "period_not_workers", "slow_sample"]
-    assert wording.attribution_line({"attribution": a5}).split(" (stalls")[0].endswith(
+    assert attribution.attribution_line({"attribution": a5}).split(" (stalls")[0].endswith(
         "the stalls: 100% on it, period 5 too")
     # From the stalls alone, the line says so.
     old = _made_attr(list(range(10, 100, 10)), 4, 10, None)
     assert "rank % 10 == 0 from the stalls, in 100% of stalled batches" in \
-        wording.attribution_line({"attribution": old})
+        attribution.attribution_line({"attribution": old})
 
 
 def test_a_report_names_the_samples_period_and_keeps_the_stall_cadence():
@@ -320,9 +321,9 @@ def test_a_report_names_the_samples_period_and_keeps_the_stall_cadence():
     r = corpus.replay(case)
     slow = case.batches["end_ns"] - case.batches["begin_ns"] > 100 * MS
     assert (case.delivery[0][slow] % 5 == 0).all() and slow.sum() == 20
-    assert r["temporal"]["label"] == policy.PERIODIC and r["temporal"]["period"] == 10
+    assert r["temporal"]["label"] == stall_timing.PERIODIC and r["temporal"]["period"] == 10
     a = r["attribution"]
-    assert a["period"] == 5 and a["period_from"] == policy.PERIOD_FROM_MAKE_TIMES
+    assert a["period"] == 5 and a["period_from"] == attribution.PERIOD_FROM_MAKE_TIMES
     # The steady batches (after the 4 start-up ones) made slow: 19.
     assert a["made"]["slow"] == int(slow[4:].sum()) == 19
     assert ("The workers made 19 of 96 batches slow, 100% of them with rank % 5 == 0, and 100% "
@@ -337,41 +338,41 @@ def test_a_report_names_the_samples_period_and_keeps_the_stall_cadence():
 
 
 def test_cpu_ratio_needs_material_ticks():
-    assert policy.cpu_ratio({0: 3, 1: 1, 2: 2}, 0) is None
-    assert policy.cpu_ratio({0: 30, 1: 10, 2: 20}, 0) == pytest.approx(2.0)
-    assert policy.cpu_ratio({0: 30}, 0) is None
+    assert attribution.cpu_ratio({0: 3, 1: 1, 2: 2}, 0) is None
+    assert attribution.cpu_ratio({0: 30, 1: 10, 2: 20}, 0) == pytest.approx(2.0)
+    assert attribution.cpu_ratio({0: 30}, 0) is None
 
 
 def test_next_steps_of_one_worker_point_at_its_shard():
     a = _attr([2 + 4 * r for r in range(10)], 4, 4, {0: 46, 1: 46, 2: 248, 3: 47})
     items = [("heavy_tailed", {}), ("lockstep", {"period": 4, "num_workers": 4}),
              ("vary_workers_then_in_order", {})]
-    s = {"attribution": a, "diagnosis": policy.INPUT_BOUND, "steady_steps": 36}
-    out = policy.evidence_next_steps(s, items)
+    s = {"attribution": a, "diagnosis": input_bound.INPUT_BOUND, "steady_steps": 36}
+    out = advice.evidence_next_steps(s, items)
     assert [c for c, _ in out] == ["heavy_tailed", "one_worker", "split_shards"]
     # A compute-bound loop is not sent to balance shards.
     compute = [("compute_bound", {"share": 0.03})]
-    assert policy.evidence_next_steps(dict(s, diagnosis=policy.COMPUTE_BOUND),
+    assert advice.evidence_next_steps(dict(s, diagnosis=input_bound.COMPUTE_BOUND),
                                       compute) == compute
 
 
 @pytest.mark.parametrize("readings,asleep,cores,expected", [
     (51, 51, 0.02, True), (60, 20, 0.02, False), (60, 60, 0.9, False), (0, 0, None, None)])
 def test_blocked_needs_sleep_and_little_cpu(readings, asleep, cores, expected):
-    assert policy.awaited_blocked(readings, asleep, cores) is expected
+    assert worker_evidence.awaited_blocked(readings, asleep, cores) is expected
     # Making the awaited batch for at least half the stalls: the same.
-    assert policy.awaited_blocked(readings, asleep, cores, 0.9) is expected
+    assert worker_evidence.awaited_blocked(readings, asleep, cores, 0.9) is expected
     # A worker whose batch was made already sleeps because it is idle.
     if readings:
-        assert policy.awaited_blocked(readings, asleep, cores, 0.1) is False
+        assert worker_evidence.awaited_blocked(readings, asleep, cores, 0.1) is False
 
 
 def test_handover_reading_needs_large_batches_and_input_waits():
     big = 16 * 3 * 480 * 640 * 4
-    assert policy.handover(big, policy.INPUT_BOUND, False, True) == "handover_main"
-    assert policy.handover(big, policy.BALANCED, True, False) == "handover_bytes"
-    assert policy.handover(big, policy.COMPUTE_BOUND, True, False) is None
-    assert policy.handover(policy.HANDOVER_MIN_BYTES - 1, policy.INPUT_BOUND, False, True) is None
+    assert hand_over.handover(big, input_bound.INPUT_BOUND, False, True) == "handover_main"
+    assert hand_over.handover(big, input_bound.BALANCED, True, False) == "handover_bytes"
+    assert hand_over.handover(big, input_bound.COMPUTE_BOUND, True, False) is None
+    assert hand_over.handover(hand_over.HANDOVER_MIN_BYTES - 1, input_bound.INPUT_BOUND, False, True) is None
 
 
 # --- real DataLoaders -----------------------------------------------------------------
@@ -428,14 +429,14 @@ def test_a_slow_shard_is_one_worker_not_lock_step():
     assert a is not None, str(r)
     counted = _independent_stall_workers(r)
     assert a["stall_workers"] == dict(counted) and a["known"] == sum(counted.values())
-    assert a["label"] == policy.ONE_WORKER and a["worker"] == 1, (a, str(r))
+    assert a["label"] == attribution.ONE_WORKER and a["worker"] == 1, (a, str(r))
     ticks = r["workers"]["cpu_ticks_by_worker"]
-    assert ticks[1] >= policy.BUSIER_RATIO * np.median([ticks[0], ticks[2]])
+    assert ticks[1] >= attribution.BUSIER_RATIO * np.median([ticks[0], ticks[2]])
     text = str(r)
     assert "worker 1's share of the data, not num_workers" in text
     assert "consistent with the workers finishing their batches together" not in text
     assert "vary num_workers" not in " ".join(r["next"])
-    assert f"attribution: {policy.ONE_WORKER} worker 1" in text
+    assert f"attribution: {attribution.ONE_WORKER} worker 1" in text
 
 
 @pytest.mark.slow
@@ -444,13 +445,13 @@ def test_a_worker_sleeping_in_its_shard_is_blocked_not_elsewhere():
                        batch_size=None, num_workers=3), "sleepy-shard")
     held = r["workers"]["awaited"]
     assert held["blocked"] is True and set(held["workers"]) == {1}, held
-    assert held["asleep"] >= policy.BLOCKED_MIN_SHARE * held["readings"]
-    assert held["making_share"] >= policy.AWAITED_MAKING_MIN_SHARE, held
+    assert held["asleep"] >= worker_evidence.BLOCKED_MIN_SHARE * held["readings"]
+    assert held["making_share"] >= worker_evidence.AWAITED_MAKING_MIN_SHARE, held
     text = str(r)
     assert ("The worker holding the awaited batch (worker 1) was blocked during stalls: "
             "sleeping or waiting on I/O, a lock or the network") in text
     assert "the wait lies elsewhere" not in text
-    assert r["attribution"]["label"] == policy.ONE_WORKER, str(r)
+    assert r["attribution"]["label"] == attribution.ONE_WORKER, str(r)
 
 
 class _Sleeps(torch.utils.data.Dataset):
@@ -467,7 +468,7 @@ def test_workers_sleeping_in_getitem_read_as_blocked():
     r = run(DataLoader(_Sleeps(), batch_size=1, num_workers=2), "sleeps")
     held = r["workers"]["awaited"]
     assert held is not None and held["blocked"] is True, held
-    assert held["making_share"] >= policy.AWAITED_MAKING_MIN_SHARE, held
+    assert held["making_share"] >= worker_evidence.AWAITED_MAKING_MIN_SHARE, held
     assert held["states"].get("S", 0) >= held["readings"] // 2
     assert any("was blocked during stalls" in e for e in r["workers"]["evidence"])
     assert not any("the wait lies elsewhere" in e for e in r["workers"]["evidence"])
@@ -533,7 +534,7 @@ def test_large_batches_are_reported_with_their_bytes_and_handover():
     assert b["median"] == expected == 58_982_400 and b["max"] == expected
     assert b["measured"] == 8  # the first 8 batches of the epoch
     assert f"batch bytes: median {expected / 1e6:.1f} MB over 8 measured batches" in str(r)
-    if r["diagnosis"] in (policy.INPUT_BOUND, policy.BALANCED):
+    if r["diagnosis"] in (input_bound.INPUT_BOUND, input_bound.BALANCED):
         assert b["handover"] in ("handover_main", "handover_bytes")
         assert any("send fewer bytes per batch" in t for t in r["next"]), r["next"]
         assert not any("compare in_order" in t for t in r["next"]), r["next"]
@@ -554,7 +555,7 @@ def test_every_third_sample_slow_is_slow_sample():
     assert r["temporal"]["period"] == 3, str(r)
     stalled = [r["delivery"]["ranks"][i] for i in r["stalls"]["steps"]]
     assert all(k % 3 == 1 for k in stalled)
-    assert a["label"] == policy.SLOW_SAMPLE and a["residue"] == 1 and a["period"] == 3
+    assert a["label"] == attribution.SLOW_SAMPLE and a["residue"] == 1 and a["period"] == 3
     assert any("share rank % 3 == 1" in t for t in r["next"])
 
 
@@ -574,9 +575,9 @@ def test_every_fifth_sample_slow_at_four_workers_keeps_period_five():
     r = run(DataLoader(ds, batch_size=1, num_workers=4), "every5-4w", pace_s=0.01)
     assert r["production"]["available"], r["production"]
     a = r["attribution"]
-    assert a is not None and a["label"] == policy.SLOW_SAMPLE, str(r)
+    assert a is not None and a["label"] == attribution.SLOW_SAMPLE, str(r)
     assert a["period"] == 5 and a["residue"] == 0, a
-    assert a["period_from"] == policy.PERIOD_FROM_MAKE_TIMES, a
+    assert a["period_from"] == attribution.PERIOD_FROM_MAKE_TIMES, a
     # Every steady slow sample (ranks 5, 10, ..., 95 after 4 start-up
     # batches) was made slow; a fast batch can be too, when a hog or
     # another worker preempts it (20 made slow in 2 of 18 runs at 80 ms
@@ -587,7 +588,7 @@ def test_every_fifth_sample_slow_at_four_workers_keeps_period_five():
     stalled = np.asarray(r["delivery"]["ranks"])[r["stalls"]["steps"]]
     assert a["residue_share"] == pytest.approx(np.mean(stalled % 5 == 0))
     tmp = r["temporal"]
-    if tmp["label"] == policy.PERIODIC:
+    if tmp["label"] == stall_timing.PERIODIC:
         assert a["stall_period"] == tmp["period"], (a, tmp)
     assert any("time __getitem__ on the indices with rank % 5 == 0" in t for t in r["next"])
 
@@ -596,7 +597,7 @@ def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):
     from test_report import INFO, MS, build, records
 
     r = build(records(np.full(12, MS), np.full(12, MS)), INFO, 65000, None)
-    r.summary["attribution"] = {"label": policy.ONE_WORKER, "worker": 2,
+    r.summary["attribution"] = {"label": attribution.ONE_WORKER, "worker": 2,
                                 "stall_workers": {2: 7, 10: 1}, "known": 8}
     # With the keys the text report reads, so that the run file's schema
     # admits it (traceml/run_schema.json).

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import gpu, policy, render
+from traceml import gpu, render
+from traceml.findings import gpu_wait, input_bound
 
 MS = 1_000_000
 T0 = 10**12
@@ -170,9 +171,9 @@ def test_gpu_busy_longer_than_the_fetch_reads_host_wait_but_no_gpu_wait():
     assert np.array_equal(rep.gpu_step_ns[:-1], gpu_step[:-1])
     assert g["gpu_step_s"]["median"] == pytest.approx(np.median(gpu_step[1:]) * 1e-9)
     # The host reads input-bound; the GPU never waited: it decides.
-    assert g["host_diagnosis"] == policy.INPUT_BOUND
-    assert g["rule"] == policy.GPU_DID_NOT_WAIT
-    assert rep["diagnosis"] == policy.COMPUTE_BOUND
+    assert g["host_diagnosis"] == input_bound.INPUT_BOUND
+    assert g["rule"] == gpu_wait.GPU_DID_NOT_WAIT
+    assert rep["diagnosis"] == input_bound.COMPUTE_BOUND
     assert "GPU waited only" in rep["diagnosis_rule"]
     assert any("The GPU waits for input 0%" in line for line in rep["next"])
 
@@ -193,7 +194,7 @@ def test_fetch_longer_than_the_gpu_step_reads_both_waits_large():
     assert g["host_wait_s"]["mean"] == pytest.approx(0.030)
     assert g["gpu_share"] == pytest.approx(26 / 31)
     assert g["host_share"] == pytest.approx(30 / 31)
-    assert g["rule"] == policy.GPU_AGREES and rep["diagnosis"] == policy.INPUT_BOUND
+    assert g["rule"] == gpu_wait.GPU_AGREES and rep["diagnosis"] == input_bound.INPUT_BOUND
 
 
 @pytest.mark.parametrize("marker", ["wrapped", "module"])
@@ -239,8 +240,8 @@ def test_events_are_read_lazily_never_synchronised_and_only_once_passed():
     assert fake.synchronize_calls == 0
     assert len(r["key_ns"]) < 3 and r["pending"] == n - len(r["key_ns"])
     before = rep_wait = rec.report()["gpu"]
-    assert before["pending"] > 0 and before["coverage"] < policy.GPU_MIN_COVERAGE
-    assert before["rule"] == policy.GPU_NOT_USED
+    assert before["pending"] > 0 and before["coverage"] < gpu_wait.GPU_MIN_COVERAGE
+    assert before["rule"] == gpu_wait.GPU_NOT_USED
     fake.now = fake.busy_until           # the GPU catches up
     rep_wait = rec.report()
     assert rep_wait["gpu"]["pending"] == 0 and rep_wait["gpu"]["steps_read"] == n - 1
@@ -313,7 +314,7 @@ def test_report_block_round_trips_through_save_and_load(tmp_path):
     path = rep.save(tmp_path / "run.traceml")
     back = traceml.load(path)
     assert back["gpu"] == rep["gpu"]
-    assert back["diagnosis"] == rep["diagnosis"] == policy.COMPUTE_BOUND
+    assert back["diagnosis"] == rep["diagnosis"] == input_bound.COMPUTE_BOUND
     # The per-step readings travel too (int64, -1 where not read).
     # (every step was read; steps_read counts the steady ones)
     assert (rep.gpu_wait_ns >= 0).all() and rep["gpu"]["steps_read"] == n - 1
@@ -359,7 +360,7 @@ def test_a_failing_event_source_turns_itself_off_and_says_why():
     got = []
     for x in wrapped:                           # the loop itself never breaks
         got.append(x)
-        time.sleep(1e-4)    # a step long enough for a diagnosis (policy.MIN_MEAN_STEP_NS)
+        time.sleep(1e-4)    # a step long enough for a diagnosis (input_bound.MIN_MEAN_STEP_NS)
     assert got == list(range(20))
     g = rec.report()["gpu"]
     assert g["recorded"] == 0 and "illegal memory access" in g["error"]
@@ -397,17 +398,17 @@ def test_cuda_argument_errors_name_the_argument(monkeypatch):
 
 
 def test_gpu_diagnosis_rule_thresholds():
-    host = policy.Diagnosis(policy.INPUT_BOUND, 0.5)
-    few = policy.MIN_STEADY_STEPS
-    assert policy.gpu_diagnosis(host, 0.01, 1.0, few) == (
-        policy.Diagnosis(policy.COMPUTE_BOUND, 0.01), policy.GPU_DID_NOT_WAIT)
-    assert policy.gpu_diagnosis(host, 0.10, 1.0, few)[0].label == policy.BALANCED
-    assert policy.gpu_diagnosis(host, 0.30, 1.0, few) == (host, policy.GPU_AGREES)
+    host = input_bound.Diagnosis(input_bound.INPUT_BOUND, 0.5)
+    few = input_bound.MIN_STEADY_STEPS
+    assert gpu_wait.gpu_diagnosis(host, 0.01, 1.0, few) == (
+        input_bound.Diagnosis(input_bound.COMPUTE_BOUND, 0.01), gpu_wait.GPU_DID_NOT_WAIT)
+    assert gpu_wait.gpu_diagnosis(host, 0.10, 1.0, few)[0].label == input_bound.BALANCED
+    assert gpu_wait.gpu_diagnosis(host, 0.30, 1.0, few) == (host, gpu_wait.GPU_AGREES)
     # Too little coverage or too few steps: the host's diagnosis stands.
-    below = math.nextafter(policy.GPU_MIN_COVERAGE, 0)
-    assert policy.gpu_diagnosis(host, 0.01, below, few) == (host, policy.GPU_NOT_USED)
-    assert policy.gpu_diagnosis(host, 0.01, 1.0, few - 1) == (host, policy.GPU_NOT_USED)
-    hand = policy.Diagnosis(policy.HAND_OVER, 0.5)
-    assert policy.gpu_diagnosis(hand, 0.4, 1.0, few) == (hand, policy.GPU_AGREES)
-    calm = policy.Diagnosis(policy.COMPUTE_BOUND, 0.01)
-    assert policy.gpu_diagnosis(calm, 0.3, 1.0, few)[1] == policy.GPU_DIFFERS
+    below = math.nextafter(gpu_wait.GPU_MIN_COVERAGE, 0)
+    assert gpu_wait.gpu_diagnosis(host, 0.01, below, few) == (host, gpu_wait.GPU_NOT_USED)
+    assert gpu_wait.gpu_diagnosis(host, 0.01, 1.0, few - 1) == (host, gpu_wait.GPU_NOT_USED)
+    hand = input_bound.Diagnosis(input_bound.HAND_OVER, 0.5)
+    assert gpu_wait.gpu_diagnosis(hand, 0.4, 1.0, few) == (hand, gpu_wait.GPU_AGREES)
+    calm = input_bound.Diagnosis(input_bound.COMPUTE_BOUND, 0.01)
+    assert gpu_wait.gpu_diagnosis(calm, 0.3, 1.0, few)[1] == gpu_wait.GPU_DIFFERS

@@ -29,7 +29,8 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
 import traceml  # noqa: E402
-from traceml import _core, policy  # noqa: E402
+from traceml import _core
+from traceml.findings import input_bound
 
 from burn import BurnDataset, BurnIterable, PacedBurnDataset, StartTogether  # noqa: E402
 
@@ -406,9 +407,9 @@ def test_cheap_dataset_has_no_stalls():
     assert d["cadence"]["period"] is None
     share = r.input_wait_ns[1:].sum() / r.step_ns[1:].sum()
     assert d["input_share"] == pytest.approx(share, rel=1e-12)
-    assert share < policy.INPUT_BOUND_SHARE / 2, r.input_wait_ns // 1000
-    expected = (policy.COMPUTE_BOUND if share < policy.COMPUTE_BOUND_SHARE
-                else policy.BALANCED)
+    assert share < input_bound.INPUT_BOUND_SHARE / 2, r.input_wait_ns // 1000
+    expected = (input_bound.COMPUTE_BOUND if share < input_bound.COMPUTE_BOUND_SHARE
+                else input_bound.BALANCED)
     assert d["diagnosis"] == expected
     # The consumer's 40 ms is the step.
     assert d["compute_s"]["median"] >= 0.040

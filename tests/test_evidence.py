@@ -14,7 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402
-from traceml import _core, evidence, policy, wording  # noqa: E402
+from traceml import _core, evidence
+from traceml.findings import worker_evidence
 
 from burn import BurnDataset  # noqa: E402
 
@@ -24,7 +25,7 @@ DataLoader = torch.utils.data.DataLoader
 
 def _sentences(iv, num_workers, cpus):
     """The evidence sentences of intervals ``iv`` (findings, then wording)."""
-    return wording.evidence_sentences(evidence.interval_findings(iv, num_workers, cpus))
+    return worker_evidence.evidence_sentences(evidence.interval_findings(iv, num_workers, cpus))
 
 
 @pytest.fixture(autouse=True)
@@ -135,7 +136,7 @@ def test_slow_intervals_carry_the_worker_cpu_and_no_reads():
     ev = r["workers"]["evidence"]
     assert any("the cost is CPU-side dataset processing" in e or
                "the stalls are CPU-side dataset processing" in e for e in ev)
-    assert ev[-1] == wording.CAVEATS
+    assert ev[-1] == worker_evidence.CAVEATS
     json.dumps(r.to_dict())
 
 
@@ -410,7 +411,7 @@ def test_without_workers_the_main_process_counters_are_the_evidence(
                               f"over 1.00 s ({slow_cpu:.1f} cores busy) against 1.80 over "
                               "2.00 s in fast ones (0.9 cores, the training step included)")
     assert sum(expected in t for t in text) == 1, text
-    assert text[-1] == (wording.CAVEATS_WITH_READS if reads else wording.CAVEATS)
+    assert text[-1] == (worker_evidence.CAVEATS_WITH_READS if reads else worker_evidence.CAVEATS)
     assert not any("worker-CPU" in t or "Storage counters unavailable" in t for t in text)
 
 
@@ -468,7 +469,7 @@ def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
         # wall time to; stat counts 10 ms ticks.
         assert slow["main_cpu_s"] >= 0.45, slow
         runnable = cores + (slow["main_runq_wait_s"] or 0) / slow["wall_s"]
-        assert runnable >= policy.BUSY_SHARE, slow
+        assert runnable >= worker_evidence.BUSY_SHARE, slow
         assert "main process was mostly idle" not in text
     else:
         assert slow["main_cpu_s"] <= 0.15 and cores < 0.3, slow
@@ -524,4 +525,4 @@ def test_a_trace_of_reads_in_the_stalls_is_not_storage(reads, faults):
                             f"{reads / 1e3:.0f} kB with {faults:.0f} major fault")
                and t.endswith("a trace, not a storage bottleneck: the wait lies elsewhere "
                               "(IPC, the main process, locks).") for t in text), text
-    assert text[-1] == wording.CAVEATS  # the page-cache caveat still applies
+    assert text[-1] == worker_evidence.CAVEATS  # the page-cache caveat still applies

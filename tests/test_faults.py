@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import evidence, wording, wrapping
+from traceml import evidence, wrapping
+from traceml.findings import worker_evidence
 from traceml.report import build
 
 try:
@@ -83,6 +84,9 @@ def _with_reset_at(k: int, rec, action) -> int:
     boundary inside traceml's registry code (where a signal handler can
     run), as a signal handler would; returns the number of boundaries."""
     seen = 0
+    # traceml's own folder: "traceml" in a path is in every path of a clone
+    # named traceml (git's default name), the venv's included.
+    ours = os.path.dirname(os.path.abspath(traceml.__file__))
 
     def local(frame, event, arg):
         nonlocal seen
@@ -93,8 +97,8 @@ def _with_reset_at(k: int, rec, action) -> int:
         return local
 
     def glob(frame, event, arg):
-        if frame.f_code.co_filename.rsplit("/", 1)[-1] in HERE and \
-                "traceml" in frame.f_code.co_filename:
+        folder, name = os.path.split(frame.f_code.co_filename)
+        if name in HERE and folder == ours:
             frame.f_trace_opcodes = True
             return local
         return None
@@ -316,7 +320,7 @@ def test_dead_workers_from_exit_codes_and_the_sampler():
         {"worker": 1, "pid": pids[1][1], "epoch": 1, "exitcode": None, "signal": None,
          "step": 4, "when": "near"},
     ]
-    assert [wording.dead_worker_line(d) for d in got] == [
+    assert [worker_evidence.dead_worker_line(d) for d in got] == [
         f"worker 1 (pid {pids[0][1]}) was killed by SIGKILL (exit code -9) after step 2, "
         "the last recorded of epoch 0",
         f"worker 2 (pid {pids[0][2]}) exited with code 3 after step 2, the last recorded "

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import _core, memory, policy
+from traceml import _core, memory
+from traceml.findings import worker_memory
 
 MIB = 2**20
 
@@ -64,16 +65,16 @@ def test_spans_growth_and_jumps_from_made_up_readings():
     # Median of the per-worker growths with two deep readings or more.
     assert m["worker_uss_growth"] == float(np.median([100 * MIB, 60 * MIB]))
     assert m["epoch_jumps"] == [{"epoch": 1, "rss_bytes": 280 * MIB}]
-    found = policy.memory_findings(m, 2, "fork")
+    found = worker_memory.memory_findings(m, 2, "fork")
     assert [c for c, _ in found] == ["copy_on_read", "epoch_jump"]
     # Spawned workers copy nothing from the parent: no copy-on-read.
-    assert [c for c, _ in policy.memory_findings(m, 2, "spawn")] == ["epoch_jump"]
+    assert [c for c, _ in worker_memory.memory_findings(m, 2, "spawn")] == ["epoch_jump"]
 
 
 def test_no_readings_say_so():
     m = memory.summarise(None, _steps([(0, 0, 1)]), {}, 1)
     assert not m["available"] and m["unavailable"] == "no sampler readings"
-    assert policy.memory_findings(m, 2, "fork") == []
+    assert worker_memory.memory_findings(m, 2, "fork") == []
 
 
 def _own_readings(steps: int, memory_period_s: float) -> np.ndarray:
@@ -151,10 +152,10 @@ def test_python_objects_are_copied_into_forked_workers_and_numpy_is_not(as_numpy
     m = r["memory"]
     assert m["available"] and m["worker_uss_growth"] is not None
     if as_numpy:
-        assert m["worker_uss_growth"] < policy.MEM_COW_GROWTH_BYTES
+        assert m["worker_uss_growth"] < worker_memory.MEM_COW_GROWTH_BYTES
         assert "copy_on_read" not in m["findings"]
     else:
-        assert m["worker_uss_growth"] >= policy.MEM_COW_GROWTH_BYTES
+        assert m["worker_uss_growth"] >= worker_memory.MEM_COW_GROWTH_BYTES
         assert m["findings"] == ["copy_on_read"]
         assert any("copy-on-read" in line for line in r["next"])
     assert "memory: main RSS" in str(r)
@@ -166,13 +167,12 @@ def test_memory_readings_can_be_turned_off():
 
 
 def test_the_memory_line_says_shrank_for_a_negative_growth():
-    from traceml import wording
     from traceml.fmt import fmt_bytes
 
     assert fmt_bytes(-1_050_624) == "-1.1 MB" and fmt_bytes(-500) == "-500 B"
-    line = wording.memory_line({"memory": {"available": True, "main": None,
+    line = worker_memory.memory_line({"memory": {"available": True, "main": None,
                                            "worker_uss_growth": -1_050_624}})
     assert line == "memory: workers' unshared memory shrank 1.1 MB within an epoch (median)"
-    line = wording.memory_line({"memory": {"available": True, "main": None,
+    line = worker_memory.memory_line({"memory": {"available": True, "main": None,
                                            "worker_uss_growth": 2_000_000}})
     assert "grew 2.0 MB" in line

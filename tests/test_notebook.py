@@ -159,9 +159,8 @@ def test_executes_quick(tmp_path, monkeypatch):
     # Any diagnosis but NO-DATA: the quick run's 12 steps of 5 ms on a loaded host
     # read INPUT-BOUND or, once in a CI run, HAND-OVER (what this checks is
     # that the report is drawn, not the verdict of 12 tiny steps).
-    from traceml import policy
-
-    labels = (policy.INPUT_BOUND, policy.COMPUTE_BOUND, policy.BALANCED, policy.HAND_OVER)
+    from traceml.findings import input_bound
+    labels = (input_bound.INPUT_BOUND, input_bound.COMPUTE_BOUND, input_bound.BALANCED, input_bound.HAND_OVER)
     assert any(d in html[0] for d in labels)
     assert "historical" in html[0]
     assert "data:image/png;base64," in html[0]

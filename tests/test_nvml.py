@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import _core, evidence, gpu, policy, render, wording
+from traceml import _core, evidence, gpu, render
+from traceml.findings import gpu_wait
 
 HERE = Path(__file__).resolve().parent
 MS = 1_000_000
@@ -178,7 +179,7 @@ def test_readings_match_the_script_and_split_into_waits_and_the_rest(fake):
     assert set(fast_v) == {95.0}
     gaps = np.diff(stamp)
     assert u["window_s"] == pytest.approx(np.median(gaps[gaps > 0]) * 1e-6)
-    assert u["rule"] == policy.GPU_UTIL_IDLE_IN_WAITS
+    assert u["rule"] == gpu_wait.GPU_UTIL_IDLE_IN_WAITS
     text = str(rep)
     assert "GPU utilisation (NVML" in text and "the GPU idles while the loop waits for input" in text
     assert "GPU utilisation (NVML" in render.report_html(rep.summary)
@@ -323,7 +324,7 @@ def test_a_run_file_without_the_block_still_loads(fake, tmp_path):
     assert "utilisation" not in back["gpu"]
     assert "GPU utilisation" not in str(back) and "GPU-visible wait" in str(back)
     assert not any(k.startswith("traceml/gpu_util") for k in back.flat())
-    assert wording.gpu_util_lines(None) == []
+    assert gpu_wait.gpu_util_lines(None) == []
 
 
 def test_nvml_start_arguments_are_checked():
@@ -401,7 +402,7 @@ def test_split_against_brute_force_on_random_runs(seed):
         assert u[kind]["readings"] == len(v)
         assert u[kind]["mean_pct"] == (pytest.approx(v.mean()) if len(v) else None)
         assert u[kind]["median_pct"] == (pytest.approx(np.median(v)) if len(v) else None)
-    assert u["rule"] == policy.gpu_util_rule(len(slow_v), len(fast_v), u["slow"]["mean_pct"],
+    assert u["rule"] == gpu_wait.gpu_util_rule(len(slow_v), len(fast_v), u["slow"]["mean_pct"],
                                              u["fast"]["mean_pct"])
 
 
@@ -417,15 +418,15 @@ def test_another_device_or_no_device_is_unavailable():
 
 
 def test_util_rule_thresholds():
-    k = policy.GPU_UTIL_MIN_READINGS
-    drop, ratio = policy.GPU_UTIL_MIN_DROP_PCT, policy.GPU_UTIL_MAX_RATIO
-    assert policy.gpu_util_rule(k - 1, k, 0.0, 100.0) == policy.GPU_UTIL_TOO_FEW
-    assert policy.gpu_util_rule(k, k - 1, 0.0, 100.0) == policy.GPU_UTIL_TOO_FEW
-    assert policy.gpu_util_rule(k, k, 0.0, 100.0) == policy.GPU_UTIL_IDLE_IN_WAITS
+    k = gpu_wait.GPU_UTIL_MIN_READINGS
+    drop, ratio = gpu_wait.GPU_UTIL_MIN_DROP_PCT, gpu_wait.GPU_UTIL_MAX_RATIO
+    assert gpu_wait.gpu_util_rule(k - 1, k, 0.0, 100.0) == gpu_wait.GPU_UTIL_TOO_FEW
+    assert gpu_wait.gpu_util_rule(k, k - 1, 0.0, 100.0) == gpu_wait.GPU_UTIL_TOO_FEW
+    assert gpu_wait.gpu_util_rule(k, k, 0.0, 100.0) == gpu_wait.GPU_UTIL_IDLE_IN_WAITS
     # The drop alone: exactly at the bound fires, just under does not.
     fast = drop / (1 - ratio)            # where both bounds meet
-    assert policy.gpu_util_rule(k, k, fast - drop, fast) == policy.GPU_UTIL_IDLE_IN_WAITS
-    assert policy.gpu_util_rule(k, k, fast - drop + 0.5, fast + 0.4) is None
+    assert gpu_wait.gpu_util_rule(k, k, fast - drop, fast) == gpu_wait.GPU_UTIL_IDLE_IN_WAITS
+    assert gpu_wait.gpu_util_rule(k, k, fast - drop + 0.5, fast + 0.4) is None
     # A large drop that leaves the GPU busy in the waits says nothing.
-    assert policy.gpu_util_rule(k, k, 60.0, 60.0 + drop + 5) is None
-    assert policy.gpu_util_rule(k, k, 90.0, 20.0) is None
+    assert gpu_wait.gpu_util_rule(k, k, 60.0, 60.0 + drop + 5) is None
+    assert gpu_wait.gpu_util_rule(k, k, 90.0, 20.0) is None

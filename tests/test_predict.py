@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 
-from traceml import predict, wording
+from traceml import predict
+from traceml.findings import advice, prediction_check
 
 
 def _summary(make=0.020, cpu=0.020, runq=None, handover=0.0, compute=0.012, cpus=2,
@@ -52,7 +53,7 @@ def test_a_dataset_too_costly_for_the_host_gets_a_floor_and_a_factor():
     assert p["wait_floor_s"] == pytest.approx(0.020)
     assert p["cheaper_by"] == pytest.approx(3.0)
     assert p["worker_cores_needed"] == pytest.approx(6.0)
-    lines = wording.prediction_lines({"prediction": p})
+    lines = prediction_check.prediction_lines({"prediction": p})
     assert "no num_workers keeps up" in lines[1] and "3.0x cheaper" in lines[1]
 
 
@@ -157,15 +158,14 @@ def _miss(predicted, measured, step):
 
 
 def test_a_check_that_misses_by_more_than_the_tolerance_withholds_the_advice():
-    from traceml import policy
 
     # The model gives 8 ms at num_workers=1 (see the first test).  Measured
     # 30 ms of wait on a 42 ms step: a miss of 22 ms, 52% of the step.
     p = predict.predict(_summary(wait=0.030))
     assert p["this_run"]["predicted_wait_s"] == pytest.approx(0.008)
     assert p["this_run"]["miss_of_step"] == pytest.approx(_miss(0.008, 0.030, 0.042))
-    assert p["trust"] == policy.PREDICT_MISFIT
-    lines = wording.prediction_lines({"prediction": p})
+    assert p["trust"] == prediction_check.PREDICT_MISFIT
+    lines = prediction_check.prediction_lines({"prediction": p})
     text = "\n".join(lines)
     assert "the model does not fit this run" in text and "no num_workers advice from it" in text
     assert "keeps up" not in text and "predicted wait per step" not in text
@@ -175,17 +175,16 @@ def test_a_check_that_misses_by_more_than_the_tolerance_withholds_the_advice():
 
 
 def test_the_fit_tolerance_is_a_share_of_the_step():
-    from traceml import policy
 
     # |0.008 - w| / (0.012 + w) = tol at w = (0.008 + 0.012 tol) / (1 - tol).
-    tol = policy.PREDICT_FIT_TOL
+    tol = prediction_check.PREDICT_FIT_TOL
     edge = (0.008 + 0.012 * tol) / (1 - tol)
     inside = predict.predict(_summary(wait=edge * 0.999))
     outside = predict.predict(_summary(wait=edge * 1.001))
     assert inside["this_run"]["miss_of_step"] < tol < outside["this_run"]["miss_of_step"]
-    assert inside["trust"] == policy.PREDICT_TRUSTED
-    assert outside["trust"] == policy.PREDICT_MISFIT
-    assert policy.prediction_trust(0.008, None, 0.02, None) == (policy.PREDICT_UNCHECKED, None)
+    assert inside["trust"] == prediction_check.PREDICT_TRUSTED
+    assert outside["trust"] == prediction_check.PREDICT_MISFIT
+    assert prediction_check.prediction_trust(0.008, None, 0.02, None) == (prediction_check.PREDICT_UNCHECKED, None)
 
 
 @pytest.mark.parametrize("label, trust, said", [
@@ -200,7 +199,7 @@ def test_an_attribution_to_one_worker_or_to_samples_withholds_the_advice(label, 
     s["attribution"] = {"label": label}
     p = predict.predict(s)
     assert p["trust"] == trust and p["this_run"]["miss_of_step"] == pytest.approx(0.0)
-    text = "\n".join(wording.prediction_lines({"prediction": p}))
+    text = "\n".join(prediction_check.prediction_lines({"prediction": p}))
     assert said in text
     assert ("keeps up" in text) == (trust == "trusted")
 
@@ -250,27 +249,26 @@ def test_the_prediction_rests_on_the_means_without_stuck_steps():
     assert p["make_s"] == pytest.approx(0.002) and p["left_out_stuck"] == 1
     assert p["keeps_up_with"] == 1 and p["trust"] == "trusted"
     assert p["this_run"]["measured_wait_s"] == 0.0
-    assert "mean without 1 stuck step" in wording.prediction_lines({"prediction": p})[0]
+    assert "mean without 1 stuck step" in prediction_check.prediction_lines({"prediction": p})[0]
 
 
 def test_a_trusted_no_num_workers_prediction_replaces_vary_num_workers():
-    from traceml import policy
 
     # 60 ms of CPU a batch on 2 cores against a 10 ms step: no num_workers
     # keeps up (see above), and the check fits (35 ms predicted, measured).
     p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2, wait=0.035))
     items = [("lockstep", {"period": 2, "num_workers": 2}),
              ("vary_workers_then_in_order", {})]
-    got = policy.prediction_next_steps({"prediction": p}, items)
+    got = advice.prediction_next_steps({"prediction": p}, items)
     assert [c for c, _ in got] == ["lockstep", "predicted_no_workers"]
     params = got[1][1]
     assert params["cheaper_by"] == pytest.approx(3.0)
     assert params["cores_needed"] == pytest.approx(6.0)
-    text = wording._EVIDENCED_NEXT["predicted_no_workers"](params)
+    text = advice._EVIDENCED_NEXT["predicted_no_workers"](params)
     assert "Next: not more workers" in text and "3.0x cheaper" in text
     # Not trusted, or some num_workers keeps up: the items stay.
-    misfit = dict(p, trust=policy.PREDICT_MISFIT)
-    assert policy.prediction_next_steps({"prediction": misfit}, items) == items
+    misfit = dict(p, trust=prediction_check.PREDICT_MISFIT)
+    assert advice.prediction_next_steps({"prediction": misfit}, items) == items
     keeps = dict(p, keeps_up_with=4)
-    assert policy.prediction_next_steps({"prediction": keeps}, items) == items
-    assert policy.prediction_next_steps({"prediction": None}, items) == items
+    assert advice.prediction_next_steps({"prediction": keeps}, items) == items
+    assert advice.prediction_next_steps({"prediction": None}, items) == items

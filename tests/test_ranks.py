@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import _core, policy, ranks, render
+from traceml import _core, ranks, render
+from traceml.findings import rank_stragglers
 from traceml.report import build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,7 +72,7 @@ def test_max_across_ranks_matches_numpy_on_ragged_ranks():
     for trial in range(20):
         lengths = rng.integers(0, 30, size=rng.integers(1, 5))
         waits = [rng.integers(0, 5, size=n).astype(np.int64) for n in lengths]
-        top, holder, second = policy.max_across_ranks(waits)
+        top, holder, second = rank_stragglers.max_across_ranks(waits)
         n = max(lengths)
         grid = np.full((len(waits), n), -1, dtype=np.int64)
         for r, w in enumerate(waits):
@@ -91,17 +92,17 @@ def test_stragglers_rule_exact_values():
     top = np.array([10, 40, 5, 7], dtype=np.int64)
     holder = np.array([1, 1, 0, 0], dtype=np.int32)
     second = np.array([0, 20, 3, 5], dtype=np.int64)
-    out = policy.stragglers(top, holder, second, 200.0, [0, 1], {0: True, 1: True})
+    out = rank_stragglers.stragglers(top, holder, second, 200.0, [0, 1], {0: True, 1: True})
     assert out[1]["held_steps"] == 2 and out[1]["held_share"] == 0.5
     assert out[1]["unique_wait_s"] == pytest.approx(30e-9)
     assert out[1]["unique_share"] == pytest.approx(30 / 34)
     assert out[1]["cost_share"] == pytest.approx(30 / 200)
     assert out[1]["straggler"] and not out[0]["straggler"]
     # Its own report finds no input wait worth an experiment: no straggler.
-    out = policy.stragglers(top, holder, second, 200.0, [0, 1], {0: True, 1: False})
+    out = rank_stragglers.stragglers(top, holder, second, 200.0, [0, 1], {0: True, 1: False})
     assert not out[1]["straggler"]
     # Under STRAGGLER_MIN_COST_SHARE of the job's step time: no straggler.
-    out = policy.stragglers(top, holder, second, 30 / policy.STRAGGLER_MIN_COST_SHARE * 1.01,
+    out = rank_stragglers.stragglers(top, holder, second, 30 / rank_stragglers.STRAGGLER_MIN_COST_SHARE * 1.01,
                             [0, 1], {0: True, 1: True})
     assert not out[1]["straggler"]
 
@@ -113,7 +114,7 @@ def test_echo_exact_values():
     compute = np.where(stall, 40, 5).astype(np.int64) * MS
     compute[7] = 44 * MS
     steady = np.ones(n, dtype=bool)
-    e = policy.echo(stall, straggler_wait, steady, compute, steady)
+    e = rank_stragglers.echo(stall, straggler_wait, steady, compute, steady)
     assert e["stall_steps"] == 3
     assert e["compute_on_stalls_s"] == pytest.approx(np.median([40, 44, 40]) * 1e-3)
     assert e["compute_other_s"] == pytest.approx(5e-3)
@@ -122,9 +123,9 @@ def test_echo_exact_values():
     assert e["echo"]
     # A rank that overlapped the stall: no echo.
     flat = np.full(n, 5 * MS, dtype=np.int64)
-    assert policy.echo(stall, straggler_wait, steady, flat, steady)["echo"] is False
+    assert rank_stragglers.echo(stall, straggler_wait, steady, flat, steady)["echo"] is False
     # Too few stall steps shared with the other rank: unknown.
-    assert policy.echo(stall, straggler_wait, steady, compute[:5], steady[:5]) is None
+    assert rank_stragglers.echo(stall, straggler_wait, steady, compute[:5], steady[:5]) is None
 
 
 def test_combine_names_the_straggler_its_cadence_and_the_echo():
@@ -162,7 +163,7 @@ def test_combine_healthy_ranks_name_no_straggler():
     rep, _ = job(waits, computes)
     r = rep.to_dict()["ranks"]
     assert r["stragglers"] == [] and r["echo"] == []
-    assert r["per_rank"][2]["unique_share"] > policy.STRAGGLER_MIN_SHARE
+    assert r["per_rank"][2]["unique_share"] > rank_stragglers.STRAGGLER_MIN_SHARE
     assert "no straggler" in str(rep)
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import _core, policy, wrapping
+from traceml import _core, wrapping
+from traceml.findings import input_bound, stall_timing
 from traceml.fmt import fmt_s
 from traceml.report import build as build_report
 
@@ -109,7 +110,7 @@ def test_statistics_equal_numpy(loader_source):
      (0.199, "BALANCED"), (0.20, "INPUT-BOUND"), (0.9, "INPUT-BOUND")],
 )
 def test_diagnosis_thresholds(share, label):
-    assert policy.diagnose(share)[0] == label
+    assert input_bound.diagnose(share)[0] == label
     wait = np.full(50, int(share * 1_000_000))      # 1 ms steps
     r = build(records(wait, 1_000_000 - wait), INFO, SYNTHETIC, None)
     assert r["diagnosis"] == label
@@ -118,19 +119,19 @@ def test_diagnosis_thresholds(share, label):
 
 @pytest.mark.parametrize("step_ns", [300, 3_999, 4_000, 1_000_000])
 def test_steps_too_short_to_time_get_no_share(step_ns):
-    """Under policy.MIN_MEAN_STEP_NS (timing's own cost / the compute-bound
+    """Under input_bound.MIN_MEAN_STEP_NS (timing's own cost / the compute-bound
     share) the share could be the timing's own: NO-DATA, saying why."""
-    assert policy.MIN_MEAN_STEP_NS == policy.TIMING_OWN_COST_NS / policy.COMPUTE_BOUND_SHARE
+    assert input_bound.MIN_MEAN_STEP_NS == input_bound.TIMING_OWN_COST_NS / input_bound.COMPUTE_BOUND_SHARE
     wait = np.full(50, int(0.6 * step_ns))
     r = build(records(wait, step_ns - wait), INFO, SYNTHETIC, None)
     assert r["input_share"] == pytest.approx(0.6, abs=1e-3)
-    if step_ns < policy.MIN_MEAN_STEP_NS:
-        assert r["diagnosis"] == policy.NO_DATA
+    if step_ns < input_bound.MIN_MEAN_STEP_NS:
+        assert r["diagnosis"] == input_bound.NO_DATA
         assert r["diagnosis_rule"].startswith(
-            f"steps average {fmt_s(step_ns * 1e-9)}, under {fmt_s(policy.MIN_MEAN_STEP_NS * 1e-9)}")
+            f"steps average {fmt_s(step_ns * 1e-9)}, under {fmt_s(input_bound.MIN_MEAN_STEP_NS * 1e-9)}")
         assert str(r).splitlines()[1].startswith("NO-DATA: steps average")
     else:
-        assert r["diagnosis"] == policy.INPUT_BOUND
+        assert r["diagnosis"] == input_bound.INPUT_BOUND
 
 
 def test_no_data_report_says_so():
@@ -284,14 +285,14 @@ def test_unknown_source_names_the_known_ones():
 def test_epoch_start_mask_rule():
     pos = np.array([0, 1, 2, 3, 4, 0, 1, 2, 0])
     k = np.array([2] * 5 + [3] * 3 + [1])
-    got = policy.epoch_start_mask(pos, k)
+    got = stall_timing.epoch_start_mask(pos, k)
     assert got.tolist() == [True, True, False, False, False, True, True, True, True]
-    assert policy.epoch_start_mask(np.array([], dtype=np.int32), np.array([])).shape == (0,)
+    assert stall_timing.epoch_start_mask(np.array([], dtype=np.int32), np.array([])).shape == (0,)
 
 
 def test_plain_iterables_get_no_host_and_a_plain_epoch_start_line():
     for _ in traceml.wrap(list(range(12)), name="plain-list"):
-        time.sleep(1e-4)    # steps long enough for a diagnosis (policy.MIN_MEAN_STEP_NS)
+        time.sleep(1e-4)    # steps long enough for a diagnosis (input_bound.MIN_MEAN_STEP_NS)
     r = traceml.report(source="plain-list")
     assert r["host"] is None and r["loader"] is None
     text = str(r)
@@ -336,18 +337,18 @@ def test_probe_steps_without_fetch_done_give_no_diagnosis_past_half(unmarked):
         rec.step_end()
     r = rec.report()
     share = 0.8 * (10 - unmarked) / 10
-    if unmarked > policy.PROBE_UNMARKED_MAX_SHARE * 10:
-        assert r["diagnosis"] == policy.NO_DATA
+    if unmarked > input_bound.PROBE_UNMARKED_MAX_SHARE * 10:
+        assert r["diagnosis"] == input_bound.NO_DATA
         assert r["diagnosis_rule"].startswith(
             f"fetch_done() was not called in {unmarked} of 10 steady-state steps")
         assert str(r).splitlines()[1].startswith("NO-DATA: fetch_done() was not called")
     else:
         assert r["input_share"] == pytest.approx(share)
-        assert r["diagnosis"] == policy.diagnose(share).label
+        assert r["diagnosis"] == input_bound.diagnose(share).label
     assert (f"step_end_without_fetch x{unmarked}" in " ".join(r["notes"])) == (unmarked > 0)
     # Below NO-DATA a note says the numbers are skewed, and by how many steps.
     skew = [n for n in r["notes"] if "have no fetch_done()" in n]
-    if 0 < unmarked <= policy.PROBE_UNMARKED_MAX_SHARE * 10:
+    if 0 < unmarked <= input_bound.PROBE_UNMARKED_MAX_SHARE * 10:
         assert skew == [skew[0]] and skew[0].startswith(f"{unmarked} of 10 steady-state steps")
     else:
         assert skew == []
@@ -355,8 +356,8 @@ def test_probe_steps_without_fetch_done_give_no_diagnosis_past_half(unmarked):
 
 def test_unmarked_note_stands_when_no_data_comes_from_short_steps():
     """The note on steps without fetch_done() is left out only where
-    NO-DATA is for them (policy.unmarked_past_share), not for another
-    reason: here 3 of 10 steps of 1 us, under policy.MIN_MEAN_STEP_NS."""
+    NO-DATA is for them (input_bound.unmarked_past_share), not for another
+    reason: here 3 of 10 steps of 1 us, under input_bound.MIN_MEAN_STEP_NS."""
     rec = traceml.Recorder()
     clock, t = [], 1_000_000
     for i in range(10):
@@ -369,7 +370,7 @@ def test_unmarked_note_stands_when_no_data_comes_from_short_steps():
             rec.fetch_done()
         rec.step_end()
     r = rec.report()
-    assert r["diagnosis"] == policy.NO_DATA
+    assert r["diagnosis"] == input_bound.NO_DATA
     assert r["diagnosis_rule"].startswith("steps average 1 µs")
     assert [n for n in r["notes"] if "have no fetch_done()" in n][0].startswith(
         "3 of 10 steady-state steps")

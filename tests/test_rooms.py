@@ -1,6 +1,6 @@
 """One room per concern: the package's modules import each other without
-cycles, each imports alone, sentences quote thresholds from the policy
-(never as literals), and a report builds from plain data without the
+cycles, each imports alone, sentences quote thresholds from the findings
+families (never as literals), and a report builds from plain data without the
 source registry."""
 
 import ast
@@ -15,44 +15,57 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import policy, wording, wrapping
+from traceml import wrapping
+from traceml.findings import comparison, input_bound, stall_shape, stall_threshold, sweeps
 from traceml.report import build
 
 from test_report import INFO, MS, records
 
 # The package under test: the checkout, or an installed wheel (tools/check_dist.sh).
 PKG = os.path.dirname(os.path.abspath(traceml.__file__))
-MODULES = sorted(f[:-3] for f in os.listdir(PKG) if f.endswith(".py"))
+# Every module of the package by dotted name under traceml ("report",
+# "findings.stall_timing", "findings" for its __init__).
+MODULES = sorted(
+    os.path.relpath(os.path.join(d, f), PKG)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+    for d, _, files in os.walk(PKG) for f in files if f.endswith(".py"))
+FAMILIES = sorted(m for m in MODULES if m.startswith("findings."))
 # Entry points may import anything; _core is the C extension, a leaf.
 ROOTS = {"__init__", "__main__", "demo"}
 
 
 def _tree(module: str) -> ast.Module:
-    with open(os.path.join(PKG, module + ".py"), encoding="utf-8") as f:
+    path = os.path.join(PKG, *module.split("."))
+    path = os.path.join(path, "__init__.py") if os.path.isdir(path) else path + ".py"
+    with open(path, encoding="utf-8") as f:
         return ast.parse(f.read())
 
 
 def _imports(module: str) -> set[str]:
     """The package modules ``module`` imports, at any level of the file
-    (function-level imports included)."""
+    (function-level imports included), by dotted name under traceml."""
     known = set(MODULES) | {"_core"}
+    package = module.split(".")[:-1]
+    if os.path.isdir(os.path.join(PKG, *module.split("."))):
+        package = module.split(".")
     out = set()
     for node in ast.walk(_tree(module)):
         if isinstance(node, ast.ImportFrom):
             name = node.module or ""
-            if node.level == 0 and name.split(".")[0] != "traceml":
-                continue
             if node.level == 0:
-                name = name[len("traceml"):].lstrip(".")
-            if name:
-                out.add(name.split(".")[0])
-            else:  # from . import x, y
-                out.update(a.name for a in node.names if a.name in known)
+                if name.split(".")[0] != "traceml":
+                    continue
+                base = name.split(".")[1:]
+            else:
+                base = package[:len(package) - (node.level - 1)] + (name.split(".") if name else [])
+            dotted = ".".join(base)
+            subs = {".".join(base + [a.name]) for a in node.names}
+            hit = subs & known
+            out.update(hit or ({dotted} & known))
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] == "traceml":
-                    out.add(parts[1] if len(parts) > 1 else "__init__")
+                    out.add(".".join(parts[1:]) or "__init__")
     out.discard(module)
     return out & (known | {"__init__"})
 
@@ -74,10 +87,11 @@ def test_no_import_cycles():
 
     for m in graph:
         visit(m, [])
-    # The rooms the design names stay apart.
+    # The rooms the design names stay apart: the findings families import
+    # only each other, the C core and the formatting helpers.
     assert "render" not in graph["evidence"] and "report" not in graph["io"]
-    assert not graph["policy"] - {"_core"}, graph["policy"]
-    assert not {"report", "wrapping", "sweep", "compare"} & graph["wording"]
+    for family in FAMILIES:
+        assert graph[family] <= set(FAMILIES) | {"findings", "_core", "fmt"}, family
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if m != "__init__"])
@@ -91,7 +105,7 @@ def test_each_module_imports_alone(module):
 # percent sign ("20%", "1 ms", "4x", "5 s").
 LITERAL = re.compile(r"\d+(?:\.\d+)?\s?(?:%|ms\b|µs\b|ns\b|s\b|x\b|kB\b|MB\b)")
 MARKUP = re.compile(r"style=|<\w")
-SENTENCE_MODULES = ("wording", "render", "compare", "sweep", "report", "evidence", "policy")
+SENTENCE_MODULES = ("render", "compare", "sweep", "report", "evidence", *FAMILIES)
 
 
 def _sentence_literals(module: str) -> list[str]:
@@ -128,21 +142,21 @@ def _threshold_sentences(rule):
     """Sentences that quote policy constants: diagnosis, stall rule, shape
     rule, and the sweep's "within REL_TOL" line."""
     best = {"condition": {"num_workers": 2}, "mean_s": 0.01, "close": ["num_workers=4"]}
-    return (wording.diagnosis_rule(policy.INPUT_BOUND, 0.54), wording.stall_rule(rule),
-            wording.shape_rule(policy.SHAPE_MOST_STALL), wording.sweep_best(best, 2))
+    return (input_bound.diagnosis_rule(input_bound.INPUT_BOUND, 0.54), stall_threshold.stall_rule(rule),
+            stall_shape.shape_rule(stall_shape.SHAPE_MOST_STALL), sweeps.sweep_best(best, 2))
 
 
 def test_changing_a_policy_constant_changes_the_sentence(monkeypatch):
-    rule = policy.stall_threshold_ns(np.full(20, 30 * MS), np.full(20, 35 * MS), None)
-    assert rule.code == policy.RULE_ALL_SLOW
+    rule = stall_threshold.stall_threshold_ns(np.full(20, 30 * MS), np.full(20, 35 * MS), None)
+    assert rule.code == stall_threshold.RULE_ALL_SLOW
     before = _threshold_sentences(rule)
     assert ">= 20%" in before[0] and "max(1 ms, 20% of median step)" in before[1]
     assert "more than half of" in before[2] and "within 10% of it" in before[3]
-    monkeypatch.setattr(policy, "INPUT_BOUND_SHARE", 0.3)
-    monkeypatch.setattr(policy, "STALL_FLOOR_S", 2e-3)
-    monkeypatch.setattr(policy, "STALL_FLOOR_STEP_SHARE", 0.25)
-    monkeypatch.setattr(policy, "HEAVY_TAIL_MAX_STALL_SHARE", 0.6)
-    monkeypatch.setattr(policy, "REL_TOL", 0.15)
+    monkeypatch.setattr(input_bound, "INPUT_BOUND_SHARE", 0.3)
+    monkeypatch.setattr(stall_threshold, "STALL_FLOOR_S", 2e-3)
+    monkeypatch.setattr(stall_threshold, "STALL_FLOOR_STEP_SHARE", 0.25)
+    monkeypatch.setattr(stall_threshold, "HEAVY_TAIL_MAX_STALL_SHARE", 0.6)
+    monkeypatch.setattr(comparison, "REL_TOL", 0.15)
     after = _threshold_sentences(rule)
     assert ">= 30%" in after[0] and "max(2 ms, 25% of median step)" in after[1]
     assert "more than 60% of" in after[2] and "within 15% of it" in after[3]
@@ -153,10 +167,10 @@ def test_a_report_quotes_the_constant_in_force(monkeypatch):
     recs = records(np.full(40, 3 * MS), np.full(40, 7 * MS), source=7)  # input share 30%
     sources = {}
     s = build(recs, INFO, 7, None, sources=sources).summary
-    assert s["diagnosis"] == policy.INPUT_BOUND and "(>= 20%:" in s["diagnosis_rule"]
-    monkeypatch.setattr(policy, "INPUT_BOUND_SHARE", 0.4)
+    assert s["diagnosis"] == input_bound.INPUT_BOUND and "(>= 20%:" in s["diagnosis_rule"]
+    monkeypatch.setattr(input_bound, "INPUT_BOUND_SHARE", 0.4)
     s = build(recs, INFO, 7, None, sources=sources).summary
-    assert s["diagnosis"] == policy.BALANCED and "5% to 40%" in s["diagnosis_rule"]
+    assert s["diagnosis"] == input_bound.BALANCED and "5% to 40%" in s["diagnosis_rule"]
 
 
 # --- build() from plain data ------------------------------------------------------

@@ -22,6 +22,7 @@ import corpus
 import traceml
 from traceml import _core, render
 from traceml.result import MAX_JSON_DEPTH, RunFileError, schema
+from traceml.findings import stall_threshold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIELDS = _core.RECORD_DTYPE.names
@@ -110,10 +111,9 @@ def test_schema_is_versioned_with_the_format():
     assert s["properties"]["format_version"]["enum"] == list(READS_VERSIONS)
     assert traceml.io.FORMAT_VERSION == max(READS_VERSIONS)
     assert s["properties"]["format"] == {"const": traceml.io.FORMAT}
-    from traceml import policy
 
     assert s["$defs"]["stalls"]["properties"]["threshold_s"]["maximum"] == \
-        policy.MAX_THRESHOLD_S
+        stall_threshold.MAX_THRESHOLD_S
 
 
 def test_schema_ships_as_package_data():

@@ -4,7 +4,8 @@ inputs."""
 import numpy as np
 import pytest
 
-from traceml import _core, policy, wording
+from traceml import _core
+from traceml.findings import advice, stall_shape, stall_threshold, stall_timing
 
 from test_report import INFO, SYNTHETIC, MS, build, lockstep, records, loader_source  # noqa: F401
 
@@ -143,11 +144,11 @@ def test_no_next_sentence_mentions_num_workers_without_a_loader():
 
 
 def test_shape_rule_table():
-    assert policy.shape(0, 10, False)[0] == "FAST"
-    assert policy.shape(3, 10, True)[0] == "UNIFORMLY-SLOW"
-    assert policy.shape(6, 10, False)[0] == "UNIFORMLY-SLOW"
-    assert policy.shape(5, 10, False)[0] == "HEAVY-TAILED"
-    assert policy.shape(0, 0, False) is None
+    assert stall_shape.shape(0, 10, False)[0] == "FAST"
+    assert stall_shape.shape(3, 10, True)[0] == "UNIFORMLY-SLOW"
+    assert stall_shape.shape(6, 10, False)[0] == "UNIFORMLY-SLOW"
+    assert stall_shape.shape(5, 10, False)[0] == "HEAVY-TAILED"
+    assert stall_shape.shape(0, 0, False) is None
 
 
 def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):  # noqa: F811
@@ -249,7 +250,7 @@ def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):
     wait = np.full(n, 400 * MS, dtype=np.int64)
     wait[::5] = 90 * MS  # above the floor, 20% of the ~400 ms median step
     r = build(records(wait, np.full(n, 1 * MS)), INFO, SYNTHETIC, None)
-    assert policy.bimodal_split_ns(wait[1:]) is not None
+    assert stall_threshold.bimodal_split_ns(wait[1:]) is not None
     assert "every fetch is slow" in r["stalls"]["rule"]
     assert r["stalls"]["count"] == r["steady_steps"] == n - 1
     assert r["shape"] == "UNIFORMLY-SLOW"
@@ -266,12 +267,12 @@ def test_stalls_over_spread_out_slow_fetches_of_one_worker(loader_source):  # no
     wait = np.r_[60.0, ms]  # step 0: the epoch start
     r = build(records((wait * MS).astype(np.int64), np.full(len(wait), 1 * MS)),
               INFO, SYNTHETIC, None)
-    assert _core.log_otsu((ms * MS).astype(np.int64))["eta"] < policy.BIMODAL_MIN_ETA
+    assert _core.log_otsu((ms * MS).astype(np.int64))["eta"] < stall_threshold.BIMODAL_MIN_ETA
     assert r["stalls"]["steps"] == np.flatnonzero(wait > 100).tolist() == [10, 20, 30]
     # Three stalls with two equal gaps are not evidence of a period: random
     # stalls at that rate repeat a gap that often in more than 1 run in 100.
     assert r["temporal"]["label"] == "IRREGULAR" and r["temporal"]["modal_gap"] == 10
-    assert r["temporal"]["p_value"] >= policy.PERIOD_ALPHA
+    assert r["temporal"]["p_value"] >= stall_timing.PERIOD_ALPHA
     assert r["shape"] == "UNIFORMLY-SLOW"
 
 
@@ -329,7 +330,7 @@ def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,
 ])
 def test_a_period_is_a_gap_seen_often_commoner_than_any_other_and_unlikely_by_luck(
         gaps, label, period):
-    t = policy.temporal(np.array(gaps, dtype=np.int64), np.full(40, MS, dtype=np.int64))
+    t = stall_timing.temporal(np.array(gaps, dtype=np.int64), np.full(40, MS, dtype=np.int64))
     assert (t["label"], t["period"]) == (label, period)
     assert 0.0 <= t["p_value"] <= 1.0
 
@@ -349,7 +350,7 @@ def _overtaking_summary(period, num_workers=4, overtaking=30):
 
 def test_overtaking_with_the_workers_period_blames_the_round(loader_source):  # noqa: F811
     loader_source(4)
-    nxt = wording.next_steps(_overtaking_summary(4))
+    nxt = advice.next_step_lines(_overtaking_summary(4))
     assert any("yet the stalls still recur every 4 steps: not one slow sample" in t
                for t in nxt)
 
@@ -358,7 +359,7 @@ def test_overtaking_with_another_period_does_not_blame_the_round(loader_source):
     """in_order=False, num_workers=4, one slow sample every 8 batches: the
     stalls follow the sample, so the workers' round is not the cause."""
     loader_source(4)
-    nxt = wording.next_steps(_overtaking_summary(8))
+    nxt = advice.next_step_lines(_overtaking_summary(8))
     assert not any("workers' round" in t for t in nxt), nxt
     assert any("30 deliveries overtook a slower batch: single slow samples" in t for t in nxt)
     assert any("The stalls recur every 8 steps while num_workers=4" in t for t in nxt)

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import traceml  # noqa: E402
 from traceml import _core  # noqa: E402
 from traceml.fmt import fmt_bytes, fmt_s  # noqa: E402
+from traceml.findings import comparison, sweeps  # noqa: E402
 
 from burn import BurnDataset, PacedBurnDataset, StartTogether  # noqa: E402
 
@@ -45,7 +46,7 @@ def test_cadence_follows_num_workers():
     assert [r["error"] for r in res.rows] == [None] * 4
     # One worker: every fetch waits (EVERY-FETCH, no period): left out of the
     # correlation, which keeps 3 distinct num_workers, the least that can
-    # say "follows" (policy.SWEEP_MIN_DISTINCT_WORKERS).
+    # say "follows" (sweeps.SWEEP_MIN_DISTINCT_WORKERS).
     assert [r["period"] for r in res.rows] == [4, 3, 2, None]
     assert res.rows[3]["median_gap"] == 1
     assert all(r["diagnosis"] == "INPUT-BOUND" for r in res.rows)
@@ -637,15 +638,14 @@ def _cond(name, workers, mean, share=None):
 
 
 def test_sweep_next_keeps_the_fewest_workers_within_tolerance():
-    from traceml import policy
 
     # The user's sweep: num_workers=1 82.1 and 79.2 ms, num_workers=4 79.6
     # and 70 ms; input 87% of the step at 1 worker.
     one, four = np.mean([0.0821, 0.0792]), np.mean([0.0796, 0.0700])
-    assert one <= four * (1 + policy.REL_TOL)      # within compare's tolerance
-    items = policy.sweep_next([_cond("num_workers=1", 1, one, 0.87),
+    assert one <= four * (1 + comparison.REL_TOL)      # within compare's tolerance
+    items = sweeps.sweep_next([_cond("num_workers=1", 1, one, 0.87),
                                _cond("num_workers=4", 4, four, 0.82)], None)
-    assert [c for c, _ in items] == [policy.SWEEP_KEEP_FEWEST, policy.SWEEP_STILL_INPUT]
+    assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_FEWEST, sweeps.SWEEP_STILL_INPUT]
     assert items[0][1]["keep"] == "num_workers=1" and items[0][1]["fewer_workers"] is True
     assert items[0][1]["keep_mean_s"] == pytest.approx(one)
     rows = [_period_row(1, 23, None, "EVERY-FETCH", 0.0821, share=0.87),
@@ -660,19 +660,18 @@ def test_sweep_next_keeps_the_fewest_workers_within_tolerance():
 
 
 def test_sweep_next_keeps_a_clear_winner_or_asks_for_a_repeat():
-    from traceml import policy
 
     conds = [_cond("num_workers=4", 4, 0.010, 0.10), _cond("num_workers=2", 2, 0.020, 0.3),
              _cond("num_workers=1", 1, 0.040, 0.6)]
-    items = policy.sweep_next(conds, None)
-    assert [c for c, _ in items] == [policy.SWEEP_KEEP_BEST]
+    items = sweeps.sweep_next(conds, None)
+    assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST]
     assert items[0][1]["runner"] == "num_workers=2"
     assert items[0][1]["lead_s"] == pytest.approx(0.010)
     # The lead (10 ms) within an order effect of 12 ms: repeat.
-    items = policy.sweep_next(conds, 0.012)
-    assert [c for c, _ in items] == [policy.SWEEP_UNDECIDED]
+    items = sweeps.sweep_next(conds, 0.012)
+    assert [c for c, _ in items] == [sweeps.SWEEP_UNDECIDED]
     # Beyond an order effect of 5 ms, still input-bound at the most workers.
     conds[0]["input_share"] = 0.5
-    items = policy.sweep_next(conds, 0.005)
-    assert [c for c, _ in items] == [policy.SWEEP_KEEP_BEST, policy.SWEEP_MORE_WORKERS]
-    assert policy.sweep_next(conds[:1], None) == []
+    items = sweeps.sweep_next(conds, 0.005)
+    assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_MORE_WORKERS]
+    assert sweeps.sweep_next(conds[:1], None) == []

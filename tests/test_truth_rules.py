@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from traceml import policy, wording
+from traceml.findings import advice, bottom_line, stall_threshold, stall_timing, wait_trend
 
 from test_report import INFO, MS, SYNTHETIC, build, loader_source, records  # noqa: F401
 
@@ -81,7 +81,7 @@ def test_an_isolated_blip_is_an_outlier_never_a_shape(loader_source, at):  # noq
               None)
     st = r["stalls"]
     assert st["count"] == 0 and st["outliers"] == 1 and st["outlier_steps"] == [2 + at]
-    assert st["matter"] == policy.STALLS_LONE
+    assert st["matter"] == stall_threshold.STALLS_LONE
     assert r["shape"] == "FAST" and r["temporal"] is None
     text = _text_is_sane(r)
     assert "no stalls (1 outlier)" in text and "One outlier (50 ms" in text
@@ -96,8 +96,8 @@ def test_waits_that_stand_apart_but_cost_little_are_outliers():
     r = build(records(wait, np.full(200, 20 * MS)), INFO, SYNTHETIC, None)
     st = r["stalls"]
     assert st["count"] == 0 and st["outliers"] == 6
-    assert st["matter"] == policy.STALLS_SMALL
-    assert st["cost_share"] < policy.STALL_MIN_COST_SHARE
+    assert st["matter"] == stall_threshold.STALLS_SMALL
+    assert st["cost_share"] < stall_threshold.STALL_MIN_COST_SHARE
     # The same waits four times as long matter: stalls.
     wait[[20, 50, 90, 120, 150, 180]] = 48 * MS
     r = build(records(wait, np.full(200, 20 * MS)), INFO, SYNTHETIC, None)
@@ -145,7 +145,7 @@ def test_lockstep_is_periodic_at_its_period(loader_source, k):  # noqa: F811
     t = r["temporal"]
     assert r["stalls"]["steps"] == np.flatnonzero(stall).tolist()
     assert (t["label"], t["period"]) == ("PERIODIC", k)
-    assert t["p_value"] < policy.PERIOD_ALPHA
+    assert t["p_value"] < stall_timing.PERIOD_ALPHA
     assert r["shape"] == "HEAVY-TAILED"
     assert r["cadence"]["matches_num_workers"] is True
     _text_is_sane(r)
@@ -165,7 +165,7 @@ def test_lockstep_pairs_are_periodic_per_burst_under_the_same_test(loader_source
     t = r["temporal"]
     assert r["stalls"]["count"] == first.sum() + second.sum()
     assert (t["label"], t["period"], t["counted"]) == ("PERIODIC", 4, "bursts")
-    assert t["p_value"] < policy.PERIOD_ALPHA
+    assert t["p_value"] < stall_timing.PERIOD_ALPHA
     assert r["cadence"]["multiple_fraction"] == 1.0  # over the bursts' gaps
 
 
@@ -175,7 +175,7 @@ def test_three_stalls_with_two_equal_gaps_are_too_little_evidence():
     r = build(records(wait, np.full(40, 10 * MS)), INFO, SYNTHETIC, None)
     t = r["temporal"]
     assert t["label"] == "IRREGULAR" and t["modal_gap"] == 10
-    assert t["p_value"] >= policy.PERIOD_ALPHA
+    assert t["p_value"] >= stall_timing.PERIOD_ALPHA
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 4])
@@ -210,7 +210,7 @@ def test_the_p_value_bounds_what_random_stalls_do():
     rng = np.random.default_rng(0)
     n, k = 60, 8
     gaps = np.array([5] * 4 + [3, 9, 2])  # modal count 4 of 7
-    bound = policy.period_p_value(gaps, k, n)
+    bound = stall_timing.period_p_value(gaps, k, n)
     runs = 4000
     hits = 0
     for _ in range(runs):
@@ -223,8 +223,8 @@ def test_the_p_value_bounds_what_random_stalls_do():
 
 def test_the_p_value_is_cheap_over_ten_million_steps():
     gaps = np.array([3, 5, 7, 1_000_000, 2_000_000])
-    assert policy.period_p_value(gaps, 6, 10_000_000) == 1.0
-    assert policy.period_p_value(np.full(999, 10_000), 1000, 10_000_000) < 1e-12
+    assert stall_timing.period_p_value(gaps, 6, 10_000_000) == 1.0
+    assert stall_timing.period_p_value(np.full(999, 10_000), 1000, 10_000_000) < 1e-12
 
 
 # --- 3. trend -----------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms
     truth = (end_ms - start_ms) / (n - 1)
     assert tr["label"] == label
     assert tr["slope_ms_per_step"] == pytest.approx(truth, rel=0.10)
-    assert tr["p_value"] < policy.TREND_ALPHA and (tr["tau"] > 0) == (label == "RISING")
+    assert tr["p_value"] < wait_trend.TREND_ALPHA and (tr["tau"] > 0) == (label == "RISING")
     assert tr["first_tenth_median_s"] == pytest.approx(np.median(wait[1:9]) * 1e-3)
     assert r["temporal"] is None or r["temporal"]["label"] != "PERIODIC"
     nxt = r["next"]
@@ -289,7 +289,7 @@ def test_a_rise_across_epochs_has_a_slope_per_epoch(loader_source):  # noqa: F81
 def test_a_trend_over_ten_million_steps():
     n = 10_000_000
     wait = (np.linspace(1e6, 41e6, n)).astype(np.int64)
-    tr = policy.trend(wait, np.zeros(n, np.int32), 2e6)
+    tr = wait_trend.trend(wait, np.zeros(n, np.int32), 2e6)
     assert tr["label"] == "RISING"
     assert tr["slope_ms_per_step"] == pytest.approx(40.0 / n, rel=0.01)
 
@@ -338,7 +338,7 @@ def test_a_fetch_past_stuck_after_is_stuck():
     wait[20] = 45 * 10**9
     r = build(records(wait, np.full(40, 10 * MS)), INFO, SYNTHETIC, None)
     h = r["headline"]
-    assert h["label"] == "STUCK" and h["code"] == policy.HEADLINE_STUCK_WAITED
+    assert h["label"] == "STUCK" and h["code"] == bottom_line.HEADLINE_STUCK_WAITED
     assert r["next"][0].startswith("A fetch waited 45.00 s")
     assert "STUCK" in str(r).splitlines()[0]
 
@@ -347,8 +347,8 @@ def test_a_fetch_stuck_now_is_stuck():
     wait = np.full(40, 1 * MS)
     s = build(records(wait, np.full(40, 10 * MS)), INFO, SYNTHETIC, None).summary
     assert s["headline"]["label"] == "STEADY"
-    head = policy.headline(s["wall_s"], 0.0, 0.0, True, 0.001, 30.0)
-    assert head.label == "STUCK" and head.code == policy.HEADLINE_STUCK_NOW
+    head = bottom_line.headline(s["wall_s"], 0.0, 0.0, True, 0.001, 30.0)
+    assert head.label == "STUCK" and head.code == bottom_line.HEADLINE_STUCK_NOW
 
 
 # --- 5. labels agree with their numbers ------------------------------------------------
@@ -407,20 +407,20 @@ def _uniformly_slow_summary(cores, cpus=2, num_workers=4):
 
 
 def test_no_more_workers_when_the_workers_saturate_the_cpus():
-    nxt = wording.next_steps(_uniformly_slow_summary(cores=1.95))
+    nxt = advice.next_step_lines(_uniformly_slow_summary(cores=1.95))
     assert not any("vary num_workers" in line for line in nxt)
     assert "already keep the 2 usable CPUs busy (1.9 cores at num_workers=4)" in nxt[-1]
-    nxt = wording.next_steps(_uniformly_slow_summary(cores=0.8))
+    nxt = advice.next_step_lines(_uniformly_slow_summary(cores=0.8))
     assert "vary num_workers around 4" in nxt[-1]
 
 
 def test_unreadable_worker_counters_leave_the_advice_alone():
     s = _uniformly_slow_summary(cores=None)
-    assert "vary num_workers around 4" in wording.next_steps(s)[-1]
+    assert "vary num_workers around 4" in advice.next_step_lines(s)[-1]
     s["workers"] = {"intervals": None}
-    assert "vary num_workers around 4" in wording.next_steps(s)[-1]
+    assert "vary num_workers around 4" in advice.next_step_lines(s)[-1]
     s["workers"] = None
-    assert "vary num_workers around 4" in wording.next_steps(s)[-1]
+    assert "vary num_workers around 4" in advice.next_step_lines(s)[-1]
 
 
 def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # noqa: F811

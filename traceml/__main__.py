@@ -18,13 +18,13 @@ import argparse
 import os
 import sys
 
-from . import policy
+from .findings import comparison, input_bound
 from .compare import compare
 from .io import load as load_report
 from .result import summary_of
 
 # --fail-on choices: the verdicts of compare() a pipeline may refuse.
-FAIL_ON = {"regression": policy.REGRESSION, "mixed": policy.MIXED, "no-data": policy.NO_DATA}
+FAIL_ON = {"regression": comparison.REGRESSION, "mixed": comparison.MIXED, "no-data": input_bound.NO_DATA}
 
 
 def main(argv=None) -> int:

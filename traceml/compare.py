@@ -12,8 +12,10 @@ import collections.abc
 import os
 from typing import Optional, Sequence
 
-from . import _core, policy, render, wording
-from .policy import EQUIVALENT, IMPROVEMENT, MIXED, NO_DATA, REGRESSION  # noqa: F401 - re-exported
+from . import _core, render
+from .findings import comparison, input_bound
+from .findings.comparison import EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION  # noqa: F401 - re-exported
+from .findings.input_bound import NO_DATA  # noqa: F401 - re-exported
 from .result import Report, summary_of
 
 BASELINE = "BASELINE"
@@ -23,21 +25,21 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
           run_stalls: Optional[tuple] = None) -> tuple[str, str, list]:
     """(verdict, why, measures) of ``run`` against ``base`` (report
     summaries).  Three measures, each with its tolerance from the policy:
-    mean input wait per steady-state step (policy.compare_means), input
-    share (policy.SHARE_TOL) and stalls per 100 steady-state steps
+    mean input wait per steady-state step (comparison.compare_means), input
+    share (comparison.SHARE_TOL) and stalls per 100 steady-state steps
     (``*_stalls`` = (count, steady steps) at the baseline's threshold; not
     judged when None).  The verdict is IMPROVEMENT (some better, none
     worse), REGRESSION (some worse, none better), MIXED (both), EQUIVALENT
     (none moved) or NO_DATA when either summary has no steady-state mean
     wait; ``why`` says which measure moved, by how much, against which
     tolerance."""
-    v = policy.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
+    v = comparison.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
                              base["step_s"]["mean"])
-    if v.label == policy.NO_DATA:
-        return v.label, wording.verdict_why(v), []
-    moved = policy.compare_measures(v, base["input_share"], run["input_share"],
+    if v.label == input_bound.NO_DATA:
+        return v.label, comparison.verdict_why(v), []
+    moved = comparison.compare_measures(v, base["input_share"], run["input_share"],
                                     base_stalls, run_stalls)
-    return policy.overall(v, moved), wording.compare_why(v, moved), moved
+    return comparison.overall(v, moved), comparison.compare_why(v, moved), moved
 
 
 def verdict(base: dict, run: dict, base_stalls: Optional[tuple] = None,
@@ -103,10 +105,10 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"threshold_s": self.threshold_s, "rows": [dict(r) for r in self.rows],
-                "tolerance": {"relative": policy.REL_TOL, "step_share": policy.STEP_TOL,
-                              "input_share": policy.SHARE_TOL,
-                              "stall_rate_sigmas": policy.STALL_RATE_SIGMAS,
-                              "stall_rate_min": policy.STALL_RATE_MIN_TOL}}
+                "tolerance": {"relative": comparison.REL_TOL, "step_share": comparison.STEP_TOL,
+                              "input_share": comparison.SHARE_TOL,
+                              "stall_rate_sigmas": comparison.STALL_RATE_SIGMAS,
+                              "stall_rate_min": comparison.STALL_RATE_MIN_TOL}}
 
     def __str__(self) -> str:
         return render.comparison_text(self.to_dict())
@@ -129,11 +131,11 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         A :class:`Comparison`: per run mean fetch, median, p95, stalls over
         the baseline's threshold, median stall gap, input share, diagnosis,
         shape, and a verdict against the first run (:func:`judge`) on mean
-        input wait per step (within max(policy.REL_TOL of the baseline's
-        mean wait, policy.STEP_TOL of its mean step)), input share (within
-        policy.SHARE_TOL) and stalls per 100 steady-state steps at the
-        baseline's threshold (within policy.STALL_RATE_SIGMAS * sqrt(count),
-        at least policy.STALL_RATE_MIN_TOL): IMPROVEMENT, REGRESSION, MIXED
+        input wait per step (within max(comparison.REL_TOL of the baseline's
+        mean wait, comparison.STEP_TOL of its mean step)), input share (within
+        comparison.SHARE_TOL) and stalls per 100 steady-state steps at the
+        baseline's threshold (within comparison.STALL_RATE_SIGMAS * sqrt(count),
+        at least comparison.STALL_RATE_MIN_TOL): IMPROVEMENT, REGRESSION, MIXED
         or EQUIVALENT, with ``why`` saying which moved; NO-DATA when the
         baseline or the run has no steady-state steps (e.g. a report of
         nothing recorded), with ``why`` naming which.  The first run is
@@ -192,7 +194,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         stalls, gap = counted[i]
         run_stalls = (stalls, s["steady_steps"]) if stalls is not None else None
         if i == 0:
-            v, why, moved = BASELINE, wording.BASELINE_WHY, []
+            v, why, moved = BASELINE, comparison.BASELINE_WHY, []
         else:
             v, why, moved = judge(base, s, base_stalls, run_stalls)
         rows.append({

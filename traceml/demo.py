@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import traceml
-from traceml import wording
+from .findings import prediction_check, report_notes
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ INVESTIGATE_FULL = InvestigationSize(steps=24, pace_s=0.150)
 INVESTIGATE_QUICK = InvestigationSize(steps=6, pace_s=0.005)
 # The grid of the sweep: run 4 -> 3 -> 2 -> 1 -> 0, then back.  Three worker
 # counts that can show a period (4, 3, 2) are the least with which the sweep
-# can say the period follows num_workers (policy.SWEEP_MIN_DISTINCT_WORKERS).
+# can say the period follows num_workers (sweeps.SWEEP_MIN_DISTINCT_WORKERS).
 INVESTIGATE_WORKERS = (4, 3, 2, 1, 0)
 # The fixed path is measured at the demo's worker count.
 FIXED_WORKERS = 4
@@ -341,12 +341,12 @@ def run_demo(
     historical, fixed = reports
     out("")
     out(verdict(historical, fixed))
-    cores = wording.cores_needed_line([("historical", historical["prediction"]),
+    cores = prediction_check.cores_needed_line([("historical", historical["prediction"]),
                                        ("fixed", fixed["prediction"])])
     if cores:
         out(cores)
     if quick:
-        out(wording.demo_quick_note(min(historical["steady_steps"], fixed["steady_steps"])))
+        out(report_notes.demo_quick_note(min(historical["steady_steps"], fixed["steady_steps"])))
     return historical, fixed
 
 

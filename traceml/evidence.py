@@ -13,7 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from . import _core, policy
+from . import _core
+from .findings import gpu_wait, hand_over, worker_evidence
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -350,7 +351,7 @@ NO_READS, TRACE_READS, LIGHTER_READS, HEAVY_READS = "none", "trace", "lighter", 
 def _stall_reads(slow: dict, fast: dict, read_key: str, fault_key: str) -> str:
     """What read_bytes (``read_key``) and major faults (``fault_key``) in the
     stalls amount to: NO_READS; TRACE_READS, both under
-    policy.MIN_STALL_READ_BYTES_PER_S and MIN_STALL_MAJOR_FAULTS_PER_S;
+    worker_evidence.MIN_STALL_READ_BYTES_PER_S and MIN_STALL_MAJOR_FAULTS_PER_S;
     LIGHTER_READS, no heavier per second than outside the stalls (the
     training step may read files too, and at the sampler's period some of
     its reads spill into the stalls' windows); or HEAVY_READS, storage
@@ -359,8 +360,8 @@ def _stall_reads(slow: dict, fast: dict, read_key: str, fault_key: str) -> str:
     if not (slow.get(read_key) or slow.get(fault_key)):
         return NO_READS
     lighter = False
-    for key, floor in ((read_key, policy.MIN_STALL_READ_BYTES_PER_S),
-                       (fault_key, policy.MIN_STALL_MAJOR_FAULTS_PER_S)):
+    for key, floor in ((read_key, worker_evidence.MIN_STALL_READ_BYTES_PER_S),
+                       (fault_key, worker_evidence.MIN_STALL_MAJOR_FAULTS_PER_S)):
         rate = (slow.get(key) or 0.0) / slow_wall if slow_wall > 0 else 0.0
         if rate < floor:
             continue
@@ -402,7 +403,7 @@ def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
     """num_workers=0: the dataset runs inside next() in the main process, so
     its CPU time and storage counters during stalls tell CPU-side work from
     storage reads.  Busy: runnable (on a CPU, or the main thread waiting in
-    the run queue for one) for at least policy.BUSY_SHARE of the stalls'
+    the run queue for one) for at least worker_evidence.BUSY_SHARE of the stalls'
     wall time, so that a loaded host does not make CPU work look idle."""
     slow, fast = iv["slow"], iv["fast"]
     cpu = slow.get("main_cpu_s")
@@ -421,7 +422,7 @@ def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
         out.append(("storage_unavailable", {"why": why}))
     else:
         found = _storage_finding("main", slow, fast, "main_read_bytes", "main_major_faults",
-                                 runnable >= policy.BUSY_SHARE, True)
+                                 runnable >= worker_evidence.BUSY_SHARE, True)
         if found:
             out.append(found)
     out.append(("caveats", {"reads_matter": reads is not None and faults is not None
@@ -443,7 +444,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     (:func:`awaited`): when the worker holding the awaited batches was
     blocked, "awaited_blocked" takes the place of "idle" (the wait does not
     lie elsewhere: that worker sleeps on something).  With batches of at
-    least policy.HANDOVER_MIN_BYTES (``batch_bytes``, the median), busy
+    least hand_over.HANDOVER_MIN_BYTES (``batch_bytes``, the median), busy
     workers without storage reads read "cpu_handover": their CPU includes
     collate's copy of the batch into shared memory."""
     if iv is None or iv["slow"]["count"] == 0:
@@ -467,7 +468,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     if demand is None:
         demand = slow.get("worker_cores_busy")
     busiest = slow.get("busiest_worker_cores")
-    share = policy.BUSY_SHARE
+    share = worker_evidence.BUSY_SHARE
     busy = ((demand is not None and capacity is not None and demand >= share * capacity)
             or (busiest is not None and busiest >= share))
     if busy and busiest is not None and capacity and capacity > 1 and (
@@ -479,7 +480,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
                                  busy, capacity is not None)
         if found and not (blocked and found[0] == "idle"):
             if (found[0] in _CPU_SIDE and batch_bytes is not None
-                    and batch_bytes >= policy.HANDOVER_MIN_BYTES):
+                    and batch_bytes >= hand_over.HANDOVER_MIN_BYTES):
                 found = ("cpu_handover", {**found[1], "batch_bytes": batch_bytes})
             out.append(found)
     else:
@@ -489,7 +490,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
         out.append(("awaited_blocked", dict(awaited)))
     runq = slow.get("runq_wait_s")
     if (runq is not None and slow["wall_s"] > 0
-            and runq / slow["wall_s"] >= policy.CONTENTION_RUNQ_PER_WALL):
+            and runq / slow["wall_s"] >= worker_evidence.CONTENTION_RUNQ_PER_WALL):
         out.append(("run_queue", {"runq_s": runq, "num_workers": num_workers, "cpus": cpus}))
     out.append(("caveats", {"reads_matter": reads is not None and faults is not None
                             and _stall_reads(slow, fast, "read_bytes",
@@ -531,7 +532,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     if len(steps) and any(f.get("watched") for f in facts.values()):
         lo, hi = steps["begin_ns"].min(), steps["end_ns"].max()
         lost = bool(info.get("overwritten")) and len(samples) > 0 and samples["t_ns"].min() > lo
-        margin = info["period_s"] * policy.SAMPLE_MARGIN_PERIODS * 1e9
+        margin = info["period_s"] * worker_evidence.SAMPLE_MARGIN_PERIODS * 1e9
         samples = samples[(samples["t_ns"] >= lo - margin) & (samples["t_ns"] <= hi + margin)]
     else:
         samples = samples[:0]
@@ -697,15 +698,15 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
             making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The worker holding each awaited batch, during its stall: the
     readings of that worker's process inside the stall's window, how many
-    found it asleep (policy.BLOCKED_STATES), its CPU-seconds (every thread)
-    over the windows' wall time, and policy.awaited_blocked's verdict.
+    found it asleep (worker_evidence.BLOCKED_STATES), its CPU-seconds (every thread)
+    over the windows' wall time, and worker_evidence.awaited_blocked's verdict.
 
     ``making_ns`` (per step, the ns of its wait during which its worker was
     making batches, -1 unknown; worker_timing.summarise) gives
     ``making_share``: that time over the stalls' wait, where known.  A
     worker that was not making the awaited batch during most of the stall
     (it was made already) sleeps because it is idle, not blocked
-    (policy.awaited_blocked).
+    (worker_evidence.awaited_blocked).
 
     {workers: {worker id: stalls}, readings, asleep, states: {code: count},
     cpu_s, wall_s, cores, making_share, blocked}; None without stalls of a
@@ -736,7 +737,7 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
         for code in inside["state"]:
             ch = chr(int(code)) if code > 0 else "?"
             states[ch] = states.get(ch, 0) + 1
-            asleep += ch in policy.BLOCKED_STATES
+            asleep += ch in worker_evidence.BLOCKED_STATES
         readings += len(inside)
         if series is not None and len(series[0]):
             cpu += float(_window_deltas(series, np.array([a], float), np.array([b], float))[0])
@@ -752,7 +753,7 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
             making_share = float(making.sum()) / float(waits.sum())
     return {"workers": held, "readings": readings, "asleep": asleep, "states": states,
             "cpu_s": cpu, "wall_s": wall, "cores": cores, "making_share": making_share,
-            "blocked": policy.awaited_blocked(readings, asleep, cores, making_share)}
+            "blocked": worker_evidence.awaited_blocked(readings, asleep, cores, making_share)}
 
 
 def batch_bytes(bytes_per_step: Optional[np.ndarray], steady: np.ndarray) -> Optional[dict]:
@@ -803,7 +804,7 @@ def gpu_utilisation(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     readings (in the steps' span), overwritten, dropped, window_s (the
     median spacing of the driver's samples, s: its window, the
     resolution), slow and fast ({readings, mean_pct, median_pct}), rule
-    (policy.gpu_util_rule's code)}."""
+    (gpu_wait.gpu_util_rule's code)}."""
     empty = {"readings": 0, "mean_pct": None, "median_pct": None}
     out = {"available": False, "why": None, "uuid": None, "period_s": None, "error": None,
            "readings": 0, "overwritten": 0, "dropped": 0, "window_s": None,
@@ -850,6 +851,6 @@ def gpu_utilisation(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         out[name] = {"readings": int(len(v)),
                      "mean_pct": float(v.mean()) if len(v) else None,
                      "median_pct": float(np.median(v)) if len(v) else None}
-    out["rule"] = policy.gpu_util_rule(out["slow"]["readings"], out["fast"]["readings"],
+    out["rule"] = gpu_wait.gpu_util_rule(out["slow"]["readings"], out["fast"]["readings"],
                                        out["slow"]["mean_pct"], out["fast"]["mean_pct"])
     return out

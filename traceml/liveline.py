@@ -28,14 +28,15 @@ import time
 import weakref
 from typing import Any, Optional
 
-from . import _core, wording
+from . import _core
+from .findings import report_notes
 
 INTERVAL_S = 0.25
 # Where stderr is not a terminal (a CI log, a file) a line is written at
 # most this often, so the log keeps a few lines, not thousands.
 PLAIN_EVERY_S = 10.0
 # "waits past 4x the running median": the ratio of policy's stall rule
-# without two separate groups (policy.STALL_MIN_RATIO).
+# without two separate groups (stall_threshold.STALL_MIN_RATIO).
 SLOW_RATIO = 4.0
 
 
@@ -120,7 +121,7 @@ class LiveLine:
         self.thread = None
 
     def stats(self) -> dict:
-        """The running numbers (see wording.live_line)."""
+        """The running numbers (see report_notes.live_line)."""
         self.hist.feed(self.recorder, self.source)
         s = self.hist.stats()
         median = self.hist.quantile(0.5)
@@ -160,7 +161,7 @@ class LiveLine:
     def update(self, final: bool = False) -> str:
         """Feed, render and show once; returns the line."""
         st = self.stats()
-        line = wording.live_line(st)
+        line = report_notes.live_line(st)
         self.last_line = line
         self.lines += 1
         self._show(line, final)

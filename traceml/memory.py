@@ -1,7 +1,7 @@
 """Memory of the main process and the DataLoader workers over a run.
 
-Numbers only (the rule is :func:`traceml.policy.memory_finding`, the
-sentences :func:`traceml.wording.memory_line`).  The sampler reads each
+Numbers only (the rule is :func:`traceml.findings.worker_memory.memory_findings`, the
+sentences :func:`traceml.findings.worker_memory.memory_line`).  The sampler reads each
 watched process's resident set (RSS, ``/proc/PID/stat`` field 24) on every
 round and, every ``configure(memory_period_s=...)`` (10 s by default, and
 on the first round of a loop), its proportional (PSS) and unshared (USS:

@@ -47,8 +47,8 @@ stuck watch's ``stuck_after_s`` or more): a stuck fetch is an event the
 headline reports, not the rate the workers keep, and one 10 s batch among
 120 would add 83 ms to a 0.3 ms mean.  The check uses the same steps.
 
-Trust (:func:`traceml.policy.prediction_trust`): when the check misses by
-more than ``policy.PREDICT_FIT_TOL`` of the measured mean step, the model
+Trust (:func:`traceml.findings.prediction_check.prediction_trust`): when the check misses by
+more than ``prediction_check.PREDICT_FIT_TOL`` of the measured mean step, the model
 does not fit the run and the report gives its check but no num_workers
 advice; likewise when the attribution names one worker (ONE-WORKER) or
 slow samples (SLOW-SAMPLE), which break "equal workers, round robin".
@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from . import policy
+from .findings import prediction_check
 
 # The num_workers the prediction table covers (besides the run's own).
 WORKER_GRID = (0, 1, 2, 4, 8, 16)
@@ -67,7 +67,7 @@ WORKER_GRID = (0, 1, 2, 4, 8, 16)
 # prediction says none does.
 MAX_WORKERS = 64
 # The model needs the workers' timing on this share of the steady steps
-# (policy.PRODUCTION_MIN_COVERAGE's reason).
+# (input_bound.PRODUCTION_MIN_COVERAGE's reason).
 MIN_COVERAGE = 0.9
 # A worker that got at least this share of a core while making batches
 # waited for none: the host had cores to spare, and the other load is the
@@ -119,7 +119,7 @@ def predict(summary: dict) -> Optional[dict]:
     (relative to the measured wait), measured_step_s, miss_of_step
     (|predicted - measured| over the measured mean step)},
     left_out_stuck (steps left out of the means: stuck), trust
-    (policy.PREDICT_*: only "trusted" carries num_workers advice; the
+    (prediction_check.PREDICT_*: only "trusted" carries num_workers advice; the
     numbers are kept either way), assumptions (codes)."""
     prod = summary.get("production") or {}
     host = summary.get("host") or {}
@@ -167,7 +167,7 @@ def predict(summary: dict) -> Optional[dict]:
     else:
         measured = (summary.get("input_wait_s") or {}).get("mean")
         step = (summary.get("step_s") or {}).get("mean")
-    trust, miss = policy.prediction_trust(predicted_here, measured, step,
+    trust, miss = prediction_check.prediction_trust(predicted_here, measured, step,
                                           (summary.get("attribution") or {}).get("label"))
     return {
         "make_s": make, "cpu_s": cpu, "runq_s": runq, "off_cpu_s": off_cpu,

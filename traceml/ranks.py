@@ -56,7 +56,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _core, policy, wording
+from . import _core
+from .findings import rank_stragglers, stall_timing
 from .report import build as _build, duration_stats_s as _duration_stats_s
 from .result import Report, summary_of
 
@@ -241,7 +242,7 @@ def _present(dist, members: list, me: int, call: int, timeout_s: float):
             store.wait([prefix + str(g)], _td(deadline - time.monotonic()))
             present.append(g)
         except RuntimeError:
-            missing[i] = wording.rank_missing_reason("absent", timeout_s=timeout_s)
+            missing[i] = rank_stragglers.rank_missing_reason("absent", timeout_s=timeout_s)
     store.set(prefix + "present", ",".join(map(str, present)))
     return present, missing
 
@@ -339,7 +340,7 @@ def _receive(dist, group, present: list, steps: np.ndarray, facts: dict, timeout
             _wait(work, timeout_s)
         except RuntimeError:
             _ABANDONED.append((work, header))
-            failed[g] = wording.rank_missing_reason("silent", timeout_s=timeout_s)
+            failed[g] = rank_stragglers.rank_missing_reason("silent", timeout_s=timeout_s)
             continue
         n, nbytes, chunk = (int(x) for x in header.tolist())
         dest = np.empty(n, dtype=_core.RECORD_DTYPE)
@@ -360,7 +361,7 @@ def _receive(dist, group, present: list, steps: np.ndarray, facts: dict, timeout
         except RuntimeError:
             _ABANDONED.extend(works)
             got = min(max(done - 1, 0) * chunk, len(dest))
-            failed[g] = wording.rank_missing_reason("stopped", timeout_s=timeout_s,
+            failed[g] = rank_stragglers.rank_missing_reason("stopped", timeout_s=timeout_s,
                                                     got=got, of=len(dest))
             continue
         records[g] = dest
@@ -430,7 +431,7 @@ def _source_of(facts: dict, sid: int, ranks: int):
 
     info = facts.get("source")
     name = (info or {}).get("name") or facts["summary"].get("source") or "steps"
-    label = wording.ranks_source_name(name, ranks)
+    label = rank_stragglers.ranks_source_name(name, ranks)
     if not info:
         return Source(sid, label, "ranks")
     return Source(sid, label, info.get("kind") or "ranks", loader=info.get("loader"),
@@ -466,13 +467,13 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
         ``timeout_s``, ``aligned_steps``, ``per_rank`` (per rank: host,
         steps, diagnosis, input share, shape, temporal label and period,
         stalls, median wait/compute/step, and from
-        :func:`traceml.policy.stragglers` held_steps, held_share,
+        :func:`traceml.findings.rank_stragglers.stragglers` held_steps, held_share,
         unique_wait_s, unique_share, cost_share, straggler),
         ``held_by`` (per aligned step the rank that held the largest wait,
         None where no rank has the step), ``max_wait`` (statistics of the
         per-step largest wait and the job's unique wait),
         ``stragglers`` (ranks), ``straggler_rule``, ``echo`` ([{straggler,
-        rank, ...policy.echo}]), ``echo_rule`` and ``next`` (sentences).
+        rank, ...rank_stragglers.echo}]), ``echo_rule`` and ``next`` (sentences).
         ``Report.rank_steps`` holds the ranks' records (in memory only).
 
     Raises:
@@ -489,9 +490,9 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
     recs = [np.asarray(records[r]) for r in ranks]
     n = max(len(a) for a in recs)
     # One rank's durations at a time: 8 B a step, not 8 B a step per rank.
-    top, holder, second = policy.max_across_ranks(
+    top, holder, second = rank_stragglers.max_across_ranks(
         (a["fetch_done_ns"] - a["begin_ns"] for a in recs), n)
-    step_top, _, _ = policy.max_across_ranks((a["end_ns"] - a["begin_ns"] for a in recs), n)
+    step_top, _, _ = rank_stragglers.max_across_ranks((a["end_ns"] - a["begin_ns"] for a in recs), n)
     syn = np.zeros(n, dtype=_core.RECORD_DTYPE)
     start = next((int(a["begin_ns"][0]) for a in recs if len(a)), 0)
     step_top = np.maximum(step_top, np.maximum(top, 0))
@@ -516,8 +517,8 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
     rep = _build(syn, info, sid, stall_threshold_s, sources={sid: src})
     steady = {r: ~_mask(len(a), facts[r]["epoch_start_steps"]) for r, a in zip(ranks, recs)}
     job_step = float(np.sum(step_top[_steady_all(steady, ranks, n)], dtype=np.float64))
-    matters = {r: policy.input_matters(facts[r]["summary"]) for r in ranks}
-    held = policy.stragglers(top, holder, second, job_step, ranks, matters)
+    matters = {r: rank_stragglers.input_matters(facts[r]["summary"]) for r in ranks}
+    held = rank_stragglers.stragglers(top, holder, second, job_step, ranks, matters)
     per_rank = [_rank_entry(r, facts[r], h, matters[r]) for r, h in zip(ranks, held)]
     stragglers = [h["rank"] for h in held if h["straggler"]]
     echoes = []
@@ -527,7 +528,7 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
         for j, r in enumerate(ranks):
             if r == s:
                 continue
-            e = policy.echo(stall, recs[i]["fetch_done_ns"] - recs[i]["begin_ns"], steady[s],
+            e = rank_stragglers.echo(stall, recs[i]["fetch_done_ns"] - recs[i]["begin_ns"], steady[s],
                             recs[j]["end_ns"] - recs[j]["fetch_done_ns"], steady[r])
             echoes.append({"straggler": s, "rank": r, **(e or {"echo": None})})
     unique = np.where(holder >= 0, top - second, 0)
@@ -543,11 +544,11 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
                      "unique_total_s": float(unique.sum()) * 1e-9,
                      "job_step_total_s": job_step * 1e-9},
         "stragglers": stragglers,
-        "straggler_rule": wording.straggler_rule(),
+        "straggler_rule": rank_stragglers.straggler_rule(),
         "echo": echoes,
-        "echo_rule": wording.echo_rule(),
+        "echo_rule": rank_stragglers.echo_rule(),
     }
-    block["next"] = wording.ranks_next_steps(block)
+    block["next"] = rank_stragglers.ranks_next_steps(block)
     summary_of(rep)["ranks"] = block
     rep.rank_steps = dict(zip(ranks, recs))
     return rep
@@ -588,7 +589,7 @@ def _rank_entry(rank: int, facts: dict, held: dict, matters: bool) -> dict:
         "input_share": s.get("input_share"),
         "shape": s.get("shape"),
         "temporal": tmp.get("label"),
-        "period": tmp.get("period") if tmp.get("label") == policy.PERIODIC else None,
+        "period": tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None,
         "stalls": (s.get("stalls") or {}).get("count"),
         "stall_threshold_s": (s.get("stalls") or {}).get("threshold_s"),
         "input_wait_median_s": (s.get("input_wait_s") or {}).get("median"),

@@ -216,7 +216,7 @@ def report(
         stall_threshold_s: a fetch whose input wait exceeds this many
             seconds is a stall (``5`` reproduces the common "> 5 s stall"
             convention).  None (default): the automatic rule of
-            :func:`traceml.policy.stall_threshold_ns`.
+            :func:`traceml.findings.stall_threshold.stall_threshold_ns`.
         source: which wrapped iterable to report, by name or id; None picks
             the one with the most steps (the probes are ``"probes"``).
         ranks: None (default): this process's report.  ``"all"``: every

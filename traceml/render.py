@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from . import wording
+from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, prediction_check, rank_stragglers, report_notes, stall_timing, sweeps, worker_evidence, worker_memory
 from .fmt import fmt_bytes, fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -70,37 +70,37 @@ def _stat_rows(s: dict) -> list[list[str]]:
 
 def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
-    lines = (wording.epoch_start_line(s) if epoch_start else None, wording.loader_line(s),
-             wording.batch_bytes_line(s), wording.production_line(s),
-             wording.memory_line(s),
-             *wording.process_lines(s))
+    lines = (bottom_line.epoch_start_line(s) if epoch_start else None, report_notes.loader_line(s),
+             hand_over.batch_bytes_line(s), hand_over.production_line(s),
+             worker_memory.memory_line(s),
+             *worker_evidence.process_lines(s))
     return [line for line in lines if line]
 
 
 def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict."""
-    out = [wording.headline(s)]
+    out = [bottom_line.first_line(s)]
     out.extend(ranks_text(s.get("ranks")))
     if s["diagnosis"] == "NO-DATA":
         out.append(f"NO-DATA: {s['diagnosis_rule']}")
-        out.extend(f"  · {line}" for line in wording.evidence_lines(s))
+        out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
         out.extend(_fact_lines(s, epoch_start=False))
         out.extend(f"note: {n}" for n in s["notes"])
         return "\n".join(out)
     out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
-    shape = wording.shape_line(s)
+    shape = stall_timing.shape_line(s)
     if shape:
         out.append(shape)
     out.extend(f"  → {line}" for line in s.get("next", []))
-    out.extend(f"  · {line}" for line in wording.evidence_lines(s))
+    out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
     out.append("")
-    out.extend(wording.stall_lines(s))
-    out.extend(line for line in (wording.attribution_line(s),) if line)
+    out.extend(stall_timing.stall_lines(s))
+    out.extend(line for line in (attribution.attribution_line(s),) if line)
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
     out.extend(gpu_text(s))
     out.extend(_fact_lines(s))
-    out.extend(wording.prediction_lines(s))
+    out.extend(prediction_check.prediction_lines(s))
     out.extend(f"note: {n}" for n in s["notes"])
     return "\n".join(out)
 
@@ -131,14 +131,14 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
     parts = [
         '<div class="traceml-report" style="font-family:system-ui,sans-serif;'
         'font-size:13px;line-height:1.4">',
-        f"<div><b>{e(wording.headline(s))}</b></div>",
+        f"<div><b>{e(bottom_line.first_line(s))}</b></div>",
         f'<div><span style="background:{color};color:#fff;padding:1px 6px;'
         f'border-radius:3px;font-weight:600">{e(s["diagnosis"])}</span> '
         f"{e(s['diagnosis_rule'])}</div>",
     ]
     parts.append(ranks_html(s.get("ranks")))
     if s["diagnosis"] != "NO-DATA":
-        shape = wording.shape_line(s)
+        shape = stall_timing.shape_line(s)
         if shape:
             parts.append(f"<div><b>{e(shape)}</b></div>")
         if s.get("next"):
@@ -147,16 +147,16 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                 + "".join(f"<li>{e(line)}</li>" for line in s["next"])
                 + "</ul>"
             )
-        ev = wording.evidence_lines(s)
+        ev = worker_evidence.evidence_lines(s)
         if ev:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
-        parts.extend(f"<div>{e(line)}</div>" for line in wording.stall_lines(s))
-        parts.extend(f"<div>{e(line)}</div>" for line in (wording.attribution_line(s),) if line)
+        parts.extend(f"<div>{e(line)}</div>" for line in stall_timing.stall_lines(s))
+        parts.extend(f"<div>{e(line)}</div>" for line in (attribution.attribution_line(s),) if line)
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
         parts.append(gpu_html(s))
         parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
-        pred = wording.prediction_lines(s)
+        pred = prediction_check.prediction_lines(s)
         if pred:
             parts.append('<div style="margin-top:6px"><b>' + e(pred[0]) + "</b></div>")
             parts.extend(f'<div style="margin-left:12px">{e(line.strip())}</div>'
@@ -164,7 +164,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         parts.append(figure_html(png_uri))
     else:
         parts.extend(f"<div>{e(line)}</div>"
-                     for line in (*wording.evidence_lines(s), *_fact_lines(s, epoch_start=False)))
+                     for line in (*worker_evidence.evidence_lines(s), *_fact_lines(s, epoch_start=False)))
     parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
     parts.append("</div>")
     return "".join(parts)
@@ -193,17 +193,17 @@ def _comparison_cells(rows: list[dict]) -> list[list[str]]:
 
 def comparison_text(d: dict) -> str:
     """The terminal table of a Comparison's ``to_dict()``."""
-    out = [wording.compare_threshold(d["threshold_s"])]
+    out = [comparison.compare_threshold(d["threshold_s"])]
     out.extend(table_text(COMPARE_COLUMNS, _comparison_cells(d["rows"])))
     out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:])
-    out.extend(wording.compare_ranks_line(r) for r in d["rows"] if r.get("ranks"))
+    out.extend(rank_stragglers.compare_ranks_line(r) for r in d["rows"] if r.get("ranks"))
     return "\n".join(out)
 
 
 def comparison_html(d: dict) -> str:
     """Static HTML of a Comparison's ``to_dict()``."""
     e = html.escape
-    return _page([f"<div>{e(wording.compare_threshold(d['threshold_s']))}</div>",
+    return _page([f"<div>{e(comparison.compare_threshold(d['threshold_s']))}</div>",
                   table_html(COMPARE_COLUMNS, _comparison_cells(d["rows"]))]
                  + [f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
                     for r in d["rows"][1:]])
@@ -219,7 +219,7 @@ SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "predicted", "median"
 def _sweep_cells(rows: list[dict]) -> list[list[str]]:
     out = []
     for r in rows:
-        first = [wording.condition(r["condition"]), str(r["pass_"]), r["direction"]]
+        first = [sweeps.condition(r["condition"]), str(r["pass_"]), r["direction"]]
         if r["error"]:
             out.append(first + ["error"] + ["-"] * (len(SWEEP_COLUMNS) - 4))
             continue
@@ -230,7 +230,7 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
             "-" if predicted is None else fmt_s(predicted) + (
                 f" ({err:+.0%})" if err is not None else ""),
             fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
-            wording.sweep_period(r), _cell(r["multiple_fraction"], pct),
+            sweeps.sweep_period(r), _cell(r["multiple_fraction"], pct),
             _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
             _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
         ])
@@ -240,23 +240,23 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
 def _sweep_notes(d: dict) -> list[str]:
     """The lines under a sweep's table, before the errors."""
     ignored = d["ignored_num_workers"]
-    out = [wording.sweep_correlation(d["correlation"], bool(ignored))]
-    out.extend(t for t in (wording.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
-    out.extend(t for t in (wording.sweep_left_out(d["correlation"]),) if t)
-    out.extend(t for t in (wording.sweep_ignored(ignored),
-                           wording.sweep_best(d["best"], len(d["rows"])),
-                           wording.sweep_order(d["order_effects"])) if t)
-    out.extend(wording.sweep_next(d.get("next") or []))
-    out.extend(wording.sweep_short(d["rows"]))
+    out = [sweeps.sweep_correlation(d["correlation"], bool(ignored))]
+    out.extend(t for t in (prediction_check.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
+    out.extend(t for t in (sweeps.sweep_left_out(d["correlation"]),) if t)
+    out.extend(t for t in (sweeps.sweep_ignored(ignored),
+                           sweeps.sweep_best(d["best"], len(d["rows"])),
+                           sweeps.sweep_order(d["order_effects"])) if t)
+    out.extend(sweeps.sweep_next_lines(d.get("next") or []))
+    out.extend(sweeps.sweep_short(d["rows"]))
     return out
 
 
 def sweep_text(d: dict) -> str:
     """The terminal table of a SweepResult's ``to_dict()``."""
     out = table_text(SWEEP_COLUMNS, _sweep_cells(d["rows"])) + _sweep_notes(d)
-    out.extend(wording.sweep_error(r) for r in d["rows"] if r["error"])
+    out.extend(sweeps.sweep_error(r) for r in d["rows"] if r["error"])
     if d["interrupted"]:
-        out.append(wording.SWEEP_INTERRUPTED)
+        out.append(sweeps.SWEEP_INTERRUPTED)
     return "\n".join(out)
 
 
@@ -272,8 +272,8 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
 # --- GPU-visible input wait (traceml.gpu) --------------------------------------------
 
 def _gpu_rows(g: dict) -> list[list[str]]:
-    return [[label, *(fmt_s(g[key][c]) for c in wording.GPU_COLS)]
-            for label, key in wording.GPU_ROWS]
+    return [[label, *(fmt_s(g[key][c]) for c in gpu_wait.GPU_COLS)]
+            for label, key in gpu_wait.GPU_ROWS]
 
 
 def gpu_text(s: dict) -> list[str]:
@@ -281,9 +281,9 @@ def gpu_text(s: dict) -> list[str]:
     g = s.get("gpu")
     if not g:
         return []
-    return ([""] + table_text(("", *wording.GPU_COLS), _gpu_rows(g), sep="",
-                              min_widths=(18, *[11] * len(wording.GPU_COLS)))
-            + wording.gpu_lines(s))
+    return ([""] + table_text(("", *gpu_wait.GPU_COLS), _gpu_rows(g), sep="",
+                              min_widths=(18, *[11] * len(gpu_wait.GPU_COLS)))
+            + gpu_wait.gpu_lines(s))
 
 
 def gpu_html(s: dict) -> str:
@@ -293,8 +293,8 @@ def gpu_html(s: dict) -> str:
     if not g:
         return ""
     e = html.escape
-    return (table_html(("", *wording.GPU_COLS), _gpu_rows(g), row_heads=True)
-            + "".join(f"<div>{e(line.strip())}</div>" for line in wording.gpu_lines(s)))
+    return (table_html(("", *gpu_wait.GPU_COLS), _gpu_rows(g), row_heads=True)
+            + "".join(f"<div>{e(line.strip())}</div>" for line in gpu_wait.gpu_lines(s)))
 
 
 # --- many ranks ------------------------------------------------------------------
@@ -319,7 +319,7 @@ def ranks_text(r: Optional[dict]) -> list[str]:
     per-rank table and the next steps; empty for a one-process report."""
     if not r:
         return []
-    out = wording.ranks_lines(r)
+    out = rank_stragglers.ranks_lines(r)
     out.extend(table_text(RANK_COLUMNS, _rank_cells(r)))
     out.extend(f"  → {line}" for line in r.get("next") or [])
     out.append("job (largest input wait across ranks per step):")
@@ -331,7 +331,7 @@ def ranks_html(r: Optional[dict]) -> str:
     if not r:
         return ""
     e = html.escape
-    lines = wording.ranks_lines(r)
+    lines = rank_stragglers.ranks_lines(r)
     parts = ['<div class="traceml-ranks" style="margin:4px 0">']
     parts.extend(f"<div><b>{e(line)}</b></div>" if line.startswith(("STRAGGLER", "MISSING"))
                  else f"<div>{e(line)}</div>" for line in lines)

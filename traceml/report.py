@@ -17,7 +17,8 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, memory, policy, predict, wording, worker_timing
+from . import _core, evidence, memory, predict, worker_timing
+from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, report_notes, stall_shape, stall_threshold, stall_timing, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -62,9 +63,9 @@ def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
             "report(): stall_threshold_s must be finite and >= 0 seconds, "
             f"got {stall_threshold_s!r}"
         )
-    if value > policy.MAX_THRESHOLD_S:
+    if value > stall_threshold.MAX_THRESHOLD_S:
         raise ValueError(
-            f"report(): stall_threshold_s must be at most {policy.MAX_THRESHOLD_S:g} s "
+            f"report(): stall_threshold_s must be at most {stall_threshold.MAX_THRESHOLD_S:g} s "
             f"(int64 nanoseconds), got {stall_threshold_s!r}"
         )
     return value
@@ -77,7 +78,7 @@ def _startup_steps(src, epoch: np.ndarray, epochs: np.ndarray):
     else an array of shape (steps,)."""
     if src is None:
         return 1
-    per_epoch = [policy.effective_workers((src.loader_of(e) or {}).get("num_workers")) or 1
+    per_epoch = [stall_timing.effective_workers((src.loader_of(e) or {}).get("num_workers")) or 1
                  for e in epochs]
     if len(set(per_epoch)) <= 1:
         return per_epoch[0] if per_epoch else 1
@@ -221,16 +222,16 @@ def build(
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
                                           main_pid)
                          if loader is not None and samples is not None else None)
-    memory_found = policy.memory_findings(
+    memory_found = worker_memory.memory_findings(
         summary["memory"], loader.get("num_workers") if loader else None,
         (summary.get("host") or {}).get("start_method"))
     if summary["memory"] is not None:
         summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
-    summary["notes"] = wording.notes(_notes(info, summary, src, source_id, recorded,
+    summary["notes"] = report_notes.notes(_notes(info, summary, src, source_id, recorded,
                                             stuck_events or [], sources, unmarked))
-    summary["next"] = (wording.evidenced_next_steps(summary)
-                       + wording.memory_next_steps(memory_found))
+    summary["next"] = (advice.evidenced_next_steps(summary)
+                       + worker_memory.memory_next_steps(memory_found))
     rep = Report(summary, steps, delivery=(
         {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
          "workers": np.maximum(ranks_workers[1], -1, dtype=np.int64)}
@@ -264,7 +265,7 @@ def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> 
     if source_id == 0:
         return np.zeros(len(steps), dtype=bool)
     position = steps["flags"] >> _core.FLAG_POS_SHIFT
-    return policy.epoch_start_mask(position, _startup_steps(src, steps["epoch"], epochs))
+    return stall_timing.epoch_start_mask(position, _startup_steps(src, steps["epoch"], epochs))
 
 
 def _recorded(records: np.ndarray, sources: Mapping[int, Any]) -> list[dict]:
@@ -326,11 +327,11 @@ def _durations(w: _Steady, production: Optional[dict] = None,
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
     it covers the steady steps, and the probe steps without a fetch mark:
-    policy.diagnose)."""
+    input_bound.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
     mean_step_ns = total_step / len(w.step) if len(w.step) else None
-    diagnosis = policy.diagnose(share, policy.production_share(production), unmarked,
+    diagnosis = input_bound.diagnose(share, input_bound.production_share(production), unmarked,
                                 mean_step_ns)
     return {
         "input_wait_s": duration_stats_s(w.wait),
@@ -338,7 +339,7 @@ def _durations(w: _Steady, production: Optional[dict] = None,
         "step_s": duration_stats_s(w.step),
         "input_share": share,
         "diagnosis": diagnosis.label,
-        "diagnosis_rule": wording.diagnosis_rule(*diagnosis),
+        "diagnosis_rule": input_bound.diagnosis_rule(*diagnosis),
     }
 
 
@@ -346,12 +347,12 @@ def _stalls(w: _Steady, epoch: np.ndarray,
             threshold_s: Optional[float]) -> tuple[np.ndarray, np.ndarray, dict]:
     """(stall mask over all steps, gaps between stalls, the shape,
     concentration, trend and stalls sections) under
-    policy.stall_threshold_ns."""
-    rule = policy.stall_threshold_ns(w.wait, w.step, threshold_s)
+    stall_threshold.stall_threshold_ns."""
+    rule = stall_threshold.stall_threshold_ns(w.wait, w.step, threshold_s)
     above = _core.stall_mask(w.wait, rule.threshold_ns)
-    matter = policy.stalls_matter(w.wait, w.step, above, rule.code)
+    matter = stall_threshold.stalls_matter(w.wait, w.step, above, rule.code)
     w.step = None    # not needed past the stall rule: 8 B a step
-    if matter.code != policy.STALLS_KEPT:
+    if matter.code != stall_threshold.STALLS_KEPT:
         outliers_s, mask_s = above, np.zeros_like(above)
     else:
         outliers_s, mask_s = np.zeros_like(above), above
@@ -362,23 +363,23 @@ def _stalls(w: _Steady, epoch: np.ndarray,
     stall_count = int(np.count_nonzero(mask_s))
     # The lower median: a fetch that at least half the fetches do not
     # exceed (an interpolated median of half-stalled waits is neither).
-    median_wait = policy.lower_median(w.wait) if len(w.wait) else None
-    trend = policy.trend(w.wait, epoch if w.all else epoch[w.steady], rule.floor_ns)
+    median_wait = _numbers.lower_median(w.wait) if len(w.wait) else None
+    trend = wait_trend.trend(w.wait, epoch if w.all else epoch[w.steady], rule.floor_ns)
     calm_median = (_core.percentiles(w.wait[~mask_s], 50.0)
                    if stall_count < len(w.wait) else None)
     stall_median = _core.percentiles(w.wait[mask_s], 50.0) if stall_count else None
-    shape = policy.shape(stall_count, len(w.wait), rule.every_fetch_slow,
+    shape = stall_shape.shape(stall_count, len(w.wait), rule.every_fetch_slow,
                          calm_median, rule.floor_ns,
                          median_wait, rule.threshold_ns, trend is not None, rule.least_ns)
     outlier_count = int(np.count_nonzero(outliers_s))
     return mask, gaps, {
         "shape": shape[0] if shape else None,
-        "shape_rule": wording.shape_rule(shape[1]) if shape else None,
-        "concentration": policy.concentration(w.wait, mask_s),
+        "shape_rule": stall_shape.shape_rule(shape[1]) if shape else None,
+        "concentration": stall_shape.concentration(w.wait, mask_s),
         "trend": trend,
         "stalls": {
             "threshold_s": rule.threshold_ns * NS,
-            "rule": wording.stall_rule(rule),
+            "rule": stall_threshold.stall_rule(rule),
             "rule_code": rule.code,
             "all_slow": rule.all_slow,
             "count": stall_count,
@@ -405,12 +406,12 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
               steady_wait: np.ndarray, num_workers: Optional[int],
               every_fetch: bool) -> dict:
     """The temporal structure of the stalls and their cadence."""
-    temporal = policy.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch)
+    temporal = stall_timing.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch)
     period = temporal["period"] if temporal else None
     if temporal and temporal["counted"] == "bursts":
         # The cadence of a period counted per burst is that of the bursts.
-        gaps = _core.stall_gaps(policy.burst_onsets(mask, epoch), epoch)
-    return {"temporal": temporal, "cadence": policy.cadence(gaps, period, num_workers)}
+        gaps = _core.stall_gaps(stall_timing.burst_onsets(mask, epoch), epoch)
+    return {"temporal": temporal, "cadence": stall_timing.cadence(gaps, period, num_workers)}
 
 
 def _stuck_after_s(sampler_info: Optional[dict]) -> float:
@@ -424,7 +425,7 @@ def _stuck_after_s(sampler_info: Optional[dict]) -> float:
 
 def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
               sampler_info: Optional[dict]) -> dict:
-    """What holds the run's wall time (policy.headline): the epoch starts'
+    """What holds the run's wall time (bottom_line.headline): the epoch starts'
     cost per epoch and share of the wall time, and stuck fetches."""
     per_epoch: list = []
     if not w.all:
@@ -435,7 +436,7 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
     stuck_after = _stuck_after_s(sampler_info)
     stuck = s.get("stuck") or []
     longest = float(w.max_wait) * NS if w.max_wait is not None else None
-    rule = policy.headline(
+    rule = bottom_line.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
         any(ev["still_waiting"] for ev in stuck), longest, stuck_after)
     return {"label": rule.label, "code": rule.code,
@@ -462,7 +463,7 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
                                    delivery[1] if delivery is not None else None,
                                    median_batch_bytes, making_ns)
         if workers is not None:
-            workers["evidence"] = wording.evidence_sentences(workers.pop("findings"))
+            workers["evidence"] = worker_evidence.evidence_sentences(workers.pop("findings"))
     return {
         "host": evidence.host(src) if loader_src else None,
         "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,
@@ -476,7 +477,7 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
 def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
            stuck_events: list, sources: Mapping[int, Any],
            unmarked: Optional[tuple] = None) -> list[tuple[str, dict]]:
-    """The report's notes as (code, numbers) items, for wording.notes.
+    """The report's notes as (code, numbers) items, for report_notes.notes.
     ``unmarked``: (steady probe steps without fetch_done(), steady steps)."""
     out: list[tuple[str, dict]] = []
     if info["dropped_steps"]:
@@ -484,7 +485,7 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
     if source_id == 0:
         # Steps without a fetch mark skew the numbers above them; past the
         # policy's share the diagnosis itself says so (NO-DATA).
-        if unmarked and unmarked[0] and not policy.unmarked_past_share(unmarked):
+        if unmarked and unmarked[0] and not input_bound.unmarked_past_share(unmarked):
             out.append(("unmarked", {"steps": unmarked[0], "steady": unmarked[1]}))
         for key, count in info["misuse"].items():
             if count:
@@ -494,7 +495,7 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
             out.append(("probe_open", {}))
     if s["steps"] == 0:
         out.append(("no_fetch_yet", {}) if source_id != 0 else ("no_steps", {}))
-    elif s["steady_steps"] < policy.MIN_STEADY_STEPS:
+    elif s["steady_steps"] < input_bound.MIN_STEADY_STEPS:
         out.append(("few_steps", {"steps": s["steady_steps"]}))
     if src is not None and source_id != 0:
         out.extend(("unwatched", u) for u in evidence.unwatched(src))
@@ -517,7 +518,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
                            ranks_workers: Optional[tuple] = None,
                            met: Optional[tuple] = None) -> dict:
-    """The ``attribution`` (policy.attribution: which worker held the
+    """The ``attribution`` (attribution.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
@@ -527,7 +528,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     index into them (see _production; None: not measured), whose make
     times (worker_timing.made_ns, taken only when the stalls are enough
     for an attribution) give the slow batches' rank period
-    (policy.made_period), which names the samples' period before the
+    (attribution.made_period), which names the samples' period before the
     stalls do."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
     dlv = s.get("delivery")
@@ -542,12 +543,12 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         nw = (s.get("loader") or {}).get("num_workers")
         period_of_made = None
         # Only where the stalls are enough for an attribution at all.
-        if met is not None and np.count_nonzero(mask) >= policy.ATTR_MIN_STALLS:
+        if met is not None and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS:
             made = worker_timing.made_ns(*met)
-            period_of_made = policy.made_period(known(ranks[steady]), made[steady], nw)
-        out["attribution"] = policy.attribution(
+            period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw)
+        out["attribution"] = attribution.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
-            tmp.get("period") if tmp.get("label") == policy.PERIODIC else None, ticks,
+            tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,
             (s.get("production") or {}).get("workers"), period_of_made)
     bb = out["batch_bytes"]
     if bb is not None:
@@ -559,10 +560,10 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             cap = min(nw or 0, (s.get("host") or {}).get("usable_cpus") or 0)
             run = slow.get("worker_cores_runnable") or slow.get("worker_cores_busy")
             if run is not None and cap:
-                workers_busy = run >= policy.BUSY_SHARE * cap
+                workers_busy = run >= worker_evidence.BUSY_SHARE * cap
             if slow.get("main_cores_runnable") is not None:
-                main_busy = slow["main_cores_runnable"] >= policy.BUSY_SHARE
-        bb["handover"] = policy.handover(bb["median"], s["diagnosis"], workers_busy, main_busy)
+                main_busy = slow["main_cores_runnable"] >= worker_evidence.BUSY_SHARE
+        bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy)
     return out
 
 
@@ -595,7 +596,7 @@ def gpu_block(summary: dict, steps: np.ndarray, steady: np.ndarray, gpu: Optiona
               per_step: Optional[tuple]) -> Optional[dict]:
     """The ``gpu`` section: host wait and GPU-visible wait side by side
     over the steady steps with a reading, the GPU step, coverage, and the
-    diagnosis by policy.gpu_diagnosis (which may replace ``summary``'s
+    diagnosis by gpu_wait.gpu_diagnosis (which may replace ``summary``'s
     diagnosis and its rule, in place).  None without readings
     (``gpu`` None: cuda was off)."""
     if gpu is None or per_step is None:
@@ -612,8 +613,8 @@ def gpu_block(summary: dict, steps: np.ndarray, steady: np.ndarray, gpu: Optiona
     host_share = float(host_wait[both].sum()) / host_total if host_total > 0 else None
     gpu_share = float(wait_g[both].sum()) / gpu_total if gpu_total > 0 else None
     coverage = n_read / n_steady if n_steady else None
-    host = policy.Diagnosis(summary["diagnosis"], summary["input_share"])
-    diagnosis, code = policy.gpu_diagnosis(host, gpu_share, coverage, n_read)
+    host = input_bound.Diagnosis(summary["diagnosis"], summary["input_share"])
+    diagnosis, code = gpu_wait.gpu_diagnosis(host, gpu_share, coverage, n_read)
     block = {
         "backend": gpu.get("backend"),
         "ring": int(gpu["ring"]),
@@ -633,7 +634,7 @@ def gpu_block(summary: dict, steps: np.ndarray, steady: np.ndarray, gpu: Optiona
         "host_diagnosis": host.label,
         "rule": code,
     }
-    block["rule_text"] = wording.gpu_rule(code, block)
+    block["rule_text"] = gpu_wait.gpu_rule(code, block)
     if diagnosis.label != host.label:
         summary["diagnosis"] = diagnosis.label
         summary["diagnosis_rule"] = block["rule_text"]

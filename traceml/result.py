@@ -177,7 +177,7 @@ class Report:
         GPU-visible wait over the same steady steps (``host_wait_s``,
         ``gpu_wait_s``), ``gpu_step_s``, ``coverage``, ``skipped``,
         ``pending``, ``host_share``, ``gpu_share``, ``host_diagnosis``,
-        the ``rule`` (policy.gpu_diagnosis) that may have changed
+        the ``rule`` (gpu_wait.gpu_diagnosis) that may have changed
         ``diagnosis``, and ``utilisation``, NVML's GPU utilisation in input
         waits against the rest (evidence.gpu_utilisation; absent from run
         files saved before it was read); without it there is no ``gpu``
@@ -237,7 +237,7 @@ class Report:
             "handover_share": prod.get("handover_share"),
             "make_batch_s": (prod.get("make_s") or {}).get("mean"),
             "cpu_batch_s": (prod.get("cpu_s") or {}).get("mean"),
-            # The model's answer only where its check trusts it (policy.prediction_trust).
+            # The model's answer only where its check trusts it (prediction_check.prediction_trust).
             "keeps_up_with_workers": (pred.get("keeps_up_with")
                                       if pred.get("trust", "trusted") == "trusted" else None),
             "worker_cores_needed": pred.get("worker_cores_needed"),

@@ -24,7 +24,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import policy, predict, render, wording
+from . import predict, render
+from .findings import comparison, input_bound, stall_timing, sweeps
 from .compare import _stalls_over, verdict
 from .recorder import Recorder
 from .report import Report, _check_threshold
@@ -32,7 +33,7 @@ from .result import summary_of
 
 # compare() verdicts under which a forward/backward pair does not differ:
 # EQUIVALENT, and NO-DATA (a side without steady-state steps).
-_SAME = frozenset((policy.EQUIVALENT, policy.NO_DATA))
+_SAME = frozenset((comparison.EQUIVALENT, input_bound.NO_DATA))
 # (MIXED, some measures better and some worse, is a difference too.)
 
 
@@ -139,27 +140,27 @@ class SweepResult:
     def best(self) -> Optional[dict]:
         """The condition with the lowest mean fetch (averaged over passes
         and directions): {condition, mean_s, close} where ``close`` lists
-        the other conditions within policy.REL_TOL of it (compare's
+        the other conditions within comparison.REL_TOL of it (compare's
         relative tolerance)."""
         means: dict[str, list] = {}
         conds: dict[str, dict] = {}
         for r in self.rows:
             if not r["error"] and r["mean_s"] is not None:
-                key = wording.condition(r["condition"])
+                key = sweeps.condition(r["condition"])
                 means.setdefault(key, []).append(r["mean_s"])
                 conds[key] = r["condition"]
         if not means:
             return None
         avg = {k: float(np.mean(v)) for k, v in means.items()}
         top = min(avg, key=avg.get)
-        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + policy.REL_TOL)]
+        close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + comparison.REL_TOL)]
         return {"condition": conds[top], "mean_s": avg[top], "close": close}
 
     def next_steps(self) -> list[tuple[str, dict]]:
         """The next step the sweep's numbers support
-        (:func:`traceml.policy.sweep_next`), as (code, numbers) items: the
+        (:func:`traceml.findings.sweeps.sweep_next`), as (code, numbers) items: the
         condition to keep (the fewest workers among those within
-        policy.REL_TOL of the lowest mean fetch, or the best when it leads
+        comparison.REL_TOL of the lowest mean fetch, or the best when it leads
         by more than that and than the order effect), or a repeat with
         passes=2 when its lead is within the order effect; and whether the
         kept condition is still input-bound.  Means are averaged over each
@@ -169,8 +170,8 @@ class SweepResult:
         for r in self.rows:
             if r["error"] or r["mean_s"] is None:
                 continue
-            c = conds.setdefault(wording.condition(r["condition"]), {
-                "name": wording.condition(r["condition"]), "workers": _workers(r),
+            c = conds.setdefault(sweeps.condition(r["condition"]), {
+                "name": sweeps.condition(r["condition"]), "workers": _workers(r),
                 "means": [], "shares": []})
             c["means"].append(r["mean_s"])
             if r.get("input_share") is not None:
@@ -182,7 +183,7 @@ class SweepResult:
         spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
                   if e["differs"] and e["forward_mean_s"] is not None
                   and e["backward_mean_s"] is not None]
-        return policy.sweep_next(summary, max(spread) if spread else None)
+        return sweeps.sweep_next(summary, max(spread) if spread else None)
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:
@@ -190,8 +191,8 @@ class SweepResult:
         why}.
 
         ``verdict`` is compare()'s verdict of the backward run against the
-        forward one (tolerance: policy.REL_TOL of the forward mean fetch or
-        policy.STEP_TOL of its mean step, whichever is larger).  ``differs`` is False for
+        forward one (tolerance: comparison.REL_TOL of the forward mean fetch or
+        comparison.STEP_TOL of its mean step, whichever is larger).  ``differs`` is False for
         EQUIVALENT and for NO-DATA (a side without steady-state steps:
         nothing to compare); True means that the order of
         the conditions moved the result beyond what compare() would call
@@ -203,7 +204,7 @@ class SweepResult:
         pairs: dict[tuple, dict] = {}
         for row, rep in zip(self.rows, self.runs):
             if rep is not None:
-                key = (wording.condition(row["condition"]), row["pass_"])
+                key = (sweeps.condition(row["condition"]), row["pass_"])
                 pairs.setdefault(key, {})[row["direction"]] = (row, rep)
         out = []
         for (_, pass_), d in pairs.items():
@@ -242,7 +243,7 @@ def _workers(row: dict) -> Optional[int]:
 def _left_out(row: dict) -> Optional[str]:
     """Why a row has no point in the correlation (None: it has one), as a
     code: "error", "no_num_workers", "few_stalls" (fewer than
-    policy.MIN_STALLS_FOR_CADENCE), "every_fetch" (a stall on every fetch,
+    sweeps.MIN_STALLS_FOR_CADENCE), "every_fetch" (a stall on every fetch,
     EVERY-FETCH: no period, and what any input-bound loader shows at
     num_workers 0 or 1), "no_period" (its stalls keep no period:
     IRREGULAR)."""
@@ -250,10 +251,10 @@ def _left_out(row: dict) -> Optional[str]:
         return "error"
     if _workers(row) is None:
         return "no_num_workers"
-    if row["stalls"] < policy.MIN_STALLS_FOR_CADENCE:
+    if row["stalls"] < sweeps.MIN_STALLS_FOR_CADENCE:
         return "few_stalls"
     if row.get("period") is None:
-        return "every_fetch" if row.get("temporal") == policy.EVERY_FETCH else "no_period"
+        return "every_fetch" if row.get("temporal") == stall_timing.EVERY_FETCH else "no_period"
     return None
 
 
@@ -268,7 +269,7 @@ def correlation(rows: list[dict]) -> dict:
     anything.
 
     ``follows`` is True when the period equals max(1, num_workers) in every
-    row used and those rows span at least policy.SWEEP_MIN_DISTINCT_WORKERS
+    row used and those rows span at least sweeps.SWEEP_MIN_DISTINCT_WORKERS
     distinct num_workers; False when it differs in any row used (with 2 or
     more distinct num_workers); None otherwise (too few to tell).
     ``same_period`` is True when every row used has the same period over 2
@@ -292,7 +293,7 @@ def correlation(rows: list[dict]) -> dict:
             left.append({"condition": r["condition"], "pass_": r["pass_"],
                          "direction": r["direction"], "reason": why,
                          "stalls": r["stalls"]})
-    pts = [(policy.effective_workers(_workers(r)), r["period"]) for r in used]
+    pts = [(stall_timing.effective_workers(_workers(r)), r["period"]) for r in used]
     distinct = len({p[0] for p in pts})
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
            "distinct_workers": distinct,
@@ -307,9 +308,9 @@ def correlation(rows: list[dict]) -> dict:
     out["same_period"] = bool(np.ptp(y) == 0)
     if out["mismatched"]:
         out["follows"] = False
-    elif distinct >= policy.SWEEP_MIN_DISTINCT_WORKERS:
+    elif distinct >= sweeps.SWEEP_MIN_DISTINCT_WORKERS:
         out["follows"] = True
-    if distinct < policy.SWEEP_MIN_DISTINCT_WORKERS:
+    if distinct < sweeps.SWEEP_MIN_DISTINCT_WORKERS:
         return out
     if np.ptp(y) == 0:
         # polyfit leaves rounding residue (1e-16) here; the fit is exact.
@@ -425,7 +426,7 @@ def sweep(
         passes: how many times the whole grid runs (int >= 1).
         both_directions: also run the grid backward (bool).
         stall_threshold_s: seconds above which a fetch is a stall, or None
-            for policy.stall_threshold_ns's automatic rule; at most
+            for stall_threshold.stall_threshold_ns's automatic rule; at most
             9e9 s (int64 nanoseconds).
         progress: show progress (bool): a tqdm bar when tqdm is installed,
             else a line per condition on stderr.
@@ -511,13 +512,13 @@ def sweep(
         for i, (condition, p, direction) in enumerate(plan):
             rep, error, ran = _run_condition(
                 make_loader, condition, steps, pace, threshold,
-                f"sweep#{i} {wording.condition(condition)} pass {p} {direction}")
+                f"sweep#{i} {sweeps.condition(condition)} pass {p} {direction}")
             rows.append(_row(condition, p, direction, rep, error, ran, steps))
             runs.append(rep)
             if bar is not None:
                 bar.update(1)
             elif progress:
-                print(wording.sweep_progress(i + 1, len(plan), rows[-1]), file=sys.stderr,
+                print(sweeps.sweep_progress(i + 1, len(plan), rows[-1]), file=sys.stderr,
                       flush=True)
     except KeyboardInterrupt:
         interrupted = True

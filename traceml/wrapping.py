@@ -11,7 +11,6 @@ per step into its recorder's store.  Never reduces or reports.
 from __future__ import annotations
 
 import collections.abc
-import multiprocessing
 import os
 import sys
 import warnings
@@ -19,7 +18,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from . import _core, wording, worker_timing
+from . import _core, worker_timing
+from .findings import report_notes
 from . import gpu as gpu_events
 from . import liveline as live_line
 
@@ -238,7 +238,7 @@ def hidden_facts(loader: Any, inner: Any, facts: Optional[dict]) -> Optional[str
         return None
     if _is_dataloader_iterator(inner):
         return None
-    return wording.hidden_loader_facts(facts.get("wrapper") or type(loader).__name__,
+    return report_notes.hidden_loader_facts(facts.get("wrapper") or type(loader).__name__,
                                        type(inner).__name__)
 
 
@@ -517,7 +517,7 @@ class Wrapped:
         self._live = None  # a traceml.liveline.LiveLine, when asked for
         self._gpu = None   # a traceml.gpu.GpuTimeline, when cuda is on
         if self._source is None:
-            warnings.warn(wording.untimed_wrap(recorder.sources.MAX_SOURCES),
+            warnings.warn(report_notes.untimed_wrap(recorder.sources.MAX_SOURCES),
                           RuntimeWarning, stacklevel=4)
 
     @property

@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Any, Optional
 
-from .. import wording
+from ..findings import report_notes
 
 # The files each adapter writes into the run's folder.
 TEXT_FILE = "traceml_report.txt"
@@ -43,7 +43,7 @@ def require(module: str, package: str, adapter: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(wording.missing_framework(adapter, module, package)) from exc
+        raise ImportError(report_notes.missing_framework(adapter, module, package)) from exc
 
 
 def is_rank_zero() -> bool:

@@ -61,7 +61,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .. import recorder as _recorder
-from .. import wording, wrapping
+from .. import wrapping
+from ..findings import report_notes
 from . import numbers, rank_zero, require, write
 
 __all__ = ["TraceMLCallback"]
@@ -190,7 +191,7 @@ class _CallbackBody:
                 with open(self.paths["text"], "r+", encoding="utf-8") as fh:
                     text = fh.read()
                     fh.seek(0)
-                    fh.write(wording.trainer_loader_line(self.loader) + "\n" + text)
+                    fh.write(report_notes.trainer_loader_line(self.loader) + "\n" + text)
 
 
 _CLASSES: dict = {}

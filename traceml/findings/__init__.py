@@ -1,0 +1,24 @@
+"""The findings: one family of rules a module, each holding its thresholds
+(with where they come from), its rules over numbers, and the words of its
+codes.
+
+Data flows one way: the records are measured into numbers (durations,
+stalls, evidence), each family's rules turn numbers into codes and the
+numbers behind them, and the views word the codes.  A family imports only
+other families, the C core and :mod:`traceml.fmt`.
+
+``REGISTRY`` lists the families in the order a report reads them.
+"""
+
+from __future__ import annotations
+
+from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over, input_bound,
+               prediction_check, rank_stragglers, report_notes, stall_shape, stall_threshold,
+               stall_timing, sweeps, wait_trend, worker_evidence, worker_memory)
+
+# The families in report order: the bottom line, the diagnosis, the stalls'
+# threshold, shape and timing, the trend, what the workers show, then the
+# next steps; the workflows' families (compare, sweep, ranks) after.
+REGISTRY = (bottom_line, input_bound, stall_threshold, stall_shape, stall_timing, wait_trend,
+            attribution, hand_over, worker_evidence, worker_memory, gpu_wait, prediction_check,
+            advice, report_notes, comparison, sweeps, rank_stragglers)

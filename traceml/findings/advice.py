@@ -1,0 +1,458 @@
+"""The next steps of a report: which experiment the findings call for, and
+which advice supersedes which.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+
+from ..fmt import fmt_bytes, fmt_s, pct, plural
+from . import attribution, bottom_line, gpu_wait, hand_over, input_bound, prediction_check, stall_shape, stall_threshold, stall_timing, sweeps, wait_trend
+
+
+# The workers keep the usable CPUs saturated during stalls when their own
+# CPU time covers at least this share of every usable CPU: no core is left
+# for more workers, so "add workers" cannot help there.
+CPU_SATURATED_SHARE = 0.9
+
+
+def next_steps(s: dict) -> list[tuple[str, dict]]:
+    """What the evidence of a report summary ``s`` says and which cheap
+    experiment discriminates next, as (code, numbers) items, following
+    headline (stuck fetch, epoch starts) -> INPUT-BOUND -> trend -> shape
+    -> temporal structure -> vary num_workers -> compare in_order ->
+    worker CPU versus storage reads.  An item is only given when the
+    numbers it quotes are present, and advice is only given where it can
+    work (no in_order with fewer than 2 workers, no "more workers" when
+    the workers already saturate the CPUs, none while the wait trends);
+    :func:`traceml.wording.next_steps` words them (durations in seconds,
+    shares as fractions)."""
+    diag = s["diagnosis"]
+    if diag == input_bound.NO_DATA:
+        return [("no_data", {})]
+    lead = _headline_steps(s)
+    if s["steady_steps"] < input_bound.MIN_STEADY_STEPS:
+        return lead + [("too_few_steps", {"steps": s["steady_steps"],
+                                          "least": input_bound.MIN_STEADY_STEPS})]
+    return lead + _steady_steps(s, bool(lead))
+
+
+def _headline_steps(s: dict) -> list[tuple[str, dict]]:
+    """The first next step when something other than the steady state holds
+    the run's wall time: a stuck fetch, or the epoch starts."""
+    head = s.get("headline")
+    if not head or head["label"] == bottom_line.STEADY:
+        return []
+    if head["label"] == bottom_line.STUCK:
+        return [("stuck", {"now": head["code"] == bottom_line.HEADLINE_STUCK_NOW,
+                           "waited_s": head["longest_wait_s"],
+                           "stuck_after_s": head["stuck_after_s"]})]
+    loader = s.get("loader") or {}
+    nw = loader.get("num_workers")
+    per_epoch = head["epoch_start_s_per_epoch"]
+    return [("epoch_start", {
+        "share": head["epoch_start_share"], "epochs": len(per_epoch),
+        "mean_s": sum(per_epoch) / len(per_epoch) if per_epoch else None,
+        "num_workers": nw,
+        "recreated": (None if not nw else not loader.get("persistent_workers")),
+    })]
+
+
+def _workers_saturate_cpus(s: dict) -> Optional[dict]:
+    """{cores, cpus} when the worker counters show the workers' CPU time
+    covering CPU_SATURATED_SHARE of every usable CPU during stalls (or
+    during the rest, without stalls); None otherwise or unknown."""
+    host = s.get("host") or {}
+    cpus = host.get("usable_cpus")
+    iv = ((s.get("workers") or {}).get("intervals")) or {}
+    if not cpus:
+        return None
+    for kind in ("slow", "fast"):
+        part = iv.get(kind) or {}
+        cores = part.get("worker_cores_busy")
+        if part.get("count") and cores is not None:
+            return ({"cores": cores, "cpus": cpus}
+                    if cores >= CPU_SATURATED_SHARE * cpus else None)
+    return None
+
+
+def _more_workers(s: dict, nw: Optional[int]) -> tuple[str, dict]:
+    """The "vary num_workers" experiment, where it can work."""
+    if nw == 0:
+        return ("try_workers", {})
+    if nw is None:
+        return ("wrap_and_sweep", {})
+    saturated = _workers_saturate_cpus(s)
+    if saturated is not None:
+        return ("cpus_saturated", {**saturated, "num_workers": nw})
+    return ("vary_workers_around", {"num_workers": nw})
+
+
+def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
+    """The next steps of the steady state (see :func:`next_steps`)."""
+    out: list[tuple[str, dict]] = []
+    diag = s["diagnosis"]
+    share = s["input_share"]
+    shp = s["shape"]
+    conc = s["concentration"]
+    tmp = s["temporal"]
+    loader = s["loader"]
+    nw = loader.get("num_workers") if loader else None
+    wait = s["input_wait_s"]
+    st = s["stalls"]
+    if diag == input_bound.COMPUTE_BOUND:
+        gpu_said = (s.get("gpu") or {}).get("rule") in (gpu_wait.GPU_DID_NOT_WAIT, gpu_wait.GPU_DIFFERS)
+        out.append(("compute_bound", {"share": s["gpu"]["gpu_share"] if gpu_said else share,
+                                      "steady_only": after_headline, "gpu": gpu_said}))
+        if shp == stall_shape.HEAVY_TAILED and conc["stall_wait_share"] is not None:
+            out.append(("compute_bound_stalls", {"step_share": conc["stall_step_share"],
+                                                 "wait_share": conc["stall_wait_share"]}))
+        return out
+    trend_ = s.get("trend")
+    if trend_ is not None:
+        out.append(("trend", {k: trend_[k] for k in (
+            "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
+            "last_tenth_median_s")}))
+        out.append(("trend_next", {"label": trend_["label"]}))
+        return out
+    if diag == input_bound.HAND_OVER:
+        prod = s.get("production") or {}
+        out.append(("hand_over", {
+            "share": share, "production_share": prod.get("production_share"),
+            "busy_share": prod.get("busy_share"),
+            "ready_before_fetch": prod.get("ready_before_fetch"),
+            "median_s": wait["median"], "num_workers": nw}))
+        return out
+    stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
+    if st.get("outliers") and not st["count"] and not stuck:
+        out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],
+                                 "cost_share": st["cost_share"], "median_s": wait["median"]}))
+    if shp == stall_shape.UNIFORMLY_SLOW:
+        count = st["count"]
+        on_top = (0 < count <= stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE * s["steady_steps"]
+                  and count < st.get("slow_count", s["steady_steps"]))
+        step_median = s["step_s"]["median"]
+        out.append(("uniformly_slow", {
+            "every": st.get("all_slow", True),
+            "median_s": wait["median"],
+            "step_share": wait["median"] / step_median if step_median else None,
+            "on_top": on_top,
+        }))
+        periodic = tmp is not None and tmp["label"] == stall_timing.PERIODIC
+        if on_top and periodic:
+            out.append(("periodic_on_top", {"period": tmp["period"], "num_workers": nw}))
+        elif on_top:
+            out.append(("stalls_on_top", {"count": count,
+                                          "pattern_known": tmp is not None
+                                          and tmp["label"] != stall_timing.TOO_FEW}))
+        elif periodic:
+            out.append(("periodic_slow", {"period": tmp["period"], "num_workers": nw}))
+        out.append(_more_workers(s, nw))
+        return out
+    if shp == stall_shape.FAST:
+        if st.get("outliers"):
+            return out
+        out.append(("spread_wait", {"share": share, "median_s": wait["median"]}))
+        out.append(("vary_workers_or_prefetch", {}))
+        return out
+    # HEAVY-TAILED: mostly fast input with large stalls.
+    out.append(("heavy_tailed", {"step_share": conc["stall_step_share"],
+                                 "wait_share": conc["stall_wait_share"],
+                                 "calm_median_s": st.get("calm_median_s"),
+                                 "stall_median_s": st.get("stall_median_s")}))
+    if tmp is None or tmp["label"] == stall_timing.TOO_FEW:
+        out.append(("too_few_stalls", {"count": st["count"]}))
+        return out
+    dlv = s.get("delivery")
+    if loader and loader.get("in_order") is False and dlv and dlv["known"]:
+        if (dlv["overtaking"] and tmp["label"] == stall_timing.PERIODIC
+                and tmp["period"] == stall_timing.effective_workers(nw)):
+            out.append(("overtaking_round", {"overtaking": dlv["overtaking"],
+                                             "period": tmp["period"]}))
+            return out
+        if dlv["overtaking"]:
+            out.append(("overtaking", {"overtaking": dlv["overtaking"]}))
+    if tmp["label"] == stall_timing.PERIODIC:
+        p = tmp["period"]
+        k = stall_timing.effective_workers(nw)
+        if k is not None and p == k:
+            out.append(("lockstep", {"period": p, "num_workers": nw}))
+            out.append(("vary_workers_then_in_order", {"grid": sweeps.sweep_grid(nw)}))
+        elif k is not None:
+            out.append(("period_not_workers", {"period": p, "num_workers": nw}))
+            out.append(("confirm_period", {"period": p}))
+        else:
+            out.append(("period", {"period": p}))
+            out.append(("wrap_to_compare_period", {"period": p}))
+        return out
+    out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"]}))
+    if nw is not None and stall_timing.effective_workers(nw) < 2:
+        # One loader in flight: no batch can overtake another, and torch
+        # ignores in_order at num_workers=0.
+        out.append(("slow_samples_one_loader", {"num_workers": nw}))
+    else:
+        out.append(("compare_in_order", {}))
+    return out
+
+
+# Next-step codes that point at the workers' round or at varying num_workers:
+# an attribution to one worker replaces them.
+_ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
+                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
+                          "compare_in_order", "vary_workers_around", "overtaking_round"))
+
+
+_HANDOVER_REPLACES = frozenset(("irregular", "compare_in_order", "vary_workers_or_prefetch",
+                                "vary_workers_then_in_order", "confirm_period"))
+
+
+def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """:func:`next_steps`'s items with what the attribution and the batch
+    bytes add (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
+    steady-state steps): ONE-WORKER replaces the round and num_workers items with that
+    worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
+    the samples' residue (and, when the workers' make times give the
+    samples a period other than the stalls' cadence, the items that read a
+    period off the stalls as well); large batches add the hand-over
+    reading and its next step; a trusted prediction that no num_workers
+    keeps up replaces the "vary num_workers" items
+    (:func:`prediction_next_steps`)."""
+    attr = s.get("attribution")
+    out = list(items)
+    if (s.get("diagnosis") in (input_bound.COMPUTE_BOUND, input_bound.NO_DATA)
+            or s.get("steady_steps", 0) < input_bound.MIN_STEADY_STEPS):
+        # Input is not the bottleneck, or too few steps to say: nothing to add.
+        return out
+    if attr and attr["label"] == attribution.ONE_WORKER:
+        out = [it for it in out if it[0] not in _ROUND_CODES]
+        out.append(("one_worker", {"worker": attr["worker"], "stalls": attr["stall_workers"]
+                                   .get(attr["worker"], 0), "known": attr["known"],
+                                   "own_share": attr["own_share"],
+                                   "cpu_ratio": attr["cpu_ratio"]}))
+        out.append(("split_shards", {"worker": attr["worker"]}))
+    elif attr and attr["label"] == attribution.SLOW_SAMPLE:
+        drop = {"confirm_period", "compare_in_order"}
+        made = attr.get("made")
+        if made is not None and attr.get("stall_period") != attr["period"]:
+            # The stalls' cadence is not the samples' period: the items
+            # that read a period off the stalls would name the wrong one.
+            drop |= {"period_not_workers", "period", "wrap_to_compare_period"}
+        out = [it for it in out if it[0] not in drop]
+        params = {"period": attr["period"], "residue": attr["residue"],
+                  "share": attr["residue_share"], "workers": len(attr["stall_workers"])}
+        if made is not None:
+            params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
+                          slow=made["slow"], batches=made["batches"],
+                          slow_on_residue=made["slow_on_residue"])
+        out.append(("slow_sample", params))
+    code = (s.get("batch_bytes") or {}).get("handover")
+    if code:
+        # The bytes come first: the slow-sample and num_workers experiments
+        # would vary everything but what each batch carries.
+        out = [it for it in out if it[0] not in _HANDOVER_REPLACES]
+        out.append((code, {"bytes": s["batch_bytes"]["median"]}))
+        out.append(("fewer_bytes", {}))
+    return prediction_next_steps(s, out)
+
+
+# Next-step codes that propose varying num_workers: where a trusted
+# prediction finds that no num_workers keeps up on this host, they are
+# replaced by the prediction's own next step (a cheaper batch or more cores).
+_VARY_WORKERS_CODES = frozenset(("try_workers", "wrap_and_sweep", "vary_workers_around",
+                                 "vary_workers_or_prefetch", "vary_workers_then_in_order"))
+
+
+def prediction_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """``items`` made consistent with a trusted prediction (``s``'s
+    ``prediction`` block with ``trust`` PREDICT_TRUSTED) that no
+    num_workers keeps up on this host: the items proposing to vary
+    num_workers are replaced by one ``predicted_no_workers`` item
+    (cores needed, usable CPUs, wait floor, how much cheaper a batch must
+    get).  Unchanged otherwise."""
+    p = s.get("prediction")
+    if not p or p.get("trust") != prediction_check.PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
+        return items
+    if not any(code in _VARY_WORKERS_CODES for code, _ in items):
+        return items
+    out = [it for it in items if it[0] not in _VARY_WORKERS_CODES]
+    out.append(("predicted_no_workers", {
+        "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
+        "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
+        "num_workers": p["num_workers"]}))
+    return out
+
+
+def _uniformly_slow(p: dict) -> str:
+    of_step = f", {pct(p['step_share'])} of the median step" if p["step_share"] else ""
+    every = p["every"]
+    return (f"{'Every fetch waits' if every else 'Most fetches wait'} "
+            f"(median {fmt_s(p['median_s'])}{of_step}): "
+            + ("slow input on every batch." if p["on_top"] and every
+               else "slow input on most batches." if p["on_top"]
+               else "uniformly slow input, not a few large stalls."))
+
+
+def _workers_in(p: dict) -> str:
+    return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
+
+
+_NEXT: dict[str, Callable[[dict], str]] = {
+    "stuck": bottom_line._stuck_next,
+    "epoch_start": bottom_line._epoch_start_next,
+    "trend": wait_trend._trend_next_line,
+    "trend_next": lambda p: (
+        "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
+        "time the dataset's __getitem__ at the start and the end of a run; watch the "
+        "workers' memory over the run." if p["label"] == wait_trend.RISING else
+        "Next: skip a warm-up before judging the steady state (traceml.reset() after the "
+        "first steps), or record longer."),
+    "outliers": lambda p: (
+        (f"One outlier ({fmt_s(p['max_s'])}, the median fetch {fmt_s(p['median_s'])}): a "
+         "single long wait is a hiccup (a preempted process, a GC pause), not a pattern"
+         if p["count"] == 1 else
+         f"{p['count']} outliers (largest {fmt_s(p['max_s'])}, the median fetch "
+         f"{fmt_s(p['median_s'])}): too small together to be stalls"
+         + (f" ({pct(p['cost_share'])} of the step time)"
+            if p["cost_share"] is not None else ""))
+        + ". Record longer to see whether it recurs."),
+    "periodic_slow": lambda p: (f"The slow fetches recur every {p['period']} steps"
+                                f"{_workers_in(p)}."),
+    "cpus_saturated": lambda p: (
+        f"The workers already keep the {p['cpus']} usable CPUs busy ({p['cores']:.1f} cores "
+        f"at num_workers={p['num_workers']}): more workers cannot help. Next: make each "
+        "batch cheaper (profile the dataset's __getitem__ and collate_fn) or give the job "
+        "more CPUs."),
+    "slow_samples_one_loader": lambda p: (
+        f"Next: with num_workers={p['num_workers']} one batch is loaded at a time, so no "
+        "batch can overtake another (in_order changes nothing): time the dataset's "
+        "__getitem__ for the stalled steps (report['stalls']['steps']) to find the slow "
+        "samples, then try more workers to hide them."),
+    "no_data": lambda p: ("Nothing recorded yet: iterate traceml.wrap(loader), then call "
+                          "traceml.report()."),
+    "too_few_steps": lambda p: (f"Only {plural(p['steps'], 'steady-state step')}: too few to "
+                                "judge the input's shape; record at least "
+                                f"{p['least']}."),
+    "compute_bound": lambda p: (
+        f"The GPU waits for input {pct(p['share'])} of its time (the host's waits overlap "
+        "its work): input is not the bottleneck; profile the step itself." if p.get("gpu") else
+        f"Between epoch starts the loop waits for input {pct(p['share'])} of the time: there, "
+        "input is not the bottleneck." if p.get("steady_only") else
+        f"The loop waits for input {pct(p['share'])} of the time: input "
+        "is not the bottleneck; profile the step itself."),
+    "compute_bound_stalls": lambda p: (f"Still, {pct(p['step_share'])} of steps hold "
+                                       f"{pct(p['wait_share'])} of the input wait: stalls "
+                                       "matter only if step-time spikes do."),
+    "uniformly_slow": _uniformly_slow,
+    "periodic_on_top": lambda p: (f"On top, larger stalls recur every {p['period']} steps"
+                                  f"{_workers_in(p)}."),
+    "stalls_on_top": lambda p: (f"On top, {p['count']} larger stall"
+                                f"{'s' if p['count'] != 1 else ''}"
+                                + (" at irregular intervals." if p["pattern_known"]
+                                   else ", too few to show a pattern.")),
+    "try_workers": lambda p: ("num_workers=0 loads in the main process: next, try num_workers "
+                              ">= 1 (traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))."),
+    "vary_workers_around": lambda p: (
+        f"Next: vary num_workers around {p['num_workers']} (traceml.sweep(make_loader, "
+        "num_workers=...)): if the wait falls as workers are added, the workers are the "
+        "limit; if not, look at work in the main process."),
+    "wrap_and_sweep": lambda p: ("Next: wrap the DataLoader itself and sweep num_workers "
+                                 "(traceml.sweep) to see whether more workers shorten the wait."),
+    "hand_over": hand_over._hand_over_next,
+    "spread_wait": lambda p: (
+        f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
+        f"time, spread over every fetch (median {fmt_s(p['median_s'])}): a cost paid per "
+        "batch (handing it over from the workers, collate, pin_memory) or a loader only "
+        "just keeping up."),
+    "vary_workers_or_prefetch": lambda p: (
+        "Next: vary num_workers or prefetch_factor (traceml.sweep): a wait that stays put "
+        "is per-batch hand-over cost; one that falls with more workers is loader throughput."),
+    "heavy_tailed": lambda p: (
+        f"{pct(p['step_share'])} of steps hold {pct(p['wait_share'])} of the input wait: "
+        f"mostly fast input with large stalls (the other fetches' median "
+        f"{fmt_s(p['calm_median_s'])}, the stalls' {fmt_s(p['stall_median_s'])})."),
+    "too_few_stalls": lambda p: (f"Only {plural(p['count'], 'stall')}: too few to tell a "
+                                 "pattern; record more steps."),
+    "overtaking_round": lambda p: (
+        f"With in_order=False, {p['overtaking']} deliveries overtook a slower batch, yet the "
+        f"stalls still recur every {p['period']} steps: not one slow sample blocking the "
+        "line, but the workers' round; next, check worker CPU against storage reads."),
+    "overtaking": lambda p: (f"With in_order=False, {p['overtaking']} deliveries overtook a "
+                             "slower batch: single slow samples hold batches back."),
+    "lockstep": lambda p: (
+        f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}: "
+        "consistent with the workers finishing their batches together (lock-step), so the "
+        "cost is per-batch work inside the workers."),
+    "vary_workers_then_in_order": lambda p: (
+        "Next: vary num_workers (traceml.sweep(make_loader, num_workers="
+        f"{tuple(p.get('grid') or sweeps.sweep_grid(None))})); if "
+        "the period follows, compare in_order=(True, False) to see whether batches "
+        "overtake, then check worker CPU against storage reads in the slow intervals."),
+    "period_not_workers": lambda p: (
+        f"The stalls recur every {p['period']} steps while num_workers={p['num_workers']}: a "
+        "period that does not follow the workers points at something that recurs by step "
+        f"(a slow sample every {p['period']} batches, a periodic flush or log write)."),
+    "confirm_period": lambda p: (
+        f"Next: vary num_workers (traceml.sweep) to confirm the period stays at "
+        f"{p['period']}, and look at what runs every {p['period']} steps."),
+    "period": lambda p: f"The stalls recur every {p['period']} steps.",
+    "wrap_to_compare_period": lambda p: (
+        "Next: wrap the DataLoader itself so its num_workers can be compared with the "
+        f"period, or look at what recurs every {p['period']} steps."),
+    "irregular": lambda p: (
+        f"The stalls have no regular period (the commonest gap, "
+        f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "
+        "point at particular slow samples or outside contention rather than the worker "
+        "round."),
+    "compare_in_order": lambda p: (
+        "Next: compare in_order=(True, False) (traceml.sweep(make_loader, in_order=(True, "
+        "False))): if later batches overtake a slow one, single slow samples are to blame; "
+        "then check worker CPU against storage reads."),
+}
+
+
+def next_step_lines(summary: dict) -> list[str]:
+    """The next-step sentences of a report summary (policy.next_steps)."""
+    return [_NEXT[code](params) for code, params in next_steps(summary)]
+
+
+_EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
+    "one_worker": attribution._one_worker,
+    "split_shards": lambda p: (
+        f"Next: look at worker {p['worker']}'s share of the data, not num_workers: with an "
+        "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
+        "slower than the others'; balance the split."),
+    "slow_sample": lambda p: (
+        attribution._slow_made(p) if p.get("period_from") == attribution.PERIOD_FROM_MAKE_TIMES else (
+            f"The stalled batches share rank % {p['period']} == {p['residue']} "
+            f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
+            "samples are slow, not a worker; next: time __getitem__ on those indices.")),
+    "handover_main": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each while the workers idled and the main "
+        "process was busy during stalls: handing the batches over (receiving, rebuilding "
+        "and freeing large tensors) is the cost, not the samples."),
+    "handover_bytes": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each (at least "
+        f"{fmt_bytes(hand_over.HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
+        "copy into shared memory in the workers, mapping and freeing it in the main "
+        "process), so busy workers need not mean costly samples."),
+    "predicted_no_workers": lambda p: (
+        f"Next: not more workers: the prediction (below, its check within "
+        f"{pct(prediction_check.PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
+        f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
+        f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
+        f"make each batch {p['cheaper_by']:.1f}x cheaper (profile __getitem__ and collate), "
+        f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
+    "fewer_bytes": lambda p: (
+        "Next: send fewer bytes per batch: uint8 images converted to float after the "
+        "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
+        "pin_memory=True."),
+}
+
+
+def evidenced_next_steps(summary: dict) -> list[str]:
+    """The next-step sentences of a report summary, with what the
+    attribution and the batch bytes add (policy.evidence_next_steps)."""
+    items = evidence_next_steps(summary, next_steps(summary))
+    return [(_EVIDENCED_NEXT.get(code) or _NEXT[code])(params) for code, params in items]

@@ -1,0 +1,407 @@
+"""Which worker, the workers' round, or the samples hold the stalls:
+ONE-WORKER, LOCK-STEP, SLOW-SAMPLE.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from .. import _core
+from ..fmt import pct
+from . import stall_threshold, stall_timing
+
+
+# From the delivery record (the worker that produced each stalled batch, its
+# rank in the sampler order) and the per-worker CPU ticks of the sampler
+# (utime + stime of /proc/PID/stat: every thread of the worker).
+ONE_WORKER = "ONE-WORKER"
+LOCK_STEP = "LOCK-STEP"
+SLOW_SAMPLE = "SLOW-SAMPLE"
+
+
+# An attribution rests on at least as many stalls as a period does.
+ATTR_MIN_STALLS = stall_timing.PERIOD_MIN_GAPS + 1
+
+
+# "Nearly all" known stalls on one worker, or on one rank residue: 90%.
+# Measured: a slow IterableDataset shard put 26 of 26, 35 of 35 and 29 of 29
+# stalls on its worker (4 workers burning 60 ms against 10 ms; 3 workers, one
+# sleeping 60 ms); a slow sample every 3rd index put 17 of 17 on rank % 3 == 1.
+ATTR_SHARE = 0.90
+
+
+# "Most" of that worker's batches stall: more than half.  Measured 67%, 90%
+# and 74% in the three slow-shard runs above (the threshold at half the p95
+# misses a few); a slow sample every 2 * num_workers indices stalls exactly
+# half of one worker's batches, which must not read as a slow worker.
+ONE_WORKER_OWN_SHARE = 0.5
+
+
+# "Few" of the other workers' batches stall: at most 10% (0% measured).
+ONE_WORKER_OTHERS_SHARE = 0.10
+
+
+# Worker k counts as busier when its CPU ticks over the run reach 1.5x the
+# other workers' median (measured: 248 against 46 for a shard burning 6x the
+# CPU; 104-105 for all four workers of a lock-step run), and as less busy
+# below 1/1.5 of it (6 against 26 for a shard that sleeps).
+BUSIER_RATIO = 1.5
+
+
+# Below 10 clock ticks (0.1 s at 100 Hz) one tick of jitter is 10% or more:
+# the readings cannot tell busier from not.
+CPU_MIN_TICKS = 10
+
+
+# In lock-step with in-order round-robin delivery the stall lands on the first
+# batch of each round: rank % num_workers == 0, worker 0 (measured: 9 of 9
+# stalls on worker 0 with 4 workers started together).  Free-running
+# lock-step workers drift, though: 8 of 8 stalls landed on worker 3 in a run
+# with equal CPU (83-84 ticks each), so position alone never names a worker
+# when the readings show the workers equally busy or are missing.
+ROUND_OPENER = 0
+
+
+def cpu_ratio(ticks: Optional[dict], worker: int) -> Optional[float]:
+    """Worker ``worker``'s CPU ticks over the other workers' median; None
+    without readings of it and at least one other, or when both sides stay
+    under CPU_MIN_TICKS."""
+    if not ticks or worker not in ticks or len(ticks) < 2:
+        return None
+    others = [v for w, v in ticks.items() if w != worker]
+    median = float(np.median(others))
+    if max(ticks[worker], median) < CPU_MIN_TICKS:
+        return None
+    return float("inf") if median <= 0 else ticks[worker] / median
+
+
+# Without a period in the stall gaps (stalls missed under the threshold make
+# the gaps 3, 6, 3, 9: IRREGULAR), the ranks themselves can still keep one:
+# the largest p in 2..RANK_PERIOD_MAX with ATTR_SHARE of the stalled ranks on
+# one residue of rank % p, from at least RANK_PERIOD_MIN_STALLS stalls.
+# Stalls at random ranks put all but a tenth of 8 on one residue of some
+# p <= 16 with a chance under 1% (about p * (1/p)**7 summed over p).
+RANK_PERIOD_MAX = 16
+RANK_PERIOD_MIN_STALLS = 8
+
+
+def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
+    """The largest p in 2..RANK_PERIOD_MAX, other than ``workers`` (max(1,
+    num_workers)), on one residue of which ATTR_SHARE of the known stalled
+    ``ranks`` fall; None with under RANK_PERIOD_MIN_STALLS known ranks or
+    no such p."""
+    known = np.asarray(ranks, dtype=np.int64)
+    known = known[known >= 0]
+    if len(known) < RANK_PERIOD_MIN_STALLS:
+        return None
+    # The largest such p: ranks on 0 mod 4 are on 0 mod 2 as well.
+    for p in range(RANK_PERIOD_MAX, 1, -1):
+        if p == workers:
+            continue
+        counts = np.bincount(known % p, minlength=p)
+        if counts.max() >= ATTR_SHARE * len(known):
+            return p
+    return None
+
+
+# The stalls are what the loop felt; prefetch hides some slow samples (a
+# worker started one early enough), so their ranks can keep a multiple of
+# the data's period: every 5th sample slow at num_workers=4 and
+# prefetch_factor=2 stalls on every other one (measured: stalls every 10
+# ranks in 2 of 3 runs, "Diagnostic truth" user trial; in 24 of 40 runs of
+# tests/test_attribution.py's loader; the corpus's simulated loader gives
+# the same).  The workers' make times (traceml.worker_timing) see every
+# slow sample, hidden or not.
+#
+# A batch is *made slow* above the Otsu split of log(make time) when the
+# batches above it form a group of their own (:func:`_stands_out`, the
+# stall rule's test for large waits on top: at least MIN_GROUP_ON_TOP, at
+# most HEAVY_TAIL_MAX_STALL_SHARE of the batches, geometric mean
+# BIMODAL_MIN_RATIO times the rest's).  Otsu's eta is not required, for
+# the reason given there: measured beside a CPU hog, 0.1 ms items took
+# 0.3-40 ms to make (waiting for a core) against 80 ms slow samples, and
+# eta fell to 0.76-0.80 in 7 of 10 runs.  At least RANK_PERIOD_MIN_STALLS
+# batches must be made slow, as for a period of stalled ranks.
+#
+# Their period is the smallest p in 2..RANK_PERIOD_MAX with one residue r
+# such that ATTR_SHARE of all the batches at r mod p are made slow (a slow
+# sample is slow whenever it is made: no prefetch hides a make time) and
+# more than half of the slow-made ranks are r mod p.  Not ATTR_SHARE of
+# them: the same hog made 1-5 fast batches slow per run beside 12 true
+# slow samples.  More than half keeps out any other residue of the same
+# p, and the smallest p is taken: a multiple m*p of the true period holds
+# about 1/m of the slow ranks on each residue (one more than half on an
+# odd count at m = 2), so it comes after p.  The first condition keeps out
+# a slow worker's divisors (at num_workers=4 worker 1's batches are all
+# odd ranks, but only half the odd ranks are slow).  By chance it cannot
+# hold: more than half of at least 8 slow ranks is at least 5 on one
+# residue, 90% of whose batches must be slow, so a random slow set would
+# have to fill one residue class almost entirely (random make times in
+# 20 seeds and heavy-tailed ones in 20 more gave none:
+# tests/test_attribution.py).  p = max(1, num_workers) is one worker's
+# batches in round-robin order: the ONE-WORKER rule's to read, not a
+# period of the data (None).
+MADE_MIN_RESIDUE_SHARE = 0.5
+
+
+# The made-slow period names the stalls' samples only when the stalls sit
+# on its residue for the most part: more than half of the stalled ranks.
+# Not all: a stall can fall on the fast batch a worker starts late behind
+# a slow one.  Below that, the slow samples are a fact about the data that
+# does not explain the loop's waits, and the stalls' own reading stands.
+MADE_STALL_SHARE = 0.5
+
+
+def made_period(ranks: np.ndarray, make_ns: np.ndarray,
+                num_workers: Optional[int]) -> Optional[dict]:
+    """The rank period of the batches made slow in the workers, by the rule
+    above; None when the make times form no slow group of their own, too
+    few are slow, no residue holds them, or the period is the workers' own
+    count.
+
+    ``ranks`` (int, shape (batches,)): each steady-state batch's rank in
+    the epoch's sampler order (-1 unknown); ``make_ns`` (int64, same
+    shape): its make time in its worker, ns (worker_timing; -1 unknown);
+    ``num_workers`` the loader's.  Returns {period, residue, slow (batches
+    made slow), batches (with rank and make time known), split_ns (the
+    make time above which a batch is slow), slow_on_residue (share of the
+    slow-made on the residue), residue_slow (share of the residue's batches
+    made slow)}."""
+    r = np.asarray(ranks, dtype=np.int64)
+    m = np.asarray(make_ns, dtype=np.int64)
+    known = (r >= 0) & (m >= 0)
+    r, m = r[known], m[known]
+    if len(m) < 2 * RANK_PERIOD_MIN_STALLS:
+        return None
+    split = _core.log_otsu(m)["threshold_ns"]
+    if not math.isfinite(split) or not stall_threshold._stands_out(m, split):
+        return None
+    slow = m > split
+    count = int(slow.sum())
+    if count < RANK_PERIOD_MIN_STALLS:
+        return None
+    slow_ranks = r[slow]
+    for p in range(2, RANK_PERIOD_MAX + 1):
+        on = np.bincount(slow_ranks % p, minlength=p)
+        residue = int(np.argmax(on))
+        if on[residue] <= MADE_MIN_RESIDUE_SHARE * count:
+            continue
+        at_residue = int(np.count_nonzero(r % p == residue))
+        if on[residue] < ATTR_SHARE * at_residue:
+            continue
+        if p == stall_timing.effective_workers(num_workers):
+            return None
+        return {"period": p, "residue": residue, "slow": count, "batches": int(len(m)),
+                "split_ns": float(split), "slow_on_residue": float(on[residue]) / count,
+                "residue_slow": float(on[residue]) / at_residue}
+    return None
+
+
+def make_ratio(per_worker: Optional[dict], worker: int) -> Optional[float]:
+    """Worker ``worker``'s median time to make a batch (measured in the
+    worker: traceml.worker_timing) over the other workers' median of
+    theirs; None without it and at least one other."""
+    if not per_worker or worker not in per_worker or len(per_worker) < 2:
+        return None
+    others = [v["make_median_s"] for w, v in per_worker.items() if w != worker]
+    median = float(np.median(others))
+    mine = per_worker[worker]["make_median_s"]
+    return float("inf") if median <= 0 else mine / median
+
+
+# Where a SLOW-SAMPLE period comes from (the attribution's ``period_from``).
+PERIOD_FROM_MAKE_TIMES = "make_times"   # the workers' make times (made_period)
+PERIOD_FROM_STALLS = "stalls"           # the stalled ranks or their gaps
+
+
+def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
+                batch_workers: np.ndarray, num_workers: Optional[int],
+                period: Optional[int], ticks: Optional[dict],
+                per_worker: Optional[dict] = None,
+                made: Optional[dict] = None) -> Optional[dict]:
+    """Which worker held the stalls, the workers' round, or the samples.
+
+    ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
+    steady-state stall; ``batch_workers``: the worker of every steady-state
+    batch; ``period``: the report's period (None unless PERIODIC);
+    ``ticks``: CPU ticks per worker id over the run (None: no readings);
+    ``per_worker``: the workers' own batch timing (the report's
+    ``production.workers``; None: not measured); ``made``: the period of
+    the batches made slow in the workers (:func:`made_period`; None: no
+    such period, or no worker timing).
+
+    SLOW-SAMPLE from the make times comes first: with ``made`` and more
+    than MADE_STALL_SHARE of the known stalled ranks on its residue, the
+    period is the data's (``period_from`` PERIOD_FROM_MAKE_TIMES), whatever
+    the stalls' own cadence (``stall_period``: the report's period, or
+    without one :func:`rank_period` of the stalled ranks; prefetch can hide
+    every other slow sample and double it).  A made period other than the
+    workers' count is never one slow worker's batches (see made_period), so
+    it is read before ONE-WORKER.  Otherwise, from the stalls alone:
+
+    ONE-WORKER k: at least ATTR_SHARE of the known stalls are worker k's,
+    more than ONE_WORKER_OWN_SHARE of k's batches stall and at most
+    ONE_WORKER_OTHERS_SHARE of the others' do, and either k takes
+    BUSIER_RATIO times the others' median time to make a batch (make_ratio,
+    measured in the workers: this holds whether k burns CPU or sleeps), or
+    k is busier (cpu_ratio >= BUSIER_RATIO) or less busy (<= 1/BUSIER_RATIO:
+    it waits on something) and not the round opener.  SLOW-SAMPLE: a period
+    p != max(1, num_workers) (the report's, or without one
+    :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
+    residue of rank % p, over at least two workers (when workers are known).
+    LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
+    (``ambiguous`` when the stalls sit on one worker but neither CPU
+    readings nor batch timing tell it from the others).  None when too few stalls or no rule holds:
+    {label, worker (ONE-WORKER's k, else None), top_worker (the worker
+    holding most known stalls), stall_workers ({worker id: stalls}), known
+    (stalls whose worker is known), share (top_worker's share of them),
+    own_share, others_share, cpu_ratio, make_ratio, period, residue,
+    residue_share (the share of the known stalled ranks on the residue),
+    ambiguous, period_from (SLOW-SAMPLE: PERIOD_FROM_MAKE_TIMES or
+    PERIOD_FROM_STALLS; else None), stall_period (the stalls' period, as
+    above; None when they keep none), made (from the make times: {slow,
+    batches, split_s, slow_on_residue, residue_slow}; else None)}."""
+    ranks = np.asarray(stall_ranks, dtype=np.int64)
+    wk = np.asarray(stall_workers, dtype=np.int64)
+    batches = np.asarray(batch_workers, dtype=np.int64)
+    known = wk >= 0
+    ids, counts = np.unique(wk[known], return_counts=True)
+    by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
+    out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
+           "known": int(known.sum()), "share": None, "own_share": None,
+           "others_share": None, "cpu_ratio": None, "make_ratio": None, "period": period,
+           "residue": None, "residue_share": None, "ambiguous": False,
+           "period_from": None, "stall_period": period, "made": None}
+    if len(ranks) < ATTR_MIN_STALLS:
+        return None
+    nw = num_workers or 0
+    k = stall_timing.effective_workers(num_workers)
+    one_worker = False
+    if nw >= 2 and out["known"] >= ATTR_MIN_STALLS:
+        top = int(ids[np.argmax(counts)])
+        share = by_worker[top] / out["known"]
+        own = int((batches == top).sum())
+        others = int(((batches >= 0) & (batches != top)).sum())
+        own_share = by_worker[top] / own if own else 0.0
+        others_share = (out["known"] - by_worker[top]) / others if others else 0.0
+        ratio = cpu_ratio(ticks, top)
+        slower = make_ratio(per_worker, top)
+        out.update(worker=top, top_worker=top, share=share, own_share=own_share,
+                   others_share=others_share, cpu_ratio=ratio, make_ratio=slower)
+        concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
+                        and others_share <= ONE_WORKER_OTHERS_SHARE)
+        one_worker = concentrated and (
+            (slower is not None and slower >= BUSIER_RATIO)
+            or (slower is None and ratio is not None and (
+                ratio >= BUSIER_RATIO
+                or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER))))
+    known_ranks = ranks[ranks >= 0]
+    if made is not None and made["period"] != k and len(known_ranks) >= ATTR_MIN_STALLS:
+        on = float(np.mean(known_ranks % made["period"] == made["residue"]))
+        if on > MADE_STALL_SHARE:
+            stall_period = period if period is not None else rank_period(ranks, k)
+            return {**out, "label": SLOW_SAMPLE, "worker": None, "period": made["period"],
+                    "residue": made["residue"], "residue_share": on,
+                    "period_from": PERIOD_FROM_MAKE_TIMES, "stall_period": stall_period,
+                    "made": {"slow": made["slow"], "batches": made["batches"],
+                             "split_s": made["split_ns"] * 1e-9,
+                             "slow_on_residue": made["slow_on_residue"],
+                             "residue_slow": made["residue_slow"]}}
+    if one_worker:
+        return {**out, "label": ONE_WORKER}
+    if period is None:
+        period = rank_period(ranks, k)
+        out["period"] = out["stall_period"] = period
+        if period is None:
+            return None
+    if period > 1 and period != k:
+        sel = ranks >= 0
+        if sel.sum() >= ATTR_MIN_STALLS:
+            res, rc = np.unique(ranks[sel] % period, return_counts=True)
+            residue = int(res[np.argmax(rc)])
+            rshare = float(rc.max()) / int(sel.sum())
+            out.update(residue=residue, residue_share=rshare)
+            spread = nw < 2 or len(by_worker) >= 2
+            if rshare >= ATTR_SHARE and spread:
+                return {**out, "label": SLOW_SAMPLE, "worker": None,
+                        "period_from": PERIOD_FROM_STALLS}
+        return None
+    if nw >= 2 and period == k:
+        # Stalls on one worker with no CPU readings to tell it from the
+        # rest: a slow worker and drifted lock-step look alike here.
+        ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
+                         and out["cpu_ratio"] is None and out["make_ratio"] is None)
+        return {**out, "label": LOCK_STEP, "worker": None, "ambiguous": ambiguous}
+    return None
+
+
+def _workers_list(ids) -> str:
+    ids = sorted(ids)
+    return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
+
+
+def _one_worker(p: dict) -> str:
+    ratio = p["cpu_ratio"]
+    busy = ("" if ratio is None
+            else f", using {ratio:.1f}x the other workers' median CPU" if ratio >= 1
+            else f", using {ratio:.1f}x the other workers' median CPU (it waits on something)")
+    return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls "
+            f"({pct(p['own_share'])} of its batches stalled, few of the others'){busy}: "
+            "one worker is slower than the rest, not the workers' round.")
+
+
+def _stalls_against_made(p: dict) -> str:
+    """How the stalls' own period stands to the slow samples' period (made
+    slow in the workers): the same, a multiple (prefetch hid some), or
+    none."""
+    sp = p.get("stall_period")
+    if sp is None:
+        return "the stalls keep no period of their own"
+    if sp == p["period"]:
+        return f"the stalls recur every {sp} batches too"
+    if sp % p["period"] == 0:
+        return (f"the loop stalled on only some of them, every {sp} batches (prefetch made "
+                "the others in time)")
+    return f"the stalls recur every {sp} batches"
+
+
+def _slow_made(p: dict) -> str:
+    """SLOW-SAMPLE from the workers' make times (policy.made_period)."""
+    return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
+            f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == {p['residue']}, "
+            f"and {pct(p['share'])} of the stalls are among them; "
+            f"{_stalls_against_made(p)}. Particular samples are slow, one in {p['period']}, "
+            f"not a worker; next: time __getitem__ on the indices with rank % {p['period']} "
+            f"== {p['residue']}.")
+
+
+def attribution_line(s: dict) -> Optional[str]:
+    """Which worker, round or samples the stalls follow (policy.attribution);
+    None without an attribution."""
+    a = s.get("attribution")
+    if not a:
+        return None
+    spread = ", ".join(f"{w}:{c}" for w, c in sorted(a["stall_workers"].items()))
+    on = f" (stalls by worker {spread}; {a['known']} with a known worker)" if spread else ""
+    if a["label"] == ONE_WORKER:
+        return f"attribution: {ONE_WORKER} worker {a['worker']}{on}"
+    if a["label"] == SLOW_SAMPLE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
+        m = a["made"]
+        sp = a.get("stall_period")
+        stalls = ("no period of their own" if sp is None
+                  else f"period {sp}" + (" too" if sp == a["period"] else ""))
+        return (f"attribution: {SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} from "
+                f"the workers' make times ({m['slow']} of {m['batches']} batches made slow, "
+                f"{pct(m['slow_on_residue'])} of them on that residue); the stalls: "
+                f"{pct(a['residue_share'])} on it, {stalls}{on}")
+    if a["label"] == SLOW_SAMPLE:
+        return (f"attribution: {SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} from "
+                f"the stalls, in {pct(a['residue_share'])} of stalled batches{on}")
+    text = f"attribution: {LOCK_STEP}, once per round of {a['period']} workers{on}"
+    if a.get("ambiguous"):
+        text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
+                 "the round")
+    return text

@@ -1,0 +1,165 @@
+"""What holds the run's wall time: a stuck fetch, the epoch starts, or the
+steady steps; the report's first line.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+
+from ..fmt import fmt_s, pct, plural
+from . import input_bound
+
+
+# What holds the run's wall time, over the whole run rather than steady
+# state alone.  STUCK: a fetch is stuck now, or one waited at least the
+# stuck watch's stuck_after_s (configure(); its default lives in
+# csrc/sampler.c).  EPOCH-START: the epoch starts (the first
+# max(1, num_workers) fetches of each epoch: iter(), worker start-up) hold
+# more than EPOCH_START_MAX_SHARE of the wall time, or at least
+# INPUT_BOUND_SHARE of it (TensorFlow's "highly input-bound" line, taken
+# for the wall time) while costing more than the steady input wait.
+# STEADY otherwise: the diagnosis of the steady state speaks for the run.
+EPOCH_START = "EPOCH-START"
+STUCK = "STUCK"
+STEADY = "STEADY"
+EPOCH_START_MAX_SHARE = 0.5
+
+HEADLINE_STUCK_NOW = "stuck_now"          # a stuck event still waiting
+HEADLINE_STUCK_WAITED = "stuck_waited"    # a recorded fetch waited past stuck_after_s
+HEADLINE_MOST_WALL = "most_wall"          # epoch starts > EPOCH_START_MAX_SHARE of wall
+HEADLINE_OVER_STEADY = "over_steady"      # >= INPUT_BOUND_SHARE and > steady input wait
+HEADLINE_STEADY = "steady"
+
+
+class Headline(NamedTuple):
+    """The headline label, the rule's code (HEADLINE_*) and the epoch
+    starts' share of the wall time (None without wall time)."""
+
+    label: str
+    code: str
+    epoch_start_share: Optional[float]
+
+
+def headline(wall_s: float, epoch_start_s: float, steady_wait_s: float,
+             stuck_now: bool, longest_wait_s: Optional[float],
+             stuck_after_s: Optional[float]) -> Headline:
+    """The headline by the rule above: ``epoch_start_s`` is the input wait
+    of every epoch's start-up fetches, ``steady_wait_s`` that of the
+    steady-state ones, ``longest_wait_s`` the longest recorded fetch."""
+    share = epoch_start_s / wall_s if wall_s > 0 else None
+    if stuck_now:
+        return Headline(STUCK, HEADLINE_STUCK_NOW, share)
+    if (longest_wait_s is not None and stuck_after_s is not None and stuck_after_s > 0
+            and longest_wait_s >= stuck_after_s):
+        return Headline(STUCK, HEADLINE_STUCK_WAITED, share)
+    if share is not None and share > EPOCH_START_MAX_SHARE:
+        return Headline(EPOCH_START, HEADLINE_MOST_WALL, share)
+    if share is not None and share >= input_bound.INPUT_BOUND_SHARE and epoch_start_s > steady_wait_s:
+        return Headline(EPOCH_START, HEADLINE_OVER_STEADY, share)
+    return Headline(STEADY, HEADLINE_STEADY, share)
+
+
+def _stuck_next(p: dict) -> str:
+    waited = fmt_s(p["waited_s"]) if p["waited_s"] is not None else "-"
+    if p["now"]:
+        return ("A fetch is stuck now (see the STUCK line): whatever the steady state says, "
+                "the run is waiting there; look at the worker holding the batch "
+                "(py-spy dump --pid PID) before anything else.")
+    return (f"A fetch waited {waited}, past the stuck watch's {fmt_s(p['stuck_after_s'])}: "
+            "that one fetch holds the run's time, whatever the steady state says; find what "
+            "it waited on (a lock, a network read, a worker that hung) before tuning the "
+            "loader.")
+
+
+def _epoch_start_next(p: dict) -> str:
+    each = (f"{plural(p['epochs'], 'epoch')}, {fmt_s(p['mean_s'])} each on average"
+            if p["mean_s"] is not None else plural(p["epochs"], "epoch"))
+    said = f"Epoch starts hold {pct(p['share'])} of the wall time ({each}): "
+    if p["epochs"] < 2:
+        return (f"The start (iter() and the first batches) holds {pct(p['share'])} of the "
+                "wall time of this one-epoch recording: a short run, whose steady state is "
+                "a small part of it; record more steps before judging the loader, and "
+                "check what start-up does if real runs are this short.")
+    if p["recreated"]:
+        return (said + f"the DataLoader starts its {p['num_workers']} workers anew every "
+                "epoch (persistent_workers=False); persistent_workers=True pays that start-up "
+                "once. Next: record a few epochs with persistent_workers=True and compare the two "
+                "runs (traceml.compare).")
+    if p["recreated"] is False:
+        return (said + "the workers persist, so it is each epoch's first batches: iter(), "
+                "the sampler and the workers' first batch; look at what runs once per epoch.")
+    return (said + "the first fetch of each epoch holds it (iter(), the dataset's or the "
+            "sampler's set-up); look at what runs once per epoch.")
+
+
+def stuck_sentence(ev: dict) -> str:
+    """One stuck fetch (an item of evidence.stuck)."""
+    who = ""
+    if ev["oldest_rank"] is not None:
+        who = f" for batch rank {ev['oldest_rank']}"
+        if ev["worker"] is not None:
+            who += f" held by worker {ev['worker']}"
+            if ev["pid"]:
+                who += f" (pid {ev['pid']}, state {ev['state'] or '?'}"
+                if ev["worker_cpu_s_during_wait"] is not None:
+                    who += f", {ev['worker_cpu_s_during_wait']:.2f} CPU-s during the wait"
+                who += ")"
+    if ev["still_waiting"]:
+        status = "still waiting"
+    elif ev["step"] is not None:
+        status = "then returned a batch"
+    else:
+        # No step begins at the stuck fetch: it ended without a batch.
+        status = "then ended without a batch (an exception, or the loop stopped)"
+    return (f"STUCK: fetch {ev['step_in_epoch']} of epoch {ev['epoch']} waited "
+            f"{fmt_s(ev['waited_s'])}{who}; {status}.")
+
+
+def first_line(s: dict) -> str:
+    """The first line of a report: source, steps, epochs, wall time."""
+    if s["steps"] == 0:
+        if s["source"] == "probes" and not s.get("sources"):
+            return "traceml · nothing recorded yet"
+        return f"traceml · {s['source']} · no steps yet"
+    return (
+        f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
+        f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
+        + headline_part(s.get("headline"))
+    )
+
+
+def headline_part(head: Optional[dict]) -> str:
+    """" · EPOCH-START: epoch starts hold 86% of the wall time" (or STUCK)
+    for the first line; empty for a STEADY run."""
+    if not head or head["label"] == STEADY:
+        return ""
+    if head["label"] == STUCK:
+        if head["code"] == HEADLINE_STUCK_NOW:
+            return f" · {STUCK}: a fetch is stuck now"
+        return (f" · {STUCK}: a fetch waited {fmt_s(head['longest_wait_s'])} "
+                f"(stuck after {fmt_s(head['stuck_after_s'])})")
+    return (f" · {EPOCH_START}: epoch starts hold "
+            f"{pct(head['epoch_start_share'])} of the wall time")
+
+
+def _epoch_start_cause(loader: Optional[dict]) -> str:
+    if not loader:
+        return "includes iter()"
+    if loader.get("persistent_workers"):
+        return "iter() and the workers' first batches; persistent workers start once"
+    return "iter() and worker start-up"
+
+
+def epoch_start_line(s: dict) -> Optional[str]:
+    """The epoch-start fetches, kept out of the statistics; None without."""
+    es = s["epoch_start"]
+    if not es["count"]:
+        return None
+    w = es["input_wait_s"]
+    return (
+        f"epoch start: {es['count']} first fetch{'es' if es['count'] != 1 else ''} "
+        f"({_epoch_start_cause(s.get('loader'))}) "
+        f"mean {fmt_s(w['mean'])}, max "
+        f"{fmt_s(w['max'])}; not in the table above"
+    )

@@ -1,0 +1,181 @@
+"""compare(): which measures moved between two runs, and the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+
+from ..fmt import fmt_s, pct
+from . import input_bound
+
+
+# A change in mean input wait per step counts only when it exceeds both:
+# 10% of the baseline's mean input wait (mean fetch time moves by several
+# percent between identical runs on a shared machine), and 2% of the
+# baseline's mean step (below that, input wait cannot move training
+# throughput by more than 2%).
+REL_TOL = 0.10
+STEP_TOL = 0.02
+
+IMPROVEMENT = "IMPROVEMENT"
+REGRESSION = "REGRESSION"
+EQUIVALENT = "EQUIVALENT"
+
+
+# The baseline or the run has no steady-state step (nothing recorded, or
+# only epoch-start fetches), so there is no mean wait to compare: NO_DATA,
+# neither better, worse nor equal.
+
+
+class Verdict(NamedTuple):
+    """A run's mean fetch (s) against the baseline's: IMPROVEMENT,
+    REGRESSION, EQUIVALENT, or NO_DATA where either mean is None
+    (``missing`` then says "both", "baseline" or "run")."""
+
+    label: str
+    base_s: Optional[float] = None
+    run_s: Optional[float] = None
+    tolerance_s: Optional[float] = None
+    missing: Optional[str] = None
+
+
+def compare_means(base_s: Optional[float], run_s: Optional[float],
+                  base_step_s: Optional[float]) -> Verdict:
+    """The verdict on mean input wait per steady-state step: a difference
+    counts beyond max(REL_TOL of the baseline's mean wait, STEP_TOL of its
+    mean step ``base_step_s``)."""
+    if base_s is None or run_s is None:
+        missing = ("both" if base_s is None and run_s is None
+                   else "baseline" if base_s is None else "run")
+        return Verdict(input_bound.NO_DATA, base_s, run_s, missing=missing)
+    tol = max(REL_TOL * base_s, STEP_TOL * (base_step_s or 0.0))
+    delta = run_s - base_s
+    if abs(delta) <= tol:
+        return Verdict(EQUIVALENT, base_s, run_s, tol)
+    return Verdict(IMPROVEMENT if delta < 0 else REGRESSION, base_s, run_s, tol)
+
+
+# compare() judges three measures, each against its own tolerance, and says
+# which moved: a faster model can lower the mean fetch while the share of
+# time spent waiting rises, and runs of 20 and 80 steps cannot compare raw
+# stall counts.
+# Input share: a change counts beyond 2 percentage points of step time, the
+# same materiality as STEP_TOL (below it, input wait moves training
+# throughput by under 2%).
+SHARE_TOL = 0.02
+
+
+# Stalls per 100 steady-state steps, counted at the baseline's threshold: a
+# count of independent stalls varies like a Poisson count, so a change
+# counts beyond 2 standard deviations of the baseline's count (2 * sqrt(n)
+# stalls, scaled to 100 steps; about 95% of repeats stay inside), and never
+# under 1 stall per 100 steps.
+STALL_RATE_SIGMAS = 2.0
+STALL_RATE_MIN_TOL = 1.0
+MIXED = "MIXED"
+BETTER, WORSE, SAME = "better", "worse", "same"
+
+
+class Moved(NamedTuple):
+    """One measure of a run against the baseline: BETTER, WORSE or SAME
+    (None: not measured in one of them), both values and the tolerance."""
+
+    measure: str
+    direction: Optional[str]
+    base: Optional[float]
+    run: Optional[float]
+    tolerance: Optional[float]
+
+
+def _moved(measure: str, base: Optional[float], run: Optional[float],
+           tol: Optional[float]) -> Moved:
+    if base is None or run is None or tol is None:
+        return Moved(measure, None, base, run, tol)
+    delta = run - base
+    return Moved(measure, SAME if abs(delta) <= tol else (BETTER if delta < 0 else WORSE),
+                 base, run, tol)
+
+
+def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Optional[float],
+                     base_stalls: Optional[tuple], run_stalls: Optional[tuple]) -> list[Moved]:
+    """The three measures: mean wait (``mean``, policy.compare_means), input
+    share (tolerance SHARE_TOL), stalls per 100 steady-state steps
+    (``*_stalls`` = (stall count, steady steps) or None; tolerance
+    max(STALL_RATE_MIN_TOL, STALL_RATE_SIGMAS * sqrt(base count) per 100
+    baseline steps))."""
+    out = [Moved("mean_wait", None if mean.label == input_bound.NO_DATA else
+                 {IMPROVEMENT: BETTER, REGRESSION: WORSE, EQUIVALENT: SAME}[mean.label],
+                 mean.base_s, mean.run_s, mean.tolerance_s)]
+    out.append(_moved("input_share", base_share, run_share, SHARE_TOL))
+    rate = [None, None]
+    tol = None
+    for i, st in enumerate((base_stalls, run_stalls)):
+        if st is not None and st[1]:
+            rate[i] = 100.0 * st[0] / st[1]
+    if rate[0] is not None:
+        tol = max(STALL_RATE_MIN_TOL,
+                  100.0 * STALL_RATE_SIGMAS * math.sqrt(base_stalls[0]) / base_stalls[1])
+    out.append(_moved("stall_rate", rate[0], rate[1], tol))
+    return out
+
+
+def overall(mean: Verdict, moved: list[Moved]) -> str:
+    """NO_DATA when the mean wait cannot be compared; IMPROVEMENT when some
+    measure got better and none worse, REGRESSION the reverse, MIXED when
+    both, EQUIVALENT when none moved."""
+    if mean.label == input_bound.NO_DATA:
+        return input_bound.NO_DATA
+    dirs = {m.direction for m in moved}
+    if BETTER in dirs and WORSE in dirs:
+        return MIXED
+    if BETTER in dirs:
+        return IMPROVEMENT
+    if WORSE in dirs:
+        return REGRESSION
+    return EQUIVALENT
+
+
+def verdict_why(v: Verdict) -> str:
+    """Why compare() gave its verdict (policy.compare_means)."""
+    if v.label == input_bound.NO_DATA:
+        which = {"both": "either run", "baseline": "the baseline", "run": "this run"}[v.missing]
+        return f"no steady-state steps in {which}: no mean fetch to compare"
+    delta = v.run_s - v.base_s
+    return (f"mean fetch {fmt_s(v.base_s)} -> {fmt_s(v.run_s)} ({'+' if delta >= 0 else '-'}"
+            f"{fmt_s(abs(delta))}; tolerance {fmt_s(v.tolerance_s)})")
+
+
+BASELINE_WHY = "the baseline"
+
+
+def compare_threshold(threshold_s: Optional[float]) -> str:
+    """The line on which threshold compare() counted stalls at."""
+    if threshold_s is None:
+        return ("no stalls counted: the baseline has no steady-state steps to set "
+                "the threshold")
+    return f"stalls and stall gaps counted at the baseline's threshold, {fmt_s(threshold_s)}"
+
+
+_MEASURE = {
+    "mean_wait": ("mean fetch", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
+    "input_share": ("input share", lambda x: pct(x, 1),
+                    lambda d: f"{d * 100:+.1f} points", lambda t: f"{t * 100:.1f} points"),
+    "stall_rate": ("stalls per 100 steps", lambda x: f"{x:.1f}",
+                   lambda d: f"{d:+.1f}", lambda t: f"{t:.1f}"),
+}
+
+
+def compare_why(v: Verdict, moved: list) -> str:
+    """Why compare() gave its verdict: each measure (policy.compare_measures)
+    with both values, the change, its tolerance and whether it moved."""
+    parts = []
+    for m in moved:
+        name, val, change, tol = _MEASURE[m.measure]
+        if m.direction is None:
+            parts.append(f"{name} not compared (not measured in both)")
+            continue
+        parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
+                     f"tolerance {tol(m.tolerance)}): {m.direction}")
+    return "; ".join(parts)

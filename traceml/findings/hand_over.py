@@ -1,0 +1,87 @@
+"""Bytes per batch and the hand-over: waits for batches already made.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+from ..fmt import fmt_bytes, fmt_s, pct, plural
+from . import input_bound
+
+
+# A batch this large costs its hand-over by itself.  Measured on the 2-core
+# build machine: 16 images of 3x480x640 float32 (59 MB a batch) from a
+# __getitem__ returning a ready tensor cost the workers 32-47 ms of CPU per
+# batch (collate's copy into shared memory: 0.5-0.8 ms per MB, quiet and
+# loaded host) and the main process about 50 ms per step outside the fetch
+# on the loaded host (mapping and freeing the shared memory).  At 8 MB that
+# is 4-6 ms a batch, past the 1 ms stall floor and a material share of a
+# 10-100 ms training step.
+HANDOVER_MIN_BYTES = 8e6
+
+
+def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
+             main_busy: Optional[bool]) -> Optional[str]:
+    """Whether large batches may be the wait, as a code: None when the
+    median batch is under HANDOVER_MIN_BYTES or input is not a concern
+    (COMPUTE-BOUND, NO-DATA); "handover_main" when the workers idle while
+    the main process is busy (the hand-over's receiving end is the cost);
+    else "handover_bytes" (the workers' CPU may be collate's copy rather
+    than the samples' processing)."""
+    if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
+        return None
+    if diagnosis in (input_bound.COMPUTE_BOUND, input_bound.NO_DATA):
+        return None
+    if workers_busy is False and main_busy:
+        return "handover_main"
+    return "handover_bytes"
+
+
+def _hand_over_next(p: dict) -> str:
+    busy = (f"busy making batches {pct(p['busy_share'])} of the time"
+            if p.get("busy_share") is not None else "mostly idle")
+    ready = (f", and {pct(p['ready_before_fetch'])} of the batches were made before their "
+             "fetch began" if p.get("ready_before_fetch") is not None else "")
+    # Large batches get their own sentence (policy.handover's code).
+    return (f"Input is {pct(p['share'])} of step time, but the loop waited on a worker still "
+            f"making its batch for only {pct(p['production_share'])} of step time; the "
+            f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
+            "hand-over (the batch queued in its worker, sent, unpickled and mapped here, or a "
+            f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). Next: the same "
+            "loop with fewer processes than cores (a lower num_workers): a wait that falls was "
+            "processes waiting for a core; one that stays is the transfer itself, cheaper with "
+            "fewer or smaller tensors per batch.")
+
+
+def production_line(s: dict) -> Optional[str]:
+    """What the workers measured of their own batches; None when the source
+    is not a multiprocessing DataLoader."""
+    p = s.get("production")
+    if not p:
+        return None
+    if not p.get("available"):
+        return f"worker batch timing: off ({p.get('unavailable') or 'not measured'})"
+    make, cpu = p["make_s"], p.get("cpu_s")
+    text = (f"workers made a batch in {fmt_s(make['median'])} (median; p95 "
+            f"{fmt_s(make['p95'])})")
+    if cpu:
+        text += f", {fmt_s(cpu['median'])} of CPU"
+    if p.get("busy_share") is not None:
+        text += f"; busy {pct(p['busy_share'])} of the time"
+    if p.get("production_share") is not None:
+        text += (f"; input wait on a worker making batches {pct(p['production_share'])} of "
+                 f"step time, on made batches (hand-over) {pct(p['handover_share'])}")
+    if p["coverage"] < input_bound.PRODUCTION_MIN_COVERAGE:
+        text += f" ({pct(p['coverage'])} of steps met their batch: too few to decide on)"
+    return text
+
+
+def batch_bytes_line(s: dict) -> Optional[str]:
+    """Bytes per batch as measured; None when none was."""
+    b = s.get("batch_bytes")
+    if not b:
+        return None
+    return (f"batch bytes: median {fmt_bytes(b['median'])} over "
+            f"{plural(b['measured'], 'measured batch', 'measured batches')}, max "
+            f"{fmt_bytes(b['max'])}")

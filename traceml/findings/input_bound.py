@@ -1,0 +1,170 @@
+"""The diagnosis: the share of step time spent waiting for input, and its label
+(INPUT-BOUND, BALANCED, COMPUTE-BOUND, HAND-OVER, NO-DATA).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+
+from ..fmt import fmt_s, pct
+
+
+# Share of step time spent waiting for input.  TensorFlow's input-pipeline
+# analyzer (TensorBoard profiler, "Input-pipeline analysis") calls a step
+# "highly input-bound" above 20% and "not input-bound" below 5%; traceml-ai
+# uses 10% and 20%.  We take TensorFlow's pair: 5% and 20%.
+INPUT_BOUND_SHARE = 0.20
+COMPUTE_BOUND_SHARE = 0.05
+
+INPUT_BOUND = "INPUT-BOUND"
+COMPUTE_BOUND = "COMPUTE-BOUND"
+BALANCED = "BALANCED"
+NO_DATA = "NO-DATA"
+
+
+# The loop waits INPUT_BOUND_SHARE or more, but not for the workers: each
+# awaited batch was made, and its worker idle, for most of the wait.
+HAND_OVER = "HAND-OVER"
+
+
+# Worker-side timing (traceml.worker_timing) decides INPUT-BOUND only when
+# it met at least this share of the steady steps (the rest: a reset that
+# cut into an epoch, a log that overflowed, steps without a known worker).
+PRODUCTION_MIN_COVERAGE = 0.9
+
+
+class Diagnosis(NamedTuple):
+    """The diagnosis label and the input share (total input wait / total
+    step time, None without steps) it was read from; for NO-DATA over
+    recorded steps, ``unmarked`` = (steps without fetch_done(), steady
+    steps), or ``mean_step_ns`` when the steps were too short to read a
+    share from (MIN_MEAN_STEP_NS)."""
+
+    label: str
+    share: Optional[float]
+    unmarked: Optional[tuple] = None
+    mean_step_ns: Optional[float] = None
+
+
+# A probe step closed without fetch_done() is recorded with a zero input
+# wait (it cannot be told from a batch that was ready).  When more than this
+# share of the steady steps lack the mark, the input share would be read
+# mostly from those made-up zeros (a user trial: a loop waiting 80% of its
+# step read "COMPUTE-BOUND: 0.0%" with fetch_done() forgotten), so there is
+# no diagnosis: NO-DATA, saying why.  Under it the misuse note stands.
+PROBE_UNMARKED_MAX_SHARE = 0.5
+
+
+# traceml's own timing cost per step, the upper end of what this project
+# measured on its 2-core host (benchmarks/README.md): wrap adds 50-207 ns a
+# step over a DataLoader, the probe triple about 80 ns.
+TIMING_OWN_COST_NS = 200
+
+
+# Under this mean step, that cost alone could move the input share across
+# COMPUTE_BOUND_SHARE (200 ns / 5% = 4 us), so no share is read: NO-DATA,
+# saying why.  A user trial: five empty probe steps (0.3 us each) read
+# "INPUT-BOUND: input wait is 58% of step time".  Real training steps
+# (tens of us and up) are far above it.
+MIN_MEAN_STEP_NS = TIMING_OWN_COST_NS / COMPUTE_BOUND_SHARE
+
+
+def unmarked_past_share(unmarked: Optional[tuple]) -> bool:
+    """True when more than PROBE_UNMARKED_MAX_SHARE of the steady steps
+    lack fetch_done() (``unmarked`` = (those steps, steady steps), or
+    None): the input wait was not measured."""
+    return bool(unmarked is not None and unmarked[1]
+                and unmarked[0] > PROBE_UNMARKED_MAX_SHARE * unmarked[1])
+
+
+def production_share(production: Optional[dict]) -> Optional[float]:
+    """The share of step time the loop waited while the awaited worker was
+    making batches, when the workers' own timing is available and met
+    PRODUCTION_MIN_COVERAGE of the steady steps; else None."""
+    if not production or not production.get("available"):
+        return None
+    if production.get("coverage", 0.0) < PRODUCTION_MIN_COVERAGE:
+        return None
+    return production.get("production_share")
+
+
+def diagnose(input_share: Optional[float],
+             production_share: Optional[float] = None,
+             unmarked: Optional[tuple] = None,
+             mean_step_ns: Optional[float] = None) -> Diagnosis:
+    """(label, share) for the share of step time spent waiting for input:
+    INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
+    COMPUTE_BOUND_SHARE, BALANCED between.
+
+    ``input_share`` is total input wait / total step time over steady-state
+    steps; None (no steps) gives NO-DATA.  ``production_share`` (see
+    :func:`production_share`; None: unknown) is the part of it during
+    which the awaited worker was making batches.  When it is known and
+    under INPUT_BOUND_SHARE while the input share is not, the loop waits
+    for batches already made (the data queue, unpickling, the shared-memory
+    round trip, a main process waiting for a core): HAND-OVER, whose next
+    step is not more workers.  Measured on this project's 2-core host
+    under load: healthy in-memory loaders (benchmarks/bench_truth.py's two)
+    waited 9-28% of an 8-10 ms step with 0-12% of it in production, while
+    2 workers that could not keep up (20 ms batches against a 5 ms step)
+    put 26-78% of the step in production; over bench_truth's 40 healthy
+    runs beside a CPU hog, 1 read INPUT-BOUND with this rule (20 without).
+
+    ``unmarked`` (probes only: (steady steps closed without fetch_done(),
+    steady steps)) past PROBE_UNMARKED_MAX_SHARE gives NO-DATA: the input
+    wait was not measured.  ``mean_step_ns`` (the steady steps' mean;
+    None: not checked) under MIN_MEAN_STEP_NS gives NO-DATA too: the
+    timing's own cost is a material part of such a step.
+    """
+    if input_share is None or not math.isfinite(input_share):
+        return Diagnosis(NO_DATA, None)
+    if unmarked_past_share(unmarked):
+        return Diagnosis(NO_DATA, None, (int(unmarked[0]), int(unmarked[1])))
+    if mean_step_ns is not None and mean_step_ns < MIN_MEAN_STEP_NS:
+        return Diagnosis(NO_DATA, None, None, float(mean_step_ns))
+    if input_share >= INPUT_BOUND_SHARE:
+        if production_share is not None and production_share < INPUT_BOUND_SHARE:
+            return Diagnosis(HAND_OVER, input_share)
+        return Diagnosis(INPUT_BOUND, input_share)
+    if input_share < COMPUTE_BOUND_SHARE:
+        return Diagnosis(COMPUTE_BOUND, input_share)
+    return Diagnosis(BALANCED, input_share)
+
+
+# Below this many steady-state steps no shape or next step is claimed.
+MIN_STEADY_STEPS = 8
+
+
+def diagnosis_rule(label: str, share: Optional[float],
+                   unmarked: Optional[tuple] = None,
+                   mean_step_ns: Optional[float] = None) -> str:
+    """The rule behind a diagnosis (policy.diagnose's label, share,
+    unmarked steps and too-short mean step)."""
+    if label == NO_DATA and unmarked is not None:
+        return (f"fetch_done() was not called in {unmarked[0]} of {unmarked[1]} steady-state "
+                "steps, so their input wait is unknown (recorded as 0); call "
+                "traceml.fetch_done() once the batch is in hand, between step_begin() and "
+                "step_end()")
+    if label == NO_DATA and mean_step_ns is not None:
+        return (f"steps average {fmt_s(mean_step_ns * 1e-9)}, under "
+                f"{fmt_s(MIN_MEAN_STEP_NS * 1e-9)}: traceml's own timing (up to "
+                f"{fmt_s(TIMING_OWN_COST_NS * 1e-9)} a step) could move the input share "
+                f"across {pct(COMPUTE_BOUND_SHARE)}, so none is read")
+    if label == NO_DATA:
+        return "no steady-state steps recorded"
+    said = f"input wait is {pct(share, 1)} of step time"
+    top, low = pct(INPUT_BOUND_SHARE), pct(COMPUTE_BOUND_SHARE)
+    if label == INPUT_BOUND:
+        return (f"{said} (>= {top}: TensorFlow's input-pipeline analyzer calls this "
+                "highly input-bound)")
+    if label == HAND_OVER:
+        return (f"{said} (>= {top}), but under {top} of step time was spent waiting "
+                "while the awaited worker was making batches: the loop waits for batches "
+                "already made")
+    if label == COMPUTE_BOUND:
+        return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
+                "not input-bound)")
+    return (f"{said} ({low} to {top}: moderately input-bound in TensorFlow's "
+            "input-pipeline analyzer)")

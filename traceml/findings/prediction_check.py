@@ -1,0 +1,164 @@
+"""The throughput model's prediction and whether its check trusts it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+
+from ..fmt import fmt_s, pct, plural
+from . import attribution, sweeps
+
+
+# The model (traceml.predict) is checked on the one setting a run measured:
+# its wait at the run's num_workers beside the measured mean wait.  The
+# miss is taken as a share of the measured mean step, not of the wait (a
+# wait near 0 makes any relative error huge; bench_predict.py scores the
+# model the same way).  Measured on the user-trial runs of 2026-11-30 (2
+# CPUs, 38 runs): where the model's assumptions hold (uniform batches,
+# lock-step, a growing cost, healthy loaders, 50 MB batches at 2 workers,
+# the demo) the check missed by at most 11% of the step (25 runs, median
+# 2%); where they do not (a slow sample every k, one slow shard, 7 workers
+# on 2 cores with 50 MB batches, a 10 s stuck fetch averaged in) by 20% to
+# 58% (13 runs).  15% of the step lies between the two groups.
+PREDICT_FIT_TOL = 0.15
+
+PREDICT_TRUSTED = "trusted"          # the check within PREDICT_FIT_TOL: advice given
+PREDICT_MISFIT = "misfit"            # the check misses by more: no num_workers advice
+PREDICT_UNCHECKED = "unchecked"      # no measured wait or step to check against
+PREDICT_ONE_WORKER = "one_worker"    # the stalls are one worker's: the model assumes equal ones
+PREDICT_SLOW_SAMPLE = "slow_sample"  # the stalls follow sample ranks: not a mean throughput
+
+
+def prediction_trust(predicted_s: Optional[float], measured_s: Optional[float],
+                     step_s: Optional[float], attribution_label: Optional[str]
+                     ) -> tuple[str, Optional[float]]:
+    """(code, miss) for a prediction: ``miss`` is |predicted - measured|
+    wait at the run's num_workers over the measured mean step ``step_s``
+    (None where either is unknown).  An attribution that names one worker
+    (ONE-WORKER) or slow samples (SLOW-SAMPLE) withholds the num_workers
+    advice whatever the check (the model averages the workers and the
+    samples: round robin over equal workers); otherwise the check decides:
+    PREDICT_TRUSTED within PREDICT_FIT_TOL, PREDICT_MISFIT beyond it,
+    PREDICT_UNCHECKED without the numbers."""
+    miss = (abs(predicted_s - measured_s) / step_s
+            if predicted_s is not None and measured_s is not None and step_s else None)
+    if attribution_label == attribution.ONE_WORKER:
+        return PREDICT_ONE_WORKER, miss
+    if attribution_label == attribution.SLOW_SAMPLE:
+        return PREDICT_SLOW_SAMPLE, miss
+    if miss is None:
+        return PREDICT_UNCHECKED, miss
+    return (PREDICT_TRUSTED if miss <= PREDICT_FIT_TOL else PREDICT_MISFIT), miss
+
+
+_ASSUMPTION = {
+    "round_robin": "batches go to the workers in turn",
+    "prefetch_deep": "prefetch_factor keeps every worker busy",
+    "no_shared_lock": "the workers share no lock",
+    "load_steady": "the rest of the host's load stays as it was",
+}
+
+
+def prediction_lines(s: dict) -> list[str]:
+    """The prediction (traceml.predict) in words: what one batch costs,
+    what the loop needs, the answer, the wait per num_workers, and how well
+    the model reproduces this run; [] without a prediction.  Only a
+    trusted prediction (policy.prediction_trust) gives the answer and the
+    table; otherwise the lines say why the model gives no num_workers
+    advice here, with its check's numbers."""
+    p = s.get("prediction")
+    if not p:
+        return []
+    per_step = p["compute_s"] + p["handover_s"]
+    waited = (f", {fmt_s(p['runq_s'])} waiting for a core" if p["runq_s"] is not None else "")
+    stuck = p.get("left_out_stuck") or 0
+    out = [f"prediction: a worker makes a batch in {fmt_s(p['make_s'])} (mean"
+           + (f" without {plural(stuck, 'stuck step')}" if stuck else "")
+           + f": {fmt_s(p['cpu_s'])} of CPU{waited}), the loop uses one per {fmt_s(per_step)} "
+           f"(compute {fmt_s(p['compute_s'])} + hand-over {fmt_s(p['handover_s'])}); "
+           f"{p['usable_cpus']} usable CPUs, each worker got {pct(p['core_share'])} of one"
+           + (f" (about {p['other_runnable']:.1f} other threads were runnable: the main "
+              "process and other programs; more workers take more of the cores from them)"
+              if p["other_runnable"] > 1.5 else "") + "."]
+    trust = p.get("trust", PREDICT_TRUSTED)
+    if trust == PREDICT_TRUSTED:
+        k = p["keeps_up_with"]
+        if k is not None:
+            now = ", as now," if k == p["num_workers"] else ""
+            out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores).")
+        else:
+            want = math.ceil(p["worker_cores_needed"])
+            out.append(f"  no num_workers keeps up on this host: the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a "
+                       f"core), the host has {p['usable_cpus']}; expect at least "
+                       f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The "
+                       f"dataset must get {p['cheaper_by']:.1f}x cheaper per batch, or run on "
+                       f"{want} cores besides the main process's.")
+        out.append("  predicted wait per step: " + ", ".join(
+            f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}"
+            for row in p["by_workers"]))
+    elif trust == PREDICT_ONE_WORKER:
+        out.append("  no num_workers advice: the stalls are one worker's batches (see the "
+                   "attribution), and the model assumes equal workers taking batches in turn.")
+    elif trust == PREDICT_SLOW_SAMPLE:
+        out.append("  no num_workers advice: the stalls follow particular samples (see the "
+                   "attribution), and the model works with the mean batch, not the slow ones "
+                   "holding the line.")
+    run = p["this_run"]
+    miss = run.get("miss_of_step")
+    assumes = "it assumes " + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + "."
+    if run["measured_wait_s"] is not None and run["error"] is not None:
+        said = (f"at num_workers={run['num_workers']} the model gives "
+                f"{fmt_s(run['predicted_wait_s'])} against {fmt_s(run['measured_wait_s'])} "
+                "measured")
+        if trust == PREDICT_MISFIT:
+            out.append(f"  the model does not fit this run: {said}, off by {pct(miss)} of the "
+                       f"step ({run['error']:+.0%} of the wait), more than "
+                       f"{pct(PREDICT_FIT_TOL)}: no num_workers advice from it; "
+                       + assumes)
+        else:
+            missed = f", {pct(miss)} of the step" if miss is not None else ""
+            out.append(f"  check: {said} ({run['error']:+.0%}{missed}); " + assumes)
+    elif trust == PREDICT_UNCHECKED:
+        out.append("  no measured wait to check the model against: no num_workers advice "
+                   "from it.")
+    return out
+
+
+def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
+    """One line setting beside each other the cores each run's workers
+    need at its step time (traceml.predict); None when no run has a
+    prediction."""
+    parts = []
+    cpus = None
+    for name, p in runs:
+        if not p:
+            parts.append(f"{name}: no prediction (no worker batch timing)")
+            continue
+        cpus = p["usable_cpus"]
+        trusted = p.get("trust", PREDICT_TRUSTED) == PREDICT_TRUSTED
+        keeps = ("the model does not fit this run: no num_workers advice" if not trusted
+                 else f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
+                 else f"no num_workers keeps up here, {p['cheaper_by']:.1f}x too costly")
+        parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
+                     f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
+    if cpus is None:
+        return None
+    return f"prediction at this step time, on {cpus} CPUs: " + "; ".join(parts) + "."
+
+
+def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
+    """Where the sweep's "predicted" column comes from, and how far off it
+    was; None without a prediction."""
+    if not pred:
+        return None
+    errors = [abs(rows[i]["predicted_error"]) for i in pred["rows"]
+              if rows[i].get("predicted_error") is not None and i != pred["basis"]]
+    basis = sweeps.condition(rows[pred["basis"]]["condition"])
+    off = (f"; off by {pct(min(errors))} to {pct(max(errors))} on the other runs"
+           if errors else "")
+    return (f"predicted: mean wait per step for each num_workers from the workers' batch "
+            f"timing of the run {basis} (traceml.predict){off}.")

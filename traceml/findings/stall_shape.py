@@ -1,0 +1,116 @@
+"""The shape of the input wait: FAST, UNIFORMLY-SLOW or HEAVY-TAILED, and how
+much of it the stalls hold.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .. import _core
+from ..fmt import fmt_s, pct
+from . import _words, stall_threshold
+
+
+# Shape tells "uniformly slow input" from "mostly fast input with large
+# stalls"; two runs with the same mean wait can differ here and call for
+# different experiments.
+FAST = "FAST"
+UNIFORMLY_SLOW = "UNIFORMLY-SLOW"
+HEAVY_TAILED = "HEAVY-TAILED"
+
+
+# The shape rule's codes (second item of shape()'s answer).
+SHAPE_NO_STALLS = "no_stalls"          # FAST
+SHAPE_EVERY_SLOW = "every_slow"        # UNIFORMLY-SLOW: p10 wait past the threshold
+SHAPE_MOST_STALL = "most_stall"        # UNIFORMLY-SLOW: over half the fetches stall
+SHAPE_SLOW_BETWEEN = "slow_between"    # UNIFORMLY-SLOW: calm fetches slow too
+SHAPE_HEAVY_TAIL = "heavy_tail"        # HEAVY-TAILED
+SHAPE_SLOW_MEDIAN = "slow_median"      # UNIFORMLY-SLOW: the median fetch is slow
+
+
+def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
+          calm_wait_ns: Optional[float] = None,
+          floor_ns: Optional[float] = None,
+          median_wait_ns: Optional[float] = None,
+          threshold_ns: Optional[float] = None,
+          trending: bool = False,
+          least_ns: Optional[float] = None) -> Optional[tuple[str, str]]:
+    """(label, SHAPE_* code) from the stall rule's outcome; None without
+    steps.
+
+    FAST: no fetch is a stall.  UNIFORMLY-SLOW: every fetch is slow (the
+    p10 wait clears the stall threshold), more than
+    HEAVY_TAIL_MAX_STALL_SHARE of the fetches are stalls, or the fetches
+    between stalls are themselves slow (their median wait,
+    ``calm_wait_ns``, above the material floor ``floor_ns``).
+    HEAVY-TAILED: stalls, but at most that share of the fetches, the rest
+    fast: "mostly fast input with large stalls".  The median steady wait
+    ``median_wait_ns`` (the lower median) makes UNIFORMLY-SLOW
+    (SHAPE_SLOW_MEDIAN) when it is itself past the stall threshold
+    ``threshold_ns``, or, with stalls that are not the most and calm
+    fetches that are fast by their own median, past the material floor
+    (a label that says "mostly fast" never stands beside a median fetch
+    that is itself slow: a user trial's 2 workers of 80 ms batches read
+    HEAVY-TAILED with a median fetch of 98 ms against a 99 ms threshold
+    and a 111 ms median step, and UNIFORMLY-SLOW in the next run), or, without stalls, past the least a
+    stall adds to its step ``least_ns`` (half the median step: the typical
+    fetch waits about as long as the step computes), or past the floor
+    while the wait trends (``trending``: a wait that rises to tens of ms
+    is never FAST).  Otherwise, without stalls, a median past the floor
+    stays FAST: a steady per-batch cost spread over every fetch (the
+    hand-over from the workers measured 2.6-2.8 ms of an 11-13 ms step on
+    healthy loaders beside a CPU hog, benchmarks/bench_truth.py), which
+    the next step names.
+    """
+    if steady_steps == 0:
+        return None
+    if every_fetch_slow:
+        return UNIFORMLY_SLOW, SHAPE_EVERY_SLOW
+    if median_wait_ns is not None:
+        bars = ([threshold_ns] if stall_count
+                else [least_ns] + ([floor_ns] if trending else []))
+        if any(b is not None and median_wait_ns > b for b in bars):
+            return UNIFORMLY_SLOW, SHAPE_SLOW_MEDIAN
+    if stall_count == 0:
+        return FAST, SHAPE_NO_STALLS
+    if stall_count > stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE * steady_steps:
+        return UNIFORMLY_SLOW, SHAPE_MOST_STALL
+    if calm_wait_ns is not None and floor_ns is not None and calm_wait_ns > floor_ns:
+        return UNIFORMLY_SLOW, SHAPE_SLOW_BETWEEN
+    if median_wait_ns is not None and floor_ns is not None and median_wait_ns > floor_ns:
+        return UNIFORMLY_SLOW, SHAPE_SLOW_MEDIAN
+    return HEAVY_TAILED, SHAPE_HEAVY_TAIL
+
+
+def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
+    """{stall_step_share, stall_wait_share}: the share of steady-state steps
+    that are stalls, and the share of their total input wait those stalls
+    hold ("4% of steps hold 93% of the input wait").  None when empty."""
+    n = len(wait_ns)
+    total = int(_core.totals(wait_ns)["sum"]) if n else 0
+    stalled = int(_core.totals(wait_ns[stall_mask])["sum"]) if n else 0
+    return {
+        "stall_step_share": float(stall_mask.sum()) / n if n else None,
+        "stall_wait_share": stalled / total if total > 0 else None,
+    }
+
+
+def shape_rule(code: str) -> str:
+    """The rule behind a shape (policy.shape's code)."""
+    most = _words._part(stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE)
+    return {
+        SHAPE_NO_STALLS: "no fetch waited past the stall threshold",
+        SHAPE_EVERY_SLOW: (f"at least {pct(1 - stall_threshold.ALL_SLOW_PERCENTILE / 100)} of "
+                                  "fetches wait past the stall threshold"),
+        SHAPE_MOST_STALL: f"more than {most} of the fetches are stalls",
+        SHAPE_SLOW_BETWEEN: ("the fetches between stalls are slow too (median wait "
+                                    f"above {stall_threshold._floor('the ')}), stalls on top"),
+        SHAPE_HEAVY_TAIL: f"at most {most} of the fetches are stalls; the rest are fast",
+        SHAPE_SLOW_MEDIAN: (
+            f"the median fetch is itself slow (a stall, or past {stall_threshold._floor('the ')} "
+            "beside stalls; without stalls, past max("
+            f"{fmt_s(stall_threshold.STALL_FLOOR_S)}, {_words._of_the(stall_threshold.STALL_MIN_STEP_SHARE)} median "
+            f"step), or past {stall_threshold._floor('the ')} in a wait that trends): not mostly fast"),
+    }[code]

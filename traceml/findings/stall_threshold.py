@@ -1,0 +1,332 @@
+"""The stall threshold: which input waits are stalls, and whether they matter
+against the step time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from .. import _core
+from ..fmt import fmt_s, pct
+from . import _numbers, _words, input_bound
+
+
+# A stall must be material next to the step it delays: at least 20% of the
+# median step (the same 20% that makes a run input-bound above) and at
+# least 1 ms, about one scheduler tick (Linux HZ=1000; 4 ms at HZ=250), below
+# which a wait cannot be told from the thread being descheduled.
+STALL_FLOOR_S = 1e-3
+STALL_FLOOR_STEP_SHARE = 0.20
+
+
+# Every fetch is slow when even the 10th-percentile wait clears the floor.
+ALL_SLOW_PERCENTILE = 10.0
+
+
+# The large-wait percentile the threshold is a share of (below).
+STALL_PERCENTILE = 95.0
+
+
+# Otherwise a stall is a *large* wait: above 40% of the p95 wait.  Measured
+# on this project's CPU-burning DataLoader runs (tests/test_dataloader.py):
+# on a 2-core host with 4 workers, workers share the cores and finish in
+# pairs, so waits inside a burst reach 20-30% of the burst's stall; 40% of
+# p95 keeps those out with a margin, and keeps in the second stall of a
+# pair, which reaches 45-60% of the first (the corpus's lock-step pairs,
+# tests/corpus.py; half of p95 lost one in ten of them).
+STALL_P95_SHARE = 0.4
+
+
+# Otsu's separability eta (between-class share of the variance of
+# log wait).  One Gaussian reaches at most 2/pi = 0.64 however it is split,
+# so 0.8 asks for two clearly separate groups: "mostly fast, some stalled".
+BIMODAL_MIN_ETA = 0.80
+
+
+# eta is scale-free: a tight cluster of 20.1 ms fetches with a few 20.4 ms
+# ones also splits cleanly.  Two groups only count as "fast" and "stalled"
+# when their typical (geometric mean) waits differ at least 4-fold.
+BIMODAL_MIN_RATIO = 4.0
+
+
+# Without two such groups, a stall must stand apart from the typical
+# steady fetch on its own: at least the same 4-fold, against the median
+# wait.  (The floor alone sat at 1.7x the median wait of healthy loops.)
+# The median is the lower median (lower_median): with 2 workers in
+# lock-step half the fetches stall, and an interpolated median sits between
+# the groups (measured: ~90 ms between 0.2-20 ms fetches and 130-280 ms
+# stalls, whose Otsu eta of 0.76-0.79 misses the 0.8 above).
+STALL_MIN_RATIO = BIMODAL_MIN_RATIO
+
+
+# A stall must also matter to the step it delays: at least half a median
+# step added to it.  On this VM healthy loops show scheduling blips of
+# 2-10 ms under load against a 10 ms step (TRAPS.md: the first allocating
+# call after a sleep, and run-queue waits), and a 4-worker loader of cheap
+# items on 2 cores a 2-4 ms wait on a round's batches while a worker holds
+# a core; 20% of the step (the floor) counted those as stalls in 9 and in
+# 10 of 10 runs ("Diagnostic truth").  Half a step keeps most of them out;
+# the ratio above and stalls_matter() below keep out the rest, so that no
+# single constant has to.
+STALL_MIN_STEP_SHARE = 0.5
+
+
+def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
+    """The Otsu split of log(wait) when the waits form two well-separated
+    groups (eta >= 0.8 and geometric means >= 4x apart), else None."""
+    split = _core.log_otsu(wait_ns)
+    eta = split["eta"]
+    if not math.isfinite(eta) or eta < BIMODAL_MIN_ETA:
+        return None
+    if split["upper_mean_ns"] < BIMODAL_MIN_RATIO * split["lower_mean_ns"]:
+        return None
+    return split["threshold_ns"]
+
+
+# The stall rule's codes (StallRule.code); :mod:`traceml.wording` words them.
+RULE_GIVEN = "given"            # the caller's threshold, absolute
+RULE_NO_STEPS = "no_steps"      # no steady-state steps: STALL_FLOOR_S
+RULE_FLOOR = "floor"            # the floor (below)
+RULE_P95 = "p95"                # STALL_P95_SHARE of the p95 wait
+RULE_OTSU = "otsu"              # the Otsu split of log(wait)
+RULE_ALL_SLOW = "all_slow"      # every fetch slow, one group: the floor
+RULE_ALL_SLOW_SPLIT = "all_slow_split"  # every fetch slow, large waits on top
+RULE_STEP = "step"              # STALL_MIN_STEP_SHARE of the median step
+RULE_RATIO = "ratio"            # STALL_MIN_RATIO times the median wait
+
+
+class StallRule(NamedTuple):
+    """What the stall threshold rule decided.
+
+    ``code`` is one of the RULE_* codes; for RULE_ALL_SLOW_SPLIT, ``basis``
+    names the candidate that set the threshold (RULE_STEP, RULE_P95 or
+    RULE_OTSU).  ``floor_ns`` is max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE
+    of the median step) in ns, below which a wait is not material;
+    ``all_slow`` says that even the p10 wait clears it (every fetch is slow, whether or not larger stalls stand out
+    on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN;
+    ``least_ns`` the least a stall adds to its step, max(floor,
+    STALL_MIN_STEP_SHARE of the median step) (automatic rules only)."""
+
+    threshold_ns: int
+    code: str
+    every_fetch_slow: bool
+    floor_ns: float
+    all_slow: bool = False
+    given_s: Optional[float] = None
+    basis: Optional[str] = None
+    least_ns: Optional[float] = None
+
+
+def stall_threshold_ns(
+    wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float]
+) -> StallRule:
+    """The stall threshold: a steady-state fetch is a stall when its input
+    wait (ns, shape (steps,)) exceeds it.
+
+    Given ``given_s`` (seconds), the threshold is that, absolute
+    (``5`` reproduces the common "> 5 s stall" convention).  Otherwise:
+
+    * floor = max(STALL_FLOOR_S, STALL_FLOOR_STEP_SHARE of the median step);
+    * every fetch slow (p10 wait > floor) in one group: the floor, so every
+      slow fetch is a stall;
+    * else the largest of max(floor, STALL_MIN_STEP_SHARE of the median
+      step), STALL_P95_SHARE of the p95 wait, and the Otsu split of
+      log(wait) when the waits form two separate groups, or, when they do
+      not, STALL_MIN_RATIO times the median wait (a stall stands apart
+      from the typical fetch): this keeps the recurring large stalls of
+      "mostly fast input with stalls" and leaves out both noise and the
+      small waits inside a burst.  Whether the waits above it matter is
+      :func:`stalls_matter`'s question.  The same holds when every fetch
+      is slow but a separate group of large waits (at most half the
+      fetches) stands out: those are the stalls.
+
+    ``every_fetch_slow`` reports the second case (also when a given
+    threshold is used: p10 wait above the threshold).
+    """
+    if len(wait_ns) == 0:
+        floor = STALL_FLOOR_S * 1e9
+        if given_s is not None:
+            return StallRule(int(round(given_s * 1e9)), RULE_GIVEN, False, floor, given_s=given_s)
+        return StallRule(int(floor), RULE_NO_STEPS, False, floor)
+    p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, STALL_PERCENTILE])
+    median_step = _core.percentiles(step_ns, 50.0)
+    floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
+    if given_s is not None:
+        threshold = int(round(given_s * 1e9))
+        return StallRule(threshold, RULE_GIVEN, bool(p10 > threshold), floor,
+                         bool(p10 > floor), given_s=given_s)
+    every_slow = bool(p10 > floor)
+    # A stall adds at least STALL_MIN_STEP_SHARE of a median step to the
+    # step it delays (see there); this replaces the floor as a candidate.
+    least = max(floor, STALL_MIN_STEP_SHARE * median_step)
+    candidates = {RULE_STEP: least, RULE_P95: STALL_P95_SHARE * p95}
+    if every_slow:
+        # Every fetch is slow, yet a separate group of much larger waits on
+        # top is still a set of stalls with a cadence of its own: one slow
+        # sample every 10 batches must not read as "a stall every step".
+        # The split looks at the slow fetches only: the few under the floor
+        # (a batch already prefetched, microseconds) would form a third
+        # group in log(wait) and hide the other two.
+        split = bimodal_split_ns(wait_ns[wait_ns > floor])
+    else:
+        split = bimodal_split_ns(wait_ns)
+    if split is not None:
+        candidates[RULE_OTSU] = split
+    elif not every_slow and not _stands_out(wait_ns, max(candidates.values())):
+        # No two groups, and the waits past the other candidates do not
+        # form a group of their own (at least MIN_GROUP_ON_TOP, at most
+        # half the fetches, typically BIMODAL_MIN_RATIO times the rest): a
+        # stall must stand apart from the typical fetch by itself,
+        # STALL_MIN_RATIO times the (lower) median wait.
+        candidates[RULE_RATIO] = STALL_MIN_RATIO * _numbers.lower_median(wait_ns)
+    basis = max(candidates, key=candidates.get)
+    threshold = int(candidates[basis])
+    if not every_slow:
+        return StallRule(threshold, basis, False, floor, least_ns=least)
+    if not _stands_out(wait_ns, threshold):
+        return StallRule(int(floor), RULE_ALL_SLOW, True, floor, True, least_ns=least)
+    return StallRule(threshold, RULE_ALL_SLOW_SPLIT, False, floor, True, basis=basis,
+                     least_ns=least)
+
+
+# A group of large waits on top of slow fetches needs at least two members:
+# one long wait in a slow run is a hiccup (a preempted process, a GC
+# pause), not a pattern.
+MIN_GROUP_ON_TOP = 2
+
+
+_LOG_CHUNK = 1 << 16
+
+
+def _mean_log(x: np.ndarray) -> float:
+    """The mean of log(max(x, 1)) as float64, numpy's own mean of that
+    array, computed in ``x``'s memory (``x``: a fresh array, overwritten)
+    so that 10M waits need no second 80 MB array.  max(float64(x), 1) is
+    float64(max(x, 1)): the cast keeps the order and 1 is exact."""
+    if not _numbers._is_int(x):
+        return float(np.log(np.maximum(x, 1).astype(np.float64)).mean())
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    f = x.view(np.float64)
+    # In chunks: NumPy copies an overlapping operand, a chunk at a time here.
+    for i in range(0, len(x), _LOG_CHUNK):
+        np.maximum(x[i:i + _LOG_CHUNK], 1, out=f[i:i + _LOG_CHUNK], dtype=np.float64)
+    np.log(f, out=f)
+    return f.mean()
+
+
+def _stands_out(wait_ns: np.ndarray, threshold: float) -> bool:
+    """Whether the waits above ``threshold`` form a group of their own over
+    fetches that are all slow: at least MIN_GROUP_ON_TOP of them, at most
+    half the fetches, and their geometric mean at least BIMODAL_MIN_RATIO
+    times that of the rest.  Otsu's eta is not required here: the slow
+    fetches of a prefetching loader spread over decades (0.7-36 ms measured
+    with one worker), which pulls eta under 0.8 although 200 ms stalls are
+    20x the median."""
+    above = wait_ns > threshold
+    k = int(np.count_nonzero(above))
+    if k < MIN_GROUP_ON_TOP or k > HEAVY_TAIL_MAX_STALL_SHARE * len(wait_ns):
+        return False
+    gap = _mean_log(wait_ns[above]) - _mean_log(wait_ns[~above])
+    return bool(gap >= math.log(BIMODAL_MIN_RATIO))
+
+
+# Waits above the threshold are stalls only when they matter as a group:
+# at least MIN_GROUP_ON_TOP of them (one long wait is a hiccup: a
+# preempted process, a GC pause, never a pattern), and together costing
+# at least STALL_MIN_COST_SHARE of the steady step time, their excess over
+# the typical (median) fetch between them.  5% is the line below which
+# TensorFlow's input-pipeline analyzer calls a step "not input-bound"
+# (COMPUTE_BOUND_SHARE): input waits smaller than that are not worth an
+# experiment.  Waits that stand apart but fail this are outliers: counted
+# and shown, never a shape or a pattern.  A given threshold is the
+# caller's, absolute; the all-slow rule (every fetch slow, each past the
+# floor of 20% of the median step) matters by construction.
+STALL_MIN_COST_SHARE = input_bound.COMPUTE_BOUND_SHARE
+
+STALLS_KEPT = "kept"            # the waits above the threshold are stalls
+STALLS_LONE = "lone"            # fewer than MIN_GROUP_ON_TOP: outliers
+STALLS_SMALL = "small"          # under STALL_MIN_COST_SHARE: outliers
+
+
+class StallsMatter(NamedTuple):
+    """Whether the waits above the threshold are stalls (``code`` one of
+    STALLS_KEPT, STALLS_LONE, STALLS_SMALL) and their cost: the sum of their
+    excess over the median calm wait, as a share of the steady step time
+    (None without steps)."""
+
+    code: str
+    cost_share: Optional[float]
+
+
+def stalls_matter(wait_ns: np.ndarray, step_ns: np.ndarray, above: np.ndarray,
+                  rule_code: str) -> StallsMatter:
+    """Whether the steady-state waits ``wait_ns`` flagged by ``above`` (the
+    stall threshold's mask, same shape) are stalls or outliers, by the rule
+    above.  ``step_ns`` are the steps' durations; ``rule_code`` the stall
+    rule's code (RULE_GIVEN and RULE_ALL_SLOW keep every flagged wait)."""
+    k = int(np.count_nonzero(above))
+    total = float(np.sum(step_ns, dtype=np.float64))
+    calm = wait_ns[~above]
+    typical = _numbers.int_median(calm) if len(calm) else 0.0
+    del calm
+    excess = np.maximum(wait_ns[above].astype(np.float64) - typical, 0.0)
+    cost = float(excess.sum()) / total if total > 0 else None
+    if k == 0 or rule_code in (RULE_GIVEN, RULE_ALL_SLOW):
+        return StallsMatter(STALLS_KEPT, cost)
+    if k < MIN_GROUP_ON_TOP:
+        return StallsMatter(STALLS_LONE, cost)
+    if cost is None or cost < STALL_MIN_COST_SHARE:
+        return StallsMatter(STALLS_SMALL, cost)
+    return StallsMatter(STALLS_KEPT, cost)
+
+
+# More than this share of steps stalling is no longer "mostly fast".
+HEAVY_TAIL_MAX_STALL_SHARE = 0.5
+
+
+# traceml.configure()'s defaults live in csrc/sampler.c (tm_sampler_init),
+# with their reasons: the sampler holds them before any Python runs, and one
+# copy cannot drift from another.
+
+# Thresholds are compared in int64 nanoseconds, which end near 9.2e9 s.
+MAX_THRESHOLD_S = 9e9
+
+
+def _floor(the: str = "") -> str:
+    """The stall floor: "max(1 ms, 20% of median step)"."""
+    return (f"max({fmt_s(STALL_FLOOR_S)}, {pct(STALL_FLOOR_STEP_SHARE)} "
+            f"of {the}median step)")
+
+
+def _threshold_basis(code: str, all_slow: bool) -> str:
+    if code == RULE_FLOOR:
+        return f"floor {_floor()}"
+    if code == RULE_STEP:
+        return (f"max({fmt_s(STALL_FLOOR_S)}, {_words._of_the(STALL_MIN_STEP_SHARE)} "
+                "median step)")
+    if code == RULE_RATIO:
+        return f"{STALL_MIN_RATIO:g}x the median wait (no two separate groups)"
+    if code == RULE_P95:
+        return f"{_words._of_the(STALL_P95_SHARE)} {_words._p(STALL_PERCENTILE)} wait"
+    return ("Otsu split between slow and stalled fetches" if all_slow
+            else "Otsu split between fast and slow fetches")
+
+
+def stall_rule(rule: StallRule) -> str:
+    """The stall threshold rule that applied (policy.stall_threshold_ns)."""
+    slow = f"every fetch is slow ({_words._p(ALL_SLOW_PERCENTILE)} wait > floor)"
+    if rule.code == RULE_GIVEN:
+        return f"given: wait > {rule.given_s:g} s"
+    if rule.code == RULE_NO_STEPS:
+        return "auto: no steady-state steps"
+    if rule.code == RULE_ALL_SLOW:
+        return f"auto: {slow}; floor {_floor()}"
+    if rule.code == RULE_ALL_SLOW_SPLIT:
+        return (f"auto: {slow} and a separate group of large waits stands out (at least "
+                f"{MIN_GROUP_ON_TOP}, at most {_words._of_the(HEAVY_TAIL_MAX_STALL_SHARE)} "
+                f"fetches, typically {BIMODAL_MIN_RATIO:g}x the rest); "
+                + _threshold_basis(rule.basis, True))
+    return "auto: " + _threshold_basis(rule.code, False)

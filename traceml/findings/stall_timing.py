@@ -1,0 +1,326 @@
+"""The stalls in time: PERIODIC, IRREGULAR, EVERY-FETCH or TOO-FEW, the
+cadence against num_workers, and the epoch-start fetches kept apart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from .. import _core
+from ..fmt import fmt_s, pct, plural
+from . import stall_threshold, wait_trend
+
+
+# PERIODIC needs evidence.  The modal gap between stalls must hold at least
+# half of the gaps, be seen at least twice, be more common than any other
+# gap and be more than 1 step (a gap of 1 is back-to-back stalls, never a
+# period); and it must be unlikely under the null of random stalls at the
+# same rate: with k stalls in n steady steps (p = k/n) the gaps are
+# geometric, q_g = p (1 - p)^(g - 1), and the chance that some gap value
+# g >= 2 occurs at least c times among the m gaps by luck is at most
+# sum_g P(Binomial(m, q_g) >= c) (a union bound).  PERIODIC only when that
+# p-value is below PERIOD_ALPHA.  Before this, three stalls with two equal
+# gaps made a period, and random stalls (each step a stall with
+# probability 0.25, 24 steps) were PERIODIC in 8 of 20 seeds.
+# Fewer than PERIOD_MIN_GAPS gaps (3 stalls) are TOO-FEW; every steady
+# fetch a stall is EVERY-FETCH, never "a period of 1".  As evidence the
+# report adds the autocorrelation of steady-state input wait at the period.
+PERIODIC = "PERIODIC"
+IRREGULAR = "IRREGULAR"
+EVERY_FETCH = "EVERY-FETCH"
+TOO_FEW = "TOO-FEW"
+PERIOD_MIN_GAPS = 2
+PERIOD_MIN_SHARE = 0.5
+PERIOD_MIN_REPEATS = 2
+
+
+# The false-alarm rate a period is tested at: 1 in 100 runs of random
+# stalls may read PERIODIC, at most (the union bound is conservative).
+PERIOD_ALPHA = 0.01
+
+
+# Gap values are summed one by one up to this; past it, in blocks growing
+# by PERIOD_BLOCK_GROWTH, each bounded by its length times its first term
+# (the null's gap probabilities only fall there), so that 10M-step runs stay
+# fast and the p-value stays an upper bound.
+PERIOD_EXACT_GAPS = 4096
+PERIOD_BLOCK_GROWTH = 1.05
+
+
+def burst_onsets(stall_mask: np.ndarray, epoch: np.ndarray) -> np.ndarray:
+    """The first stall of each run of back-to-back stalls (same epoch)."""
+    prev = np.r_[False, stall_mask[:-1]] & np.r_[False, epoch[1:] == epoch[:-1]]
+    return stall_mask & ~prev
+
+
+def _null_gap_prob(g, rate: float, bursts: bool) -> np.ndarray:
+    """The chance that a gap is ``g`` steps under random stalls at ``rate``:
+    between stalls, geometric; between the onsets of runs of back-to-back
+    stalls, a run's length (geometric in 1 - rate) plus the calm run after
+    it (geometric in rate)."""
+    p = min(max(rate, 1e-12), 1 - 1e-12)
+    g = np.asarray(g, dtype=np.float64)
+    if not bursts:
+        return p * (1 - p) ** (g - 1)
+    a, b = p, 1 - p
+    if abs(a - b) < 1e-9:
+        return (g - 1) * a * b * a ** np.maximum(g - 2, 0)
+    return a * b * (b ** (g - 1) - a ** (g - 1)) / (b - a)
+
+
+def period_p_value(gaps: np.ndarray, stalls: int, steps: int, bursts: bool = False) -> float:
+    """The chance, under random stalls at the rate ``stalls / steps``, that
+    some gap value of at least 2 occurs among ``len(gaps)`` gaps at least
+    as often as the modal gap does here (the union bound above; 1.0
+    without gaps).  ``bursts``: the gaps are between onsets of runs of
+    back-to-back stalls."""
+    from scipy.stats import binom
+
+    m = int(len(gaps))
+    if m == 0 or steps <= 1:
+        return 1.0
+    c = int(np.max(np.unique(gaps, return_counts=True)[1]))
+    rate = stalls / steps
+    top = min(int(steps), PERIOD_EXACT_GAPS)
+    g = np.arange(2, top + 1)
+    total = float(binom.sf(c - 1, m, _null_gap_prob(g, rate, bursts)).sum())
+    start = top + 1
+    while start <= steps and total < 1.0:
+        stop = min(int(steps), max(start, int(start * PERIOD_BLOCK_GROWTH)))
+        first = float(binom.sf(c - 1, m, _null_gap_prob(start, rate, bursts)))
+        total += (stop - start + 1) * first
+        if (steps - stop) * first < 1e-12:
+            break
+        start = stop + 1
+    return float(min(1.0, total))
+
+
+def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
+                steady_wait_ns: np.ndarray, steady_steps: Optional[int] = None,
+                every_fetch: bool = False) -> Optional[dict]:
+    """Temporal structure of the stalls (see :func:`temporal`), counted per
+    stall, or per burst when that alone shows a period; None without
+    stalls.
+
+    ``steady_steps`` is how many steady-state steps the stalls fell among
+    (default: the length of ``steady_wait_ns``); ``every_fetch`` says the
+    stall rule found every fetch slow.  Every steady fetch a stall (or
+    ``every_fetch``) is EVERY-FETCH; fewer than PERIOD_MIN_GAPS gaps
+    TOO-FEW.  On a crowded host the workers of one round can finish in
+    pairs, so that one stall becomes two back-to-back ones and the gaps
+    read 1, 3, 1, 3 instead of 4, 4.  When the per-stall gaps show no
+    period but runs of back-to-back stalls exist, the gaps between the
+    first stalls of each run are tried, under the same null test;
+    ``counted`` says which was used.
+    """
+    n = len(steady_wait_ns) if steady_steps is None else int(steady_steps)
+    k = int(np.count_nonzero(stall_mask))
+    if k == 0:
+        return None
+    gaps = _core.stall_gaps(stall_mask, epoch)
+    if every_fetch or k >= n:
+        return {**_label_only(EVERY_FETCH, gaps), "counted": "stalls"}
+    per_stall = temporal(gaps, steady_wait_ns, stalls=k, steps=n)
+    if per_stall["label"] == PERIODIC:
+        return {**per_stall, "counted": "stalls"}
+    onsets = burst_onsets(stall_mask, epoch)
+    if per_stall["label"] != TOO_FEW and onsets.sum() < k:
+        per_burst = temporal(_core.stall_gaps(onsets, epoch), steady_wait_ns,
+                             stalls=k, steps=n, bursts=True)
+        if per_burst["label"] == PERIODIC:
+            return {**per_burst, "counted": "bursts"}
+    return {**per_stall, "counted": "stalls"}
+
+
+def _label_only(label: str, gaps: np.ndarray) -> dict:
+    """A temporal answer with no period tested (EVERY-FETCH, TOO-FEW)."""
+    modal = _core.modal_gap(gaps) if len(gaps) else None
+    return {"label": label, "period": None, "p_value": None,
+            "modal_gap": None if modal is None else int(modal), "modal_share": None,
+            "multiple_fraction": None, "autocorrelation": None, "gaps": int(len(gaps))}
+
+
+def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray, stalls: Optional[int] = None,
+             steps: Optional[int] = None, bursts: bool = False) -> dict:
+    """{label, period, p_value, modal_gap, modal_share, multiple_fraction,
+    autocorrelation, gaps}: PERIODIC, IRREGULAR or, with fewer than
+    PERIOD_MIN_GAPS gaps, TOO-FEW.  ``period`` is the modal gap in steps
+    (None unless PERIODIC); ``p_value`` the null test's
+    (:func:`period_p_value`; None for TOO-FEW) over ``stalls`` stalls in
+    ``steps`` steady steps (default: len(gaps) + 1 stalls among
+    len(steady_wait_ns) steps); ``multiple_fraction`` the share of gaps
+    that are multiples of the modal gap (a missed stall doubles a gap)."""
+    if len(gaps) < PERIOD_MIN_GAPS:
+        return _label_only(TOO_FEW, gaps)
+    values, counts = _core.gap_histogram(gaps)
+    modal = int(_core.modal_gap(gaps))
+    modal_count = int(counts[values == modal][0])
+    share = float(modal_count) / len(gaps)
+    match = _core.cadence_match(gaps, modal)
+    runner_up = int(np.sort(counts)[-2]) if len(counts) > 1 else 0
+    k = len(gaps) + 1 if stalls is None else int(stalls)
+    n = len(steady_wait_ns) if steps is None else int(steps)
+    p_value = period_p_value(gaps, k, n, bursts)
+    periodic = (modal > 1 and share >= PERIOD_MIN_SHARE
+                and modal_count >= PERIOD_MIN_REPEATS and modal_count > runner_up
+                and p_value < PERIOD_ALPHA)
+    ac = _core.autocorr(steady_wait_ns, modal) if modal < len(steady_wait_ns) else float("nan")
+    return {
+        "label": PERIODIC if periodic else IRREGULAR,
+        "period": modal if periodic else None,
+        "p_value": p_value,
+        "modal_gap": modal,
+        "modal_share": share,
+        "multiple_fraction": match["multiple_fraction"],
+        "autocorrelation": None if math.isnan(ac) else ac,
+        "gaps": int(len(gaps)),
+    }
+
+
+# Each DataLoader worker's first batch of an epoch carries that worker's
+# start-up (process start, dataset copy, worker_init_fn): the first
+# max(1, num_workers) fetches of an epoch are start-up, not steady state.
+# For other iterables only the first fetch (which holds iter()) is.
+
+
+def epoch_start_mask(position: np.ndarray, workers_per_step: np.ndarray) -> np.ndarray:
+    """True where a step's position in its epoch (0-based; recorded by the
+    wrap iterator, so a reset() mid-epoch does not shift it) is below
+    ``workers_per_step`` (shapes (steps,)); see the rule above."""
+    return np.asarray(position) < np.asarray(workers_per_step)
+
+
+# A DataLoader with num_workers = k hands batches out round-robin, k in
+# flight at once; when input-bound the k workers finish together and the
+# loop stalls once per k steps.  num_workers = 0 loads in the main process,
+# which behaves as one worker.
+
+
+def effective_workers(num_workers: Optional[int]) -> Optional[int]:
+    """Loaders in flight: num_workers, or 1 for num_workers = 0."""
+    if num_workers is None:
+        return None
+    return max(int(num_workers), 1)
+
+
+def cadence(gaps: np.ndarray, period: Optional[int], num_workers: Optional[int]) -> dict:
+    """period (from :func:`temporal`), num_workers, matches_num_workers
+    (period == max(1, num_workers)) and multiple_fraction (share of gaps
+    that are multiples of max(1, num_workers)); None where unknown."""
+    k = effective_workers(num_workers)
+    out = {
+        "period": period,
+        "num_workers": num_workers,
+        "matches_num_workers": None,
+        "multiple_fraction": None,
+    }
+    if k is not None and len(gaps):
+        out["multiple_fraction"] = _core.cadence_match(gaps, k)["multiple_fraction"]
+        out["matches_num_workers"] = period is not None and period == k
+    return out
+
+
+# How many distinct gaps the histogram line lists before "…".
+GAPS_SHOWN = 12
+
+
+def shape_line(s: dict) -> Optional[str]:
+    """Shape, temporal structure and concentration of the stalls; None
+    without a shape."""
+    if not s.get("shape"):
+        return None
+    parts = [f"shape {s['shape']}"]
+    trend = wait_trend.trend_part(s.get("trend"))
+    if trend:
+        parts.append(trend)
+    tmp = s.get("temporal")
+    if tmp is None:
+        outliers = (s.get("stalls") or {}).get("outliers")
+        parts.append(f"no stalls ({plural(outliers, 'outlier')})" if outliers else "no stalls")
+    elif tmp["label"] == TOO_FEW:
+        parts.append(f"{TOO_FEW} stalls for a temporal pattern")
+    elif tmp["label"] == EVERY_FETCH or tmp.get("period") == 1:
+        # (A run saved before EVERY-FETCH existed may hold "PERIODIC" with
+        # a period of 1: never said as a period.)
+        parts.append(f"{EVERY_FETCH}: every steady-state fetch waits")
+    elif tmp["label"] == PERIODIC:
+        text = f"{PERIODIC} every {tmp['period']} steps"
+        if tmp.get("counted") == "bursts":
+            text += " (counting back-to-back stalls as one burst)"
+        evidence = []
+        if tmp["autocorrelation"] is not None:
+            evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
+                            f"at lag {tmp['period']}")
+        if tmp.get("p_value") is not None:
+            evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "
+                            f"< {PERIOD_ALPHA:g}")
+        if evidence:
+            text += f" ({'; '.join(evidence)})"
+        parts.append(text)
+    else:
+        parts.append(
+            f"{IRREGULAR} (commonest gap {tmp['modal_gap']} holds "
+            f"{pct(tmp['modal_share'])} of gaps)"
+        )
+    conc = s.get("concentration") or {}
+    if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
+        parts.append(
+            f"{pct(conc['stall_step_share'])} of steps hold "
+            f"{pct(conc['stall_wait_share'])} of the input wait"
+        )
+    return " · ".join(parts)
+
+
+def stall_lines(s: dict) -> list[str]:
+    """The stall count at its threshold and rule, the cadence, and the
+    histogram of gaps between stalls."""
+    st = s["stalls"]
+    lines = [
+        f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
+        f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
+    ]
+    if st.get("outliers"):
+        cost = (pct(st["cost_share"]) + " of the step time"
+                if st.get("cost_share") is not None else "")
+        lines.append(
+            f"{plural(st['outliers'], 'outlier')} above it, largest "
+            f"{fmt_s(st['outlier_max_s'])}, not counted as stalls: "
+            + (f"a lone wait (stalls come {stall_threshold.MIN_GROUP_ON_TOP} or more)"
+               + (f", {cost}" if cost else "")
+               if st["matter"] == stall_threshold.STALLS_LONE
+               else f"together {cost or 'too little'}, under "
+               f"{pct(stall_threshold.STALL_MIN_COST_SHARE)}"))
+    cad = s["cadence"]
+    tmp = s.get("temporal") or {}
+    if cad["period"] is not None and cad["period"] > 1:
+        text = f"cadence: a stall every {cad['period']} steps (modal gap)"
+    elif tmp.get("label") == EVERY_FETCH or cad["period"] == 1:
+        text = "cadence: every fetch waits, no period"
+    elif tmp.get("label") == TOO_FEW:
+        text = "cadence: too few stalls to tell"
+    elif st["gaps"]:
+        text = "cadence: no period between stalls"
+    else:
+        text = None
+    if text and cad["num_workers"] is not None:
+        text += f"; num_workers={cad['num_workers']}"
+        if cad["matches_num_workers"] and cad["period"] is not None and cad["period"] > 1:
+            text += ": the cadence follows num_workers"
+        if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
+            # Every gap is a multiple of 1: said only when it can fail.
+            k = cad["num_workers"]
+            text += (
+                f" ({pct(cad['multiple_fraction'])} of gaps are "
+                f"multiples of {k})"
+            )
+    if text:
+        lines.append(text)
+    if st["gap_histogram"]:
+        shown = st["gap_histogram"][:GAPS_SHOWN]
+        hist = "  ".join(f"{g}×{c}" for g, c in shown)
+        more = " …" if len(st["gap_histogram"]) > GAPS_SHOWN else ""
+        lines.append(f"gaps between stalls (steps×count): {hist}{more}")
+    return lines

@@ -1,0 +1,298 @@
+"""sweep(): the grid, the correlation of the cadence with num_workers, and
+the sweep's next step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+
+from ..fmt import fmt_s, pct, plural
+from . import comparison, input_bound, stall_timing
+
+
+# A condition's median stall gap counts as its observed cadence only with
+# at least 3 stalls (2 gaps), the least PERIODIC needs (PERIOD_MIN_GAPS).
+MIN_STALLS_FOR_CADENCE = stall_timing.PERIOD_MIN_GAPS + 1
+
+
+# "The period follows num_workers" (period == max(1, num_workers) in every
+# row with a period) needs rows with a period at 3 or more distinct
+# num_workers: any two points lie on a line (Pearson r = +-1 by
+# construction), so two values cannot contradict the rule; a third is the
+# least that can.  Below that the sweep says it is too few to tell, and
+# prints no r.  Rows without a period (too few stalls, IRREGULAR, or a
+# stall on every fetch, EVERY-FETCH, which any input-bound loader shows at
+# num_workers 0 or 1) are left out and named.
+SWEEP_MIN_DISTINCT_WORKERS = 3
+
+
+def sweep_grid(num_workers: Optional[int]) -> tuple[int, ...]:
+    """The num_workers a next step suggests sweeping to see whether a stall
+    period follows them: the run's own, 4, 3, 2 and 1, descending.  Rows
+    at 2 or more workers can show a period, so the grid holds at least
+    SWEEP_MIN_DISTINCT_WORKERS of them; 1 shows EVERY-FETCH when the
+    workers are the limit, and 0 (loading in the loop's process) says
+    nothing about the workers' cadence."""
+    return tuple(sorted({int(num_workers or 0), 4, 3, 2, 1} - {0}, reverse=True))
+
+SWEEP_KEEP_FEWEST = "keep_fewest"      # fewer workers wait within REL_TOL of the best
+SWEEP_KEEP_BEST = "keep_best"          # the best leads beyond REL_TOL and the order effect
+SWEEP_UNDECIDED = "undecided"          # its lead is within the order effect
+SWEEP_MORE_WORKERS = "more_workers"    # still input-bound, and best at the most workers
+SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
+
+
+def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple[str, dict]]:
+    """The next step a sweep's numbers support, as (code, numbers) items.
+
+    ``conds``: one dict per condition, {name, workers (the loader's
+    num_workers, None unknown), mean_s (mean input wait per step over its
+    rows), input_share (mean over its rows)}; ``order_spread_s``: the
+    largest |forward - backward| mean wait among the conditions whose
+    order effect differs beyond compare's tolerance (None: none differs).
+
+    Rules: the conditions within REL_TOL (compare's tolerance) of the
+    lowest mean wait do not differ; among them the one with the fewest
+    workers is kept (workers cost memory and cores), "more workers did not
+    help" (SWEEP_KEEP_FEWEST).  Otherwise the best is kept when its lead
+    over the runner-up exceeds the order effect (SWEEP_KEEP_BEST), else
+    the sweep is repeated (SWEEP_UNDECIDED: passes=2).  When the kept
+    condition's input share is still at least INPUT_BOUND_SHARE: if it has
+    the most workers of the sweep and led beyond tolerance, more workers
+    may help further (SWEEP_MORE_WORKERS), else no condition of the sweep
+    removes the wait (SWEEP_STILL_INPUT).  [] with fewer than 2
+    conditions."""
+    conds = [c for c in conds if c.get("mean_s") is not None]
+    if len(conds) < 2:
+        return []
+    ranked = sorted(conds, key=lambda c: c["mean_s"])
+    best = ranked[0]
+    close = [c for c in ranked if c["mean_s"] <= best["mean_s"] * (1 + comparison.REL_TOL)]
+    with_workers = [c for c in close if c.get("workers") is not None]
+    fewest = (min(with_workers, key=lambda c: (c["workers"], c["mean_s"]))
+              if with_workers else best)
+    out: list[tuple[str, dict]] = []
+    led = False
+    runner = next((c for c in ranked[1:] if c not in close), None)
+    if fewest is not best or runner is None:
+        # No real difference among ``close``: keep the fewest workers.
+        keep = fewest
+        others = [c for c in close if c is not keep]
+        out.append((SWEEP_KEEP_FEWEST, {
+            "keep": keep["name"], "keep_mean_s": keep["mean_s"],
+            "best": best["name"], "best_mean_s": best["mean_s"],
+            "others": [c["name"] for c in others], "tolerance": comparison.REL_TOL,
+            "fewer_workers": bool(others) and keep.get("workers") is not None and all(
+                c.get("workers") is not None and c["workers"] > keep["workers"]
+                for c in others)}))
+    else:
+        keep = best
+        lead = runner["mean_s"] - best["mean_s"]
+        params = {"best": best["name"], "best_mean_s": best["mean_s"],
+                  "runner": runner["name"], "runner_mean_s": runner["mean_s"],
+                  "lead_s": lead, "order_spread_s": order_spread_s}
+        if order_spread_s is not None and lead <= order_spread_s:
+            out.append((SWEEP_UNDECIDED, params))
+            return out
+        out.append((SWEEP_KEEP_BEST, params))
+        led = True
+    share = keep.get("input_share")
+    if share is not None and share >= input_bound.INPUT_BOUND_SHARE:
+        most = max((c["workers"] for c in conds if c.get("workers") is not None), default=None)
+        if led and keep.get("workers") is not None and keep["workers"] == most:
+            out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
+                                             "workers": keep["workers"]}))
+        else:
+            out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share}))
+    return out
+
+
+def condition(cond: dict) -> str:
+    """A sweep condition as "num_workers=4 in_order=True"."""
+    return " ".join(f"{k}={v}" for k, v in cond.items())
+
+
+def sweep_correlation(c: dict, ignored: bool) -> str:
+    """The line on num_workers against the stall period (sweep.correlation);
+    ``ignored``: make_loader ignored num_workers somewhere.  Pearson r,
+    slope and intercept are printed only beside "follows", where they
+    support it (with fewer than policy.SWEEP_MIN_DISTINCT_WORKERS distinct
+    num_workers they are not computed)."""
+    shown = " ".join(f"{x}:{y}" for x, y in c.get("rows", []))
+    rests = (f"over {plural(c['points'], 'condition')} with a period ({c['gaps']} stall gaps "
+             f"in all; max(1, num_workers):period {shown})")
+    least = SWEEP_MIN_DISTINCT_WORKERS
+    if c.get("follows") is True:
+        fit = ("" if c["r"] is None else
+               f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "
+               f"intercept {c['intercept']:.2f}")
+        return (f"num_workers vs stall period: the period follows num_workers (period == "
+                f"max(1, num_workers) in every row, at {c['distinct_workers']} distinct "
+                f"num_workers) {rests}{fit}")
+    if c.get("follows") is False:
+        why = ("the same at every num_workers: set by the data" if c.get("same_period")
+               else f"period != max(1, num_workers) in {c['mismatched']} of {c['points']} rows")
+        # Only a flat fit supports "set by the data"; r = 1.000 beside "does
+        # not follow" (periods 3, 3, 6 at 1, 1, 2 workers) reads as agreement.
+        fit = (f"; slope {c['slope']:.2f}, intercept {c['intercept']:.2f}"
+               if c.get("same_period") and c["slope"] is not None else "")
+        return (f"num_workers vs stall period: the period does not follow num_workers "
+                f"({why}) {rests}{fit}")
+    if c["distinct_workers"] < 2 and c["points"] >= 2:
+        text = ("num_workers vs stall period: num_workers did not vary among the "
+                "conditions with a period; nothing to correlate")
+        if ignored:
+            text += (" (counting the workers each loader was built with; "
+                     "make_loader ignored num_workers, see below)")
+        return text
+    if c["distinct_workers"] >= 2:
+        return (f"num_workers vs stall period: too few to tell: the period equals max(1, "
+                f"num_workers) {rests}, but only {c['distinct_workers']} distinct num_workers "
+                f"have a period; it takes {least} (any 2 points lie on a line)")
+    return (f"num_workers vs stall period: too few to tell "
+            f"({plural(c['points'], 'condition')} with a period, {c['distinct_workers']} "
+            f"distinct num_workers; it takes {least} distinct num_workers with a period)")
+
+
+_LEFT_OUT = {
+    "error": lambda r: "error",
+    "no_num_workers": lambda r: "no num_workers",
+    "few_stalls": lambda r: (f"{plural(r['stalls'], 'stall')}, under "
+                             f"{MIN_STALLS_FOR_CADENCE}"),
+    "every_fetch": lambda r: "a stall on every fetch: no period",
+    "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
+}
+
+
+def sweep_left_out(c: dict) -> Optional[str]:
+    """The rows the correlation left out, each with its reason."""
+    left = c.get("left_out") or []
+    if not left:
+        return None
+    return "left out of the correlation: " + "; ".join(
+        f"{condition(r['condition'])} pass {r['pass_']} {r['direction']} "
+        f"({_LEFT_OUT[r['reason']](r)})" for r in left)
+
+
+def sweep_ignored(pairs: list) -> Optional[str]:
+    """(asked, built) num_workers pairs where make_loader ignored num_workers."""
+    if not pairs:
+        return None
+    return ("make_loader ignored num_workers: "
+            + ", ".join(f"num_workers={a} built a loader with {plural(b, 'worker')}"
+                        for a, b in pairs)
+            + "; the correlation uses the loaders' own num_workers")
+
+
+def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
+    """The condition with the lowest mean fetch (SweepResult.best())."""
+    if best is None or rows < 2:
+        return None
+    text = f"lowest mean fetch: {condition(best['condition'])} ({fmt_s(best['mean_s'])})"
+    if best["close"]:
+        text += (f"; within {pct(comparison.REL_TOL)} of it (no real difference): "
+                 + ", ".join(best["close"]))
+    return text
+
+
+_SWEEP_NEXT: dict[str, Callable[[dict], str]] = {
+    SWEEP_KEEP_FEWEST: lambda p: (
+        f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}): "
+        + ("it is the lowest mean fetch" if p["keep"] == p["best"]
+           else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
+                f"{pct(p['tolerance'])} of it")
+        + (f"; {', '.join(o for o in p['others'] if o != p['best'])} within "
+           f"{pct(p['tolerance'])} too" if [o for o in p["others"] if o != p["best"]] else "")
+        + (" (no real difference): more workers did not shorten the wait"
+           if p["fewer_workers"] else " (no real difference)") + "."),
+    SWEEP_KEEP_BEST: lambda p: (
+        f"Next: keep {p['best']}: its mean fetch, {fmt_s(p['best_mean_s'])}, is "
+        f"{fmt_s(p['lead_s'])} under the next, {p['runner']} ({fmt_s(p['runner_mean_s'])}), "
+        f"beyond {pct(comparison.REL_TOL)}"
+        + (f" and beyond the order effect ({fmt_s(p['order_spread_s'])})"
+           if p["order_spread_s"] is not None else "") + "."),
+    SWEEP_UNDECIDED: lambda p: (
+        f"Next: run again with passes=2 before choosing: {p['best']} leads {p['runner']} by "
+        f"{fmt_s(p['lead_s'])}, no more than the order effect ({fmt_s(p['order_spread_s'])})."),
+    SWEEP_MORE_WORKERS: lambda p: (
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND), and the "
+        "wait fell up to the most workers tried: try more where the host has cores for them "
+        "(each run's report() has a prediction of the num_workers that keeps up)."),
+    SWEEP_STILL_INPUT: lambda p: (
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND): no "
+        "condition of this sweep removes the wait; make each batch cheaper (each run's "
+        "report() has a prediction of how much) or give the workers more cores."),
+}
+
+
+def sweep_next_lines(items: list) -> list[str]:
+    """The sentences of SweepResult.next_steps() (policy.sweep_next)."""
+    return [_SWEEP_NEXT[code](params) for code, params in items]
+
+
+def sweep_order(effects: list[dict]) -> Optional[str]:
+    """Where forward and backward runs disagree (SweepResult.order_effects())."""
+    if not effects:
+        return None
+    differ = [e for e in effects if e["differs"]]
+    compared = [e for e in effects if e["verdict"] != input_bound.NO_DATA]
+    if not compared:
+        return ("forward and backward: no condition has steady-state steps on both "
+                "sides to compare")
+    if not differ:
+        skipped = len(effects) - len(compared)
+        return (f"forward and backward agree for all {len(compared)} conditions "
+                f"(within compare's tolerance: {pct(comparison.REL_TOL)} of the mean fetch "
+                f"or {pct(comparison.STEP_TOL)} of the step)"
+                + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
+    several = len({e["pass_"] for e in effects}) > 1
+    listed = "; ".join(
+        condition(e["condition"]) + (f" pass {e['pass_']}" if several else "")
+        + f" {fmt_s(e['forward_mean_s'])} forward vs {fmt_s(e['backward_mean_s'])} backward"
+        for e in differ)
+    return (f"order effect in {len(differ)} of {len(effects)} conditions: {listed}. "
+            "Beyond compare's tolerance, so differences that size between conditions "
+            "are not evidence; "
+            + ("see whether they recur in every pass" if several
+               else "passes=2 shows whether they recur"))
+
+
+def sweep_short(rows: list[dict]) -> list[str]:
+    """One line per requested step count that some row fell short of: the
+    conditions whose loader ran out of batches first."""
+    short: dict[int, list[str]] = {}
+    for r in rows:
+        asked, ran = r.get("steps_requested"), r.get("steps")
+        if r["error"] or asked is None or ran is None or ran >= asked:
+            continue
+        cell = f"{condition(r['condition'])} ({ran})"
+        if cell not in short.setdefault(asked, []):
+            short[asked].append(cell)
+    return [f"ran fewer batches than steps={asked}: " + ", ".join(cells)
+            for asked, cells in short.items()]
+
+
+def sweep_error(row: dict) -> str:
+    return (f"error in {condition(row['condition'])} pass {row['pass_']} {row['direction']}: "
+            f"{row['error']}")
+
+
+SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
+
+
+def sweep_period(row: dict) -> str:
+    """A sweep row's period cell: the period, "every" for a stall on every
+    fetch (EVERY-FETCH: no period), else "-"."""
+    if row.get("period") is not None:
+        return str(row["period"])
+    return "every" if row.get("temporal") == stall_timing.EVERY_FETCH else "-"
+
+
+def sweep_progress(done: int, total: int, row: dict) -> str:
+    """The progress line of one condition when tqdm is not installed."""
+    gap = row["period"] if row.get("period") is not None else "-"
+    status = (f"error {row['error']}" if row["error"] else
+              f"mean fetch {fmt_s(row['mean_s'])}, {row['stalls']} stalls, period {gap}")
+    return (f"[traceml.sweep {done}/{total}] {condition(row['condition'])} "
+            f"pass {row['pass_']} {row['direction']}: {status}")

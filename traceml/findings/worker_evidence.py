@@ -1,0 +1,287 @@
+"""What the sampled worker counters say about the stalls: CPU against
+storage, the run queue, the awaited worker's state, worker processes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+
+from ..fmt import fmt_bytes, fmt_s, pct
+from . import attribution, bottom_line
+
+# The reason a worker reading is missing when the loader has no worker processes.
+NO_WORKERS = "no worker processes"
+
+
+# During a stall, workers count as busy when they are runnable -- on a CPU
+# or waiting in the run queue for one -- for at least half of the CPUs
+# they could use (min(num_workers, usable CPUs)).  Counting run-queue wait
+# keeps CPU-bound workers on an oversubscribed host from looking idle.
+BUSY_SHARE = 0.5
+
+
+# Run-queue wait counts as contention when, on average, at least half a
+# worker was runnable but not running during stalls.
+CONTENTION_RUNQ_PER_WALL = 0.5
+
+
+# Reads below these rates during stalls are a trace (a page of a module, a
+# log line, one fault), not a storage bottleneck: a loader held up by storage
+# moves tens of MB/s or more.  1 MB/s is 256 pages of 4 KiB a second.
+MIN_STALL_READ_BYTES_PER_S = 1e6
+MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
+
+
+# Sampler readings kept around a report's steps: two sampler periods on
+# either side, so that the counters at the first and last step's edges
+# can be interpolated.
+SAMPLE_MARGIN_PERIODS = 2
+
+
+# /proc/PID/stat state codes of a process asleep: S (interruptible sleep: a
+# sleep, a socket or pipe read, a lock) and D (uninterruptible: disk I/O).
+BLOCKED_STATES = ("S", "D")
+
+
+# Blocked when at least half of the readings in the stalls' windows find it
+# asleep and it keeps under BUSY_SHARE of a core busy meanwhile (a worker
+# computing in threads reads R or shows CPU; a sleeping one neither).
+BLOCKED_MIN_SHARE = 0.5
+
+
+# A worker asleep during a stall is blocked only if it was making the
+# awaited batch then: where the workers' own batch timing says it was
+# making batches for under this share of the stalls' wait, the batch was
+# made already and the worker slept because it had nothing to do (a user
+# trial: a healthy in-memory loader whose hand-over blips read "the worker
+# ... was blocked during stalls: sleeping or waiting on I/O" while its
+# production line said busy 2%, hand-over 16% of step time).  Half: the
+# same bar as BLOCKED_MIN_SHARE.
+AWAITED_MAKING_MIN_SHARE = 0.5
+
+
+def awaited_blocked(readings: int, asleep: int, cores: Optional[float],
+                    making_share: Optional[float] = None) -> Optional[bool]:
+    """Whether the worker holding the awaited batch was blocked during the
+    stalls: ``asleep`` of ``readings`` readings in BLOCKED_STATES and
+    ``cores`` (CPU-s per wall-s, all threads) under BUSY_SHARE, and, where
+    the workers' batch timing is known, ``making_share`` (the stalls' wait
+    during which it was making batches) at least AWAITED_MAKING_MIN_SHARE.
+    None without readings."""
+    if readings <= 0 or cores is None:
+        return None
+    if making_share is not None and making_share < AWAITED_MAKING_MIN_SHARE:
+        return False
+    return asleep / readings >= BLOCKED_MIN_SHARE and cores < BUSY_SHARE
+
+
+CAVEATS = (
+    "Caveats: read_bytes 0 does not rule out page-cache effects (a cached "
+    "read costs CPU, not storage); nothing here measures CPU cache misses "
+    "or isolates the scheduler."
+)
+
+
+# Once the stalls did read from storage in earnest, the page-cache caveat
+# is moot.
+CAVEATS_WITH_READS = ("Caveats: nothing here measures CPU cache misses or isolates "
+                      "the scheduler.")
+
+
+def _rate(amount: float, wall: float) -> str:
+    return f"{amount / wall / 1e6:.1f} MB/s" if wall > 0 else "-"
+
+
+def _storage(code: str, p: dict) -> str:
+    """CPU-side work versus storage reads (evidence._storage_finding)."""
+    who = "the main process" if p["who"] == "main" else "the workers"
+    was = "was" if p["who"] == "main" else "were"
+    reads, faults = p["read_bytes"], p["major_faults"]
+    if code == "cpu_no_reads_anywhere":
+        return ("read_bytes 0 and major faults 0 in both: the cost is CPU-side "
+                "dataset processing, not storage reads.")
+    if code == "cpu_no_reads":
+        return (f"No storage reads or major faults during stalls while {who} {was} "
+                "busy: the stalls are CPU-side dataset processing.")
+    lighter = {
+        "none": "",
+        "trace": (f"; it read only {reads / 1e3:.0f} kB with {faults:.0f} major "
+                  f"fault{'s' if faults != 1 else ''}: a trace, not a storage bottleneck"),
+        "lighter": (f"; its reads ({reads / 1e6:.1f} MB, {_rate(reads, p['wall_s'])}) were no "
+                    f"heavier than outside the stalls "
+                    f"({_rate(p['fast_read_bytes'], p['fast_wall_s'])})"),
+    }.get(p["reads"], "")
+    if code == "cpu_light_reads":
+        return (f"During stalls {who} {was} busy{lighter}: the stalls are CPU-side "
+                "dataset processing, not storage reads.")
+    if code == "idle":
+        elsewhere = ("a sleep, a lock, the network" if p["who"] == "main"
+                     else "IPC, the main process, locks")
+        return (f"During stalls {who} {was} mostly idle"
+                + (" and read nothing from storage" if p["reads"] == "none" else lighter)
+                + f": the wait lies elsewhere ({elsewhere}).")
+    heavy = (f"{reads / 1e6:.1f} MB from storage ({_rate(reads, p['wall_s'])} against "
+             f"{_rate(p['fast_read_bytes'], p['fast_wall_s'])} outside the stalls) with "
+             f"{faults:.0f} major faults")
+    if code == "storage":
+        return (f"During stalls {who} read {heavy} while keeping few cores busy: storage "
+                "reads are the suspect.")
+    return (f"During stalls {who} {was} busy and also read {heavy}: both CPU work and "
+            "storage may matter.")
+
+
+def _cores(cores: float, runnable: Optional[float]) -> str:
+    return f"{cores:.1f} cores busy" + (f", {runnable:.1f} runnable" if runnable is not None
+                                        else "")
+
+
+def _run_queue(p: dict) -> str:
+    nw, cpus = p["num_workers"], p["cpus"]
+    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls (their "
+            "main threads: schedstat holds no other): runnable but not running")
+    if nw and cpus and nw > cpus:
+        text += f" ({nw} workers on {cpus} CPUs)"
+    elif nw and cpus:
+        text += (f" although {nw} workers fit on {cpus} CPUs: other threads or processes, "
+                 "the training loop's own included, competed for the CPUs")
+    return text + ", which stretches each batch."
+
+
+_UNTOLD = "CPU-side versus storage cannot be told apart here."
+
+
+def _awaited_blocked(p: dict) -> str:
+    held = attribution._workers_list(p["workers"])
+    return (f"The worker holding the awaited batch (worker {held}) was blocked during "
+            "stalls: sleeping or waiting on I/O, a lock or the network (asleep in "
+            f"{p['asleep']} of {p['readings']} readings, {p['cores']:.2f} cores busy).")
+
+
+def _cpu_handover(p: dict) -> str:
+    who = "the main process" if p["who"] == "main" else "the workers"
+    was = "was" if p["who"] == "main" else "were"
+    return (f"No storage reads to speak of during stalls while {who} {was} busy: CPU-side "
+            f"work, which with {fmt_bytes(p['batch_bytes'])} batches includes collate's "
+            "copy into shared memory, not only the samples' processing.")
+
+
+_EVIDENCE: dict[str, Callable[[dict], str]] = {
+    "main_unavailable": lambda p: f"Main-process counters unavailable ({p['why']}): {_UNTOLD}",
+    "main_cpu": lambda p: (
+        f"num_workers=0, so the dataset runs in the main process: slow intervals held "
+        f"{p['cpu_s']:.2f} main-process CPU-s over {p['wall_s']:.2f} s ("
+        f"{_cores(p['cores'], p['runnable'])}) against {p['fast_cpu_s']:.2f} over "
+        f"{p['fast_wall_s']:.2f} s in fast ones ({p['fast_cores']:.1f} cores, the training "
+        "step included)."),
+    "worker_cpu": lambda p: (
+        f"Slow intervals held {p['cpu_s']:.2f} worker-CPU-s over {p['wall_s']:.2f} s "
+        f"({_cores(p['cores'], p['runnable'])}) against {p['fast_cpu_s']:.2f} over "
+        f"{p['fast_wall_s']:.2f} s in fast ones "
+        f"({_cores(p['fast_cores'], p['fast_runnable'])})."),
+    "one_worker_busy": lambda p: (
+        f"One worker stayed busy through the stalls ({p['cores']:.1f} cores) while the "
+        "others had little to do: one slow batch held the line."),
+    "storage_unavailable": lambda p: f"Storage counters unavailable ({p['why']}): {_UNTOLD}",
+    "run_queue": _run_queue,
+    "caveats": lambda p: CAVEATS_WITH_READS if p["reads_matter"] else CAVEATS,
+    "awaited_blocked": _awaited_blocked,
+    "cpu_handover": _cpu_handover,
+}
+
+
+def evidence_sentences(findings: Iterable[tuple[str, dict]]) -> list[str]:
+    """What the worker (or main-process) counters say, from
+    evidence.interval_findings."""
+    return [_EVIDENCE[code](p) if code in _EVIDENCE else _storage(code, p)
+            for code, p in findings]
+
+
+# How many worker-PID changes the text lists one by one; past this it
+# counts them and names the first and the last (a loader without persistent
+# workers changes them every epoch: 1,000 epochs made a 20,000-character
+# line).  Report.to_dict()["workers"]["pid_changes"] keeps every one.
+PID_CHANGES_SHOWN = 3
+
+
+def evidence_lines(s: dict) -> list[str]:
+    """Stuck fetches first, then what the worker counters say."""
+    out = [bottom_line.stuck_sentence(ev) for ev in s.get("stuck") or []]
+    w = s.get("workers")
+    if w and w.get("evidence"):
+        out.extend(w["evidence"])
+    return out
+
+
+def dead_worker_line(d: dict) -> str:
+    """A worker that died during its epoch (evidence.dead_workers)."""
+    code = d.get("exitcode")
+    if code is None:
+        how = "exited mid-run"
+    elif code < 0:
+        how = f"was killed by {d['signal']} (exit code {code})"
+    else:
+        how = f"exited with code {code}"
+    if d.get("when") == "after":
+        at = f"after step {d['step']}, the last recorded of epoch {d['epoch']}"
+    else:
+        at = f"near step {d['step']}" + (f" (epoch {d['epoch']})" if "epoch" in d else "")
+    return f"worker {d['worker']} (pid {d['pid']}) {how} {at}"
+
+
+def pid_changes_line(changes: list[dict], epochs: int) -> str:
+    """The epochs whose worker PIDs changed: each one, or past
+    PID_CHANGES_SHOWN their count among the epoch starts after the first,
+    the first and the last."""
+    def at(c: dict) -> str:
+        return f"step {c['step']} (epoch {c['epoch']})"
+
+    if len(changes) <= PID_CHANGES_SHOWN:
+        return "worker PIDs changed at " + ", ".join(at(c) for c in changes)
+    starts = max(epochs - 1, len(changes))
+    return (f"worker PIDs changed at {len(changes)} of {starts} epoch starts after the "
+            f"first, first at {at(changes[0])}, last at {at(changes[-1])} (each one in "
+            "to_dict()['workers']['pid_changes'])")
+
+
+def process_lines(s: dict) -> list[str]:
+    """Host, delivery order, worker processes, sampler and unavailable
+    counters."""
+    out = []
+    h = s.get("host")
+    if h:
+        out.append(f"host: {h['usable_cpus']} usable CPUs, start method "
+                   f"{h['start_method'] or '-'}, torch {h['torch_version'] or '-'}")
+    d = s.get("delivery")
+    if d and d["known"]:
+        out.append(f"delivery: in_order={d['in_order']}, {d['overtaking']} of {d['known']} "
+                   "deliveries overtook a batch of lower rank")
+    w = s.get("workers")
+    if w:
+        changes = w["pid_changes"]
+        if changes:
+            out.append(pid_changes_line(changes, len(w["pids_by_epoch"])))
+        elif len(w["pids_by_epoch"]) > 1:
+            out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
+        out.extend(dead_worker_line(e) for e in w["exited"])
+        smp = w["sampler"]
+        if smp["samples"]:
+            share = smp["cpu_share"]
+            out.append(f"sampler: {smp['samples']} readings every {fmt_s(smp['period_s'])}"
+                       + (f", {pct(share, 2)} of one CPU" if share is not None else ""))
+        elif smp.get("error") and smp["enabled"]:
+            out.append(f"sampler: unavailable ({smp['error']}): timings only, no worker "
+                       "or process evidence")
+        if smp.get("readings_lost"):
+            out.append(f"sampler: the ring dropped {smp['overwritten']} readings, some of this "
+                       "run's; raise traceml.configure(sampler_capacity=...)")
+        if smp.get("dropped_watch"):
+            out.append(f"sampler: {smp['dropped_watch']} loops or processes could not be "
+                       "watched (out of memory or over the process limit)")
+        iv = w.get("intervals")
+        if iv and iv["unavailable"]:
+            # Worker counters of a loader without workers are not news.
+            for name, why in iv["unavailable"].items():
+                if why != NO_WORKERS:
+                    out.append(f"{name}: unavailable ({why})")
+    return out

@@ -1,0 +1,83 @@
+"""The workers' memory: copy-on-read growth and epoch jumps.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+from ..fmt import fmt_bytes
+
+
+# Copy-on-read: forked workers' unshared memory (USS) grows within an epoch
+# by at least this much (median over workers and epochs).  Measured here
+# (tests/test_memory.py, benchmarks/README.md): 3 million short strings in
+# a list, read at random by 2 workers, grew each worker's USS by 233 MiB in
+# one epoch; the same numbers in a NumPy array by 1.4 MiB.  A worker's own
+# buffers (batches in flight) come and go, so they do not add up to a
+# growth over an epoch.
+MEM_COW_GROWTH_BYTES = 32 * 2**20
+
+
+# A step of the main process's RSS from one epoch's last reading to the
+# next epoch's first, worth naming: at least this much.
+MEM_EPOCH_JUMP_BYTES = 256 * 2**20
+
+COPY_ON_READ = "COPY-ON-READ"
+
+
+def memory_findings(mem: Optional[dict], num_workers: Optional[int],
+                    start_method: Optional[str]) -> list[tuple[str, dict]]:
+    """What the memory block (traceml.memory.summarise) shows, as (code,
+    numbers): "copy_on_read" when forked workers' unshared memory grew by
+    MEM_COW_GROWTH_BYTES or more within an epoch (median), "epoch_jump"
+    for each epoch whose start the main process's RSS reached
+    MEM_EPOCH_JUMP_BYTES above the previous epoch's end."""
+    out: list[tuple[str, dict]] = []
+    if not mem or not mem.get("available"):
+        return out
+    growth = mem.get("worker_uss_growth")
+    if (growth is not None and growth >= MEM_COW_GROWTH_BYTES and (num_workers or 0) > 0
+            and start_method in (None, "fork")):
+        out.append(("copy_on_read", {"growth_bytes": growth, "num_workers": num_workers}))
+    for jump in mem.get("epoch_jumps") or []:
+        if jump["rss_bytes"] >= MEM_EPOCH_JUMP_BYTES:
+            out.append(("epoch_jump", dict(jump)))
+    return out
+
+
+def memory_line(s: dict) -> Optional[str]:
+    """The processes' memory over the run (traceml.memory); None without
+    readings."""
+    m = s.get("memory")
+    if not m or not m.get("available"):
+        return None
+    parts = []
+    main = (m.get("main") or {}).get("rss")
+    if main:
+        parts.append(f"main RSS {fmt_bytes(main['first'])} -> {fmt_bytes(main['last'])} "
+                     f"(max {fmt_bytes(main['max'])})")
+    growth = m.get("worker_uss_growth")
+    if growth is not None:
+        parts.append(f"workers' unshared memory {'grew' if growth >= 0 else 'shrank'} "
+                     f"{fmt_bytes(abs(growth))} within an epoch (median)")
+    return ("memory: " + "; ".join(parts)) if parts else None
+
+
+_MEMORY_NEXT = {
+    "copy_on_read": lambda p: (
+        f"Each forked worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an "
+        "epoch: copy-on-read (reading Python objects writes their reference counts, which "
+        "copies the parent's pages into every worker). Hold the dataset in NumPy arrays or "
+        "Arrow rather than lists or dicts of Python objects; with num_workers="
+        f"{p['num_workers']} the copies add up, and persistent workers keep them."),
+    "epoch_jump": lambda p: (
+        f"The main process's memory stepped up {fmt_bytes(p['rss_bytes'])} at the start of "
+        f"epoch {p['epoch']}: something is built or kept per epoch (a new iterator's state, "
+        "a cache); compare its size at each epoch boundary."),
+}
+
+
+def memory_next_steps(items: list[tuple[str, dict]]) -> list[str]:
+    """The sentences of policy.memory_findings."""
+    return [_MEMORY_NEXT[code](params) for code, params in items]
