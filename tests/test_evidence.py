@@ -13,11 +13,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import traceml  # noqa: E402
-from traceml import _core, evidence
-from traceml.findings import worker_evidence
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import _core, evidence  # noqa: E402 - after importorskip("torch")
+from traceml.findings import sentences  # noqa: E402 - after importorskip("torch")
+from traceml.findings import worker_evidence  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset  # noqa: E402
+from burn import BurnDataset  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 DataLoader = torch.utils.data.DataLoader
@@ -25,7 +26,7 @@ DataLoader = torch.utils.data.DataLoader
 
 def _sentences(iv, num_workers, cpus):
     """The evidence sentences of intervals ``iv`` (findings, then wording)."""
-    return worker_evidence.evidence_sentences(evidence.interval_findings(iv, num_workers, cpus))
+    return sentences(evidence.interval_findings(iv, num_workers, cpus))
 
 
 @pytest.fixture(autouse=True)

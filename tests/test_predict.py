@@ -8,12 +8,15 @@ import warnings
 import pytest
 
 from traceml import predict
-from traceml.findings import advice, prediction_check
+from traceml.findings import advice, input_bound, prediction_check
+from traceml.findings import sentences
 
 
 def _summary(make=0.020, cpu=0.020, runq=None, handover=0.0, compute=0.012, cpus=2,
              n=1, busy=1.0, wait=None, coverage=1.0):
-    stats = (lambda v: None if v is None else {"mean": v, "median": v, "p95": v})
+    def stats(v):
+        return None if v is None else {"mean": v, "median": v, "p95": v}
+
     return {
         "production": {"available": True, "coverage": coverage, "make_s": stats(make),
                        "cpu_s": stats(cpu), "runq_s": stats(runq),
@@ -259,16 +262,25 @@ def test_a_trusted_no_num_workers_prediction_replaces_vary_num_workers():
     p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=2, wait=0.035))
     items = [("lockstep", {"period": 2, "num_workers": 2}),
              ("vary_workers_then_in_order", {})]
-    got = advice.prediction_next_steps({"prediction": p}, items)
+    got = advice.evidence_next_steps(_input_bound(p), items)
     assert [c for c, _ in got] == ["lockstep", "predicted_no_workers"]
     params = got[1][1]
     assert params["cheaper_by"] == pytest.approx(3.0)
     assert params["cores_needed"] == pytest.approx(6.0)
-    text = advice._EVIDENCED_NEXT["predicted_no_workers"](params)
+    text = sentences([got[1]])[0]
     assert "Next: not more workers" in text and "3.0x cheaper" in text
     # Not trusted, or some num_workers keeps up: the items stay.
     misfit = dict(p, trust=prediction_check.PREDICT_MISFIT)
-    assert advice.prediction_next_steps({"prediction": misfit}, items) == items
+    assert advice.evidence_next_steps(_input_bound(misfit), items) == items
     keeps = dict(p, keeps_up_with=4)
-    assert advice.prediction_next_steps({"prediction": keeps}, items) == items
-    assert advice.prediction_next_steps({"prediction": None}, items) == items
+    assert advice.evidence_next_steps(_input_bound(keeps), items) == items
+    assert advice.evidence_next_steps(_input_bound(None), items) == items
+    # Only where it replaces a "vary num_workers" item.
+    assert advice.evidence_next_steps(_input_bound(p), items[:1]) == items[:1]
+
+
+def _input_bound(prediction):
+    """A summary whose next steps the evidence families may change: input-
+    bound over enough steady steps, with ``prediction``."""
+    return {"prediction": prediction, "diagnosis": input_bound.INPUT_BOUND,
+            "steady_steps": input_bound.MIN_STEADY_STEPS}

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from traceml.findings import advice, bottom_line, stall_threshold, stall_timing, wait_trend
+from traceml.findings import sentences
 
-from test_report import INFO, MS, SYNTHETIC, build, loader_source, records  # noqa: F401
+from test_report import INFO, MS, SYNTHETIC, build, loader_source, records  # noqa: F401 - loader_source: a fixture
 
 BANNED = ("every 1 step", "every 1 batches", "a slow sample every 1 ", "follows num_workers at")
 
@@ -40,7 +41,7 @@ def _lockstep(k, rounds, seed, stall_ms=80.0, compute_ms=10.0):
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_healthy_jitter_with_scheduling_blips_has_no_stall(loader_source, seed):  # noqa: F811
+def test_healthy_jitter_with_scheduling_blips_has_no_stall(loader_source, seed):  # noqa: F811 - pytest fixture
     """~1 ms waits against a 10 ms step and 3-4 blips of 2-10 ms (TRAPS.md:
     what healthy loops show on this VM under load): no stall, FAST."""
     loader_source(2)
@@ -57,7 +58,7 @@ def test_healthy_jitter_with_scheduling_blips_has_no_stall(loader_source, seed):
     _text_is_sane(r)
 
 
-def test_cheap_items_on_four_workers_have_no_stall(loader_source):  # noqa: F811
+def test_cheap_items_on_four_workers_have_no_stall(loader_source):  # noqa: F811 - pytest fixture
     """4 workers of cheap items on 2 cores: 0.1 ms waits, a quarter of 1-4
     ms while a worker holds a core, a 2-3 ms ripple once a round."""
     loader_source(4)
@@ -72,7 +73,7 @@ def test_cheap_items_on_four_workers_have_no_stall(loader_source):  # noqa: F811
 
 
 @pytest.mark.parametrize("at", [5, 40, 79])
-def test_an_isolated_blip_is_an_outlier_never_a_shape(loader_source, at):  # noqa: F811
+def test_an_isolated_blip_is_an_outlier_never_a_shape(loader_source, at):  # noqa: F811 - pytest fixture
     loader_source(2)
     rng = np.random.default_rng(at)
     wait = rng.lognormal(np.log(1.0), 0.3, 82)
@@ -117,7 +118,7 @@ def test_a_given_threshold_is_kept_as_given():
 
 @pytest.mark.parametrize("rate", [0.1, 0.25])
 @pytest.mark.parametrize("seed", range(10))
-def test_random_stalls_are_never_periodic(loader_source, rate, seed):  # noqa: F811
+def test_random_stalls_are_never_periodic(loader_source, rate, seed):  # noqa: F811 - pytest fixture
     loader_source(0)
     for n in (24, 100):
         rng = np.random.default_rng(1000 * seed + n + int(rate * 100))
@@ -138,7 +139,7 @@ def test_random_stalls_are_never_periodic(loader_source, rate, seed):  # noqa: F
 
 
 @pytest.mark.parametrize("k", [2, 3, 4, 8])
-def test_lockstep_is_periodic_at_its_period(loader_source, k):  # noqa: F811
+def test_lockstep_is_periodic_at_its_period(loader_source, k):  # noqa: F811 - pytest fixture
     loader_source(k)
     wait, compute, stall = _lockstep(k, rounds=12, seed=k)
     r = build(records(wait, compute), INFO, SYNTHETIC, None)
@@ -151,7 +152,7 @@ def test_lockstep_is_periodic_at_its_period(loader_source, k):  # noqa: F811
     _text_is_sane(r)
 
 
-def test_lockstep_pairs_are_periodic_per_burst_under_the_same_test(loader_source):  # noqa: F811
+def test_lockstep_pairs_are_periodic_per_burst_under_the_same_test(loader_source):  # noqa: F811 - pytest fixture
     loader_source(4)
     rng = np.random.default_rng(2)
     n = 4 * 15
@@ -179,7 +180,7 @@ def test_three_stalls_with_two_equal_gaps_are_too_little_evidence():
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 4])
-def test_every_fetch_a_stall_is_every_fetch(loader_source, num_workers):  # noqa: F811
+def test_every_fetch_a_stall_is_every_fetch(loader_source, num_workers):  # noqa: F811 - pytest fixture
     loader_source(num_workers)
     rng = np.random.default_rng(num_workers)
     n = 60
@@ -233,7 +234,7 @@ def test_the_p_value_is_cheap_over_ten_million_steps():
 @pytest.mark.parametrize("start_ms,end_ms,label", [(1.0, 40.0, "RISING"),
                                                     (40.0, 1.0, "FALLING"),
                                                     (2.0, 2.0 + 0.3 * 79, "RISING")])
-def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms,  # noqa: F811
+def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms,  # noqa: F811 - pytest fixture
                                                  label):
     loader_source(0)
     rng = np.random.default_rng(4)
@@ -257,7 +258,7 @@ def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms
     assert "HEAVY-TAILED" not in text and "shape FAST" not in text
 
 
-def test_no_trend_in_stationary_or_periodic_waits(loader_source):  # noqa: F811
+def test_no_trend_in_stationary_or_periodic_waits(loader_source):  # noqa: F811 - pytest fixture
     loader_source(4)
     wait, compute, _ = _lockstep(4, rounds=30, seed=1)
     assert build(records(wait, compute), INFO, SYNTHETIC, None)["trend"] is None
@@ -273,7 +274,7 @@ def test_a_small_rise_is_no_trend():
     assert r["trend"] is None
 
 
-def test_a_rise_across_epochs_has_a_slope_per_epoch(loader_source):  # noqa: F811
+def test_a_rise_across_epochs_has_a_slope_per_epoch(loader_source):  # noqa: F811 - pytest fixture
     loader_source(0, epochs=4)
     rng = np.random.default_rng(6)
     per = 40
@@ -298,7 +299,7 @@ def test_a_trend_over_ten_million_steps():
 
 
 @pytest.mark.parametrize("num_workers,persistent", [(0, None), (2, False), (2, True)])
-def test_epoch_starts_that_dominate_make_the_headline(loader_source, num_workers,  # noqa: F811
+def test_epoch_starts_that_dominate_make_the_headline(loader_source, num_workers,  # noqa: F811 - pytest fixture
                                                       persistent):
     """Three epochs, each a 1.5 s start and 20 fast steady steps."""
     loader_source(num_workers, epochs=3)
@@ -354,7 +355,7 @@ def test_a_fetch_stuck_now_is_stuck():
 # --- 5. labels agree with their numbers ------------------------------------------------
 
 
-def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source):  # noqa: F811
+def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source):  # noqa: F811 - pytest fixture
     """Every other fetch 85 ms, the rest near 0 (the slow ones one more):
     the median fetch is 85 ms, so not "mostly fast input"."""
     loader_source(2)
@@ -369,7 +370,7 @@ def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source): 
     assert (r["temporal"]["label"], r["temporal"]["period"]) == ("PERIODIC", 2)
 
 
-def test_no_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F811
+def test_no_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F811 - pytest fixture
     loader_source(2)
     rng = np.random.default_rng(9)
     wait = (30 * MS * rng.uniform(0.5, 1.5, 80)).astype(np.int64)
@@ -383,7 +384,7 @@ def test_no_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F8
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
-def test_no_in_order_advice_with_one_loader_in_flight(loader_source, num_workers):  # noqa: F811
+def test_no_in_order_advice_with_one_loader_in_flight(loader_source, num_workers):  # noqa: F811 - pytest fixture
     loader_source(num_workers)
     rng = np.random.default_rng(5)
     n = 300
@@ -407,23 +408,23 @@ def _uniformly_slow_summary(cores, cpus=2, num_workers=4):
 
 
 def test_no_more_workers_when_the_workers_saturate_the_cpus():
-    nxt = advice.next_step_lines(_uniformly_slow_summary(cores=1.95))
+    nxt = sentences(advice.next_steps(_uniformly_slow_summary(cores=1.95)))
     assert not any("vary num_workers" in line for line in nxt)
     assert "already keep the 2 usable CPUs busy (1.9 cores at num_workers=4)" in nxt[-1]
-    nxt = advice.next_step_lines(_uniformly_slow_summary(cores=0.8))
+    nxt = sentences(advice.next_steps(_uniformly_slow_summary(cores=0.8)))
     assert "vary num_workers around 4" in nxt[-1]
 
 
 def test_unreadable_worker_counters_leave_the_advice_alone():
     s = _uniformly_slow_summary(cores=None)
-    assert "vary num_workers around 4" in advice.next_step_lines(s)[-1]
+    assert "vary num_workers around 4" in sentences(advice.next_steps(s))[-1]
     s["workers"] = {"intervals": None}
-    assert "vary num_workers around 4" in advice.next_step_lines(s)[-1]
+    assert "vary num_workers around 4" in sentences(advice.next_steps(s))[-1]
     s["workers"] = None
-    assert "vary num_workers around 4" in advice.next_step_lines(s)[-1]
+    assert "vary num_workers around 4" in sentences(advice.next_steps(s))[-1]
 
 
-def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # noqa: F811
+def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # noqa: F811 - pytest fixture
     """A 30-step recording whose 150 ms start is a third of the wall time:
     persistent_workers cannot help within one epoch."""
     loader_source(3)
@@ -435,7 +436,7 @@ def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # no
     assert not any("persistent_workers" in line for line in r["next"])
 
 
-def test_stalls_that_stand_apart_as_a_group_without_an_otsu_split(loader_source):  # noqa: F811
+def test_stalls_that_stand_apart_as_a_group_without_an_otsu_split(loader_source):  # noqa: F811 - pytest fixture
     """Measured with 2 workers burning 100 ms a batch on 2 cores against a
     10 ms consumer: the stalls (~40-95 ms) alternate with 6-26 ms fetches;
     Otsu's eta hovers at 0.8, and 4x the lower median is above most stalls,

@@ -439,8 +439,8 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
                       cpus: Optional[int], awaited: Optional[dict] = None,
                       batch_bytes: Optional[float] = None) -> list[tuple[str, dict]]:
     """What the slow/fast comparison of :func:`intervals` says, as
-    (code, numbers) items ending with the caveats; :func:`traceml.wording.
-    evidence_sentences` words them.  Empty without stalls.  ``awaited``
+    (code, numbers) items ending with the caveats; :func:`traceml.findings.
+    sentences` words them.  Empty without stalls.  ``awaited``
     (:func:`awaited`): when the worker holding the awaited batches was
     blocked, "awaited_blocked" takes the place of "idle" (the wait does not
     lie elsewhere: that worker sleeps on something).  With batches of at

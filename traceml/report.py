@@ -18,7 +18,8 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from . import _core, evidence, memory, predict, worker_timing
-from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, report_notes, stall_shape, stall_threshold, stall_timing, wait_trend, worker_evidence, worker_memory
+from . import findings
+from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, stall_shape, stall_threshold, stall_timing, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -228,10 +229,10 @@ def build(
     if summary["memory"] is not None:
         summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
-    summary["notes"] = report_notes.notes(_notes(info, summary, src, source_id, recorded,
-                                            stuck_events or [], sources, unmarked))
-    summary["next"] = (advice.evidenced_next_steps(summary)
-                       + worker_memory.memory_next_steps(memory_found))
+    summary["notes"] = findings.sentences(_notes(info, summary, src, source_id, recorded,
+                                                 stuck_events or [], sources, unmarked))
+    summary["next"] = findings.sentences(
+        advice.evidence_next_steps(summary, advice.next_steps(summary)) + memory_found)
     rep = Report(summary, steps, delivery=(
         {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
          "workers": np.maximum(ranks_workers[1], -1, dtype=np.int64)}
@@ -463,7 +464,7 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
                                    delivery[1] if delivery is not None else None,
                                    median_batch_bytes, making_ns)
         if workers is not None:
-            workers["evidence"] = worker_evidence.evidence_sentences(workers.pop("findings"))
+            workers["evidence"] = findings.sentences(workers.pop("findings"))
     return {
         "host": evidence.host(src) if loader_src else None,
         "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,
@@ -477,7 +478,7 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
 def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
            stuck_events: list, sources: Mapping[int, Any],
            unmarked: Optional[tuple] = None) -> list[tuple[str, dict]]:
-    """The report's notes as (code, numbers) items, for report_notes.notes.
+    """The report's notes as (code, numbers) items, worded by findings.sentences.
     ``unmarked``: (steady probe steps without fetch_done(), steady steps)."""
     out: list[tuple[str, dict]] = []
     if info["dropped_steps"]:

@@ -12,9 +12,13 @@ other families, the C core and :mod:`traceml.fmt`.
 
 from __future__ import annotations
 
+from ._types import Finding, Words
+
 from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over, input_bound,
                prediction_check, rank_stragglers, report_notes, stall_shape, stall_threshold,
                stall_timing, sweeps, wait_trend, worker_evidence, worker_memory)
+
+__all__ = ["Finding", "REGISTRY", "Words", "sentences", "words_of"]
 
 # The families in report order: the bottom line, the diagnosis, the stalls'
 # threshold, shape and timing, the trend, what the workers show, then the
@@ -22,3 +26,19 @@ from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over
 REGISTRY = (bottom_line, input_bound, stall_threshold, stall_shape, stall_timing, wait_trend,
             attribution, hand_over, worker_evidence, worker_memory, gpu_wait, prediction_check,
             advice, report_notes, comparison, sweeps, rank_stragglers)
+
+
+def words_of(code: str) -> Words:
+    """The template of ``code``, from the one family whose ``WORDS`` holds
+    it.  Raises KeyError naming the code when no family words it."""
+    for family in REGISTRY:
+        table = getattr(family, "WORDS", None)
+        if table and code in table:
+            return table[code]
+    raise KeyError(f"no findings family words the code {code!r}")
+
+
+def sentences(items) -> list[str]:
+    """The sentences of ``(code, numbers)`` items (Findings or the
+    ``[code, numbers]`` pairs a run file stores), in their order."""
+    return [words_of(code)(numbers) for code, numbers in items]

@@ -4,11 +4,11 @@ which advice supersedes which.
 
 from __future__ import annotations
 
-import math
-from typing import Callable, Optional
+from typing import Optional
 
 
-from ..fmt import fmt_bytes, fmt_s, pct, plural
+from ..fmt import fmt_s, pct, plural
+from ._types import Finding, Words
 from . import attribution, bottom_line, gpu_wait, hand_over, input_bound, prediction_check, stall_shape, stall_threshold, stall_timing, sweeps, wait_trend
 
 
@@ -197,91 +197,38 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     return out
 
 
-# Next-step codes that point at the workers' round or at varying num_workers:
-# an attribution to one worker replaces them.
-_ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
-                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
-                          "compare_in_order", "vary_workers_around", "overtaking_round"))
-
-
-_HANDOVER_REPLACES = frozenset(("irregular", "compare_in_order", "vary_workers_or_prefetch",
-                                "vary_workers_then_in_order", "confirm_period"))
-
-
-def evidence_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-    """:func:`next_steps`'s items with what the attribution and the batch
-    bytes add (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
-    steady-state steps): ONE-WORKER replaces the round and num_workers items with that
-    worker's shard; SLOW-SAMPLE replaces the "confirm the period" item with
-    the samples' residue (and, when the workers' make times give the
-    samples a period other than the stalls' cadence, the items that read a
-    period off the stalls as well); large batches add the hand-over
-    reading and its next step; a trusted prediction that no num_workers
-    keeps up replaces the "vary num_workers" items
-    (:func:`prediction_next_steps`)."""
-    attr = s.get("attribution")
+def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
+    """:func:`next_steps`'s items with what the evidence families advise
+    (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
+    steady-state steps).  Each of ``EVIDENCE_FAMILIES`` in turn gives its
+    items (``advise(s)``); each item removes the earlier items its family
+    declares it supersedes (``superseded_by(item)``, from the family's
+    ``SUPERSEDES``), and an item of the family's ``ONLY_REPLACING`` codes
+    is added only where it supersedes one: ONE-WORKER replaces the round
+    and num_workers items, SLOW-SAMPLE the "confirm the period" ones, the
+    batch bytes the slow-sample and num_workers experiments, a trusted
+    prediction that no num_workers keeps up the "vary num_workers" ones."""
     out = list(items)
     if (s.get("diagnosis") in (input_bound.COMPUTE_BOUND, input_bound.NO_DATA)
             or s.get("steady_steps", 0) < input_bound.MIN_STEADY_STEPS):
         # Input is not the bottleneck, or too few steps to say: nothing to add.
         return out
-    if attr and attr["label"] == attribution.ONE_WORKER:
-        out = [it for it in out if it[0] not in _ROUND_CODES]
-        out.append(("one_worker", {"worker": attr["worker"], "stalls": attr["stall_workers"]
-                                   .get(attr["worker"], 0), "known": attr["known"],
-                                   "own_share": attr["own_share"],
-                                   "cpu_ratio": attr["cpu_ratio"]}))
-        out.append(("split_shards", {"worker": attr["worker"]}))
-    elif attr and attr["label"] == attribution.SLOW_SAMPLE:
-        drop = {"confirm_period", "compare_in_order"}
-        made = attr.get("made")
-        if made is not None and attr.get("stall_period") != attr["period"]:
-            # The stalls' cadence is not the samples' period: the items
-            # that read a period off the stalls would name the wrong one.
-            drop |= {"period_not_workers", "period", "wrap_to_compare_period"}
-        out = [it for it in out if it[0] not in drop]
-        params = {"period": attr["period"], "residue": attr["residue"],
-                  "share": attr["residue_share"], "workers": len(attr["stall_workers"])}
-        if made is not None:
-            params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
-                          slow=made["slow"], batches=made["batches"],
-                          slow_on_residue=made["slow_on_residue"])
-        out.append(("slow_sample", params))
-    code = (s.get("batch_bytes") or {}).get("handover")
-    if code:
-        # The bytes come first: the slow-sample and num_workers experiments
-        # would vary everything but what each batch carries.
-        out = [it for it in out if it[0] not in _HANDOVER_REPLACES]
-        out.append((code, {"bytes": s["batch_bytes"]["median"]}))
-        out.append(("fewer_bytes", {}))
-    return prediction_next_steps(s, out)
-
-
-# Next-step codes that propose varying num_workers: where a trusted
-# prediction finds that no num_workers keeps up on this host, they are
-# replaced by the prediction's own next step (a cheaper batch or more cores).
-_VARY_WORKERS_CODES = frozenset(("try_workers", "wrap_and_sweep", "vary_workers_around",
-                                 "vary_workers_or_prefetch", "vary_workers_then_in_order"))
-
-
-def prediction_next_steps(s: dict, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-    """``items`` made consistent with a trusted prediction (``s``'s
-    ``prediction`` block with ``trust`` PREDICT_TRUSTED) that no
-    num_workers keeps up on this host: the items proposing to vary
-    num_workers are replaced by one ``predicted_no_workers`` item
-    (cores needed, usable CPUs, wait floor, how much cheaper a batch must
-    get).  Unchanged otherwise."""
-    p = s.get("prediction")
-    if not p or p.get("trust") != prediction_check.PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
-        return items
-    if not any(code in _VARY_WORKERS_CODES for code, _ in items):
-        return items
-    out = [it for it in items if it[0] not in _VARY_WORKERS_CODES]
-    out.append(("predicted_no_workers", {
-        "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
-        "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
-        "num_workers": p["num_workers"]}))
+    for family in EVIDENCE_FAMILIES:
+        added = family.advise(s)
+        drop = frozenset().union(*(family.superseded_by(f) for f in added))
+        present = {code for code, _ in out}
+        added = [f for f in added
+                 if f.code not in family.ONLY_REPLACING or family.superseded_by(f) & present]
+        if added:
+            out = [it for it in out if it[0] not in drop] + added
     return out
+
+
+# The families whose evidence adds to or replaces the next steps, in the
+# order they apply: the bytes after the attribution (the slow-sample and
+# num_workers experiments would vary everything but what each batch
+# carries), the prediction last.
+EVIDENCE_FAMILIES = (attribution, hand_over, prediction_check)
 
 
 def _uniformly_slow(p: dict) -> str:
@@ -298,7 +245,7 @@ def _workers_in(p: dict) -> str:
     return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
 
 
-_NEXT: dict[str, Callable[[dict], str]] = {
+WORDS: dict[str, Words] = {
     "stuck": bottom_line._stuck_next,
     "epoch_start": bottom_line._epoch_start_next,
     "trend": wait_trend._trend_next_line,
@@ -410,49 +357,3 @@ _NEXT: dict[str, Callable[[dict], str]] = {
         "False))): if later batches overtake a slow one, single slow samples are to blame; "
         "then check worker CPU against storage reads."),
 }
-
-
-def next_step_lines(summary: dict) -> list[str]:
-    """The next-step sentences of a report summary (policy.next_steps)."""
-    return [_NEXT[code](params) for code, params in next_steps(summary)]
-
-
-_EVIDENCED_NEXT: dict[str, Callable[[dict], str]] = {
-    "one_worker": attribution._one_worker,
-    "split_shards": lambda p: (
-        f"Next: look at worker {p['worker']}'s share of the data, not num_workers: with an "
-        "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
-        "slower than the others'; balance the split."),
-    "slow_sample": lambda p: (
-        attribution._slow_made(p) if p.get("period_from") == attribution.PERIOD_FROM_MAKE_TIMES else (
-            f"The stalled batches share rank % {p['period']} == {p['residue']} "
-            f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
-            "samples are slow, not a worker; next: time __getitem__ on those indices.")),
-    "handover_main": lambda p: (
-        f"Batches carry {fmt_bytes(p['bytes'])} each while the workers idled and the main "
-        "process was busy during stalls: handing the batches over (receiving, rebuilding "
-        "and freeing large tensors) is the cost, not the samples."),
-    "handover_bytes": lambda p: (
-        f"Batches carry {fmt_bytes(p['bytes'])} each (at least "
-        f"{fmt_bytes(hand_over.HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
-        "copy into shared memory in the workers, mapping and freeing it in the main "
-        "process), so busy workers need not mean costly samples."),
-    "predicted_no_workers": lambda p: (
-        f"Next: not more workers: the prediction (below, its check within "
-        f"{pct(prediction_check.PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
-        f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
-        f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
-        f"make each batch {p['cheaper_by']:.1f}x cheaper (profile __getitem__ and collate), "
-        f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
-    "fewer_bytes": lambda p: (
-        "Next: send fewer bytes per batch: uint8 images converted to float after the "
-        "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
-        "pin_memory=True."),
-}
-
-
-def evidenced_next_steps(summary: dict) -> list[str]:
-    """The next-step sentences of a report summary, with what the
-    attribution and the batch bytes add (policy.evidence_next_steps)."""
-    items = evidence_next_steps(summary, next_steps(summary))
-    return [(_EVIDENCED_NEXT.get(code) or _NEXT[code])(params) for code, params in items]

@@ -10,7 +10,8 @@ from typing import Optional
 import numpy as np
 
 from .. import _core
-from ..fmt import pct
+from ..fmt import pct, plural
+from ._types import Finding, Words
 from . import stall_threshold, stall_timing
 
 
@@ -405,3 +406,70 @@ def attribution_line(s: dict) -> Optional[str]:
         text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
                  "the round")
     return text
+
+
+# --- advice -----------------------------------------------------------------
+# The next-step codes (traceml.findings.advice) that point at the workers'
+# round or at varying num_workers: an attribution to one worker replaces
+# them.
+ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
+                         "confirm_period", "period", "wrap_to_compare_period", "irregular",
+                         "compare_in_order", "vary_workers_around", "overtaking_round"))
+# The next-step codes each of this family's items replaces.  SLOW-SAMPLE
+# replaces "confirm the period"; when the workers' make times give the
+# samples a period other than the stalls' cadence, also the items that
+# read a period off the stalls (they would name the wrong one).
+SUPERSEDES = {
+    "one_worker": ROUND_CODES,
+    "split_shards": ROUND_CODES,
+    "slow_sample": frozenset(("confirm_period", "compare_in_order")),
+}
+SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES = frozenset(("period_not_workers", "period",
+                                               "wrap_to_compare_period"))
+ONLY_REPLACING: frozenset = frozenset()
+
+
+def superseded_by(f: Finding) -> frozenset:
+    """The next-step codes the item ``f`` replaces (SUPERSEDES)."""
+    out = SUPERSEDES.get(f.code, frozenset())
+    n = f.numbers
+    if f.code == "slow_sample" and "stall_period" in n and n["stall_period"] != n["period"]:
+        out = out | SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES
+    return out
+
+
+def advise(s: dict) -> list[Finding]:
+    """The next steps the attribution (``s["attribution"]``) calls for:
+    ONE-WORKER names that worker's shard; SLOW-SAMPLE the samples'
+    residue (with the workers' make-time figures when they gave it)."""
+    attr = s.get("attribution")
+    if attr and attr["label"] == ONE_WORKER:
+        return [Finding("one_worker", {"worker": attr["worker"],
+                                       "stalls": attr["stall_workers"].get(attr["worker"], 0),
+                                       "known": attr["known"], "own_share": attr["own_share"],
+                                       "cpu_ratio": attr["cpu_ratio"]}),
+                Finding("split_shards", {"worker": attr["worker"]})]
+    if attr and attr["label"] == SLOW_SAMPLE:
+        params = {"period": attr["period"], "residue": attr["residue"],
+                  "share": attr["residue_share"], "workers": len(attr["stall_workers"])}
+        made = attr.get("made")
+        if made is not None:
+            params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
+                          slow=made["slow"], batches=made["batches"],
+                          slow_on_residue=made["slow_on_residue"])
+        return [Finding("slow_sample", params)]
+    return []
+
+
+WORDS: dict[str, Words] = {
+    "one_worker": _one_worker,
+    "split_shards": lambda p: (
+        f"Next: look at worker {p['worker']}'s share of the data, not num_workers: with an "
+        "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
+        "slower than the others'; balance the split."),
+    "slow_sample": lambda p: (
+        _slow_made(p) if p.get("period_from") == PERIOD_FROM_MAKE_TIMES else (
+            f"The stalled batches share rank % {p['period']} == {p['residue']} "
+            f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
+            "samples are slow, not a worker; next: time __getitem__ on those indices.")),
+}

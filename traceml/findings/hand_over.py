@@ -7,6 +7,7 @@ from typing import Optional
 
 
 from ..fmt import fmt_bytes, fmt_s, pct, plural
+from ._types import Finding, Words
 from . import input_bound
 
 
@@ -85,3 +86,45 @@ def batch_bytes_line(s: dict) -> Optional[str]:
     return (f"batch bytes: median {fmt_bytes(b['median'])} over "
             f"{plural(b['measured'], 'measured batch', 'measured batches')}, max "
             f"{fmt_bytes(b['max'])}")
+
+
+# --- advice -----------------------------------------------------------------
+# The next-step codes (traceml.findings.advice) large batches replace: the
+# slow-sample and num_workers experiments would vary everything but what
+# each batch carries.
+_BYTES_FIRST = frozenset(("irregular", "compare_in_order", "vary_workers_or_prefetch",
+                          "vary_workers_then_in_order", "confirm_period"))
+SUPERSEDES = {"handover_main": _BYTES_FIRST, "handover_bytes": _BYTES_FIRST,
+              "fewer_bytes": _BYTES_FIRST}
+ONLY_REPLACING: frozenset = frozenset()
+
+
+def superseded_by(f: Finding) -> frozenset:
+    """The next-step codes the item ``f`` replaces (SUPERSEDES)."""
+    return SUPERSEDES.get(f.code, frozenset())
+
+
+def advise(s: dict) -> list[Finding]:
+    """The hand-over reading of large batches (``s["batch_bytes"]``'s
+    ``handover`` code, :func:`handover`) and its next step; none without."""
+    code = (s.get("batch_bytes") or {}).get("handover")
+    if not code:
+        return []
+    return [Finding(code, {"bytes": s["batch_bytes"]["median"]}), Finding("fewer_bytes", {})]
+
+
+WORDS: dict[str, Words] = {
+    "handover_main": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each while the workers idled and the main "
+        "process was busy during stalls: handing the batches over (receiving, rebuilding "
+        "and freeing large tensors) is the cost, not the samples."),
+    "handover_bytes": lambda p: (
+        f"Batches carry {fmt_bytes(p['bytes'])} each (at least "
+        f"{fmt_bytes(HANDOVER_MIN_BYTES)}): moving them costs per byte (collate's "
+        "copy into shared memory in the workers, mapping and freeing it in the main "
+        "process), so busy workers need not mean costly samples."),
+    "fewer_bytes": lambda p: (
+        "Next: send fewer bytes per batch: uint8 images converted to float after the "
+        "transfer, a smaller dtype, cropping or resizing in the worker; on a GPU, "
+        "pin_memory=True."),
+}

@@ -8,6 +8,7 @@ from typing import Optional
 
 
 from ..fmt import fmt_s, pct, plural
+from ._types import Finding, Words
 from . import attribution, sweeps
 
 
@@ -162,3 +163,43 @@ def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
            if errors else "")
     return (f"predicted: mean wait per step for each num_workers from the workers' batch "
             f"timing of the run {basis} (traceml.predict){off}.")
+
+
+# --- advice -----------------------------------------------------------------
+# The next-step codes (traceml.findings.advice) that propose varying
+# num_workers: where a trusted prediction finds that no num_workers keeps
+# up on this host, its own next step (a cheaper batch or more cores)
+# replaces them, and is given only where one of them was.
+VARY_WORKERS_CODES = frozenset(("try_workers", "wrap_and_sweep", "vary_workers_around",
+                                "vary_workers_or_prefetch", "vary_workers_then_in_order"))
+SUPERSEDES = {"predicted_no_workers": VARY_WORKERS_CODES}
+ONLY_REPLACING = frozenset(("predicted_no_workers",))
+
+
+def superseded_by(f: Finding) -> frozenset:
+    """The next-step codes the item ``f`` replaces (SUPERSEDES)."""
+    return SUPERSEDES.get(f.code, frozenset())
+
+
+def advise(s: dict) -> list[Finding]:
+    """``predicted_no_workers`` (cores needed, usable CPUs, wait floor, how
+    much cheaper a batch must get) when ``s``'s ``prediction`` is trusted
+    (PREDICT_TRUSTED) and no num_workers keeps up on this host; else none."""
+    p = s.get("prediction")
+    if not p or p.get("trust") != PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
+        return []
+    return [Finding("predicted_no_workers", {
+        "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
+        "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
+        "num_workers": p["num_workers"]})]
+
+
+WORDS: dict[str, Words] = {
+    "predicted_no_workers": lambda p: (
+        f"Next: not more workers: the prediction (below, its check within "
+        f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
+        f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
+        f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
+        f"make each batch {p['cheaper_by']:.1f}x cheaper (profile __getitem__ and collate), "
+        f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
+}

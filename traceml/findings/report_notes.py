@@ -4,13 +4,14 @@ probe misuse, loaders wrapped or hidden, the live line.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 
 from ..fmt import fmt_s, pct
+from ._types import Words
 
 
-_NOTES: dict[str, Callable[[dict], str]] = {
+WORDS: dict[str, Words] = {
     "dropped": lambda p: (f"{p['count']} steps were dropped: the step store could not grow "
                           "(out of memory); statistics cover the recorded steps only"),
     "unmarked": lambda p: (f"{p['steps']} of {p['steady']} steady-state steps have no "
@@ -50,9 +51,7 @@ def _epochs(epochs: list[int]) -> str:
     return f"{len(epochs)} epochs, {epochs[0]} to {epochs[-1]}"
 
 
-def notes(items: Iterable[tuple[str, dict]]) -> list[str]:
-    """The notes of a report, from (code, numbers) items."""
-    return [_NOTES[code](params) for code, params in items]
+
 
 
 def missing_framework(adapter: str, module: str, package: str) -> str:

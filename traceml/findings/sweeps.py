@@ -4,10 +4,11 @@ the sweep's next step.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 
 from ..fmt import fmt_s, pct, plural
+from ._types import Words
 from . import comparison, input_bound, stall_timing
 
 
@@ -196,7 +197,7 @@ def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
     return text
 
 
-_SWEEP_NEXT: dict[str, Callable[[dict], str]] = {
+WORDS: dict[str, Words] = {
     SWEEP_KEEP_FEWEST: lambda p: (
         f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}): "
         + ("it is the lowest mean fetch" if p["keep"] == p["best"]
@@ -227,8 +228,8 @@ _SWEEP_NEXT: dict[str, Callable[[dict], str]] = {
 
 
 def sweep_next_lines(items: list) -> list[str]:
-    """The sentences of SweepResult.next_steps() (policy.sweep_next)."""
-    return [_SWEEP_NEXT[code](params) for code, params in items]
+    """The sentences of SweepResult.next_steps() (:func:`sweep_next`)."""
+    return [WORDS[code](params) for code, params in items]
 
 
 def sweep_order(effects: list[dict]) -> Optional[str]:

@@ -4,10 +4,11 @@ storage, the run queue, the awaited worker's state, worker processes.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 
 from ..fmt import fmt_bytes, fmt_s, pct
+from ._types import Words
 from . import attribution, bottom_line
 
 # The reason a worker reading is missing when the loader has no worker processes.
@@ -166,7 +167,7 @@ def _cpu_handover(p: dict) -> str:
             "copy into shared memory, not only the samples' processing.")
 
 
-_EVIDENCE: dict[str, Callable[[dict], str]] = {
+WORDS: dict[str, Words] = {
     "main_unavailable": lambda p: f"Main-process counters unavailable ({p['why']}): {_UNTOLD}",
     "main_cpu": lambda p: (
         f"num_workers=0, so the dataset runs in the main process: slow intervals held "
@@ -187,14 +188,11 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
     "caveats": lambda p: CAVEATS_WITH_READS if p["reads_matter"] else CAVEATS,
     "awaited_blocked": _awaited_blocked,
     "cpu_handover": _cpu_handover,
+    # CPU-side work against storage reads (evidence's storage finding).
+    **{code: (lambda p, code=code: _storage(code, p))
+       for code in ("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads", "idle",
+                    "storage", "cpu_and_storage")},
 }
-
-
-def evidence_sentences(findings: Iterable[tuple[str, dict]]) -> list[str]:
-    """What the worker (or main-process) counters say, from
-    evidence.interval_findings."""
-    return [_EVIDENCE[code](p) if code in _EVIDENCE else _storage(code, p)
-            for code, p in findings]
 
 
 # How many worker-PID changes the text lists one by one; past this it

@@ -7,6 +7,7 @@ from typing import Optional
 
 
 from ..fmt import fmt_bytes
+from ._types import Words
 
 
 # Copy-on-read: forked workers' unshared memory (USS) grows within an epoch
@@ -64,7 +65,7 @@ def memory_line(s: dict) -> Optional[str]:
     return ("memory: " + "; ".join(parts)) if parts else None
 
 
-_MEMORY_NEXT = {
+WORDS: dict[str, Words] = {
     "copy_on_read": lambda p: (
         f"Each forked worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an "
         "epoch: copy-on-read (reading Python objects writes their reference counts, which "
@@ -78,6 +79,4 @@ _MEMORY_NEXT = {
 }
 
 
-def memory_next_steps(items: list[tuple[str, dict]]) -> list[str]:
-    """The sentences of policy.memory_findings."""
-    return [_MEMORY_NEXT[code](params) for code, params in items]
+

@@ -1,0 +1,9 @@
+"""The unit tier: pure tests of the rules, reducers and views, with no
+torch import and no subprocess.  The labelled corpus (tests/corpus.py) is
+a support module beside the integration tests; it is put on sys.path here,
+never imported from another test module."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

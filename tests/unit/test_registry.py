@@ -1,0 +1,78 @@
+"""The findings registry stays whole: every code is worded by one family,
+every code a ``SUPERSEDES`` names exists, every code the rules emit over
+the labelled corpus has words, and every advice code has a corpus case
+that emits it (or is listed, by name, as still awaiting one)."""
+
+import pytest
+
+import corpus
+from traceml import findings
+from traceml.findings import advice
+
+ADVICE_FAMILIES = ("advice", *(f.__name__.rsplit(".", 1)[-1] for f in advice.EVIDENCE_FAMILIES))
+
+# Advice codes no corpus case emits yet.  The list may only shrink: a code
+# that gains a case must leave it (the test below fails otherwise), and a
+# new code must come with its case.
+AWAITING_A_CASE = frozenset((
+    "compute_bound_stalls", "cpus_saturated", "fewer_bytes", "hand_over", "handover_bytes",
+    "handover_main", "no_data", "overtaking", "overtaking_round", "predicted_no_workers",
+    "stalls_on_top", "too_few_stalls", "too_few_steps", "wrap_and_sweep"))
+
+
+def _family(module) -> str:
+    return module.__name__.rsplit(".", 1)[-1]
+
+
+def _worded() -> dict[str, str]:
+    """code -> the family that words it; fails on a code worded twice."""
+    out: dict[str, str] = {}
+    for family in findings.REGISTRY:
+        for code in getattr(family, "WORDS", {}):
+            assert code not in out, f"{code!r} worded by {out[code]} and {_family(family)}"
+            out[code] = _family(family)
+    return out
+
+
+def test_each_code_is_worded_by_one_family():
+    worded = _worded()
+    assert len(worded) > 60
+    # words_of finds the family that holds the code, and names a missing one.
+    assert findings.words_of("period") is advice.WORDS["period"]
+    with pytest.raises(KeyError, match="no_such_code"):
+        findings.words_of("no_such_code")
+
+
+def test_every_superseded_code_exists():
+    worded = _worded()
+    for family in advice.EVIDENCE_FAMILIES:
+        table = family.SUPERSEDES
+        assert table, _family(family)
+        for code, replaced in table.items():
+            assert code in family.WORDS, (_family(family), code)
+            missing = set(replaced) - set(worded)
+            assert not missing, (_family(family), code, missing)
+        assert set(family.ONLY_REPLACING) <= set(table), _family(family)
+    attribution = findings.attribution
+    assert set(attribution.SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES) <= set(worded)
+
+
+def _corpus_advice() -> dict[str, str]:
+    """advice code -> the first corpus case whose report advises it."""
+    out: dict[str, str] = {}
+    for case in corpus.corpus():
+        s = corpus.replay(case).summary
+        for code, _ in advice.evidence_next_steps(s, advice.next_steps(s)):
+            out.setdefault(code, case.name)
+    return out
+
+
+def test_every_advice_code_has_words_and_a_corpus_case():
+    worded = _worded()
+    emitted = _corpus_advice()
+    assert not set(emitted) - set(worded), "advised codes without words"
+    advice_codes = {c for c, fam in worded.items() if fam in ADVICE_FAMILIES}
+    uncovered = advice_codes - set(emitted)
+    assert uncovered == AWAITING_A_CASE, (
+        f"gained a case: {sorted(AWAITING_A_CASE - uncovered)}; "
+        f"new without one: {sorted(uncovered - AWAITING_A_CASE)}")
