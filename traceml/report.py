@@ -196,9 +196,10 @@ def build(
         # stalls).
         summary["gpu"]["utilisation"] = evidence.gpu_utilisation(
             steps, mask, w.steady, gpu.get("utilisation"))
-    summary.update(_temporal(mask, gaps, epoch, w.wait,
-                             loader.get("num_workers") if loader else None,
-                             stalls["stalls"]["every_fetch_slow"]))
+    num_workers = loader.get("num_workers") if loader else None
+    predicted = _predicted_cadence(steps, w, mask, stalls["stalls"], num_workers)
+    summary.update(_temporal(mask, gaps, epoch, w.wait, num_workers,
+                             stalls["stalls"]["every_fetch_slow"], predicted))
     w.wait = None    # the statistics are taken: 8 B a step
     summary["epoch_start"] = {
         "count": int(first.sum()),
@@ -403,11 +404,43 @@ def _stalls(w: _Steady, epoch: np.ndarray,
     }
 
 
+def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: dict,
+                       num_workers: Optional[int]) -> Optional[dict]:
+    """The pre-stated cadence test (stall_timing.predicted_cadence) for
+    the loader's own period max(1, num_workers), over every fetch past each
+    epoch's first, start-up fetches included, judged by the same stall
+    threshold; None without a loader, with one loader in flight, without
+    stalls that matter, or for the probes."""
+    period = stall_timing.effective_workers(num_workers)
+    if period is None or period < 2 or not stalls["count"]:
+        return None
+    stalled = mask.copy()
+    if not w.all:
+        stalled[w.first] = w.first_wait > stalls["threshold_s"] / NS
+    return stall_timing.predicted_cadence(stalled, _epoch_position(steps), period)
+
+
+def _epoch_position(steps: np.ndarray) -> np.ndarray:
+    """Each step's 0-based position in its epoch (int64, shape (steps,)),
+    -1 where unknown.  The wrap iterator records it up to FLAG_POS_MAX; past
+    that, it is counted on from the first recorded step of the epoch's run
+    (a reset() mid-epoch leaves that first step's own position)."""
+    epoch = steps["epoch"]
+    flag = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
+    new_run = np.r_[True, epoch[1:] != epoch[:-1]]
+    starts = np.flatnonzero(new_run)
+    run = np.cumsum(new_run) - 1
+    first = flag[starts][run]
+    position = first + (np.arange(len(steps)) - starts[run])
+    return np.where(first < _core.FLAG_POS_MAX, position, -1)
+
+
 def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
               steady_wait: np.ndarray, num_workers: Optional[int],
-              every_fetch: bool) -> dict:
+              every_fetch: bool, predicted: Optional[dict] = None) -> dict:
     """The temporal structure of the stalls and their cadence."""
-    temporal = stall_timing.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch)
+    temporal = stall_timing.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch,
+                                        predicted)
     period = temporal["period"] if temporal else None
     if temporal and temporal["counted"] == "bursts":
         # The cadence of a period counted per burst is that of the bursts.

@@ -187,6 +187,17 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             out.append(("period", {"period": p}))
             out.append(("wrap_to_compare_period", {"period": p}))
         return out
+    if tmp["label"] == stall_timing.UNSETTLED:
+        period = tmp["consistent_period"]
+        pred = tmp.get("predicted") or {}
+        predicted = pred.get("period") == period
+        out.append(Finding("unsettled", {
+            "period": period, "predicted": predicted, "num_workers": nw,
+            "stalls": st["count"], "steps": s["steady_steps"],
+            "p_value": pred["p_value"] if predicted else tmp["p_value"],
+            "settle_steps": tmp["settle_steps"],
+            "grid": sweeps.sweep_grid(nw) if predicted else None}))
+        return out
     out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"]}))
     if nw is not None and stall_timing.effective_workers(nw) < 2:
         # One loader in flight: no batch can overtake another, and torch
@@ -347,6 +358,16 @@ WORDS: dict[str, Words] = {
     "wrap_to_compare_period": lambda p: (
         "Next: wrap the DataLoader itself so its num_workers can be compared with the "
         f"period, or look at what recurs every {p['period']} steps."),
+    "unsettled": lambda p: (
+        f"The stalls fit a stall every {p['period']} fetches"
+        + (f" (num_workers={p['num_workers']} predicts it)" if p["predicted"] else "")
+        + f", but {plural(p['stalls'], 'stall')} in {p['steps']} steps cannot tell that from "
+        f"random stalls yet (p = {p['p_value']:.2g}, not under "
+        f"{stall_timing.PERIOD_ALPHA:g}); {stall_timing.settle_words(p['settle_steps'])}. "
+        + (f"Next: vary num_workers (traceml.sweep(make_loader, num_workers={tuple(p['grid'])}))"
+           ": the sweep pools every condition's stalls, so a cadence that follows "
+           "num_workers settles sooner than a longer run." if p["predicted"] else
+           "Next: record longer before choosing an experiment.")),
     "irregular": lambda p: (
         f"The stalls have no regular period (the commonest gap, "
         f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "

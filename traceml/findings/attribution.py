@@ -414,7 +414,8 @@ def attribution_line(s: dict) -> Optional[str]:
 # them.
 ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
-                         "compare_in_order", "vary_workers_around", "overtaking_round"))
+                         "compare_in_order", "vary_workers_around", "overtaking_round",
+                         "unsettled"))
 # The next-step codes each of this family's items replaces.  SLOW-SAMPLE
 # replaces "confirm the period"; when the workers' make times give the
 # samples a period other than the stalls' cadence, also the items that

@@ -98,9 +98,130 @@ def period_p_value(gaps: np.ndarray, stalls: int, steps: int, bursts: bool = Fal
     return float(min(1.0, total))
 
 
+# Not yet: the stalls fit one period, but this run is too small to tell
+# it from random stalls at PERIOD_ALPHA; the answer says which period they
+# fit and about how many more steps would settle it.
+UNSETTLED = "UNSETTLED"
+
+# The hypothesis the loader's configuration predicts is tested first, on
+# its own (one pre-stated test, no search penalty): with num_workers = k
+# >= 2 and the workers finishing in lock-step, the loop stalls on the
+# first fetch of each round, at positions 0, k, 2k, ... of every epoch.
+# The epoch's first fetch carries the workers' start-up, so it is held
+# out of the test (conditioning on it keeps the start-up from voting for
+# the phase); the others, start-up fetches included, enter it.  Among the
+# n fetches at positions >= 1 with N on the predicted residue, the null
+# places the run's K stalls there at random: the chance that J or more
+# land on the residue is the hypergeometric tail P(X >= J), X ~
+# Hypergeom(n, N, K), exact at the run's size.  The seed's 4-worker run
+# (16 steps, stalls at 0, 4, 8, 12) has 3 of 3 stalls on the 3 residue
+# slots among 15 fetches: p = 1/455.  A period is claimed when p <
+# PERIOD_ALPHA over at least PREDICTED_MIN_STALLS stalls, at least
+# PERIOD_MIN_REPEATS of them on the residue, at least PERIOD_MIN_SHARE of
+# the stalls on it and at least PERIOD_MIN_SHARE of its fetches stalled
+# (stalls every third round sit on the residue too, at another period).
+PREDICTED_MIN_STALLS = PERIOD_MIN_GAPS + 1
+# Lock-step puts every stall on the residue; one stall off it (a host
+# blip) still fits the prediction, more do not: the answer is then
+# searched like any other run's.
+PREDICTED_OFF_RESIDUE = 1
+# "About M more steps" is searched up to this many times the run's length.
+SETTLE_MAX_GROWTH = 64
+
+
+def _hypergeom_tail(j: int, n: int, slots: int, k: int) -> float:
+    """P(X >= j) for X ~ Hypergeom(n, slots, k): k stalls placed at random
+    among n fetches, slots of them on the predicted residue."""
+    from scipy.stats import hypergeom
+
+    if j <= 0:
+        return 1.0
+    return float(hypergeom.sf(j - 1, n, slots, k))
+
+
+def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int) -> dict:
+    """The pre-stated test above for a stall every ``period`` fetches from
+    each epoch's start.
+
+    ``stalled`` (bool) and ``position`` (the fetch's 0-based position in
+    its epoch, int) cover every fetch of the run, start-up fetches
+    included, shape (steps,); positions 0 are held out.  Returns {period,
+    fetches (n), slots (N), stalls (K), on_residue (J), p_value,
+    best_p_value (the p-value had every stall, up to N, been on the
+    residue: whether this run could show the period at all), periodic
+    (bool), consistent (at least PERIOD_MIN_REPEATS stalls on the residue,
+    at most PREDICTED_OFF_RESIDUE off it, PERIOD_MIN_SHARE of its fetches
+    stalled)}."""
+    period = int(period)
+    tested = np.asarray(position) >= 1
+    pos = np.asarray(position)[tested]
+    hit = np.asarray(stalled, dtype=bool)[tested]
+    on = (pos % period) == 0
+    n, slots = int(len(pos)), int(np.count_nonzero(on))
+    k, j = int(np.count_nonzero(hit)), int(np.count_nonzero(hit & on))
+    p = _hypergeom_tail(j, n, slots, k) if k else 1.0
+    best = _hypergeom_tail(min(k, slots), n, slots, k) if k else 1.0
+    # "A stall every `period` fetches": most of the residue's fetches
+    # stall, not only some (stalls every 3 rounds sit on the residue too).
+    every = j >= PERIOD_MIN_SHARE * slots
+    consistent = every and j >= PERIOD_MIN_REPEATS and k - j <= PREDICTED_OFF_RESIDUE
+    periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
+                and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))
+    return {"period": period, "fetches": n, "slots": slots, "stalls": k, "on_residue": j,
+            "p_value": p, "best_p_value": best, "periodic": bool(periodic),
+            "consistent": bool(consistent)}
+
+
+def _settle_steps(steps: int, p_of) -> Optional[int]:
+    """The fewest steps, at least ``steps``, at which ``p_of(steps)`` (the
+    p-value of a run that keeps this one's pattern and rates) falls under
+    PERIOD_ALPHA; None past SETTLE_MAX_GROWTH times ``steps``."""
+    lo, hi = steps, steps
+    while p_of(hi) >= PERIOD_ALPHA:
+        lo, hi = hi, hi * 2
+        if hi > SETTLE_MAX_GROWTH * max(steps, 1):
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if p_of(mid) < PERIOD_ALPHA else (mid, hi)
+    return hi
+
+
+def predicted_settle_steps(test: dict) -> Optional[int]:
+    """How many more steps would let :func:`predicted_cadence` conclude
+    if the run went on as it is: the same stall rate and the same share of
+    the stalls on the residue; None if not within SETTLE_MAX_GROWTH."""
+    n, k, j, period = test["fetches"], test["stalls"], test["on_residue"], test["period"]
+    if not n or not k or not j:
+        return None
+
+    def p_of(m: int) -> float:
+        kk = max(PREDICTED_MIN_STALLS, round(k * m / n))
+        jj = min(round(j * kk / k), m // period)
+        return _hypergeom_tail(jj, m, m // period, kk) if jj >= PERIOD_MIN_REPEATS else 1.0
+
+    got = _settle_steps(n, p_of)
+    return None if got is None else max(got - n, 1)
+
+
+def gap_settle_steps(period: int, stalls: int, steps: int) -> Optional[int]:
+    """How many more steps would let the searched test (period_p_value)
+    conclude for stalls every ``period`` steps at this run's rate
+    (``stalls`` in ``steps``); None if not within SETTLE_MAX_GROWTH."""
+    if stalls < 1 or steps < 1:
+        return None
+
+    def p_of(m: int) -> float:
+        kk = max(PREDICTED_MIN_STALLS, round(stalls * m / steps))
+        return period_p_value(np.full(kk - 1, period), kk, m)
+
+    got = _settle_steps(steps, p_of)
+    return None if got is None else max(got - steps, 1)
+
+
 def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
                 steady_wait_ns: np.ndarray, steady_steps: Optional[int] = None,
-                every_fetch: bool = False) -> Optional[dict]:
+                every_fetch: bool = False, predicted: Optional[dict] = None) -> Optional[dict]:
     """Temporal structure of the stalls (see :func:`temporal`), counted per
     stall, or per burst when that alone shows a period; None without
     stalls.
@@ -115,24 +236,61 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     period but runs of back-to-back stalls exist, the gaps between the
     first stalls of each run are tried, under the same null test;
     ``counted`` says which was used.
+
+    ``predicted`` (:func:`predicted_cadence` for the loader's own period,
+    or None) is answered first: PERIODIC at that period when it holds
+    (``tested`` "predicted").  Otherwise the period is searched
+    (``tested`` "searched").  With no period shown, the answer is
+    UNSETTLED (``consistent_period``, ``settle_steps``: about how many more
+    steps would settle it) where the stalls fit the predicted period or
+    one gap holds at least PERIOD_MIN_SHARE of the gaps, IRREGULAR only
+    where no gap does (the evidence against a period); ``predicted`` rides
+    along in the answer.
     """
     n = len(steady_wait_ns) if steady_steps is None else int(steady_steps)
     k = int(np.count_nonzero(stall_mask))
     if k == 0:
         return None
     gaps = _core.stall_gaps(stall_mask, epoch)
+    extra = {"predicted": predicted, "tested": "searched", "consistent_period": None,
+             "settle_steps": None}
     if every_fetch or k >= n:
-        return {**_label_only(EVERY_FETCH, gaps), "counted": "stalls"}
+        return {**_label_only(EVERY_FETCH, gaps), "counted": "stalls", **extra}
+    if predicted is not None and predicted["periodic"]:
+        lag = predicted["period"]
+        found, counted = temporal(gaps, steady_wait_ns, stalls=k, steps=n), "stalls"
+        onsets = burst_onsets(stall_mask, epoch)
+        if found["modal_gap"] != lag and onsets.sum() < k:
+            # Rounds whose workers finish in pairs stall twice back to back:
+            # the bursts keep the period the residue test found.
+            per_burst = temporal(_core.stall_gaps(onsets, epoch), steady_wait_ns,
+                                 stalls=k, steps=n, bursts=True)
+            if per_burst["modal_gap"] == lag:
+                found, counted = per_burst, "bursts"
+        ac = _core.autocorr(steady_wait_ns, lag) if lag < len(steady_wait_ns) else float("nan")
+        return {**found, "label": PERIODIC, "period": lag, "p_value": predicted["p_value"],
+                "autocorrelation": None if math.isnan(ac) else ac, "counted": counted,
+                **extra, "tested": "predicted"}
     per_stall = temporal(gaps, steady_wait_ns, stalls=k, steps=n)
     if per_stall["label"] == PERIODIC:
-        return {**per_stall, "counted": "stalls"}
+        return {**per_stall, "counted": "stalls", **extra}
     onsets = burst_onsets(stall_mask, epoch)
     if per_stall["label"] != TOO_FEW and onsets.sum() < k:
         per_burst = temporal(_core.stall_gaps(onsets, epoch), steady_wait_ns,
                              stalls=k, steps=n, bursts=True)
         if per_burst["label"] == PERIODIC:
-            return {**per_burst, "counted": "bursts"}
-    return {**per_stall, "counted": "stalls"}
+            return {**per_burst, "counted": "bursts", **extra}
+    out = {**per_stall, "counted": "stalls", **extra}
+    if predicted is not None and predicted["consistent"]:
+        return {**out, "label": UNSETTLED, "consistent_period": predicted["period"],
+                "settle_steps": predicted_settle_steps(predicted)}
+    if per_stall["label"] == TOO_FEW:
+        return out
+    if (per_stall["modal_share"] >= PERIOD_MIN_SHARE and per_stall["modal_gap"] > 1
+            and per_stall["modal_count"] >= PERIOD_MIN_REPEATS and per_stall["modal_leads"]):
+        return {**out, "label": UNSETTLED, "consistent_period": per_stall["modal_gap"],
+                "settle_steps": gap_settle_steps(per_stall["modal_gap"], k, n)}
+    return out
 
 
 def _label_only(label: str, gaps: np.ndarray) -> dict:
@@ -140,7 +298,8 @@ def _label_only(label: str, gaps: np.ndarray) -> dict:
     modal = _core.modal_gap(gaps) if len(gaps) else None
     return {"label": label, "period": None, "p_value": None,
             "modal_gap": None if modal is None else int(modal), "modal_share": None,
-            "multiple_fraction": None, "autocorrelation": None, "gaps": int(len(gaps))}
+            "multiple_fraction": None, "autocorrelation": None, "gaps": int(len(gaps)),
+            "modal_count": None, "modal_leads": None}
 
 
 def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray, stalls: Optional[int] = None,
@@ -177,6 +336,8 @@ def temporal(gaps: np.ndarray, steady_wait_ns: np.ndarray, stalls: Optional[int]
         "multiple_fraction": match["multiple_fraction"],
         "autocorrelation": None if math.isnan(ac) else ac,
         "gaps": int(len(gaps)),
+        "modal_count": modal_count,
+        "modal_leads": modal_count > runner_up,
     }
 
 
@@ -223,6 +384,25 @@ def cadence(gaps: np.ndarray, period: Optional[int], num_workers: Optional[int])
     return out
 
 
+def settle_words(more: Optional[int]) -> str:
+    """"about 12 more steps would settle it", or how far past this run."""
+    if more is None:
+        return f"more than {SETTLE_MAX_GROWTH}x this run's steps would be needed to settle it"
+    return f"about {plural(more, 'more step')} would settle it"
+
+
+def unsettled_part(tmp: dict) -> str:
+    """UNSETTLED for the shape line: the period the stalls fit, the
+    p-value that does not yet reach PERIOD_ALPHA, and the steps to settle."""
+    period = tmp["consistent_period"]
+    pred = tmp.get("predicted") or {}
+    p = pred.get("p_value") if pred.get("period") == period else tmp.get("p_value")
+    what = " (the period num_workers predicts)" if pred.get("period") == period else ""
+    return (f"{UNSETTLED}: consistent with a stall every {period} fetches{what}, not yet "
+            f"told from random stalls (p = {p:.2g}, not under {PERIOD_ALPHA:g}); "
+            + settle_words(tmp.get("settle_steps")))
+
+
 # How many distinct gaps the histogram line lists before "…".
 GAPS_SHOWN = 12
 
@@ -246,6 +426,8 @@ def shape_line(s: dict) -> Optional[str]:
         # (A run saved before EVERY-FETCH existed may hold "PERIODIC" with
         # a period of 1: never said as a period.)
         parts.append(f"{EVERY_FETCH}: every steady-state fetch waits")
+    elif tmp["label"] == UNSETTLED:
+        parts.append(unsettled_part(tmp))
     elif tmp["label"] == PERIODIC:
         text = f"{PERIODIC} every {tmp['period']} steps"
         if tmp.get("counted") == "bursts":
@@ -254,7 +436,11 @@ def shape_line(s: dict) -> Optional[str]:
         if tmp["autocorrelation"] is not None:
             evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
                             f"at lag {tmp['period']}")
-        if tmp.get("p_value") is not None:
+        if tmp.get("p_value") is not None and tmp.get("tested") == "predicted":
+            evidence.append(f"p = {tmp['p_value']:.2g} that as many random stalls fall on "
+                            f"every {tmp['period']}th fetch from the epoch start, "
+                            f"< {PERIOD_ALPHA:g}")
+        elif tmp.get("p_value") is not None:
             evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "
                             f"< {PERIOD_ALPHA:g}")
         if evidence:
@@ -301,6 +487,8 @@ def stall_lines(s: dict) -> list[str]:
         text = "cadence: every fetch waits, no period"
     elif tmp.get("label") == TOO_FEW:
         text = "cadence: too few stalls to tell"
+    elif tmp.get("label") == UNSETTLED:
+        text = f"cadence: not settled, consistent with a stall every {tmp['consistent_period']} steps"
     elif st["gaps"]:
         text = "cadence: no period between stalls"
     else:
