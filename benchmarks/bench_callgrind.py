@@ -110,11 +110,11 @@ def light_phases():
             se()
 
     def bare_range(n):
-        for x in range(n):
+        for _ in range(n):
             pass
 
     def wrap_range(n):
-        for x in wrap(range(n), name="bench_callgrind"):
+        for _ in wrap(range(n), name="bench_callgrind"):
             pass
 
     # The hand-written shapes of bench_peers.py, around a cheap fetch.
@@ -123,13 +123,13 @@ def light_phases():
     def bare_next(n):
         it = iter(range(n))
         for _ in repeat(None, n):
-            x = next(it)
+            x = next(it)  # noqa: F841 - held to the next fetch, as a loop holds its batch
 
     def probes_next(n):
         it = iter(range(n))
         for _ in repeat(None, n):
             sb()
-            x = next(it)
+            x = next(it)  # noqa: F841 - held to the next fetch, as a loop holds its batch
             fd()
             se()
 
@@ -137,7 +137,7 @@ def light_phases():
         it = iter(range(n))
         for _ in repeat(None, n):
             sb()
-            x = next(it)
+            x = next(it)  # noqa: F841 - held to the next fetch, as a loop holds its batch
             fd()
 
     def python_next(n):
@@ -146,7 +146,7 @@ def light_phases():
         append = stamps.append
         for _ in repeat(None, n):
             t0 = stamp()
-            x = next(it)
+            x = next(it)  # noqa: F841 - held to the next fetch, as a loop holds its batch
             append(t0)
             append(stamp())
 
@@ -236,13 +236,13 @@ def dataloader_phases(steps: int):
     def range_next(n):
         it = iter(range(n))
         for _ in repeat(None, n):
-            x = next(it)
+            x = next(it)  # noqa: F841 - held to the next fetch, as a loop holds its batch
 
     def range_rec_fn(n):
         it = iter(range(n))
         for _ in repeat(None, n):
             with record_function(rf_name):
-                x = next(it)
+                x = next(it)  # noqa: F841 - held to the next fetch, as a loop holds its batch
 
     return {
         "DataLoader bare for": (None, bare_for_count),
@@ -425,7 +425,7 @@ def main(argv: list[str]) -> int:
     if args.cache_sim:
         print("\nL1 read misses in _core per iteration (callgrind's simulated caches):")
         print(f"{'':{w}} {'I1mr':>8} {'D1mr':>8}")
-        for kind, r in results.items():
+        for r in results.values():
             for name, m in r["core_misses"].items():
                 if m["I1mr"] or m["D1mr"]:
                     print(f"  {name:{w - 2}} {m['I1mr']:8.2f} {m['D1mr']:8.2f}")

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (Check, common_args, print_checks, print_machine,  # noqa: E402
+from _common import (Check, common_args, print_checks, print_machine,
                      proc_status_kib, reset_peak, write_json)
 
 
@@ -85,7 +85,7 @@ def child(rank: int, world: int, init: str, out: str, steps: int, rounds: int) -
     ranks._receive = timed("transfer", ranks._receive)
     dist.new_group = timed("transfer", dist.new_group)
     ranks.combine = timed("combine", ranks.combine)
-    for r in range(rounds):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         rec.report()
         local = time.perf_counter() - t0

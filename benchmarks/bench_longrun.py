@@ -48,7 +48,6 @@ store.
 from __future__ import annotations
 
 import gc
-import time
 import tracemalloc
 
 import numpy as np

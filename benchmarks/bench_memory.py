@@ -97,7 +97,6 @@ def measure(via: str, n: int) -> dict:
     gc.collect()
     peak_reset = reset_peak()
     rss0 = proc_status_kib("VmRSS") * 1024
-    hwm0 = proc_status_kib("VmHWM") * 1024
     t0 = time.perf_counter_ns()
     RECORDERS[via](n)
     elapsed = time.perf_counter_ns() - t0

@@ -108,7 +108,6 @@ import contextlib
 import gc
 import itertools
 import json
-import math
 import os
 import platform
 import random

@@ -32,11 +32,11 @@ import warnings
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import traceml  # noqa: E402
-from traceml import _core, predict  # noqa: E402
-from _common import Check, common_args, print_checks, print_machine, write_json  # noqa: E402
+import traceml
+from traceml import _core, predict
+from _common import Check, common_args, print_checks, print_machine, write_json
 
 WORKERS = (1, 2, 4)
 ITEMS_PER_BATCH = 4

@@ -37,7 +37,6 @@ import importlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 

@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
           f"{os.cpu_count()} CPUs")
 
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - is torch installed?
     except ImportError:
         print("torch is not installed: no DataLoader to run (pip install torch==2.13.0)")
         write_json(args.json, [], {"bench": "sampler", "skipped": "no torch"})

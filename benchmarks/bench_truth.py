@@ -36,9 +36,9 @@ TESTS = os.path.join(os.path.dirname(HERE), "tests")
 sys.path.insert(0, HERE)
 sys.path.insert(1, TESTS)
 
-import corpus  # noqa: E402  (tests/corpus.py)
-import traceml  # noqa: E402
-from _common import Check, common_args, print_checks, print_machine, run_main, write_json  # noqa: E402
+import corpus  # noqa: E402 - sys.path set above (tests/corpus.py)
+import traceml  # noqa: E402 - sys.path set above
+from _common import Check, common_args, print_checks, print_machine, run_main, write_json  # noqa: E402 - sys.path set above
 
 # A healthy run raises a false alarm with any of these.
 ALARMS = {
@@ -270,7 +270,7 @@ def run_loaders(runs: int, hog: bool) -> tuple[list, list, list]:
             for name, make_loader, pace, _ in todo:
                 try:
                     reports[name].append(one_run(make_loader, pace))
-                except Exception as exc:  # a run that fails is counted, not hidden
+                except Exception as exc:  # noqa: BLE001 - a run that fails is counted, not hidden
                     errors[name] += 1
                     print(f"  {name} run {r}: {type(exc).__name__}: {exc}", flush=True)
             print(f"  round {r + 1}/{runs} done ({time.monotonic() - t0:.0f} s)", flush=True)

@@ -56,14 +56,14 @@ TARGET_NS = 60.0
 
 
 def bare_loop(seq) -> None:
-    for x in seq:
+    for _ in seq:
         pass
 
 
 def traceml_loop(seq) -> None:
     # Named, so that every loop continues one source: a list takes no weak
     # reference, and unnamed it would get a new source each time.
-    for x in traceml.wrap(seq, name="bench_wrap"):
+    for _ in traceml.wrap(seq, name="bench_wrap"):
         pass
 
 
@@ -85,7 +85,7 @@ def py_timed(iterable, stamps: list):
 
 def python_loop(seq) -> None:
     stamps: list = []
-    for x in py_timed(seq, stamps):
+    for _ in py_timed(seq, stamps):
         pass
 
 
@@ -173,7 +173,7 @@ def sampler_share(seconds: float, step_s: float = 0.01) -> float:
     traceml.reset()
     wall, proc, main = (time.perf_counter_ns(), time.process_time_ns(),
                         time.thread_time_ns())
-    for x in traceml.wrap(slow_batches(int(seconds / step_s), step_s),
+    for _ in traceml.wrap(slow_batches(int(seconds / step_s), step_s),
                           name="bench_wrap_sampler"):
         pass
     main = time.thread_time_ns() - main

@@ -161,7 +161,7 @@ def main(argv=None) -> int:
               f"{r['diagnosis']} ({r['rule']})")
         u = r["utilisation"] or {}
         if u.get("available"):
-            def kind(k):
+            def kind(k, u=u):
                 m = u[k]["mean_pct"]
                 return f"{'-' if m is None else f'{m:.0f}%'} ({u[k]['readings']} readings)"
             print(f"{'':>18}  NVML utilisation: input waits {kind('slow')}, rest "

@@ -7,8 +7,8 @@ import pytest
 # `pip install -e .`); keep the checkout first on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import traceml  # noqa: E402
-from traceml import _core  # noqa: E402
+import traceml
+from traceml import _core
 
 
 @pytest.fixture(autouse=True)

@@ -183,7 +183,7 @@ def test_make_time_noise_gives_no_period():
     # Slow batches at random ranks: two groups, no residue holds them.
     for seed in range(20):
         hit = np.random.default_rng(seed).random(len(ranks)) < 0.15
-        make = _made(ranks, lambda r: hit[r - 4], seed=seed)
+        make = _made(ranks, lambda r, hit=hit: hit[r - 4], seed=seed)
         want = _brute_residues(ranks, hit) if hit.sum() >= attribution.RANK_PERIOD_MIN_STALLS else []
         got = attribution.made_period(ranks, make, 4)
         assert (got is None) == (not want), (seed, want, got)
@@ -379,9 +379,9 @@ def test_handover_reading_needs_large_batches_and_input_waits():
 
 torch = pytest.importorskip("torch")
 
-import traceml  # noqa: E402
+import traceml  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset, burn_cpu  # noqa: E402
+from burn import BurnDataset, burn_cpu  # noqa: E402 - after importorskip("torch")
 
 DataLoader = torch.utils.data.DataLoader
 

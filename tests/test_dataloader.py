@@ -19,20 +19,19 @@ lock-step), and delivery runs on any core.  With 100 ms batches the stall
 """
 
 import itertools
-import os
 import time
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402 - after importorskip("torch")
 
-import traceml  # noqa: E402
-from traceml import _core
-from traceml.findings import input_bound
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import _core  # noqa: E402 - after importorskip("torch")
+from traceml.findings import input_bound  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset, BurnIterable, PacedBurnDataset, StartTogether  # noqa: E402
+from burn import BurnDataset, BurnIterable, PacedBurnDataset, StartTogether  # noqa: E402 - after importorskip("torch")
 
 MS = 1_000_000  # ns
 

@@ -14,9 +14,9 @@ pytest.importorskip("torch")
 pytest.importorskip("datasets")
 pytest.importorskip("PIL")
 
-import traceml  # noqa: E402
-from traceml import demo  # noqa: E402
-from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION  # noqa: E402
+import traceml
+from traceml import demo
+from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION
 
 HISTORICAL_WORKERS = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
 DIRECTIONS = ["forward"] * 5 + ["backward"] * 5

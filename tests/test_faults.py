@@ -159,8 +159,8 @@ def test_reset_from_a_signal_handler_at_every_point_of_the_bookkeeping(what):
     for k in range(1, total + 1):
         rec, live = _scene()
         try:
-            _with_reset_at(k, rec, lambda: action(rec))
-        except Exception as e:  # noqa: BLE001 -- the fault is any exception
+            _with_reset_at(k, rec, lambda rec=rec: action(rec))
+        except Exception as e:  # noqa: BLE001 - the fault is any exception
             errors.append((k, repr(e)))
             continue
         _consistent(rec)
@@ -270,7 +270,7 @@ def test_a_worker_killed_by_sigkill_is_named_with_its_step():
     1, its PID, SIGKILL and where the epoch stopped."""
     loader = torch.utils.data.DataLoader(SelfKilling(17), batch_size=1, num_workers=2)
     with traceml.Recorder() as rec:
-        with pytest.raises(Exception):  # torch raises RuntimeError, EOFError or an OSError
+        with pytest.raises(Exception):  # noqa: B017 - torch raises RuntimeError, EOFError or OSError
             for _ in traceml.wrap(loader, name="killed"):
                 pass
         r = rec.report(source="killed")

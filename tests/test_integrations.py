@@ -22,7 +22,7 @@ import pytest
 import traceml
 from traceml import wrapping
 
-from tiny_models import hf_model, lightning_module, mse_loss  # noqa: E402
+from tiny_models import hf_model, lightning_module, mse_loss
 
 # No framework phones home, asks for a login or reports usage.
 for key, value in {
@@ -150,7 +150,7 @@ def test_adapter_with_workers_says_what_it_cannot_read(tmp_path):
     from torch.utils.data import DataLoader
 
     adapter = FakeAdapter(DataLoader(list(range(8)), batch_size=2, num_workers=1))
-    for batch in traceml.wrap(adapter):
+    for _ in traceml.wrap(adapter):
         time.sleep(0.03)     # long enough for the sampler (20 ms) to read the loop
     rep = traceml.report()
     assert rep["steps"] == 4
@@ -520,7 +520,7 @@ def test_pytorch_lightning_callback_class():
     assert issubclass(tm_lightning.TraceMLCallback, L.pytorch.Callback)
     assert tm_lightning.TraceMLCallback is tm_lightning.TraceMLCallback   # made once
     with pytest.raises(AttributeError):
-        tm_lightning.NoSuchCallback  # noqa: B018
+        tm_lightning.NoSuchCallback  # noqa: B018 - the lookup must raise
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ from traceml.integrations import RUN_FILE, TEXT_FILE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import trainer_ranks_worker as worker  # noqa: E402
+import trainer_ranks_worker as worker  # noqa: E402 - sys.path set above
 
 WORLD = 2
 # Stalled steps are told from the others by their input wait: 25 ms is

@@ -11,13 +11,13 @@ import pytest
 
 import traceml
 
-from test_report import INFO, SYNTHETIC, build, lockstep, records, loader_source  # noqa: F401
+from test_report import INFO, SYNTHETIC, build, lockstep, records, loader_source  # noqa: F401 - loader_source: a fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
-def run(loader_source):  # noqa: F811
+def run(loader_source):  # noqa: F811 - pytest fixture
     loader_source(4)
     wait, compute = lockstep(4, bursts=12)
     return build(records(wait, compute), INFO, SYNTHETIC, None)

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-import scipy.stats  # noqa: F401  (report() imports it on first use: not in a test's time)
+import scipy.stats  # noqa: F401 - report() imports it on first use: not in a test's time
 
 import traceml
 from traceml import _core

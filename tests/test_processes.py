@@ -25,9 +25,9 @@ import traceml
 from traceml import _core
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset  # noqa: E402
+from burn import BurnDataset  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 
@@ -283,7 +283,7 @@ def test_probes_from_two_threads_keep_the_bookkeeping():
                 key, probe = rng.choice(probes)
                 probe()
                 c[key] += 1
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted empty
             errors.append(exc)
         counts[seed] = c
 
@@ -293,7 +293,7 @@ def test_probes_from_two_threads_keep_the_bookkeeping():
             try:
                 rep = traceml.report(source="probes")
                 str(rep)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 - collected, asserted empty
                 errors.append(exc)
                 return
 
@@ -361,7 +361,7 @@ def test_report_from_another_thread_while_the_sampler_runs():
                                  .get("samples", 0)))
                 _core.sampler_info()
                 _core.sampler_samples()
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 - collected, asserted empty
                 errors.append(exc)
                 return
 
@@ -424,7 +424,7 @@ def test_two_threads_pulling_from_one_wrapped_iterator():
         try:
             for x in it:
                 got[k].append(x)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted empty
             errors.append(exc)
 
     threads = [threading.Thread(target=pull, args=(k,)) for k in (0, 1)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -69,7 +68,7 @@ def stalling_job(n=40, stall_rank=1, world=3, stall_ms=50, seed=0, short=None):
 
 def test_max_across_ranks_matches_numpy_on_ragged_ranks():
     rng = np.random.default_rng(1)
-    for trial in range(20):
+    for _ in range(20):
         lengths = rng.integers(0, 30, size=rng.integers(1, 5))
         waits = [rng.integers(0, 5, size=n).astype(np.int64) for n in lengths]
         top, holder, second = rank_stragglers.max_across_ranks(waits)

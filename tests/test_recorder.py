@@ -201,9 +201,9 @@ def test_a_stuck_fetch_belongs_to_its_recorder_only():
 # --- the three faults ---------------------------------------------------------------
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset  # noqa: E402
+from burn import BurnDataset  # noqa: E402 - after importorskip("torch")
 
 
 def _burning_loader():

@@ -13,7 +13,6 @@ import struct
 import subprocess
 import sys
 import zipfile
-import zlib
 
 import numpy as np
 import pytest
@@ -590,8 +589,8 @@ def test_json_depth_agrees_with_the_parser(seed):
 
 # --- mutation: hypothesis --------------------------------------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402 - the hypothesis tests start here
+from hypothesis import strategies as st  # noqa: E402 - the hypothesis tests start here
 
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5),

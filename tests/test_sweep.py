@@ -1,7 +1,6 @@
 """sweep() on real DataLoaders whose items burn a set amount of CPU."""
 
 import multiprocessing
-import os
 import re
 import time
 import warnings
@@ -11,12 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import traceml  # noqa: E402
-from traceml import _core  # noqa: E402
-from traceml.fmt import fmt_bytes, fmt_s  # noqa: E402
-from traceml.findings import comparison, sweeps  # noqa: E402
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import _core  # noqa: E402 - after importorskip("torch")
+from traceml.fmt import fmt_bytes, fmt_s  # noqa: E402 - after importorskip("torch")
+from traceml.findings import comparison, sweeps  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset, PacedBurnDataset, StartTogether  # noqa: E402
+from burn import BurnDataset, PacedBurnDataset, StartTogether  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 

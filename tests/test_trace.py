@@ -10,10 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import traceml  # noqa: E402
-from traceml import trace  # noqa: E402
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import trace  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset  # noqa: E402
+from burn import BurnDataset  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 

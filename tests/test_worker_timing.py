@@ -15,11 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import traceml  # noqa: E402
-from traceml import _core, worker_timing
-from traceml.findings import input_bound, worker_evidence
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import _core, worker_timing  # noqa: E402 - after importorskip("torch")
+from traceml.findings import input_bound, worker_evidence  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset  # noqa: E402
+from burn import BurnDataset  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 DataLoader = torch.utils.data.DataLoader

@@ -79,7 +79,7 @@ def test_iterable_and_attribute_forwarding():
     obj.foo = "changed"
     assert w.foo == "changed"  # looked up on the object, not copied
     with pytest.raises(AttributeError):
-        w.no_such_attribute
+        w.no_such_attribute  # noqa: B018 - the lookup must raise
     assert obj.iter_calls == 0
 
 

@@ -24,8 +24,8 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import traceml  # noqa: E402
-from traceml import _core  # noqa: E402
+import traceml  # noqa: E402 - sys.path set above
+from traceml import _core  # noqa: E402 - sys.path set above
 
 
 def say(msg):
@@ -186,13 +186,13 @@ def reducers():
     ]
     refused = 0
     for bad in (None, "abc", [1.5], np.zeros((2, 2), np.int64), [2**64], object(), 2**70):
-        for call in (lambda: _core.summary(bad), lambda: _core.percentiles(x, bad),
-                     lambda: _core.stall_mask(x, bad), lambda: _core.stall_gaps(bad),
-                     lambda: _core.stall_gaps(mask, bad), lambda: _core.gap_histogram(bad),
-                     lambda: _core.cadence_match(gaps, bad), lambda: _core.autocorr(x, bad),
-                     lambda: _core.overtaking(ranks, bad), lambda: _core.log_otsu(bad)):
+        for call in (lambda b: _core.summary(b), lambda b: _core.percentiles(x, b),
+                     lambda b: _core.stall_mask(x, b), lambda b: _core.stall_gaps(b),
+                     lambda b: _core.stall_gaps(mask, b), lambda b: _core.gap_histogram(b),
+                     lambda b: _core.cadence_match(gaps, b), lambda b: _core.autocorr(x, b),
+                     lambda b: _core.overtaking(ranks, b), lambda b: _core.log_otsu(b)):
             try:
-                call()
+                call(bad)
             except (TypeError, ValueError, OverflowError):
                 refused += 1
     for call in (lambda: _core.gap_histogram([0]), lambda: _core.percentiles(x, 101),
@@ -308,7 +308,7 @@ def main():
     wraps()
     if not args.no_torch:
         try:
-            import torch  # noqa: F401
+            import torch  # noqa: F401 - is torch installed?
         except ImportError:
             say("dataloader: skipped (no torch)")
         else:

@@ -580,7 +580,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("--pace-ms must be >= 0")
     if args.investigate and args.steps is not None and args.steps < 2:
         parser.error("--steps must be >= 2 with --investigate")
-    out = lambda line: print(line, flush=True)  # noqa: E731
+    out = lambda line: print(line, flush=True)  # noqa: E731 - a one-line printer
     pace_s = None if args.pace_ms is None else args.pace_ms / 1e3
     if args.investigate:
         run_investigation(

@@ -112,7 +112,7 @@ def _torch_cuda() -> Any:
     torch = sys.modules.get("torch")
     if torch is None:
         try:
-            import torch  # noqa: F811
+            import torch
         except ImportError:
             return None
     return getattr(torch, "cuda", None)
@@ -333,7 +333,7 @@ class GpuTimeline:
         turned off, see :meth:`_fail`) when the event source raised."""
         try:
             event.record(self.backend.current_stream())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - turns the timeline off (_fail)
             self._fail(exc)
             return False
         return True
@@ -448,7 +448,7 @@ class GpuTimeline:
             if self.enabled:
                 try:
                     self._poll()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - turns the timeline off (_fail)
                     self._fail(exc)
             pending = sum(self._has_done[(self._head + i) % self.ring]
                           for i in range(self._count))

@@ -103,7 +103,7 @@ def png_data_uri(make_figure: Callable) -> Optional[str]:
     """A ``data:image/png;base64,...`` URI of ``make_figure()``, or None when
     matplotlib is not installed."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 - is matplotlib installed?
     except ImportError:
         return None
     fig = make_figure()

@@ -606,7 +606,7 @@ def _read(path: str, max_bytes: int = MAX_BYTES, max_member_bytes: int = MAX_MEM
                                 _member_bytes(z, members[name], path), count, path, name)
         except RunFileError:
             raise
-        except Exception as exc:  # noqa: BLE001 - whatever the zip layer raises on bad input
+        except Exception as exc:  # whatever the zip layer raises on bad input
             raise _error(path, f"not a readable traceml run file "
                                f"({type(exc).__name__}: {exc})") from exc
     _worker_id_keys(summary)
@@ -690,7 +690,7 @@ def _member_bytes(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> bytes
                 raise _error(path, "holds more data than its declared size", info.filename)
     except RunFileError:
         raise
-    except Exception as exc:  # noqa: BLE001 - BadZipFile, zlib.error, EOFError, OSError ...
+    except Exception as exc:  # BadZipFile, zlib.error, EOFError, OSError ...
         raise _error(path, f"damaged ({type(exc).__name__}: {exc})", info.filename) from exc
     if len(data) != info.file_size:
         raise _error(path, f"truncated ({len(data)} of {info.file_size} bytes)", info.filename)
@@ -884,7 +884,7 @@ def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str,
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(buf)
         else:
             raise ValueError(f"npy format version {version} is not read here")
-    except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError, ...
+    except Exception as exc:  # numpy raises ValueError, SyntaxError, ...
         raise _error(path, f"damaged array header ({type(exc).__name__}: {exc})",
                      member) from exc
     if dtype.hasobject:

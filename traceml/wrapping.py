@@ -216,7 +216,7 @@ def torch_loader(obj: Any) -> Optional[Any]:
     try:
         base = getattr(obj, "base_dataloader", None)
         flat = getattr(obj, "flattened", None) if base is None else None
-    except Exception:  # a wrapper's __getattr__ may raise anything
+    except Exception:  # noqa: BLE001 - a wrapper's __getattr__ may raise anything
         return None
     if isinstance(type(base), type) and issubclass(type(base), loader_type):
         return base

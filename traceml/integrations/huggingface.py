@@ -65,7 +65,7 @@ from .. import wrapping
 from ..findings import report_notes
 from . import numbers, rank_zero, require, write
 
-__all__ = ["TraceMLCallback"]
+__all__ = ["TraceMLCallback"]  # noqa: F822 - made by __getattr__
 
 
 class _CallbackBody:

@@ -51,7 +51,7 @@ from .. import recorder as _recorder
 from .. import wrapping
 from . import folder_or, numbers, rank_zero, require, write
 
-__all__ = ["TraceMLCallback", "PLTraceMLCallback"]
+__all__ = ["TraceMLCallback", "PLTraceMLCallback"]  # noqa: F822 - made by __getattr__
 
 # Attributes Lightning writes on the dataloaders it holds: set on the
 # DataLoader inside the wrapper (worker_init_fn when seeding workers with
