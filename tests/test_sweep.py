@@ -674,3 +674,33 @@ def test_sweep_next_keeps_a_clear_winner_or_asks_for_a_repeat():
     items = sweeps.sweep_next(conds, 0.005)
     assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_MORE_WORKERS]
     assert sweeps.sweep_next(conds[:1], None) == []
+
+
+def test_the_seed_sweep_at_16_steps_concludes():
+    """The investigation's table at its own size: 16 deliveries per
+    condition at num_workers 4, 2, 1, 0 and back; lock-step stalls on the
+    first fetch of each round (0, 4, 8, 12 at 4 workers), every fetch at 1
+    and 0.  The pooled test of the rows' own cadences concludes, and the
+    sentence says what it rests on."""
+    import corpus
+    from traceml.sweep import _row
+
+    def steady(nw):
+        k = corpus.startup(nw)
+        wait = np.full(16 - k, 0.2)
+        wait[[i for i in range(16 - k) if (i + k) % max(1, nw) == 0]] = 80.0
+        return wait
+
+    rows, reports = [], []
+    for direction, grid in (("forward", (4, 2, 1, 0)), ("backward", (0, 1, 2, 4))):
+        for nw in grid:
+            rep = corpus.replay(corpus.make(f"seed-{nw}", steady(nw), {}, num_workers=nw))
+            rows.append(_row({"num_workers": nw}, 0, direction, rep, None))
+            reports.append(rep)
+    res = traceml.SweepResult(rows, reports, False)
+    c = res.correlation
+    assert c["follows"] is True and c["pooled"]["follows"] is True
+    assert c["pooled"]["tested"] == 4 and c["pooled"]["fitting"] == 8
+    assert c["pooled"]["p_value"] < 1e-6
+    text = str(res)
+    assert "the cadence follows num_workers" in text and "8 rows at 3 distinct" in text

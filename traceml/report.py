@@ -407,17 +407,15 @@ def _stalls(w: _Steady, epoch: np.ndarray,
 def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: dict,
                        num_workers: Optional[int]) -> Optional[dict]:
     """The pre-stated cadence test (stall_timing.predicted_cadence) for
-    the loader's own period max(1, num_workers), over every fetch past each
-    epoch's first, start-up fetches included, judged by the same stall
-    threshold; None without a loader, with one loader in flight, without
-    stalls that matter, or for the probes."""
+    the loader's own period max(1, num_workers), over the steady fetches
+    (the phase counted from each epoch's start); None without a loader,
+    with one loader in flight, without stalls that matter, or for the
+    probes."""
     period = stall_timing.effective_workers(num_workers)
     if period is None or period < 2 or not stalls["count"]:
         return None
-    stalled = mask.copy()
-    if not w.all:
-        stalled[w.first] = w.first_wait > stalls["threshold_s"] / NS
-    return stall_timing.predicted_cadence(stalled, _epoch_position(steps), period)
+    position = _epoch_position(steps)
+    return stall_timing.predicted_cadence(mask, position, period, w.steady & (position >= 0))
 
 
 def _epoch_position(steps: np.ndarray) -> np.ndarray:

@@ -301,6 +301,11 @@ def correlation(rows: list[dict]) -> dict:
            "rows": [[int(x), int(y)] for x, y in pts], "left_out": left,
            "mismatched": int(sum(x != y for x, y in pts)),
            "follows": None, "same_period": None}
+    out["pooled"] = sweeps.pooled_cadence([
+        (stall_timing.effective_workers(_workers(r)), r.get("temporal"), r.get("period"),
+         r.get("predicted")) for r in rows if not r["error"] and _workers(r) is not None])
+    if out["pooled"]["follows"] and not out["mismatched"]:
+        out["follows"] = True
     if distinct < 2:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
@@ -308,7 +313,7 @@ def correlation(rows: list[dict]) -> dict:
     out["same_period"] = bool(np.ptp(y) == 0)
     if out["mismatched"]:
         out["follows"] = False
-    elif distinct >= sweeps.SWEEP_MIN_DISTINCT_WORKERS:
+    elif distinct >= sweeps.SWEEP_MIN_DISTINCT_WORKERS or out["follows"]:
         out["follows"] = True
     if distinct < sweeps.SWEEP_MIN_DISTINCT_WORKERS:
         return out
@@ -329,7 +334,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "steps": steps, "steps_requested": steps_requested,
            "loader_num_workers": None,
            "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
-           "median_gap": None, "period": None, "temporal": None, "multiple_fraction": None,
+           "median_gap": None, "period": None, "temporal": None, "predicted": None,
+           "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
            "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
            "slow_major_faults": None, "error": error}
@@ -345,6 +351,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             # The report's period: per burst where stalls come in pairs.
             "period": (s.get("temporal") or {}).get("period"),
             "temporal": (s.get("temporal") or {}).get("label"),
+            # The row's own pre-stated cadence test, pooled by correlation().
+            "predicted": (s.get("temporal") or {}).get("predicted"),
             "multiple_fraction": s["cadence"]["multiple_fraction"],
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],

@@ -166,7 +166,7 @@ def gpu_util_lines(u: Optional[dict]) -> list[str]:
     if not u.get("available"):
         return [f"GPU utilisation (NVML): unavailable: {u.get('why') or 'not read'}"]
     window = u.get("window_s")
-    out = [f"GPU utilisation (NVML, a kernel running, % of the driver's window"
+    out = ["GPU utilisation (NVML, a kernel running, % of the driver's window"
            + (f" of about {fmt_s(window)}" if window else "") + "): "
            f"{_util_pct(u['slow'])} during input waits, "
            f"{_util_pct(u['fast'])} in the rest of the steps"]

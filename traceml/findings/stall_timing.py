@@ -107,19 +107,20 @@ UNSETTLED = "UNSETTLED"
 # its own (one pre-stated test, no search penalty): with num_workers = k
 # >= 2 and the workers finishing in lock-step, the loop stalls on the
 # first fetch of each round, at positions 0, k, 2k, ... of every epoch.
-# The epoch's first fetch carries the workers' start-up, so it is held
-# out of the test (conditioning on it keeps the start-up from voting for
-# the phase); the others, start-up fetches included, enter it.  Among the
-# n fetches at positions >= 1 with N on the predicted residue, the null
-# places the run's K stalls there at random: the chance that J or more
-# land on the residue is the hypergeometric tail P(X >= J), X ~
-# Hypergeom(n, N, K), exact at the run's size.  The seed's 4-worker run
-# (16 steps, stalls at 0, 4, 8, 12) has 3 of 3 stalls on the 3 residue
-# slots among 15 fetches: p = 1/455.  A period is claimed when p <
-# PERIOD_ALPHA over at least PREDICTED_MIN_STALLS stalls, at least
-# PERIOD_MIN_REPEATS of them on the residue, at least PERIOD_MIN_SHARE of
-# the stalls on it and at least PERIOD_MIN_SHARE of its fetches stalled
-# (stalls every third round sit on the residue too, at another period).
+# The epoch's start-up fetches (its first k) anchor the phase but are held
+# out of the test: they carry the workers' start-up or were made during
+# it, so they are not exchangeable with the steady fetches, and a null
+# that placed stalls on them would favour the residue.  Among the n
+# steady fetches, N of them on the predicted residue, the null places the
+# run's K steady stalls at random: the chance that J or more land on the
+# residue is the hypergeometric tail P(X >= J), X ~ Hypergeom(n, N, K),
+# exact at the run's size.  The seed's 4-worker run (16 steps, stalls at
+# 0, 4, 8, 12) has 3 of 3 steady stalls on the 3 residue fetches among
+# 12: p = 1/220.  A period is claimed when p < PERIOD_ALPHA over at least
+# PREDICTED_MIN_STALLS stalls, at least PERIOD_MIN_REPEATS of them on the
+# residue, at least PERIOD_MIN_SHARE of the stalls on it, more than
+# PERIOD_MIN_SHARE of its fetches stalled, and the period the least one
+# that holds (see predicted_cadence).
 PREDICTED_MIN_STALLS = PERIOD_MIN_GAPS + 1
 # Lock-step puts every stall on the residue; one stall off it (a host
 # blip) still fits the prediction, more do not: the answer is then
@@ -139,21 +140,22 @@ def _hypergeom_tail(j: int, n: int, slots: int, k: int) -> float:
     return float(hypergeom.sf(j - 1, n, slots, k))
 
 
-def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int) -> dict:
+def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
+                      tested: np.ndarray) -> dict:
     """The pre-stated test above for a stall every ``period`` fetches from
     each epoch's start.
 
-    ``stalled`` (bool) and ``position`` (the fetch's 0-based position in
-    its epoch, int) cover every fetch of the run, start-up fetches
-    included, shape (steps,); positions 0 are held out.  Returns {period,
+    ``stalled`` (bool), ``position`` (the fetch's 0-based position in its
+    epoch, int) and ``tested`` (bool: the steady fetches whose position is
+    known) have shape (steps,).  Returns {period,
     fetches (n), slots (N), stalls (K), on_residue (J), p_value,
     best_p_value (the p-value had every stall, up to N, been on the
     residue: whether this run could show the period at all), periodic
     (bool), consistent (at least PERIOD_MIN_REPEATS stalls on the residue,
-    at most PREDICTED_OFF_RESIDUE off it, PERIOD_MIN_SHARE of its fetches
-    stalled)}."""
+    at most PREDICTED_OFF_RESIDUE off it, more than PERIOD_MIN_SHARE of
+    its fetches stalled)}."""
     period = int(period)
-    tested = np.asarray(position) >= 1
+    tested = np.asarray(tested, dtype=bool)
     pos = np.asarray(position)[tested]
     hit = np.asarray(stalled, dtype=bool)[tested]
     on = (pos % period) == 0
@@ -162,8 +164,16 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int) ->
     p = _hypergeom_tail(j, n, slots, k) if k else 1.0
     best = _hypergeom_tail(min(k, slots), n, slots, k) if k else 1.0
     # "A stall every `period` fetches": most of the residue's fetches
-    # stall, not only some (stalls every 3 rounds sit on the residue too).
-    every = j >= PERIOD_MIN_SHARE * slots
+    # stall (stalls every other round sit on it too, at twice the period),
+    # and `period` is the least such period: for each proper divisor d, the
+    # fetches at 0 mod d off the residue do not (stalls every 2 fetches fill
+    # the residue mod 4 as well).
+    every = j > PERIOD_MIN_SHARE * slots
+    for d in range(1, period):
+        if period % d == 0:
+            between = ((pos % d) == 0) & ~on
+            if np.count_nonzero(hit & between) > PERIOD_MIN_SHARE * np.count_nonzero(between):
+                every = False
     consistent = every and j >= PERIOD_MIN_REPEATS and k - j <= PREDICTED_OFF_RESIDUE
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
                 and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))

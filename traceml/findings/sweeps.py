@@ -4,7 +4,10 @@ the sweep's next step.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
+
+import numpy as np
 
 
 from ..fmt import fmt_s, pct, plural
@@ -109,6 +112,86 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple
     return out
 
 
+# "The cadence follows num_workers", pooled over every row of a sweep:
+# each row's own pre-stated test (stall_timing.predicted_cadence, a stall
+# on every max(1, num_workers)-th fetch from the epoch start) enters one
+# exact test.  Under the null the stalls of every row fall at random, each
+# row independently; the statistic is the product of the rows' p-values,
+# and its exact distribution is the convolution of each row's
+# hypergeometric p-value distribution (past POOLED_MAX_SUPPORT distinct
+# values the sum is binned down to that many, rounding each row's value
+# up: the p-value can only grow).  Rows at 0 or 1 workers predict a stall
+# on every fetch: EVERY-FETCH there is consistent (period 1) and carries
+# no evidence, so it counts as a row that fits, not in the product.  The
+# claim needs the pooled p under stall_timing.PERIOD_ALPHA, no row whose
+# stalls keep another period, and fitting rows at 2 or more num_workers.
+POOLED_MAX_SUPPORT = 4096
+POOLED_MIN_DISTINCT_WORKERS = 2
+
+
+def _row_distribution(test: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(log p-values, their probabilities) of one row's predicted test
+    over every count of stalls the null can put on the residue."""
+    from scipy.stats import hypergeom
+
+    n, slots, k = test["fetches"], test["slots"], test["stalls"]
+    j = np.arange(0, min(k, slots) + 1)
+    prob = hypergeom.pmf(j, n, slots, k)
+    logp = np.log(np.clip(hypergeom.sf(j - 1, n, slots, k), 1e-300, 1.0))
+    return logp, prob
+
+
+def pooled_p_value(tests: list[dict]) -> float:
+    """The exact chance, under random stalls in every row, that the
+    product of the rows' p-values is at most the observed one (1.0
+    without rows).  ``tests``: each row's predicted_cadence dict."""
+    if not tests:
+        return 1.0
+    observed = float(sum(math.log(max(t["p_value"], 1e-300)) for t in tests))
+    values, probs = np.zeros(1), np.ones(1)
+    for t in tests:
+        logp, prob = _row_distribution(t)
+        values = (values[:, None] + logp[None, :]).ravel()
+        probs = (probs[:, None] * prob[None, :]).ravel()
+        if len(values) > POOLED_MAX_SUPPORT:
+            edges = np.linspace(values.min(), values.max(), POOLED_MAX_SUPPORT)
+            at = np.searchsorted(edges, values, side="left")
+            values = edges[np.minimum(at, len(edges) - 1)]
+            values, inverse = np.unique(values, return_inverse=True)
+            probs = np.bincount(inverse, weights=probs)
+    return float(min(1.0, probs[values <= observed + 1e-9].sum()))
+
+
+def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[dict]]]) -> dict:
+    """The pooled test above over a sweep's rows, each (max(1,
+    num_workers), its temporal label, its period, its predicted test or
+    None).  Returns {follows (True, or None: not shown), p_value (None
+    without a tested row), tested (rows in the product), fitting (rows
+    whose stalls fit their own period), other_period (rows whose stalls
+    keep another period), distinct_workers (among the fitting rows)}."""
+    tests, fitting, other, workers = [], 0, 0, set()
+    for k, label, period, test in rows:
+        if label == stall_timing.PERIODIC and period is not None and period != k:
+            other += 1
+            continue
+        if k < 2:
+            if label == stall_timing.EVERY_FETCH:
+                fitting += 1
+                workers.add(k)
+            continue
+        if test is None:
+            continue
+        tests.append(test)
+        if test["periodic"] or test["consistent"]:
+            fitting += 1
+            workers.add(k)
+    p = pooled_p_value(tests) if tests else None
+    follows = (p is not None and p < stall_timing.PERIOD_ALPHA and not other
+               and len(workers) >= POOLED_MIN_DISTINCT_WORKERS) or None
+    return {"follows": follows, "p_value": p, "tested": len(tests), "fitting": fitting,
+            "other_period": other, "distinct_workers": len(workers)}
+
+
 def condition(cond: dict) -> str:
     """A sweep condition as "num_workers=4 in_order=True"."""
     return " ".join(f"{k}={v}" for k, v in cond.items())
@@ -124,6 +207,14 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
     rests = (f"over {plural(c['points'], 'condition')} with a period ({c['gaps']} stall gaps "
              f"in all; max(1, num_workers):period {shown})")
     least = SWEEP_MIN_DISTINCT_WORKERS
+    pooled = c.get("pooled") or {}
+    if c.get("follows") is True and pooled.get("follows"):
+        return (f"num_workers vs stall period: the cadence follows num_workers: the stalls "
+                f"fall on every max(1, num_workers)-th fetch from the epoch start in "
+                f"{plural(pooled['fitting'], 'row')} at {pooled['distinct_workers']} distinct "
+                f"num_workers (0 and 1: every fetch), none at another period; p = "
+                f"{pooled['p_value']:.2g} pooled over the {plural(pooled['tested'], 'tested row')} "
+                f"against random stalls, < {stall_timing.PERIOD_ALPHA:g}")
     if c.get("follows") is True:
         fit = ("" if c["r"] is None else
                f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "

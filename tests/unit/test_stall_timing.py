@@ -1,0 +1,114 @@
+"""The stall-timing family: the pre-stated cadence test and its three
+answers, checked against counts made by enumeration, not by the rule."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import corpus
+from traceml.findings import stall_timing
+
+
+def _steady_test(stall_positions, n_steps, period, startup=None):
+    """predicted_cadence over one epoch of ``n_steps`` fetches whose first
+    ``startup`` (default: ``period``) are start-up, stalls at the given
+    positions."""
+    startup = period if startup is None else startup
+    position = np.arange(n_steps)
+    stalled = np.isin(position, stall_positions)
+    return stall_timing.predicted_cadence(stalled, position, period, position >= startup)
+
+
+def _enumerated_tail(n_steps, startup, period, k, j):
+    """P(at least j of k random steady stalls on the residue), by listing
+    every placement."""
+    steady = range(startup, n_steps)
+    hits = total = 0
+    for chosen in itertools.combinations(steady, k):
+        total += 1
+        hits += sum(p % period == 0 for p in chosen) >= j
+    return hits / total
+
+
+def test_the_seeds_four_worker_run_concludes_at_its_own_size():
+    # 16 steps, stalls at 0, 4, 8, 12: steady fetches 4..15, 3 of 3 stalls
+    # on the 3 residue fetches: 1 placement in C(12, 3) = 220.
+    t = _steady_test([0, 4, 8, 12], 16, 4)
+    assert (t["fetches"], t["slots"], t["stalls"], t["on_residue"]) == (12, 3, 3, 3)
+    assert t["p_value"] == pytest.approx(1 / math.comb(12, 3))
+    assert t["p_value"] == pytest.approx(_enumerated_tail(16, 4, 4, 3, 3))
+    assert t["periodic"] and t["p_value"] < stall_timing.PERIOD_ALPHA
+
+
+@pytest.mark.parametrize("stalls,j", [([4, 8, 13], 2), ([5, 8, 12, 14], 2), ([4, 9], 1)])
+def test_the_p_value_is_the_enumerated_chance(stalls, j):
+    t = _steady_test(stalls, 16, 4)
+    assert t["on_residue"] == j
+    assert t["p_value"] == pytest.approx(_enumerated_tail(16, 4, 4, len(stalls), j))
+    assert not t["periodic"]
+
+
+def test_random_stalls_claim_the_cadence_no_more_often_than_the_p_value_allows():
+    rng = np.random.default_rng(3)
+    runs, claims = 4000, 0
+    for _ in range(runs):
+        chosen = rng.choice(np.arange(4, 40), size=6, replace=False)
+        claims += _steady_test(chosen, 40, 4)["periodic"]
+    # At most PERIOD_ALPHA in expectation; 3 binomial sigmas of slack.
+    alpha = stall_timing.PERIOD_ALPHA
+    assert claims / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
+
+
+def test_the_least_period_is_claimed():
+    # A stall every 2 fetches fills the residue mod 4 too: not "every 4".
+    every2 = _steady_test(list(range(0, 64, 2)), 64, 4)
+    assert every2["p_value"] < stall_timing.PERIOD_ALPHA and not every2["periodic"]
+    # Rounds whose workers finish in pairs (0 and 1 mod 4) keep period 4.
+    pairs = _steady_test([p for p in range(4, 64) if p % 4 in (0, 1)], 64, 4)
+    assert pairs["periodic"]
+    # Stalls every other round sit on the residue: that is period 8.
+    every8 = _steady_test(list(range(0, 64, 8)), 64, 4)
+    assert not every8["periodic"] and not every8["consistent"]
+
+
+def test_too_few_stalls_are_not_yet_with_the_steps_that_would_settle_it():
+    # 12 steps at 4 workers: 2 of 2 steady stalls on the 2 residue fetches
+    # among 8, p = 1/28: consistent, not settled; a longer run at the same
+    # rates settles it, and settle_steps is the least that does.
+    t = _steady_test([0, 4, 8], 12, 4)
+    assert t["consistent"] and not t["periodic"]
+    more = stall_timing.predicted_settle_steps(t)
+    n = t["fetches"]
+
+    def p(m):
+        k = max(stall_timing.PREDICTED_MIN_STALLS, round(t["stalls"] * m / n))
+        jj = min(round(t["on_residue"] * k / t["stalls"]), m // 4)
+        return stall_timing._hypergeom_tail(jj, m, m // 4, k)
+
+    assert p(n + more) < stall_timing.PERIOD_ALPHA <= p(n + more - 1)
+
+
+def test_the_seed_table_reads_in_the_report():
+    """The seed's rows at 16 steps, as the report says them: PERIODIC 4
+    and 2 from the pre-stated test, EVERY-FETCH at 1 and 0 workers; and
+    the label, the gap histogram and the sentence agree."""
+    def steady(nw):
+        k = corpus.startup(nw)
+        wait = np.full(16 - k, 0.2)
+        period = max(1, nw)
+        wait[[i for i in range(16 - k) if (i + k) % period == 0]] = 80.0
+        return wait
+
+    for nw, label, period in ((4, "PERIODIC", 4), (2, "PERIODIC", 2),
+                              (1, "EVERY-FETCH", None), (0, "EVERY-FETCH", None)):
+        r = corpus.replay(corpus.make(f"seed-{nw}", steady(nw), {}, num_workers=nw))
+        t = r["temporal"]
+        assert (t["label"], t["period"]) == (label, period), nw
+        if period:
+            assert t["tested"] == "predicted"
+            assert {g for g, _ in r["stalls"]["gap_histogram"]} == {period}
+            text = str(r)
+            assert f"PERIODIC every {period} steps" in text
+            assert "no regular period" not in text

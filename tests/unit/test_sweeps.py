@@ -1,0 +1,63 @@
+"""The sweep family's pooled cadence test, against an enumeration of every
+placement of every row's stalls."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from traceml.findings import stall_timing, sweeps
+
+
+def _test(stalls, n_steps, period):
+    position = np.arange(n_steps)
+    return stall_timing.predicted_cadence(np.isin(position, stalls), position, period,
+                                          position >= period)
+
+
+def _p(positions, n_steps, period):
+    return _test(list(positions), n_steps, period)["p_value"]
+
+
+def test_the_pooled_p_value_is_the_enumerated_chance():
+    rows = [([4, 8, 13], 16, 4), ([2, 4, 6, 9], 12, 2)]
+    tests = [_test(*r) for r in rows]
+    observed = math.prod(t["p_value"] for t in tests)
+    placements = [list(itertools.combinations(range(period, n), len(stalls)))
+                  for stalls, n, period in rows]
+    pa = np.array([_p(a, 16, 4) for a in placements[0]])
+    pb = np.array([_p(b, 12, 2) for b in placements[1]])
+    product = pa[:, None] * pb[None, :]
+    want = np.count_nonzero(product <= observed * (1 + 1e-9)) / product.size
+    assert sweeps.pooled_p_value(tests) == pytest.approx(want)
+
+
+def test_the_seed_sweep_concludes_both_ways():
+    """4, 2, 1, 0 workers and back at 16 steps: the 4- and 2-worker rows
+    carry the evidence, the 1- and 0-worker rows (a stall on every fetch)
+    fit period 1."""
+    seed4, seed2 = _test([0, 4, 8, 12], 16, 4), _test(list(range(0, 16, 2)), 16, 2)
+    rows = [(4, "PERIODIC", 4, seed4), (2, "PERIODIC", 2, seed2),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None)]
+    c = sweeps.pooled_cadence(rows + rows[::-1])
+    assert c["follows"] is True and c["tested"] == 4 and c["fitting"] == 8
+    assert c["distinct_workers"] == 3 and c["other_period"] == 0
+    assert c["p_value"] == pytest.approx(sweeps.pooled_p_value([seed4, seed2] * 2))
+    # One direction alone concludes too.
+    assert sweeps.pooled_cadence(rows)["follows"] is True
+
+
+def test_a_period_set_by_the_data_does_not_follow():
+    # Every 4th sample slow at 4, 2 and 1 workers: period 4 everywhere.
+    every4 = [(4, "PERIODIC", 4, _test([4, 8, 12], 16, 4)),
+              (2, "PERIODIC", 4, _test([4, 8, 12], 16, 2)),
+              (1, "PERIODIC", 4, None)]
+    c = sweeps.pooled_cadence(every4)
+    assert c["follows"] is None and c["other_period"] == 2
+
+
+def test_one_num_workers_alone_is_not_a_sweep():
+    t = _test([0, 4, 8, 12], 16, 4)
+    c = sweeps.pooled_cadence([(4, "PERIODIC", 4, t)] * 3)
+    assert c["p_value"] < stall_timing.PERIOD_ALPHA and c["follows"] is None
