@@ -307,6 +307,13 @@ def main(argv: list[str]) -> int:
         print("\n".join(lines if args.cases else lines[-1:]))
         table = corpus.confusion(pairs)
         print(corpus.format_confusion(table))
+        # The two halves apart: the rules are tuned on one, the other's
+        # table is only reported (corpus.half).
+        halves = [corpus.half(c) for c in corpus.corpus()]
+        for name in corpus.HALVES:
+            part = [pr for pr, h in zip(pairs, halves, strict=True) if h == name]
+            print(f"\n--- {name} half: {len(part)} cases ---")
+            print(corpus.format_confusion(corpus.confusion(part)))
         all_pairs += pairs
         extra["corpus"] = lines
     if args.loaders or both:

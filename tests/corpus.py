@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -801,6 +802,54 @@ def sim_one_slow_worker(seed: int, worker: int, factor: float, num_workers: int 
                             cost, truth, num_workers=num_workers, compute_ms=np.full(n, 10.0))
 
 
+# --- the seed's size: 16 deliveries a condition ------------------------------
+SEED_STEPS = 16
+
+
+def seed_table(seed: int, num_workers: int, stall_ms: float = 80.0) -> Case:
+    """The investigation's rows at its own size: 16 fetches; lock-step
+    workers stall on the first fetch of each round (0, 4, 8, 12 at 4
+    workers; every 2nd at 2), and at 1 or 0 workers every fetch waits."""
+    rng = np.random.default_rng(900 + 10 * num_workers + seed)
+    k = startup(num_workers)
+    period = max(1, num_workers)
+    n = SEED_STEPS - k
+    wait = _fast(rng, n, 0.2)
+    on = (np.arange(k, SEED_STEPS) % period) == 0
+    wait[on] = stall_ms * rng.uniform(0.85, 1.15, on.sum())
+    if period == 1:
+        truth = {"temporal.label": "EVERY-FETCH"}
+    else:
+        truth = {"temporal.label": "PERIODIC", "temporal.period": period,
+                 "stalls.count": int(on.sum())}
+    return make(f"seed-{num_workers}w-16-s{seed}", wait, truth, num_workers=num_workers)
+
+
+def seed_random(seed: int, num_workers: int, stall_ms: float = 80.0) -> Case:
+    """The control of seed_table: the same number of stalls at the same
+    size, placed at random among the steady fetches: never PERIODIC."""
+    rng = np.random.default_rng(950 + 10 * num_workers + seed)
+    k = startup(num_workers)
+    n = SEED_STEPS - k
+    stalls = int(((np.arange(k, SEED_STEPS) % num_workers) == 0).sum())
+    wait = _fast(rng, n, 0.2)
+    wait[rng.choice(n, size=stalls, replace=False)] = stall_ms * rng.uniform(0.85, 1.15, stalls)
+    truth = {"stalls.count": stalls, "temporal.label": Not("PERIODIC")}
+    return make(f"seed-random-{num_workers}w-16-s{seed}", wait, truth, num_workers=num_workers)
+
+
+# Which half of the corpus a case is in: the rules are tuned on "tune";
+# "held-out" is only ever reported (benchmarks/bench_truth.py --corpus),
+# its confusion table untouched.  By a hash of the name, so a case keeps
+# its half as others are added.
+HALVES = ("tune", "held-out")
+
+
+def half(case: Case) -> str:
+    """The half of the corpus ``case`` belongs to (see HALVES)."""
+    return HALVES[zlib.crc32(case.name.encode()) % 2]
+
+
 def corpus() -> list[Case]:
     """Every case, in a fixed order (names are unique)."""
     cases = []
@@ -839,6 +888,8 @@ def corpus() -> list[Case]:
     cases += [sim_random_slow(s) for s in range(3)]
     cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
+    cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
+    cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases
