@@ -205,6 +205,7 @@ def build(
         "count": int(first.sum()),
         "steps": np.flatnonzero(first).tolist(),
         "input_wait_s": duration_stats_s(w.first_wait),
+        "by_epoch": _start_by_epoch(epoch[first], w.first_wait),
     }
     summary["loader"] = dict(loader) if loader is not None else None
     bytes_seen = evidence.batch_bytes(batch_bytes, w.steady)
@@ -231,7 +232,8 @@ def build(
         summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
     summary["notes"] = findings.sentences(_notes(info, summary, src, source_id, recorded,
-                                                 stuck_events or [], sources, unmarked))
+                                                 stuck_events or [], sources, unmarked)
+                                          + findings.family_notes(summary))
     summary["next"] = findings.sentences(
         advice.evidence_next_steps(summary, advice.next_steps(summary)) + memory_found)
     rep = Report(summary, steps, delivery=(
@@ -268,6 +270,19 @@ def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> 
         return np.zeros(len(steps), dtype=bool)
     position = steps["flags"] >> _core.FLAG_POS_SHIFT
     return stall_timing.epoch_start_mask(position, _startup_steps(src, steps["epoch"], epochs))
+
+
+def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray) -> list[dict]:
+    """{epoch, fetches, input_wait_s (their total)} of each epoch's
+    start-up fetches, in epoch order (``epoch`` and ``wait_ns`` of the
+    start-up steps, shape (start-up steps,))."""
+    if not len(epoch):
+        return []
+    ids, at = np.unique(epoch, return_inverse=True)
+    total = np.bincount(at, weights=wait_ns.astype(np.float64))
+    count = np.bincount(at)
+    return [{"epoch": int(e), "fetches": int(c), "input_wait_s": float(t) * NS}
+            for e, c, t in zip(ids, count, total, strict=True)]
 
 
 def _recorded(records: np.ndarray, sources: Mapping[int, Any]) -> list[dict]:

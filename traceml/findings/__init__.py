@@ -18,7 +18,7 @@ from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over
                prediction_check, rank_stragglers, report_notes, stall_shape, stall_threshold,
                stall_timing, sweeps, wait_trend, worker_evidence, worker_memory)
 
-__all__ = ["Finding", "REGISTRY", "Words", "sentences", "words_of"]
+__all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_of"]
 
 # The families in report order: the bottom line, the diagnosis, the stalls'
 # threshold, shape and timing, the trend, what the workers show, then the
@@ -42,3 +42,16 @@ def sentences(items) -> list[str]:
     """The sentences of ``(code, numbers)`` items (Findings or the
     ``[code, numbers]`` pairs a run file stores), in their order."""
     return [words_of(code)(numbers) for code, numbers in items]
+
+
+def family_notes(summary: dict) -> list[Finding]:
+    """The notes the registry's families find in a built ``summary``: each
+    family with a ``notes(summary) -> list[Finding]`` rule, in REGISTRY
+    order.  A family that adds a note to the report is one file and its
+    REGISTRY entry: no renderer changes, since the views show the notes."""
+    out: list[Finding] = []
+    for family in REGISTRY:
+        rule = getattr(family, "notes", None)
+        if rule is not None:
+            out.extend(rule(summary))
+    return out
