@@ -31,6 +31,8 @@ import sys
 import time
 import warnings
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(os.path.dirname(HERE), "tests")
 sys.path.insert(0, HERE)
@@ -164,6 +166,26 @@ def scenarios():
             OneCoreBurnDataset(LOCK_BATCH * k * rounds, BURN_ITEM_S, core=core),
             batch_size=LOCK_BATCH, num_workers=k, worker_init_fn=StartTogether(k), **fork)
 
+    def burn_loader(k, batches):
+        """``batches`` lock-step batches at num_workers=k (0: in the main
+        process, the same burn)."""
+        if k == 0:
+            return lambda: DataLoader(
+                OneCoreBurnDataset(LOCK_BATCH * batches, BURN_ITEM_S, core=core),
+                batch_size=LOCK_BATCH, num_workers=0)
+        return lockstep(k, batches // k)
+
+    rng = np.random.default_rng(11)
+
+    def random_slow(k, batches, slow):
+        """``slow`` of ``batches`` batches (one item each) sleep 80 ms, at
+        positions drawn afresh for every run: the seed's random control."""
+        def make():
+            at = set(rng.choice(np.arange(k, batches), size=slow, replace=False).tolist())
+            return DataLoader(SleepDataset(batches, lambda i: 0.080 if i in at else 0.0001),
+                              batch_size=1, num_workers=k, **fork)
+        return make
+
     n_tensor = 60 * 64
     tensors = TensorDataset(torch.randn(n_tensor, 32), torch.randint(0, 10, (n_tensor,)))
     healthy = dict(corpus.HEALTHY)
@@ -174,6 +196,18 @@ def scenarios():
         ("healthy-cheap-4w",
          lambda: DataLoader(BurnDataset(60 * 8, 0.0001), batch_size=8, num_workers=4, **fork),
          0.010, healthy),
+        ("healthy-cheap-8w",
+         lambda: DataLoader(BurnDataset(60 * 8, 0.0001), batch_size=8, num_workers=8, **fork),
+         0.005, healthy),
+        # The investigation's rows at its own size: 16 deliveries.
+        ("seed-16-4w", burn_loader(4, 16), 0.005,
+         {"temporal.label": "PERIODIC", "temporal.period": 4}),
+        ("seed-16-2w", burn_loader(2, 16), 0.005,
+         {"temporal.label": "PERIODIC", "temporal.period": 2}),
+        ("seed-16-1w", burn_loader(1, 16), 0.005, {"temporal.label": "EVERY-FETCH"}),
+        ("seed-16-0w", burn_loader(0, 16), 0.005, {"temporal.label": "EVERY-FETCH"}),
+        ("seed-random-16-4w", random_slow(4, 16, 3), 0.005,
+         {"temporal.label": corpus.Not("PERIODIC")}),
         ("lockstep-2w", lockstep(2, 8), 0.005,
          {"temporal.label": "PERIODIC", "temporal.period": 2,
           "attribution.label": "LOCK-STEP"}),
@@ -288,6 +322,60 @@ def run_loaders(runs: int, hog: bool) -> tuple[list, list, list]:
     return pairs, lines, checks
 
 
+def run_seed_sweeps(runs: int, hog: bool) -> tuple[list, list]:
+    """The seed's sweep, ``runs`` times: num_workers (4, 2, 1, 0) and back,
+    16 steps a condition, on the lock-step loader (the cadence follows
+    num_workers: "follows" must be said in PATTERN_MIN of 20) and on its
+    random control at 4 and 2 workers (3 and 7 of 16 batches slow at random;
+    "follows" at most HEALTHY_MAX in 20).  (lines, checks)."""
+    from burn import OneCoreBurnDataset, StartTogether
+    from torch.utils.data import DataLoader
+
+    _, SleepDataset, _ = _datasets()
+    core = min(os.sched_getaffinity(0))
+    rng = np.random.default_rng(12)
+
+    def lockstep(num_workers):
+        extra = ({"worker_init_fn": StartTogether(num_workers),
+                  "multiprocessing_context": "fork"} if num_workers else {})
+        return DataLoader(OneCoreBurnDataset(LOCK_BATCH * 16, BURN_ITEM_S, core=core),
+                          batch_size=LOCK_BATCH, num_workers=num_workers, **extra)
+
+    def control(num_workers):
+        slow = {4: 3, 2: 7}.get(num_workers)
+        if slow is None:   # 1 and 0 workers: every batch slow, as the seed's rows
+            return lockstep(num_workers)
+        at = set(rng.choice(np.arange(num_workers, 16), size=slow, replace=False).tolist())
+        return DataLoader(SleepDataset(16, lambda i: 0.080 if i in at else 0.0001),
+                          batch_size=1, num_workers=num_workers,
+                          multiprocessing_context="fork")
+
+    proc = start_hog() if hog else None
+    said = {"lockstep": 0, "control": 0}
+    try:
+        for r in range(runs):
+            for name, make in (("lockstep", lockstep), ("control", control)):
+                res = traceml.sweep(make, num_workers=(4, 2, 1, 0), steps=16,
+                                    consumer_pace_s=0.005, progress=False)
+                said[name] += res.correlation["follows"] is True
+            print(f"  seed sweep {r + 1}/{runs}: follows said {said}", flush=True)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+    checks = [
+        Check("bench_truth", f"seed sweep: 'follows' said, of {runs}", said["lockstep"], "",
+              f">= {PATTERN_MIN} in 20", said["lockstep"] * 20 >= PATTERN_MIN * runs),
+        Check("bench_truth", f"random-control sweep: 'follows' said, of {runs}",
+              said["control"], "", f"<= {HEALTHY_MAX} in 20",
+              said["control"] * 20 <= HEALTHY_MAX * runs)]
+    lines = [f"seed sweep (lock-step, 16 steps, 4 2 1 0 and back): follows "
+             f"{said['lockstep']}/{runs} (want >= {PATTERN_MIN} in 20)",
+             f"random-control sweep: follows {said['control']}/{runs} "
+             f"(want <= {HEALTHY_MAX} in 20)"]
+    return lines, checks
+
+
 def main(argv: list[str]) -> int:
     p = common_args(__doc__.splitlines()[0], timing=False)
     p.add_argument("--corpus", action="store_true", help="the labelled corpus only")
@@ -327,6 +415,10 @@ def main(argv: list[str]) -> int:
         all_pairs += pairs
         checks += c
         extra["loaders"] = lines
+        lines, c = run_seed_sweeps(runs, not args.no_hog)
+        print("\n".join(lines))
+        checks += c
+        extra["seed_sweeps"] = lines
     if both:
         print("\n=== corpus and real runs together ===")
         print(corpus.format_confusion(corpus.confusion(all_pairs)))
