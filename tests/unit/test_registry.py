@@ -76,3 +76,19 @@ def test_every_advice_code_has_words_and_a_corpus_case():
     assert uncovered == AWAITING_A_CASE, (
         f"gained a case: {sorted(AWAITING_A_CASE - uncovered)}; "
         f"new without one: {sorted(uncovered - AWAITING_A_CASE)}")
+
+
+def test_every_family_note_has_words_and_a_corpus_case():
+    """A family's notes(summary) rule: each code it words is emitted by a
+    corpus case, and each note it emits there is worded."""
+    families = [f for f in findings.REGISTRY if hasattr(f, "notes")]
+    emitted: dict[str, str] = {}
+    for case in corpus.corpus():
+        s = corpus.replay(case).summary
+        for family in families:
+            for code, _ in family.notes(s):
+                assert code in family.WORDS, (_family(family), code)
+                emitted.setdefault(code, case.name)
+    for family in families:
+        missing = set(family.WORDS) - set(emitted)
+        assert not missing, f"{_family(family)}: no corpus case emits {sorted(missing)}"
