@@ -16,14 +16,14 @@ from ._types import Finding, Words
 
 from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over, input_bound,
                prediction_check, rank_stragglers, report_notes, stall_shape, stall_threshold,
-               stall_timing, sweeps, wait_trend, worker_evidence, worker_memory)
+               stall_timing, startup_once, sweeps, wait_trend, worker_evidence, worker_memory)
 
 __all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_of"]
 
 # The families in report order: the bottom line, the diagnosis, the stalls'
 # threshold, shape and timing, the trend, what the workers show, then the
 # next steps; the workflows' families (compare, sweep, ranks) after.
-REGISTRY = (bottom_line, input_bound, stall_threshold, stall_shape, stall_timing, wait_trend,
+REGISTRY = (bottom_line, startup_once, input_bound, stall_threshold, stall_shape, stall_timing, wait_trend,
             attribution, hand_over, worker_evidence, worker_memory, gpu_wait, prediction_check,
             advice, report_notes, comparison, sweeps, rank_stragglers)
 

@@ -1,0 +1,58 @@
+"""A start-up paid once: the first epoch's start-up fetches against the
+later epochs'.
+
+The epoch-start line averages the start-up fetches over every epoch, so a
+one-off cost (persistent workers started once, a cache filled in the first
+epoch) reads as a cost of each epoch.  Measured here from the start-up
+waits of each epoch (``epoch_start.by_epoch``): when the first recorded
+epoch holds most of them, the report says it was paid once.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..fmt import fmt_s, pct, plural
+from ._types import Finding, Words
+
+# "Once" and "each epoch" differ by one epoch with two epochs: nothing to
+# tell them apart by.  From three on, the later epochs show what an epoch
+# start costs without the one-off.
+ONE_OFF_MIN_EPOCHS = 3
+# The first epoch "holds most" of the start-up wait: more than this share
+# of all epochs' start-up wait together (a majority, the same "most" as
+# stall_timing.PERIOD_MIN_SHARE).
+ONE_OFF_SHARE = 0.5
+
+
+def notes(s: dict) -> list[Finding]:
+    """``startup_once`` when the first recorded epoch's start-up fetches
+    hold more than ONE_OFF_SHARE of all epochs' start-up wait over at least
+    ONE_OFF_MIN_EPOCHS epochs; else nothing."""
+    by = (s.get("epoch_start") or {}).get("by_epoch") or []
+    if len(by) < ONE_OFF_MIN_EPOCHS:
+        return []
+    total = sum(e["input_wait_s"] for e in by)
+    first = by[0]
+    if total <= 0 or first["input_wait_s"] <= ONE_OFF_SHARE * total:
+        return []
+    later = [e["input_wait_s"] for e in by[1:]]
+    loader: Optional[dict] = s.get("loader")
+    return [Finding("startup_once", {
+        "epoch": first["epoch"], "first_s": first["input_wait_s"],
+        "share": first["input_wait_s"] / total, "later_epochs": len(later),
+        "later_median_s": float(np.median(later)),
+        "persistent": bool(loader and loader.get("persistent_workers"))})]
+
+
+WORDS: dict[str, Words] = {
+    "startup_once": lambda p: (
+        f"epoch {p['epoch']}'s start-up fetches waited {fmt_s(p['first_s'])} in all, "
+        f"{pct(p['share'])} of every epoch's start-up wait; the later "
+        f"{plural(p['later_epochs'], 'epoch')} {fmt_s(p['later_median_s'])} each (median): "
+        "a cost paid once"
+        + (" (persistent_workers=True starts the workers once)" if p["persistent"] else "")
+        + ", not at each epoch start"),
+}
