@@ -9,7 +9,8 @@ from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
-from . import attribution, bottom_line, gpu_wait, hand_over, input_bound, prediction_check, stall_shape, stall_threshold, stall_timing, sweeps, wait_trend
+from . import (attribution, bottom_line, gpu_wait, hand_over, input_bound, prediction_check,
+               stall_shape, stall_threshold, stall_timing, startup_once, sweeps, wait_trend)
 
 
 # The workers keep the usable CPUs saturated during stalls when their own
@@ -51,6 +52,12 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
                            "stuck_after_s": head["stuck_after_s"]})]
     loader = s.get("loader") or {}
     nw = loader.get("num_workers")
+    once = startup_once.notes(s)
+    if once:
+        # One epoch's start-up holds most of it: a one-off, not a cost of
+        # each epoch (the note beside it gives the numbers).
+        return [Finding("epoch_start_once", {**once[0].numbers,
+                                             "wall_share": head["epoch_start_share"]})]
     per_epoch = head["epoch_start_s_per_epoch"]
     return [("epoch_start", {
         "share": head["epoch_start_share"], "epochs": len(per_epoch),
@@ -259,6 +266,12 @@ def _workers_in(p: dict) -> str:
 WORDS: dict[str, Words] = {
     "stuck": bottom_line._stuck_next,
     "epoch_start": bottom_line._epoch_start_next,
+    "epoch_start_once": lambda p: (
+        f"Epoch starts hold {pct(p['wall_share'])} of the wall time, {pct(p['share'])} of "
+        f"it epoch {p['epoch']}'s start-up ({fmt_s(p['first_s'])}): a one-off cost that a longer run "
+        "spreads thin, not one paid each epoch. Next: judge the steady state below; if runs "
+        "are this short in practice, look at what the first epoch alone does (worker start, "
+        "dataset set-up, a cache filled once)."),
     "trend": wait_trend._trend_next_line,
     "trend_next": lambda p: (
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "

@@ -1,0 +1,30 @@
+"""startup_once: a first epoch that holds most of the start-up wait."""
+
+import pytest
+
+from traceml.findings import sentences, startup_once
+
+
+def _summary(waits_s, persistent=True):
+    return {"epoch_start": {"by_epoch": [{"epoch": e, "fetches": 2, "input_wait_s": w}
+                                         for e, w in enumerate(waits_s)]},
+            "loader": {"persistent_workers": persistent}}
+
+
+def test_a_first_epoch_holding_most_of_the_start_up_is_said_once():
+    (f,) = startup_once.notes(_summary([1.5, 0.004, 0.006]))
+    assert f.code == "startup_once"
+    assert f.numbers["share"] == pytest.approx(1.5 / 1.51)
+    assert f.numbers["later_median_s"] == pytest.approx(0.005)
+    text = sentences([f])[0]
+    assert "a cost paid once" in text and "persistent_workers=True" in text
+
+
+@pytest.mark.parametrize("waits", [
+    [1.5, 0.004],                  # two epochs: once and each epoch differ by one
+    [0.5, 0.3, 0.3],               # the first holds 45%: not most
+    [0.5, 0.25, 0.25],             # exactly half: not more than half
+    [0.0, 0.0, 0.0],               # nothing waited
+])
+def test_otherwise_nothing(waits):
+    assert startup_once.notes(_summary(waits)) == []
