@@ -7,3 +7,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pytest  # noqa: E402 - after the path is set, as the other imports here
+
+
+@pytest.fixture(scope="session")
+def corpus_summaries():
+    """(case name, built summary) of every corpus case, replayed once for
+    the whole unit tier."""
+    import corpus
+
+    return [(case.name, corpus.replay(case).summary) for case in corpus.corpus()]

@@ -5,7 +5,6 @@ that emits it (or is listed, by name, as still awaiting one)."""
 
 import pytest
 
-import corpus
 from traceml import findings
 from traceml.findings import advice
 
@@ -57,19 +56,18 @@ def test_every_superseded_code_exists():
     assert set(attribution.SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES) <= set(worded)
 
 
-def _corpus_advice() -> dict[str, str]:
+def _corpus_advice(summaries) -> dict[str, str]:
     """advice code -> the first corpus case whose report advises it."""
     out: dict[str, str] = {}
-    for case in corpus.corpus():
-        s = corpus.replay(case).summary
+    for name, s in summaries:
         for code, _ in advice.evidence_next_steps(s, advice.next_steps(s)):
-            out.setdefault(code, case.name)
+            out.setdefault(code, name)
     return out
 
 
-def test_every_advice_code_has_words_and_a_corpus_case():
+def test_every_advice_code_has_words_and_a_corpus_case(corpus_summaries):
     worded = _worded()
-    emitted = _corpus_advice()
+    emitted = _corpus_advice(corpus_summaries)
     assert not set(emitted) - set(worded), "advised codes without words"
     advice_codes = {c for c, fam in worded.items() if fam in ADVICE_FAMILIES}
     uncovered = advice_codes - set(emitted)
@@ -78,17 +76,16 @@ def test_every_advice_code_has_words_and_a_corpus_case():
         f"new without one: {sorted(uncovered - AWAITING_A_CASE)}")
 
 
-def test_every_family_note_has_words_and_a_corpus_case():
+def test_every_family_note_has_words_and_a_corpus_case(corpus_summaries):
     """A family's notes(summary) rule: each code it words is emitted by a
     corpus case, and each note it emits there is worded."""
     families = [f for f in findings.REGISTRY if hasattr(f, "notes")]
     emitted: dict[str, str] = {}
-    for case in corpus.corpus():
-        s = corpus.replay(case).summary
+    for name, s in corpus_summaries:
         for family in families:
             for code, _ in family.notes(s):
                 assert code in family.WORDS, (_family(family), code)
-                emitted.setdefault(code, case.name)
+                emitted.setdefault(code, name)
     for family in families:
         missing = set(family.WORDS) - set(emitted)
         assert not missing, f"{_family(family)}: no corpus case emits {sorted(missing)}"
