@@ -209,7 +209,8 @@ def test_a_faster_model_with_a_larger_input_share_is_mixed():
     c = traceml.compare(base, run_, labels=["before", "after"])
     row = c.rows[1]
     assert row["verdict"] == "MIXED"
-    assert row["moved"] == {"mean_wait": "better", "input_share": "worse", "stall_rate": "same"}
+    assert row["moved"] == {"mean_wait": "better", "input_share": "worse", "stall_rate": "same",
+                            "step_time": "better"}
     assert (f"input share {b_share * 100:.1f}% -> {r_share * 100:.1f}% "
             f"(+{(r_share - b_share) * 100:.1f} points; tolerance 2.0 points): worse") in row["why"]
     assert row["why"].startswith("mean fetch 10 ms -> 8 ms (-2 ms; tolerance 1 ms): better")
@@ -245,3 +246,15 @@ def test_stalls_are_compared_per_100_steps_not_raw():
     more = build(records(wait, np.full(201, 20 * MS)), INFO, SYNTHETIC, None)
     row = traceml.compare(base, more).rows[1]
     assert row["moved"]["stall_rate"] == "worse"
+
+
+def test_workers_that_take_the_models_cores_are_not_an_improvement():
+    """Two workers on two cores: the wait falls 20 -> 10 ms a step but
+    compute rises 40 -> 60 ms, so each step takes longer (60 -> 70 ms).
+    Input measures alone called it an IMPROVEMENT; the step says MIXED."""
+    base = build(records(np.full(N, 20 * MS), np.full(N, 40 * MS)), INFO, SYNTHETIC, None)
+    run_ = build(records(np.full(N, 10 * MS), np.full(N, 60 * MS)), INFO, SYNTHETIC, None)
+    row = traceml.compare(base, run_, labels=["0 workers", "2 workers"]).rows[1]
+    assert row["moved"]["mean_wait"] == "better" and row["moved"]["input_share"] == "better"
+    assert row["moved"]["step_time"] == "worse" and row["verdict"] == "MIXED"
+    assert "mean step 60 ms -> 70 ms (+10 ms; tolerance 6 ms): worse" in row["why"]

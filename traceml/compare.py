@@ -24,11 +24,12 @@ BASELINE = "BASELINE"
 def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
           run_stalls: Optional[tuple] = None) -> tuple[str, str, list]:
     """(verdict, why, measures) of ``run`` against ``base`` (report
-    summaries).  Three measures, each with its tolerance from the policy:
+    summaries).  Four measures, each with its tolerance from the findings:
     mean input wait per steady-state step (comparison.compare_means), input
-    share (comparison.SHARE_TOL) and stalls per 100 steady-state steps
+    share (comparison.SHARE_TOL), stalls per 100 steady-state steps
     (``*_stalls`` = (count, steady steps) at the baseline's threshold; not
-    judged when None).  The verdict is IMPROVEMENT (some better, none
+    judged when None) and the mean step (comparison.REL_TOL of the
+    baseline's).  The verdict is IMPROVEMENT (some better, none
     worse), REGRESSION (some worse, none better), MIXED (both), EQUIVALENT
     (none moved) or NO_DATA when either summary has no steady-state mean
     wait; ``why`` says which measure moved, by how much, against which
@@ -38,7 +39,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     if v.label == input_bound.NO_DATA:
         return v.label, comparison.verdict_why(v), []
     moved = comparison.compare_measures(v, base["input_share"], run["input_share"],
-                                    base_stalls, run_stalls)
+                                        base_stalls, run_stalls,
+                                        base["step_s"]["mean"], run["step_s"]["mean"])
     return comparison.overall(v, moved), comparison.compare_why(v, moved), moved
 
 

@@ -61,3 +61,20 @@ def test_one_num_workers_alone_is_not_a_sweep():
     t = _test([0, 4, 8, 12], 16, 4)
     c = sweeps.pooled_cadence([(4, "PERIODIC", 4, t)] * 3)
     assert c["p_value"] < stall_timing.PERIOD_ALPHA and c["follows"] is None
+
+
+def _cond(name, workers, mean_s, share):
+    return {"name": name, "workers": workers, "mean_s": mean_s, "input_share": share}
+
+
+def test_more_workers_is_said_only_where_num_workers_varied():
+    varied = [_cond("num_workers=2", 2, 0.050, 0.5), _cond("num_workers=4", 4, 0.020, 0.4)]
+    codes = [c for c, _ in sweeps.sweep_next(varied, None)]
+    assert codes == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_MORE_WORKERS]
+    # in_order varied at a fixed num_workers=4: nothing about more workers.
+    fixed = [_cond("num_workers=4 in_order=True", 4, 0.050, 0.5),
+             _cond("num_workers=4 in_order=False", 4, 0.020, 0.4)]
+    items = sweeps.sweep_next(fixed, None)
+    assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_STILL_INPUT]
+    text = sweeps.sweep_next_lines(items)[-1]
+    assert "more cores" not in text and "num_workers did not vary" in text

@@ -98,13 +98,23 @@ def _moved(measure: str, base: Optional[float], run: Optional[float],
                  base, run, tol)
 
 
+# The mean step is judged beside the input measures: workers that take the
+# model's cores shorten the wait and lengthen the step (a user trial: 2
+# workers on 2 cores took compute from 40 to 60 ms a step, and a run with
+# the longer wall time read IMPROVEMENT).  Its tolerance is the mean
+# wait's own, REL_TOL of the baseline's mean step.
+
+
 def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Optional[float],
-                     base_stalls: Optional[tuple], run_stalls: Optional[tuple]) -> list[Moved]:
-    """The three measures: mean wait (``mean``, policy.compare_means), input
-    share (tolerance SHARE_TOL), stalls per 100 steady-state steps
-    (``*_stalls`` = (stall count, steady steps) or None; tolerance
-    max(STALL_RATE_MIN_TOL, STALL_RATE_SIGMAS * sqrt(base count) per 100
-    baseline steps))."""
+                     base_stalls: Optional[tuple], run_stalls: Optional[tuple],
+                     base_step_s: Optional[float] = None,
+                     run_step_s: Optional[float] = None) -> list[Moved]:
+    """The measures: mean wait (``mean``, compare_means), input share
+    (tolerance SHARE_TOL), stalls per 100 steady-state steps (``*_stalls``
+    = (stall count, steady steps) or None; tolerance max(STALL_RATE_MIN_TOL,
+    STALL_RATE_SIGMAS * sqrt(base count) per 100 baseline steps)) and the
+    mean step (s; tolerance REL_TOL of the baseline's; not judged where
+    either is None)."""
     out = [Moved("mean_wait", None if mean.label == input_bound.NO_DATA else
                  {IMPROVEMENT: BETTER, REGRESSION: WORSE, EQUIVALENT: SAME}[mean.label],
                  mean.base_s, mean.run_s, mean.tolerance_s)]
@@ -118,6 +128,8 @@ def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Opti
         tol = max(STALL_RATE_MIN_TOL,
                   100.0 * STALL_RATE_SIGMAS * math.sqrt(base_stalls[0]) / base_stalls[1])
     out.append(_moved("stall_rate", rate[0], rate[1], tol))
+    out.append(_moved("step_time", base_step_s, run_step_s,
+                      None if base_step_s is None else REL_TOL * base_step_s))
     return out
 
 
@@ -164,6 +176,7 @@ _MEASURE = {
                     lambda d: f"{d * 100:+.1f} points", lambda t: f"{t * 100:.1f} points"),
     "stall_rate": ("stalls per 100 steps", lambda x: f"{x:.1f}",
                    lambda d: f"{d:+.1f}", lambda t: f"{t:.1f}"),
+    "step_time": ("mean step", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
 }
 
 

@@ -64,9 +64,9 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple
     the sweep is repeated (SWEEP_UNDECIDED: passes=2).  When the kept
     condition's input share is still at least INPUT_BOUND_SHARE: if it has
     the most workers of the sweep and led beyond tolerance, more workers
-    may help further (SWEEP_MORE_WORKERS), else no condition of the sweep
-    removes the wait (SWEEP_STILL_INPUT).  [] with fewer than 2
-    conditions."""
+    may help further (SWEEP_MORE_WORKERS, only where num_workers varied),
+    else no condition of the sweep removes the wait (SWEEP_STILL_INPUT).
+    [] with fewer than 2 conditions."""
     conds = [c for c in conds if c.get("mean_s") is not None]
     if len(conds) < 2:
         return []
@@ -103,12 +103,16 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple
         led = True
     share = keep.get("input_share")
     if share is not None and share >= input_bound.INPUT_BOUND_SHARE:
-        most = max((c["workers"] for c in conds if c.get("workers") is not None), default=None)
-        if led and keep.get("workers") is not None and keep["workers"] == most:
+        # Only what the sweep varied is spoken of: "more workers" needs
+        # num_workers to have varied.
+        workers = {c["workers"] for c in conds if c.get("workers") is not None}
+        varied = len(workers) >= 2
+        if varied and led and keep.get("workers") == max(workers):
             out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
                                              "workers": keep["workers"]}))
         else:
-            out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share}))
+            out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share,
+                                            "workers_varied": varied}))
     return out
 
 
@@ -314,7 +318,9 @@ WORDS: dict[str, Words] = {
     SWEEP_STILL_INPUT: lambda p: (
         f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND): no "
         "condition of this sweep removes the wait; make each batch cheaper (each run's "
-        "report() has a prediction of how much) or give the workers more cores."),
+        "report() has a prediction of how much)"
+        + (" or give the workers more cores." if p.get("workers_varied", True)
+           else "; num_workers did not vary here, so a sweep of it is the next experiment.")),
 }
 
 
