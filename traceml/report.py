@@ -578,6 +578,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     (attribution.made_period), which names the samples' period before the
     stalls do."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen}
+    workers_busy, main_busy = _busy_in_stalls(s)
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"] and ranks_workers is not None:
         ranks, workers = ranks_workers
@@ -596,22 +597,44 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         out["attribution"] = attribution.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,
-            (s.get("production") or {}).get("workers"), period_of_made)
+            (s.get("production") or {}).get("workers"), period_of_made,
+            _making_in_stalls(s, workers_busy))
     bb = out["batch_bytes"]
     if bb is not None:
-        iv = (s.get("workers") or {}).get("intervals")
-        nw = (s.get("loader") or {}).get("num_workers")
-        workers_busy = main_busy = None
-        if iv and iv["slow"]["count"]:
-            slow = iv["slow"]
-            cap = min(nw or 0, (s.get("host") or {}).get("usable_cpus") or 0)
-            run = slow.get("worker_cores_runnable") or slow.get("worker_cores_busy")
-            if run is not None and cap:
-                workers_busy = run >= worker_evidence.BUSY_SHARE * cap
-            if slow.get("main_cores_runnable") is not None:
-                main_busy = slow["main_cores_runnable"] >= worker_evidence.BUSY_SHARE
         bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy)
     return out
+
+
+def _busy_in_stalls(s: dict) -> tuple[Optional[bool], Optional[bool]]:
+    """(workers busy, main process busy) in the stall intervals by the
+    sampler's readings (worker_evidence.BUSY_SHARE of the CPUs the workers
+    could use, runnable counted); None where not read."""
+    iv = (s.get("workers") or {}).get("intervals")
+    nw = (s.get("loader") or {}).get("num_workers")
+    workers_busy = main_busy = None
+    if iv and iv["slow"]["count"]:
+        slow = iv["slow"]
+        cap = min(nw or 0, (s.get("host") or {}).get("usable_cpus") or 0)
+        run = slow.get("worker_cores_runnable") or slow.get("worker_cores_busy")
+        if run is not None and cap:
+            workers_busy = run >= worker_evidence.BUSY_SHARE * cap
+        if slow.get("main_cores_runnable") is not None:
+            main_busy = slow["main_cores_runnable"] >= worker_evidence.BUSY_SHARE
+    return workers_busy, main_busy
+
+
+def _making_in_stalls(s: dict, workers_busy: Optional[bool]) -> Optional[bool]:
+    """Whether the workers were making the awaited batches during the
+    stalls: busy by the sampler (``workers_busy``), or by their own batch
+    timing, the loop waiting on a batch still being made for at least
+    worker_evidence.BUSY_SHARE of its input wait; None where neither was
+    measured."""
+    share = input_bound.production_share(s.get("production"))
+    making = (None if share is None or not s.get("input_share")
+              else share >= worker_evidence.BUSY_SHARE * s["input_share"])
+    if workers_busy is None:
+        return making
+    return workers_busy or bool(making)
 
 
 # --- GPU-visible input wait (traceml.gpu) --------------------------------------------

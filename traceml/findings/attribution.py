@@ -222,7 +222,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 batch_workers: np.ndarray, num_workers: Optional[int],
                 period: Optional[int], ticks: Optional[dict],
                 per_worker: Optional[dict] = None,
-                made: Optional[dict] = None) -> Optional[dict]:
+                made: Optional[dict] = None,
+                making: Optional[bool] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -253,9 +254,13 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     p != max(1, num_workers) (the report's, or without one
     :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
     residue of rank % p, over at least two workers (when workers are known).
-    LOCK-STEP: period == num_workers >= 2, and not ONE-WORKER
-    (``ambiguous`` when the stalls sit on one worker but neither CPU
-    readings nor batch timing tell it from the others).  None when too few stalls or no rule holds:
+    LOCK-STEP: period == num_workers >= 2, not ONE-WORKER, and the workers
+    making the batches during the stalls where that was measured
+    (``making``: busy by the sampler or by their own batch timing; None:
+    not measured): the round's cost is per-batch work inside the workers,
+    which idle workers do not do (``ambiguous`` when the stalls sit on one
+    worker but neither CPU readings nor batch timing tell it from the
+    others).  None when too few stalls or no rule holds:
     {label, worker (ONE-WORKER's k, else None), top_worker (the worker
     holding most known stalls), stall_workers ({worker id: stalls}), known
     (stalls whose worker is known), share (top_worker's share of them),
@@ -330,7 +335,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 return {**out, "label": SLOW_SAMPLE, "worker": None,
                         "period_from": PERIOD_FROM_STALLS}
         return None
-    if nw >= 2 and period == k:
+    if nw >= 2 and period == k and making is not False:
         # Stalls on one worker with no CPU readings to tell it from the
         # rest: a slow worker and drifted lock-step look alike here.
         ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
