@@ -601,7 +601,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             _making_in_stalls(s, workers_busy))
     bb = out["batch_bytes"]
     if bb is not None:
-        bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy)
+        bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy,
+                                            (s.get("loader") or {}).get("num_workers"))
     return out
 
 

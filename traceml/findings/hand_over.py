@@ -23,14 +23,18 @@ HANDOVER_MIN_BYTES = 8e6
 
 
 def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
-             main_busy: Optional[bool]) -> Optional[str]:
+             main_busy: Optional[bool], num_workers: Optional[int] = None) -> Optional[str]:
     """Whether large batches may be the wait, as a code: None when the
-    median batch is under HANDOVER_MIN_BYTES or input is not a concern
-    (COMPUTE-BOUND, NO-DATA); "handover_main" when the workers idle while
-    the main process is busy (the hand-over's receiving end is the cost);
-    else "handover_bytes" (the workers' CPU may be collate's copy rather
-    than the samples' processing)."""
+    median batch is under HANDOVER_MIN_BYTES, input is not a concern
+    (COMPUTE-BOUND, NO-DATA), or no bytes cross processes (num_workers=0:
+    the batch is made where it is used, so there is no hand-over to cost
+    anything); "handover_main" when the workers idle while the main process
+    is busy (the hand-over's receiving end is the cost); else
+    "handover_bytes" (the workers' CPU may be collate's copy rather than
+    the samples' processing)."""
     if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
+        return None
+    if num_workers == 0:
         return None
     if diagnosis in (input_bound.COMPUTE_BOUND, input_bound.NO_DATA):
         return None
