@@ -28,6 +28,11 @@
  * sizes only, nothing is copied.  Hand-over of large batches (collate,
  * shared memory) costs per byte, so the report can put the wait beside them.
  *
+ * Transparency: while it holds the inner iterator, len(), __length_hint__,
+ * bool() and reads of attributes the type does not define (dunders aside)
+ * are the inner iterator's, and repr() names it: code that treats what
+ * iter(loader) returned as torch's iterator runs unchanged.
+ *
  * Re-entrancy: reading `_task_info` runs Python code (a property could even
  * call next() on this very iterator), so no pointer into the task buffers
  * is held across it; the buffers are read only once it has returned.
@@ -773,12 +778,159 @@ get_watching(tm_wrapiter *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->watching);
 }
 
+/* --- Transparency: the iterator its user sees is torch's ----------------
+
+   len(), __length_hint__, bool(), attribute reads the type does not define
+   and repr() answer as the inner iterator would, while it is held: a loop
+   that reads len(it) (tqdm(iter(loader)), range(len(it))) or torch's
+   private `_workers` off the iterator it got from iter() behaves the same
+   with and without traceml.  None of it is on the step's path. */
+
+/* The inner iterator, held (a new reference), or NULL once released. */
+static PyObject *
+held_inner(tm_wrapiter *self)
+{
+    return self->inner != NULL ? Py_NewRef(self->inner) : NULL;
+}
+
+/* len(): the inner iterator's, raising what it raises (TypeError "object of
+   type 'generator' has no len()" where it has none).  Once the inner one is
+   released (the loop ended, close()), a TypeError says so. */
+static Py_ssize_t
+wrapiter_length(tm_wrapiter *self)
+{
+    PyObject *inner = held_inner(self);
+    Py_ssize_t n;
+
+    if (inner == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "len() of a traceml wrap whose iterator was released "
+                        "(the loop ended or close() was called)");
+        return -1;
+    }
+    n = PyObject_Size(inner);
+    Py_DECREF(inner);
+    return n;
+}
+
+/* bool(): the inner iterator's truth (an iterator with a len() of 0 is
+   false, as torch's is); true once released, as any object. */
+static int
+wrapiter_bool(tm_wrapiter *self)
+{
+    PyObject *inner = held_inner(self);
+    int truth;
+
+    if (inner == NULL) {
+        return 1;
+    }
+    truth = PyObject_IsTrue(inner);
+    Py_DECREF(inner);
+    return truth;
+}
+
+/* __length_hint__(): operator.length_hint of the inner iterator (its len(),
+   else its own __length_hint__); NotImplemented where it has neither, so
+   that length_hint() falls back to its default; 0 once released (nothing
+   more will come). */
+static PyObject *
+wrapiter_length_hint(tm_wrapiter *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *inner = held_inner(self);
+    Py_ssize_t n;
+
+    if (inner == NULL) {
+        return PyLong_FromLong(0);
+    }
+    n = PyObject_LengthHint(inner, -1);
+    Py_DECREF(inner);
+    if (n < 0) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return PyLong_FromSsize_t(n);
+}
+
+/* Whether `name` is a dunder ("__x__"): never forwarded, so that protocol
+   probes (__dict__, __array__, __reduce_ex__ ...) see the WrapIter itself. */
+static int
+is_dunder(PyObject *name)
+{
+    Py_ssize_t n;
+
+    if (!PyUnicode_Check(name)) {
+        return 0;
+    }
+    n = PyUnicode_GetLength(name);
+    return n >= 4 && PyUnicode_ReadChar(name, 0) == '_'
+           && PyUnicode_ReadChar(name, 1) == '_'
+           && PyUnicode_ReadChar(name, n - 1) == '_'
+           && PyUnicode_ReadChar(name, n - 2) == '_';
+}
+
+/* Attribute reads: the type's own first (its methods, members, getsets);
+   a name it does not have, and that is not a dunder, is read off the inner
+   iterator while it is held (torch's `_workers`, `_num_workers`, ...).
+   Only reads: setting or deleting an attribute still goes to the WrapIter,
+   which has none to set. */
+static PyObject *
+wrapiter_getattro(tm_wrapiter *self, PyObject *name)
+{
+    PyObject *found = PyObject_GenericGetAttr((PyObject *)self, name);
+    PyObject *inner;
+
+    if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)
+            || is_dunder(name)) {
+        return found;
+    }
+    inner = held_inner(self);
+    if (inner == NULL) {
+        PyErr_Format(PyExc_AttributeError,
+                     "'%.100s' object has no attribute '%U' (the iterator it "
+                     "wrapped was released: the loop ended or close() was "
+                     "called)", Py_TYPE(self)->tp_name, name);
+        return NULL;
+    }
+    PyErr_Clear();
+    found = PyObject_GetAttr(inner, name);
+    Py_DECREF(inner);
+    return found;
+}
+
+/* "<traceml wrap of <repr of the inner iterator>>". */
+static PyObject *
+wrapiter_repr(tm_wrapiter *self)
+{
+    PyObject *inner = held_inner(self);
+    PyObject *text;
+    int rc;
+
+    if (inner == NULL) {
+        return PyUnicode_FromString("<traceml wrap of a released iterator>");
+    }
+    rc = Py_ReprEnter((PyObject *)self);
+    if (rc != 0) {
+        Py_DECREF(inner);
+        return rc > 0 ? PyUnicode_FromString("<traceml wrap of ...>") : NULL;
+    }
+    text = PyUnicode_FromFormat("<traceml wrap of %R>", inner);
+    Py_ReprLeave((PyObject *)self);
+    Py_DECREF(inner);
+    return text;
+}
+
 static PyMethodDef wrapiter_methods[] = {
     {"close", (PyCFunction)wrapiter_close, METH_NOARGS,
      "close()\n--\n\n"
      "End the open step now and release the inner iterator (a DataLoader\n"
      "iterator then shuts its workers down).  Use it when you keep the\n"
      "iterator in a variable and leave the loop early.  Idempotent."},
+    {"__length_hint__", (PyCFunction)wrapiter_length_hint, METH_NOARGS,
+     "__length_hint__()\n--\n\n"
+     "operator.length_hint() of the inner iterator (NotImplemented where it\n"
+     "has none; 0 once it is released)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -813,7 +965,11 @@ PyDoc_STRVAR(wrapiter_doc,
 "         watch=None, owner=None, gpu=None)\n--\n\n"
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item; holds `owner` (what keeps its source in use)\n"
-"until it is freed.  Made by traceml.wrap(); not for direct use.");
+"until it is freed.  Made by traceml.wrap(); not for direct use.\n\n"
+"While it holds the inner iterator, len(), __length_hint__, bool() and\n"
+"reads of attributes it does not define (not dunders) are the inner\n"
+"iterator's, so that code reading torch's iterator (len(it), it._workers)\n"
+"runs unchanged.");
 
 static PyType_Slot wrapiter_slots[] = {
     {Py_tp_doc, (void *)wrapiter_doc},
@@ -826,6 +982,10 @@ static PyType_Slot wrapiter_slots[] = {
     {Py_tp_methods, wrapiter_methods},
     {Py_tp_members, wrapiter_members},
     {Py_tp_getset, wrapiter_getset},
+    {Py_tp_getattro, wrapiter_getattro},
+    {Py_tp_repr, wrapiter_repr},
+    {Py_sq_length, wrapiter_length},
+    {Py_nb_bool, wrapiter_bool},
     {0, NULL},
 };
 
