@@ -38,6 +38,10 @@ The recipes, in the words of the project's "Diagnostic truth" issue:
   burst period;
 * trends: wait rising 1 -> 40 ms over 80 steps, falling 40 -> 1 ms, a ramp
   of 2 + 0.3 ms per step -- RISING / FALLING, not PERIODIC;
+* trend noise: waits around 2 ms whose neighbours are alike (log waits an
+  AR(1), phi 0.8), 60-200 steps -- no trend;
+* a step after epoch 0: epoch 0's waits 4x the later epochs' (5 -> 1 ms, 3
+  epochs of 30 steps; 8 -> 2 ms, 4 epochs of 300) -- STEP, not a slope;
 * one slow worker: worker k of 4 (or of 3) delivers every k-th batch
   round-robin and only its batches stall -- ONE-WORKER, worker k.  The
   stall falls on a round's first batch (worker 0) under lock-step and on
@@ -374,11 +378,14 @@ MAIN_PID = 4000  # made-up PIDs of the readings: main, then worker w at MAIN_PID
 TICKS_PER_S = 100  # /proc clock ticks (sysconf(_SC_CLK_TCK) on Linux)
 
 
-def with_readings(case: Case, busy: dict, period_s: float = 0.02) -> Case:
+def with_readings(case: Case, busy: dict, period_s: float = 0.02,
+                  runq: Optional[dict] = None) -> Case:
     """``case`` with sampler readings over its run: worker w's process uses
     ``busy[w]`` cores (utime ticks at TICKS_PER_S), the main process a
-    tenth of one; the epochs' facts name the PIDs and say the sampler
-    watched them."""
+    tenth of one; ``runq`` (role -> seconds in the run queue per second,
+    -1 the main process; default none) the time each waits for a CPU; the
+    epochs' facts name the PIDs and say the sampler watched them."""
+    runq = runq or {}
     rec = case.records
     t = np.arange(int(rec["begin_ns"].min()) - 2 * int(period_s * 1e9),
                   int(rec["end_ns"].max()) + 2 * int(period_s * 1e9), int(period_s * 1e9))
@@ -395,7 +402,7 @@ def with_readings(case: Case, busy: dict, period_s: float = 0.02) -> Case:
         part["read_bytes"] = 0
         part["majflt"] = 0
         part["cpu_ns"] = (t - t[0]) * cores
-        part["runq_ns"] = 0
+        part["runq_ns"] = (t - t[0]) * runq.get(role, 0.0)
     rows = rows[np.argsort(rows["t_ns"], kind="stable")]
     pids = [MAIN_PID + 1 + w for w in sorted(busy)]
     for src in case.sources.values():
@@ -589,6 +596,39 @@ def small_drift_beside_stalls(seed: int, n: int = 100) -> Case:
                 compute_ms=rng.uniform(9.5, 11.5, n))
 
 
+def trend_noise(seed: int, n: int, median_ms: float = 2.0, phi: float = 0.8,
+                sigma: float = 0.7) -> Case:
+    """A loader without a trend whose neighbouring waits are alike
+    (prefetch, bursts): log waits an AR(1) with coefficient ``phi`` and
+    stationary sd ``sigma`` around ``median_ms``, against a 10 ms step.  A
+    short run of such noise often wanders 2x between its first and last
+    tenth, past the floor (the rule of Kendall's independent-point p-value
+    read a trend into 17% of 60-80-step runs of it, 6% of 180-200)."""
+    rng = np.random.default_rng(870 + seed)
+    z = np.empty(n)
+    z[0] = rng.normal(0.0, sigma)
+    shocks = rng.normal(0.0, sigma * math.sqrt(1.0 - phi * phi), n)
+    for i in range(1, n):
+        z[i] = phi * z[i - 1] + shocks[i]
+    return make(f"trend-noise-ar{phi:g}-n{n}-s{seed}", median_ms * np.exp(z),
+                {"trend.label": None}, num_workers=2, compute_ms=rng.uniform(9.5, 10.5, n))
+
+
+def step_after_first_epoch(seed: int, first_ms: float, later_ms: float, per: int,
+                           epochs: int = 3) -> Case:
+    """Epoch 0's steady waits around ``first_ms``, every later epoch's
+    around ``later_ms`` (a cache filled in epoch 0, persistent workers
+    started once), ``per`` steady steps an epoch, lognormal noise: a step
+    after the first epoch, not a slope per step."""
+    rng = np.random.default_rng(880 + seed)
+    waits = [level * rng.lognormal(0.0, 0.3, per)
+             for level in [first_ms] + [later_ms] * (epochs - 1)]
+    case = make(f"step-after-epoch0-{first_ms:g}to{later_ms:g}ms-{epochs}x{per}-s{seed}",
+                waits, {"trend.label": "STEP"}, num_workers=2, epochs=epochs)
+    case.sources[SOURCE_ID].loader["persistent_workers"] = True
+    return case
+
+
 def one_slow_worker(seed: int, worker: int, num_workers: int = 4,
                     rounds: int = 20, cpu: bool = True) -> Case:
     """Worker ``worker`` is 3x slower than the rest and the only one the
@@ -641,6 +681,22 @@ def epoch_start(seed: int, num_workers: int, steady: int = 20, epochs: int = 3) 
     truth = {"headline.label": "EPOCH-START", "stalls.count": 0}
     return make(f"epoch-start-{epochs}x1.5s-{num_workers}w", waits, truth,
                 num_workers=num_workers, first_ms=1500.0)
+
+
+def host_full(seed: int, num_workers: int = 4, n: int = 80) -> Case:
+    """A healthy 4-worker loop beside CPU hogs: the cheap batches keep up,
+    but the workers wait 0.8 s and the main thread 0.4 s a second in the run
+    queue, and the loop stalls 4-8 ms at random steps for it.  Not a
+    pattern of the loader's: never PERIODIC."""
+    rng = np.random.default_rng(1170 + seed)
+    wait = _fast(rng, n, 0.2)
+    hit = rng.random(n) < 0.15
+    wait[hit] = rng.uniform(4.0, 8.0, hit.sum())
+    truth = {"temporal.label": Not("PERIODIC"), "diagnosis": Not("INPUT-BOUND")}
+    case = make(f"host-full-{num_workers}w-s{seed}", wait, truth, num_workers=num_workers,
+                compute_ms=8.0)
+    return with_readings(case, {w: 0.3 for w in range(num_workers)},
+                         runq={-1: 0.4, **{w: 0.8 for w in range(num_workers)}})
 
 
 def startup_once(seed: int, num_workers: int = 2, steady: int = 20, epochs: int = 3) -> Case:
@@ -889,12 +945,17 @@ def corpus() -> list[Case]:
               trend(3, 40.0, 1.0),
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]
     cases += [small_drift_beside_stalls(s) for s in range(3)]
+    cases += [trend_noise(s, n) for s, n in ((0, 60), (1, 60), (2, 100), (3, 100), (4, 200),
+                                             (5, 200))]
+    cases += [step_after_first_epoch(0, 5.0, 1.0, 30),
+              step_after_first_epoch(1, 8.0, 2.0, 300, epochs=4)]
     cases += [one_slow_worker(0, w) for w in (1, 2, 3)]
     cases += [one_slow_worker(1, 1, num_workers=3)]
     cases += [one_slow_worker(2, 2, cpu=False)]
     cases += [slow_sample(0, 5, 4), slow_sample(1, 7, 2), slow_sample(2, 6, 4),
               slow_sample(3, 10, 0, base_ms=15.0)]
     cases += [epoch_start(0, 0), epoch_start(1, 2), startup_once(0)]
+    cases += [host_full(s) for s in range(2)]
     cases += [stuck(0, None, 120.0), stuck(1, 20, 45.0)]
     cases += [sim_slow_sample(0, 5, 4, 150.0, 10), sim_slow_sample(1, 5, 4, 150.0, 10, jitter=0.05),
               sim_slow_sample(2, 3, 2, 80.0, 6), sim_slow_sample(3, 7, 4, 200.0, 14, n=160),

@@ -9,8 +9,9 @@ from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
-from . import (attribution, bottom_line, gpu_wait, hand_over, input_bound, prediction_check,
-               stall_shape, stall_threshold, stall_timing, startup_once, sweeps, wait_trend)
+from . import (attribution, bottom_line, gpu_wait, hand_over, host_contention, input_bound,
+               prediction_check, stall_shape, stall_threshold, stall_timing, startup_once,
+               sweeps, wait_trend)
 
 
 # The workers keep the usable CPUs saturated during stalls when their own
@@ -245,8 +246,9 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
 # The families whose evidence adds to or replaces the next steps, in the
 # order they apply: the bytes after the attribution (the slow-sample and
 # num_workers experiments would vary everything but what each batch
-# carries), the prediction last.
-EVIDENCE_FAMILIES = (attribution, hand_over, prediction_check)
+# carries), then the prediction, and a full host last (it makes the
+# loader's own pattern moot).
+EVIDENCE_FAMILIES = (attribution, hand_over, prediction_check, host_contention)
 
 
 def _uniformly_slow(p: dict) -> str:
@@ -277,6 +279,9 @@ WORDS: dict[str, Words] = {
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
         "time the dataset's __getitem__ at the start and the end of a run; watch the "
         "workers' memory over the run." if p["label"] == wait_trend.RISING else
+        "Next: judge the steady state from the later epochs (traceml.reset() after the first "
+        "epoch); to see what changed, time the dataset's __getitem__ in the first epoch and "
+        "in a later one." if p["label"] == wait_trend.STEP else
         "Next: skip a warm-up before judging the steady state (traceml.reset() after the "
         "first steps), or record longer."),
     "outliers": lambda p: (
