@@ -66,17 +66,28 @@ CPU_MIN_TICKS = 10
 ROUND_OPENER = 0
 
 
-def cpu_ratio(ticks: Optional[dict], worker: int) -> Optional[float]:
-    """Worker ``worker``'s CPU ticks over the other workers' median; None
-    without readings of it and at least one other, or when both sides stay
-    under CPU_MIN_TICKS."""
+def cpu_ratio(ticks: Optional[dict], worker: int,
+              batches: Optional[dict] = None) -> Optional[float]:
+    """Worker ``worker``'s CPU ticks over the other workers' median, per
+    batch each made where ``batches`` ({worker id: batches delivered}) is
+    given: a worker that makes more of the batches by construction (2 of
+    each epoch's 3 with 2 workers) is not busier for it.  None without
+    readings of it and at least one other, or when both sides stay under
+    CPU_MIN_TICKS."""
     if not ticks or worker not in ticks or len(ticks) < 2:
         return None
     others = [v for w, v in ticks.items() if w != worker]
-    median = float(np.median(others))
-    if max(ticks[worker], median) < CPU_MIN_TICKS:
+    if max(ticks[worker], float(np.median(others))) < CPU_MIN_TICKS:
         return None
-    return float("inf") if median <= 0 else ticks[worker] / median
+    if batches:
+        if not batches.get(worker) or any(not batches.get(w) for w in ticks):
+            return None
+        per = {w: v / batches[w] for w, v in ticks.items()}
+        own, others = per[worker], [v for w, v in per.items() if w != worker]
+    else:
+        own = ticks[worker]
+    median = float(np.median(others))
+    return float("inf") if median <= 0 else own / median
 
 
 # Without a period in the stall gaps (stalls missed under the threshold make
@@ -293,7 +304,9 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         others = int(((batches >= 0) & (batches != top)).sum())
         own_share = by_worker[top] / own if own else 0.0
         others_share = (out["known"] - by_worker[top]) / others if others else 0.0
-        ratio = cpu_ratio(ticks, top)
+        delivered = {int(w): int(c) for w, c in zip(*np.unique(batches[batches >= 0],
+                                                                return_counts=True))}
+        ratio = cpu_ratio(ticks, top, delivered)
         slower = make_ratio(per_worker, top)
         out.update(worker=top, top_worker=top, share=share, own_share=own_share,
                    others_share=others_share, cpu_ratio=ratio, make_ratio=slower)
