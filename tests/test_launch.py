@@ -8,6 +8,7 @@ as torch's iterator does, while it holds it: ``tqdm(iter(loader))``,
 """
 
 import io
+import sys
 import itertools
 import operator
 
@@ -160,3 +161,361 @@ def test_attribute_writes_stay_refused():
     with pytest.raises(AttributeError):
         it._num_workers = 3
     assert it.inner._num_workers == 0
+
+
+# --- the launcher, in process ---------------------------------------------------
+
+from traceml import launch  # noqa: E402 - the section's own import
+
+
+def make_launcher(**opts):
+    parser, _ = launch._build_parser()
+    ns = parser.parse_args([])
+    for k, v in opts.items():
+        setattr(ns, k, v)
+    return launch.Launcher(ns, "test")
+
+
+@pytest.fixture
+def launcher():
+    la = make_launcher()
+    before = {k: DataLoader.__dict__.get(k) for k in ("__new__", "__iter__", "__init__")}
+    la.install()   # torch is imported: patched at once
+    yield la
+    la.unpatch()
+    assert {k: DataLoader.__dict__.get(k) for k in before} == before
+
+
+@pytest.mark.parametrize("argv, split", [
+    (["s.py"], ([], "s.py", None, [])),
+    (["--save", "x", "s.py", "--save", "y"], (["--save", "x"], "s.py", None, ["--save", "y"])),
+    (["--save=x", "-q", "s.py", "-q"], (["--save=x", "-q"], "s.py", None, ["-q"])),
+    (["--live", "-m", "pkg.mod", "-m", "z"], (["--live"], None, "pkg.mod", ["-m", "z"])),
+    (["-mpkg", "a"], ([], None, "pkg", ["a"])),
+    (["--quiet", "--", "-odd.py", "b"], (["--quiet"], "-odd.py", None, ["b"])),
+    (["--quiet"], (["--quiet"], None, None, [])),
+])
+def test_options_end_where_the_script_begins(argv, split):
+    _, valued = launch._build_parser()
+    assert launch.split_argv(argv, valued) == split
+
+
+def test_patch_is_class_attributes_restored_after(launcher):
+    assert DataLoader.__iter__ is not launcher.saved["__iter__"]
+    assert DataLoader.__init__ is not launcher.saved["__init__"]
+    launcher.unpatch()
+    assert DataLoader.__dict__["__iter__"] is launcher.saved["__iter__"]
+    assert DataLoader.__dict__["__init__"] is launcher.saved["__init__"]
+    assert "__new__" not in DataLoader.__dict__
+    assert len(list(tensor_loader(0))) == 5
+
+
+def test_signature_and_construction_errors_are_torchs(launcher, capsys):
+    import inspect
+
+    launcher.unpatch()
+    plain = inspect.signature(DataLoader)
+    launcher.install()
+    assert inspect.signature(DataLoader) == plain
+    assert DataLoader.__init__.__qualname__ == "DataLoader.__init__"
+    with pytest.raises(ValueError, match="prefetch_factor") as err:
+        DataLoader(TensorDataset(torch.arange(4.0)), prefetch_factor=2)
+    # Shown as uncaught: torch's __init__ right under the caller.
+    launcher.show_exception(err.value, None)
+    shown = capsys.readouterr().err
+    assert "traceml/launch.py" not in shown
+    assert shown.count("in __init__") == 1 and "dataloader.py" in shown
+
+
+def test_each_loader_a_source_named_by_its_site(launcher):
+    def make(n):
+        return DataLoader(TensorDataset(torch.arange(float(n))), batch_size=4)  # the site
+
+    site = f"{launcher._short(__file__)}:{make.__code__.co_firstlineno + 1}"
+    train, val = make(16), make(8)
+    for _ in range(2):
+        assert sum(1 for _ in train) == 4
+        assert sum(1 for _ in val) == 2
+    sources = {s.name: s.epochs for s in launcher.recorder.sources.by_id.values()}
+    assert sources[site] == 2 and sources[f"{site}#2"] == 2
+    del train, val
+    again = make(8)          # built where a gone loader was: its source goes on
+    list(again)
+    sources = {s.name: s.epochs for s in launcher.recorder.sources.by_id.values()}
+    assert sources[site] == 3
+    assert launcher.wrapped == 5
+
+
+def test_subclass_named_where_it_is_built(launcher):
+    class Mine(DataLoader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    loader = Mine(TensorDataset(torch.arange(8.0)), batch_size=4); line = sys._getframe().f_lineno  # noqa: E702 - the site and its line together
+    assert len(list(loader)) == 2
+    assert f"{launcher._short(__file__)}:{line}" in launcher.recorder.sources.by_name
+
+
+def test_a_loader_the_script_wraps_itself_is_timed_once(launcher):
+    loader = tensor_loader(0)
+    name = uname()
+    assert len(list(traceml.wrap(loader, name=name))) == 5
+    assert launcher.wrapped == 0
+    assert traceml.report(source=name)["steps"] == 5
+
+
+def test_iterating_after_the_report_is_torchs_own(launcher):
+    launcher.unpatch()
+    it = iter(tensor_loader(0))
+    assert type(it).__name__ == "_SingleProcessDataLoaderIter"
+
+
+def test_traceback_shown_without_the_launchers_frames(launcher, capsys):
+    code = compile("def f():\n    raise KeyError('k')\nf()\n", "/tmp/user_script.py", "exec")
+    try:
+        exec(code, {})
+    except KeyError as exc:
+        launcher.show_exception(exc, code)
+    err = capsys.readouterr().err
+    assert err.startswith('Traceback (most recent call last):\n  File "/tmp/user_script.py", line 3')
+    assert "test_launch.py" not in err and "KeyError: 'k'" in err
+
+
+# --- the launcher on scripts written as users write them ---------------------
+#
+# Each script runs twice, as `python script.py` and as `python -m traceml
+# run script.py` (at once, to halve the wait), from a scratch directory.
+# Every run imports torch: these are slow.
+
+import os  # noqa: E402 - the section's own imports
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+SCRIPTS = Path(__file__).parent / "launch_scripts"
+LAUNCH = [sys.executable, "-m", "traceml", "run"]
+TIMEOUT = 300
+
+
+def site_of(script, text="DataLoader("):
+    """file:line of the first line of ``script`` that builds a DataLoader."""
+    for n, line in enumerate(script.read_text().splitlines(), 1):
+        if text in line and not line.lstrip().startswith(("#", "from", "import")):
+            return f"{script.name}:{n}"
+    raise AssertionError(f"no {text} in {script}")
+
+
+def env():
+    out = dict(os.environ)
+    out.pop("PYTHONWARNINGS", None)
+    # The checkout's traceml, wherever the scratch directory is.
+    out["PYTHONPATH"] = os.pathsep.join([str(SCRIPTS.parent.parent),
+                                         out.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return out
+
+
+def start(cmd, cwd):
+    return subprocess.Popen(cmd, cwd=cwd, env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def both(args, cwd, launch_opts=()):
+    """(plain, launched): each (returncode, stdout, stderr, pid)."""
+    procs = [start([sys.executable, *args], cwd), start([*LAUNCH, *launch_opts, *args], cwd)]
+    out = []
+    for p in procs:
+        so, se = p.communicate(timeout=TIMEOUT)
+        out.append((p.returncode, so, se.decode("utf-8", "replace"), p.pid))
+    return out
+
+
+def run_file(cwd, pid):
+    return Path(cwd) / f"traceml-run-{pid}.traceml"
+
+
+def assert_reported(err, site, path, steps=None):
+    assert "traceml · " in err, err
+    assert site in err, err
+    assert f"traceml · run saved to {path}" in err
+    rep = traceml.load(path)
+    assert site in rep["source"]
+    if steps is not None:
+        assert rep["steps"] == steps
+    return rep
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_plain_loop(tmp_path, num_workers):
+    script = SCRIPTS / "plain_loop.py"
+    plain, launched = both([str(script), str(num_workers)], tmp_path)
+    assert plain[0] == launched[0] == 0
+    assert launched[1] == plain[1] and b"epoch 1: 8 batches" in plain[1]
+    assert plain[2] == ""
+    assert_reported(launched[2], site_of(script), run_file(tmp_path, launched[3]), steps=16)
+
+
+@pytest.mark.slow
+def test_exit_status_of_the_script_is_kept(tmp_path):
+    script = SCRIPTS / "exit_code.py"
+    plain, launched = both([str(script)], tmp_path)
+    assert plain[0] == launched[0] == 3
+    assert launched[1] == plain[1] == b"seen 40\n"
+    assert launched[2].startswith(plain[2]) and plain[2] == "not enough data\n"
+    assert_reported(launched[2], site_of(script), run_file(tmp_path, launched[3]), steps=10)
+
+
+@pytest.mark.slow
+def test_uncaught_exception_traceback_then_report(tmp_path):
+    script = SCRIPTS / "raises.py"
+    plain, launched = both([str(script)], tmp_path)
+    assert plain[0] == launched[0] == 1
+    assert launched[1] == plain[1]
+    # Python's traceback, frame for frame, then the report.
+    assert plain[2].startswith("Traceback (most recent call last):")
+    assert plain[2].endswith("ValueError: batch 3 holds [12.0, 13.0, 14.0, 15.0]\n")
+    assert launched[2].startswith(plain[2])
+    assert_reported(launched[2], site_of(script), run_file(tmp_path, launched[3]))
+
+
+def _stopped(cmd, cwd, sig):
+    """Run ``cmd`` until it prints its first line, send ``sig``, wait."""
+    p = start(cmd, cwd)
+    first = p.stdout.readline()
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=TIMEOUT)
+    return p.returncode, first + out, err.decode("utf-8", "replace"), p.pid
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stopped_by_a_signal(tmp_path, sig):
+    script = SCRIPTS / "interrupted.py"
+    results = {}
+    runs = [("plain", [sys.executable, str(script)]), ("launched", [*LAUNCH, str(script)])]
+    threads = [threading.Thread(target=lambda k=k, c=c: results.__setitem__(k, _stopped(c, tmp_path, sig)))
+               for k, c in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    plain, launched = results["plain"], results["launched"]
+    # As Python ends: by the signal itself (130 and 143 in a shell).
+    assert plain[0] == launched[0] == -sig
+    assert launched[1] == plain[1] == b"training\n"
+    err = launched[2]
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in plain[2]
+        assert err.index("KeyboardInterrupt") < err.index("traceml · ")
+    else:
+        assert plain[2] == ""
+    assert_reported(err, site_of(script), run_file(tmp_path, launched[3]))
+
+
+@pytest.mark.slow
+def test_module_form(tmp_path):
+    shutil.copytree(SCRIPTS / "userpkg", tmp_path / "userpkg")
+    for args, code in ((["--ok"], 0), (["--no"], 5)):
+        plain, launched = both(["-m", "userpkg.train", *args], tmp_path)
+        assert plain[0] == launched[0] == code
+        assert launched[1] == plain[1]
+        assert b"package userpkg spec userpkg.train" in plain[1]
+        assert_reported(launched[2], "userpkg/train.py:9", run_file(tmp_path, launched[3]),
+                        steps=6)
+
+
+@pytest.mark.slow
+def test_transparency_value_by_value(tmp_path):
+    """torch's behaviours (results, len, exceptions, worker errors, timeout,
+    persistent workers, in_order=False, start methods, iterable datasets,
+    warnings) print the same with and without the launcher."""
+    script = SCRIPTS / "transparency.py"
+    plain, launched = both([str(script)], tmp_path, ["--no-save"])
+    assert plain[0] == launched[0] == 0
+    assert launched[1] == plain[1]
+    assert len(plain[1].splitlines()) == len(launch_cases())
+    # The script's own warning, where the plain run prints it.
+    first = plain[2].splitlines()[:2]
+    assert first[0].endswith("UserWarning: transparency.py: a warning of the script's own")
+    assert launched[2].splitlines()[:2] == first
+    assert "traceml · " in launched[2]
+
+
+def launch_cases():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("transparency", SCRIPTS / "transparency.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+FAST_CASES = ("results", "lengths", "exceptions", "unordered", "iterable", "warns")
+
+
+@pytest.mark.parametrize("case", [c if c in FAST_CASES else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in ("results", "lengths", "exceptions", "worker_error",
+                                            "timeout", "persistent", "unordered",
+                                            "start_methods", "iterable", "warns")])
+def test_transparency_in_process(case, monkeypatch):
+    """Each case with traceml.wrap and without, value by value."""
+    # Spawned workers import the datasets by module name.
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.delitem(sys.modules, "transparency", raising=False)
+    import transparency
+
+    fn = transparency.CASES[case]
+    assert fn(lambda loader: traceml.wrap(loader, name=uname(case))) == fn()
+
+
+@pytest.mark.slow
+def test_console_script(tmp_path):
+    exe = Path(sys.executable).with_name("traceml")
+    if not exe.exists():
+        pytest.skip("no traceml console script next to the interpreter (pip install -e .)")
+    script = SCRIPTS / "plain_loop.py"
+    p = subprocess.run([str(exe), "run", str(script)], cwd=tmp_path, env=env(),
+                       capture_output=True, timeout=TIMEOUT)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env(),
+                           capture_output=True, timeout=TIMEOUT)
+    assert p.returncode == 0 and p.stdout == plain.stdout
+    assert "traceml · " in p.stderr.decode()
+    assert list(tmp_path.glob("traceml-run-*.traceml"))
+
+
+@pytest.mark.slow
+def test_a_script_without_loaders_gets_one_line_and_no_file(tmp_path):
+    script = tmp_path / "hello.py"
+    script.write_text("import sys\nprint('hello', sys.argv[1:])\n")
+    plain, launched = both([str(script), "x"], tmp_path)
+    assert plain[0] == launched[0] == 0 and launched[1] == plain[1] == b"hello ['x']\n"
+    assert launched[2] == ("traceml · nothing recorded: " + str(script)
+                           + " iterated no DataLoader (no run file written)\n")
+    assert not list(tmp_path.glob("*.traceml"))
+
+
+@pytest.mark.parametrize("args, code, says", [
+    ([], 2, "a script to run"),
+    (["/nonexistent/x.py"], 2, "can't open file '/nonexistent/x.py'"),
+    (["-m", "no_such_module_zz"], 1, "No module named no_such_module_zz"),
+    (["--stuck-after", "-1", "x.py"], 2, "--stuck-after must be"),
+])
+def test_usage_errors(tmp_path, args, code, says):
+    p = subprocess.run([*LAUNCH, *args], cwd=tmp_path, env=env(), capture_output=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == code
+    assert says in p.stderr.decode()
+    assert not list(tmp_path.glob("*.traceml"))
+
+
+@pytest.mark.slow
+def test_help_names_the_default_run_file():
+    p = subprocess.run([*LAUNCH, "--help"], env=env(), capture_output=True, timeout=TIMEOUT)
+    assert p.returncode == 0
+    text = p.stdout.decode()
+    assert "traceml-run-<pid>.traceml" in text and "-m module" in text
+    top = subprocess.run([sys.executable, "-m", "traceml", "--help"], env=env(),
+                         capture_output=True, timeout=TIMEOUT)
+    assert "run a script" in top.stdout.decode()

@@ -1,9 +1,10 @@
-"""Command line: ``python -m traceml show RUN``,
+"""Command line: ``python -m traceml run [options] script.py [args...]``
+(records: :mod:`traceml.launch`), ``python -m traceml show RUN``,
 ``python -m traceml compare A B ... [--fail-on regression]`` and
 ``python -m traceml export RUN --trace FILE`` on files written by
-Report.save.  Reads saved runs only; never records.
+Report.save; those read saved runs only, never record.
 
-Exit status:
+Exit status (``run``: the script's own, see :mod:`traceml.launch`):
 
 * 0: done (with ``--fail-on``: no run got one of the named verdicts);
 * 1: ``--fail-on`` named a verdict that some run got against the baseline
@@ -28,6 +29,12 @@ FAIL_ON = {"regression": comparison.REGRESSION, "mixed": comparison.MIXED, "no-d
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:
+        # Before argparse: everything after the script is the script's.
+        from .launch import main as launch_main
+
+        return launch_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m traceml",
         description="Show or compare traceml runs saved with Report.save(path).",
@@ -35,6 +42,10 @@ def main(argv=None) -> int:
                "early); 2 usage error or unreadable run file",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    # Listed for --help only: main() hands "run" to traceml.launch first.
+    sub.add_parser("run", add_help=False,
+                   help="run a script (or -m module) with its DataLoaders timed, and "
+                        "report at its exit (python -m traceml run --help)")
     show = sub.add_parser("show", help="print the report of a saved run")
     show.add_argument("run", help="a file written by Report.save")
     show.add_argument("--html", metavar="FILE", help="also write the HTML report to FILE")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections.abc
 import os
 import sys
+import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -144,6 +145,18 @@ def configure(
                           new["sampler_capacity"], new["sampler"],
                           int(round(new["memory_period_s"] * 1e9)))
     return _core._sampler_settings()
+
+
+# Set while Wrapped.__iter__ calls iter() of what it wraps, in that thread:
+# the launcher's DataLoader.__iter__ (traceml.launch) then gives torch's own
+# iterator, so that a loader the script wraps itself is timed once.
+_iterating = threading.local()
+
+
+def wrapping_now() -> bool:
+    """Whether this thread is inside a Wrapped's call of iter() on what it
+    wraps (see ``_iterating``)."""
+    return getattr(_iterating, "depth", 0) > 0
 
 
 def _is_dataloader(obj: Any) -> bool:
@@ -548,9 +561,11 @@ class Wrapped:
         hooked = torch_loader(self.iterable) if facts is not None else None
         why, user_fn = (worker_timing.before_iter(hooked, src.timing, epoch)
                         if hooked is not None else (worker_timing.NOT_A_LOADER, None))
+        _iterating.depth = getattr(_iterating, "depth", 0) + 1
         try:
             inner = iter(self.iterable)
         finally:
+            _iterating.depth -= 1
             if hooked is not None:
                 worker_timing.after_iter(hooked, src.timing, why, user_fn)
         hidden = hidden_facts(self.iterable, inner, facts)
