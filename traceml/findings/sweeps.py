@@ -212,8 +212,8 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
              f"in all; max(1, num_workers):period {shown})")
     least = SWEEP_MIN_DISTINCT_WORKERS
     pooled = c.get("pooled") or {}
-    if c.get("follows") is True and pooled.get("follows"):
-        return (f"num_workers vs stall period: the cadence follows num_workers: the stalls "
+    if c.get("follows") is True and pooled.get("follows") and c["distinct_workers"] < least:
+        return (f"num_workers vs stall period: the period follows num_workers: the stalls "
                 f"fall on every max(1, num_workers)-th fetch from the epoch start in "
                 f"{plural(pooled['fitting'], 'row')} at {pooled['distinct_workers']} distinct "
                 f"num_workers (0 and 1: every fetch), none at another period; p = "
