@@ -3,8 +3,10 @@
 While a wrapped loop runs, traceml's C sampler thread wakes every
 ``sampler_period_s`` (default 20 ms) and reads /proc for the main process
 and every DataLoader worker (``stat``, ``io``, ``schedstat``: a few
-``pread()`` calls per process), pushes the readings into a ring and checks
-the stuck-loader watch.  It times itself: ``traceml._core.sampler_info()``
+``pread()`` calls per process; and per other thread of a process its
+``/proc/PID/task/TID/schedstat``, and its ``stat`` unless asleep since the
+last tick, opened, read and closed), pushes the readings into a ring and
+checks the stuck-loader watch.  It times itself: ``traceml._core.sampler_info()``
 gives ``busy_s``, the thread's own CPU time summed over its ticks
 (``CLOCK_THREAD_CPUTIME_ID`` around each tick's work), and ``run_s``, the
 wall time it ran; ``busy_s / run_s`` is its share of one CPU.

@@ -96,12 +96,45 @@ after_fork_child(tm_state *st)
     if (st->sampler_ok) {
         st->sampler_ok = tm_sampler_after_fork(&st->sampler) == 0;
     }
+    st->forks_begun = 0;
     st->fork_generation++;
 }
 
-/* The registered hook: self is a weak reference to the module. */
+/*
+ * Before fork(), in the parent: no /proc reading of the sampler's starts
+ * until the fork is done, and the one under way is waited for
+ * (tm_sampler_fork_begin), so that the child is not copied while a
+ * watched thread's file is open for a moment (procfs.c): it would keep
+ * that descriptor, which nothing in it knows of.  No lock is held across
+ * the fork: the other fork hooks run Python code, and threads that take
+ * the sampler's lock hold the GIL.
+ */
+static void
+before_fork(tm_state *st)
+{
+    if (st->sampler_ok) {
+        Py_BEGIN_ALLOW_THREADS
+        tm_sampler_fork_begin(&st->sampler);
+        Py_END_ALLOW_THREADS
+        st->forks_begun++;
+    }
+}
+
+/* After fork(), in the parent (the fork done or failed). */
+static void
+after_fork_parent(tm_state *st)
+{
+    if (st->forks_begun > 0) {
+        st->forks_begun--;
+        tm_sampler_fork_done(&st->sampler);
+    }
+}
+
+enum { TM_FORK_BEFORE, TM_FORK_PARENT, TM_FORK_CHILD };
+
+/* The registered hooks: self is a weak reference to the module. */
 static PyObject *
-fork_hook(PyObject *weak_module, PyObject *Py_UNUSED(ignored))
+fork_hook(PyObject *weak_module, int when)
 {
     PyObject *module;
 
@@ -114,23 +147,58 @@ fork_hook(PyObject *weak_module, PyObject *Py_UNUSED(ignored))
     module = module == Py_None ? NULL : Py_NewRef(module);
 #endif
     if (module != NULL) {
-        after_fork_child(get_state(module));
+        tm_state *st = get_state(module);
+
+        if (when == TM_FORK_BEFORE) {
+            before_fork(st);
+        }
+        else if (when == TM_FORK_PARENT) {
+            after_fork_parent(st);
+        }
+        else {
+            after_fork_child(st);
+        }
         Py_DECREF(module);
     }
     Py_RETURN_NONE;
 }
 
-static PyMethodDef fork_hook_def = {
-    "_after_fork_child", fork_hook, METH_NOARGS,
-    "Start empty recordings in a forked child (registered at import; holds "
-    "the module weakly)."};
+static PyObject *
+fork_before_hook(PyObject *weak_module, PyObject *Py_UNUSED(ignored))
+{
+    return fork_hook(weak_module, TM_FORK_BEFORE);
+}
+
+static PyObject *
+fork_parent_hook(PyObject *weak_module, PyObject *Py_UNUSED(ignored))
+{
+    return fork_hook(weak_module, TM_FORK_PARENT);
+}
+
+static PyObject *
+fork_child_hook(PyObject *weak_module, PyObject *Py_UNUSED(ignored))
+{
+    return fork_hook(weak_module, TM_FORK_CHILD);
+}
+
+static PyMethodDef fork_hook_defs[] = {
+    {"_before_fork", fork_before_hook, METH_NOARGS,
+     "Hold the sampler's /proc readings until the fork is done (registered "
+     "at import; holds the module weakly)."},
+    {"_after_fork_parent", fork_parent_hook, METH_NOARGS,
+     "Let the sampler's /proc readings go on after a fork."},
+    {"_after_fork_child", fork_child_hook, METH_NOARGS,
+     "Start empty recordings in a forked child (registered at import; holds "
+     "the module weakly)."},
+};
 
 static int
 register_fork_handler(PyObject *module)
 {
-    PyObject *os = NULL, *reg = NULL, *weak = NULL, *hook = NULL;
+    PyObject *os = NULL, *reg = NULL, *weak = NULL;
+    PyObject *hooks[3] = {NULL, NULL, NULL};
     PyObject *kwargs = NULL, *empty = NULL, *res = NULL;
-    int rc = -1;
+    int rc = -1, k;
 
     os = PyImport_ImportModule("os");
     if (os == NULL) {
@@ -144,12 +212,22 @@ register_fork_handler(PyObject *module)
         goto done;
     }
     weak = PyWeakref_NewRef(module, NULL);
-    hook = weak != NULL ? PyCFunction_New(&fork_hook_def, weak) : NULL;
-    empty = PyTuple_New(0);
-    if (hook == NULL || empty == NULL) {
+    if (weak == NULL) {
         goto done;
     }
-    kwargs = Py_BuildValue("{s:O}", "after_in_child", hook);
+    for (k = 0; k < 3; k++) {
+        hooks[k] = PyCFunction_New(&fork_hook_defs[k], weak);
+        if (hooks[k] == NULL) {
+            goto done;
+        }
+    }
+    empty = PyTuple_New(0);
+    if (empty == NULL) {
+        goto done;
+    }
+    kwargs = Py_BuildValue("{s:O,s:O,s:O}", "before", hooks[0],
+                           "after_in_parent", hooks[1],
+                           "after_in_child", hooks[2]);
     if (kwargs == NULL) {
         goto done;
     }
@@ -162,7 +240,9 @@ done:
     Py_XDECREF(os);
     Py_XDECREF(reg);
     Py_XDECREF(weak);
-    Py_XDECREF(hook);
+    for (k = 0; k < 3; k++) {
+        Py_XDECREF(hooks[k]);
+    }
     Py_XDECREF(kwargs);
     Py_XDECREF(empty);
     Py_XDECREF(res);

@@ -81,6 +81,7 @@ typedef struct tm_recorder {
 struct tm_state {
     tm_sampler sampler;
     int sampler_ok;            /* tm_sampler_init succeeded */
+    int forks_begun;           /* tm_sampler_fork_begin()s not yet done */
     uint64_t fork_generation;  /* bumped in every forked child */
     uint32_t next_recorder_id;
     tm_recorder *recorders;    /* live recorders (borrowed), for fork */

@@ -4,20 +4,23 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "procfs.h"
 
 static const char *const file_names[TM_NFILES] = {
-    "stat", "io", "schedstat", "smaps_rollup"};
+    "stat", "io", "schedstat", "smaps_rollup", "task"};
 
 static int64_t page_bytes;   /* sysconf(_SC_PAGESIZE), read on first open */
 
 void
-tm_proc_open(tm_watched *w, int pid, int role)
+tm_proc_open(tm_watched *w, tm_threads *t, int pid, int role)
 {
     char path[64];
     int f;
@@ -30,10 +33,15 @@ tm_proc_open(tm_watched *w, int pid, int role)
     w->pid = pid;
     w->role = role;
     w->exited_ns = 0;
+    w->threads_skipped = 0;
     for (f = 0; f < TM_NFILES; f++) {
         snprintf(path, sizeof(path), "/proc/%d/%s", pid, file_names[f]);
-        w->fd[f] = open(path, O_RDONLY | O_CLOEXEC);
+        w->fd[f] = open(path, O_RDONLY | O_CLOEXEC
+                              | (f == TM_FILE_TASK ? O_DIRECTORY : 0));
         w->err[f] = w->fd[f] < 0 ? errno : 0;
+    }
+    if (t != NULL) {
+        memset(t, 0, sizeof(*t));
     }
 }
 
@@ -65,10 +73,11 @@ read_file(int fd, char *buf, size_t size)
 /*
  * Fields of /proc/PID/stat after the command name, which may itself hold
  * spaces and parentheses: parse after the last ')'.  The first field after
- * it is field 3 (state).
+ * it is field 3 (state).  Field 20, the number of threads, goes to
+ * *threads.
  */
 static int
-parse_stat(const char *buf, tm_sample *out)
+parse_stat(const char *buf, tm_sample *out, int64_t *threads)
 {
     const char *p = strrchr(buf, ')');
     int field = 3;
@@ -99,6 +108,9 @@ parse_stat(const char *buf, tm_sample *out)
                 break;
             case 15:
                 out->stime_ticks = strtoll(p, NULL, 10);
+                break;
+            case 20:
+                *threads = strtoll(p, NULL, 10);
                 break;
             case 22:
                 out->starttime = strtoll(p, NULL, 10);
@@ -171,12 +183,289 @@ parse_schedstat(const char *buf, tm_sample *out)
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* the other threads: /proc/PID/task                                  */
+
+/* The head of one getdents64 record (linux_dirent64); the name follows at
+   d_name, NUL-terminated, and records are 8-byte aligned. */
+struct tm_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[1];
+};
+
+/* The longest record a TID makes: a name of at most 10 digits and its NUL
+   after the head, rounded up to 8 bytes (the kernel's own rounding). */
+#define TM_DIRENT_MAX \
+    ((offsetof(struct tm_dirent64, d_name) + 11 + 7) & ~(size_t)7)
+
+/* Read a small file of the directory dir into buf, NUL-terminated: its
+   length, or -1 with errno set.  The descriptor lives for this call only
+   (a child forked meanwhile would inherit it: traceml's fork hooks hold
+   the readings off across fork(), see tm_sampler_fork_begin). */
+static ssize_t
+read_at(int dir, const char *name, char *buf, size_t size)
+{
+    int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+    int err;
+
+    if (fd < 0) {
+        return -1;
+    }
+    n = read(fd, buf, size - 1);
+    err = errno;
+    close(fd);
+    if (n < 0) {
+        errno = err;
+        return -1;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+/* The state (field 3) of a stat line, or 0. */
+static int
+stat_state(const char *buf)
+{
+    const char *p = strrchr(buf, ')');
+
+    if (p == NULL) {
+        return 0;
+    }
+    p++;
+    while (*p == ' ') {
+        p++;
+    }
+    return (unsigned char)*p;
+}
+
+/*
+ * The TIDs of w's task directory other than the leader's and self_tid, at
+ * most max, in the kernel's order: one lseek() and one getdents64() into
+ * a buffer on the stack (room for ~128 records, more than max).
+ * *complete is 0 when some may have been left out; *self_seen 1 when
+ * self_tid was there.  Returns their number, or -1 with errno set.
+ */
+static int
+list_threads(const tm_watched *w, int self_tid, int32_t *tids, int max,
+             int *complete, int *self_seen)
+{
+    uint64_t raw[512];       /* 4 KiB, aligned as the records are */
+    const char *buf = (const char *)raw;
+    int fd = w->fd[TM_FILE_TASK];
+    long got, off;
+    int n = 0;
+
+    *complete = 1;
+    *self_seen = 0;
+    if (lseek(fd, 0, SEEK_SET) < 0) {
+        return -1;
+    }
+    got = syscall(SYS_getdents64, fd, raw, sizeof(raw));
+    if (got < 0) {
+        return -1;
+    }
+    /* The kernel stops filling at the first record that does not fit, so
+       with room left for the longest one it stopped at the end. */
+    if ((size_t)got + TM_DIRENT_MAX > sizeof(raw)) {
+        *complete = 0;
+    }
+    for (off = 0; off < got; ) {
+        unsigned short reclen;
+        const char *name = buf + off + offsetof(struct tm_dirent64, d_name);
+        char *end;
+        long tid;
+
+        memcpy(&reclen, buf + off + offsetof(struct tm_dirent64, d_reclen),
+               sizeof(reclen));
+        if (reclen == 0 || off + reclen > got) {
+            break;
+        }
+        off += reclen;
+        if (*name < '0' || *name > '9') {
+            continue;        /* "." and ".." */
+        }
+        errno = 0;
+        tid = strtol(name, &end, 10);
+        if (*end != '\0' || errno != 0 || tid <= 0 || tid > INT32_MAX
+                || tid == w->pid) {
+            continue;
+        }
+        if (tid == self_tid) {
+            *self_seen = 1;
+            continue;
+        }
+        if (n == max) {
+            *complete = 0;
+            break;
+        }
+        tids[n++] = (int32_t)tid;
+    }
+    return n;
+}
+
+/* Index of tid in t, trying hint first (threads keep their order), or -1. */
+static int
+find_tid(const tm_threads *t, int32_t tid, int hint)
+{
+    int j;
+
+    if (hint < t->n && t->tid[hint] == tid) {
+        return hint;
+    }
+    for (j = 0; j < t->n; j++) {
+        if (t->tid[j] == tid) {
+            return j;
+        }
+    }
+    return -1;
+}
+
+/* What a thread's counters add to the totals: its growth since t's
+   reading (index j), all of it when it was born since, else nothing
+   (never backwards: a TID reused between readings). */
+static int64_t
+growth(const tm_threads *t, int j, int64_t cur, int64_t before)
+{
+    if (!t->primed || (j < 0 && t->complete)) {
+        return cur;
+    }
+    if (j < 0) {
+        return 0;            /* it may have been left out before */
+    }
+    return cur > before ? cur - before : 0;
+}
+
+/*
+ * With out holding the leader's readings (/proc/PID/stat and schedstat):
+ * the other threads' schedstat and state, and the totals they make (see
+ * tm_sample in procfs.h).  threads: stat's thread count (TM_UNKNOWN if
+ * unread); self_tid: the calling thread (the sampler's), left out of its
+ * own process: it runs while it reads, and its CPU and waits are
+ * traceml's, not the process's work.  A process of one thread costs
+ * nothing here.
+ *
+ * A thread's stat (its state) is read only while no thread is found
+ * running, and not at all for a thread found asleep (S) whose schedstat
+ * has not moved since: a sleeping thread changes state only by running,
+ * which moves its schedstat, or by waking up, and a thread woken that has
+ * not run since the reading before is the one state this misses.
+ */
+static void
+read_threads(tm_watched *w, tm_threads *t, tm_sample *out, int64_t threads,
+             int self_tid)
+{
+    int32_t tid[TM_MAX_THREADS], others[TM_MAX_THREADS - 1];
+    int64_t cpu[TM_MAX_THREADS], runq[TM_MAX_THREADS];
+    uint32_t slices[TM_MAX_THREADS];
+    char state[TM_MAX_THREADS];
+    int timed = out->cpu_ns != TM_UNKNOWN;   /* schedstat is readable */
+    int running = out->state == 'R', dormant = out->state == 'D';
+    int n = 1, m = 0, complete = 1, self_seen = 0, k, j;
+    int dir = w->fd[TM_FILE_TASK];
+    int64_t cpu_total, runq_total;
+
+    if (threads != 1 && dir >= 0) {
+        m = list_threads(w, self_tid, others, TM_MAX_THREADS - 1, &complete,
+                         &self_seen);
+        if (m < 0) {
+            /* ENOENT, ESRCH: the process is going (stat says so); else
+               the directory is kept closed, its errno kept. */
+            if (errno != ENOENT && errno != ESRCH) {
+                w->err[TM_FILE_TASK] = errno != 0 ? errno : EIO;
+                close(dir);
+                w->fd[TM_FILE_TASK] = -1;
+            }
+            m = 0;
+            complete = 0;
+        }
+    }
+    else if (threads != 1) {
+        complete = 0;
+    }
+    if (threads > 1 + m + self_seen) {
+        w->threads_skipped += (uint64_t)(threads - 1 - m - self_seen);
+    }
+    tid[0] = w->pid;
+    cpu[0] = out->cpu_ns;
+    runq[0] = out->runq_ns;
+    slices[0] = 0;           /* unused: the leader's state is read anyway */
+    state[0] = (char)out->state;
+    j = find_tid(t, w->pid, 0);
+    cpu_total = t->cpu_total + growth(t, j, cpu[0], j >= 0 ? t->cpu_ns[j] : 0);
+    runq_total = t->runq_total
+                 + growth(t, j, runq[0], j >= 0 ? t->runq_ns[j] : 0);
+    for (k = 0; k < m; k++) {
+        char name[32], buf[512];
+        int len = snprintf(name, sizeof(name), "%d/", (int)others[k]);
+        long long c = 0, q = 0, sl = 0;
+        int st = 0;
+
+        /* A thread that exits meanwhile fails to open or read (ENOENT,
+           ESRCH): it is left out of this reading. */
+        if (timed) {
+            memcpy(name + len, "schedstat", sizeof("schedstat"));
+            if (read_at(dir, name, buf, 128) <= 0
+                    || sscanf(buf, "%lld %lld %lld", &c, &q, &sl) < 2) {
+                continue;
+            }
+        }
+        j = timed ? find_tid(t, others[k], n) : -1;
+        if (j >= 0 && t->state[j] == 'S' && c == t->cpu_ns[j]
+                && q == t->runq_ns[j] && (uint32_t)sl == t->slices[j]) {
+            st = 'S';        /* asleep since the reading before */
+        }
+        else if (!running) {
+            memcpy(name + len, "stat", sizeof("stat"));
+            if (read_at(dir, name, buf, sizeof(buf)) > 0) {
+                st = stat_state(buf);
+            }
+        }
+        running |= st == 'R';
+        dormant |= st == 'D';
+        if (timed) {
+            cpu_total += growth(t, j, c, j >= 0 ? t->cpu_ns[j] : 0);
+            runq_total += growth(t, j, q, j >= 0 ? t->runq_ns[j] : 0);
+            tid[n] = others[k];
+            cpu[n] = c;
+            runq[n] = q;
+            slices[n] = (uint32_t)sl;
+            state[n] = (char)st;
+            n++;
+        }
+    }
+    if (out->state != 0) {
+        out->state = running ? 'R' : dormant ? 'D' : out->state;
+    }
+    if (!timed) {
+        return;
+    }
+    t->primed = 1;
+    t->n = n;
+    t->complete = complete;
+    t->cpu_total = cpu_total;
+    t->runq_total = runq_total;
+    memcpy(t->tid, tid, (size_t)n * sizeof(tid[0]));
+    memcpy(t->cpu_ns, cpu, (size_t)n * sizeof(cpu[0]));
+    memcpy(t->runq_ns, runq, (size_t)n * sizeof(runq[0]));
+    memcpy(t->slices, slices, (size_t)n * sizeof(slices[0]));
+    memcpy(t->state, state, (size_t)n);
+    out->cpu_ns = cpu_total;
+    out->runq_ns = runq_total;
+    out->threads = n;
+}
+
 int
-tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out, int deep)
+tm_proc_sample(tm_watched *w, tm_threads *t, int64_t now, tm_sample *out,
+               int deep, int self_tid)
 {
     char buf[2048];
     int f;
     int any = 0;
+    int64_t threads = TM_UNKNOWN;
 
     memset(out, 0, sizeof(*out));
     out->t_ns = now;
@@ -190,13 +479,14 @@ tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out, int deep)
     for (f = 0; f < TM_NFILES; f++) {
         int ok;
 
-        if (w->fd[f] < 0 || (f == TM_FILE_SMAPS && !deep)) {
+        if (w->fd[f] < 0 || (f == TM_FILE_SMAPS && !deep)
+                || f == TM_FILE_TASK) {
             continue;
         }
         errno = 0;
         ok = read_file(w->fd[f], buf, sizeof(buf)) > 0;
         if (ok) {
-            ok = (f == TM_FILE_STAT ? parse_stat(buf, out)
+            ok = (f == TM_FILE_STAT ? parse_stat(buf, out, &threads)
                   : f == TM_FILE_IO ? parse_io(buf, out)
                   : f == TM_FILE_SMAPS ? parse_smaps(buf, out)
                   : parse_schedstat(buf, out)) == 0;
@@ -212,10 +502,23 @@ tm_proc_sample(tm_watched *w, int64_t now, tm_sample *out, int deep)
         close(w->fd[f]);
         w->fd[f] = -1;
         if (f == TM_FILE_STAT && w->exited_ns == 0) {
-            w->exited_ns = now;
+            /* The clock now, not the tick's: the tick may have begun
+               before a last batch that this process made and exited
+               after (a tick that reads many threads takes a while). */
+            w->exited_ns = tm_clock_ns();
         }
     }
+    out->threads = out->cpu_ns != TM_UNKNOWN;
+    if (t != NULL && (out->cpu_ns != TM_UNKNOWN || out->state != 0)) {
+        read_threads(w, t, out, threads, self_tid);
+    }
     return any;
+}
+
+int
+tm_thread_id(void)
+{
+    return (int)syscall(SYS_gettid);
 }
 
 int

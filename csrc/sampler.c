@@ -7,9 +7,10 @@
  * entry is left it parks on `wake` and samples nothing.  Each tick, under
  * the lock, it reads every process of the union, pushes the readings into
  * the ring and checks each entry's fetch slot against stuck_after_ns.
- * The lock is held across the reads (a few pread() calls per process,
- * microseconds): in exchange the union can change under the lock alone,
- * and the thread never allocates.
+ * The lock is held across the reads (a few pread() calls per process, and
+ * per other thread of it a few more, up to TM_MAX_THREADS: microseconds
+ * each): in exchange the union can change under the lock alone, and the
+ * thread never allocates.
  */
 #include <Python.h>
 
@@ -27,9 +28,11 @@ tm_sampler_init(tm_sampler *s)
 
     memset(s, 0, sizeof(*s));
     /* The defaults of traceml.configure(), here alone.  20 ms: a few
-       pread() calls per process each tick keep the thread under 1% of one
-       CPU (0.3% measured, benchmarks/bench_sampler.py) while a stall of
-       100 ms still spans several readings.  30 s: a choice with no
+       pread() calls per process each tick, and a few more per other
+       thread of it, keep the thread under 1% of one CPU (0.3% measured
+       reading the main threads alone, benchmarks/bench_sampler.py; every
+       thread costs 1.5-1.9 times that, benchmarks/README.md) while a
+       stall of 100 ms still spans several readings.  30 s: a choice with no
        measured source, six times the common "> 5 s stall" convention.
        131072 readings: the last ~9 minutes of a main process and 4
        workers at 20 ms. */
@@ -194,6 +197,7 @@ static void *
 sampler_main(void *arg)
 {
     tm_sampler *s = arg;
+    int self_tid = tm_thread_id();
 
     pthread_mutex_lock(&s->lock);
     while (!s->stop) {
@@ -214,11 +218,19 @@ sampler_main(void *arg)
         if (deep) {
             s->last_memory_ns = now;
         }
-        for (i = 0; i < s->nprocs; i++) {
-            if (tm_proc_sample(&s->procs[i], now, &s->readings[i], deep)) {
-                ring_push(s, &s->readings[i]);
+        /* Dekker's handshake with tm_sampler_fork_begin: either this
+           sees the fork and reads nothing this tick, or the fork sees
+           `reading` and waits for the reads to end. */
+        __atomic_store_n(&s->reading, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&s->forking, __ATOMIC_SEQ_CST) == 0) {
+            for (i = 0; i < s->nprocs; i++) {
+                if (tm_proc_sample(&s->procs[i], &s->threads[i], now,
+                                   &s->readings[i], deep, self_tid)) {
+                    ring_push(s, &s->readings[i]);
+                }
             }
         }
+        __atomic_store_n(&s->reading, 0, __ATOMIC_SEQ_CST);
         for (i = 0; i < s->nentries; i++) {
             check_stuck(s, &s->entries[i], now);
         }
@@ -298,30 +310,42 @@ ensure_arrays(tm_sampler *s)
         s->readings = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_PROCS,
                                     sizeof(tm_sample));
     }
+    if (s->threads == NULL) {
+        s->threads = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_PROCS,
+                                   sizeof(tm_threads));
+    }
+    if (s->spare_threads == NULL) {
+        s->spare_threads = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_PROCS,
+                                         sizeof(tm_threads));
+    }
     if (s->retired == NULL) {
         s->retired = buffer_calloc(s, TM_BUF_TABLES, TM_MAX_RETIRED,
                                    sizeof(tm_watched));
     }
     return (s->procs == NULL || s->spare == NULL || s->readings == NULL
-            || s->retired == NULL) ? -1 : 0;
+            || s->retired == NULL || s->threads == NULL
+            || s->spare_threads == NULL) ? -1 : 0;
 }
 
 /*
  * With the lock held: rebuild procs as the union of the entries' PIDs,
- * keeping the descriptors of PIDs already watched and opening new ones
- * (three open() calls a process, the costly part).  -1 when memory ran
- * out (the old union stays).
+ * keeping the descriptors (and the thread tables) of PIDs already watched
+ * and opening new ones (five open() calls a process, the costly part).
+ * -1 when memory ran out (the old union stays).
  */
 static int
 rebuild_union(tm_sampler *s)
 {
     tm_watched *procs;
+    tm_threads *threads;
+    tm_threads *swap;
     size_t n = 0, e, i;
 
     if (ensure_arrays(s) < 0) {
         return -1;
     }
     procs = s->spare;
+    threads = s->spare_threads;
     for (e = 0; e < s->nentries; e++) {
         const tm_watch_entry *w = &s->entries[e];
 
@@ -338,10 +362,12 @@ rebuild_union(tm_sampler *s)
             old = find_pid(s->procs, s->nprocs, w->pids[i]);
             if (old >= 0) {
                 procs[n] = s->procs[old];
+                threads[n] = s->threads[old];
                 s->procs[old].pid = 0;   /* carried over */
             }
             else {
-                tm_proc_open(&procs[n], w->pids[i], w->roles[i]);
+                tm_proc_open(&procs[n], &threads[n], w->pids[i],
+                             w->roles[i]);
             }
             n++;
         }
@@ -353,6 +379,9 @@ rebuild_union(tm_sampler *s)
     }
     s->spare = s->procs;
     s->procs = procs;
+    swap = s->threads;
+    s->threads = threads;
+    s->spare_threads = swap;
     s->nprocs = n;
     return 0;
 }
@@ -675,6 +704,8 @@ release_memory(tm_sampler *s, int in_child)
     PyMem_RawFree(s->spare);
     PyMem_RawFree(s->retired);
     PyMem_RawFree(s->readings);
+    PyMem_RawFree(s->threads);
+    PyMem_RawFree(s->spare_threads);
     PyMem_RawFree(s->ring);
 }
 
@@ -686,6 +717,25 @@ tm_sampler_free(tm_sampler *s)
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     memset(s, 0, sizeof(*s));
+}
+
+void
+tm_sampler_fork_begin(tm_sampler *s)
+{
+    struct timespec pause = {0, 50000};
+    int64_t until = tm_clock_ns() + TM_FORK_WAIT_NS;
+
+    __atomic_add_fetch(&s->forking, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&s->reading, __ATOMIC_SEQ_CST)
+           && tm_clock_ns() < until) {
+        nanosleep(&pause, NULL);
+    }
+}
+
+void
+tm_sampler_fork_done(tm_sampler *s)
+{
+    __atomic_sub_fetch(&s->forking, 1, __ATOMIC_SEQ_CST);
 }
 
 /*

@@ -39,6 +39,10 @@
    five such processes cost 0.3% of one CPU. */
 #define TM_DEFAULT_MEMORY_PERIOD_NS INT64_C(10000000000)
 #define TM_DEFAULT_STUCK_AFTER_NS INT64_C(30000000000)
+/* The longest a fork waits for the reading under way (a tick's reads take
+   tens to hundreds of microseconds; smaps_rollup of a large process some
+   milliseconds). */
+#define TM_FORK_WAIT_NS INT64_C(100000000)
 #define TM_DEFAULT_CAPACITY ((size_t)1 << 17)
 /* The ring's bounds: 120 bytes a reading, so at most 120 MiB. */
 #define TM_RING_MIN 16
@@ -101,6 +105,9 @@ typedef struct {
     pthread_cond_t wake;
     pthread_t thread;
     int thread_alive;        /* the thread exists (it parks when idle) */
+    int forking;             /* forks under way (tm_sampler_fork_begin):
+                                no reading of /proc starts; atomic */
+    int reading;             /* the thread is reading /proc; atomic */
     int stop;                /* asked to exit */
     /* settings */
     int enabled;
@@ -135,6 +142,8 @@ typedef struct {
     tm_watched *procs;       /* the union, one per PID (TM_MAX_PROCS) */
     size_t nprocs;
     tm_watched *spare;       /* where the next union is built, then swapped */
+    tm_threads *threads;     /* procs[i]'s threads at its last reading */
+    tm_threads *spare_threads;  /* ... beside spare */
     tm_watched *retired;     /* processes that left the union, newest last */
     size_t nretired;
     tm_sample *readings;     /* one tick's readings, nprocs of them */
@@ -149,6 +158,13 @@ typedef struct {
 int tm_sampler_init(tm_sampler *s);
 void tm_sampler_free(tm_sampler *s);
 int tm_sampler_after_fork(tm_sampler *s);
+/* Before fork(), in the parent, without the lock: no reading of /proc
+   starts until tm_sampler_fork_done(), and the one under way is waited
+   for, at most TM_FORK_WAIT_NS (a /proc read that hangs must not hang the
+   fork).  A reading opens each watched thread's files for a moment, and a
+   child forked then would keep that descriptor. */
+void tm_sampler_fork_begin(tm_sampler *s);
+void tm_sampler_fork_done(tm_sampler *s);
 int tm_sampler_configure(tm_sampler *s, int enabled, int64_t period_ns,
                          int64_t stuck_after_ns, size_t capacity,
                          int64_t memory_period_ns);

@@ -29,7 +29,7 @@ tm_build_sample_dtype(tm_state *st)
             "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
             "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
             "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
-            "state", "<i4", "pad", "<i4", "rss_bytes", "<i8",
+            "state", "<i4", "threads", "<i4", "rss_bytes", "<i8",
             "pss_bytes", "<i8", "uss_bytes", "<i8"),
         sizeof(tm_sample), "tm_sample");
     if (st->sample_dtype == NULL) {
@@ -263,13 +263,16 @@ procs_list(const tm_watched *procs, size_t n)
     }
     for (i = 0; i < n; i++) {
         PyObject *d = Py_BuildValue(
-            "{s:i,s:i,s:L,s:{s:N,s:N,s:N,s:N}}",
+            "{s:i,s:i,s:L,s:K,s:{s:N,s:N,s:N,s:N,s:N}}",
             "pid", procs[i].pid, "role", procs[i].role,
-            "exited_ns", (long long)procs[i].exited_ns, "errors",
+            "exited_ns", (long long)procs[i].exited_ns,
+            "threads_skipped", (unsigned long long)procs[i].threads_skipped,
+            "errors",
             "stat", errno_text(procs[i].err[TM_FILE_STAT]),
             "io", errno_text(procs[i].err[TM_FILE_IO]),
             "schedstat", errno_text(procs[i].err[TM_FILE_SCHEDSTAT]),
-            "smaps_rollup", errno_text(procs[i].err[TM_FILE_SMAPS]));
+            "smaps_rollup", errno_text(procs[i].err[TM_FILE_SMAPS]),
+            "task", errno_text(procs[i].err[TM_FILE_TASK]));
 
         if (d == NULL) {
             Py_DECREF(plist);
@@ -554,7 +557,13 @@ PyMethodDef tm_sampler_methods[] = {
      "sampler_samples()\n--\n\nReturns ndarray[SAMPLE_DTYPE].\n\n"
      "A copy of the sampler's ring, oldest reading first, every watched\n"
      "process.  Counters that could not be read are -1 (see\n"
-     "sampler_info()['procs'][i]['errors'])."},
+     "sampler_info()['procs'][i]['errors']).  cpu_ns and runq_ns sum the\n"
+     "schedstat of the process's threads (/proc/PID/task/*, at most 64 of\n"
+     "them, `threads` in that reading; a thread's growth since the reading\n"
+     "before, so they never go back when one exits); state is R when any\n"
+     "of those threads runs or waits for a CPU, else D when any is in\n"
+     "uninterruptible sleep, else the main thread's.  The sampler's own\n"
+     "thread is left out of its process's figures."},
     {"sampler_stuck", mod_sampler_stuck, METH_NOARGS,
      "sampler_stuck()\n--\n\nReturns list[dict].\n\n"
      "Fetches that waited longer than stuck_after: since_ns, detected_ns,\n"
@@ -568,8 +577,9 @@ PyMethodDef tm_sampler_methods[] = {
      "overwritten (readings the ring dropped), dropped_watch (loops or\n"
      "processes that could not be watched), active_loops (watch entries),\n"
      "watched_procs, error (why the sampler could not run, or None) and\n"
-     "procs (pid, role, exited_ns, errors per file; watched now, then\n"
-     "those that left, newest first)."},
+     "procs (pid, role, exited_ns, threads_skipped (threads past the 64\n"
+     "a reading reads, summed over the readings), errors per file; watched\n"
+     "now, then those that left, newest first)."},
     {"_nvml_start", mod_nvml_start, METH_VARARGS,
      "_nvml_start(library, uuid, period_ns): read the GPU utilisation of\n"
      "the NVML device `uuid` from `library` on the sampler thread every\n"

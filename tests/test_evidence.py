@@ -287,7 +287,9 @@ def test_sampler_watches_real_counters_and_knows_a_missing_process():
     missing = [p for p in info["procs"] if p["role"] == 0][0]
     assert "No such file or directory" in missing["errors"]["stat"]
     me = [p for p in info["procs"] if p["role"] == -1][0]
-    assert me["errors"] == {"stat": None, "io": None, "schedstat": None, "smaps_rollup": None}
+    assert me["errors"] == {"stat": None, "io": None, "schedstat": None, "smaps_rollup": None,
+                            "task": None}
+    assert missing["threads_skipped"] == 0 and me["threads_skipped"] >= 0
 
 
 @pytest.mark.slow

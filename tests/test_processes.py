@@ -23,6 +23,7 @@ import pytest
 
 import traceml
 from traceml import _core
+from traceml.findings import worker_evidence
 
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402 - after importorskip("torch")
@@ -392,6 +393,236 @@ def test_report_from_another_thread_while_the_sampler_runs():
     # The loop is over: it no longer keeps the sampler on.
     assert _core.sampler_info()["active_loops"] == loops_before
     wait_gone(final["workers"]["pids_by_epoch"][0]["pids"], within_s=10)
+
+
+# --------------------------------------------------------------------------
+# the sampler reads every thread of a watched process
+
+# A child whose main thread waits (on stdin, a join, an Event) while its
+# other threads do as the test asks: "burn S" (one helper thread burns S s
+# of CPU and prints [monotonic ns at start, at end, its thread CPU ns]),
+# "churn N S" (N helpers one after another, S s of CPU each, each exiting),
+# "idle N" (N threads that wait), "exit".
+_THREADS_CHILD = textwrap.dedent("""
+    import json, sys, threading, time
+
+    def burn(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    def helper(seconds):
+        m0, c0 = time.monotonic_ns(), time.thread_time_ns()
+        burn(seconds)
+        print(json.dumps([m0, time.monotonic_ns(), time.thread_time_ns() - c0]), flush=True)
+
+    stop = threading.Event()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[0] == "burn":
+            t = threading.Thread(target=helper, args=(float(cmd[1]),))
+            t.start()
+            t.join()
+        elif cmd[0] == "churn":
+            for _ in range(int(cmd[1])):
+                t = threading.Thread(target=burn, args=(float(cmd[2]),))
+                t.start()
+                t.join()
+            print("done", flush=True)
+        elif cmd[0] == "idle":
+            for _ in range(int(cmd[1])):
+                threading.Thread(target=stop.wait).start()
+            print("done", flush=True)
+        else:
+            stop.set()
+            break
+""")
+
+
+class _ThreadsChild:
+    """The child above, watched by the sampler (with this process) while
+    the `with` block runs."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", _THREADS_CHILD], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout.readline() == "ready\n"
+        self.pid = self.proc.pid
+        rec = traceml.Recorder()
+        self.it = _core.WrapIter(iter([]), rec, 1, 0, rec.clock_ns(),
+                                 watch=[os.getpid(), self.pid])
+        assert self.it.watching
+        return self
+
+    def ask(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def readline(self):
+        return self.proc.stdout.readline()
+
+    def samples(self):
+        s = _core.sampler_samples()
+        return s[s["pid"] == self.pid]
+
+    def __exit__(self, *exc):
+        self.it.close()
+        try:
+            self.ask("exit")
+        except BrokenPipeError:
+            pass
+        self.proc.wait(30)
+
+
+def _leader_state(pid):
+    """/proc/PID/stat's state: the thread-group leader's alone."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def _leader_cpu_ns(pid):
+    """/proc/PID/schedstat's on-CPU ns: the leader's alone."""
+    with open(f"/proc/{pid}/schedstat") as fh:
+        return int(fh.read().split()[0])
+
+
+def _wait_readings(child, n, within_s=10.0):
+    deadline = time.monotonic() + within_s
+    while len(child.samples()) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_sampler_counts_a_helper_thread_that_burns_while_the_main_thread_sleeps():
+    """The user trial's shape: the work runs in a helper thread while the
+    main thread waits.  The leader alone (/proc/PID/stat state and
+    /proc/PID/schedstat) reads asleep and idle; the readings say running,
+    with the helper's CPU as the helper itself measured it."""
+    burn_s = 0.5
+    with _ThreadsChild() as child:
+        _wait_readings(child, 3)
+        leader0 = _leader_cpu_ns(child.pid)
+        child.ask(f"burn {burn_s}")
+        leader_states = []
+        while len(leader_states) < 3:       # during the burn
+            time.sleep(0.05)
+            leader_states.append(_leader_state(child.pid))
+        m0, m1, helper_cpu_ns = json.loads(child.readline())
+        leader_cpu_ns = _leader_cpu_ns(child.pid) - leader0
+        n_after = len(child.samples()) + 3
+        _wait_readings(child, n_after)      # readings after the helper exited
+        s = child.samples()
+        mine = _core.sampler_samples()
+        mine = mine[(mine["pid"] == os.getpid()) & (mine["t_ns"] >= m0) & (mine["t_ns"] <= m1)]
+        my_threads = len(os.listdir("/proc/self/task"))
+        info = [p for p in _core.sampler_info()["procs"] if p["pid"] == child.pid][0]
+    # What the leader-only figures said: asleep, (nearly) no CPU.
+    assert leader_states == ["S"] * 3
+    assert leader_cpu_ns < 0.1 * helper_cpu_ns
+    assert helper_cpu_ns >= burn_s * 1e9
+    assert info["errors"] == {"stat": None, "io": None, "schedstat": None,
+                              "smaps_rollup": None, "task": None}
+    assert info["threads_skipped"] == 0
+    # Cumulative, never backwards, though the helper has gone.
+    assert (np.diff(s["cpu_ns"]) >= 0).all() and (np.diff(s["runq_ns"]) >= 0).all()
+    assert s["threads"][-1] == 1 and s["threads"].max() == 2
+    # The whole run's CPU is the helper's (the main thread only waited),
+    # less at most the helper's last moments before it exited (under one
+    # 20 ms period; 0.1 s allowed for a loaded host).
+    total = int(s["cpu_ns"][-1] - s["cpu_ns"][0])
+    assert helper_cpu_ns - 1e8 <= total <= helper_cpu_ns + 5e7, (total, helper_cpu_ns)
+    # Inside the burn: every reading running, and a core's worth busy or
+    # waiting for one (so a loaded 2-CPU host cannot make it look idle).
+    inside = s[(s["t_ns"] >= m0) & (s["t_ns"] <= m1)]
+    assert len(inside) >= 5
+    assert bytes(inside["state"].astype(np.uint8)) == b"R" * len(inside)
+    assert (inside["threads"] == 2).all()
+    wall = float(inside["t_ns"][-1] - inside["t_ns"][0])
+    cores = float(inside["cpu_ns"][-1] - inside["cpu_ns"][0]) / wall
+    runnable = cores + float(inside["runq_ns"][-1] - inside["runq_ns"][0]) / wall
+    assert 0.25 <= cores <= 1.1 and 0.7 <= runnable <= 1.3, (cores, runnable)
+    # This process meanwhile waited in sleep() and readline(): the sampler's
+    # own thread, running as it reads, is left out of it (its figures are
+    # traceml's), so it does not read R.
+    assert len(mine) >= 5 and (mine["state"] == ord("R")).mean() < 0.5, bytes(
+        mine["state"].astype(np.uint8))
+    assert (mine["threads"] == my_threads - 1).all(), (mine["threads"], my_threads)
+    # So the awaited-worker verdict no longer reads it as blocked.
+    asleep = sum(chr(c) in worker_evidence.BLOCKED_STATES for c in inside["state"])
+    assert worker_evidence.awaited_blocked(len(inside), asleep, cores) is False
+
+
+def test_sampler_thread_sums_never_go_back_as_threads_come_and_go():
+    """Threads that exit take their schedstat with them; the readings add
+    each thread's growth instead, so they stay cumulative, and never
+    exceed the CPU /proc/PID/stat counts for every thread, dead ones
+    too."""
+    with _ThreadsChild() as child:
+        _wait_readings(child, 2)
+        child.ask("churn 12 0.02")
+        assert child.readline() == "done\n"
+        _wait_readings(child, len(child.samples()) + 2)
+        s = child.samples()
+        info = [p for p in _core.sampler_info()["procs"] if p["pid"] == child.pid][0]
+    assert not any(info["errors"].values()), info["errors"]
+    assert (np.diff(s["cpu_ns"]) >= 0).all() and (np.diff(s["runq_ns"]) >= 0).all()
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    by_stat = float((s["utime_ticks"] + s["stime_ticks"])[-1]
+                    - (s["utime_ticks"] + s["stime_ticks"])[0]) * tick_ns
+    by_threads = float(s["cpu_ns"][-1] - s["cpu_ns"][0])
+    assert 0 < by_threads <= by_stat + 3 * tick_ns, (by_threads, by_stat)
+
+
+def test_sampler_reads_at_most_64_threads_and_counts_the_rest():
+    """80 idle threads and the main one: each reading reads 64 and leaves
+    81 - 64 = 17 out, counted in sampler_info()'s threads_skipped."""
+    with _ThreadsChild() as child:
+        child.ask("idle 80")
+        assert child.readline() == "done\n"
+        n0 = len(child.samples())
+        _wait_readings(child, n0 + 3)
+        child.it.close()          # no more readings: the counts hold still
+        s = child.samples()[n0:]   # begun once all 80 had started
+        info = [p for p in _core.sampler_info()["procs"] if p["pid"] == child.pid][0]
+        total = len(child.samples())
+    assert len(s) >= 3 and (s["threads"] == 64).all()
+    assert bytes(s["state"].astype(np.uint8)) == b"S" * len(s)
+    # Readings taken while the 80 were starting left out fewer.
+    assert 17 * len(s) <= info["threads_skipped"] <= 17 * total
+
+
+def test_a_child_forked_mid_reading_keeps_no_thread_file_of_the_parent():
+    """The sampler opens each thread's files for a moment; a child forked
+    in that moment would inherit the descriptor, so traceml's fork hooks
+    hold the readings off across fork() (without, 8 and 16 forks of 40
+    here kept one)."""
+    traceml.configure(sampler_period_s=0.001)
+    kept = []
+    with _ThreadsChild() as child:
+        child.ask("idle 60")          # a long walk each tick
+        assert child.readline() == "done\n"
+        _wait_readings(child, len(child.samples()) + 3)
+        for _ in range(20):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(r)
+                    links = []
+                    for fd in os.listdir("/proc/self/fd"):
+                        try:
+                            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+                        except OSError:
+                            pass
+                    os.write(w, json.dumps([x for x in links if "/task/" in x]).encode())
+                finally:
+                    os._exit(0)
+            os.close(w)
+            with os.fdopen(r) as fh:
+                kept += json.loads(fh.read())
+            os.waitpid(pid, 0)
+            time.sleep(0.0005 * random.random())
+    assert kept == []
 
 
 def test_two_threads_pulling_from_one_wrapped_iterator():

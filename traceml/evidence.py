@@ -222,11 +222,12 @@ def _series(samples: np.ndarray, pid: int, field: str, scale: float) -> Optional
 
 def _cpu_series(samples, pid):
     """CPU-seconds of process ``pid`` over time from utime + stime of
-    /proc/PID/stat, which count every thread.  /proc/PID/schedstat counts
-    the thread-group leader only, so a worker decoding or computing in a
-    thread pool would read as idle there (measured: 0.04 s in schedstat
-    against 2.47 s in stat for a worker whose __getitem__ runs two burning
-    threads); schedstat serves run-queue wait alone."""
+    /proc/PID/stat, which count every thread, those that have exited too.
+    The readings' ``cpu_ns`` sums the threads' own schedstat
+    (/proc/PID/task/TID/schedstat, at most 64 threads a process) but
+    misses a thread's last moments before it exits and threads that live
+    between two readings, so CPU comes from stat; schedstat serves
+    run-queue wait alone."""
     rows = samples[(samples["pid"] == pid) & (samples["utime_ticks"] >= 0)]
     if len(rows) == 0:
         return None
@@ -252,8 +253,10 @@ def _reason(info: dict, pids: list[int], file: str) -> Optional[str]:
 
 COUNTERS = (
     # name, field, scale, file, workers only
-    # CPU from /proc/PID/stat (every thread); run-queue wait from
-    # /proc/PID/schedstat, which holds the leader thread only.
+    # CPU from /proc/PID/stat (every thread); run-queue wait from the
+    # sampler's sum of /proc/PID/task/TID/schedstat over the threads (at
+    # most 64 a process; "schedstat" names the file whose error explains
+    # an unknown).
     ("worker_cpu_s", "cpu", 1.0, "stat", True),
     ("runq_wait_s", "runq_ns", 1e-9, "schedstat", True),
     ("read_bytes", "read_bytes", 1.0, "io", True),
@@ -402,7 +405,7 @@ def _storage_finding(who: str, slow: dict, fast: dict, read_key: str, fault_key:
 def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
     """num_workers=0: the dataset runs inside next() in the main process, so
     its CPU time and storage counters during stalls tell CPU-side work from
-    storage reads.  Busy: runnable (on a CPU, or the main thread waiting in
+    storage reads.  Busy: runnable (on a CPU, or a thread of it waiting in
     the run queue for one) for at least worker_evidence.BUSY_SHARE of the stalls'
     wall time, so that a loaded host does not make CPU work look idle."""
     slow, fast = iv["slow"], iv["fast"]
@@ -698,7 +701,8 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
             making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The worker holding each awaited batch, during its stall: the
     readings of that worker's process inside the stall's window, how many
-    found it asleep (worker_evidence.BLOCKED_STATES), its CPU-seconds (every thread)
+    found it asleep (worker_evidence.BLOCKED_STATES: the sampler reads R when
+    any thread of it is running or runnable), its CPU-seconds (every thread)
     over the windows' wall time, and worker_evidence.awaited_blocked's verdict.
 
     ``making_ns`` (per step, the ns of its wait during which its worker was

@@ -14,7 +14,7 @@ Tracks (one process, "traceml: <source>"):
 * **stuck** (tid 2): a fetch that waited past ``stuck_after_s``;
 * counters from the sampler's readings: per process (``main``, ``worker
   k``) the cores it kept busy (utime + stime of every thread) and the
-  cores' worth of its main thread's wait for a core, between readings,
+  cores' worth of its threads' wait for a core, between readings,
   and the bytes it read from storage per second;
 * with ``cuda=`` on (:mod:`traceml.gpu`), a counter of each step's
   GPU-visible input wait (ms) at the step's begin.

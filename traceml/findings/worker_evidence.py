@@ -40,8 +40,13 @@ MIN_STALL_MAJOR_FAULTS_PER_S = 10.0
 SAMPLE_MARGIN_PERIODS = 2
 
 
-# /proc/PID/stat state codes of a process asleep: S (interruptible sleep: a
+# The sampled state codes of a process asleep: S (interruptible sleep: a
 # sleep, a socket or pipe read, a lock) and D (uninterruptible: disk I/O).
+# The sampler derives a process's state from its threads (up to 64, from
+# /proc/PID/task/TID/stat): R when any of them is running or runnable,
+# else D when any is in D, else the main thread's.  So a worker whose main
+# thread waits on a helper (a decoder thread, torch's intra-op threads)
+# while the helper computes reads R, not S.
 BLOCKED_STATES = ("S", "D")
 
 
@@ -139,8 +144,8 @@ def _cores(cores: float, runnable: Optional[float]) -> str:
 
 def _run_queue(p: dict) -> str:
     nw, cpus = p["num_workers"], p["cpus"]
-    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls (their "
-            "main threads: schedstat holds no other): runnable but not running")
+    text = (f"Workers waited {p['runq_s']:.2f} s in the run queue during stalls (summed "
+            "over their threads' schedstat): runnable but not running")
     if nw and cpus and nw > cpus:
         text += f" ({nw} workers on {cpus} CPUs)"
     elif nw and cpus:
