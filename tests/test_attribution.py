@@ -496,15 +496,19 @@ def test_worker_cpu_counts_every_thread():
     total = iv["slow"]["worker_cpu_s"] + iv["fast"]["worker_cpu_s"]
     # 23 steady-state items x 2 threads x 50 ms, at 10 ms tick resolution.
     assert total >= 0.5 * 23 * 0.1, iv
-    # The leader thread alone (schedstat) saw little of it.
+    # The sampler's schedstat sum over the worker's threads holds most of
+    # what /proc/PID/stat's ticks (every thread, live or reaped) counted;
+    # the leader alone, waiting in join(), would hold almost none.  A
+    # thread born and gone between two readings is missed: 87-89% here.
     from traceml import _core
     pid = r["workers"]["pids_by_epoch"][0]["pids"][0]
     rows = _core.sampler_samples()
     rows = rows[rows["pid"] == pid]
-    leader = (rows["cpu_ns"][-1] - rows["cpu_ns"][0]) * 1e-9
+    threads = (rows["cpu_ns"][-1] - rows["cpu_ns"][0]) * 1e-9
     ticks = rows["utime_ticks"] + rows["stime_ticks"]
     every = (ticks[-1] - ticks[0]) / os.sysconf("SC_CLK_TCK")
-    assert leader < 0.5 * every, (leader, every)
+    assert 0.6 * every <= threads <= 1.05 * every + 0.02, (threads, every)
+    assert rows["threads"].max() >= 2, rows["threads"]
     assert not any("mostly idle" in e for e in r["workers"]["evidence"]), r["workers"]["evidence"]
 
 

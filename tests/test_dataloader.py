@@ -322,14 +322,18 @@ def test_slow_cadence_period_is_num_workers(num_workers, rounds):
 def test_slow_every_fetch_stalls_without_parallel_workers(num_workers):
     # With num_workers=0 the main process burns each batch inside next().
     # With one worker, 100 ms batches against a 10 ms consumer: a fetch
-    # only escapes waiting if the loop is held up ~90 ms (with 50 ms
-    # batches a 40 ms hiccup under load was enough, once in 24 runs).
+    # only escapes waiting if the loop is held up ~90 ms.  prefetch_factor=1
+    # keeps one batch in the worker's hands: with 2, the worker burning
+    # batch k+1 holds the GIL its queue's feeder thread needs to send batch
+    # k, so on a loaded host two batches can arrive together and one fetch
+    # escapes waiting (waits 124 ms then 1 ms at the last two fetches).
     batch = 2 if num_workers == 0 else 4
     n_batches = 10
     loader = DataLoader(
         BurnDataset(batch * n_batches, ITEM_CPU_S),
         batch_size=batch,
         num_workers=num_workers,
+        **({"prefetch_factor": 1} if num_workers else {}),
     )
     r = run_loader(loader, CONSUMER_S, uname(f"serial{num_workers}"))
     d = r.to_dict()
