@@ -519,3 +519,135 @@ def test_help_names_the_default_run_file():
     top = subprocess.run([sys.executable, "-m", "traceml", "--help"], env=env(),
                          capture_output=True, timeout=TIMEOUT)
     assert "run a script" in top.stdout.decode()
+
+
+# --- under torchrun: 2 ranks, gloo on the CPU ---------------------------------
+#
+# torchrun runs the script (or `-m traceml run script.py`) on 2 ranks,
+# each rank's stdout and stderr kept in a file of its own (--redirects).
+# A monitor interval of 2 s lets every rank end by itself before the agent
+# looks (with the default, the first rank to exit non-zero gets the other
+# one SIGTERMed, plain or launched alike).
+
+import glob  # noqa: E402 - the section's own import
+
+TORCHRUN_OUTER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                  "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "NODE_RANK")
+
+
+def torchrun(args, cwd, logs, launched):
+    """Start a 2-rank torchrun of ``args`` (under the launcher when
+    ``launched``), each rank's output into ``logs``."""
+    e = {k: v for k, v in env().items() if k not in TORCHRUN_OUTER}
+    e["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--max_restarts=0", "--monitor-interval=2", f"--log-dir={logs}", "--redirects=3",
+           *(["-m", "traceml", "run"] if launched else []), *args]
+    return subprocess.Popen(cmd, cwd=cwd, env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def torchrun_both(args, tmp_path):
+    """(plain, launched): each (torchrun's status, its own output, [each
+    rank's (stdout, stderr)], the folder it ran in)."""
+    runs = []
+    for kind in ("plain", "launched"):
+        cwd = tmp_path / kind
+        cwd.mkdir()
+        runs.append((cwd, torchrun(args, cwd, cwd / "logs", kind == "launched")))
+    out = []
+    for cwd, p in runs:
+        try:
+            text, _ = p.communicate(timeout=TIMEOUT)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)   # torchrun stops its ranks
+                p.wait(timeout=30)
+        ranks = []
+        for r in range(2):
+            (folder,) = glob.glob(str(cwd / "logs" / "*" / "attempt_0" / str(r)))
+            ranks.append(tuple((Path(folder) / f"{s}.log").read_text() for s in ("stdout", "stderr")))
+        out.append((p.returncode, text.decode("utf-8", "replace"), ranks, cwd))
+    return out
+
+
+def _rank_files(cwd):
+    return sorted(cwd.glob("traceml-run-*.traceml"))
+
+
+def exit_statuses(run, code):
+    """torchrun's summary names each failed rank's own exit status."""
+    assert run[0] == (1 if code else 0), run[1]
+    assert run[1].count(f"exitcode  : {code} (pid") == (2 if code else 0), run[1]
+
+
+def check_job_report(launched, script, plain_err1):
+    """Rank 0 printed and saved the job's report; rank 1 said where its
+    steps went."""
+    err0, err1 = launched[2][0][1], launched[2][1][1]
+    site = f"{script.parent}/{site_of(script)}"     # outside the launch directory
+    assert f"traceml · {site} (max of 2 ranks) · 16 steps" in err0, err0
+    assert "2 ranks: gathered 0, 1" in err0
+    (path,) = _rank_files(launched[3])
+    assert f"traceml · run saved to {path}\n" in err0
+    job = traceml.load(path)
+    assert job["steps"] == 16 and sorted(job.to_dict()["ranks"]["gathered"]) == [0, 1]
+    assert err1.startswith(plain_err1 + "traceml · rank 1 of 2: steps sent to rank 0, "
+                           "which prints the job's report\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [0, 3])
+def test_torchrun_rank0_prints_the_jobs_report(tmp_path, code):
+    """destroy_process_group() at the end of the script: the report is
+    made first, while the group is up; rank 0 prints and saves the job's
+    report, gathered over torch.distributed; each rank keeps its exit
+    status and output."""
+    script = SCRIPTS / "ranks_loop.py"
+    plain, launched = torchrun_both([str(script), "destroy"] + (["exit3"] if code else []),
+                                    tmp_path)
+    for run in (plain, launched):
+        exit_statuses(run, code)
+    for r in range(2):
+        assert launched[2][r][0] == plain[2][r][0] == f"rank {r} of 2: 16 steps, total 2016.0\n"
+        assert plain[2][r][1] == f"rank {r} env {r}\n"
+    assert launched[2][0][1].startswith(plain[2][0][1])
+    check_job_report(launched, script, plain[2][1][1])
+    assert not _rank_files(plain[3])
+
+
+@pytest.mark.slow
+def test_torchrun_group_left_up_at_exit(tmp_path):
+    """No destroy_process_group(): the report is made at exit, the group
+    still up.  The exit status is not compared: torch's gloo often aborts
+    at interpreter teardown with a group left up ("terminate called
+    without an active exception"), plain or launched."""
+    script = SCRIPTS / "ranks_loop.py"
+    plain, launched = torchrun_both([str(script), "atexit"], tmp_path)
+    for r in range(2):
+        assert launched[2][r][0] == plain[2][r][0] == f"rank {r} of 2: 16 steps, total 2016.0\n"
+    check_job_report(launched, script, "rank 1 env 1\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [0, 3])
+def test_torchrun_ranks_without_a_group_save_their_own(tmp_path, code):
+    """No process group at exit: every rank saves its own run file and
+    says so; rank 0 also prints its own report; each rank keeps its exit
+    status and output."""
+    script = SCRIPTS / "ranks_loop.py"
+    plain, launched = torchrun_both([str(script), "nogroup"] + (["exit3"] if code else []),
+                                    tmp_path)
+    for run in (plain, launched):
+        exit_statuses(run, code)
+    files = _rank_files(launched[3])
+    assert len(files) == 2
+    for r in range(2):
+        out, err = launched[2][r]
+        assert out == plain[2][r][0] and out.startswith(f"rank {r} of 2: 16 steps, total ")
+        assert err.startswith(plain[2][r][1])
+        assert f"traceml · rank {r} of 2: this rank's own report (no process group at exit); " \
+               "every rank saves its own run file\n" in err, err
+        saved = [f for f in files if f"traceml · run saved to {f}\n" in err]
+        assert len(saved) == 1 and traceml.load(saved[0])["steps"] == 16
+        assert ("16 steps in 1 epoch" in err) is (r == 0)

@@ -112,6 +112,9 @@ def _build_parser() -> tuple[argparse.ArgumentParser, set]:
              "(default 0.02)")
     opt("--no-sampler", action="store_true",
         help="time the fetches only: no /proc readings, no stuck-loader watch")
+    opt("--gather-timeout", metavar="S", type=float,
+        help="under torchrun: seconds rank 0 waits for the other ranks' steps at "
+             "the end (default 120)")
     opt("--cuda", action="store_true",
         help="also measure the input wait the GPU saw (CUDA events), where a CUDA "
              "device is available")
@@ -167,6 +170,14 @@ class Launcher:
         # Re-entrant: the SIGTERM handler may land inside finish().
         self.lock = threading.RLock()
         self.code_to_hide: set = set()
+        # How the script ended, once it has (None while it runs): "ok", or
+        # why its ranks are not gathered ("the script raised", ...).
+        self.outcome: Optional[str] = None
+        # Epochs the launcher left to the script's own traceml.wrap or to a
+        # traceml trainer integration (timed there, not here).
+        self.timed_elsewhere = 0
+        self.dist_saved: list = []    # (module, its own destroy_process_group)
+        self.tls = threading.local()  # .wrapping: inside the launcher's own iter(wrap)
 
     # --- the patch ----------------------------------------------------------
 
@@ -207,10 +218,41 @@ class Launcher:
                              wrapping.Wrapped.__iter__.__code__}
         cls.__init__ = __init__
         cls.__iter__ = __iter__
+        # torch.distributed is imported by the DataLoader's module: done by now.
+        self.patch_dist()
+
+    def patch_dist(self) -> None:
+        """``destroy_process_group`` of the default group makes the report
+        first, while the group is still up (the ranks' gather needs it)."""
+        dist = sys.modules.get("torch.distributed")
+        c10d = sys.modules.get("torch.distributed.distributed_c10d")
+        own = getattr(c10d, "destroy_process_group", None)
+        if dist is None or c10d is None or own is None or self.dist_saved:
+            return
+        launcher = self
+
+        @functools.wraps(own)
+        def destroy_process_group(*args, **kwargs):
+            group = args[0] if args else kwargs.get("group")
+            try:
+                whole = group is None or group is c10d.GroupMember.WORLD
+            except Exception:  # noqa: BLE001 - never in the way of torch's own
+                whole = False
+            if whole and os.getpid() == launcher.pid and not launcher.finishing:
+                launcher.finish()
+            return own(*args, **kwargs)
+
+        for module in (c10d, dist):
+            if getattr(module, "destroy_process_group", None) is own:
+                self.dist_saved.append((module, own))
+                module.destroy_process_group = destroy_process_group
 
     def unpatch(self) -> None:
         if self.finder is not None and self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
+        for module, own in self.dist_saved:
+            module.destroy_process_group = own
+        self.dist_saved = []
         cls, self.cls = self.cls, None
         if cls is None:
             return
@@ -279,8 +321,14 @@ class Launcher:
         wrapping failed)."""
         from . import wrapping
 
-        if (self.cls is None or self.failed is not None or wrapping.wrapping_now()
-                or os.getpid() != self.pid):
+        if self.cls is None or self.failed is not None or os.getpid() != self.pid:
+            return own_iter(loader)
+        if getattr(self.tls, "wrapping", False):
+            return own_iter(loader)     # the launcher's own wrap, below
+        if wrapping.wrapping_now() or _claimed(loader):
+            # The script's own wrap, or a traceml trainer integration,
+            # times this epoch: timed once, there.
+            self.timed_elsewhere += 1
             return own_iter(loader)
         try:
             wrapped = wrapping.wrap_into(self.recorder, loader, self.name_of(loader),
@@ -297,7 +345,11 @@ class Launcher:
             self.failed = f"{type(exc).__name__}: {exc}"
             return own_iter(loader)
         self.wrapped += 1
-        return iter(wrapped)
+        self.tls.wrapping = True
+        try:
+            return iter(wrapped)
+        finally:
+            self.tls.wrapping = False
 
     # --- the end --------------------------------------------------------------
 
@@ -310,6 +362,8 @@ class Launcher:
                 # inside it): die once it is out.
                 self.die_by = signum
                 return
+        if self.outcome is None:
+            self.outcome = "stopped by SIGTERM"
         self.finish()
         _die_by(signum)
 
@@ -329,7 +383,6 @@ class Launcher:
                 _die_by(self.die_by)
 
     def _report(self) -> None:
-        opts = self.opts
         out = _stderr()
         try:
             sys.stdout.flush()
@@ -337,18 +390,25 @@ class Launcher:
             pass
         lines = []
         try:
-            rec = self.recorder
             if self.failed is not None:
                 lines.append(f"traceml · stopped wrapping DataLoaders: {self.failed}")
-            if rec.store_info()["steps"] == 0 and len(rec.sources.by_id) <= 1:
-                lines.append(f"traceml · nothing recorded: {self.target} iterated no "
-                             "DataLoader (no run file written)")
-                self._write(out, lines, quiet=opts.quiet)
-                return
-            rep = rec.report(opts.stall_threshold)
-            if not opts.quiet:
-                lines.append(str(rep))
-            lines.extend(self._files(rep))
+            if self.timed_elsewhere:
+                lines.append(f"traceml · {self.timed_elsewhere} epoch(s) timed by the script's "
+                             "own traceml.wrap or a traceml trainer integration, not again "
+                             "by the launcher")
+            rank, world, group_up = _rank_info()
+            why = None
+            if world > 1:
+                if not group_up:
+                    why = "no process group at exit"
+                elif self.outcome not in (None, "ok"):
+                    why = f"{self.outcome}: ranks not gathered"
+                else:
+                    why = self._report_job(lines, rank, world)
+                    if why is None:
+                        self._write(out, lines, quiet=False)
+                        return
+            self._report_local(lines, rank, world, why)
         except Exception:  # noqa: BLE001 - the exit status stays the script's
             import traceback
 
@@ -356,17 +416,100 @@ class Launcher:
                          "exit status is kept):\n" + traceback.format_exc().rstrip())
         self._write(out, lines, quiet=False)
 
-    def _files(self, rep: Any) -> list:
+    def _nothing(self) -> bool:
+        rec = self.recorder
+        return rec.store_info()["steps"] == 0 and len(rec.sources.by_id) <= 1
+
+    def _report_job(self, lines: list, rank: int, world: int) -> Optional[str]:
+        """The job's report over torch.distributed (traceml.ranks.gather),
+        printed and saved on rank 0; None when done, else why this rank
+        reports alone instead."""
+        import warnings
+
+        from . import ranks
+
+        opts = self.opts
+        timeout = opts.gather_timeout if opts.gather_timeout is not None \
+            else ranks.DEFAULT_TIMEOUT_S
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", RuntimeWarning)
+            try:
+                rep = ranks.gather(opts.stall_threshold, recorder=self.recorder,
+                                   timeout_s=timeout)
+            except Exception as exc:  # noqa: BLE001 - the rank's own report instead
+                return f"the gather failed ({type(exc).__name__}: {exc})"
+        trouble = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)
+                   and "gather()" in str(w.message)]
+        if rep is None:
+            if trouble:
+                return trouble[0]
+            if not opts.quiet:
+                lines.append(f"traceml · rank {rank} of {world}: steps sent to rank 0, "
+                             "which prints the job's report")
+            return None
+        if rep["steps"] == 0 and self._nothing():
+            lines.append(f"traceml · nothing recorded: {self.target} iterated no DataLoader "
+                         f"on any of the {world} ranks (no run file written)")
+            self.lines_quiet(lines)
+            return None
+        if not opts.quiet:
+            lines.append(str(rep))
+        lines.extend(self._files(rep))
+        return None
+
+    def lines_quiet(self, lines: list) -> None:
+        """--quiet: not even the one-line notes."""
+        if self.opts.quiet:
+            del lines[:]
+
+    def _report_local(self, lines: list, rank: int, world: int, why: Optional[str]) -> None:
+        """This process's own report; under several ranks (``why``: why
+        not the job's), each rank saves its own file and says so, and only
+        rank 0 prints its report."""
+        opts = self.opts
+        who = f"rank {rank} of {world}" if world > 1 else None
+        if self._nothing():
+            where = f" on {who}" if who else ""
+            lines.append(f"traceml · nothing recorded: {self.target} iterated no DataLoader"
+                         f"{where} (no run file written)")
+            self.lines_quiet(lines)
+            return
+        rep = self.recorder.report(opts.stall_threshold)
+        if not opts.quiet and (world <= 1 or rank == 0):
+            lines.append(str(rep))
+        if who is not None and not opts.quiet:
+            lines.append(f"traceml · {who}: this rank's own report ({why}); every rank "
+                         "saves its own run file")
+        lines.extend(self._files(rep, rank if world > 1 else None))
+
+    def _run_path(self, rank: Optional[int]) -> str:
+        """The run file: --save PATH (a rank's own: PATH with ``.rank<R>``
+        before its suffix), else traceml-run-<pid>.traceml (a PID each rank)."""
+        if not self.opts.save:
+            return os.path.join(self.cwd, DEFAULT_SAVE.format(pid=self.pid))
+        if rank is None:
+            return self.opts.save
+        root, ext = os.path.splitext(self.opts.save)
+        return f"{root}.rank{rank}{ext}"
+
+    def _files(self, rep: Any, rank: Optional[int] = None) -> list:
+        """Write the files asked for; ``rank``: a rank's own report (each
+        rank's files apart)."""
         opts = self.opts
         said = []
         writes = []
         if not opts.no_save:
-            path = opts.save or os.path.join(self.cwd, DEFAULT_SAVE.format(pid=self.pid))
-            writes.append(("run", path, rep.save))
+            writes.append(("run", self._run_path(rank), rep.save))
+        def own(path: str) -> str:
+            if rank is None:
+                return path
+            root, ext = os.path.splitext(path)
+            return f"{root}.rank{rank}{ext}"
+
         if opts.html:
-            writes.append(("HTML report", opts.html, lambda p: _write_html(rep, p)))
+            writes.append(("HTML report", own(opts.html), lambda p: _write_html(rep, p)))
         if opts.trace:
-            writes.append(("trace", opts.trace, rep.save_trace))
+            writes.append(("trace", own(opts.trace), rep.save_trace))
         for what, path, write in writes:
             try:
                 write(path)
@@ -443,6 +586,33 @@ def _ours(frame: Any) -> bool:
     return frame.f_code.co_filename in (
         os.path.join(here, "launch.py"), os.path.join(here, "__main__.py"),
         runpy.__file__, "<frozen runpy>")
+
+
+def _rank_info() -> tuple:
+    """(this process's rank, the world size, whether a torch.distributed
+    process group is up): the default group's where one is up, else
+    torchrun's RANK and WORLD_SIZE (0, 1 outside a launch)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size(), True
+    except Exception:  # noqa: BLE001 - a half-torn-down group: as none
+        pass
+    try:
+        rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    except ValueError:
+        rank, world = 0, 1
+    return rank, max(world, 1), False
+
+
+def _claimed(loader: Any) -> bool:
+    """Whether a traceml trainer integration times ``loader`` itself
+    (:func:`traceml.integrations.claim`); never imports it."""
+    integrations = sys.modules.get("traceml.integrations")
+    try:
+        return integrations is not None and integrations.is_claimed(loader)
+    except Exception:  # noqa: BLE001 - as not claimed
+        return False
 
 
 def _die_by(signum: int) -> None:
@@ -580,10 +750,12 @@ def main(argv: Optional[list] = None) -> int:
     opts = parser.parse_args(own)
     if script is None and module is None:
         parser.error("a script to run (script.py) or -m module is required")
-    for name in ("stuck_after", "sampler_period", "stall_threshold"):
+    for name in ("stuck_after", "sampler_period", "stall_threshold", "gather_timeout"):
         value = getattr(opts, name)
         if value is not None and not value >= 0:
             parser.error(f"--{name.replace('_', '-')} must be a number of seconds >= 0")
+    if opts.gather_timeout is not None and not opts.gather_timeout > 0:
+        parser.error("--gather-timeout must be a number of seconds > 0")
     # Files are named from where the launcher started: the script may chdir.
     for name in ("save", "html", "trace"):
         if getattr(opts, name):
@@ -654,9 +826,12 @@ def main(argv: Optional[list] = None) -> int:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
             else:
                 runpy.run_path(script, run_name="__main__")
-    except SystemExit:
+    except SystemExit as exc:
+        launcher.outcome = ("ok" if exc.code in (None, 0)
+                            else f"the script ended by sys.exit({exc.code!r})")
         raise
     except KeyboardInterrupt as exc:
+        launcher.outcome = "stopped by Ctrl-C"
         launcher.show_exception(exc, code)
         # The report now, not at exit: Python ends the process by SIGINT
         # for a KeyboardInterrupt that leaves the main module, but forgets
@@ -667,8 +842,10 @@ def main(argv: Optional[list] = None) -> int:
         sys.excepthook = _quiet_hook
         raise
     except BaseException as exc:  # noqa: BLE001 - the script's uncaught exception, shown as Python would
+        launcher.outcome = f"the script raised {type(exc).__name__}"
         launcher.show_exception(exc, code)
         return 1
+    launcher.outcome = "ok"
     return 0
 
 
