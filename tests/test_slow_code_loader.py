@@ -1,0 +1,191 @@
+"""The code that makes the slow batches, on real DataLoaders of known
+truth: each worker's stack sampled (csrc/stacks.c), tied to its batches
+(traceml.stacks), judged by findings.slow_code."""
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import traceml
+from traceml import stacks
+from traceml.findings import slow_code
+
+from burn import burn_cpu
+
+
+def query_rows(i):
+    burn_cpu(0.04)
+
+
+def decode(i):
+    burn_cpu(0.002)
+
+
+def wait_for_disk(i):
+    time.sleep(0.04)
+
+
+def _in_a_thread(i):
+    t = threading.Thread(target=query_rows, args=(i,))
+    t.start()
+    t.join()
+
+
+class EveryEighth(Dataset):
+    """128 items of 2 ms; every 8th also calls ``slow`` (40 ms)."""
+
+    def __init__(self, slow=query_rows, n=128):
+        self.slow, self.n = slow, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        decode(i)
+        if i % 8 == 0:
+            self.slow(i)
+        return torch.tensor([i])
+
+
+def _run(loader, pace_s=0.004):
+    rec = traceml.Recorder()
+    wrapped = rec.wrap(loader, name="slowcode")
+    for _ in wrapped:
+        time.sleep(pace_s)
+    return rec.report(), wrapped
+
+
+@pytest.mark.slow
+def test_every_eighth_sample_slow_names_its_function():
+    r, _ = _run(DataLoader(EveryEighth(), batch_size=1, num_workers=2))
+    block = r["slow_code"]
+    assert block["status"] == "on" and block["workers_sampled"] == 2, block
+    f = slow_code.judge(block)
+    assert f.code == "slow_code_named", (f, block["samples"])
+    assert f.numbers["function"] == "query_rows" and f.numbers["file"].endswith(
+        "test_slow_code_loader.py")
+    # While the loop waited, the workers were mostly in query_rows; the
+    # rest of the steps hold it too (workers make slow samples ahead).
+    assert f.numbers["slow_share"] >= 0.6 and f.numbers["slow_share"] > f.numbers["fast_share"], (
+        f.numbers)
+    assert r["next"][0].startswith("Look at `query_rows`"), r["next"]
+    d = r.to_dict()
+    assert d["slow_code"]["functions"][0]["function"] in ("query_rows", "burn_cpu")
+
+
+@pytest.mark.slow
+def test_a_loader_without_slow_samples_names_no_function():
+    class Even(EveryEighth):
+        def __getitem__(self, i):
+            decode(i)
+            return torch.tensor([i])
+
+    r, _ = _run(DataLoader(Even(), batch_size=1, num_workers=2), pace_s=0.01)
+    f = slow_code.judge(r["slow_code"])
+    assert f is None or f.code != "slow_code_named", f
+    assert not any(n.startswith("Look at") for n in r["next"])
+
+
+class TwoFunctions(Dataset):
+    """Each item: 8 ms in heavy(), 2 ms in light()."""
+
+    def __len__(self):
+        return 48
+
+    def __getitem__(self, i):
+        heavy()
+        light()
+        return torch.tensor([i])
+
+
+def heavy():
+    burn_cpu(0.008)
+
+
+def light():
+    burn_cpu(0.002)
+
+
+@pytest.mark.slow
+def test_a_known_80_20_split_comes_out_within_ten_points():
+    _, wrapped = _run(DataLoader(TwoFunctions(), batch_size=2, num_workers=2), pace_s=0.0)
+    d = wrapped._source.timing.stacks.drained()
+    group = np.zeros(len(d.samples), dtype=np.int64)
+    c = stacks.function_counts(d, group)
+    by = {k[1]: c.held[i, 0] for i, k in enumerate(c.keys)}
+    total = by["heavy"] + by["light"]
+    assert total >= 60, by            # 48 x 10 ms at 5 ms a sample: ~96
+    assert by["heavy"] / total == pytest.approx(0.8, abs=0.10), by
+
+
+@pytest.mark.slow
+def test_a_sample_that_sleeps_says_the_workers_were_off_cpu():
+    r, _ = _run(DataLoader(EveryEighth(slow=wait_for_disk), batch_size=1, num_workers=2))
+    f = slow_code.judge(r["slow_code"])
+    assert f is not None and f.code == "slow_code_off_cpu", (f, r["slow_code"]["slow_cpu_share"])
+    assert any("not on CPU in the slow batches" in n for n in r["notes"]), r["notes"]
+
+
+@pytest.mark.slow
+def test_work_in_a_helper_thread_is_said_to_be_outside_the_sampled_thread():
+    r, _ = _run(DataLoader(EveryEighth(slow=_in_a_thread), batch_size=1, num_workers=2))
+    block = r["slow_code"]
+    assert block["samples"]["slow_other_thread"] > block["samples"]["slow"], block["samples"]
+    f = slow_code.judge(block)
+    assert f.code in ("slow_code_other_thread", "slow_code_off_cpu"), f
+
+
+def _users_handler(signum, frame):
+    pass
+
+
+def _set_own_sigprof(worker_id):
+    signal.signal(signal.SIGPROF, _users_handler)
+
+
+class HandlerSeen(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([signal.getsignal(signal.SIGPROF) is _users_handler])
+
+
+@pytest.mark.slow
+def test_a_users_own_sigprof_handler_is_left_alone():
+    loader = DataLoader(HandlerSeen(), batch_size=1, num_workers=2,
+                        worker_init_fn=_set_own_sigprof)
+    rec = traceml.Recorder()
+    seen = [int(b) for b in rec.wrap(loader, name="own-sigprof")]
+    assert seen == [1] * 8
+    r = rec.report()
+    assert r["slow_code"]["status"] == "a SIGPROF handler was already set", r["slow_code"]
+    assert r["slow_code"]["workers_refused"] == 2
+
+
+@pytest.mark.slow
+def test_the_switch_turns_the_sampler_off(monkeypatch):
+    monkeypatch.setenv(stacks.STACKS_ENV, "0")
+    r, wrapped = _run(DataLoader(EveryEighth(n=32), batch_size=1, num_workers=2))
+    assert wrapped._source.timing.stacks.log is None
+    assert r["slow_code"]["status"] == "TRACEML_STACKS=0 in the environment"
+    assert slow_code.judge(r["slow_code"]).code == "slow_code_off"
+
+
+@pytest.mark.slow
+def test_a_dataset_error_reaches_the_loop_unchanged_with_the_sampler_on():
+    class Broken(EveryEighth):
+        def __getitem__(self, i):
+            if i == 5:
+                raise KeyError("row 5 is missing")
+            return super().__getitem__(i)
+
+    rec = traceml.Recorder()
+    with pytest.raises(KeyError, match="row 5 is missing"):
+        for _ in rec.wrap(DataLoader(Broken(n=16), batch_size=1, num_workers=2)):
+            pass

@@ -1,0 +1,125 @@
+"""findings.slow_code and traceml.stacks over hand-made samples: the
+function counts, the batch join and the Fisher-test rule, each checked
+against an independent computation (scipy's hypergeometric tail)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from traceml import _core, stacks
+from traceml.findings import slow_code
+
+CODES = [("/data/ds.py", "DS.__getitem__", 10), ("/data/ds.py", "query_rows", 30),
+         ("/data/ds.py", "burn", 2), (stacks._OWN_DIR + "wrapping.py", "own", 1)]
+
+
+def _drained(stacks_rows):
+    """stacks_rows: [(t_ns, worker, weight, kind, [(code, line) innermost first])]."""
+    samples, frames = [], []
+    for t, w, weight, kind, fr in stacks_rows:
+        samples.append([t, 100 + w, w, weight, kind, len(fr)])
+        frames.extend(fr)
+    return stacks.Drained(np.array(samples, np.int64).reshape(-1, 6),
+                          np.array(frames, np.int32).reshape(-1, 2), CODES, {})
+
+
+def test_function_counts_hold_each_function_once_and_leave_traceml_out():
+    d = _drained([
+        (1, 0, 1, 0, [(2, 4), (1, 31), (0, 12), (3, 9)]),        # burn < query_rows < getitem
+        (2, 0, 2, 0, [(2, 5), (2, 5), (0, 11), (3, 9)]),         # burn recursing
+        (3, 0, 1, 1, []),                                         # another thread
+        (4, 0, 3, 0, [(0, 11), (3, 9)]),
+    ])
+    group = np.array([1, 1, 1, 0])
+    c = stacks.function_counts(d, group)
+    by = {k[1]: i for i, k in enumerate(c.keys)}
+    assert "own" not in by
+    # held: weight of samples whose stack holds it, per group (0 fast, 1 slow).
+    assert c.held[by["burn"]].tolist() == [0, 3]
+    assert c.held[by["query_rows"]].tolist() == [0, 1]
+    assert c.held[by["DS.__getitem__"]].tolist() == [3, 3]
+    # own: the innermost kept frame.
+    assert c.own[by["burn"]].tolist() == [0, 3]
+    assert c.own[by["DS.__getitem__"]].tolist() == [3, 0]
+    assert c.hot_line[by["burn"]] == 5          # weight 2 at line 5, 1 at line 4
+    # From the root: getitem's frame is 1 (traceml's own at 0) in both slow samples.
+    assert c.root_distance[by["DS.__getitem__"]] == pytest.approx(1.0)
+    assert c.root_distance[by["burn"]] == pytest.approx((3 * 1 + 2 * 2) / 3)
+
+
+def test_batch_of_joins_samples_to_the_worker_batch_holding_their_time():
+    rec = np.zeros(3, _core.BATCH_RECORD_DTYPE)
+    rec["worker"] = [0, 1, 0]
+    rec["begin_ns"] = [100, 100, 300]
+    rec["end_ns"] = [200, 250, 400]
+    s = np.zeros((6, 6), np.int64)
+    s[:, stacks.T_NS] = [150, 150, 250, 350, 401, 120]
+    s[:, stacks.WORKER] = [0, 1, 0, 0, 0, -1]
+    assert stacks.batch_of(s, rec).tolist() == [0, 1, -1, 2, -1, -1]
+
+
+def _block(functions, slow, fast, **kw):
+    base = {"status": "on", "samples": {"slow": slow, "fast": fast, "slow_other_thread": 0},
+            "slow_batches": 4, "slow_cpu_share": 0.95, "functions": functions}
+    base.update(kw)
+    return base
+
+
+def _fn(name, slow, fast, root, own=0.0):
+    return {"file": "/data/ds.py", "function": name, "first_line": 1, "hot_line": 7,
+            "slow": slow, "fast": fast, "own_slow": own, "own_fast": own, "root_distance": root}
+
+
+def _hyper_p(a, n1, b, n0):
+    """P(X >= a), X ~ Hypergeom(N = n1 + n0, K = a + b, n = n1)."""
+    return sps.hypergeom.sf(a - 1, n1 + n0, a + b, n1)
+
+
+def test_the_named_function_is_the_outermost_of_the_path_that_tells_batches_apart():
+    fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("query_rows", 36, 3, 2),
+           _fn("burn", 35, 3, 3), _fn("decode", 4, 57, 2)]
+    f = slow_code.judge(_block(fns, 40, 60))
+    assert f.code == "slow_code_named"
+    assert f.numbers["function"] == "query_rows"       # burn: its callee, within 90 %
+    assert f.numbers["p_value"] == pytest.approx(_hyper_p(36, 40, 3, 60))
+    assert f.numbers["slow_share"] == pytest.approx(0.9)
+    assert f.numbers["fast_share"] == pytest.approx(0.05)
+    # It leads the next steps' words.
+    (adv,) = slow_code.advise({"slow_code": _block(fns, 40, 60)})
+    assert adv.code == "look_at_function" and "query_rows" in slow_code.WORDS[adv.code](adv.numbers)
+
+
+def test_a_function_in_every_batch_is_not_named():
+    fns = [_fn("DS.__getitem__", 40, 60, 1, own=0), _fn("decode", 39, 58, 2, own=48)]
+    f = slow_code.judge(_block(fns, 40, 60))
+    assert f.code == "slow_code_same"
+    assert f.numbers["top"][0]["function"] == "decode"
+
+
+def test_too_few_samples_say_not_yet_from_the_best_p_possible():
+    # 3 slow and 4 fast samples: even all 3 slow in one function, no fast,
+    # reach only 1 / C(7, 3) = 1/35 > 0.01.
+    assert slow_code.best_p_value(3, 4) == pytest.approx(1 / math.comb(7, 3))
+    f = slow_code.judge(_block([_fn("query_rows", 3, 0, 2)], 3, 4))
+    assert f.code == "slow_code_too_few" and f.numbers["samples"] == 7
+    assert "too few to name a function" in slow_code.WORDS[f.code](f.numbers)
+    # With 8 and 12 the same split is named (1/C(20, 8) < 0.01).
+    f = slow_code.judge(_block([_fn("query_rows", 8, 0, 2)], 8, 12))
+    assert f.code == "slow_code_named"
+
+
+def test_off_cpu_and_other_thread_come_before_any_function():
+    fns = [_fn("query_rows", 36, 3, 2)]
+    f = slow_code.judge(_block(fns, 40, 60, slow_cpu_share=0.2))
+    assert f.code == "slow_code_off_cpu"
+    assert "not on CPU in the slow batches" in slow_code.WORDS[f.code](f.numbers)
+    b = _block(fns, 40, 60)
+    b["samples"]["slow_other_thread"] = 90
+    f = slow_code.judge(b)
+    assert f.code == "slow_code_other_thread"
+    assert f.numbers["share"] == pytest.approx(90 / 130)
+    assert slow_code.judge({"status": "a SIGPROF handler was already set"}).code == "slow_code_off"
+    assert slow_code.judge(None) is None
+    assert slow_code.judge(_block(fns, 0, 60, slow_batches=0)) is None
