@@ -651,3 +651,96 @@ def test_torchrun_ranks_without_a_group_save_their_own(tmp_path, code):
         saved = [f for f in files if f"traceml · run saved to {f}\n" in err]
         assert len(saved) == 1 and traceml.load(saved[0])["steps"] == 16
         assert ("16 steps in 1 epoch" in err) is (r == 0)
+
+
+# --- Lightning: Trainer.fit run unmodified ----------------------------------------
+#
+# tests/launch_scripts/lightning_fit.py: two epochs of 8 training batches
+# and 2 validation batches.  Plain and launched run side by side, each in
+# a folder of its own (the callback writes into the working folder).
+
+LIGHTNING_OFFLINE = {"DO_NOT_TRACK": "1", "WANDB_MODE": "disabled"}
+
+
+def both_apart(args, tmp_path):
+    """(plain, launched) as both() gives them, each run in its own folder
+    (the fourth item is the folder, not the PID)."""
+    procs = []
+    for kind, cmd in (("plain", [sys.executable]), ("launched", LAUNCH)):
+        cwd = tmp_path / kind
+        cwd.mkdir()
+        e = env()
+        e.update(LIGHTNING_OFFLINE)
+        procs.append((cwd, subprocess.Popen([*cmd, *args], cwd=cwd, env=e,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+    out = []
+    for cwd, p in procs:
+        so, se = p.communicate(timeout=TIMEOUT)
+        out.append((p.returncode, so, se.decode("utf-8", "replace"), cwd))
+    return out
+
+
+def sources_of(path):
+    return {s["name"]: s["steps"] for s in traceml.load(path).to_dict()["sources"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, code", [("fit", 4), ("hook", 0)])
+def test_lightning_trainer_fit(tmp_path, mode, code):
+    """Trainer.fit, unmodified: its output and exit status are kept, the
+    report shows the training loader (16 steps) and names the validation
+    one (4), each under the script's DataLoader(...) line, also where
+    Lightning wraps DataLoader.__init__ (the module's hooks)."""
+    pytest.importorskip("lightning")
+    script = SCRIPTS / "lightning_fit.py"
+    plain, launched = both_apart([str(script), mode] + (["exit4"] if code else []), tmp_path)
+    assert plain[0] == launched[0] == code, launched[2]
+    assert launched[1] == plain[1] and plain[1].startswith(b"fit done: global_step 16, ")
+    assert launched[2].startswith(plain[2])
+    lines = script.read_text().splitlines()
+    at = {"fit": ("def train_loader", "def val_loader"),
+          "hook": ("def train_dataloader", "def val_dataloader")}[mode]
+    train, val = (f"{script}:{lines.index(next(t for t in lines if h in t)) + 2}" for h in at)
+    (path,) = launched[3].glob("traceml-run-*.traceml")
+    assert_reported(launched[2], train, path, steps=16)
+    assert sources_of(path) == {train: 16, val: 4}
+    assert "timed by the script's own" not in launched[2]
+
+
+@pytest.mark.slow
+def test_lightning_callback_under_the_launcher_times_each_loader_once(tmp_path):
+    """With traceml's TraceMLCallback, the training loader is the
+    callback's (its files, 16 steps, as without the launcher); the
+    launcher times only what the callback leaves (validation: 4 steps)
+    and says so."""
+    pytest.importorskip("lightning")
+    script = SCRIPTS / "lightning_fit.py"
+    plain, launched = both_apart([str(script), "callback"], tmp_path)
+    assert plain[0] == launched[0] == 0, launched[2]
+    assert launched[1] == plain[1]
+    assert launched[2].startswith(plain[2])
+    from traceml.integrations import RUN_FILE
+
+    for run in (plain, launched):
+        own = traceml.load(run[3] / RUN_FILE)
+        assert own["source"] == "train" and own["steps"] == 16
+    (path,) = launched[3].glob("traceml-run-*.traceml")
+    lines = script.read_text().splitlines()
+    val = f"{script}:{lines.index('def val_loader():') + 2}"
+    assert sources_of(path) == {val: 4}
+    assert ("traceml · 2 epoch(s) timed by the script's own traceml.wrap or a traceml "
+            "trainer integration, not again by the launcher\n") in launched[2]
+
+
+def test_huggingface_callback_claims_its_loader(launcher):
+    """The Hugging Face callback times the Trainer's loader with probes:
+    it claims the loader at on_train_begin, and the launcher leaves it."""
+    from traceml.integrations import huggingface, is_claimed
+
+    loader = tensor_loader(0)
+    assert not is_claimed(loader)
+    huggingface._CallbackBody().on_train_begin(None, None, None, train_dataloader=loader)
+    assert is_claimed(loader)
+    assert type(iter(loader)).__name__ == "_SingleProcessDataLoaderIter"
+    assert launcher.wrapped == 0 and launcher.timed_elsewhere == 1
+    assert not is_claimed(tensor_loader(0))

@@ -261,14 +261,18 @@ class Launcher:
 
     def note_site(self, loader: Any, method: str, depth: int) -> None:
         """Where ``loader`` is being built (or first iterated): the frame
-        ``sys._getframe(depth)`` from here, past any of its own ``method``
-        frames (a subclass calling ``super().__init__``)."""
+        ``sys._getframe(depth)`` from here, past every frame whose first
+        argument is the loader itself: its ``method`` in a subclass calling
+        ``super().__init__``, or a framework's wrapper of ``__init__``
+        (Lightning wraps it while it calls a module's
+        ``train_dataloader()``), so the site is the user's
+        ``DataLoader(...)`` call."""
         try:
             entry = self.loaders.get(id(loader))
             if entry is not None and entry[0]() is loader:
                 return
             frame = sys._getframe(depth)
-            while frame is not None and frame.f_code.co_name == method:
+            while frame is not None:
                 code = frame.f_code
                 first = code.co_varnames[0] if code.co_argcount else None
                 if first is None or frame.f_locals.get(first) is not loader:

@@ -28,9 +28,15 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import weakref
 from typing import Any, Optional
 
 from ..findings import report_notes
+
+# Loaders an adapter times by other means than iterating them through
+# traceml.wrap (the Hugging Face callback's probes): ``python -m traceml
+# run`` leaves their epochs alone, so that no loader is recorded twice.
+_CLAIMED: "weakref.WeakSet" = weakref.WeakSet()
 
 # The files each adapter writes into the run's folder.
 TEXT_FILE = "traceml_report.txt"
@@ -64,6 +70,25 @@ def rank_zero(flag: Any) -> bool:
     ``state.is_world_process_zero``, ``accelerator.is_main_process``), or
     :func:`is_rank_zero` where the framework gave none (None)."""
     return is_rank_zero() if flag is None else bool(flag)
+
+
+def claim(loader: Any) -> None:
+    """Mark ``loader`` as timed by an adapter (held weakly): the launcher
+    (``python -m traceml run``) then iterates it as torch does, untimed.
+    Loaders an adapter wraps (:func:`traceml.wrap`) need no claim: the
+    launcher never times what a traceml wrap iterates."""
+    try:
+        _CLAIMED.add(loader)
+    except TypeError:   # not weakly referable: nothing to leave alone
+        pass
+
+
+def is_claimed(loader: Any) -> bool:
+    """Whether an adapter has claimed ``loader`` (:func:`claim`)."""
+    try:
+        return loader in _CLAIMED
+    except TypeError:
+        return False
 
 
 def numbers(report: Any) -> dict:

@@ -63,7 +63,7 @@ from typing import Any, Optional
 from .. import recorder as _recorder
 from .. import wrapping
 from ..findings import report_notes
-from . import numbers, rank_zero, require, write
+from . import claim, numbers, rank_zero, require, write
 
 __all__ = ["TraceMLCallback"]  # noqa: F822 - made by __getattr__
 
@@ -110,6 +110,9 @@ class _CallbackBody:
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         loader = kwargs.get("train_dataloader")
         self.loader = wrapping.loader_facts(loader) if loader is not None else None
+        if loader is not None:
+            # Timed by the probes: under python -m traceml run, not again.
+            claim(loader)
 
     def _begin(self) -> None:
         self.recorder.step_begin()
