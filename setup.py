@@ -12,6 +12,7 @@ core = Extension(
         "csrc/probes.c",
         "csrc/wrap.c",
         "csrc/batchlog.c",
+        "csrc/itemlog.c",
         "csrc/livehist.c",
         "csrc/reduce.c",
         "csrc/reduce_py.c",

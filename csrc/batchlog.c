@@ -43,6 +43,9 @@
 
 #define TM_BATCHLOG_DEFAULT_CAPACITY (1u << 16)
 #define TM_BATCHLOG_MAX_CAPACITY (1u << 24)
+/* 2**18 items (samples and collate calls): 14.7 MB of address space, a few
+   epochs of a 100k-sample dataset between two drains (each iter() drains). */
+#define TM_ITEMLOG_DEFAULT_CAPACITY (1u << 18)
 
 typedef struct {
     uint64_t claimed;         /* slots claimed so far (atomic add) */
@@ -57,6 +60,20 @@ typedef struct {
     tm_batch_record rec;
 } tm_batchlog_slot;
 
+/* The items ring (samples, iterable items, collate calls; csrc/itemlog.c
+   writes them): its own header and slots after the batches', claimed and
+   published the same way. */
+typedef struct {
+    uint64_t claimed;
+    uint64_t capacity;
+    uint64_t reserved[6];
+} tm_itemlog_header;
+
+typedef struct {
+    uint64_t ready;
+    tm_item_record rec;
+} tm_itemlog_slot;
+
 typedef struct {
     PyObject_HEAD
     tm_state *st;
@@ -66,6 +83,11 @@ typedef struct {
     uint64_t capacity;
     uint64_t cursor;          /* the owner has drained up to this claim */
     uint64_t lost;            /* records overwritten before the drain */
+    tm_itemlog_header *items_hdr;  /* inside the same mapping */
+    tm_itemlog_slot *item_slots;
+    uint64_t item_capacity;
+    uint64_t item_cursor;
+    uint64_t items_lost;
     pid_t owner;              /* the process that made the log */
     /* A worker's open fetch (private to each process after fork). */
     int open;
@@ -87,14 +109,15 @@ thread_cpu_ns(void)
 static PyObject *
 batchlog_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"capacity", NULL};
+    static char *kwlist[] = {"capacity", "items", NULL};
     Py_ssize_t capacity = TM_BATCHLOG_DEFAULT_CAPACITY;
+    Py_ssize_t items = TM_ITEMLOG_DEFAULT_CAPACITY;
     tm_batchlog *self;
-    size_t bytes;
+    size_t bytes, batch_bytes;
     void *map;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|n:BatchLog", kwlist,
-                                     &capacity)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|nn:BatchLog", kwlist,
+                                     &capacity, &items)) {
         return NULL;
     }
     if (capacity < 1 || capacity > TM_BATCHLOG_MAX_CAPACITY) {
@@ -103,8 +126,16 @@ batchlog_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      (unsigned)TM_BATCHLOG_MAX_CAPACITY, capacity);
         return NULL;
     }
-    bytes = sizeof(tm_batchlog_header)
-            + (size_t)capacity * sizeof(tm_batchlog_slot);
+    if (items < 1 || items > TM_BATCHLOG_MAX_CAPACITY) {
+        PyErr_Format(PyExc_ValueError,
+                     "BatchLog(): items must be 1 to %u records, got %zd",
+                     (unsigned)TM_BATCHLOG_MAX_CAPACITY, items);
+        return NULL;
+    }
+    batch_bytes = sizeof(tm_batchlog_header)
+                  + (size_t)capacity * sizeof(tm_batchlog_slot);
+    bytes = batch_bytes + sizeof(tm_itemlog_header)
+            + (size_t)items * sizeof(tm_itemlog_slot);
     self = (tm_batchlog *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
@@ -123,6 +154,11 @@ batchlog_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->map_bytes = bytes;
     self->capacity = (uint64_t)capacity;
     self->hdr->capacity = (uint64_t)capacity;
+    self->items_hdr = (tm_itemlog_header *)((char *)map + batch_bytes);
+    self->item_slots = (tm_itemlog_slot *)((char *)self->items_hdr
+                                           + sizeof(tm_itemlog_header));
+    self->item_capacity = (uint64_t)items;
+    self->items_hdr->capacity = (uint64_t)items;
     self->owner = getpid();
     return (PyObject *)self;
 }
@@ -203,6 +239,27 @@ batchlog_write(tm_batchlog *self, int64_t begin_ns, int64_t end_ns,
     slot->rec.seq = seq;
     slot->rec.epoch = epoch;
     slot->rec.worker = worker;
+    __atomic_store_n(&slot->ready, claim + 1, __ATOMIC_RELEASE);
+}
+
+/* Claim an item slot and publish *rec (csrc/itemlog.c's proxies, in a
+   worker).  Never fails and never touches Python state: the hot path of
+   every sample. */
+void
+tm_batchlog_write_item(PyObject *log, const tm_item_record *rec)
+{
+    tm_batchlog *self = (tm_batchlog *)log;
+    uint64_t claim;
+    tm_itemlog_slot *slot;
+
+    if (self->items_hdr == NULL) {
+        return;
+    }
+    claim = __atomic_fetch_add(&self->items_hdr->claimed, 1, __ATOMIC_RELAXED);
+    slot = &self->item_slots[claim % self->item_capacity];
+    __atomic_store_n(&slot->ready, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    slot->rec = *rec;
     __atomic_store_n(&slot->ready, claim + 1, __ATOMIC_RELEASE);
 }
 
@@ -298,6 +355,63 @@ batchlog_drain(PyObject *op, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+batchlog_drain_items(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+    uint64_t claimed, first, i;
+    npy_intp n = 0, cap_out;
+    PyArrayObject *out;
+    tm_item_record *dst;
+
+    if (self->hdr == NULL || getpid() != self->owner) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "BatchLog.drain_items(): only the process that made the log drains it");
+        return NULL;
+    }
+    claimed = __atomic_load_n(&self->items_hdr->claimed, __ATOMIC_ACQUIRE);
+    first = self->item_cursor;
+    if (claimed - first > self->item_capacity) {
+        self->items_lost += claimed - self->item_capacity - first;
+        first = claimed - self->item_capacity;
+    }
+    cap_out = (npy_intp)(claimed - first);
+    Py_INCREF(self->st->item_record_dtype);
+    out = (PyArrayObject *)PyArray_SimpleNewFromDescr(
+        1, &cap_out, (PyArray_Descr *)self->st->item_record_dtype);
+    if (out == NULL) {
+        return NULL;
+    }
+    dst = (tm_item_record *)PyArray_DATA(out);
+    for (i = first; i < claimed; i++) {
+        tm_itemlog_slot *slot = &self->item_slots[i % self->item_capacity];
+        uint64_t ready = __atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE);
+
+        if (ready < i + 1) {
+            break;
+        }
+        if (ready == i + 1) {
+            memcpy(&dst[n], &slot->rec, sizeof(tm_item_record));
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&slot->ready, __ATOMIC_RELAXED) == i + 1) {
+                n++;
+                continue;
+            }
+        }
+        self->items_lost++;
+    }
+    self->item_cursor = i;
+    if (n == cap_out) {
+        return (PyObject *)out;
+    }
+    {
+        PyObject *head = PySequence_GetSlice((PyObject *)out, 0, n);
+
+        Py_DECREF(out);
+        return head;
+    }
+}
+
+static PyObject *
 batchlog_get_epoch(PyObject *op, void *Py_UNUSED(closure))
 {
     tm_batchlog *self = (tm_batchlog *)op;
@@ -365,6 +479,10 @@ static PyMemberDef batchlog_members[] = {
      "newest is lost unless drained before."},
     {"lost", Py_T_ULONGLONG, offsetof(tm_batchlog, lost), Py_READONLY,
      "Records overwritten before drain() read them."},
+    {"items", Py_T_ULONGLONG, offsetof(tm_batchlog, item_capacity), Py_READONLY,
+     "Slots in the items ring (samples and collate calls)."},
+    {"items_lost", Py_T_ULONGLONG, offsetof(tm_batchlog, items_lost), Py_READONLY,
+     "Item records overwritten before drain_items() read them."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -387,16 +505,25 @@ static PyMethodDef batchlog_methods[] = {
      "drain, as a NumPy array of BATCH_RECORD_DTYPE (begin_ns, end_ns, "
      "cpu_ns, runq_ns (-1: unknown), seq, epoch, worker), in claim order.  Raises "
      "RuntimeError in any other process."},
+    {"drain_items", batchlog_drain_items, METH_NOARGS,
+     "drain_items()\n--\n\n"
+     "In the process that made the log: the item records (samples, "
+     "iterable items, __getitems__ and collate calls; see TimedDataset) "
+     "written since the last drain_items(), as a NumPy array of "
+     "ITEM_RECORD_DTYPE, in claim order.  Raises RuntimeError in any "
+     "other process."},
     {NULL, NULL, 0, NULL},
 };
 
 PyDoc_STRVAR(batchlog_doc,
-"BatchLog(capacity=65536)\n--\n\n"
+"BatchLog(capacity=65536, items=262144)\n--\n\n"
 "A log of per-batch production times shared with forked DataLoader workers\n"
-"(an anonymous shared mapping of 64 + 56 * capacity bytes, pages touched\n"
-"only as written).  Workers call fetch_begin() and fetch_end(); the\n"
-"process that made it calls drain().  Raises ValueError for a capacity\n"
-"outside 1 to 2**24, OSError when the mapping fails.");
+"(an anonymous shared mapping of 128 + 56 * capacity + 56 * items bytes,\n"
+"pages touched only as written), and a second ring of per-item times\n"
+"(samples and collate calls, written by TimedDataset, TimedIter and\n"
+"TimedCall).  Workers call fetch_begin() and fetch_end(); the process\n"
+"that made it calls drain() and drain_items().  Raises ValueError for a\n"
+"capacity or items outside 1 to 2**24, OSError when the mapping fails.");
 
 static PyType_Slot batchlog_slots[] = {
     {Py_tp_doc, (void *)batchlog_doc},

@@ -391,6 +391,7 @@ tm_exec(PyObject *module)
         Py_DECREF(hist);
     }
     if (build_record_dtype(st) < 0 || tm_build_sample_dtype(st) < 0
+            || tm_itemlog_add(module, st) < 0
             || add_constants(module, st) < 0) {
         return -1;
     }
@@ -423,6 +424,8 @@ tm_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->wrapiter_type);
     Py_VISIT(st->batchlog_type);
     Py_VISIT(st->batch_record_dtype);
+    Py_VISIT(st->item_record_dtype);
+    Py_VISIT(st->timedcall_type);
     Py_VISIT(st->record_dtype);
     Py_VISIT(st->sample_dtype);
     Py_VISIT(st->gpu_util_dtype);
@@ -441,6 +444,8 @@ tm_clear(PyObject *module)
     Py_CLEAR(st->wrapiter_type);
     Py_CLEAR(st->batchlog_type);
     Py_CLEAR(st->batch_record_dtype);
+    Py_CLEAR(st->item_record_dtype);
+    Py_CLEAR(st->timedcall_type);
     Py_CLEAR(st->record_dtype);
     Py_CLEAR(st->sample_dtype);
     Py_CLEAR(st->gpu_util_dtype);

@@ -27,6 +27,30 @@ typedef struct {
     int32_t worker;           /* the DataLoader worker id */
 } tm_batch_record;
 
+/* One item a DataLoader worker timed inside a batch (csrc/itemlog.c): a
+   sample's __getitem__ or __next__, a __getitems__ or a collate_fn call,
+   as ITEM_RECORD_DTYPE gives it to NumPy.  Its batch is the BatchLog
+   record of the same epoch and worker whose interval holds it. */
+typedef struct {
+    int64_t begin_ns;         /* clock_ns() when the call began */
+    int64_t end_ns;           /* ... and when it returned */
+    int64_t cpu_ns;           /* the worker thread's CPU over it; -1 unknown */
+    int64_t index;            /* the sample index (map-style, -1 when not an
+                                 int), the item's position in the worker
+                                 (iterable), -1 (collate, __getitems__) */
+    int32_t epoch;
+    int32_t worker;
+    int32_t kind;             /* TM_ITEM_* */
+    int32_t count;            /* items in the call: 1 a sample, the list's
+                                 length for __getitems__ and collate_fn,
+                                 -1 unknown */
+} tm_item_record;
+
+#define TM_ITEM_GETITEM 0
+#define TM_ITEM_NEXT 1
+#define TM_ITEM_GETITEMS 2
+#define TM_ITEM_COLLATE 3
+
 /* The probes' open step and the count of each documented misuse. */
 typedef struct {
     int64_t begin_ns;
@@ -94,6 +118,8 @@ struct tm_state {
     PyObject *sample_dtype;    /* numpy.dtype of one tm_sample */
     PyObject *gpu_util_dtype;  /* numpy.dtype of one tm_gpu_sample */
     PyObject *batch_record_dtype;  /* numpy.dtype of one tm_batch_record */
+    PyObject *item_record_dtype;   /* numpy.dtype of one tm_item_record */
+    PyTypeObject *timedcall_type;  /* itemlog.c's, for __getitems__ */
     PyObject *str_task_info;   /* interned "_task_info" */
     PyObject *str_nbytes;      /* interned "nbytes" */
     PyObject *str_torch;       /* interned "torch" */
@@ -145,6 +171,10 @@ extern PyType_Spec tm_wrapiter_spec;
 /* batchlog.c */
 extern PyType_Spec tm_batchlog_spec;
 extern PyType_Spec tm_timedfetch_spec;
+void tm_batchlog_write_item(PyObject *log, const tm_item_record *rec);
+
+/* itemlog.c: TimedDataset, TimedIter, TimedCall and ITEM_RECORD_DTYPE */
+int tm_itemlog_add(PyObject *module, tm_state *st);
 
 /* livehist.c */
 extern PyType_Spec tm_waithist_spec;

@@ -294,6 +294,7 @@ class Case:
     samples: Optional[np.ndarray] = None       # sampler readings, or none
     sampler_info: Optional[dict] = None
     batches: Optional[np.ndarray] = None       # worker batch records, or none
+    items: Optional[np.ndarray] = None         # their item records (samples, collate), or none
 
 
 def records_of(epochs) -> np.ndarray:
@@ -819,6 +820,45 @@ def sim_slow_sample(seed: int, every: int, num_workers: int, slow_ms: float,
     return case
 
 
+def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: int = 2,
+                   slow_ms: float = 12.0, fast_ms: float = 0.5, collate_ms: float = 0.0,
+                   n: int = 64, getitems: bool = False) -> Case:
+    """A map-style dataset in order (batch r holds indices r * batch_size
+    ...), every ``every``-th index costing ``slow_ms`` of CPU and the
+    others ~``fast_ms`` (lognormal, sigma 0.3), then ``collate_ms`` of
+    collate_fn a batch, behind ``num_workers`` workers and a 10 ms step:
+    the workers' item records (ITEM_RECORD_DTYPE) lie inside their batch
+    records, back to back, as the C wrappers write them.  ``getitems``: the
+    dataset makes each batch at once (one __getitems__ record a batch, no
+    per-sample record)."""
+    rng = np.random.default_rng(1700 + seed)
+    idx = np.arange(n * batch_size)
+    per = np.where(idx % every == 0, slow_ms * rng.uniform(0.98, 1.02, len(idx)),
+                   _fast(rng, len(idx), fast_ms, 0.3)).reshape(n, batch_size)
+    cost = per.sum(axis=1) + collate_ms
+    truth = ({"production.samples.kind": "getitems"} if getitems else
+             {"production.samples.slow.stride": every, "production.samples.slow.residue": 0})
+    name = (f"sim-slow-items-every{every}-bs{batch_size}-{num_workers}w-c{collate_ms:g}"
+            f"{'-getitems' if getitems else ''}-s{seed}")
+    case = simulated_loader(name, cost, truth, num_workers=num_workers,
+                            compute_ms=np.full(n, 10.0))
+    rows = []
+    for r, b in enumerate(case.batches):
+        t = int(b["begin_ns"])
+        calls = ([(_core.ITEM_GETITEMS, -1, per[r].sum(), batch_size)] if getitems else
+                 [(_core.ITEM_GETITEM, r * batch_size + k, per[r, k], 1)
+                  for k in range(batch_size)])
+        calls.append((_core.ITEM_COLLATE, -1, collate_ms, batch_size))
+        # Cumulative rounding, capped at the batch's end: the items fill
+        # the batch exactly.
+        edges = np.minimum(t + np.round(np.cumsum([0.0] + [c[2] for c in calls]) * MS)
+                           .astype(np.int64), int(b["end_ns"]))
+        for (kind, index, _, count), a, z in zip(calls, edges[:-1], edges[1:]):
+            rows.append((int(a), int(z), int(z - a), index, 0, int(b["worker"]), kind, count))
+    case.items = np.array(rows, dtype=_core.ITEM_RECORD_DTYPE)
+    return case
+
+
 def sim_uniform_make(seed: int, num_workers: int = 2, make_ms: float = 30.0,
                      n: int = 100) -> Case:
     """Every batch costs about ``make_ms`` (lognormal noise, sigma 0.15),
@@ -961,6 +1001,8 @@ def corpus() -> list[Case]:
               sim_slow_sample(2, 3, 2, 80.0, 6), sim_slow_sample(3, 7, 4, 200.0, 14, n=160),
               sim_slow_sample(4, 5, 4, 150.0, 5, prefetch=1)]
     cases += [sim_uniform_make(0), sim_uniform_make(1, num_workers=4, make_ms=60.0)]
+    cases += [sim_slow_items(0), sim_slow_items(1, every=5, batch_size=8, collate_ms=6.0),
+              sim_slow_items(2, collate_ms=4.0, getitems=True)]
     cases += [sim_random_slow(s) for s in range(3)]
     cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
@@ -978,7 +1020,8 @@ def replay(case: Case, build=None):
     return build(case.records, dict(INFO), SOURCE_ID, None,
                  sources=case.sources, delivery=case.delivery, samples=case.samples,
                  sampler_info=case.sampler_info, main_pid=MAIN_PID,
-                 worker_batches=None if case.batches is None else (case.batches, {}))
+                 worker_batches=None if case.batches is None else (case.batches, {}),
+                 worker_items=None if case.items is None else (case.items, 0))
 
 
 def check(case: Case, report: dict) -> list[tuple[str, Any, Any]]:

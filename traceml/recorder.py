@@ -112,6 +112,8 @@ class Recorder(_core.Recorder):
             if src.epochs:
                 latest = src.epochs - 1
                 src.timing.chunks = [batches[batches["epoch"] == latest]]
+                items = src.timing.items()
+                src.timing.item_chunks = [items[items["epoch"] == latest]]
                 src.timing.offsets = {k: v for k, v in src.timing.offsets.items()
                                       if k[0] == latest}
 
@@ -154,12 +156,13 @@ class Recorder(_core.Recorder):
         src = sources.get(sid)
         timing = src.timing if src is not None else None
         worker_batches = (timing.drain(), dict(timing.offsets)) if timing is not None else None
+        worker_items = (timing.items(), timing.items_lost()) if timing is not None else None
         timeline = self._gpu.get(sid)
         return build(records, info, sid, threshold, sources=sources,
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
-                     worker_batches=worker_batches,
+                     worker_batches=worker_batches, worker_items=worker_items,
                      gpu=timeline.readings() if timeline is not None else None)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list,

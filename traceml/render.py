@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, prediction_check, rank_stragglers, report_notes, stall_timing, sweeps, worker_evidence, worker_memory
+from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, prediction_check, rank_stragglers, report_notes, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
 from .fmt import fmt_bytes, fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -72,6 +72,7 @@ def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (bottom_line.epoch_start_line(s) if epoch_start else None, report_notes.loader_line(s),
              hand_over.batch_bytes_line(s), hand_over.production_line(s),
+             slow_samples.sample_line(s),
              worker_memory.memory_line(s),
              *worker_evidence.process_lines(s))
     return [line for line in lines if line]
@@ -93,6 +94,7 @@ def report_text(s: dict) -> str:
         out.append(shape)
     out.extend(f"  → {line}" for line in s.get("next", []))
     out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
+    out.extend(f"  · {line}" for line in slow_samples.evidence_lines(s))
     out.append("")
     out.extend(stall_timing.stall_lines(s))
     out.extend(line for line in (attribution.attribution_line(s),) if line)
@@ -147,7 +149,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                 + "".join(f"<li>{e(line)}</li>" for line in s["next"])
                 + "</ul>"
             )
-        ev = worker_evidence.evidence_lines(s)
+        ev = worker_evidence.evidence_lines(s) + slow_samples.evidence_lines(s)
         if ev:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")

@@ -17,9 +17,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, memory, predict, worker_timing
+from . import _core, evidence, memory, predict, sample_timing, worker_timing
 from . import findings
-from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, stall_shape, stall_threshold, stall_timing, wait_trend, worker_evidence, worker_memory
+from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, stall_shape, stall_threshold, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -138,6 +138,7 @@ def build(
     batch_bytes: Optional[np.ndarray] = None,
     worker_batches: Optional[tuple] = None,
     gpu: Optional[dict] = None,
+    worker_items: Optional[tuple] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -178,7 +179,7 @@ def build(
     summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
     production, making_ns, met = _production(steps, w.steady, src, delivery,
                                              worker_batches, loader, epochs,
-                                             _stuck_after_s(sampler_info))
+                                             _stuck_after_s(sampler_info), worker_items)
     unmarked = None
     if source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
@@ -242,6 +243,8 @@ def build(
         if summary["delivery"] is not None and ranks_workers is not None else None))
     if worker_batches is not None:
         rep.worker_batches, rep.worker_offsets = worker_batches
+    if worker_items is not None:
+        rep.worker_items = worker_items[0]
     rep.samples = _run_samples(samples, steps, summary, main_pid)
     if gpu_steps is not None:
         rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
@@ -311,7 +314,8 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
 
 def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[tuple],
                 worker_batches: Optional[tuple], loader: Optional[dict],
-                epochs: np.ndarray, stuck_after_s: Optional[float] = None
+                epochs: np.ndarray, stuck_after_s: Optional[float] = None,
+                worker_items: Optional[tuple] = None
                 ) -> tuple[Optional[dict], Optional[np.ndarray], Optional[np.ndarray]]:
     """(the worker-side batch timing block, None: not a multiprocessing
     DataLoader; per step, the ns of its input wait during which its worker
@@ -336,7 +340,22 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     block, busy = worker_timing.summarise(
         records, steps, worker, steady, offsets, loader.get("num_workers"), unavailable,
         None if stuck_after_s is None else int(round(stuck_after_s * 1e9)), idx)
+    block["samples"] = _samples(worker_items, records, idx, block)
     return block, busy, (records, idx) if idx is not None else None
+
+
+def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[np.ndarray],
+             production: dict) -> dict:
+    """The ``production.samples`` block: per-sample and collate times in
+    the workers (sample_timing.summarise), its slow-sample test and
+    findings (findings.slow_samples)."""
+    items, lost = worker_items if worker_items is not None else (
+        np.zeros(0, _core.ITEM_RECORD_DTYPE), 0)
+    why = None if production.get("available") else production.get("unavailable")
+    block, arrays = sample_timing.summarise(items, records, idx, lost, why)
+    block["slow"] = slow_samples.slow_of(arrays)
+    block["findings"] = [[code, numbers] for code, numbers in slow_samples.rule(block)]
+    return block
 
 
 def _durations(w: _Steady, production: Optional[dict] = None,

@@ -95,6 +95,9 @@ class Report:
         # in memory for save_trace(); not written by save().
         self.worker_batches: Optional[np.ndarray] = None
         self.worker_offsets: Optional[dict] = None
+        # Their item records (each sample's and collate call's time,
+        # ITEM_RECORD_DTYPE), for save_trace(); not written by save().
+        self.worker_items: Optional[np.ndarray] = None
         # The sampler's readings of the run's processes (SAMPLE_DTYPE), for
         # save_trace()'s counter tracks; not written by save().
         self.samples: Optional[np.ndarray] = None

@@ -44,6 +44,9 @@ NOT_A_LOADER = "not a multiprocessing DataLoader"
 NOT_FORK = "its workers are not forked (start method {method!r})"
 STARTED_BEFORE = "its persistent workers were started before traceml wrapped the loader"
 NO_HOOK = "this torch has no _DatasetKind.create_fetcher to time the workers' fetches"
+# The item records a source keeps in memory (48 bytes each: 48 MiB); past
+# it, the oldest go (the report says how many).
+ITEMS_KEPT = 1 << 20
 
 
 class WorkerHook:
@@ -84,9 +87,31 @@ def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> No
         # A C callable: it adds no frame to the traceback of an error in
         # the dataset, which the main process re-raises.
         fetcher.fetch = _core.TimedFetch(log, fetcher.fetch, epoch, worker_id)
+        _time_items(fetcher, log, epoch, worker_id)
         return fetcher
 
     _DatasetKind.create_fetcher = staticmethod(create_fetcher)
+
+
+def _time_items(fetcher: Any, log: "_core.BatchLog", epoch: int, worker_id: int) -> None:
+    """In a worker: time each item of the fetcher's batches into ``log``'s
+    items ring (csrc/itemlog.c): a map-style fetcher's ``dataset`` becomes
+    a :class:`traceml._core.TimedDataset` (its ``dataset[i]`` timed, every
+    attribute the real dataset's, ``__getitems__`` timed as one call), an
+    iterable fetcher's ``dataset_iter`` a ``TimedIter``, and
+    ``collate_fn`` a ``TimedCall``.  All three are C: an error in the
+    dataset reaches the main process with its traceback unchanged.  A
+    fetcher without these attributes (another torch) is left as it is."""
+    if hasattr(fetcher, "dataset_iter"):
+        it = fetcher.dataset_iter
+        if hasattr(type(it), "__next__") and not isinstance(it, _core.TimedIter):
+            fetcher.dataset_iter = _core.TimedIter(log, it, epoch, worker_id)
+    elif hasattr(fetcher, "dataset") and not isinstance(fetcher.dataset, _core.TimedDataset) \
+            and hasattr(type(fetcher.dataset), "__getitem__"):
+        fetcher.dataset = _core.TimedDataset(log, fetcher.dataset, epoch, worker_id)
+    fn = getattr(fetcher, "collate_fn", None)
+    if callable(fn) and not isinstance(fn, _core.TimedCall):
+        fetcher.collate_fn = _core.TimedCall(log, fn, epoch, worker_id, _core.ITEM_COLLATE)
 
 
 def start_method_of(loader: Any) -> Optional[str]:
@@ -119,13 +144,55 @@ class Timing:
         self.hooked_iterator: Any = None
         self.chunks: list = []
         self.offsets: dict = {}
+        # The workers' item records (ITEM_RECORD_DTYPE), the latest
+        # ITEMS_KEPT of them, and how many older ones were let go.
+        self.item_chunks: list = []
+        self.items_dropped = 0
+
+    def _drain_items(self) -> None:
+        got = self.log.drain_items()
+        if len(got):
+            self.item_chunks.append(got)
+        if len(self.item_chunks) > 1:
+            every = np.concatenate(self.item_chunks)
+            if len(every) > ITEMS_KEPT:
+                self.items_dropped += len(every) - ITEMS_KEPT
+                every = every[-ITEMS_KEPT:]
+            self.item_chunks = [every]
+
+    def items(self) -> np.ndarray:
+        """The item records drained so far (ITEM_RECORD_DTYPE: each
+        sample's, __getitems__'s and collate_fn's time in the workers), in
+        claim order; call after :meth:`drain`."""
+        if self.item_chunks:
+            return self.item_chunks[0] if len(self.item_chunks) == 1 else np.concatenate(self.item_chunks)
+        return np.zeros(0, _core.ITEM_RECORD_DTYPE)
+
+    def items_lost(self) -> int:
+        """Item records lost: overwritten in the shared ring before a
+        drain, or let go past ITEMS_KEPT."""
+        return self.items_dropped + (int(self.log.items_lost) if self.log is not None else 0)
 
     def drain(self) -> np.ndarray:
-        """Every record drained so far (BATCH_RECORD_DTYPE)."""
+        """Every record drained so far (BATCH_RECORD_DTYPE); the items
+        ring is drained too (see :meth:`items`)."""
         if self.log is not None:
             got = self.log.drain()
             if len(got):
                 self.chunks.append(got)
+            self._drain_items()
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0] if self.chunks else np.zeros(0, _core.BATCH_RECORD_DTYPE)
+
+    def drain(self) -> np.ndarray:
+        """Every record drained so far (BATCH_RECORD_DTYPE); the items
+        ring is drained too (see :meth:`items`)."""
+        if self.log is not None:
+            got = self.log.drain()
+            if len(got):
+                self.chunks.append(got)
+            self._drain_items()
         if len(self.chunks) > 1:
             self.chunks = [np.concatenate(self.chunks)]
         return self.chunks[0] if self.chunks else np.zeros(0, _core.BATCH_RECORD_DTYPE)

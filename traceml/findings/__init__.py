@@ -16,8 +16,9 @@ from ._types import Finding, Words
 
 from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over,
                host_contention, input_bound,
-               prediction_check, rank_stragglers, report_notes, stall_shape, stall_threshold,
-               stall_timing, startup_once, sweeps, wait_trend, worker_evidence, worker_memory)
+               prediction_check, rank_stragglers, report_notes, slow_samples, stall_shape,
+               stall_threshold, startup_once, sweeps, wait_trend, worker_evidence,
+               worker_memory)
 
 __all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_of"]
 
@@ -25,8 +26,8 @@ __all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_o
 # threshold, shape and timing, the trend, what the workers show, then the
 # next steps; the workflows' families (compare, sweep, ranks) after.
 REGISTRY = (bottom_line, startup_once, input_bound, stall_threshold, stall_shape, stall_timing,
-            wait_trend, attribution, hand_over, host_contention, worker_evidence, worker_memory,
-            gpu_wait, prediction_check, advice, report_notes, comparison, sweeps, rank_stragglers)
+            wait_trend, attribution, slow_samples, hand_over, host_contention, worker_evidence,
+            worker_memory, gpu_wait, prediction_check, advice, report_notes, comparison, sweeps, rank_stragglers)
 
 
 def words_of(code: str) -> Words:

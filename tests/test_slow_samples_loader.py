@@ -1,0 +1,179 @@
+"""Per-sample and collate time on real DataLoaders (traceml.sample_timing,
+_core.TimedDataset, TimedIter and TimedCall): items of known CPU cost,
+every 8th index slow, a collate_fn that sleeps a known time, an iterable
+dataset, a dataset with __getitems__, errors passing through, and spawn."""
+
+import gc
+import os
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import _core  # noqa: E402 - after importorskip("torch")
+from traceml.findings import slow_samples  # noqa: E402 - after importorskip("torch")
+
+from burn import BurnDataset, BurnIterable  # noqa: E402 - after importorskip("torch")
+
+warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+DataLoader = torch.utils.data.DataLoader
+
+
+@pytest.fixture(autouse=True)
+def quiet_sampler():
+    traceml.configure(sampler=False)
+    yield
+    traceml.configure(sampler=True)
+
+
+def _report(loader, epochs=1):
+    rec = traceml.Recorder()
+    w = rec.wrap(loader)
+    for _ in range(epochs):
+        for _batch in w:
+            pass
+    return rec.report(), w
+
+
+def _samples(r):
+    return r["production"]["samples"]
+
+
+def test_every_8th_index_slow_is_named_with_its_stride():
+    # 0.5 ms of CPU an item, 10 ms every 8th (index % 8 == 0): CPU time is
+    # the test's basis, so a loaded host's wall blips cannot break it.
+    loader = DataLoader(BurnDataset(64, 0.0005, slow_every=8, slow_cpu_s=0.010),
+                        batch_size=4, num_workers=2)
+    r, _ = _report(loader)
+    b = _samples(r)
+    assert b["available"] and b["kind"] == "map" and b["samples"] == 64
+    slow = b["slow"]
+    assert slow["basis"] == "cpu" and slow["indices"] == list(range(0, 64, 8))
+    assert (slow["stride"], slow["residue"]) == (8, 0)
+    assert slow["slow_cpu_s"] == pytest.approx(0.010, rel=0.15)
+    assert b["sample_cpu_s"]["median"] == pytest.approx(0.0005, rel=0.3)
+    # One 10 ms sample beside three of 0.5 ms: most of its batch's CPU.
+    assert b["slowest"][0]["index"] % 8 == 0
+    text = str(r)
+    assert "slow samples: index 0, 8, 16, 24, 32, 40 ..." in text
+    assert "every 8th index (index % 8 == 0, and no other)" in text
+    assert "per-sample time in the workers" in text
+    assert "slow samples:" in r._repr_html_()
+    d = r.to_dict()["production"]["samples"]["table"]
+    assert d["rows"] == 64 and sorted(d["index"]) == list(range(64))
+    assert set(d["step"]) <= set(range(r["steps"]))
+
+
+class _SleepCollate:
+    def __init__(self, s):
+        self.s = s
+
+    def __call__(self, batch):
+        time.sleep(self.s)
+        return torch.utils.data.default_collate(batch)
+
+
+def test_collate_time_comes_out_as_slept():
+    loader = DataLoader(BurnDataset(40, 0.0002), batch_size=4, num_workers=2,
+                        collate_fn=_SleepCollate(0.005))
+    r, _ = _report(loader)
+    c = _samples(r)["collate"]
+    assert c["calls"] == 10
+    # A sleep never ends early; waking on a loaded host adds up to ~2 ms.
+    assert 0.005 <= c["median_s"] < 0.0075
+    assert c["share"] > 0.5
+    assert any("collate_fn took" in line for line in slow_samples.evidence_lines(r.summary))
+
+
+def test_an_iterable_dataset_is_timed_by_position():
+    loader = DataLoader(BurnIterable(24, 0.0005), batch_size=4, num_workers=1)
+    r, _ = _report(loader)
+    b = _samples(r)
+    assert b["available"] and b["kind"] == "iterable" and b["samples"] == 24
+    assert sorted(b["table"]["index"]) == list(range(24))
+    assert b["sample_cpu_s"]["median"] == pytest.approx(0.0005, rel=0.3)
+
+
+class _Batched(BurnDataset):
+    def __getitems__(self, indices):
+        return [self[i] for i in indices]
+
+
+def test_a_dataset_with_getitems_says_per_sample_time_is_unavailable():
+    loader = DataLoader(_Batched(16, 0.001), batch_size=4, num_workers=2)
+    r, _ = _report(loader)
+    b = _samples(r)
+    assert b["kind"] == "getitems" and b["samples"] == 0
+    assert b["getitems"]["calls"] == 4
+    assert b["getitems"]["median_s"] >= 0.004
+    assert "per-sample time is unavailable" in str(r)
+
+
+def test_the_proxy_forwards_the_datasets_attributes():
+    # A collate_fn that reads the worker's dataset through get_worker_info
+    # sees the real dataset, and the fetcher's dataset answers for it.
+    seen = []
+
+    def collate(batch):
+        info = torch.utils.data.get_worker_info()
+        seen.append(info.dataset.n)
+        return torch.utils.data.default_collate(batch)
+
+    ds = BurnDataset(8, 0.0)
+    log = _core.BatchLog(4)
+    proxy = _core.TimedDataset(log, ds, 0, 0)
+    assert proxy.n == 8 and len(proxy) == 8 and isinstance(proxy, BurnDataset)
+    assert proxy.__wrapped__ is ds and int(proxy[3][0]) == 3
+    assert not hasattr(proxy, "__getitems__")
+    got = log.drain_items()
+    assert got["index"].tolist() == [3] and got["kind"].tolist() == [_core.ITEM_GETITEM]
+    r, _ = _report(DataLoader(ds, batch_size=2, num_workers=1, collate_fn=collate))
+    assert _samples(r)["samples"] == 8
+
+
+@pytest.mark.slow   # torch takes ~10 s to shut the workers down after an error
+def test_an_error_in_collate_reaches_the_loop_unchanged():
+    def collate(batch):
+        if int(batch[0][0]) == 4:
+            raise KeyError("collate 4")
+        return torch.utils.data.default_collate(batch)
+
+    loader = DataLoader(BurnDataset(12, 0.0), batch_size=2, num_workers=2, collate_fn=collate)
+    with pytest.raises(KeyError, match="collate 4") as info:
+        for _ in traceml.Recorder().wrap(loader):
+            pass
+    import re
+    import traceback
+    ours = os.path.dirname(os.path.abspath(traceml.__file__))
+    in_worker = re.findall(r'^\s*File "(.*)", line \d+', str(info.value), re.M)
+    assert os.path.abspath(__file__) in map(os.path.abspath, in_worker)
+    in_loop = [f.filename for f in traceback.extract_tb(info.tb)]
+    assert [f for f in in_worker + in_loop
+            if os.path.commonpath([os.path.abspath(f), ours]) == ours] == []
+    del info
+    gc.collect()
+
+
+@pytest.mark.slow
+def test_spawned_workers_say_per_sample_time_is_unavailable():
+    loader = DataLoader(BurnDataset(8, 0.0), batch_size=2, num_workers=1,
+                        multiprocessing_context="spawn")
+    r, _ = _report(loader)
+    b = _samples(r)
+    assert not b["available"] and "spawn" in b["unavailable"]
+    assert "worker batch timing: off" in str(r)
+    assert "per-sample time" not in str(r)
+
+
+def test_persistent_workers_time_samples_every_epoch():
+    loader = DataLoader(BurnDataset(16, 0.0002), batch_size=4, num_workers=2,
+                        persistent_workers=True)
+    r, w = _report(loader, epochs=2)
+    assert _samples(r)["samples"] == 32
+    items = w._source.timing.items()
+    got = items[np.isin(items["kind"], [_core.ITEM_GETITEM])]
+    assert sorted(np.unique(got["epoch"]).tolist()) == [0, 1]

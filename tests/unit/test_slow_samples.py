@@ -1,0 +1,174 @@
+"""slow_samples and sample_timing: the item-to-batch join against brute
+force, the slow-sample test and its exact stride, the collate share, and
+the words over the corpus's item cases."""
+
+import numpy as np
+import pytest
+
+import corpus
+from traceml import _core, sample_timing
+from traceml.findings import slow_samples
+from traceml.result import schema
+
+MS = 1_000_000
+
+
+def _arrays(wall_ms, cpu_ms=None, index=None):
+    wall = np.round(np.asarray(wall_ms, dtype=float) * MS).astype(np.int64)
+    cpu = (wall.copy() if cpu_ms is None
+           else np.round(np.asarray(cpu_ms, dtype=float) * MS).astype(np.int64))
+    return {"wall_ns": wall, "cpu_ns": cpu,
+            "index": np.arange(len(wall)) if index is None else np.asarray(index),
+            "batch_share": np.full(len(wall), 0.25), "kind": "map"}
+
+
+def _costs(n=64, every=8, slow=12.0, fast=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    x = fast * rng.lognormal(0, 0.3, n)
+    x[np.arange(n) % every == 0] = slow
+    return x
+
+
+def test_join_matches_brute_force():
+    rng = np.random.default_rng(3)
+    recs = np.zeros(40, _core.BATCH_RECORD_DTYPE)
+    for j in range(40):
+        w, e = j % 3, j // 20
+        begin = 1000 * (j // 3) + 10 * w
+        recs[j] = (begin, begin + 400, 0, -1, j // 3, e, w)
+    items = np.zeros(300, _core.ITEM_RECORD_DTYPE)
+    items["begin_ns"] = rng.integers(0, 14_000, 300)
+    items["end_ns"] = items["begin_ns"] + rng.integers(0, 300, 300)
+    items["epoch"] = rng.integers(0, 2, 300)
+    items["worker"] = rng.integers(0, 3, 300)
+    got = sample_timing.join(items, recs)
+    for i, it in enumerate(items):
+        want = [j for j, r in enumerate(recs) if r["epoch"] == it["epoch"]
+                and r["worker"] == it["worker"] and r["begin_ns"] <= it["begin_ns"]
+                and it["end_ns"] <= r["end_ns"]]
+        assert got[i] == (want[0] if want else -1)
+    assert (got >= 0).sum() > 20 and (got < 0).sum() > 20
+
+
+def test_every_8th_index_slow_is_found_with_its_stride():
+    got = slow_samples.slow_of(_arrays(_costs()))
+    assert got["basis"] == "cpu" and got["count"] == 8 and got["of"] == 64
+    assert got["indices"] == list(range(0, 64, 8))
+    assert (got["stride"], got["residue"]) == (8, 0)
+    assert got["slow_s"] == pytest.approx(0.012)
+    assert got["fast_s"] == pytest.approx(0.0005, rel=0.15)
+
+
+def test_a_stride_is_stated_only_when_it_holds_exactly():
+    x = _costs()
+    x[16] = 0.5          # one index of the class is fast: no stride
+    got = slow_samples.slow_of(_arrays(x))
+    assert got["count"] == 7 and got["stride"] is None
+    y = _costs()
+    y[20] = 12.0         # one slow index off the class: gcd 4, and 4, 12 ... are fast
+    assert slow_samples.slow_of(_arrays(y))["stride"] is None
+    z = _costs(every=16)  # only every 16th: stride 16, not 8
+    assert slow_samples.slow_of(_arrays(z))["stride"] == 16
+
+
+def test_scheduling_blips_in_wall_time_do_not_pose_as_slow_samples():
+    x = _costs()
+    wall = x.copy()
+    wall[[5, 13, 30]] = 9.0    # a loaded host stretched three fast items' wall
+    got = slow_samples.slow_of(_arrays(wall, cpu_ms=x))
+    assert got["basis"] == "cpu" and got["stride"] == 8 and 5 not in got["indices"]
+
+
+def test_without_cpu_the_wall_clock_is_tested_with_its_floor():
+    x = _costs(slow=30.0)
+    got = slow_samples.slow_of(_arrays(x, cpu_ms=np.full(len(x), -1e-6)))
+    assert got["basis"] == "wall" and got["stride"] == 8
+    # 8 ms over a 0.5 ms median is under the wall floor (10 ms): not slow.
+    y = _costs(slow=8.0)
+    got = slow_samples.slow_of(_arrays(y, cpu_ms=np.full(len(y), -1e-6)))
+    assert got["count"] == 0
+
+
+def test_sleeping_samples_are_slow_on_the_wall_clock():
+    x = _costs(slow=25.0)
+    cpu = np.full(len(x), 0.05)           # the slow ones sleep: no CPU
+    got = slow_samples.slow_of(_arrays(x, cpu_ms=cpu))
+    assert got["basis"] == "wall" and got["stride"] == 8
+
+
+def test_uniform_samples_have_none_slow_and_too_few_say_so():
+    rng = np.random.default_rng(1)
+    got = slow_samples.slow_of(_arrays(0.5 * rng.lognormal(0, 0.3, 200)))
+    assert got["count"] == 0 and got["stride"] is None
+    assert slow_samples.slow_of(_arrays([1.0] * 5)) == {"too_few": 5}
+    assert slow_samples.slow_of(None) is None
+
+
+def _replayed(case):
+    return corpus.replay(case).summary
+
+
+def test_corpus_every_8th_index_is_named_with_its_stride_and_share():
+    s = _replayed(corpus.sim_slow_items(0))
+    b = s["production"]["samples"]
+    assert b["available"] and b["kind"] == "map" and b["samples"] == 256
+    assert b["batches"] == 64 and b["sample_share"] == pytest.approx(1.0, abs=1e-6)
+    (code, numbers), = b["findings"]
+    assert code == "slow_samples_stride" and numbers["stride"] == 8
+    # Batch of 4: one 12 ms sample beside three of ~0.5 ms.
+    assert numbers["batch_share"] == pytest.approx(12 / 13.5, abs=0.02)
+    (line,) = slow_samples.evidence_lines(s)
+    assert line.startswith("slow samples: index 0, 8, 16, 24, 32, 40 ...: 12 ms each")
+    assert "every 8th index (index % 8 == 0, and no other)" in line
+    assert b["slowest"][0]["s"] == pytest.approx(0.012, rel=0.03)
+    assert b["table"]["rows"] == b["table"]["of"] == 256 and b["table"]["order"] == "claim"
+
+
+def test_corpus_collate_share_is_the_collate_time_over_batch_time():
+    s = _replayed(corpus.sim_slow_items(1, every=5, batch_size=8, collate_ms=6.0))
+    b = s["production"]["samples"]
+    per = sum(r for r in b["table"]["s"])
+    total = per + b["collate"]["calls"] * 0.006
+    assert b["collate"]["median_s"] == pytest.approx(0.006, abs=1e-6)
+    assert b["collate"]["share"] == pytest.approx(64 * 0.006 / total, rel=1e-3)
+    assert f"collate_fn {round(100 * b['collate']['share'])}%" in slow_samples.sample_line(s)
+
+
+def test_corpus_getitems_says_per_sample_time_is_unavailable():
+    s = _replayed(corpus.sim_slow_items(2, collate_ms=4.0, getitems=True))
+    b = s["production"]["samples"]
+    assert b["kind"] == "getitems" and b["samples"] == 0 and b["slow"] is None
+    codes = [c for c, _ in b["findings"]]
+    assert codes == ["collate_share", "getitems_only"]
+    assert "per-sample time is unavailable" in " ".join(slow_samples.evidence_lines(s))
+
+
+def test_every_code_is_emitted_by_a_corpus_case(corpus_summaries):
+    emitted = {code for _, s in corpus_summaries
+               for code, _ in ((s.get("production") or {}).get("samples") or {}).get("findings", [])}
+    # slow_samples (no stride) is emitted in the tests above' variants.
+    assert {"slow_samples_stride", "collate_share", "getitems_only"} <= emitted
+    x = _costs()
+    x[16] = 0.5
+    block = {"available": True, "kind": "map", "slow": slow_samples.slow_of(_arrays(x))}
+    (f,) = slow_samples.rule(block)
+    assert f.code == "slow_samples" and "no common index stride" in slow_samples.WORDS[f.code](
+        f.numbers)
+
+
+def test_the_samples_block_fits_the_run_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    s = _replayed(corpus.sim_slow_items(0))
+    jsonschema.validate({"format": "traceml-run", "format_version": 2, "summary": s}, schema())
+
+
+def test_a_source_without_items_says_why():
+    block, arrays = sample_timing.summarise(np.zeros(0, _core.ITEM_RECORD_DTYPE),
+                                            np.zeros(0, _core.BATCH_RECORD_DTYPE), None)
+    assert block == {"available": False, "unavailable": "the workers timed no sample",
+                     "lost": 0} and arrays is None
+    block, _ = sample_timing.summarise(np.zeros(0, _core.ITEM_RECORD_DTYPE),
+                                       np.zeros(0, _core.BATCH_RECORD_DTYPE), None, 0,
+                                       "its workers are not forked (start method 'spawn')")
+    assert "spawn" in block["unavailable"]
+    assert slow_samples.rule(block) == []

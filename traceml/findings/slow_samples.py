@@ -1,0 +1,227 @@
+"""Slow samples and collate cost: which items make the slow batches.
+
+Measured inside the workers (:mod:`traceml.sample_timing`): the time of
+each sample's ``__getitem__`` (map-style; by index) or ``__next__``
+(iterable; by position in its worker), of ``__getitems__`` and of each
+``collate_fn`` call, each joined to its batch.
+
+The model: most samples cost about the same, and a few cost far more.  A
+sample is *slow* when its cost exceeds both SLOW_FACTOR times the median
+sample cost and the median plus a floor (SLOW_MIN_EXCESS_CPU_S on the CPU
+clock, SLOW_MIN_EXCESS_WALL_S on the wall clock).  The cost is the
+worker thread's CPU time when every sample has it (a busy host stretches
+wall time, not CPU time, so scheduling blips cannot pose as slow samples);
+when no sample is slow on CPU, the wall clock is tested (a sample that
+waits on storage or sleeps holds no CPU).  A stride is stated only when it
+holds exactly: every slow index is ``residue`` modulo ``stride`` and every
+timed index of that class is slow.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+from typing import Optional
+
+import numpy as np
+
+from ..fmt import fmt_s, pct, plural
+from ._types import Finding, Words
+
+# Fewer timed samples than this: no median to stand out from (the same
+# floor as a report's "too few steps", stall_threshold.MIN_STEPS' order).
+SLOW_MIN_SAMPLES = 16
+# "Far above the median": five times it.  A lognormal per-sample cost of
+# sigma 0.3 (the corpus's fast items) passes 5x its median with odds below
+# 1e-7; the corpus's slow items cost 25-200x.
+SLOW_FACTOR = 5.0
+# And at least this much above it on the CPU clock (its resolution is
+# about 1 µs; 1 ms is a cost a batch of 32 samples notices) ...
+SLOW_MIN_EXCESS_CPU_S = 1e-3
+# ... or on the wall clock, where a loaded host adds scheduling blips of
+# 2-10 ms to any item (docs/TRAPS: "Healthy loops therefore show a steady
+# small wait plus scheduling blips of 2-10 ms under load").
+SLOW_MIN_EXCESS_WALL_S = 10e-3
+# A stride needs at least this many slow indices (two points fit any).
+STRIDE_MIN_SLOW = 3
+# collate_fn above this share of the workers' batch time gets its own
+# line in the evidence: a quarter, where collating is a cost of its own
+# beside the samples, not rounding.
+COLLATE_SHARE_SHOWN = 0.25
+# Slow indices the words list before "...".
+INDICES_SHOWN = 6
+
+
+def slow_of(arrays: Optional[dict]) -> Optional[dict]:
+    """The slow-sample test over the per-sample arrays
+    (sample_timing.summarise's second value): None without samples;
+    ``{"too_few": n}`` under SLOW_MIN_SAMPLES; else {basis (cpu or wall),
+    threshold_s, median_s (the basis's median), count, of, slow_s and
+    fast_s (wall medians of the slow and the other samples), slow_cpu_s,
+    time_share (the slow samples' part of all sample wall time),
+    batch_share (their median share of their batch's make time), indices
+    (the distinct slow indices, sorted; -1 left out), stride, residue
+    (None: no stride holds), checked (timed indices of the stride's
+    class)}."""
+    if arrays is None or len(arrays["wall_ns"]) == 0:
+        return None
+    wall, cpu, index = arrays["wall_ns"], arrays["cpu_ns"], arrays["index"]
+    n = len(wall)
+    if n < SLOW_MIN_SAMPLES:
+        return {"too_few": int(n)}
+    tests = []
+    if (cpu >= 0).all():
+        tests.append(("cpu", cpu, SLOW_MIN_EXCESS_CPU_S))
+    tests.append(("wall", wall, SLOW_MIN_EXCESS_WALL_S))
+    for test in tests:
+        _, x, floor = test
+        med = float(np.median(x))
+        threshold = max(SLOW_FACTOR * med, med + floor * 1e9)
+        slow = x > threshold
+        if slow.any():
+            break
+    out = {"basis": test[0], "threshold_s": threshold * 1e-9, "median_s": med * 1e-9,
+           "count": int(slow.sum()), "of": int(n), "indices": [], "stride": None,
+           "residue": None, "checked": 0}
+    if not slow.any():
+        return out
+    fast = ~slow
+    out.update({
+        "slow_s": float(np.median(wall[slow])) * 1e-9,
+        "fast_s": float(np.median(wall[fast])) * 1e-9 if fast.any() else None,
+        "slow_cpu_s": (float(np.median(cpu[slow])) * 1e-9 if (cpu[slow] >= 0).all() else None),
+        "time_share": float(wall[slow].sum()) / max(int(wall.sum()), 1),
+        "batch_share": float(np.median(arrays["batch_share"][slow])),
+    })
+    slow_idx = np.unique(index[slow & (index >= 0)])
+    out["indices"] = slow_idx.tolist()
+    out.update(_stride(slow_idx, np.unique(index[fast & (index >= 0)])))
+    return out
+
+
+def _stride(slow_idx: np.ndarray, fast_idx: np.ndarray) -> dict:
+    """{stride, residue, checked}: the greatest common divisor of the slow
+    indices' gaps, when it is at least 2 and no timed fast index shares
+    their residue (stride None otherwise)."""
+    none = {"stride": None, "residue": None, "checked": 0}
+    if len(slow_idx) < STRIDE_MIN_SLOW:
+        return none
+    step = 0
+    for d in np.diff(slow_idx).tolist():
+        step = gcd(step, int(d))
+    if step < 2:
+        return none
+    residue = int(slow_idx[0]) % step
+    if (fast_idx % step == residue).any():
+        return none
+    return {"stride": step, "residue": residue, "checked": int(len(slow_idx))}
+
+
+def rule(block: Optional[dict]) -> list[Finding]:
+    """The findings of a ``production.samples`` block (with its ``slow``
+    test): ``slow_samples_stride`` or ``slow_samples`` when samples are
+    slow, ``collate_share`` when collate_fn holds at least
+    COLLATE_SHARE_SHOWN of batch time, ``getitems_only`` when the dataset
+    made its batches at once (__getitems__)."""
+    if not block or not block.get("available"):
+        return []
+    out: list[Finding] = []
+    what = "position" if block.get("kind") == "iterable" else "index"
+    slow = block.get("slow") or {}
+    if slow.get("count"):
+        numbers = {"what": what, "indices": slow["indices"][:INDICES_SHOWN],
+                   "distinct": len(slow["indices"]), "count": slow["count"], "of": slow["of"],
+                   "slow_s": slow["slow_s"], "fast_s": slow["fast_s"],
+                   "basis": slow["basis"], "threshold_s": slow["threshold_s"],
+                   "batch_share": slow["batch_share"], "time_share": slow["time_share"]}
+        if slow.get("stride"):
+            out.append(Finding("slow_samples_stride", {
+                **numbers, "stride": slow["stride"], "residue": slow["residue"]}))
+        else:
+            out.append(Finding("slow_samples", numbers))
+    c = block.get("collate")
+    if c and c.get("share") is not None and c["share"] >= COLLATE_SHARE_SHOWN:
+        out.append(Finding("collate_share", {"share": c["share"], "median_s": c["median_s"],
+                                             "calls": c["calls"]}))
+    g = block.get("getitems")
+    if g and not block.get("samples"):
+        out.append(Finding("getitems_only", {"share": g["share"], "median_s": g["median_s"],
+                                             "calls": g["calls"]}))
+    return out
+
+
+def _nth(k: int) -> str:
+    """2nd, 3rd, 8th, 11th, 21st."""
+    tail = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{tail}"
+
+
+def _indices(p: dict) -> str:
+    shown = ", ".join(str(i) for i in p["indices"])
+    more = " ..." if p["distinct"] > len(p["indices"]) else ""
+    return f"{p['what']} {shown}{more}" if shown else f"{plural(p['count'], 'sample')}"
+
+
+def _slow_body(p: dict) -> str:
+    fast = f" against {fmt_s(p['fast_s'])} for the others" if p.get("fast_s") is not None else ""
+    return (f"{_indices(p)}: {fmt_s(p['slow_s'])} each (median){fast}; "
+            f"{p['count']} of {p['of']} samples above {fmt_s(p['threshold_s'])} "
+            f"{'of CPU' if p['basis'] == 'cpu' else 'wall'} ({SLOW_FACTOR:g}x the median and "
+            f"at least {fmt_s(SLOW_MIN_EXCESS_CPU_S if p['basis'] == 'cpu' else SLOW_MIN_EXCESS_WALL_S)} "
+            "over it), "
+            f"{pct(p['batch_share'])} of their batch's time, {pct(p['time_share'])} of all "
+            "sample time")
+
+
+WORDS: dict[str, Words] = {
+    "slow_samples_stride": lambda p: (
+        f"slow samples: {_slow_body(p)}; every {_nth(p['stride'])} {p['what']} "
+        f"({p['what']} % {p['stride']} == {p['residue']}, and no other)"),
+    "slow_samples": lambda p: (
+        f"slow samples: {_slow_body(p)}; no common {p['what']} stride"),
+    "collate_share": lambda p: (
+        f"collate_fn took {pct(p['share'])} of the workers' batch time "
+        f"({fmt_s(p['median_s'])} a batch, median of {p['calls']})"),
+    "getitems_only": lambda p: (
+        "the dataset makes each batch at once (__getitems__): per-sample time is "
+        f"unavailable; __getitems__ took {pct(p['share'] or 0.0)} of the workers' batch time "
+        f"({fmt_s(p['median_s'])} a batch)"),
+}
+
+
+def evidence_lines(s: dict) -> list[str]:
+    """The findings of ``s["production"]["samples"]``, worded."""
+    block = (s.get("production") or {}).get("samples")
+    return [WORDS[code](numbers) for code, numbers in (block or {}).get("findings") or []]
+
+
+def sample_line(s: dict) -> Optional[str]:
+    """The fact line of the per-sample timing; None when the source is not
+    a multiprocessing DataLoader or its worker timing is off (the
+    production line says why)."""
+    p = s.get("production")
+    if not p or not p.get("available"):
+        return None
+    b = p.get("samples")
+    if not b:
+        return None
+    if not b.get("available"):
+        return f"per-sample time: unavailable ({b.get('unavailable') or 'not measured'})"
+    parts = []
+    st = b.get("sample_s")
+    if st:
+        cpu = b.get("sample_cpu_s")
+        parts.append(f"per-sample time in the workers: median {fmt_s(st['median'])}"
+                     + (f" ({fmt_s(cpu['median'])} CPU)" if cpu else "")
+                     + f", p95 {fmt_s(st['p95'])} over {plural(b['samples'], 'sample')} in "
+                     f"{plural(b['batches'], 'batch', 'batches')}")
+        if b.get("sample_share") is not None:
+            parts.append(f"samples {pct(b['sample_share'])} of batch time")
+    else:
+        parts.append("per-sample time: unavailable (the dataset makes each batch at once, "
+                     "__getitems__)")
+    c = b.get("collate")
+    if c and c.get("share") is not None:
+        parts.append(f"collate_fn {pct(c['share'])} ({fmt_s(c['median_s'])} a batch)")
+    if b.get("lost"):
+        parts.append(f"{b['lost']} sample records lost")
+    return "; ".join(parts)

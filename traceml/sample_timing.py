@@ -1,0 +1,163 @@
+"""Per-sample and collate times inside DataLoader workers, joined to the
+batches they were made in (numbers only: no codes, no words).
+
+Each worker times every ``dataset[i]`` (map-style), every ``next()`` of
+its dataset iterator (iterable), a dataset's ``__getitems__`` and every
+``collate_fn`` call (``traceml.worker_timing._time_items``, C wrappers in
+``csrc/itemlog.c``) into the items ring of its source's
+:class:`traceml._core.BatchLog`, on the same clock as the batches.  A
+worker makes one batch at a time in one thread, so an item belongs to the
+batch record of the same epoch and worker whose [begin, end] holds it
+(:func:`join`); a batch that raised wrote no record, and its items join
+none.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from . import _core
+
+# Rows of the per-sample table to_dict() carries; past it, the slowest.
+TABLE_MAX = 4096
+# The slowest samples the summary names one by one.
+SLOWEST_SHOWN = 10
+
+SAMPLE_KINDS = (_core.ITEM_GETITEM, _core.ITEM_NEXT)
+KIND_NAMES = {_core.ITEM_GETITEM: "map", _core.ITEM_NEXT: "iterable",
+              _core.ITEM_GETITEMS: "getitems"}
+
+
+def join(items: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """For each item (ITEM_RECORD_DTYPE), the index into ``records``
+    (BATCH_RECORD_DTYPE) of the batch that holds it: same epoch and worker,
+    ``begin_ns <= item.begin_ns`` and ``item.end_ns <= end_ns``; -1 for
+    none."""
+    out = np.full(len(items), -1, dtype=np.int64)
+    if len(items) == 0 or len(records) == 0:
+        return out
+    rkey = (records["epoch"].astype(np.int64) << 32) | records["worker"].astype(np.int64)
+    ikey = (items["epoch"].astype(np.int64) << 32) | items["worker"].astype(np.int64)
+    order = np.lexsort((records["begin_ns"], rkey))
+    sk, sb = rkey[order], records["begin_ns"][order]
+    starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+    ends = np.r_[starts[1:], len(sk)]
+    keys = sk[starts]
+    g = np.minimum(np.searchsorted(keys, ikey), len(keys) - 1)
+    has = keys[g] == ikey
+    for j in np.unique(g[has]):
+        sel = np.flatnonzero(has & (g == j))
+        a, b = starts[j], ends[j]
+        pos = a + np.searchsorted(sb[a:b], items["begin_ns"][sel], side="right") - 1
+        ok = pos >= a
+        cand = order[np.maximum(pos, a)]
+        ok &= items["end_ns"][sel] <= records["end_ns"][cand]
+        out[sel[ok]] = cand[ok]
+    return out
+
+
+def _stats_s(x_ns: np.ndarray) -> Optional[dict]:
+    if len(x_ns) == 0:
+        return None
+    p50, p95 = _core.percentiles(x_ns, [50.0, 95.0])
+    return {"median": p50 * 1e-9, "p95": p95 * 1e-9, "mean": float(np.mean(x_ns)) * 1e-9}
+
+
+def _call_block(dur: np.ndarray, make_total: int) -> Optional[dict]:
+    """{calls, median_s, share of the batches' make time} of one kind of
+    per-batch call (collate_fn, __getitems__)."""
+    if len(dur) == 0:
+        return None
+    return {"calls": int(len(dur)), "median_s": _core.percentiles(dur, 50.0) * 1e-9,
+            "share": float(dur.sum()) / make_total if make_total > 0 else None}
+
+
+def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndarray],
+              lost: int = 0, unavailable: Optional[str] = None
+              ) -> tuple[dict, Optional[dict]]:
+    """The report's ``production.samples`` block and the per-sample arrays
+    its slow-sample test reads (None when no sample was timed).
+
+    ``items`` are the workers' item records, ``records`` their batch
+    records, ``step_idx`` each step's index into ``records``
+    (worker_timing.match; None: not known, every batch counts); ``lost``
+    item records lost before the drain; ``unavailable`` why worker timing
+    was off.  Counted: the items of batches a step met.
+
+    Numbers: ``kind`` (map, iterable, getitems: the dataset made each
+    batch at once, no per-sample time), ``batches`` and ``samples`` timed,
+    ``sample_s`` and ``sample_cpu_s`` ({median, p95, mean}, s),
+    ``sample_share`` (the samples' wall over their batches' make time),
+    ``collate`` and ``getitems`` ({calls, median_s, share} or None),
+    ``slowest`` (up to SLOWEST_SHOWN: index, s, cpu_s, batch_share,
+    worker, epoch, step), ``table`` (columns of up to TABLE_MAX samples:
+    all in claim order, or the slowest), ``lost``."""
+    block: dict = {"available": False, "unavailable": unavailable, "lost": int(lost)}
+    if len(items) == 0:
+        if unavailable is None:
+            block["unavailable"] = "the workers timed no sample"
+        return block, None
+    where = join(items, records)
+    if step_idx is not None:
+        met = step_idx[step_idx >= 0]
+        step_of = np.full(len(records), -1, dtype=np.int64)
+        step_of[met] = np.flatnonzero(step_idx >= 0)
+        keep = (where >= 0) & (step_of[np.maximum(where, 0)] >= 0)
+    else:
+        step_of = np.full(len(records), -1, dtype=np.int64)
+        keep = where >= 0
+    if not keep.any():
+        block["unavailable"] = unavailable or "no timed sample fell in a batch a step met"
+        return block, None
+    it, at = items[keep], where[keep]
+    dur = np.maximum(it["end_ns"] - it["begin_ns"], 0)
+    make = np.maximum(records["end_ns"] - records["begin_ns"], 0)
+    batches = np.unique(at)
+    make_total = int(make[batches].sum())
+    is_sample = np.isin(it["kind"], SAMPLE_KINDS)
+    kinds = np.unique(it["kind"][~np.isin(it["kind"], [_core.ITEM_COLLATE])])
+    kind = (KIND_NAMES.get(int(kinds[0])) if len(kinds) == 1
+            else "mixed" if len(kinds) else None)
+    s_dur, s_at = dur[is_sample], at[is_sample]
+    s_cpu = it["cpu_ns"][is_sample]
+    s_batches = np.unique(s_at)
+    share = s_dur / np.maximum(make[s_at], 1)
+    block.update({
+        "available": True, "unavailable": None, "kind": kind,
+        "batches": int(len(batches)), "samples": int(is_sample.sum()),
+        "sample_s": _stats_s(s_dur),
+        "sample_cpu_s": _stats_s(s_cpu[s_cpu >= 0]) if (s_cpu >= 0).any() else None,
+        "sample_share": (float(s_dur.sum()) / int(make[s_batches].sum())
+                         if len(s_batches) and int(make[s_batches].sum()) > 0 else None),
+        "collate": _call_block(dur[it["kind"] == _core.ITEM_COLLATE], make_total),
+        "getitems": _call_block(dur[it["kind"] == _core.ITEM_GETITEMS], make_total),
+    })
+    if not is_sample.any():
+        block.update({"slowest": [], "table": None})
+        return block, None
+    index = it["index"][is_sample]
+    worker, epoch = it["worker"][is_sample], it["epoch"][is_sample]
+    step = step_of[s_at]
+
+    def row(j: int) -> dict:
+        return {"index": int(index[j]), "s": float(s_dur[j]) * 1e-9,
+                "cpu_s": float(s_cpu[j]) * 1e-9 if s_cpu[j] >= 0 else None,
+                "batch_share": float(share[j]), "worker": int(worker[j]),
+                "epoch": int(epoch[j]), "step": int(step[j])}
+
+    by_time = np.argsort(-s_dur, kind="stable")
+    block["slowest"] = [row(int(j)) for j in by_time[:SLOWEST_SHOWN]]
+    rows = by_time[:TABLE_MAX] if len(s_dur) > TABLE_MAX else np.arange(len(s_dur))
+    block["table"] = {
+        "order": "slowest" if len(s_dur) > TABLE_MAX else "claim",
+        "rows": int(len(rows)), "of": int(len(s_dur)),
+        "index": index[rows].tolist(), "s": (s_dur[rows] * 1e-9).tolist(),
+        "cpu_s": [None if c < 0 else c * 1e-9 for c in s_cpu[rows].tolist()],
+        "batch_share": share[rows].tolist(), "worker": worker[rows].tolist(),
+        "epoch": epoch[rows].tolist(), "step": step[rows].tolist(),
+    }
+    arrays = {"wall_ns": s_dur, "cpu_ns": s_cpu, "index": index, "batch_share": share,
+              "kind": kind}
+    return block, arrays
