@@ -185,18 +185,6 @@ class Timing:
             self.chunks = [np.concatenate(self.chunks)]
         return self.chunks[0] if self.chunks else np.zeros(0, _core.BATCH_RECORD_DTYPE)
 
-    def drain(self) -> np.ndarray:
-        """Every record drained so far (BATCH_RECORD_DTYPE); the items
-        ring is drained too (see :meth:`items`)."""
-        if self.log is not None:
-            got = self.log.drain()
-            if len(got):
-                self.chunks.append(got)
-            self._drain_items()
-        if len(self.chunks) > 1:
-            self.chunks = [np.concatenate(self.chunks)]
-        return self.chunks[0] if self.chunks else np.zeros(0, _core.BATCH_RECORD_DTYPE)
-
 
 def before_iter(loader: Any, timing: Timing, epoch: int) -> tuple[Optional[str], Any]:
     """Before ``iter(loader)`` of epoch ``epoch``: returns (why timing is

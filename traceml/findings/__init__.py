@@ -17,7 +17,7 @@ from ._types import Finding, Words
 from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over,
                host_contention, input_bound,
                prediction_check, rank_stragglers, report_notes, slow_samples, stall_shape,
-               stall_threshold, startup_once, sweeps, wait_trend, worker_evidence,
+               stall_threshold, stall_timing, startup_once, sweeps, wait_trend, worker_evidence,
                worker_memory)
 
 __all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_of"]
