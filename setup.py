@@ -13,6 +13,7 @@ core = Extension(
         "csrc/wrap.c",
         "csrc/batchlog.c",
         "csrc/itemlog.c",
+        "csrc/stacks.c",
         "csrc/livehist.c",
         "csrc/reduce.c",
         "csrc/reduce_py.c",

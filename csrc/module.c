@@ -383,12 +383,14 @@ tm_exec(PyObject *module)
     {
         PyTypeObject *timed = add_type(module, &tm_timedfetch_spec);
         PyTypeObject *hist = timed != NULL ? add_type(module, &tm_waithist_spec) : NULL;
+        PyTypeObject *stacks = hist != NULL ? add_type(module, &tm_stacklog_spec) : NULL;
 
         Py_XDECREF(timed);  /* the module holds them */
-        if (hist == NULL) {
+        Py_XDECREF(hist);
+        if (stacks == NULL) {
             return -1;
         }
-        Py_DECREF(hist);
+        Py_DECREF(stacks);
     }
     if (build_record_dtype(st) < 0 || tm_build_sample_dtype(st) < 0
             || tm_itemlog_add(module, st) < 0

@@ -176,6 +176,9 @@ void tm_batchlog_write_item(PyObject *log, const tm_item_record *rec);
 /* itemlog.c: TimedDataset, TimedIter, TimedCall and ITEM_RECORD_DTYPE */
 int tm_itemlog_add(PyObject *module, tm_state *st);
 
+/* stacks.c */
+extern PyType_Spec tm_stacklog_spec;
+
 /* livehist.c */
 extern PyType_Spec tm_waithist_spec;
 

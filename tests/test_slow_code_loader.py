@@ -128,7 +128,7 @@ def test_a_sample_that_sleeps_says_the_workers_were_off_cpu():
     r, _ = _run(DataLoader(EveryEighth(slow=wait_for_disk), batch_size=1, num_workers=2))
     f = slow_code.judge(r["slow_code"])
     assert f is not None and f.code == "slow_code_off_cpu", (f, r["slow_code"]["slow_cpu_share"])
-    assert any("not on CPU in the slow batches" in n for n in r["notes"]), r["notes"]
+    assert "· the workers were not on CPU in the slow batches" in str(r), str(r)
 
 
 @pytest.mark.slow
@@ -189,3 +189,24 @@ def test_a_dataset_error_reaches_the_loop_unchanged_with_the_sampler_on():
     with pytest.raises(KeyError, match="row 5 is missing"):
         for _ in rec.wrap(DataLoader(Broken(n=16), batch_size=1, num_workers=2)):
             pass
+
+
+@pytest.mark.slow
+def test_without_workers_the_main_process_is_sampled_inside_the_fetches():
+    class Slower(EveryEighth):
+        def __getitem__(self, i):
+            decode(i)
+            if i % 8 == 0:
+                query_rows(i)
+            return torch.tensor([i])
+
+    r, wrapped = _run(DataLoader(Slower(n=96), batch_size=1, num_workers=0), pace_s=0.0)
+    block = r["slow_code"]
+    assert block["status"] == "on", block
+    # The step's own work (the pace loop) is outside the fetches: not counted.
+    f = slow_code.judge(block)
+    assert f.code == "slow_code_named" and f.numbers["function"] == "query_rows", (f, block)
+    assert f.numbers["fast_share"] < 0.2, f.numbers
+    # The report stopped the main process's sampling and put SIGPROF back.
+    assert signal.getsignal(signal.SIGPROF) == signal.SIG_DFL
+    assert not wrapped._source.timing.stacks.log.info()["running"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, prediction_check, rank_stragglers, report_notes, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
+from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
 from .fmt import fmt_bytes, fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -93,6 +93,7 @@ def report_text(s: dict) -> str:
     if shape:
         out.append(shape)
     out.extend(f"  → {line}" for line in s.get("next", []))
+    out.extend(f"  · {line}" for line in slow_code.evidence_lines(s))
     out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
     out.extend(f"  · {line}" for line in slow_samples.evidence_lines(s))
     out.append("")
@@ -149,7 +150,8 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                 + "".join(f"<li>{e(line)}</li>" for line in s["next"])
                 + "</ul>"
             )
-        ev = worker_evidence.evidence_lines(s) + slow_samples.evidence_lines(s)
+        ev = (slow_code.evidence_lines(s) + worker_evidence.evidence_lines(s)
+              + slow_samples.evidence_lines(s))
         if ev:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")

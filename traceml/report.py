@@ -17,9 +17,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, memory, predict, sample_timing, worker_timing
+from . import _core, evidence, memory, predict, sample_timing, stacks, worker_timing
 from . import findings
-from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, stall_shape, stall_threshold, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
+from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -221,6 +221,7 @@ def build(
     del making_ns
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
                                           met))
+    summary["slow_code"] = _slow_code(src, met, steps, mask, w.steady, loader)
     del met
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
@@ -578,6 +579,97 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
     if others:
         out.append(("also_recorded", {"others": others}))
     return out
+
+
+def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
+               steady: np.ndarray, loader: Optional[dict]) -> Optional[dict]:
+    """The ``slow_code`` block (findings.slow_code judges it): the workers'
+    stack samples split by what the loop was doing at their time
+    (traceml.stacks.in_steps): *slow*, inside a stalled steady fetch's
+    wait (what the workers did while the loop waited), *fast*, anywhere
+    else in a steady step; per function the sample weight of each group
+    holding it.  ``slow_cpu_share``: the CPU over the wall time of the
+    batches the workers were making during the stalls (BatchLog; at
+    num_workers=0 the main thread's sampled CPU over the stalled waits;
+    None unknown), ``fast_cpu_share`` the same of the other batches
+    (fetches).  ``status`` "on", or why the stacks were not sampled; None
+    where the workers made no batch records (not a forked DataLoader)."""
+    timing = getattr(src, "timing", None)
+    holder = getattr(timing, "stacks", None)
+    if holder is None or not loader:
+        return None
+    in_main = not (loader.get("num_workers") or 0) > 0
+    d = holder.drained()
+    if d is None:
+        # No log was made: switched off, or no forked worker was hooked.
+        if (met is None and not in_main) or stacks.enabled():
+            return None
+        return {"status": f"{stacks.STACKS_ENV}=0 in the environment",
+                "samples": {"slow": 0, "fast": 0}}
+    info = d.info
+    if not info["started"]:
+        return {"status": info["refused_why"] or "not started in any worker",
+                "workers_refused": int(info["refused"]), "samples": {"slow": 0, "fast": 0}}
+    block: dict = {"status": "on", "interval_us": stacks.INTERVAL_US,
+                   "workers_sampled": int(info["started"]),
+                   "workers_refused": int(info["refused"]), "lost": int(info["lost"])}
+    stalled = mask & steady
+    # At num_workers=0 the batches are made inside the fetches: only
+    # samples there count, and only the main process's.
+    group = stacks.in_steps(d.samples, steps, stalled, steady, fetch_only=in_main)
+    if in_main:
+        group[d.samples[:, stacks.WORKER] >= 0] = -1
+    kind, weight = d.samples[:, stacks.KIND], d.samples[:, stacks.WEIGHT]
+
+    def weigh(g: int, k: int) -> float:
+        return float(weight[(group == g) & (kind == k)].sum())
+
+    block["samples"] = {"slow": weigh(1, stacks.KIND_STACK), "fast": weigh(0, stacks.KIND_STACK),
+                        "slow_other_thread": weigh(1, stacks.KIND_OTHER),
+                        "fast_other_thread": weigh(0, stacks.KIND_OTHER),
+                        "outside_batches": float(weight[group < 0].sum())}
+    block["slow_batches"] = int(np.count_nonzero(stalled))
+    block["slow_cpu_share"] = block["fast_cpu_share"] = None
+    records = met[0] if met is not None else None
+    if in_main and stalled.any():
+        # The sampled thread's CPU in the fetches, from its samples: each
+        # stands for interval_us of CPU.
+        wait = steps["fetch_done_ns"] - steps["begin_ns"]
+        for key, which, n in (("slow_cpu_share", stalled, block["samples"]["slow"]),
+                              ("fast_cpu_share", steady & ~stalled, block["samples"]["fast"])):
+            wait_ns = float(wait[which].sum())
+            if wait_ns > 0:
+                block[key] = min(1.0, n * stacks.INTERVAL_US * 1e3 / wait_ns)
+    if records is not None and len(records) and stalled.any():
+        during = stacks.overlapping(records, steps["begin_ns"][stalled],
+                                    steps["fetch_done_ns"][stalled])
+        block["slow_batches_in_making"] = int(len(during))
+        others = np.setdiff1d(np.arange(len(records)), during)
+        for key, which in (("slow_cpu_share", during), ("fast_cpu_share", others)):
+            cpu = records["cpu_ns"][which]
+            wall = (records["end_ns"] - records["begin_ns"])[which]
+            if len(cpu) and (cpu >= 0).all() and wall.sum() > 0:
+                block[key] = float(cpu.sum() / wall.sum())
+    block["hot_path"] = stacks.hot_path(d, group)
+    counts = stacks.function_counts(d, group)
+    gap = np.zeros(len(counts.keys))
+    n1, n0 = block["samples"]["slow"], block["samples"]["fast"]
+    if len(counts.keys):
+        gap = counts.held[:, 1] / max(n1, 1) - counts.held[:, 0] / max(n0, 1)
+    # The table: the largest gaps, then the most own time (the "same
+    # cost in every batch" answer), each function once.
+    order = list(np.argsort(-gap, kind="stable")[:slow_code.TABLE_ROWS])
+    own = counts.own.sum(axis=1) if len(counts.keys) else np.zeros(0)
+    order += [i for i in np.argsort(-own, kind="stable")[:3] if i not in order]
+    block["functions"] = [{
+        "file": counts.keys[i][0], "function": counts.keys[i][1],
+        "first_line": counts.keys[i][2], "hot_line": int(counts.hot_line[i]),
+        "slow": float(counts.held[i, 1]), "fast": float(counts.held[i, 0]),
+        "own_slow": float(counts.own[i, 1]), "own_fast": float(counts.own[i, 0]),
+        "root_distance": (None if np.isnan(counts.root_distance[i])
+                          else float(counts.root_distance[i]))}
+        for i in order if counts.held[i].sum() > 0]
+    return block
 
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,

@@ -32,8 +32,14 @@ INTERVAL_US = 5000
 T_NS, PID, WORKER, WEIGHT, KIND, DEPTH = range(6)
 KIND_STACK, KIND_OTHER = 0, 1
 # traceml's own frames (the wrapper's, the hook's) are left out of every
-# stack: they say nothing of the dataset.
+# stack: they say nothing of the dataset.  The demo's dataset and loop
+# (traceml/_lerobot.py, traceml/demo.py) are the user's code of its story.
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_NOT_OWN = tuple(_OWN_DIR + name for name in ("_lerobot.py", "demo.py"))
+
+
+def _is_own(file: str) -> bool:
+    return file.startswith(_OWN_DIR) and not file.startswith(_NOT_OWN)
 
 
 def enabled() -> bool:
@@ -68,6 +74,26 @@ class Stacks:
         if self.log is None:
             self.log = _core.StackLog()
         return self.log
+
+    def start_main(self) -> Optional[str]:
+        """Sample this (the main) process, where a loader with
+        num_workers=0 makes its batches: None once sampling (or already),
+        else why not (switched off, not the main thread, a SIGPROF
+        handler or timer of someone else's).  Never raises."""
+        if not enabled():
+            return f"{STACKS_ENV}=0 in the environment"
+        try:
+            log = self.ensure_log()
+            if log.info()["running"]:
+                return None
+            return log.start(worker=-1, interval_us=INTERVAL_US)
+        except (OSError, ValueError) as e:
+            return str(e)
+
+    def stop_main(self) -> None:
+        """Stop sampling this process (a no-op where it was not)."""
+        if self.log is not None:
+            self.log.stop()
 
     def drained(self) -> Optional[Drained]:
         """Every sample so far (None: no log was made)."""
@@ -134,6 +160,26 @@ class FunctionCounts(NamedTuple):
     root_distance: np.ndarray
 
 
+def _functions(codes: list, own: bool = False) -> tuple[list, np.ndarray]:
+    """(the distinct functions of the code table, (file, qualified name,
+    first line); per code index, plus one for "unknown", the function's
+    index or -1 for unknown code and, unless ``own``, traceml's own).
+    Each process has its own entries for the same function: this merges
+    them."""
+    keys: list = []
+    func_of_code = np.full(len(codes) + 1, -1, dtype=np.int64)
+    index: dict = {}
+    for i, c in enumerate(codes):
+        if c is None or (not own and _is_own(c[0])):
+            continue
+        k = (c[0], c[1], int(c[2]))
+        if k not in index:
+            index[k] = len(keys)
+            keys.append(k)
+        func_of_code[i] = index[k]
+    return keys, func_of_code
+
+
 def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionCounts:
     """Count the stack samples of ``d`` by function and ``group`` (per
     sample, 0 .. groups-1, or -1 to leave it out; shape (n,)).  A function
@@ -141,17 +187,7 @@ def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionC
     traceml's own frames and code the table could not hold are left
     out."""
     samples, frames, codes = d.samples, d.frames, d.codes
-    keys: list = []
-    func_of_code = np.full(len(codes) + 1, -1, dtype=np.int64)
-    index: dict = {}
-    for i, c in enumerate(codes):
-        if c is None or c[0].startswith(_OWN_DIR):
-            continue
-        k = (c[0], c[1], int(c[2]))
-        if k not in index:
-            index[k] = len(keys)
-            keys.append(k)
-        func_of_code[i] = index[k]
+    keys, func_of_code = _functions(codes)
     nf = len(keys)
     held = np.zeros((nf, groups))
     own = np.zeros((nf, groups))
@@ -205,12 +241,12 @@ def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionC
 
 
 def in_steps(samples: np.ndarray, steps: np.ndarray, stalled: np.ndarray,
-             steady: np.ndarray) -> np.ndarray:
+             steady: np.ndarray, fetch_only: bool = False) -> np.ndarray:
     """Per sample (shape (n, 6)): 1 where its time lies inside the wait
     ([begin_ns, fetch_done_ns]) of a ``stalled`` step, 0 elsewhere inside
-    a ``steady`` step ([begin_ns, end_ns]), -1 outside the steady steps
-    (``stalled``, ``steady``: bool per step; steps one source's, in
-    order, not overlapping)."""
+    a ``steady`` step ([begin_ns, end_ns]; with ``fetch_only``, inside its
+    wait only), -1 elsewhere (``stalled``, ``steady``: bool per step;
+    steps one source's, in order, not overlapping)."""
     out = np.full(len(samples), -1, dtype=np.int64)
     if not len(samples) or not len(steps):
         return out
@@ -220,7 +256,10 @@ def in_steps(samples: np.ndarray, steps: np.ndarray, stalled: np.ndarray,
     j = np.searchsorted(begin, t, side="right") - 1
     jj = np.maximum(j, 0)
     inside = (j >= 0) & (t <= end[jj]) & steady[order][jj]
-    waiting = inside & stalled[order][jj] & (t <= steps["fetch_done_ns"][order][jj])
+    in_fetch = t <= steps["fetch_done_ns"][order][jj]
+    if fetch_only:
+        inside &= in_fetch
+    waiting = inside & stalled[order][jj] & in_fetch
     out[inside] = 0
     out[waiting] = 1
     return out
@@ -235,3 +274,71 @@ def overlapping(records: np.ndarray, begin_ns: np.ndarray, end_ns: np.ndarray) -
     j = np.searchsorted(begin_ns, records["end_ns"], side="right") - 1
     ok = (j >= 0) & (end_ns[np.maximum(j, 0)] >= records["begin_ns"])
     return np.flatnonzero(ok)
+
+
+# The hot path follows the heaviest callee while it holds at least this
+# share of the samples: "most of the CPU" (a majority).
+HOT_PATH_SHARE = 0.5
+# Frames of the loader's own machinery (torch's DataLoader, the process
+# and thread start-up): the path is shown from the first frame below them.
+_MACHINERY = (os.sep + os.path.join("torch", "utils", "data") + os.sep,
+              os.sep + "multiprocessing" + os.sep, os.sep + "threading.py")
+
+
+def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
+    """The call path most of the sampled CPU went down: from the root of
+    the stacks of the samples with ``group >= 0`` (the sampled thread's),
+    at each depth the function held by the most of the samples that
+    followed the path so far, while it holds at least HOT_PATH_SHARE of
+    all of them.  Returns [{file, function, first_line, line (its
+    commonest line on the path), share}], outermost first, from below the
+    last frame of the loader's machinery (torch.utils.data,
+    multiprocessing, threading: above it, the training script and, in a
+    forked worker, the parent's stack at fork()), without traceml's own
+    frames; [] without samples."""
+    samples, frames, codes = d.samples, d.frames, d.codes
+    keep = (group >= 0) & (samples[:, KIND] == KIND_STACK) if len(samples) else np.zeros(0, bool)
+    if not keep.any() or not len(frames):
+        return []
+    depth = samples[:, DEPTH]
+    start = np.concatenate(([0], np.cumsum(depth)[:-1]))
+    rows = np.flatnonzero(keep)
+    width = int(depth[rows].max())
+    # (samples, depth) code and line from the root; -1 past a stack's end.
+    code = np.full((len(rows), width), -1, dtype=np.int64)
+    line = np.full((len(rows), width), -1, dtype=np.int64)
+    for k, r in enumerate(rows):
+        n = int(depth[r])
+        code[k, :n] = frames[start[r]:start[r] + n, 0][::-1]
+        line[k, :n] = frames[start[r]:start[r] + n, 1][::-1]
+    keys, func_of_code = _functions(codes, own=True)
+    known = code >= 0
+    code[known] = func_of_code[np.where(code[known] < len(codes), code[known], len(codes))]
+    weight = samples[rows, WEIGHT].astype(np.float64)
+    total = weight.sum()
+    on = np.ones(len(rows), dtype=bool)
+    out: list[dict] = []
+    for level in range(width):
+        c = code[on, level]
+        w = weight[on]
+        valid = c >= 0
+        if not valid.any():
+            break
+        sums = np.bincount(c[valid], weights=w[valid])
+        best = int(np.argmax(sums))
+        if sums[best] < HOT_PATH_SHARE * total:
+            break
+        on &= code[:, level] == best
+        file, name, first = keys[best]
+        if _is_own(file):
+            continue
+        if any(m in file for m in _MACHINERY):
+            # Everything down to the loader's machinery (in a forked
+            # worker, the parent's stack at fork() too) is not the batch's.
+            out = []
+            continue
+        lines = line[on, level]
+        vals, cnt = np.unique(lines, return_counts=True)
+        out.append({"file": file, "function": name, "first_line": int(first),
+                    "line": int(vals[np.argmax(cnt)]), "share": float(sums[best] / total)})
+    return out

@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _core
+from . import _core, stacks
 
 # Why worker timing is off for an epoch (the report's "unavailable").
 NOT_A_LOADER = "not a multiprocessing DataLoader"
@@ -54,15 +54,21 @@ class WorkerHook:
     the fetch timing in the worker, then calls the loader's own
     ``worker_init_fn`` (if any) with the same worker id."""
 
-    def __init__(self, log: "_core.BatchLog", user_fn: Any, epoch: int):
+    def __init__(self, log: "_core.BatchLog", user_fn: Any, epoch: int,
+                 stack_log: Any = None):
         self.log = log
         self.user_fn = user_fn
         self.epoch = epoch
+        self.stack_log = stack_log
 
     def __call__(self, worker_id: int) -> None:
         _time_fetches(self.log, worker_id, self.epoch)
         if self.user_fn is not None:
             self.user_fn(worker_id)
+        # After the user's own: a SIGPROF handler or timer it set is left
+        # alone (the log counts the refusal for the report).
+        if self.stack_log is not None:
+            stacks.start_in_worker(self.stack_log, worker_id)
 
 
 def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> None:
@@ -144,6 +150,8 @@ class Timing:
         self.hooked_iterator: Any = None
         self.chunks: list = []
         self.offsets: dict = {}
+        # The workers' sampled stacks (traceml.stacks).
+        self.stacks = stacks.Stacks()
         # The workers' item records (ITEM_RECORD_DTYPE), the latest
         # ITEMS_KEPT of them, and how many older ones were let go.
         self.item_chunks: list = []
@@ -211,7 +219,9 @@ def before_iter(loader: Any, timing: Timing, epoch: int) -> tuple[Optional[str],
         hooked = timing.hooked_iterator() if timing.hooked_iterator is not None else None
         return (None if live is hooked else STARTED_BEFORE), None
     user_fn = loader.worker_init_fn
-    loader.worker_init_fn = WorkerHook(timing.log, user_fn, epoch)
+    loader.worker_init_fn = WorkerHook(
+        timing.log, user_fn, epoch,
+        timing.stacks.ensure_log() if stacks.enabled() else None)
     return None, user_fn
 
 

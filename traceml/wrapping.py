@@ -561,6 +561,10 @@ class Wrapped:
         hooked = torch_loader(self.iterable) if facts is not None else None
         why, user_fn = (worker_timing.before_iter(hooked, src.timing, epoch)
                         if hooked is not None else (worker_timing.NOT_A_LOADER, None))
+        if hooked is not None and not (getattr(hooked, "num_workers", 0) or 0):
+            # num_workers=0: the batches are made in this process; its
+            # stack is sampled until the report (only fetches count).
+            src.timing.stacks.start_main()
         _iterating.depth = getattr(_iterating, "depth", 0) + 1
         try:
             inner = iter(self.iterable)

@@ -91,17 +91,48 @@ def test_the_named_function_is_the_outermost_of_the_path_that_tells_batches_apar
     assert adv.code == "look_at_function" and "query_rows" in slow_code.WORDS[adv.code](adv.numbers)
 
 
-def test_a_function_in_every_batch_is_not_named():
+def _path_entry(name, share):
+    return {"file": "/data/ds.py", "function": name, "first_line": 1, "line": 3, "share": share}
+
+
+def test_a_function_in_every_batch_is_not_named_but_the_hot_path_is():
     fns = [_fn("DS.__getitem__", 40, 60, 1, own=0), _fn("decode", 39, 58, 2, own=48)]
-    f = slow_code.judge(_block(fns, 40, 60))
-    assert f.code == "slow_code_same"
-    assert f.numbers["top"][0]["function"] == "decode"
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("decode", 0.97),
+            _path_entry("inflate", 0.58)]
+    f = slow_code.judge(_block(fns, 40, 60, hot_path=path))
+    assert f.code == "slow_code_same" and not f.numbers["every_fetch"]
+    # 58 of 100 samples is not "most" beyond chance: binomial P(X >= 58) > 0.01.
+    assert sps.binom.sf(57, 100, 0.5) > 0.01
+    assert [e["function"] for e in f.numbers["path"]] == ["DS.__getitem__", "decode"]
+    said = slow_code.WORDS[f.code](f.numbers)
+    assert "`decode` in `data/ds.py:3` 97%" in said, said
+    # Every fetch stalled: nothing fast to compare with, the path still holds.
+    f = slow_code.judge(_block(fns, 100, 0, hot_path=path))
+    assert f.code == "slow_code_same" and f.numbers["every_fetch"]
+
+
+def test_the_hot_path_follows_the_heaviest_callee_across_workers():
+    # Two workers' code tables hold the same functions under other indices.
+    codes = [("/data/ds.py", "getitem", 1), ("/data/ds.py", "a", 5), ("/data/ds.py", "b", 9),
+             ("/data/ds.py", "getitem", 1), ("/data/ds.py", "a", 5)]
+    rows = ([(i, 0, 1, 0, [(1, 6), (0, 2)]) for i in range(3)]
+            + [(i, 1, 1, 0, [(4, 7), (3, 2)]) for i in range(3, 6)]
+            + [(i, 1, 1, 0, [(2, 10), (3, 2)]) for i in range(6, 8)])
+    samples, frames = [], []
+    for t, w, weight, kind, fr in rows:
+        samples.append([t, 100 + w, w, weight, kind, len(fr)])
+        frames.extend(fr)
+    d = stacks.Drained(np.array(samples, np.int64), np.array(frames, np.int32), codes, {})
+    path = stacks.hot_path(d, np.zeros(len(samples), np.int64))
+    assert [(e["function"], e["share"]) for e in path] == [("getitem", 1.0), ("a", 6 / 8)]
+    assert path[1]["line"] in (6, 7)
 
 
 def test_too_few_samples_say_not_yet_from_the_best_p_possible():
     # 3 slow and 4 fast samples: even all 3 slow in one function, no fast,
     # reach only 1 / C(7, 3) = 1/35 > 0.01.
     assert slow_code.best_p_value(3, 4) == pytest.approx(1 / math.comb(7, 3))
+    assert slow_code.best_p_value(900, 900) == 0.0     # C(1800, 900) overflows a float
     f = slow_code.judge(_block([_fn("query_rows", 3, 0, 2)], 3, 4))
     assert f.code == "slow_code_too_few" and f.numbers["samples"] == 7
     assert "too few to name a function" in slow_code.WORDS[f.code](f.numbers)
@@ -123,3 +154,16 @@ def test_off_cpu_and_other_thread_come_before_any_function():
     assert slow_code.judge({"status": "a SIGPROF handler was already set"}).code == "slow_code_off"
     assert slow_code.judge(None) is None
     assert slow_code.judge(_block(fns, 0, 60, slow_batches=0)) is None
+
+
+def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
+    fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("decode", 39, 58, 2)]
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("read_rows", 0.98),
+            _path_entry("inflate", 0.9)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    assert adv.code == "look_at_path"
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert "`read_rows` in `data/ds.py:3` holds 98%" in said and "down to `inflate`" in said, said
+    s["diagnosis"] = "HAND-OVER"
+    assert slow_code.advise(s) == []

@@ -10,8 +10,8 @@ from typing import Optional
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
 from . import (attribution, bottom_line, gpu_wait, hand_over, host_contention, input_bound,
-               prediction_check, stall_shape, stall_threshold, stall_timing, startup_once,
-               sweeps, wait_trend)
+               prediction_check, slow_code, stall_shape, stall_threshold, stall_timing,
+               startup_once, sweeps, wait_trend)
 
 
 # The workers keep the usable CPUs saturated during stalls when their own
@@ -239,7 +239,9 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
         added = [f for f in added
                  if f.code not in family.ONLY_REPLACING or family.superseded_by(f) & present]
         if added:
-            out = [it for it in out if it[0] not in drop] + added
+            rest = [it for it in out if it[0] not in drop]
+            # A family that LEADS (the named function) goes first.
+            out = added + rest if getattr(family, "LEADS", False) else rest + added
     return out
 
 
@@ -248,7 +250,7 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
 # num_workers experiments would vary everything but what each batch
 # carries), then the prediction, and a full host last (it makes the
 # loader's own pattern moot).
-EVIDENCE_FAMILIES = (attribution, hand_over, prediction_check, host_contention)
+EVIDENCE_FAMILIES = (attribution, hand_over, prediction_check, host_contention, slow_code)
 
 
 def _uniformly_slow(p: dict) -> str:

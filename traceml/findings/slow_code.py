@@ -21,7 +21,9 @@ one to look at (the caller the dataset's code calls).  When even a
 function in every slow sample and no fast one could not reach that level
 (too few samples), the answer is *not yet*.  Before any function: the slow
 batches' CPU over their wall time (the worker's own clock, BatchLog); below
-OFF_CPU_SHARE the workers were mostly off CPU and no function is to blame;
+OFF_CPU_SHARE of the other batches' (workers sharing cores get less than a
+core whatever they run) the workers were mostly off CPU and no function is
+to blame;
 and the ticks that fell in another thread (a helper decoding, the queue's
 feeder) are said when they outweigh the sampled thread's.
 """
@@ -46,11 +48,14 @@ CALLEE_SHARE = 0.9
 # the worker mostly waited (sleep, I/O, a lock), so no function's CPU made
 # them slow.
 OFF_CPU_SHARE = 0.5
-# Functions a report keeps in its table (largest share gap first).
+# Functions a report keeps in its table (largest share gap first), and
+# how many besides the named one its evidence line shows.
 TABLE_ROWS = 8
+TABLE_SHOWN = 2
 
-# The codes of the note (the next step is look_at_function).
-NOTE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few", "slow_code_off_cpu",
+# The codes of the evidence line (the next step is look_at_function).
+EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few", "slow_code_not_making",
+              "slow_code_off_cpu",
          "slow_code_other_thread", "slow_code_off")
 
 
@@ -82,7 +87,11 @@ def best_p_value(n1: float, n0: float) -> float:
     """The smallest p any function could reach: in all ``n1`` slow samples
     and none of the ``n0`` fast ones, 1 / C(n1 + n0, n1)."""
     n1, n0 = int(round(n1)), int(round(n0))
-    return 1.0 / math.comb(n1 + n0, n1) if n1 >= 0 and n0 >= 0 else 1.0
+    if n1 < 0 or n0 < 0:
+        return 1.0
+    # In logs: C(n1 + n0, n1) overflows a float past about 1030 samples.
+    log_comb = math.lgamma(n1 + n0 + 1) - math.lgamma(n1 + 1) - math.lgamma(n0 + 1)
+    return math.exp(-log_comb)
 
 
 def _row(f: dict) -> dict:
@@ -102,9 +111,15 @@ def judge(block: Optional[dict]) -> Optional[Finding]:
     s = block["samples"]
     if not block.get("slow_batches"):
         return None
+    if block.get("slow_batches_in_making") == 0:
+        return Finding("slow_code_not_making", {"stalls": block["slow_batches"]})
     cpu_share = block.get("slow_cpu_share")
-    if cpu_share is not None and cpu_share < OFF_CPU_SHARE:
+    # Against the other batches' share: workers sharing cores get less
+    # than a core each whatever they run, and that is not "off CPU".
+    fast_share = block.get("fast_cpu_share") or 1.0
+    if cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share:
         return Finding("slow_code_off_cpu", {"cpu_share": cpu_share,
+                                             "fast_cpu_share": block.get("fast_cpu_share"),
                                              "batches": block["slow_batches"]})
     other = s.get("slow_other_thread", 0)
     if other > s["slow"]:
@@ -121,28 +136,64 @@ def judge(block: Optional[dict]) -> Optional[Finding]:
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
             "samples_fast": s["fast"]})
-    if best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m:
+    if s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m:
         return Finding("slow_code_too_few", {"samples": s["slow"] + s["fast"],
                                              "slow": s["slow"], "fast": s["fast"]})
-    own = sorted(block.get("functions") or [], key=lambda f: -(f["own_slow"] + f["own_fast"]))
     total = s["slow"] + s["fast"]
-    return Finding("slow_code_same", {
-        "top": [{**_row(f), "own_share": (f["own_slow"] + f["own_fast"]) / total}
-                for f in own[:3] if total],
-        "samples": total})
+    path = held_path(block.get("hot_path") or [], total)
+    if not path:
+        return Finding("slow_code_too_few", {"samples": total, "slow": s["slow"],
+                                             "fast": s["fast"]})
+    return Finding("slow_code_same", {"path": path, "samples": total,
+                                      "every_fetch": not s["fast"]})
 
 
-def notes(s: dict) -> list[Finding]:
-    """The slow-code finding as a report note (none without one)."""
+def held_path(path: list[dict], total: float) -> list[dict]:
+    """The entries of a hot path (traceml.stacks.hot_path: outermost
+    first, each with its ``share`` of ``total`` samples) that hold most of
+    the samples beyond chance: a one-sided binomial test of share > 1/2
+    (scipy.stats.binomtest) at SLOW_CODE_ALPHA; the path stops at the
+    first that does not."""
+    n = int(round(total))
+    out = []
+    for f in path:
+        k = int(round(f["share"] * total))
+        if n <= 0 or stats.binomtest(k, n, 0.5, alternative="greater").pvalue >= SLOW_CODE_ALPHA:
+            break
+        out.append(f)
+    return out
+
+
+def findings_of(s: dict) -> list[Finding]:
+    """The slow-code finding of a summary, as a list (empty without one)."""
     f = judge(s.get("slow_code"))
     return [f] if f is not None else []
+
+
+def evidence_lines(s: dict) -> list[str]:
+    """The report's evidence lines: the finding, then (where one was
+    named) the next functions of the table with their two shares.  They
+    lead the evidence: the code that makes the slow batches answers what
+    the loader's pattern only points at."""
+    f = judge(s.get("slow_code"))
+    if f is None:
+        return []
+    out = [WORDS[f.code](f.numbers)]
+    if f.code == "slow_code_named":
+        rows = [r for r in tested(s["slow_code"]) if r["named"]
+                and (r["function"], r["file"]) != (f.numbers["function"], f.numbers["file"])]
+        if rows:
+            out.append("also apart in the slow batches: " + ", ".join(
+                f"{_where(_row(r))} {pct(r['slow_share'])} vs {pct(r['fast_share'])}"
+                for r in rows[:TABLE_SHOWN]))
+    return out
 
 
 # The next step, where a function was named: it leads (advice puts a
 # LEADS family's items first); it replaces nothing, since the experiments
 # on the loader still say why the cost reaches the loop in that pattern.
 LEADS = True
-SUPERSEDES: dict = {"look_at_function": frozenset()}
+SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset()}
 ONLY_REPLACING: frozenset = frozenset()
 
 
@@ -153,11 +204,20 @@ def superseded_by(f: Finding) -> frozenset:
 
 def advise(s: dict) -> list[Finding]:
     """``look_at_function`` where a function tells the slow batches
-    apart."""
+    apart; ``look_at_path`` where every batch costs the same and the loop
+    is INPUT-BOUND (making batches is the limit): the hot path's first
+    callee under the dataset's entry and its innermost function."""
     f = judge(s.get("slow_code"))
-    if f is None or f.code != "slow_code_named":
+    if f is None:
         return []
-    return [Finding("look_at_function", f.numbers)]
+    if f.code == "slow_code_named":
+        return [Finding("look_at_function", f.numbers)]
+    if f.code == "slow_code_same" and s.get("diagnosis") == "INPUT-BOUND":
+        path = f.numbers["path"]
+        head = path[1] if len(path) > 1 else path[0]
+        return [Finding("look_at_path", {"head": head, "tail": path[-1],
+                                         "samples": f.numbers["samples"]})]
+    return []
 
 
 def _where(p: dict) -> str:
@@ -168,6 +228,17 @@ def _short(path: str) -> str:
     """A path as a reader finds it: its last two parts."""
     parts = path.replace("\\", "/").split("/")
     return "/".join(parts[-2:])
+
+
+# The hot path's entries a sentence shows: the first two (where the
+# dataset's code enters) and the last three (where the CPU is spent).
+PATH_SHOWN = (2, 3)
+
+
+def _path(path: list[dict]) -> str:
+    head, tail = PATH_SHOWN
+    shown = path if len(path) <= head + tail else path[:head] + [None] + path[-tail:]
+    return " > ".join("..." if f is None else f"{_where(f)} {pct(f['share'])}" for f in shown)
 
 
 def _shares(p: dict) -> str:
@@ -181,17 +252,22 @@ WORDS: dict[str, Words] = {
         f"({p['samples_slow']:.0f} and {p['samples_fast']:.0f} samples; "
         f"Fisher p = {p['p_value']:.1g})"),
     "slow_code_same": lambda p: (
-        f"no function tells the slow batches from the fast ones "
-        f"({p['samples']:.0f} samples): the cost is every batch's; where the "
-        "workers' CPU went: "
-        + ", ".join(f"{_where(f)} {pct(f['own_share'])}" for f in p["top"])),
+        ("every fetch stalled, so no batch is fast to compare with"
+         if p["every_fetch"] else "no function tells the slow batches from the fast ones")
+        + f" ({p['samples']:.0f} samples): the cost is every batch's; most of the "
+        "workers' CPU went down " + _path(p["path"])),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
         "too few to name a function; a longer run would"),
+    "slow_code_not_making": lambda p: (
+        f"no worker was making a batch during the {p['stalls']} stalls: the wait is not "
+        "in the dataset's code (the batches were made; see the hand-over)"),
     "slow_code_off_cpu": lambda p: (
         f"the workers were not on CPU in the slow batches ({pct(p['cpu_share'])} "
-        f"of their make time over {p['batches']} batches): no function's CPU made "
-        "them slow; look for sleeps, I/O or locks"),
+        f"of their make time over {p['batches']} stalls"
+        + (f", against {pct(p['fast_cpu_share'])} in the others"
+           if p.get("fast_cpu_share") is not None else "")
+        + "): no function's CPU made them slow; look for sleeps, I/O or locks"),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset (a helper thread, the queue's feeder): "
@@ -199,4 +275,9 @@ WORDS: dict[str, Words] = {
     "slow_code_off": lambda p: f"the workers' stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
         f"Look at {_where(p)}: {_shares(p)}."),
+    "look_at_path": lambda p: (
+        "Every batch costs alike; make it cheaper where its CPU goes: "
+        f"{_where(p['head'])} holds {pct(p['head']['share'])} of the workers' sampled CPU"
+        + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
+           f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})") + "."),
 }
