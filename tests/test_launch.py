@@ -540,6 +540,7 @@ def torchrun(args, cwd, logs, launched):
     ``launched``), each rank's output into ``logs``."""
     e = {k: v for k, v in env().items() if k not in TORCHRUN_OUTER}
     e["OMP_NUM_THREADS"] = "1"
+    e.update(LIGHTNING_OFFLINE)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "--max_restarts=0", "--monitor-interval=2", f"--log-dir={logs}", "--redirects=3",
            *(["-m", "traceml", "run"] if launched else []), *args]
@@ -744,3 +745,33 @@ def test_huggingface_callback_claims_its_loader(launcher):
     assert type(iter(loader)).__name__ == "_SingleProcessDataLoaderIter"
     assert launcher.wrapped == 0 and launcher.timed_elsewhere == 1
     assert not is_claimed(tensor_loader(0))
+
+
+@pytest.mark.slow
+def test_torchrun_lightning_ddp_callback_and_launcher_time_once(tmp_path):
+    """Lightning DDP with TraceMLCallback on 2 ranks under the launcher
+    (tests/trainer_ranks_worker.py): the callback writes the job's report
+    as without the launcher; the launcher, left nothing to time, gathers
+    nothing and writes no file."""
+    pytest.importorskip("lightning")
+    import json
+
+    worker = SCRIPTS.parent / "trainer_ranks_worker.py"
+    out = tmp_path / "out"
+    out.mkdir()
+    p = torchrun([str(worker), "lightning", str(out)], tmp_path, tmp_path / "logs", True)
+    try:
+        text, _ = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=30)
+    assert p.returncode == 0, text.decode("utf-8", "replace")
+    results = [json.loads((out / f"result{r}.json").read_text()) for r in range(2)]
+    assert results[0]["global_step"] == 24 and results[0]["loader_types"] == ["_Wrapped"]
+    assert traceml.load(results[0]["paths"]["run"])["steps"] == 24 and results[1]["paths"] is None
+    err0 = (next((tmp_path / "logs").glob("*/attempt_0/0")) / "stderr.log").read_text()
+    assert ("traceml · nothing left to record on any of the 2 ranks: the 1 epoch(s) of "
+            "DataLoaders were timed by the script's own traceml.wrap or a traceml trainer "
+            "integration") in err0, err0
+    assert not list(tmp_path.glob("traceml-run-*.traceml"))

@@ -37,6 +37,14 @@ How (see docs/launcher.md):
   SIGTERM (a handler installed unless SIGTERM was ignored or handled: the
   report, then death by SIGTERM: 143).  It goes to stderr; the run file is
   saved next to the working directory the launcher started in.
+* Under torchrun (several ranks): ``destroy_process_group()`` of the
+  default group makes the report first, while the group is up, and so
+  does an exit with the group still up: every rank's steps are gathered
+  to rank 0 (:func:`traceml.ranks.gather`), which prints and saves the
+  job's report.  Where the script made no group, raised, was stopped or
+  exited non-zero, every rank saves its own run file and says so.
+* A loader that the script's own ``traceml.wrap`` or a traceml trainer
+  integration times (:func:`traceml.integrations.claim`) is left to it.
 """
 
 from __future__ import annotations
@@ -68,6 +76,11 @@ an uncaught exception, Ctrl-C or SIGTERM -- the report goes to stderr and
 the run is saved to ./traceml-run-<pid>.traceml in the directory the
 launcher started in (--save PATH to choose, --no-save for none); open it
 with `python -m traceml show FILE` or traceml.load(FILE).
+
+under torchrun (`torchrun --nproc_per_node=N -m traceml run train.py`):
+rank 0 prints and saves the job's report, gathered over torch.distributed
+when the script destroys its process group or exits with it up; without a
+group (or after an error) every rank saves its own run file.
 
 exit status: the script's own (Ctrl-C and SIGTERM end the process by that
 signal, as without traceml); 2 a usage error or a script that cannot be
@@ -452,17 +465,25 @@ class Launcher:
                              "which prints the job's report")
             return None
         if rep["steps"] == 0 and self._nothing():
-            lines.append(f"traceml · nothing recorded: {self.target} iterated no DataLoader "
-                         f"on any of the {world} ranks (no run file written)")
-            self.lines_quiet(lines)
+            self._say_nothing(lines, f" on any of the {world} ranks")
             return None
         if not opts.quiet:
             lines.append(str(rep))
         lines.extend(self._files(rep))
         return None
 
-    def lines_quiet(self, lines: list) -> None:
-        """--quiet: not even the one-line notes."""
+    def _say_nothing(self, lines: list, where: str) -> None:
+        """The one line of a run with no steps of the launcher's (none
+        under --quiet), in place of the line on epochs timed elsewhere."""
+        if self.timed_elsewhere:
+            lines[:] = [line for line in lines if "timed by the script's own" not in line]
+            lines.append(f"traceml · nothing left to record{where}: the {self.timed_elsewhere} "
+                         "epoch(s) of DataLoaders were timed by the script's own traceml.wrap "
+                         "or a traceml trainer integration, which report them (no run file "
+                         "written)")
+        else:
+            lines.append(f"traceml · nothing recorded: {self.target} iterated no DataLoader"
+                         f"{where} (no run file written)")
         if self.opts.quiet:
             del lines[:]
 
@@ -473,10 +494,7 @@ class Launcher:
         opts = self.opts
         who = f"rank {rank} of {world}" if world > 1 else None
         if self._nothing():
-            where = f" on {who}" if who else ""
-            lines.append(f"traceml · nothing recorded: {self.target} iterated no DataLoader"
-                         f"{where} (no run file written)")
-            self.lines_quiet(lines)
+            self._say_nothing(lines, f" on {who}" if who else "")
             return
         rep = self.recorder.report(opts.stall_threshold)
         if not opts.quiet and (world <= 1 or rank == 0):
