@@ -61,7 +61,7 @@ def _run(loader, pace_s=0.004):
 
 
 @pytest.mark.slow
-def test_every_eighth_sample_slow_names_its_function():
+def test_every_eighth_sample_slow_names_its_function(tmp_path):
     r, _ = _run(DataLoader(EveryEighth(), batch_size=1, num_workers=2))
     block = r["slow_code"]
     assert block["status"] == "on" and block["workers_sampled"] == 2, block
@@ -76,6 +76,15 @@ def test_every_eighth_sample_slow_names_its_function():
     assert r["next"][0].startswith("Look at `query_rows`"), r["next"]
     d = r.to_dict()
     assert d["slow_code"]["functions"][0]["function"] in ("query_rows", "burn_cpu")
+    # The block is the run file's (its schema) and survives a save and load.
+    import jsonschema
+    from traceml.result import schema
+    jsonschema.validate({"format": "traceml-run", "format_version": 2, "summary": d}, schema())
+    path = tmp_path / "run.traceml"
+    r.save(str(path))
+    back = traceml.load(str(path))
+    assert back["slow_code"]["functions"] == d["slow_code"]["functions"]
+    assert str(back).count("Look at `query_rows`") == 1
 
 
 @pytest.mark.slow
@@ -210,3 +219,28 @@ def test_without_workers_the_main_process_is_sampled_inside_the_fetches():
     # The report stopped the main process's sampling and put SIGPROF back.
     assert signal.getsignal(signal.SIGPROF) == signal.SIG_DFL
     assert not wrapped._source.timing.stacks.log.info()["running"]
+
+
+@pytest.mark.slow
+def test_the_trace_marks_the_batches_that_ran_the_named_function(tmp_path):
+    import json
+    r, _ = _run(DataLoader(EveryEighth(), batch_size=1, num_workers=2))
+    assert slow_code.judge(r["slow_code"]).code == "slow_code_named"
+    path = r.save_trace(str(tmp_path / "t.json"))
+    with open(path) as fh:
+        events = json.load(fh)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    made = [e for e in events if e.get("name") == "make batch" and "top_function" in e["args"]]
+    # Only batches a sample fell in carry it (a 2 ms batch mostly holds
+    # none at one sample per 5 ms of CPU; a 42 ms one about 8).
+    for e in made:
+        a = e["args"]
+        assert 0 <= a["named_function_samples"] <= a["stack_samples"]
+        if a["named_function_samples"] >= 4:      # 40 ms of burn_cpu inside query_rows
+            assert a["top_function"].startswith("burn_cpu (burn.py:"), a
+    slow = [e for e in made if e["args"]["named_function_samples"] > 0]
+    fast = [e for e in made if e["args"]["named_function_samples"] == 0]
+    # 16 indices call query_rows: each such batch was sampled.
+    assert 14 <= len(slow) <= 16 and fast, (len(slow), len(fast))
+    # Batches that ran query_rows (40 ms) took far longer to make.
+    assert (np.median([e["dur"] for e in slow]) > 5 * np.median([e["dur"] for e in fast]))

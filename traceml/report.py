@@ -246,6 +246,8 @@ def build(
         rep.worker_batches, rep.worker_offsets = worker_batches
     if worker_items is not None:
         rep.worker_items = worker_items[0]
+    holder = getattr(getattr(src, "timing", None), "stacks", None)
+    rep.batch_top = getattr(holder, "batch_top", None) if summary.get("slow_code") else None
     rep.samples = _run_samples(samples, steps, summary, main_pid)
     if gpu_steps is not None:
         rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
@@ -651,6 +653,7 @@ def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
             if len(cpu) and (cpu >= 0).all() and wall.sum() > 0:
                 block[key] = float(cpu.sum() / wall.sum())
     block["hot_path"] = stacks.hot_path(d, group)
+    keep_records = records
     counts = stacks.function_counts(d, group)
     gap = np.zeros(len(counts.keys))
     n1, n0 = block["samples"]["slow"], block["samples"]["fast"]
@@ -669,6 +672,11 @@ def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
         "root_distance": (None if np.isnan(counts.root_distance[i])
                           else float(counts.root_distance[i]))}
         for i in order if counts.held[i].sum() > 0]
+    if keep_records is not None and len(keep_records):
+        named = slow_code.judge(block)
+        key = ((named.numbers["file"], named.numbers["function"], named.numbers["first_line"])
+               if named is not None and named.code == "slow_code_named" else None)
+        holder.batch_top = stacks.top_of_batches(d, stacks.batch_of(d.samples, keep_records), key)
     return block
 
 

@@ -98,6 +98,10 @@ class Report:
         # Their item records (each sample's and collate call's time,
         # ITEM_RECORD_DTYPE), for save_trace(); not written by save().
         self.worker_items: Optional[np.ndarray] = None
+        # Per worker batch record index, the commonest innermost function
+        # of its sampled stacks (traceml.stacks.top_of_batches), for
+        # save_trace(); not written by save().
+        self.batch_top: Optional[dict] = None
         # The sampler's readings of the run's processes (SAMPLE_DTYPE), for
         # save_trace()'s counter tracks; not written by save().
         self.samples: Optional[np.ndarray] = None

@@ -68,6 +68,9 @@ class Stacks:
         self._samples: list = []
         self._frames: list = []
         self._codes: list = []
+        # Per batch record index, its samples' commonest innermost
+        # function (top_of_batches), set by the report's build.
+        self.batch_top: Optional[dict] = None
 
     def ensure_log(self) -> Any:
         """The log, made on first use (before the workers fork)."""
@@ -341,4 +344,53 @@ def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
         vals, cnt = np.unique(lines, return_counts=True)
         out.append({"file": file, "function": name, "first_line": int(first),
                     "line": int(vals[np.argmax(cnt)]), "share": float(sums[best] / total)})
+    return out
+
+
+def top_of_batches(d: Drained, at: np.ndarray, named: Optional[tuple] = None) -> dict:
+    """Per batch record index (``at``: each sample's, from
+    :func:`batch_of`; -1 none), the commonest innermost function of its
+    samples in the sampled thread: {index: ("function (file:line)", its
+    samples, the batch's samples, the samples holding ``named`` (a
+    function key (file, qualified name, first line), the report's named
+    function) or None)}, for the trace's batch slices."""
+    samples, frames, codes = d.samples, d.frames, d.codes
+    out: dict = {}
+    if not len(samples) or not len(frames):
+        return out
+    keys, func_of_code = _functions(codes)
+    depth = samples[:, DEPTH]
+    start = np.concatenate(([0], np.cumsum(depth)[:-1]))
+    leaf_func = np.full(len(samples), -1, dtype=np.int64)
+    leaf_line = np.full(len(samples), -1, dtype=np.int64)
+    for i in np.flatnonzero((at >= 0) & (samples[:, KIND] == KIND_STACK) & (depth > 0)):
+        for k in range(int(start[i]), int(start[i] + depth[i])):   # innermost first
+            c = int(frames[k, 0])
+            f = func_of_code[c] if 0 <= c < len(codes) else -1
+            if f >= 0:
+                leaf_func[i], leaf_line[i] = f, int(frames[k, 1])
+                break
+    weight = samples[:, WEIGHT]
+    holds = None
+    if named is not None and tuple(named) in keys:
+        target = keys.index(tuple(named))
+        sample_of = np.repeat(np.arange(len(samples)), depth)
+        code = frames[:, 0].astype(np.int64)
+        code = np.where((code >= 0) & (code < len(codes)), code, len(codes))
+        hit = np.zeros(len(samples), dtype=bool)
+        hit[sample_of[func_of_code[code] == target]] = True
+        holds = hit
+    for b in np.unique(at[at >= 0]).tolist():
+        mine = np.flatnonzero(at == b)
+        known = mine[leaf_func[mine] >= 0]
+        if not len(known):
+            continue
+        funcs, inv = np.unique(leaf_func[known], return_inverse=True)
+        tot = np.bincount(inv.ravel(), weights=weight[known])
+        j = int(np.argmax(tot))
+        line = int(np.bincount(leaf_line[known][inv.ravel() == j]).argmax())
+        file, name, _ = keys[int(funcs[j])]
+        out[int(b)] = (f"{name} ({os.path.basename(file)}:{line})", int(tot[j]),
+                       int(weight[mine].sum()),
+                       None if holds is None else int(weight[mine][holds[mine]].sum()))
     return out

@@ -159,6 +159,7 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
         idx = worker_timing.match(batches, steps["epoch"], wk,
                                   getattr(report, "worker_offsets", None) or {})
         received = {int(j): int(i) for i, j in enumerate(idx.tolist()) if j >= 0}
+    tops = getattr(report, "batch_top", None) or {}
     lo = int(steps["begin_ns"][kept].min()) if len(kept) else 0
     hi = int(steps["end_ns"][kept].max()) if len(kept) else 0
     events: list[dict] = []
@@ -173,6 +174,11 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
                 "cpu_ms": None if r["cpu_ns"] < 0 else r["cpu_ns"] / 1e6,
                 "runq_ms": None if r["runq_ns"] < 0 else r["runq_ns"] / 1e6,
                 "received_at_step": received.get(j)}
+        if j in tops:
+            label, n, of, named = tops[j]
+            args.update(top_function=label, top_samples=n, stack_samples=of)
+            if named is not None:
+                args["named_function_samples"] = named
         events.append({"ph": "X", "name": "make batch", "cat": "worker", "pid": pid,
                        "tid": WORKER_TID0 + int(r["worker"]), "ts": _us(r["begin_ns"]),
                        "dur": _us(r["end_ns"] - r["begin_ns"]), "args": args})
