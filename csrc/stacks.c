@@ -48,6 +48,7 @@
 #include <numpy/arrayobject.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -467,18 +468,33 @@ stacks_clear(PyObject *op)
     return 0;
 }
 
-/* Disarm the timer and put the C handler back (no Python call). */
+/*
+ * Disarm the timer and put the C handler back (no Python call).  A tick
+ * generated before the timer stopped may still be pending (valgrind holds
+ * signals back, and a process-directed signal waits for a thread to take
+ * it): with SIGPROF blocked in this thread, the timer is stopped and any
+ * pending SIGPROF taken with sigtimedwait() before the old handler (often
+ * SIG_DFL, which would end the process) comes back.
+ */
 static void
 disarm(tm_stacks *self)
 {
     if (tm_active.hdr != NULL && tm_active.hdr == self->hdr
             && tm_active.pid == getpid()) {
         struct itimerval off;
+        struct timespec now = {0, 0};
+        sigset_t prof, was;
 
+        sigemptyset(&prof);
+        sigaddset(&prof, SIGPROF);
+        pthread_sigmask(SIG_BLOCK, &prof, &was);
         memset(&off, 0, sizeof(off));
         setitimer(ITIMER_PROF, &off, NULL);
         __atomic_store_n(&tm_active.hdr, NULL, __ATOMIC_RELEASE);
+        while (sigtimedwait(&prof, NULL, &now) == SIGPROF) {
+        }
         sigaction(SIGPROF, &tm_active.saved, NULL);
+        pthread_sigmask(SIG_SETMASK, &was, NULL);
     }
 }
 

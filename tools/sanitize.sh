@@ -50,7 +50,7 @@ py=$(command -v "$py")
 quick_tests=(tests/test_bad_input.py tests/test_leaks.py tests/test_reducers.py tests/test_recorder.py
              tests/test_probes.py tests/test_wrap.py tests/test_processes.py
              tests/test_worker_timing.py tests/test_memory.py tests/test_cuda_events.py
-             tests/test_nvml.py)
+             tests/test_nvml.py tests/test_stacks.py tests/test_slow_code_loader.py)
 pytest_args=()
 if [ "${1:-}" = "--quick" ]; then
     shift

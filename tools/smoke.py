@@ -271,6 +271,32 @@ def forked():
     say("fork: the child recorded into its own store")
 
 
+def sampled_stacks():
+    """The stack sampler in this process and in a forked child."""
+    log = _core.StackLog(capacity=256)
+    assert log.start(worker=-1, interval_us=2000) is None
+    end = time.thread_time() + 0.1
+    while time.thread_time() < end:
+        pass
+    assert log.stop() is True
+    if hasattr(os, "fork"):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                log.start(worker=1, interval_us=2000)
+                end = time.thread_time() + 0.1
+                while time.thread_time() < end:
+                    pass
+                log.stop()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    samples, frames, codes = log.drain()
+    assert len(samples) and len(codes), log.info()
+    assert log.info()["handler_errors"] == 0, log.info()
+    say(f"stacks: {len(samples)} samples, {len(codes)} code objects")
+
+
 def growth():
     traceml.reset()
     for _ in range(5000):                 # past the first capacity, twice
@@ -318,6 +344,7 @@ def main():
         reports(tmp)
     sweep()
     forked()
+    sampled_stacks()
     growth()
     traceml.reset()
     say("ok")

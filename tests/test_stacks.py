@@ -1,0 +1,112 @@
+"""traceml._core.StackLog, the C sampler of Python stacks: its argument
+checks, sampling in this process and in a forked child through the shared
+mapping, and the SIGPROF state it leaves behind.  No torch."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from traceml import _core, stacks
+
+
+def spin_here(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _leaf_names(samples, frames, codes):
+    start = np.concatenate(([0], np.cumsum(samples[:, stacks.DEPTH])[:-1]))
+    return [codes[frames[s, 0]][1] for s, row in zip(start, samples) if row[stacks.DEPTH]]
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match="capacity"):
+        _core.StackLog(capacity=0)
+    log = _core.StackLog(capacity=16)
+    with pytest.raises(ValueError, match="worker"):
+        log.start(worker=-2)
+    with pytest.raises(ValueError, match="interval_us"):
+        log.start(interval_us=10)
+    with pytest.raises(TypeError):
+        log.start(worker="0")
+    assert log.stop() is False      # never started
+
+
+def test_sampling_this_process_counts_cpu_and_restores_sigprof():
+    before = signal.getsignal(signal.SIGPROF)
+    log = _core.StackLog()
+    assert log.start(worker=-1, interval_us=5000) is None
+    assert log.info()["running"] and log.info()["started"] == 1
+    assert log.start() == "a traceml stack sampler already runs in this process"
+    spin_here(0.3)
+    assert log.stop() is True
+    assert signal.getsignal(signal.SIGPROF) == before
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    samples, frames, codes = log.drain()
+    # 0.3 s of CPU at 5 ms a tick: about 60 ticks (the kernel's tick
+    # rounds the interval; another thread's ticks have no stack).
+    ticks = samples[:, stacks.WEIGHT].sum()
+    assert 30 <= ticks <= 75, ticks
+    names = _leaf_names(samples, frames, codes)
+    assert names.count("spin_here") >= 0.8 * len(names), names
+    assert (samples[:, stacks.WORKER] == -1).all() and (samples[:, stacks.PID] == os.getpid()).all()
+    assert log.info()["handler_errors"] == 0 and log.info()["lost"] == 0
+    again, _, _ = log.drain()
+    assert len(again) == 0
+
+
+def test_a_handler_already_set_is_left_alone():
+    def mine(signum, frame):
+        pass
+
+    old = signal.signal(signal.SIGPROF, mine)
+    try:
+        log = _core.StackLog()
+        assert log.start() == "a SIGPROF handler was already set"
+        assert signal.getsignal(signal.SIGPROF) is mine
+        assert log.info()["refused"] == 1
+    finally:
+        signal.signal(signal.SIGPROF, old)
+    signal.setitimer(signal.ITIMER_PROF, 10.0, 10.0)
+    try:
+        assert _core.StackLog().start() == "an ITIMER_PROF timer was already set"
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_samples_into_the_shared_log():
+    log = _core.StackLog()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if log.start(worker=3, interval_us=5000) is None:
+                spin_here(0.2)
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    samples, frames, codes = log.drain()
+    assert len(samples) and (samples[:, stacks.WORKER] == 3).all()
+    assert (samples[:, stacks.PID] == pid).all()
+    assert "spin_here" in _leaf_names(samples, frames, codes)
+    # The child's sampling left this process's SIGPROF as it was.
+    assert signal.getsignal(signal.SIGPROF) == signal.SIG_DFL
+    # Only the process that made the log drains it.
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            log.drain()
+        except RuntimeError as e:
+            code = 0 if "only the process that made the log" in str(e) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
