@@ -216,9 +216,43 @@ def test_without_workers_the_main_process_is_sampled_inside_the_fetches():
     f = slow_code.judge(block)
     assert f.code == "slow_code_named" and f.numbers["function"] == "query_rows", (f, block)
     assert f.numbers["fast_share"] < 0.2, f.numbers
-    # The report stopped the main process's sampling and put SIGPROF back.
+    # The epoch's iterator is gone: sampling stopped and SIGPROF is back.
     assert signal.getsignal(signal.SIGPROF) == signal.SIG_DFL
-    assert not wrapped._source.timing.stacks.log.info()["running"]
+    assert stacks.MAIN.live == 0 and not stacks.MAIN.stacks.log.info()["running"]
+
+
+_TWO_LOADERS = """
+import time, torch, traceml
+from torch.utils.data import DataLoader
+a = traceml.wrap(DataLoader(list(range(40)), batch_size=2), name="train")
+b = traceml.wrap(DataLoader(list(range(40)), batch_size=2), name="val")
+it = iter(b)                      # kept alive across a's epoch and the report
+next(it)
+for _ in a:
+    pass
+traceml.report(source="train")
+end = time.thread_time() + 0.5
+while time.thread_time() < end:   # CPU after the report, the timer still armed
+    pass
+for _ in it:
+    pass
+traceml.report(source="val")
+end = time.thread_time() + 0.3
+while time.thread_time() < end:
+    pass
+import signal
+print("ok", signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0))
+"""
+
+
+@pytest.mark.slow
+def test_two_loaders_without_workers_share_the_main_sampler_and_end_clean():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _TWO_LOADERS], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert out.stdout.split() == ["ok", "True"], out.stdout
 
 
 @pytest.mark.slow

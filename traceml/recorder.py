@@ -155,10 +155,6 @@ class Recorder(_core.Recorder):
         sid = self._pick_source(records, source, stuck, sources)
         src = sources.get(sid)
         timing = src.timing if src is not None else None
-        if timing is not None:
-            # The main process's own sampling (num_workers=0) ends here; the
-            # next epoch's iter() starts it again.
-            timing.stacks.stop_main()
         worker_batches = (timing.drain(), dict(timing.offsets)) if timing is not None else None
         worker_items = (timing.items(), timing.items_lost()) if timing is not None else None
         timeline = self._gpu.get(sid)

@@ -601,6 +601,10 @@ def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
     if holder is None or not loader:
         return None
     in_main = not (loader.get("num_workers") or 0) > 0
+    if in_main:
+        if stacks.MAIN.why is not None and stacks.MAIN.stacks.log is None:
+            return {"status": stacks.MAIN.why, "samples": {"slow": 0, "fast": 0}}
+        holder = stacks.MAIN.stacks
     d = holder.drained()
     if d is None:
         # No log was made: switched off, or no forked worker was hooked.
@@ -614,7 +618,8 @@ def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
                 "workers_refused": int(info["refused"]), "samples": {"slow": 0, "fast": 0}}
     block: dict = {"status": "on", "interval_us": stacks.INTERVAL_US,
                    "workers_sampled": int(info["started"]),
-                   "workers_refused": int(info["refused"]), "lost": int(info["lost"])}
+                   "workers_refused": int(info["refused"]),
+                   "lost": int(info["lost"]) + holder.dropped}
     stalled = mask & steady
     # At num_workers=0 the batches are made inside the fetches: only
     # samples there count, and only the main process's.

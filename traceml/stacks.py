@@ -17,6 +17,7 @@ shared mapping they would not inherit).
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -28,6 +29,9 @@ STACKS_ENV = "TRACEML_STACKS"
 # 100-200 the sampler is meant for (enough samples in a 16-step run of
 # 50 ms batches: 160), at a cost benchmarks/bench_stacks.py measures.
 INTERVAL_US = 5000
+# The samples a source keeps in memory, the latest (at most 48 B a row
+# and 8 B a frame: about 50 MB at full depth); older ones are counted.
+SAMPLES_KEPT = 1 << 17
 # The columns of StackLog.drain()'s samples.
 T_NS, PID, WORKER, WEIGHT, KIND, DEPTH = range(6)
 KIND_STACK, KIND_OTHER = 0, 1
@@ -71,32 +75,13 @@ class Stacks:
         # Per batch record index, its samples' commonest innermost
         # function (top_of_batches), set by the report's build.
         self.batch_top: Optional[dict] = None
+        self.dropped = 0
 
     def ensure_log(self) -> Any:
         """The log, made on first use (before the workers fork)."""
         if self.log is None:
             self.log = _core.StackLog()
         return self.log
-
-    def start_main(self) -> Optional[str]:
-        """Sample this (the main) process, where a loader with
-        num_workers=0 makes its batches: None once sampling (or already),
-        else why not (switched off, not the main thread, a SIGPROF
-        handler or timer of someone else's).  Never raises."""
-        if not enabled():
-            return f"{STACKS_ENV}=0 in the environment"
-        try:
-            log = self.ensure_log()
-            if log.info()["running"]:
-                return None
-            return log.start(worker=-1, interval_us=INTERVAL_US)
-        except (OSError, ValueError) as e:
-            return str(e)
-
-    def stop_main(self) -> None:
-        """Stop sampling this process (a no-op where it was not)."""
-        if self.log is not None:
-            self.log.stop()
 
     def drained(self) -> Optional[Drained]:
         """Every sample so far (None: no log was made)."""
@@ -110,9 +95,59 @@ class Stacks:
         if len(self._samples) > 1:
             self._samples = [np.concatenate(self._samples)]
             self._frames = [np.concatenate(self._frames)]
+        if self._samples and len(self._samples[0]) > SAMPLES_KEPT:
+            # The latest SAMPLES_KEPT, with their frames; the rest counted.
+            cut = len(self._samples[0]) - SAMPLES_KEPT
+            frames_cut = int(self._samples[0][:cut, DEPTH].sum())
+            self._samples = [self._samples[0][cut:]]
+            self._frames = [self._frames[0][frames_cut:]]
+            self.dropped += cut
         samples = self._samples[0] if self._samples else np.zeros((0, 6), np.int64)
         frames = self._frames[0] if self._frames else np.zeros((0, 2), np.int32)
         return Drained(samples, frames, list(self._codes), self.log.info())
+
+
+class _MainSampler:
+    """The main process's own sampling, for loaders with num_workers=0
+    (which make their batches inside the fetch): one log for the process
+    (SIGPROF is the process's), shared by every source, sampling while at
+    least one such epoch's iterator lives.  Each report keeps the samples
+    inside its own steps' fetches, so sources never take each other's."""
+
+    def __init__(self) -> None:
+        self.stacks = Stacks()
+        self.live = 0
+        self.why: Optional[str] = None
+
+    def epoch_begins(self, iterator: Any) -> None:
+        """Sample from now until ``iterator`` (the loader's iterator for
+        the epoch) is collected, as it is when the loop over it ends.
+        Never raises: why it could not start is kept in ``why``."""
+        if not enabled():
+            self.why = f"{STACKS_ENV}=0 in the environment"
+            return
+        try:
+            log = self.stacks.ensure_log()
+            if not log.info()["running"]:
+                self.why = log.start(worker=-1, interval_us=INTERVAL_US)
+            if self.why is not None:
+                return
+            weakref.finalize(iterator, self._epoch_ends)
+        except (OSError, ValueError, TypeError) as e:
+            # TypeError: an iterator without weak references; sampling
+            # then runs until the process ends.
+            self.why = self.why or (str(e) if not isinstance(e, TypeError) else None)
+            return
+        self.live += 1
+
+    def _epoch_ends(self) -> None:
+        self.live -= 1
+        if self.live <= 0 and self.stacks.log is not None:
+            self.live = 0
+            self.stacks.log.stop()
+
+
+MAIN = _MainSampler()
 
 
 def start_in_worker(log: Any, worker_id: int) -> Optional[str]:

@@ -211,6 +211,7 @@ def before_iter(loader: Any, timing: Timing, epoch: int) -> tuple[Optional[str],
     if timing.log is None:
         timing.log = _core.BatchLog()
     timing.drain()  # before the workers of this epoch can lap the log
+    timing.stacks.drained()  # likewise the stack samples
     timing.log.epoch = epoch
     live = getattr(loader, "_iterator", None) if getattr(loader, "persistent_workers", False) else None
     if live is not None:

@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from . import _core, worker_timing
+from . import _core, stacks, worker_timing
 from .findings import report_notes
 from . import gpu as gpu_events
 from . import liveline as live_line
@@ -561,10 +561,6 @@ class Wrapped:
         hooked = torch_loader(self.iterable) if facts is not None else None
         why, user_fn = (worker_timing.before_iter(hooked, src.timing, epoch)
                         if hooked is not None else (worker_timing.NOT_A_LOADER, None))
-        if hooked is not None and not (getattr(hooked, "num_workers", 0) or 0):
-            # num_workers=0: the batches are made in this process; its
-            # stack is sampled until the report (only fetches count).
-            src.timing.stacks.start_main()
         _iterating.depth = getattr(_iterating, "depth", 0) + 1
         try:
             inner = iter(self.iterable)
@@ -572,6 +568,11 @@ class Wrapped:
             _iterating.depth -= 1
             if hooked is not None:
                 worker_timing.after_iter(hooked, src.timing, why, user_fn)
+        if hooked is not None and not (getattr(hooked, "num_workers", 0) or 0):
+            # num_workers=0: the batches are made in this process; its
+            # stack is sampled while the epoch's iterator lives (only
+            # samples inside fetches count).
+            stacks.MAIN.epoch_begins(inner)
         hidden = hidden_facts(self.iterable, inner, facts)
         if hidden is not None:
             facts["unread"] = hidden
