@@ -515,23 +515,22 @@ stacks_dealloc(PyObject *op)
     Py_DECREF(type);
 }
 
-/* signal.<name>(args...), a new reference or NULL. */
+/* signal.<name>(*args), a new reference or NULL; `args` (a new reference,
+   or NULL with an error set) is consumed. */
 static PyObject *
 call_signal(const char *name, PyObject *args)
 {
-    PyObject *mod = PyImport_ImportModule("signal");
-    PyObject *fn, *out;
+    PyObject *mod, *fn, *out;
 
-    if (mod == NULL) {
+    if (args == NULL) {
         return NULL;
     }
-    fn = PyObject_GetAttrString(mod, name);
-    Py_DECREF(mod);
-    if (fn == NULL) {
-        return NULL;
-    }
-    out = PyObject_CallObject(fn, args);
-    Py_DECREF(fn);
+    mod = PyImport_ImportModule("signal");
+    fn = mod != NULL ? PyObject_GetAttrString(mod, name) : NULL;
+    Py_XDECREF(mod);
+    out = fn != NULL ? PyObject_CallObject(fn, args) : NULL;
+    Py_XDECREF(fn);
+    Py_DECREF(args);
     return out;
 }
 
@@ -614,7 +613,6 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     {
         PyObject *r = call_signal("signal", call_args);
 
-        Py_DECREF(call_args);
         if (r == NULL) {
             Py_DECREF(prev);
             if (PyErr_ExceptionMatches(PyExc_ValueError)) {

@@ -278,3 +278,27 @@ def test_the_trace_marks_the_batches_that_ran_the_named_function(tmp_path):
     assert 14 <= len(slow) <= 16 and fast, (len(slow), len(fast))
     # Batches that ran query_rows (40 ms) took far longer to make.
     assert (np.median([e["dur"] for e in slow]) > 5 * np.median([e["dur"] for e in fast]))
+
+
+_ALIVE_AT_EXIT = """
+import time, traceml
+from torch.utils.data import DataLoader
+it = iter(traceml.wrap(DataLoader(list(range(40)), batch_size=2)))
+next(it)                          # the epoch's iterator lives until exit
+end = time.thread_time() + 0.3
+while time.thread_time() < end:
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_an_epoch_alive_at_exit_does_not_end_the_process_by_sigprof():
+    # Finalization puts SIG_DFL back for SIGPROF; a tick after it would end
+    # the process with 'Profiling timer expired' (exit -27).  An atexit hook
+    # stops the sampler first.
+    import subprocess
+    import sys
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", _ALIVE_AT_EXIT], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, (out.returncode, out.stderr[-2000:])

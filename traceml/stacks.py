@@ -16,6 +16,7 @@ shared mapping they would not inherit).
 
 from __future__ import annotations
 
+import atexit
 import os
 import weakref
 from typing import Any, NamedTuple, Optional
@@ -147,7 +148,17 @@ class _MainSampler:
             self.stacks.log.stop()
 
 
+    def stop(self) -> None:
+        """Stop sampling now (at exit: the interpreter's finalization puts
+        SIG_DFL back for SIGPROF, and a tick after that would end the
+        process)."""
+        if self.stacks.log is not None:
+            self.stacks.log.stop()
+        self.live = 0
+
+
 MAIN = _MainSampler()
+atexit.register(MAIN.stop)
 
 
 def start_in_worker(log: Any, worker_id: int) -> Optional[str]:
