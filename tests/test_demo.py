@@ -7,6 +7,7 @@ comparison of the two paths.
 """
 
 import json
+import time
 
 import pytest
 
@@ -162,3 +163,28 @@ def test_main_investigate_quick(data_dir, capsys):
     assert "historical versus fixed" in out
     assert "fixed: " in out  # the comparison's verdict line
     assert traceml._core.default_recorder().store_info()["steps"] == 0  # the sweeps left no records
+
+
+@pytest.mark.slow
+def test_the_historical_path_names_its_real_cost_and_the_fixed_path_none(data_dir):
+    # The quick dataset, 40 batches at num_workers=2 against a 2 ms step: the
+    # historical loader is input-bound on every batch alike, and the hot path
+    # of the workers' sampled stacks runs through _delta_values (the 50
+    # whole-row reads); the fixed loader keeps up and names no code.
+    historical, fixed = demo.load_datasets(data_dir=data_dir, quick=True, out=lambda _l: None)
+    reports = {}
+    for name, ds in (("hist-code", historical), ("fixed-code", fixed)):
+        traceml.reset()
+        with demo.quiet_worker_warnings():
+            loader = demo.make_loader(ds, num_workers=2, steps=40, batch_size=2)
+            for _ in traceml.wrap(loader, name=name):
+                time.sleep(0.002)
+        reports[name] = traceml.report(source=name)
+    hist, fix = reports["hist-code"], reports["fixed-code"]
+    block = hist["slow_code"]
+    assert block["status"] == "on", block
+    names = [f["function"] for f in block["hot_path"]]
+    assert "HistoricalDeltaDataset._delta_values" in names, names
+    line = next(x for x in str(hist).splitlines() if "went down" in x or "slow batches' code" in x)
+    assert "_delta_values" in line, line
+    assert "_delta_values" not in str(fix) and "Look at" not in str(fix), str(fix)

@@ -340,8 +340,8 @@ def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
     at each depth the function held by the most of the samples that
     followed the path so far, while it holds at least HOT_PATH_SHARE of
     all of them.  Returns [{file, function, first_line, line (its
-    commonest line on the path), share}], outermost first, from below the
-    last frame of the loader's machinery (torch.utils.data,
+    commonest line on the path), share}], outermost first, from below each
+    stack's innermost frame of the loader's machinery (torch.utils.data,
     multiprocessing, threading: above it, the training script and, in a
     forked worker, the parent's stack at fork()), without traceml's own
     frames; [] without samples."""
@@ -353,13 +353,24 @@ def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
     start = np.concatenate(([0], np.cumsum(depth)[:-1]))
     rows = np.flatnonzero(keep)
     width = int(depth[rows].max())
-    # (samples, depth) code and line from the root; -1 past a stack's end.
+    # A stack is kept from its innermost frame out (TM_STACK_DEPTH), so
+    # deep callers (a test runner's frames, copied into a forked worker)
+    # are cut at different places: the stacks are aligned at their
+    # innermost frame of the loader's machinery, and the path runs from
+    # just below it.  (samples, depth) code and line, outermost first; -1
+    # past a stack's end.
+    machinery = np.array([c is not None and any(m in c[0] for m in _MACHINERY)
+                          for c in codes] + [False])
     code = np.full((len(rows), width), -1, dtype=np.int64)
     line = np.full((len(rows), width), -1, dtype=np.int64)
     for k, r in enumerate(rows):
         n = int(depth[r])
-        code[k, :n] = frames[start[r]:start[r] + n, 0][::-1]
-        line[k, :n] = frames[start[r]:start[r] + n, 1][::-1]
+        fr = frames[start[r]:start[r] + n]
+        c = fr[:, 0].astype(np.int64)
+        inside = machinery[np.where((c >= 0) & (c < len(codes)), c, len(codes))]
+        below = int(np.argmax(inside)) if inside.any() else n
+        code[k, :below] = c[:below][::-1]
+        line[k, :below] = fr[:below, 1][::-1]
     keys, func_of_code = _functions(codes, own=True)
     known = code >= 0
     code[known] = func_of_code[np.where(code[known] < len(codes), code[known], len(codes))]
@@ -380,11 +391,6 @@ def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
         on &= code[:, level] == best
         file, name, first = keys[best]
         if _is_own(file):
-            continue
-        if any(m in file for m in _MACHINERY):
-            # Everything down to the loader's machinery (in a forked
-            # worker, the parent's stack at fork() too) is not the batch's.
-            out = []
             continue
         lines = line[on, level]
         vals, cnt = np.unique(lines, return_counts=True)
