@@ -23,9 +23,9 @@ function in every slow sample and no fast one could not reach that level
 batches' CPU over their wall time (the worker's own clock, BatchLog); below
 OFF_CPU_SHARE of the other batches' (workers sharing cores get less than a
 core whatever they run) the workers were mostly off CPU and no function is
-to blame;
-and the ticks that fell in another thread (a helper decoding, the queue's
-feeder) are said when they outweigh the sampled thread's.
+to blame.  Before that, the ticks that fell in another thread (a helper
+decoding, the queue's feeder) are said when they outweigh the sampled
+thread's: the batch's thread then waits on CPU spent elsewhere.
 """
 
 from __future__ import annotations
@@ -113,6 +113,10 @@ def judge(block: Optional[dict]) -> Optional[Finding]:
         return None
     if block.get("slow_batches_in_making") == 0:
         return Finding("slow_code_not_making", {"stalls": block["slow_batches"]})
+    other = s.get("slow_other_thread", 0)
+    if other > s["slow"]:
+        return Finding("slow_code_other_thread", {
+            "share": other / (other + s["slow"]), "samples": other + s["slow"]})
     cpu_share = block.get("slow_cpu_share")
     # Against the other batches' share: workers sharing cores get less
     # than a core each whatever they run, and that is not "off CPU".
@@ -121,10 +125,6 @@ def judge(block: Optional[dict]) -> Optional[Finding]:
         return Finding("slow_code_off_cpu", {"cpu_share": cpu_share,
                                              "fast_cpu_share": block.get("fast_cpu_share"),
                                              "batches": block["slow_batches"]})
-    other = s.get("slow_other_thread", 0)
-    if other > s["slow"]:
-        return Finding("slow_code_other_thread", {
-            "share": other / (other + s["slow"]), "samples": other + s["slow"]})
     rows = tested(block)
     named = [f for f in rows if f["named"]]
     m = max(1, len(rows))
