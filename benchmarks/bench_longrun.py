@@ -66,7 +66,7 @@ from _common import (
     write_json,
 )
 from traceml import _core
-from traceml.report import QUANTILES
+from traceml.build import QUANTILES
 
 TARGET_S = 1.5
 TARGET_BYTES = 32

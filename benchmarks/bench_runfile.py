@@ -54,7 +54,7 @@ TARGET_STEPS = 10_000_000
 
 def make_report(n: int, loader: bool):
     """A Report of n synthetic steps (see the module docstring)."""
-    build = importlib.import_module("traceml.report").build
+    build = importlib.import_module("traceml.build").build
     rng = np.random.default_rng(0)
     wait = rng.lognormal(np.log(50e3), 0.5, n).astype(np.int64)
     wait[::50] += 30_000_000

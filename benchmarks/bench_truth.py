@@ -5,7 +5,7 @@ Two parts (both by default):
 
 * ``--corpus``: the labelled corpus of ``tests/corpus.py`` (per-step wait
   sequences whose truth comes from how they were made) replayed through
-  ``traceml.report.build`` -- deterministic, no timing noise;
+  ``traceml.build.build`` -- deterministic, no timing noise;
 * ``--loaders``: real DataLoaders, each scenario run ``--runs`` times (20;
   ``--quick``: 5) while a CPU hog (a separate process spinning on one core)
   runs beside them, each run recorded by its own ``traceml.Recorder()``.

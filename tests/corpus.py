@@ -1016,7 +1016,7 @@ def corpus() -> list[Case]:
 def replay(case: Case, build=None):
     """``report.build`` over the case (no threshold given): the Report."""
     if build is None:
-        from traceml.report import build
+        from traceml.build import build
     return build(case.records, dict(INFO), SOURCE_ID, None,
                  sources=case.sources, delivery=case.delivery, samples=case.samples,
                  sampler_info=case.sampler_info, main_pid=MAIN_PID,

@@ -208,7 +208,7 @@ def _pos_consts():
 def loader_report_of(num_workers: int, stall_every: int, n: int = STEPS) -> dict:
     """digest(to_dict()) of build() over loader_inputs(...)."""
     import traceml
-    from traceml.report import build
+    from traceml.build import build
 
     rec, sources, delivery = loader_inputs(num_workers, stall_every, n)
     info = traceml.Recorder().store_info()

@@ -270,7 +270,7 @@ def test_bad_call_raises_a_clear_error_and_keeps_the_record(case, recorded, tmp_
 # Calls whose error does not name the argument (or is not a TypeError /
 # ValueError).  Each is a bug report: see its reason.
 SWEEP_WHY = ("sweep() converts consumer_pace_s with float() and each axis with "
-             "tuple() unchecked (traceml/sweep.py): the error does not name it")
+             "tuple() unchecked (traceml/sweeping.py): the error does not name it")
 CONFIGURE_WHY = ("configure() checks the range in seconds, then int(seconds * 1e9) "
                  "and _sampler_config's 'L'/'n' converters raise OverflowError "
                  "without the name for huge finite values (traceml/wrapping.py)")
@@ -298,7 +298,7 @@ BAD_MESSAGES = [
     _bad("sweep-axis-not-iterable", lambda p: traceml.sweep(list, in_order=True),
          "in_order", SWEEP_WHY),
     _bad("compare-labels-int", lambda p: traceml.compare(_report_obj(), labels=5), "labels",
-         "compare() calls list(labels) unchecked (traceml/compare.py)"),
+         "compare() calls list(labels) unchecked (traceml/comparing.py)"),
     _bad("configure-period-huge", lambda p: traceml.configure(sampler_period_s=1e300),
          "sampler_period_s", CONFIGURE_WHY),
     _bad("configure-stuck-huge", lambda p: traceml.configure(stuck_after_s=1e12),

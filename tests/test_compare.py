@@ -9,7 +9,7 @@ import pytest
 
 import traceml
 from traceml.__main__ import main
-from traceml.compare import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
+from traceml.comparing import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
 from traceml.fmt import fmt_s
 
 from test_report import INFO, SYNTHETIC, MS, build, records
@@ -216,7 +216,7 @@ def test_a_faster_model_with_a_larger_input_share_is_mixed():
     assert row["why"].startswith("mean fetch 10 ms -> 8 ms (-2 ms; tolerance 1 ms): better")
     assert "after: MIXED: mean fetch" in str(c)
     # MIXED is a difference: a sweep's order effects count it.
-    from traceml.sweep import _SAME
+    from traceml.sweeping import _SAME
     assert "MIXED" not in _SAME
 
 

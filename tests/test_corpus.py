@@ -1,5 +1,5 @@
 """Diagnostic truth: the labelled corpus of tests/corpus.py, replayed
-through ``traceml.report.build`` without timing noise.
+through ``traceml.build.build`` without timing noise.
 
 Each case is a per-step wait sequence made by a recipe with a fixed seed
 (healthy loops with jitter, an isolated blip, uniformly slow input,
@@ -85,7 +85,7 @@ def test_corpus_is_well_formed():
         for path in c.truth:
             assert path.split(".")[0] in (
                 "diagnosis", "shape", "stalls", "temporal", "trend",
-                "attribution", "headline"), (c.name, path)
+                "attribution", "headline", "production"), (c.name, path)
 
 
 def test_labels_read_missing_keys_as_not_found():

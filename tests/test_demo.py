@@ -17,7 +17,7 @@ pytest.importorskip("PIL")
 
 import traceml
 from traceml import demo
-from traceml.compare import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION
+from traceml.comparing import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION
 
 HISTORICAL_WORKERS = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
 DIRECTIONS = ["forward"] * 5 + ["backward"] * 5

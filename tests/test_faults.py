@@ -18,7 +18,7 @@ import pytest
 import traceml
 from traceml import evidence, wrapping
 from traceml.findings import worker_evidence
-from traceml.report import build
+from traceml.build import build
 
 try:
     import torch

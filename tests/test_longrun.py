@@ -345,7 +345,7 @@ def test_delivery_lists_are_made_on_first_use_only(tmp_path):
     to_dict() / report["delivery"] equal the arrays (None for -1), before
     and after a save/load round trip."""
     import traceml
-    from traceml.report import build
+    from traceml.build import build
 
     rec, sources, delivery = longrun_cases.loader_inputs(3, 4, 20_000)
     rep = build(rec, traceml.Recorder().store_info(), 1, None, sources=sources,

@@ -15,7 +15,7 @@ import pytest
 import traceml
 from traceml import _core, ranks, render
 from traceml.findings import rank_stragglers
-from traceml.report import build
+from traceml.build import build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MS = 1_000_000

@@ -11,7 +11,7 @@ import traceml
 from traceml import _core, wrapping
 from traceml.findings import input_bound, stall_timing
 from traceml.fmt import fmt_s
-from traceml.report import build as build_report
+from traceml.build import build as build_report
 
 # The sources the hand-made records belong to: build() reads no registry.
 SOURCES = {}

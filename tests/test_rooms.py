@@ -17,13 +17,13 @@ import pytest
 import traceml
 from traceml import wrapping
 from traceml.findings import comparison, input_bound, stall_shape, stall_threshold, sweeps
-from traceml.report import build
+from traceml.build import build
 
 from test_report import INFO, MS, records
 
 # The package under test: the checkout, or an installed wheel (tools/check_dist.sh).
 PKG = os.path.dirname(os.path.abspath(traceml.__file__))
-# Every module of the package by dotted name under traceml ("report",
+# Every module of the package by dotted name under traceml ("build",
 # "findings.stall_timing", "findings" for its __init__).
 MODULES = sorted(
     os.path.relpath(os.path.join(d, f), PKG)[:-3].replace(os.sep, ".").removesuffix(".__init__")
@@ -105,7 +105,7 @@ def test_each_module_imports_alone(module):
 # percent sign ("20%", "1 ms", "4x", "5 s").
 LITERAL = re.compile(r"\d+(?:\.\d+)?\s?(?:%|ms\b|µs\b|ns\b|s\b|x\b|kB\b|MB\b)")
 MARKUP = re.compile(r"style=|<\w")
-SENTENCE_MODULES = ("render", "compare", "sweep", "report", "evidence", *FAMILIES)
+SENTENCE_MODULES = ("render", "comparing", "sweeping", "build", "evidence", *FAMILIES)
 
 
 def _sentence_literals(module: str) -> list[str]:
@@ -201,7 +201,7 @@ def test_build_from_plain_data_matches_numpy(monkeypatch):
     def no_registry(*_):
         raise AssertionError("build() read the source registry")
 
-    for module in (wrapping, sys.modules["traceml.report"]):
+    for module in (wrapping, sys.modules["traceml.build"]):
         for name in ("sources", "by_name"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, no_registry)

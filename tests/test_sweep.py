@@ -168,7 +168,7 @@ def test_make_loader_must_be_callable():
 
 
 def test_correlation_says_what_it_rests_on():
-    from traceml.sweep import _row, correlation
+    from traceml.sweeping import _row, correlation
 
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
                  stalls=s, period=p, mean_s=0.1)
@@ -197,7 +197,7 @@ def test_a_period_set_by_the_data_does_not_follow_num_workers():
     """Every 3rd sample slow: period 3 at 4, 2, 1 and 0 workers.  The old
     median-gap column gave 3, 3, 6, 9 and r = 1.000; the period says 3
     everywhere, which does not follow num_workers."""
-    from traceml.sweep import _row
+    from traceml.sweeping import _row
 
     rows = [dict(_row({"num_workers": k}, 0, "forward", None, None),
                  stalls=10, period=3, median_gap=g, mean_s=0.02)
@@ -230,7 +230,7 @@ def test_sweep_plot_shows_cadence_and_mean_fetch():
 
 
 def test_sweep_names_the_lowest_mean_fetch_and_its_peers():
-    from traceml.sweep import _row
+    from traceml.sweeping import _row
 
     def row(k, mean, direction="forward"):
         return dict(_row({"num_workers": k}, 0, direction, None, None),
@@ -340,7 +340,7 @@ def test_order_effects_name_the_pass_when_there_are_several():
 
 
 def test_the_same_period_everywhere_is_said_plainly():
-    from traceml.sweep import _row
+    from traceml.sweeping import _row
 
     # Every condition stalls every other step: the period is 2 at 4, 2 and 0
     # workers, so the cadence does not follow num_workers.
@@ -358,7 +358,7 @@ def test_the_same_period_everywhere_is_said_plainly():
 
 
 def test_the_correlation_uses_the_loaders_own_num_workers():
-    from traceml.sweep import _row
+    from traceml.sweeping import _row
 
     def row(asked, built, period):
         return dict(_row({"num_workers": asked}, 0, "forward", None, None),
@@ -473,7 +473,7 @@ def test_keyword_only_and_unsigned_make_loaders_run():
 
 @pytest.mark.slow
 def test_pairs_without_steady_state_steps_do_not_differ():
-    from traceml.compare import NO_DATA
+    from traceml.comparing import NO_DATA
 
     # One batch per condition: the epoch-start fetch only, no steady state.
     res = traceml.sweep(lambda num_workers: range(1), num_workers=(1, 0), steps=2,
@@ -579,7 +579,7 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
 
 
 def _period_row(k, stalls, period, temporal=None, mean=0.05, direction="forward", share=None):
-    from traceml.sweep import _row
+    from traceml.sweeping import _row
 
     return dict(_row({"num_workers": k}, 0, direction, None, None), stalls=stalls,
                 period=period, temporal=temporal, mean_s=mean, input_share=share,
@@ -688,7 +688,7 @@ def test_the_seed_sweep_at_16_steps_concludes():
     and 0.  The pooled test of the rows' own cadences concludes, and the
     sentence says what it rests on."""
     import corpus
-    from traceml.sweep import _row
+    from traceml.sweeping import _row
 
     def steady(nw):
         k = corpus.startup(nw)

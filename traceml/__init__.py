@@ -28,15 +28,15 @@ Python renders them.
 
 from . import _core
 from ._core import abandon_step, clock_ns, fetch_done, step_begin, step_end
-from .compare import Comparison, compare
+from .comparing import Comparison, compare
 from .gpu import cuda_events, input_ready
 from .io import load
 from .liveline import live
 from .ranks import gather
 from .recorder import Recorder, report, reset
-from .report import Report
+from .build import Report
 from .result import RunFileError
-from .sweep import SweepResult, sweep
+from .sweeping import SweepResult, sweep
 from .wrapping import Wrapped, configure, wrap
 
 __version__ = "0.1.0"

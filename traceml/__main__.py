@@ -20,7 +20,7 @@ import os
 import sys
 
 from .findings import comparison, input_bound
-from .compare import compare
+from .comparing import compare
 from .io import load as load_report
 from .result import summary_of
 

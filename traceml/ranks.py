@@ -58,7 +58,7 @@ import numpy as np
 
 from . import _core
 from .findings import rank_stragglers, stall_timing
-from .report import build as _build, duration_stats_s as _duration_stats_s
+from .build import build as _build, duration_stats_s as _duration_stats_s
 from .result import Report, summary_of
 
 # The default deadline, in seconds: long enough for rank 0 to save a

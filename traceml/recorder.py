@@ -7,7 +7,7 @@ see each other's steps, names or stuck fetches.  The module-level
 ``traceml.wrap``, probes, ``report`` and ``reset`` use the default recorder.
 
 This module gathers a recording's inputs and hands them to
-:func:`traceml.report.build`; it holds no rule and no sentence.
+:func:`traceml.build.build`; it holds no rule and no sentence.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional, Union
 import numpy as np
 
 from . import _core, worker_timing
-from .report import Report, _check_threshold, build
+from .build import Report, _check_threshold, build
 from .gpu import DEFAULT_RING
 from .wrapping import SourceRegistry, Wrapped, wrap_into
 

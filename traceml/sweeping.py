@@ -26,9 +26,9 @@ import numpy as np
 
 from . import predict, render
 from .findings import comparison, input_bound, stall_timing, sweeps
-from .compare import _stalls_over, verdict
+from .comparing import _stalls_over, verdict
 from .recorder import Recorder
-from .report import Report, _check_threshold
+from .build import Report, _check_threshold
 from .result import summary_of
 
 # compare() verdicts under which a forward/backward pair does not differ:
