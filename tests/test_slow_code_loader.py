@@ -73,7 +73,10 @@ def test_every_eighth_sample_slow_names_its_function(tmp_path):
     # rest of the steps hold it too (workers make slow samples ahead).
     assert f.numbers["slow_share"] >= 0.6 and f.numbers["slow_share"] > f.numbers["fast_share"], (
         f.numbers)
-    assert r["next"][0].startswith("Look at `query_rows`"), r["next"]
+    # It is the one next step: the other experiments follow as "also".
+    lead = r["next"][r["next_roles"].index("lead")]
+    assert lead.startswith("Look at `query_rows`"), r["next"]
+    assert str(r).count("  → Look at `query_rows`") == 1
     d = r.to_dict()
     assert d["slow_code"]["functions"][0]["function"] in ("query_rows", "burn_cpu")
     # The block is the run file's (its schema) and survives a save and load.

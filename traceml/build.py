@@ -236,8 +236,10 @@ def build(
     summary["notes"] = findings.sentences(_notes(info, summary, src, source_id, recorded,
                                                  stuck_events or [], sources, unmarked)
                                           + findings.family_notes(summary))
-    summary["next"] = findings.sentences(
+    arranged, roles = advice.arrange(
         advice.evidence_next_steps(summary, advice.next_steps(summary)) + memory_found)
+    summary["next"] = findings.sentences(arranged)
+    summary["next_roles"] = roles
     rep = Report(summary, steps, delivery=(
         {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
          "workers": np.maximum(ranks_workers[1], -1, dtype=np.int64)}

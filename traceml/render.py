@@ -78,6 +78,23 @@ def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     return [line for line in lines if line]
 
 
+def _with_roles(s: dict) -> list[tuple[str, str]]:
+    """The next-step lines with their roles (advice.arrange: "why", "lead",
+    "also"); a run saved before roles existed reads all as "why"."""
+    lines = s.get("next") or []
+    roles = s.get("next_roles")
+    if not isinstance(roles, list) or len(roles) != len(lines):
+        roles = ["why"] * len(lines)
+    return list(zip(lines, roles))
+
+
+def next_lines(s: dict) -> list[str]:
+    """The terminal's next-step lines: the explanations and the one next
+    step as arrows, the further experiments under it as "also"."""
+    return [f"      also: {line}" if role == "also" else f"  → {line}"
+            for line, role in _with_roles(s)]
+
+
 def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict."""
     out = [bottom_line.first_line(s)]
@@ -92,7 +109,7 @@ def report_text(s: dict) -> str:
     shape = stall_timing.shape_line(s)
     if shape:
         out.append(shape)
-    out.extend(f"  → {line}" for line in s.get("next", []))
+    out.extend(next_lines(s))
     out.extend(f"  · {line}" for line in slow_code.evidence_lines(s))
     out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
     out.extend(f"  · {line}" for line in slow_samples.evidence_lines(s))
@@ -147,7 +164,9 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         if s.get("next"):
             parts.append(
                 '<ul style="margin:4px 0 6px 18px;padding:0">'
-                + "".join(f"<li>{e(line)}</li>" for line in s["next"])
+                + "".join(f'<li style="color:#667085">also: {e(line)}</li>' if role == "also"
+                          else f"<li><b>{e(line)}</b></li>" if role == "lead"
+                          else f"<li>{e(line)}</li>" for line, role in _with_roles(s))
                 + "</ul>"
             )
         ev = (slow_code.evidence_lines(s) + worker_evidence.evidence_lines(s)

@@ -97,3 +97,29 @@ def test_every_family_note_has_words_and_a_corpus_case(corpus_summaries):
     for family in families:
         missing = set(family.WORDS) - set(emitted)
         assert not missing, f"{_family(family)}: no corpus case emits {sorted(missing)}"
+
+
+def test_every_experiment_code_is_worded_and_proposes_one(corpus_summaries):
+    worded = _worded()
+    assert advice.EXPERIMENTS <= set(worded), advice.EXPERIMENTS - set(worded)
+    # Over the corpus: each report has at most one lead, its first
+    # experiment, and every "Next:" sentence is an experiment's.
+    for name, s in corpus_summaries:
+        items, roles = advice.arrange(advice.evidence_next_steps(s, advice.next_steps(s)))
+        tried = [r for (code, _), r in zip(items, roles) if code in advice.EXPERIMENTS]
+        assert tried[:1] in ([], ["lead"]) and set(tried[1:]) <= {"also"}, (name, roles)
+        assert roles.count("lead") == len(tried[:1]), name
+        for (code, numbers), role in zip(items, roles):
+            said = findings.words_of(code)(numbers)
+            if "Next:" in said:
+                assert role in ("lead", "also"), (name, code)
+
+
+def test_the_code_that_makes_the_batches_leads_a_full_host_and_the_pattern():
+    from traceml.findings import Finding
+    items = [Finding("heavy_tailed", {}), Finding("vary_workers_around", {}),
+             Finding("host_contention", {}), Finding("look_at_function", {})]
+    arranged, roles = advice.arrange(items)
+    assert [c for c, _ in arranged] == ["heavy_tailed", "look_at_function", "host_contention",
+                                        "vary_workers_around"]
+    assert roles == ["why", "lead", "also", "also"]

@@ -239,10 +239,58 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
         added = [f for f in added
                  if f.code not in family.ONLY_REPLACING or family.superseded_by(f) & present]
         if added:
-            rest = [it for it in out if it[0] not in drop]
-            # A family that LEADS (the named function) goes first.
-            out = added + rest if getattr(family, "LEADS", False) else rest + added
+            out = [it for it in out if it[0] not in drop] + added
     return out
+
+
+# The items that propose an experiment or a change (their words hold a
+# "Next:" or "Look at"); the others explain what the numbers show.
+EXPERIMENTS = frozenset((
+    "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
+    "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
+    "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
+    "compare_in_order", "split_shards", "slow_sample", "fewer_bytes", "predicted_no_workers",
+    "host_contention", "look_at_function", "look_at_path"))
+# Which experiment leads where several are advised: the measured evidence
+# before the pattern's experiments, the code that makes the batches first
+# (it answers what the loader's pattern only points at), then a full host
+# (it makes the loader's pattern moot), the prediction's cost, the bytes,
+# the worker attribution; the base advice's experiments after, in order.
+LEAD_ORDER = ("slow_code", "host_contention", "prediction_check", "hand_over", "attribution")
+
+
+# The bottom line's items (a stuck fetch, epoch starts that hold the
+# run): they come first, and an experiment among them leads.
+BOTTOM_LINE_CODES = frozenset(("stuck", "epoch_start", "epoch_start_once"))
+
+
+def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
+    """(the items in report order: the bottom line's first, then the
+    explanations, in their order, then the experiments by LEAD_ORDER (then
+    the order they came in); per item its role: "why", "lead" (the first
+    experiment: the one next step) or "also" (a further experiment, shown
+    as such))."""
+    family_of = {code: f.__name__.rsplit(".", 1)[-1] for f in EVIDENCE_FAMILIES
+                 for code in f.WORDS}
+    head = [it for it in items if it[0] in BOTTOM_LINE_CODES]
+    rest = [it for it in items if it[0] not in BOTTOM_LINE_CODES]
+    why = [it for it in rest if it[0] not in EXPERIMENTS]
+    tried = [it for it in rest if it[0] in EXPERIMENTS]
+
+    def rank(pair):
+        i, it = pair
+        fam = family_of.get(it[0])
+        return (LEAD_ORDER.index(fam) if fam in LEAD_ORDER else len(LEAD_ORDER), i)
+
+    out = head + why + [it for _, it in sorted(enumerate(tried), key=rank)]
+    roles, led = [], False
+    for code, _ in out:
+        if code not in EXPERIMENTS:
+            roles.append("why")
+        else:
+            roles.append("also" if led else "lead")
+            led = True
+    return out, roles
 
 
 # The families whose evidence adds to or replaces the next steps, in the

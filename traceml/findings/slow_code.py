@@ -189,10 +189,9 @@ def evidence_lines(s: dict) -> list[str]:
     return out
 
 
-# The next step, where a function was named: it leads (advice puts a
-# LEADS family's items first); it replaces nothing, since the experiments
-# on the loader still say why the cost reaches the loop in that pattern.
-LEADS = True
+# The next step, where a function was named: it leads
+# (advice.LEAD_ORDER); it replaces nothing, since the experiments on the
+# loader still say why the cost reaches the loop in that pattern.
 SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset()}
 ONLY_REPLACING: frozenset = frozenset()
 
