@@ -235,6 +235,7 @@ def comparison_html(d: dict) -> str:
 # --- SweepResult -----------------------------------------------------------------
 
 SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "predicted", "median", "p95",
+                 "mean step", "compute",
                  "stalls", "period", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
                  "diagnosis")
 
@@ -252,7 +253,9 @@ def _sweep_cells(rows: list[dict]) -> list[list[str]]:
             fmt_s(r["mean_s"]),
             "-" if predicted is None else fmt_s(predicted) + (
                 f" ({err:+.0%})" if err is not None else ""),
-            fmt_s(r["median_s"]), fmt_s(r["p95_s"]), str(r["stalls"]),
+            fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
+            _cell(r.get("step_mean_s"), fmt_s), _cell(r.get("compute_mean_s"), fmt_s),
+            str(r["stalls"]),
             sweeps.sweep_period(r), _cell(r["multiple_fraction"], pct),
             _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
             _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",

@@ -334,6 +334,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "steps": steps, "steps_requested": steps_requested,
            "loader_num_workers": None,
            "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
+           "step_mean_s": None, "compute_mean_s": None,
            "median_gap": None, "period": None, "temporal": None, "predicted": None,
            "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
@@ -346,6 +347,10 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             "mean_s": s["input_wait_s"]["mean"],
             "median_s": s["input_wait_s"]["median"],
             "p95_s": s["input_wait_s"]["p95"],
+            # What the loop paid per step, and its own work: workers that
+            # take the model's cores show here, not in the fetch.
+            "step_mean_s": (s.get("step_s") or {}).get("mean"),
+            "compute_mean_s": (s.get("compute_s") or {}).get("mean"),
             "stalls": s["stalls"]["count"],
             "median_gap": None if gap is None or math.isnan(gap) else float(gap),
             # The report's period: per burst where stalls come in pairs.
