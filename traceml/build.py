@@ -139,6 +139,7 @@ def build(
     worker_batches: Optional[tuple] = None,
     gpu: Optional[dict] = None,
     worker_items: Optional[tuple] = None,
+    stack_input: Optional["stacks.StackInput"] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -154,7 +155,9 @@ def build(
     bytes (int64, -1 where not measured; parallel to ``records``, or
     None); ``gpu`` the source's CUDA-event readings
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
-    ``utilisation``; or None: no ``gpu`` block)."""
+    ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
+    source's sampled stacks (``traceml.stacks.input_for``; None: no
+    ``slow_code`` block)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     whole = bool(selected.all())
@@ -221,7 +224,7 @@ def build(
     del making_ns
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
                                           met))
-    summary["slow_code"] = _slow_code(src, met, steps, mask, w.steady, loader)
+    summary["slow_code"], batch_top = _slow_code(stack_input, met, steps, mask, w.steady)
     del met
     summary["prediction"] = predict.predict(summary)
     summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
@@ -248,8 +251,7 @@ def build(
         rep.worker_batches, rep.worker_offsets = worker_batches
     if worker_items is not None:
         rep.worker_items = worker_items[0]
-    holder = getattr(getattr(src, "timing", None), "stacks", None)
-    rep.batch_top = getattr(holder, "batch_top", None) if summary.get("slow_code") else None
+    rep.batch_top = batch_top
     rep.samples = _run_samples(samples, steps, summary, main_pid)
     if gpu_steps is not None:
         rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
@@ -585,43 +587,40 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
     return out
 
 
-def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
-               steady: np.ndarray, loader: Optional[dict]) -> Optional[dict]:
-    """The ``slow_code`` block (findings.slow_code judges it): the workers'
-    stack samples split by what the loop was doing at their time
-    (traceml.stacks.in_steps): *slow*, inside a stalled steady fetch's
-    wait (what the workers did while the loop waited), *fast*, anywhere
-    else in a steady step; per function the sample weight of each group
-    holding it.  ``slow_cpu_share``: the CPU over the wall time of the
-    batches the workers were making during the stalls (BatchLog; at
-    num_workers=0 the main thread's sampled CPU over the stalled waits;
-    None unknown), ``fast_cpu_share`` the same of the other batches
-    (fetches).  ``status`` "on", or why the stacks were not sampled; None
-    where the workers made no batch records (not a forked DataLoader)."""
-    timing = getattr(src, "timing", None)
-    holder = getattr(timing, "stacks", None)
-    if holder is None or not loader:
-        return None
-    in_main = not (loader.get("num_workers") or 0) > 0
-    if in_main:
-        if stacks.MAIN.why is not None and stacks.MAIN.stacks.log is None:
-            return {"status": stacks.MAIN.why, "samples": {"slow": 0, "fast": 0}}
-        holder = stacks.MAIN.stacks
-    d = holder.drained()
+def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps: np.ndarray,
+               mask: np.ndarray, steady: np.ndarray) -> tuple[Optional[dict], Optional[dict]]:
+    """(the ``slow_code`` block, findings.slow_code judges it; per worker
+    batch record index its samples' commonest innermost function, for the
+    trace, or None).  ``given``: the source's stack samples
+    (traceml.stacks.input_for; None: not a DataLoader).  The samples are
+    split by what the loop was doing at their time (traceml.stacks.in_steps):
+    *slow*, inside a stalled steady fetch's wait (what the workers did
+    while the loop waited), *fast*, anywhere else in a steady step; per
+    function the sample weight of each group holding it.
+    ``slow_cpu_share``: the CPU over the wall time of the batches the
+    workers were making during the stalls (BatchLog; at num_workers=0 the
+    main thread's sampled CPU over the stalled waits; None unknown),
+    ``fast_cpu_share`` the same of the other batches (fetches).  ``status``
+    "on", or why the stacks were not sampled; the block is None where
+    there is nothing to say (not a DataLoader, or workers that were never
+    hooked)."""
+    if given is None:
+        return None, None
+    in_main, d = given.in_main, given.drained
     if d is None:
-        # No log was made: switched off, or no forked worker was hooked.
-        if (met is None and not in_main) or stacks.enabled():
-            return None
-        return {"status": f"{stacks.STACKS_ENV}=0 in the environment",
-                "samples": {"slow": 0, "fast": 0}}
+        # No log was made: switched off, refused, or no forked worker hooked.
+        if given.why_off is None or (met is None and not in_main):
+            return None, None
+        return {"status": given.why_off, "samples": {"slow": 0, "fast": 0}}, None
     info = d.info
     if not info["started"]:
-        return {"status": info["refused_why"] or "not started in any worker",
-                "workers_refused": int(info["refused"]), "samples": {"slow": 0, "fast": 0}}
+        return {"status": info["refused_why"] or given.why_off or "not started in any worker",
+                "workers_refused": int(info["refused"]),
+                "samples": {"slow": 0, "fast": 0}}, None
     block: dict = {"status": "on", "interval_us": stacks.INTERVAL_US,
                    "workers_sampled": int(info["started"]),
                    "workers_refused": int(info["refused"]),
-                   "lost": int(info["lost"]) + holder.dropped}
+                   "lost": int(info["lost"]) + given.dropped}
     stalled = mask & steady
     # At num_workers=0 the batches are made inside the fetches: only
     # samples there count, and only the main process's.
@@ -679,12 +678,13 @@ def _slow_code(src, met: Optional[tuple], steps: np.ndarray, mask: np.ndarray,
         "root_distance": (None if np.isnan(counts.root_distance[i])
                           else float(counts.root_distance[i]))}
         for i in order if counts.held[i].sum() > 0]
+    top = None
     if keep_records is not None and len(keep_records):
         named = slow_code.judge(block)
         key = ((named.numbers["file"], named.numbers["function"], named.numbers["first_line"])
                if named is not None and named.code == "slow_code_named" else None)
-        holder.batch_top = stacks.top_of_batches(d, stacks.batch_of(d.samples, keep_records), key)
-    return block
+        top = stacks.top_of_batches(d, stacks.batch_of(d.samples, keep_records), key)
+    return block, top
 
 
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from . import _core, worker_timing
+from . import _core, stacks, worker_timing
 from .build import Report, _check_threshold, build
 from .gpu import DEFAULT_RING
 from .wrapping import SourceRegistry, Wrapped, wrap_into
@@ -163,6 +163,7 @@ class Recorder(_core.Recorder):
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
                      worker_batches=worker_batches, worker_items=worker_items,
+                     stack_input=stacks.input_for(src),
                      gpu=timeline.readings() if timeline is not None else None)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list,

@@ -73,9 +73,6 @@ class Stacks:
         self._samples: list = []
         self._frames: list = []
         self._codes: list = []
-        # Per batch record index, its samples' commonest innermost
-        # function (top_of_batches), set by the report's build.
-        self.batch_top: Optional[dict] = None
         self.dropped = 0
 
     def ensure_log(self) -> Any:
@@ -131,6 +128,10 @@ class _MainSampler:
             log = self.stacks.ensure_log()
             if not log.info()["running"]:
                 self.why = log.start(worker=-1, interval_us=INTERVAL_US)
+                if self.why is None:
+                    # Registered only while sampling: an atexit entry holds
+                    # this module's globals (and the C module) alive.
+                    atexit.register(self.stop)
             if self.why is not None:
                 return
             weakref.finalize(iterator, self._epoch_ends)
@@ -143,9 +144,8 @@ class _MainSampler:
 
     def _epoch_ends(self) -> None:
         self.live -= 1
-        if self.live <= 0 and self.stacks.log is not None:
-            self.live = 0
-            self.stacks.log.stop()
+        if self.live <= 0:
+            self.stop()
 
 
     def stop(self) -> None:
@@ -155,10 +155,38 @@ class _MainSampler:
         if self.stacks.log is not None:
             self.stacks.log.stop()
         self.live = 0
+        atexit.unregister(self.stop)
 
 
 MAIN = _MainSampler()
-atexit.register(MAIN.stop)
+
+
+class StackInput(NamedTuple):
+    """What a report's build takes of a source's stacks (:func:`input_for`):
+    the samples (None: no log was made), why the sampler was off where
+    known, the samples let go past SAMPLES_KEPT, and whether they are the
+    main process's (num_workers=0)."""
+
+    drained: Optional[Drained]
+    why_off: Optional[str]
+    dropped: int
+    in_main: bool
+
+
+def input_for(src: Any) -> Optional[StackInput]:
+    """The stack samples for a report of source ``src`` (a wrapped
+    DataLoader's: its workers' log, or at num_workers=0 the main process's
+    shared one); None for other sources."""
+    timing = getattr(src, "timing", None)
+    loader = getattr(src, "loader", None)
+    if timing is None or not loader:
+        return None
+    in_main = not (loader.get("num_workers") or 0) > 0
+    holder = MAIN.stacks if in_main else timing.stacks
+    why = MAIN.why if in_main else None
+    if not enabled():
+        why = f"{STACKS_ENV}=0 in the environment"
+    return StackInput(holder.drained(), why, holder.dropped, in_main)
 
 
 def start_in_worker(log: Any, worker_id: int) -> Optional[str]:
