@@ -147,13 +147,17 @@ class _MainSampler:
         if self.live <= 0:
             self.stop()
 
-
     def stop(self) -> None:
         """Stop sampling now (at exit: the interpreter's finalization puts
         SIG_DFL back for SIGPROF, and a tick after that would end the
-        process)."""
+        process).  The timer stops in any thread; the Python-level handler
+        goes back only in the main thread (elsewhere signal.signal()
+        refuses, and the handler left is ours, idle)."""
         if self.stacks.log is not None:
-            self.stacks.log.stop()
+            try:
+                self.stacks.log.stop()
+            except ValueError:
+                pass
         self.live = 0
         atexit.unregister(self.stop)
 
