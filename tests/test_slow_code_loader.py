@@ -305,3 +305,23 @@ def test_an_epoch_alive_at_exit_does_not_end_the_process_by_sigprof():
         out = subprocess.run([sys.executable, "-c", _ALIVE_AT_EXIT], capture_output=True,
                              text=True, timeout=120)
         assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_the_trace_nests_each_sample_in_its_batch(tmp_path):
+    import json
+    r, _ = _run(DataLoader(EveryEighth(n=32), batch_size=2, num_workers=2))
+    with open(r.save_trace(str(tmp_path / "t.json"))) as fh:
+        events = json.load(fh)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    batches = [e for e in events if e.get("name") == "make batch"]
+    samples = [e for e in events if e.get("cat") == "item" and e["name"].startswith("sample ")]
+    collates = [e for e in events if e.get("cat") == "item" and e["name"] == "collate_fn"]
+    assert sorted(int(e["name"].split()[1]) for e in samples) == list(range(32))
+    assert len(collates) == len(batches) == 16
+    for e in samples:
+        # Inside one batch slice of the same worker track.
+        assert any(b["tid"] == e["tid"] and b["ts"] <= e["ts"] + 1e-3
+                   and e["ts"] + e["dur"] <= b["ts"] + b["dur"] + 1e-3 for b in batches), e
+        slow = int(e["name"].split()[1]) % 8 == 0
+        assert (e["args"]["cpu_ms"] >= 35) == slow, e     # query_rows: 40 ms of CPU

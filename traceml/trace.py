@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from . import worker_timing
+from . import _core, worker_timing
 
 LOOP_TID = 1
 STUCK_TID = 2
@@ -182,7 +182,36 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
         events.append({"ph": "X", "name": "make batch", "cat": "worker", "pid": pid,
                        "tid": WORKER_TID0 + int(r["worker"]), "ts": _us(r["begin_ns"]),
                        "dur": _us(r["end_ns"] - r["begin_ns"]), "args": args})
+    events.extend(_item_events(report, lo, hi, pid))
     return events
+
+
+# The item slices a trace holds at most (each sample's __getitem__ and each
+# collate_fn call nest inside their batch's slice); past it, the latest.
+MAX_ITEM_EVENTS = 200_000
+_ITEM_NAMES = {_core.ITEM_GETITEM: "sample", _core.ITEM_NEXT: "sample",
+               _core.ITEM_GETITEMS: "__getitems__", _core.ITEM_COLLATE: "collate_fn"}
+
+
+def _item_events(report: Any, lo: int, hi: int, pid: int) -> list[dict]:
+    """Each timed item (worker_timing's per-sample and collate records) in
+    the kept window, on its worker's track; [] without item records."""
+    items = getattr(report, "worker_items", None)
+    if items is None or len(items) == 0:
+        return []
+    keep = np.flatnonzero((items["end_ns"] >= lo) & (items["begin_ns"] <= hi))[-MAX_ITEM_EVENTS:]
+    out = []
+    for r in items[keep]:
+        kind = int(r["kind"])
+        name = _ITEM_NAMES.get(kind, "item")
+        if kind in (_core.ITEM_GETITEM, _core.ITEM_NEXT) and r["index"] >= 0:
+            name = f"sample {int(r['index'])}"
+        out.append({"ph": "X", "name": name, "cat": "item", "pid": pid,
+                    "tid": WORKER_TID0 + int(r["worker"]), "ts": _us(r["begin_ns"]),
+                    "dur": _us(r["end_ns"] - r["begin_ns"]),
+                    "args": {"cpu_ms": None if r["cpu_ns"] < 0 else r["cpu_ns"] / 1e6,
+                             "epoch": int(r["epoch"]), "items": int(r["count"])}})
+    return out
 
 
 def _counter_events(report: Any, pid: int) -> list[dict]:
