@@ -593,14 +593,18 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     batch record index its samples' commonest innermost function, for the
     trace, or None).  ``given``: the source's stack samples
     (traceml.stacks.input_for; None: not a DataLoader).  The samples are
-    split by what the loop was doing at their time (traceml.stacks.in_steps):
-    *slow*, inside a stalled steady fetch's wait (what the workers did
-    while the loop waited), *fast*, anywhere else in a steady step; per
-    function the sample weight of each group holding it.
-    ``slow_cpu_share``: the CPU over the wall time of the batches the
-    workers were making during the stalls (BatchLog; at num_workers=0 the
-    main thread's sampled CPU over the stalled waits; None unknown),
-    ``fast_cpu_share`` the same of the other batches (fetches).  ``status``
+    split into those of *slow* and *fast* batches: with workers, by the
+    batch each was taken in (traceml.stacks.batch_of) and that batch's
+    make time against the two-group split of the make times of the
+    batches the steady steps received (others: left out); at
+    num_workers=0, stalled fetches against the other steady ones
+    (traceml.stacks.in_steps).  Per function, the sample weight of each
+    group holding it.  ``stalls``: the stalled steady fetches (none: no
+    finding).  ``slow_cpu_share``: the slow batches' CPU over their make
+    time (BatchLog; at num_workers=0 the main thread's sampled CPU over
+    the stalled waits; None unknown), ``fast_cpu_share`` the same of the
+    others; ``slow_batches_in_making``: batches in the making during the
+    stalls.  ``status``
     "on", or why the stacks were not sampled; the block is None where
     there is nothing to say (not a DataLoader, or workers that were never
     hooked)."""
@@ -622,12 +626,48 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
                    "workers_refused": int(info["refused"]),
                    "lost": int(info["lost"]) + given.dropped}
     stalled = mask & steady
-    # At num_workers=0 the batches are made inside the fetches: only
-    # samples there count, and only the main process's.
-    group = stacks.in_steps(d.samples, steps, stalled, steady, fetch_only=in_main)
-    if in_main:
-        group[d.samples[:, stacks.WORKER] >= 0] = -1
+    records = met[0] if met is not None else None
     kind, weight = d.samples[:, stacks.KIND], d.samples[:, stacks.WEIGHT]
+    block["stalls"] = int(np.count_nonzero(stalled))
+    block["slow_cpu_share"] = block["fast_cpu_share"] = None
+    if in_main:
+        # num_workers=0: each fetch makes its batch in this process, so a
+        # stalled fetch is a slow batch; only samples inside fetches count.
+        group = stacks.in_steps(d.samples, steps, stalled, steady, fetch_only=True)
+        group[d.samples[:, stacks.WORKER] >= 0] = -1
+        block["slow_batches"] = block["stalls"]
+    else:
+        # Workers: each sample belongs to the batch its worker was making;
+        # the batches split in two by their own make time (Otsu on its
+        # logarithm, as the stall threshold).  A stalled fetch often meets
+        # a cheap batch queued behind a slow one, so the stalls themselves
+        # do not say which batches were slow to make.
+        group = np.full(len(d.samples), -1, dtype=np.int64)
+        block["slow_batches"] = 0
+        idx = met[1] if met is not None else None
+        if records is not None and len(records) and idx is not None:
+            # The batches the steady steps received (each epoch's start-up
+            # batches, imports and caches filling, are the epoch start's).
+            steady_rec = np.zeros(len(records), dtype=bool)
+            steady_rec[idx[steady & (idx >= 0)]] = True
+            make = (records["end_ns"] - records["begin_ns"]).astype(np.int64)
+            threshold = (_core.log_otsu(make[steady_rec])["threshold_ns"] if steady_rec.any()
+                         else math.nan)
+            slow_rec = (make > threshold) & steady_rec if math.isfinite(threshold) else (
+                np.zeros(len(make), bool))
+            fast_rec = steady_rec & ~slow_rec
+            group_of = np.where(slow_rec, 1, np.where(fast_rec, 0, -1))
+            at = stacks.batch_of(d.samples, records)
+            group = np.where(at >= 0, group_of[np.maximum(at, 0)], -1)
+            block["slow_batches"] = int(np.count_nonzero(slow_rec))
+            cpu = records["cpu_ns"]
+            for key, which in (("slow_cpu_share", slow_rec), ("fast_cpu_share", fast_rec)):
+                if which.any() and (cpu[which] >= 0).all() and make[which].sum() > 0:
+                    block[key] = float(cpu[which].sum() / make[which].sum())
+            if stalled.any():
+                during = stacks.overlapping(records, steps["begin_ns"][stalled],
+                                            steps["fetch_done_ns"][stalled])
+                block["slow_batches_in_making"] = int(len(during))
 
     def weigh(g: int, k: int) -> float:
         return float(weight[(group == g) & (kind == k)].sum())
@@ -636,9 +676,6 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
                         "slow_other_thread": weigh(1, stacks.KIND_OTHER),
                         "fast_other_thread": weigh(0, stacks.KIND_OTHER),
                         "outside_batches": float(weight[group < 0].sum())}
-    block["slow_batches"] = int(np.count_nonzero(stalled))
-    block["slow_cpu_share"] = block["fast_cpu_share"] = None
-    records = met[0] if met is not None else None
     if in_main and stalled.any():
         # The sampled thread's CPU in the fetches, from its samples: each
         # stands for interval_us of CPU.
@@ -648,16 +685,6 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             wait_ns = float(wait[which].sum())
             if wait_ns > 0:
                 block[key] = min(1.0, n * stacks.INTERVAL_US * 1e3 / wait_ns)
-    if records is not None and len(records) and stalled.any():
-        during = stacks.overlapping(records, steps["begin_ns"][stalled],
-                                    steps["fetch_done_ns"][stalled])
-        block["slow_batches_in_making"] = int(len(during))
-        others = np.setdiff1d(np.arange(len(records)), during)
-        for key, which in (("slow_cpu_share", during), ("fast_cpu_share", others)):
-            cpu = records["cpu_ns"][which]
-            wall = (records["end_ns"] - records["begin_ns"])[which]
-            if len(cpu) and (cpu >= 0).all() and wall.sum() > 0:
-                block[key] = float(cpu.sum() / wall.sum())
     block["hot_path"] = stacks.hot_path(d, group)
     keep_records = records
     counts = stacks.function_counts(d, group)

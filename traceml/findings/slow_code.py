@@ -4,9 +4,11 @@ workers' sampled CPU tells the stalled batches from the others.
 Numbers (``summary["slow_code"]``, traceml.build._slow_code): each
 DataLoader worker's Python stack sampled every 5 ms of its CPU
 (traceml.stacks), each sample tied to the batch its worker was making;
-the batches split into *slow* (a stalled steady fetch waited for them)
-and *fast* (every other steady fetch's); per function (file, qualified
-name, first line), the sample weight of each group whose stack holds it.
+the batches split into *slow* and *fast* by their own make time (the
+two-group split of all make times, Otsu on the logarithm; at
+num_workers=0, stalled fetches against the others); per function (file,
+qualified name, first line), the sample weight of each group whose stack
+holds it.  Judged only when the loop stalled.
 
 The model.  Under the null hypothesis that a function takes the same
 share of the workers' CPU in slow and in fast batches, the samples
@@ -109,8 +111,8 @@ def judge(block: Optional[dict]) -> Optional[Finding]:
     if block.get("status") != "on":
         return Finding("slow_code_off", {"why": block.get("status")})
     s = block["samples"]
-    if not block.get("slow_batches"):
-        return None
+    if not block.get("stalls", block.get("slow_batches")) or not block.get("slow_batches"):
+        return None     # the loop never waited, or no batch was slow to make
     if block.get("slow_batches_in_making") == 0:
         return Finding("slow_code_not_making", {"stalls": block["slow_batches"]})
     other = s.get("slow_other_thread", 0)
