@@ -133,6 +133,7 @@ typedef struct {
     pid_t index_pid;          /* the process code_index belongs to */
     PyObject *old_handler;    /* signal.getsignal(SIGPROF) before start() */
     int worker;
+    int taken_over;           /* stop() found another SIGPROF handler */
     uint64_t handler_errors;  /* _on_signal() calls that failed (cleared) */
 } tm_stacks;
 
@@ -476,7 +477,7 @@ stacks_clear(PyObject *op)
  * pending SIGPROF taken with sigtimedwait() before the old handler (often
  * SIG_DFL, which would end the process) comes back.
  */
-static void
+static int
 disarm(tm_stacks *self)
 {
     if (tm_active.hdr != NULL && tm_active.hdr == self->hdr
@@ -484,7 +485,14 @@ disarm(tm_stacks *self)
         struct itimerval off;
         struct timespec now = {0, 0};
         sigset_t prof, was;
+        struct sigaction cur;
 
+        if (sigaction(SIGPROF, NULL, &cur) == 0 && !is_ours(&cur)) {
+            /* Someone installed their own SIGPROF handler since start()
+               (a profiler): the timer and the handler are theirs now. */
+            __atomic_store_n(&tm_active.hdr, NULL, __ATOMIC_RELEASE);
+            return 1;
+        }
         sigemptyset(&prof);
         sigaddset(&prof, SIGPROF);
         pthread_sigmask(SIG_BLOCK, &prof, &was);
@@ -496,6 +504,7 @@ disarm(tm_stacks *self)
         sigaction(SIGPROF, &tm_active.saved, NULL);
         pthread_sigmask(SIG_SETMASK, &was, NULL);
     }
+    return 0;
 }
 
 static void
@@ -505,7 +514,7 @@ stacks_dealloc(PyObject *op)
     PyTypeObject *type = Py_TYPE(op);
 
     PyObject_GC_UnTrack(op);
-    disarm(self);
+    (void)disarm(self);
     stacks_clear(op);
     if (self->hdr != NULL) {
         munmap(self->hdr, self->map_bytes);
@@ -651,7 +660,7 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     if (setitimer(ITIMER_PROF, &timer, NULL) != 0) {
         int e = errno;
 
-        disarm(self);
+        (void)disarm(self);
         errno = e;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
@@ -665,8 +674,13 @@ stacks_stop(PyObject *op, PyObject *Py_UNUSED(ignored))
     tm_stacks *self = (tm_stacks *)op;
     int was = tm_active.hdr != NULL && tm_active.hdr == self->hdr
               && tm_active.pid == getpid();
+    int taken = disarm(self);
 
-    disarm(self);
+    if (taken) {
+        /* Not ours to restore: the handler in place is someone else's. */
+        Py_CLEAR(self->old_handler);
+        self->taken_over = 1;
+    }
     if (was && self->old_handler != NULL) {
         PyObject *r;
 
@@ -833,7 +847,7 @@ stacks_info(PyObject *op, PyObject *Py_UNUSED(ignored))
         why = 0;
     }
     return Py_BuildValue(
-        "{s:K,s:K,s:z,s:K,s:K,s:K,s:K,s:K,s:i,s:i}",
+        "{s:K,s:K,s:z,s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:i}",
         "started", (unsigned long long)__atomic_load_n(&self->hdr->started, __ATOMIC_ACQUIRE),
         "refused", (unsigned long long)__atomic_load_n(&self->hdr->refused, __ATOMIC_ACQUIRE),
         "refused_why", why ? REASONS[why] : NULL,
@@ -843,7 +857,8 @@ stacks_info(PyObject *op, PyObject *Py_UNUSED(ignored))
         "lost", (unsigned long long)self->lost,
         "handler_errors", (unsigned long long)self->handler_errors,
         "depth", TM_STACK_DEPTH,
-        "running", tm_active.hdr == self->hdr && tm_active.pid == getpid());
+        "running", tm_active.hdr == self->hdr && tm_active.pid == getpid(),
+        "taken_over", self->taken_over);
 }
 
 static PyMethodDef stacks_methods[] = {
@@ -858,8 +873,10 @@ static PyMethodDef stacks_methods[] = {
      "sampler running).  Raises ValueError for a worker below -1 or an\n"
      "interval outside 1000-1000000 us."},
     {"stop", stacks_stop, METH_NOARGS,
-     "stop()\n--\n\nDisarm the timer and restore SIGPROF's handlers.\n"
-     "Returns whether this log was sampling in this process."},
+     "stop()\n--\n\nDisarm the timer and restore SIGPROF's handlers, unless\n"
+     "another SIGPROF handler was installed since start(): then both are\n"
+     "its owner's and are left alone.  Returns whether this log was\n"
+     "sampling in this process."},
     {"drain", stacks_drain, METH_NOARGS,
      "drain()\n--\n\nThe samples published since the last drain:\n"
      "(samples, frames, codes).  samples: int64 (n, 6), columns t_ns,\n"
@@ -874,7 +891,9 @@ static PyMethodDef stacks_methods[] = {
      "start()s, refused_why (the last refusal's reason, or None), claimed\n"
      "samples, codes, codes_full (frames whose code found the table full),\n"
      "lost (overwritten before a drain); this process's handler_errors;\n"
-     "depth (frames kept a sample); running (sampling in this process)."},
+     "depth (frames kept a sample); running (sampling in this process);\n"
+     "taken_over (stop() found another SIGPROF handler in place, and left\n"
+     "it and the timer alone)."},
     {"_on_signal", (PyCFunction)(void (*)(void))stacks_on_signal, METH_FASTCALL,
      "_on_signal(signum, frame)\n--\n\nThe Python-level SIGPROF handler."},
     {NULL, NULL, 0, NULL},

@@ -8,14 +8,16 @@ import time
 
 import numpy as np
 import pytest
-import torch
-from torch.utils.data import DataLoader, Dataset
 
-import traceml
-from traceml import stacks
-from traceml.findings import slow_code
+torch = pytest.importorskip("torch")
 
-from burn import burn_cpu
+from torch.utils.data import DataLoader, Dataset  # noqa: E402 - after importorskip("torch")
+
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml import stacks  # noqa: E402 - after importorskip("torch")
+from traceml.findings import slow_code  # noqa: E402 - after importorskip("torch")
+
+from burn import burn_cpu  # noqa: E402 - after importorskip("torch")
 
 
 def query_rows(i):

@@ -3,6 +3,7 @@ checks, sampling in this process and in a forked child through the shared
 mapping, and the SIGPROF state it leaves behind.  No torch."""
 
 import os
+import resource
 import signal
 import time
 
@@ -42,15 +43,20 @@ def test_sampling_this_process_counts_cpu_and_restores_sigprof():
     assert log.start(worker=-1, interval_us=5000) is None
     assert log.info()["running"] and log.info()["started"] == 1
     assert log.start() == "a traceml stack sampler already runs in this process"
+    before_cpu = resource.getrusage(resource.RUSAGE_SELF)
     spin_here(0.3)
+    after_cpu = resource.getrusage(resource.RUSAGE_SELF)
     assert log.stop() is True
+    cpu_s = (after_cpu.ru_utime - before_cpu.ru_utime) + (after_cpu.ru_stime - before_cpu.ru_stime)
     assert signal.getsignal(signal.SIGPROF) == before
     assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
     samples, frames, codes = log.drain()
     # 0.3 s of CPU at 5 ms a tick: about 60 ticks (the kernel's tick
-    # rounds the interval; another thread's ticks have no stack).
+    # rounds the interval; another thread's ticks have no stack).  Against
+    # the process's own CPU over the spin (getrusage), ticks of every thread.
     ticks = samples[:, stacks.WEIGHT].sum()
-    assert 30 <= ticks <= 75, ticks
+    assert 0.5 * cpu_s / 0.005 <= ticks <= 1.25 * cpu_s / 0.005 + 2, (ticks, cpu_s, log.info())
+    assert cpu_s >= 0.29, cpu_s
     names = _leaf_names(samples, frames, codes)
     assert names.count("spin_here") >= 0.8 * len(names), names
     assert (samples[:, stacks.WORKER] == -1).all() and (samples[:, stacks.PID] == os.getpid()).all()
@@ -110,3 +116,21 @@ def test_a_forked_child_samples_into_the_shared_log():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_profiler_that_takes_sigprof_over_is_left_alone_at_stop():
+    def theirs(signum, frame):
+        pass
+
+    log = _core.StackLog()
+    assert log.start(worker=-1, interval_us=5000) is None
+    signal.signal(signal.SIGPROF, theirs)
+    signal.setitimer(signal.ITIMER_PROF, 0.05, 0.05)
+    try:
+        assert log.stop() is True
+        assert signal.getsignal(signal.SIGPROF) is theirs
+        assert signal.getitimer(signal.ITIMER_PROF)[1] == pytest.approx(0.05)
+        assert log.info()["taken_over"] == 1
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        signal.signal(signal.SIGPROF, signal.SIG_DFL)

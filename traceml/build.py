@@ -613,15 +613,20 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     in_main, d = given.in_main, given.drained
     if d is None:
         # No log was made: switched off, refused, or no forked worker hooked.
-        if given.why_off is None or (met is None and not in_main):
+        if given.why_off is None:
             return None, None
-        return {"status": given.why_off, "samples": {"slow": 0, "fast": 0}}, None
+        return {"status": given.why_off, "in_main": in_main,
+                "samples": {"slow": 0, "fast": 0}}, None
     info = d.info
     if not info["started"]:
         return {"status": info["refused_why"] or given.why_off or "not started in any worker",
-                "workers_refused": int(info["refused"]),
+                "in_main": in_main, "workers_refused": int(info["refused"]),
                 "samples": {"slow": 0, "fast": 0}}, None
-    block: dict = {"status": "on", "interval_us": stacks.INTERVAL_US,
+    if info.get("taken_over"):
+        return {"status": "another SIGPROF handler (a profiler?) replaced traceml's while "
+                          "it sampled", "in_main": in_main,
+                "samples": {"slow": 0, "fast": 0}}, None
+    block: dict = {"status": "on", "in_main": in_main, "interval_us": stacks.INTERVAL_US,
                    "workers_sampled": int(info["started"]),
                    "workers_refused": int(info["refused"]),
                    "lost": int(info["lost"]) + given.dropped}

@@ -26,6 +26,8 @@ import numpy as np
 from . import _core
 
 STACKS_ENV = "TRACEML_STACKS"
+NOT_HOOKED = ("only forked workers that traceml hooked are sampled "
+              "(see the worker batch timing line)")
 # 5 ms of CPU a sample: 200 samples per CPU-second, the top of the
 # 100-200 the sampler is meant for (enough samples in a 16-step run of
 # 50 ms batches: 160), at a cost benchmarks/bench_stacks.py measures.
@@ -48,8 +50,13 @@ def _is_own(file: str) -> bool:
 
 
 def enabled() -> bool:
-    """Whether the sampler may run: ``TRACEML_STACKS`` is not ``0``."""
-    return os.environ.get(STACKS_ENV, "1").strip() not in ("0", "false", "off", "no")
+    """Whether the sampler may run: ``TRACEML_STACKS`` is not ``0``
+    (nor, in any case, ``false``, ``off`` or ``no``)."""
+    return os.environ.get(STACKS_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _off_because() -> str:
+    return f"{STACKS_ENV}={os.environ.get(STACKS_ENV, '').strip()} in the environment"
 
 
 class Drained(NamedTuple):
@@ -122,7 +129,7 @@ class _MainSampler:
         the epoch) is collected, as it is when the loop over it ends.
         Never raises: why it could not start is kept in ``why``."""
         if not enabled():
-            self.why = f"{STACKS_ENV}=0 in the environment"
+            self.why = _off_because()
             return
         try:
             log = self.stacks.ensure_log()
@@ -188,8 +195,12 @@ def input_for(src: Any) -> Optional[StackInput]:
     in_main = not (loader.get("num_workers") or 0) > 0
     holder = MAIN.stacks if in_main else timing.stacks
     why = MAIN.why if in_main else None
+    if not in_main and holder.log is None:
+        # Workers traceml could not hook (spawn or forkserver, persistent
+        # workers started before the wrap): the batch timing says which.
+        why = NOT_HOOKED
     if not enabled():
-        why = f"{STACKS_ENV}=0 in the environment"
+        why = _off_because()
     return StackInput(holder.drained(), why, holder.dropped, in_main)
 
 

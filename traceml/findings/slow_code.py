@@ -105,7 +105,15 @@ def _row(f: dict) -> dict:
 
 def judge(block: Optional[dict]) -> Optional[Finding]:
     """The one finding on the slow batches' code (None: nothing to say:
-    no block, or no slow batches)."""
+    no block, no stall, or no slow batch).  Its numbers carry ``main``:
+    the samples are the main process's (num_workers=0), not workers'."""
+    f = _judge(block)
+    if f is None:
+        return None
+    return Finding(f.code, {**f.numbers, "main": bool(block.get("in_main"))})
+
+
+def _judge(block: Optional[dict]) -> Optional[Finding]:
     if block is None:
         return None
     if block.get("status") != "on":
@@ -114,7 +122,7 @@ def judge(block: Optional[dict]) -> Optional[Finding]:
     if not block.get("stalls", block.get("slow_batches")) or not block.get("slow_batches"):
         return None     # the loop never waited, or no batch was slow to make
     if block.get("slow_batches_in_making") == 0:
-        return Finding("slow_code_not_making", {"stalls": block["slow_batches"]})
+        return Finding("slow_code_not_making", {"stalls": block.get("stalls")})
     other = s.get("slow_other_thread", 0)
     if other > s["slow"]:
         return Finding("slow_code_other_thread", {
@@ -217,7 +225,8 @@ def advise(s: dict) -> list[Finding]:
         path = f.numbers["path"]
         head = path[1] if len(path) > 1 else path[0]
         return [Finding("look_at_path", {"head": head, "tail": path[-1],
-                                         "samples": f.numbers["samples"]})]
+                                         "samples": f.numbers["samples"],
+                                         "main": f.numbers["main"]})]
     return []
 
 
@@ -242,8 +251,15 @@ def _path(path: list[dict]) -> str:
     return " > ".join("..." if f is None else f"{_where(f)} {pct(f['share'])}" for f in shown)
 
 
+def _whose(p: dict) -> str:
+    """Whose CPU the samples are: the workers', or at num_workers=0 the
+    main process's."""
+    return "the main process's" if p.get("main") else "the workers'"
+
+
 def _shares(p: dict) -> str:
-    return (f"{pct(p['slow_share'])} of the slow batches' sampled worker CPU, "
+    who = "main-process" if p.get("main") else "worker"
+    return (f"{pct(p['slow_share'])} of the slow batches' sampled {who} CPU, "
             f"{pct(p['fast_share'])} of the fast ones'")
 
 
@@ -255,8 +271,8 @@ WORDS: dict[str, Words] = {
     "slow_code_same": lambda p: (
         ("every fetch stalled, so no batch is fast to compare with"
          if p["every_fetch"] else "no function tells the slow batches from the fast ones")
-        + f" ({p['samples']:.0f} samples): the cost is every batch's; most of the "
-        "workers' CPU went down " + _path(p["path"])),
+        + f" ({p['samples']:.0f} samples): the cost is every batch's; most of "
+        f"{_whose(p)} CPU went down " + _path(p["path"])),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
         "too few to name a function; a longer run would"),
@@ -264,21 +280,23 @@ WORDS: dict[str, Words] = {
         f"no worker was making a batch during the {p['stalls']} stalls: the wait is not "
         "in the dataset's code (the batches were made; see the hand-over)"),
     "slow_code_off_cpu": lambda p: (
-        f"the workers were not on CPU in the slow batches ({pct(p['cpu_share'])} "
-        f"of their make time over {p['batches']} stalls"
+        f"{'the main process was' if p.get('main') else 'the workers were'} not on CPU "
+        f"in the slow batches ({pct(p['cpu_share'])} of their make time over "
+        f"{p['batches']} slow batches"
         + (f", against {pct(p['fast_cpu_share'])} in the others"
            if p.get("fast_cpu_share") is not None else "")
         + "): no function's CPU made them slow; look for sleeps, I/O or locks"),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
-        "thread that runs the dataset (a helper thread, the queue's feeder): "
-        "their code is not sampled"),
-    "slow_code_off": lambda p: f"the workers' stacks were not sampled: {p['why']}",
+        "thread that runs the dataset ("
+        + ("a helper thread, torch's own threads" if p.get("main")
+           else "a helper thread, the queue's feeder") + "): their code is not sampled"),
+    "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
         f"Look at {_where(p)}: {_shares(p)}."),
     "look_at_path": lambda p: (
         "Every batch costs alike; make it cheaper where its CPU goes: "
-        f"{_where(p['head'])} holds {pct(p['head']['share'])} of the workers' sampled CPU"
+        f"{_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
         + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
            f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})") + "."),
 }
