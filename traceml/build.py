@@ -634,6 +634,7 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     records = met[0] if met is not None else None
     kind, weight = d.samples[:, stacks.KIND], d.samples[:, stacks.WEIGHT]
     block["stalls"] = int(np.count_nonzero(stalled))
+    batch_at = None     # each sample's batch record (workers only)
     block["slow_cpu_share"] = block["fast_cpu_share"] = None
     if in_main:
         # num_workers=0: each fetch makes its batch in this process, so a
@@ -662,8 +663,8 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
                 np.zeros(len(make), bool))
             fast_rec = steady_rec & ~slow_rec
             group_of = np.where(slow_rec, 1, np.where(fast_rec, 0, -1))
-            at = stacks.batch_of(d.samples, records)
-            group = np.where(at >= 0, group_of[np.maximum(at, 0)], -1)
+            batch_at = stacks.batch_of(d.samples, records)
+            group = np.where(batch_at >= 0, group_of[np.maximum(batch_at, 0)], -1)
             block["slow_batches"] = int(np.count_nonzero(slow_rec))
             cpu = records["cpu_ns"]
             for key, which in (("slow_cpu_share", slow_rec), ("fast_cpu_share", fast_rec)):
@@ -691,7 +692,6 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             if wait_ns > 0:
                 block[key] = min(1.0, n * stacks.INTERVAL_US * 1e3 / wait_ns)
     block["hot_path"] = stacks.hot_path(d, group)
-    keep_records = records
     counts = stacks.function_counts(d, group)
     gap = np.zeros(len(counts.keys))
     n1, n0 = block["samples"]["slow"], block["samples"]["fast"]
@@ -711,11 +711,11 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
                           else float(counts.root_distance[i]))}
         for i in order if counts.held[i].sum() > 0]
     top = None
-    if keep_records is not None and len(keep_records):
+    if batch_at is not None:
         named = slow_code.judge(block)
         key = ((named.numbers["file"], named.numbers["function"], named.numbers["first_line"])
                if named is not None and named.code == "slow_code_named" else None)
-        top = stacks.top_of_batches(d, stacks.batch_of(d.samples, keep_records), key)
+        top = stacks.top_of_batches(d, batch_at, key)
     return block, top
 
 

@@ -56,9 +56,9 @@ TABLE_ROWS = 8
 TABLE_SHOWN = 2
 
 # The codes of the evidence line (the next step is look_at_function).
-EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few", "slow_code_not_making",
-              "slow_code_off_cpu",
-         "slow_code_other_thread", "slow_code_off")
+EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few",
+                  "slow_code_not_making", "slow_code_off_cpu", "slow_code_other_thread",
+                  "slow_code_off")
 
 
 def _p_value(a: float, n1: float, b: float, n0: float) -> float:
@@ -172,12 +172,6 @@ def held_path(path: list[dict], total: float) -> list[dict]:
             break
         out.append(f)
     return out
-
-
-def findings_of(s: dict) -> list[Finding]:
-    """The slow-code finding of a summary, as a list (empty without one)."""
-    f = judge(s.get("slow_code"))
-    return [f] if f is not None else []
 
 
 def evidence_lines(s: dict) -> list[str]:
