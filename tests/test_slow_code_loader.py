@@ -127,7 +127,7 @@ def light():
 
 @pytest.mark.slow
 def test_a_known_80_20_split_comes_out_within_ten_points():
-    _, wrapped = _run(DataLoader(TwoFunctions(), batch_size=2, num_workers=2), pace_s=0.0)
+    r, wrapped = _run(DataLoader(TwoFunctions(), batch_size=2, num_workers=2), pace_s=0.0)
     d = wrapped._source.timing.stacks.drained()
     group = np.zeros(len(d.samples), dtype=np.int64)
     c = stacks.function_counts(d, group)
@@ -135,6 +135,13 @@ def test_a_known_80_20_split_comes_out_within_ten_points():
     total = by["heavy"] + by["light"]
     assert total >= 60, by            # 48 x 10 ms at 5 ms a sample: ~96
     assert by["heavy"] / total == pytest.approx(0.8, abs=0.10), by
+    # The report's table says the same: each function's share of the
+    # samples of the batches the steady steps received.
+    table = {f["function"]: f["share"] for f in r["slow_code"]["functions"]}
+    assert table["heavy"] == pytest.approx(0.8, abs=0.10), table
+    assert table["light"] == pytest.approx(0.2, abs=0.10), table
+    assert table["TwoFunctions.__getitem__"] == pytest.approx(1.0, abs=0.05), table
+    assert not any("worker_loop" in name for name in table), table
 
 
 @pytest.mark.slow

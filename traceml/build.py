@@ -697,15 +697,18 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     n1, n0 = block["samples"]["slow"], block["samples"]["fast"]
     if len(counts.keys):
         gap = counts.held[:, 1] / max(n1, 1) - counts.held[:, 0] / max(n0, 1)
-    # The table: the largest gaps, then the most own time (the "same
-    # cost in every batch" answer), each function once.
+    # The table: the largest gaps, then the largest shares of all the
+    # samples (where the CPU goes in every batch alike), each function once.
     order = list(np.argsort(-gap, kind="stable")[:slow_code.TABLE_ROWS])
-    own = counts.own.sum(axis=1) if len(counts.keys) else np.zeros(0)
-    order += [i for i in np.argsort(-own, kind="stable")[:3] if i not in order]
+    held_all = counts.held.sum(axis=1) if len(counts.keys) else np.zeros(0)
+    order += [i for i in np.argsort(-held_all, kind="stable")[:slow_code.TABLE_ROWS]
+              if i not in order]
+    total = n1 + n0
     block["functions"] = [{
         "file": counts.keys[i][0], "function": counts.keys[i][1],
         "first_line": counts.keys[i][2], "hot_line": int(counts.hot_line[i]),
         "slow": float(counts.held[i, 1]), "fast": float(counts.held[i, 0]),
+        "share": float(held_all[i] / total) if total else None,
         "own_slow": float(counts.own[i, 1]), "own_fast": float(counts.own[i, 0]),
         "root_distance": (None if np.isnan(counts.root_distance[i])
                           else float(counts.root_distance[i]))}

@@ -272,12 +272,20 @@ def _functions(codes: list, own: bool = False) -> tuple[list, np.ndarray]:
     return keys, func_of_code
 
 
+def _machinery_mask(codes: list) -> np.ndarray:
+    """Per code index (plus one for "unknown"): is it the loader's own
+    machinery (torch.utils.data, multiprocessing, threading)?"""
+    return np.array([c is not None and any(m in c[0] for m in _MACHINERY) for c in codes]
+                    + [False])
+
+
 def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionCounts:
     """Count the stack samples of ``d`` by function and ``group`` (per
     sample, 0 .. groups-1, or -1 to leave it out; shape (n,)).  A function
-    is counted once per sample however often it recurs in the stack;
-    traceml's own frames and code the table could not hold are left
-    out."""
+    is counted once per sample however often it recurs in the stack; only
+    frames below the stack's innermost frame of the loader's machinery
+    count (the batch's own work); traceml's own frames and code the table
+    could not hold are left out."""
     samples, frames, codes = d.samples, d.frames, d.codes
     keys, func_of_code = _functions(codes)
     nf = len(keys)
@@ -296,7 +304,14 @@ def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionC
     code = np.where((code >= 0) & (code < len(codes)), code, len(codes))
     func = func_of_code[code]
     g = group[sample_of]
-    keep = (func >= 0) & (g >= 0) & (samples[sample_of, KIND] == KIND_STACK)
+    # Only the frames below each stack's innermost frame of the loader's
+    # machinery: above it run the training loop and, in a forked worker,
+    # the parent's stack at fork(), which no batch's work is.
+    machinery = _machinery_mask(codes)[code]
+    first_machinery = np.full(len(samples), np.iinfo(np.int64).max)
+    np.minimum.at(first_machinery, sample_of[machinery], pos[machinery])
+    below = pos < first_machinery[sample_of]
+    keep = (func >= 0) & (g >= 0) & (samples[sample_of, KIND] == KIND_STACK) & below
     sample_of, func, g, pos, from_root = (sample_of[keep], func[keep], g[keep], pos[keep],
                                           from_root[keep])
     lines = frames[keep, 1]
@@ -402,8 +417,7 @@ def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
     # innermost frame of the loader's machinery, and the path runs from
     # just below it.  (samples, depth) code and line, outermost first; -1
     # past a stack's end.
-    machinery = np.array([c is not None and any(m in c[0] for m in _MACHINERY)
-                          for c in codes] + [False])
+    machinery = _machinery_mask(codes)
     code = np.full((len(rows), width), -1, dtype=np.int64)
     line = np.full((len(rows), width), -1, dtype=np.int64)
     for k, r in enumerate(rows):
