@@ -666,10 +666,16 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             batch_at = stacks.batch_of(d.samples, records)
             group = np.where(batch_at >= 0, group_of[np.maximum(batch_at, 0)], -1)
             block["slow_batches"] = int(np.count_nonzero(slow_rec))
-            cpu = records["cpu_ns"]
+            cpu, runq = records["cpu_ns"], records["runq_ns"]
             for key, which in (("slow_cpu_share", slow_rec), ("fast_cpu_share", fast_rec)):
                 if which.any() and (cpu[which] >= 0).all() and make[which].sum() > 0:
                     block[key] = float(cpu[which].sum() / make[which].sum())
+            # Of the slow batches' make time, the part their worker waited
+            # for a CPU (its thread's schedstat run-queue delay).
+            block["slow_runq_share"] = (
+                float(runq[slow_rec].sum() / make[slow_rec].sum())
+                if slow_rec.any() and (runq[slow_rec] >= 0).all() and make[slow_rec].sum() > 0
+                else None)
             if stalled.any():
                 during = stacks.overlapping(records, steps["begin_ns"][stalled],
                                             steps["fetch_done_ns"][stalled])

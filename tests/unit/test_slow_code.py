@@ -167,3 +167,16 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     assert "`read_rows` in `data/ds.py:3` holds 98%" in said and "down to `inflate`" in said, said
     s["diagnosis"] = "HAND-OVER"
     assert slow_code.advise(s) == []
+
+
+def test_off_cpu_names_the_larger_measured_part():
+    fns = [_fn("query_rows", 36, 3, 2)]
+    # 30% on CPU, 50% in the run queue, 20% blocked: waiting for a CPU.
+    f = slow_code.judge(_block(fns, 40, 60, slow_cpu_share=0.3, fast_cpu_share=0.9,
+                               slow_runq_share=0.5))
+    assert f.code == "slow_code_cpu_wait" and f.numbers["runq_share"] == 0.5
+    assert "waited for a CPU in the slow batches" in slow_code.WORDS[f.code](f.numbers)
+    # 30% on CPU, 10% run queue, 60% blocked: a sleep, I/O or a lock.
+    f = slow_code.judge(_block(fns, 40, 60, slow_cpu_share=0.3, fast_cpu_share=0.9,
+                               slow_runq_share=0.1))
+    assert f.code == "slow_code_off_cpu"

@@ -25,7 +25,10 @@ function in every slow sample and no fast one could not reach that level
 batches' CPU over their wall time (the worker's own clock, BatchLog); below
 OFF_CPU_SHARE of the other batches' (workers sharing cores get less than a
 core whatever they run) the workers were mostly off CPU and no function is
-to blame.  Before that, the ticks that fell in another thread (a helper
+to blame, and of the time off CPU the larger measured part is named:
+the run queue (waiting for a CPU: the host, or more workers than cores)
+or the rest (blocked: sleep, I/O, a lock).  Before that, the ticks that
+fell in another thread (a helper
 decoding, the queue's feeder) are said when they outweigh the sampled
 thread's: the batch's thread then waits on CPU spent elsewhere.
 """
@@ -57,8 +60,8 @@ TABLE_SHOWN = 2
 
 # The codes of the evidence line (the next step is look_at_function).
 EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few",
-                  "slow_code_not_making", "slow_code_off_cpu", "slow_code_other_thread",
-                  "slow_code_off")
+                  "slow_code_not_making", "slow_code_off_cpu", "slow_code_cpu_wait",
+                  "slow_code_other_thread", "slow_code_off")
 
 
 def _p_value(a: float, n1: float, b: float, n0: float) -> float:
@@ -132,9 +135,14 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     # than a core each whatever they run, and that is not "off CPU".
     fast_share = block.get("fast_cpu_share") or 1.0
     if cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share:
-        return Finding("slow_code_off_cpu", {"cpu_share": cpu_share,
-                                             "fast_cpu_share": block.get("fast_cpu_share"),
-                                             "batches": block["slow_batches"]})
+        numbers = {"cpu_share": cpu_share, "fast_cpu_share": block.get("fast_cpu_share"),
+                   "batches": block["slow_batches"]}
+        # Off CPU, the larger measured part decides: waiting for a CPU (the
+        # run queue) or blocked (sleep, I/O, a lock: the rest).
+        runq = block.get("slow_runq_share")
+        if runq is not None and runq > max(0.0, 1.0 - cpu_share - runq):
+            return Finding("slow_code_cpu_wait", {**numbers, "runq_share": runq})
+        return Finding("slow_code_off_cpu", numbers)
     rows = tested(block)
     named = [f for f in rows if f["named"]]
     m = max(1, len(rows))
@@ -280,6 +288,12 @@ WORDS: dict[str, Words] = {
         + (f", against {pct(p['fast_cpu_share'])} in the others"
            if p.get("fast_cpu_share") is not None else "")
         + "): no function's CPU made them slow; look for sleeps, I/O or locks"),
+    "slow_code_cpu_wait": lambda p: (
+        f"{'the main process' if p.get('main') else 'the workers'} waited for a CPU in the "
+        f"slow batches ({pct(p['runq_share'])} of their make time in the run queue, "
+        f"{pct(p['cpu_share'])} on CPU, over {p['batches']} slow batches): the cores were "
+        "busy with other work (other processes, or more workers than cores), not with this "
+        "batch's code"),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset ("
