@@ -470,6 +470,31 @@ stacks_clear(PyObject *op)
 }
 
 /*
+ * Where SIGPROF's C-level action is SIG_DFL (end the process), leave ours
+ * installed instead: idle, it does nothing.  A tick generated before the
+ * timer stopped can still arrive after stop() (valgrind queues signals and
+ * delivers them at its own safe points; the smoke run under memcheck died
+ * of "Profiling timer expired" so): it must find a handler.  Python's own
+ * table still reads SIG_DFL (signal.getsignal), and the next
+ * signal.signal() of anyone replaces ours.
+ */
+static void
+keep_idle_handler(void)
+{
+    struct sigaction cur, ours;
+
+    if (sigaction(SIGPROF, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO)
+            || cur.sa_handler != SIG_DFL) {
+        return;
+    }
+    memset(&ours, 0, sizeof(ours));
+    ours.sa_sigaction = on_sigprof;
+    ours.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&ours.sa_mask);
+    sigaction(SIGPROF, &ours, NULL);
+}
+
+/*
  * Disarm the timer and put the C handler back (no Python call).  A tick
  * generated before the timer stopped may still be pending (valgrind holds
  * signals back, and a process-directed signal waits for a thread to take
@@ -502,6 +527,7 @@ disarm(tm_stacks *self)
         while (sigtimedwait(&prof, NULL, &now) == SIGPROF) {
         }
         sigaction(SIGPROF, &tm_active.saved, NULL);
+        keep_idle_handler();
         pthread_sigmask(SIG_SETMASK, &was, NULL);
     }
     return 0;
@@ -695,14 +721,23 @@ stacks_stop(PyObject *op, PyObject *Py_UNUSED(ignored))
             }
             Py_SETREF(self->old_handler, dfl);
         }
-        r = call_signal("signal", Py_BuildValue("(iO)", SIGPROF, self->old_handler));
+        {
+            /* SIGPROF held off in this thread while Python puts its
+               handler back (SIG_DFL, for a moment, at the C level) and
+               the idle one goes in: a late tick waits for the latter. */
+            sigset_t prof, mask;
 
+            sigemptyset(&prof);
+            sigaddset(&prof, SIGPROF);
+            pthread_sigmask(SIG_BLOCK, &prof, &mask);
+            r = call_signal("signal", Py_BuildValue("(iO)", SIGPROF, self->old_handler));
+            keep_idle_handler();
+            pthread_sigmask(SIG_SETMASK, &mask, NULL);
+        }
         if (r == NULL) {
             return NULL;
         }
         Py_DECREF(r);
-        /* signal.signal() installed Python's C handler; the C handler
-           before ours is the one to keep. */
         Py_CLEAR(self->old_handler);
     }
     return PyBool_FromLong(was);
