@@ -215,6 +215,18 @@ on_sigprof(int sig, siginfo_t *info, void *uctx)
     errno = saved_errno;
 }
 
+/* traceml's SIGPROF action: on_sigprof, restartable system calls (a C
+   library in the dataset never sees EINTR), on the alternate stack where
+   one is set. */
+static void
+our_action(struct sigaction *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sa_sigaction = on_sigprof;
+    sa->sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa->sa_mask);
+}
+
 static int
 is_ours(const struct sigaction *sa)
 {
@@ -487,10 +499,7 @@ keep_idle_handler(void)
             || cur.sa_handler != SIG_DFL) {
         return;
     }
-    memset(&ours, 0, sizeof(ours));
-    ours.sa_sigaction = on_sigprof;
-    ours.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&ours.sa_mask);
+    our_action(&ours);
     sigaction(SIGPROF, &ours, NULL);
 }
 
@@ -659,11 +668,8 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
         Py_DECREF(r);
     }
     Py_XSETREF(self->old_handler, prev);
-    /* Ours over Python's C handler, restartable. */
-    memset(&ours, 0, sizeof(ours));
-    ours.sa_sigaction = on_sigprof;
-    ours.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&ours.sa_mask);
+    /* Ours over Python's C handler. */
+    our_action(&ours);
     if (sigaction(SIGPROF, &ours, &tm_active.saved) != 0) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
