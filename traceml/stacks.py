@@ -497,7 +497,9 @@ def top_of_batches(d: Drained, at: np.ndarray, named: Optional[tuple] = None) ->
         funcs, inv = np.unique(leaf_func[known], return_inverse=True)
         tot = np.bincount(inv.ravel(), weights=weight[known])
         j = int(np.argmax(tot))
-        line = int(np.bincount(leaf_line[known][inv.ravel() == j]).argmax())
+        # Lines may be -1 (unknown to the frame API): not bincount.
+        vals, cnt = np.unique(leaf_line[known][inv.ravel() == j], return_counts=True)
+        line = int(vals[np.argmax(cnt)])
         file, name, _ = keys[int(funcs[j])]
         out[int(b)] = (f"{name} ({os.path.basename(file)}:{line})", int(tot[j]),
                        int(weight[mine].sum()),

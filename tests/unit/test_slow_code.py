@@ -180,3 +180,10 @@ def test_off_cpu_names_the_larger_measured_part():
     f = slow_code.judge(_block(fns, 40, 60, slow_cpu_share=0.3, fast_cpu_share=0.9,
                                slow_runq_share=0.1))
     assert f.code == "slow_code_off_cpu"
+
+
+def test_top_of_batches_takes_a_frame_whose_line_is_unknown():
+    # PyFrame_GetLineNumber can give -1: the batch's top function still comes out.
+    d = _drained([(1, 0, 2, 0, [(2, -1), (0, 12)]), (2, 0, 1, 0, [(2, -1), (0, 12)])])
+    top = stacks.top_of_batches(d, np.array([0, 0]))
+    assert top == {0: ("burn (ds.py:-1)", 3, 3, None)}
