@@ -23,8 +23,11 @@ The recipes, in the words of the project's "Diagnostic truth" issue:
 
 * healthy: lognormal ~1 ms waits against a 10 ms step with a few 2-10 ms
   scheduling blips, or a 4-worker loader of cheap items (waits of 0.1 ms,
-  some 1-4 ms, a 2-3 ms ripple once a round) -- no stall, no period, not
-  INPUT-BOUND;
+  some 1-4 ms) -- no stall, no period, not INPUT-BOUND;
+* a small stall once a round (the cheap loader's 2-3 ms ripple) and two
+  groups of sub-step waits (every 3rd-5th fetch 0.7-3 ms against
+  0.12-0.3 ms, compute 1.6-9 ms) -- PERIODIC, not INPUT-BOUND; the same
+  slow fetches at random steps -- never PERIODIC;
 * one isolated 50 ms blip in a healthy loop -- an outlier, not a stall;
 * uniformly slow (every fetch waits 15-40 ms) -- UNIFORMLY-SLOW, EVERY-FETCH;
 * heavy-tailed periodic: lock-step workers, one stall per round of k
@@ -448,7 +451,9 @@ def healthy_jitter(seed: int, n: int = 80, num_workers: int = 2) -> Case:
 def healthy_cheap_workers(seed: int, n: int = 80, ripple: bool = False) -> Case:
     """4 workers of cheap items on 2 cores: mostly 0.1 ms waits, some of
     1-4 ms while a worker holds a core, a few blips to 8 ms; with
-    ``ripple``, a 2-3 ms wait on each round's first batch."""
+    ``ripple``, a 2-3 ms wait on each round's first batch: a small stall
+    once a round (20-30% of the compute step, past the two-group rule's
+    20%), so PERIODIC every 4, never INPUT-BOUND."""
     rng = np.random.default_rng(100 + seed)
     wait = _fast(rng, n, 0.1, 0.6)
     busy = rng.random(n) < 0.25
@@ -458,9 +463,40 @@ def healthy_cheap_workers(seed: int, n: int = 80, ripple: bool = False) -> Case:
     if ripple:
         on_round = _rank_of_steady(n, 4) % 4 == 0
         wait[on_round] = rng.uniform(2.0, 3.0, on_round.sum())
-    name = f"healthy-cheap-4w{'-ripple' if ripple else ''}-s{seed}"
-    return make(name, wait, dict(HEALTHY), num_workers=4,
-                compute_ms=rng.uniform(9.0, 11.0, n))
+    if ripple:
+        name = f"ripple-cheap-4w-s{seed}"
+        truth = {"temporal.label": "PERIODIC", "temporal.period": 4,
+                 "diagnosis": Not("INPUT-BOUND")}
+    else:
+        name, truth = f"healthy-cheap-4w-s{seed}", dict(HEALTHY)
+    return make(name, wait, truth, num_workers=4, compute_ms=rng.uniform(9.0, 11.0, n))
+
+
+def small_two_groups(seed: int, every: int, slow_ms: float, fast_ms: float,
+                     compute_ms: float, n: int = 100, periodic: bool = True) -> Case:
+    """A probe loop (no loader facts) whose waits form two groups: every
+    ``every``-th fetch ``slow_ms``, the rest ``fast_ms`` (5% jitter),
+    against ``compute_ms`` of compute: a slow group under 1 ms or under
+    half a step is still a set of stalls when it delays its step by 20% of
+    the compute and costs 5% of the step time.  ``periodic=False``: the
+    same number of slow fetches at random steps (the control)."""
+    rng = np.random.default_rng(1300 + seed)
+    wait = fast_ms * rng.uniform(0.95, 1.05, n)
+    if periodic:
+        hit = (np.arange(n) + 1) % every == 0
+    else:
+        hit = np.zeros(n, dtype=bool)
+        hit[rng.choice(n, size=n // every, replace=False)] = True
+    wait[hit] = slow_ms * rng.uniform(0.95, 1.05, hit.sum())
+    truth = {"stalls.count": int(hit.sum()), "shape": "HEAVY-TAILED"}
+    if periodic:
+        truth.update({"temporal.label": "PERIODIC", "temporal.period": every})
+    else:
+        truth["temporal.label"] = Not("PERIODIC")
+    kind = "every" if periodic else "random"
+    return make(f"two-groups-{kind}{every}-{slow_ms:g}of{fast_ms:g}ms-s{seed}", wait, truth,
+                num_workers=None, compute_ms=compute_ms * rng.uniform(0.98, 1.02, n),
+                first_ms=fast_ms)
 
 
 def isolated_blip(seed: int, at: int, num_workers: int = 2, n: int = 80) -> Case:
@@ -968,6 +1004,10 @@ def corpus() -> list[Case]:
     cases += [healthy_jitter(5, num_workers=0), healthy_jitter(6, n=30, num_workers=3)]
     cases += [healthy_cheap_workers(s) for s in range(2)]
     cases += [healthy_cheap_workers(s, ripple=True) for s in range(2)]
+    cases += [small_two_groups(0, 4, 1.1, 0.18, 2.2), small_two_groups(1, 3, 0.7, 0.12, 1.6),
+              small_two_groups(2, 5, 3.0, 0.3, 9.0),
+              small_two_groups(3, 4, 1.1, 0.18, 2.2, periodic=False),
+              small_two_groups(4, 3, 0.7, 0.12, 1.6, periodic=False)]
     cases += [isolated_blip(0, 40), isolated_blip(1, 5, num_workers=0),
               isolated_blip(2, 70, num_workers=4)]
     cases += [uniformly_slow(0, 25.0, 0), uniformly_slow(1, 40.0, 1),

@@ -17,7 +17,9 @@ a number.  A later change that changes a report on purpose rewrites it
 stalls block gained calm_median_s and stall_median_s and the heavy-tail
 sentence and the SLOW_MEDIAN shape rule their new words, and when the
 lock-step next step began to suggest num_workers=(4, 3, 2, 1) (every
-other value, compared, the same).
+other value, compared, the same), and when two separate groups of waits
+began to be judged against the compute step (the random-stall case keeps
+its stalls; its threshold and rule changed).
 """
 
 from __future__ import annotations

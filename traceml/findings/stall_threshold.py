@@ -74,16 +74,38 @@ STALL_MIN_RATIO = BIMODAL_MIN_RATIO
 STALL_MIN_STEP_SHARE = 0.5
 
 
-def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
-    """The Otsu split of log(wait) when the waits form two well-separated
-    groups (eta >= 0.8 and geometric means >= 4x apart), else None."""
+def bimodal_split(wait_ns: np.ndarray) -> Optional[dict]:
+    """:func:`traceml._core.log_otsu`'s split of log(wait) when the waits
+    form two well-separated groups (eta >= 0.8 and geometric means >= 4x
+    apart), else None."""
     split = _core.log_otsu(wait_ns)
     eta = split["eta"]
     if not math.isfinite(eta) or eta < BIMODAL_MIN_ETA:
         return None
     if split["upper_mean_ns"] < BIMODAL_MIN_RATIO * split["lower_mean_ns"]:
         return None
-    return split["threshold_ns"]
+    return split
+
+
+def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
+    """The threshold (ns) of :func:`bimodal_split`, or None."""
+    split = bimodal_split(wait_ns)
+    return None if split is None else split["threshold_ns"]
+
+
+# Two groups against the compute step.  When the waits form two separate
+# groups (bimodal_split: the structure itself is the evidence, which a
+# lone wait under a scheduler tick lacks) and the upper one is at most
+# HEAVY_TAIL_MAX_STALL_SHARE of the fetches, the upper group is the stalls
+# wherever each of them delays its step by at least this share of the
+# median compute past the lower group's typical wait: the same 20% of a
+# step that makes a run input-bound (TensorFlow's input-pipeline
+# analyzer).  Neither the 1 ms floor nor half the median step applies
+# then: both are guards against single waits that stand out of one noisy
+# group, and a probe loop whose every 4th fetch waits 1.1 ms against
+# 0.18 ms (input 18% of a 2.4 ms step) lost its whole slow group under
+# half a step.  Whether the group matters as a whole is stalls_matter's.
+STALL_MIN_COMPUTE_SHARE = STALL_FLOOR_STEP_SHARE
 
 
 # The stall rule's codes (StallRule.code); :mod:`traceml.wording` words them.
@@ -96,6 +118,7 @@ RULE_ALL_SLOW = "all_slow"      # every fetch slow, one group: the floor
 RULE_ALL_SLOW_SPLIT = "all_slow_split"  # every fetch slow, large waits on top
 RULE_STEP = "step"              # STALL_MIN_STEP_SHARE of the median step
 RULE_RATIO = "ratio"            # STALL_MIN_RATIO times the median wait
+RULE_COMPUTE = "compute"        # two groups: the lower's wait + STALL_MIN_COMPUTE_SHARE of compute
 
 
 class StallRule(NamedTuple):
@@ -172,7 +195,10 @@ def stall_threshold_ns(
         # group in log(wait) and hide the other two.
         split = bimodal_split_ns(wait_ns[wait_ns > floor])
     else:
-        split = bimodal_split_ns(wait_ns)
+        groups = bimodal_split(wait_ns)
+        if groups is not None and _is_minority(wait_ns, groups["threshold_ns"]):
+            return _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
+        split = None if groups is None else groups["threshold_ns"]
     if split is not None:
         candidates[RULE_OTSU] = split
     elif not every_slow and not _stands_out(wait_ns, max(candidates.values())):
@@ -190,6 +216,33 @@ def stall_threshold_ns(
         return StallRule(int(floor), RULE_ALL_SLOW, True, floor, True, least_ns=least)
     return StallRule(threshold, RULE_ALL_SLOW_SPLIT, False, floor, True, basis=basis,
                      least_ns=least)
+
+
+def _is_minority(wait_ns: np.ndarray, threshold_ns: float) -> bool:
+    """Whether the waits above ``threshold_ns`` are at most
+    HEAVY_TAIL_MAX_STALL_SHARE of them: stalls are the exception; an upper
+    group that holds most fetches is the typical fetch (a per-batch cost
+    or uniformly slow input), never "mostly fast with stalls"."""
+    above = int(np.count_nonzero(wait_ns > threshold_ns))
+    return above <= HEAVY_TAIL_MAX_STALL_SHARE * len(wait_ns)
+
+
+def _two_groups(wait_ns: np.ndarray, step_ns: np.ndarray, groups: dict, p95_bar: float,
+                floor: float, least: float) -> StallRule:
+    """The threshold over two separate groups of waits (see
+    STALL_MIN_COMPUTE_SHARE): the largest of the Otsu split, the lower
+    group's median wait plus that share of the median compute, and
+    STALL_P95_SHARE of the p95 wait ``p95_bar`` (a third group of small
+    waits under a round's large stalls, the workers finishing in pairs,
+    stays out of the stalls)."""
+    lower = wait_ns[wait_ns <= groups["threshold_ns"]]
+    typical = _numbers.lower_median(lower) if len(lower) else 0.0
+    del lower
+    compute = _core.percentiles(step_ns - wait_ns, 50.0)
+    bars = {RULE_OTSU: groups["threshold_ns"], RULE_P95: p95_bar,
+            RULE_COMPUTE: typical + STALL_MIN_COMPUTE_SHARE * max(compute, 0.0)}
+    code = max(bars, key=bars.get)
+    return StallRule(int(bars[code]), code, False, floor, least_ns=least)
 
 
 # A group of large waits on top of slow fetches needs at least two members:
@@ -307,6 +360,9 @@ def _threshold_basis(code: str, all_slow: bool) -> str:
     if code == RULE_STEP:
         return (f"max({fmt_s(STALL_FLOOR_S)}, {_words._of_the(STALL_MIN_STEP_SHARE)} "
                 "median step)")
+    if code == RULE_COMPUTE:
+        return (f"two groups: the fast group's median wait + {_words._of_the(STALL_MIN_COMPUTE_SHARE)} "
+                "median compute")
     if code == RULE_RATIO:
         return f"{STALL_MIN_RATIO:g}x the median wait (no two separate groups)"
     if code == RULE_P95:
