@@ -38,7 +38,9 @@ The recipes, in the words of the project's "Diagnostic truth" issue:
 * random stalls, each steady step a stall with probability 0.05, 0.1 or
   0.25 (several seeds; also 24-step runs) -- never PERIODIC;
 * bursts of 3-4 back-to-back stalls every 20-30 steps -- PERIODIC at the
-  burst period;
+  burst period; only 3 bursts (of 4-5 stalls, every 36-40 steps) --
+  UNSETTLED, consistent with the burst period; bursts at random onsets --
+  never PERIODIC;
 * trends: wait rising 1 -> 40 ms over 80 steps, falling 40 -> 1 ms, a ramp
   of 2 + 0.3 ms per step -- RISING / FALLING, not PERIODIC;
 * trend noise: waits around 2 ms whose neighbours are alike (log waits an
@@ -588,18 +590,35 @@ def random_stalls(seed: int, rate: float, n: int = 100) -> Case:
 
 
 def bursts(seed: int, length: int, period: int, n_bursts: int = 5,
-           offset: int = 10) -> Case:
+           offset: int = 10, at_random: bool = False) -> Case:
     """``length`` back-to-back 40 ms stalls every ``period`` steps
-    (num_workers=0: consecutive slow items)."""
+    (num_workers=0: consecutive slow items).  With 3 bursts (2 gaps) the
+    answer is "not yet": consistent with a burst every ``period`` steps,
+    never "no regular period".  ``at_random``: the same bursts at random
+    onsets (the control), never PERIODIC."""
     rng = np.random.default_rng(700 + seed)
     n = offset + period * n_bursts
     wait = _fast(rng, n, 0.1)
-    idx = np.arange(n) - offset
-    hit = (idx >= 0) & (idx % period < length)
+    if at_random:
+        starts = np.sort(rng.choice(np.arange(offset, n - length, length + 1), n_bursts,
+                                    replace=False))
+        hit = np.zeros(n, dtype=bool)
+        for a in starts:
+            hit[a:a + length] = True
+    else:
+        idx = np.arange(n) - offset
+        hit = (idx >= 0) & (idx % period < length)
     wait[hit] = 40.0 * rng.uniform(0.9, 1.1, hit.sum())
-    truth = {"stalls.count": int(hit.sum()), "shape": "HEAVY-TAILED",
-             "temporal.label": "PERIODIC", "temporal.period": period}
-    return make(f"bursts-{length}of{period}-s{seed}", wait, truth,
+    truth = {"stalls.count": int(hit.sum()), "shape": "HEAVY-TAILED"}
+    if at_random:
+        truth["temporal.label"] = Not("PERIODIC")
+    elif n_bursts <= 3:
+        truth.update({"temporal.label": "UNSETTLED", "temporal.consistent_period": period})
+    else:
+        truth.update({"temporal.label": "PERIODIC", "temporal.period": period})
+    kind = "random-" if at_random else ""
+    few = f"-x{n_bursts}" if n_bursts != 5 else ""
+    return make(f"bursts-{kind}{length}of{period}{few}-s{seed}", wait, truth,
                 num_workers=0, compute_ms=8.0)
 
 
@@ -1021,6 +1040,9 @@ def corpus() -> list[Case]:
         (0.05, 120, (0, 1, 2)), (0.1, 100, (0, 1, 2)), (0.25, 100, (0, 1, 2)),
         (0.25, 24, (3, 4, 5, 6))) for s in seeds]
     cases += [bursts(0, 4, 30), bursts(1, 4, 30), bursts(2, 3, 20)]
+    cases += [bursts(3, 5, 40, n_bursts=3), bursts(4, 4, 36, n_bursts=3),
+              bursts(5, 5, 40, n_bursts=3, at_random=True),
+              bursts(6, 4, 30, n_bursts=5, at_random=True)]
     cases += [trend(0, 1.0, 40.0), trend(1, 1.0, 40.0), trend(2, 40.0, 1.0),
               trend(3, 40.0, 1.0),
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]

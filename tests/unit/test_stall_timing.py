@@ -112,3 +112,40 @@ def test_the_seed_table_reads_in_the_report():
             text = str(r)
             assert f"PERIODIC every {period} steps" in text
             assert "no regular period" not in text
+
+
+def test_three_bursts_are_not_yet_a_period_never_irregular():
+    # 5 back-to-back stalls every 40 steps, 3 bursts: the per-stall gaps
+    # are 1 (12 times) and 36 (twice); the bursts' gaps 40, 40.
+    n = 130
+    mask = np.zeros(n, dtype=bool)
+    for start in (10, 50, 90):
+        mask[start:start + 5] = True
+    wait = np.where(mask, 40_000_000, 100_000).astype(np.int64)
+    epoch = np.zeros(n, dtype=np.int32)
+    t = stall_timing.temporal_of(mask, epoch, wait)
+    assert t["label"] == stall_timing.UNSETTLED
+    assert (t["counted"], t["consistent_period"]) == ("bursts", 40)
+    assert t["burst_gap_histogram"] == [[40, 2]]
+    assert t["settle_steps"] is not None and t["settle_steps"] > 0
+    # The words name the bursts' period and the gaps they rest on.
+    s = {"shape": "HEAVY-TAILED", "temporal": t, "trend": None,
+         "stalls": {"count": 15}, "concentration": {}}
+    assert "a burst of stalls every 40 fetches" in stall_timing.shape_line(s)
+    # Run on at the same rates past the steps it named: the period holds.
+    m = n + t["settle_steps"] + 40
+    mask = np.zeros(m, dtype=bool)
+    for start in range(10, m - 5, 40):
+        mask[start:start + 5] = True
+    wait = np.where(mask, 40_000_000, 100_000).astype(np.int64)
+    longer = stall_timing.temporal_of(mask, np.zeros(m, dtype=np.int32), wait)
+    assert (longer["label"], longer["period"]) == (stall_timing.PERIODIC, 40)
+
+
+def test_two_bursts_are_too_few_bursts():
+    n = 100
+    mask = np.zeros(n, dtype=bool)
+    mask[10:15] = mask[60:65] = True
+    wait = np.where(mask, 40_000_000, 100_000).astype(np.int64)
+    t = stall_timing.temporal_of(mask, np.zeros(n, dtype=np.int32), wait)
+    assert (t["label"], t["counted"]) == (stall_timing.TOO_FEW, "bursts")

@@ -171,7 +171,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                                  "calm_median_s": st.get("calm_median_s"),
                                  "stall_median_s": st.get("stall_median_s")}))
     if tmp is None or tmp["label"] == stall_timing.TOO_FEW:
-        out.append(("too_few_stalls", {"count": st["count"]}))
+        in_bursts = tmp is not None and tmp.get("counted") == "bursts"
+        out.append(("too_few_stalls", {"count": st["count"],
+                                       "bursts": tmp["gaps"] + 1 if in_bursts else None}))
         return out
     dlv = s.get("delivery")
     if loader and loader.get("in_order") is False and dlv and dlv["known"]:
@@ -204,9 +206,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "stalls": st["count"], "steps": s["steady_steps"],
             "p_value": pred["p_value"] if predicted else tmp["p_value"],
             "settle_steps": tmp["settle_steps"],
+            "bursts": tmp.get("counted") == "bursts",
             "grid": sweeps.sweep_grid(nw) if predicted else None}))
         return out
-    out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"]}))
+    out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"],
+                              "bursts": tmp.get("counted") == "bursts"}))
     if nw is not None and stall_timing.effective_workers(nw) < 2:
         # One loader in flight: no batch can overtake another, and torch
         # ignores in_order at num_workers=0.
@@ -398,8 +402,10 @@ WORDS: dict[str, Words] = {
         f"{pct(p['step_share'])} of steps hold {pct(p['wait_share'])} of the input wait: "
         f"mostly fast input with large stalls (the other fetches' median "
         f"{fmt_s(p['calm_median_s'])}, the stalls' {fmt_s(p['stall_median_s'])})."),
-    "too_few_stalls": lambda p: (f"Only {plural(p['count'], 'stall')}: too few to tell a "
-                                 "pattern; record more steps."),
+    "too_few_stalls": lambda p: (
+        f"Only {plural(p['count'], 'stall')}"
+        + (f", in {plural(p['bursts'], 'burst')} of back-to-back stalls" if p.get("bursts")
+           else "") + ": too few to tell a pattern; record more steps."),
     "overtaking_round": lambda p: (
         f"With in_order=False, {p['overtaking']} deliveries overtook a slower batch, yet the "
         f"stalls still recur every {p['period']} steps: not one slow sample blocking the "
@@ -427,7 +433,8 @@ WORDS: dict[str, Words] = {
         "Next: wrap the DataLoader itself so its num_workers can be compared with the "
         f"period, or look at what recurs every {p['period']} steps."),
     "unsettled": lambda p: (
-        f"The stalls fit a stall every {p['period']} fetches"
+        f"The stalls fit {'a burst of stalls' if p.get('bursts') else 'a stall'} every "
+        f"{p['period']} fetches"
         + (f" (num_workers={p['num_workers']} predicts it)" if p["predicted"] else "")
         + f", but {plural(p['stalls'], 'stall')} in {p['steps']} steps cannot tell that from "
         f"random stalls yet (p = {p['p_value']:.2g}, not under "
@@ -437,7 +444,8 @@ WORDS: dict[str, Words] = {
            "num_workers settles sooner than a longer run." if p["predicted"] else
            "Next: record longer before choosing an experiment.")),
     "irregular": lambda p: (
-        f"The stalls have no regular period (the commonest gap, "
+        f"The stalls have no regular period (the commonest gap"
+        f"{' between bursts of back-to-back stalls' if p.get('bursts') else ''}, "
         f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "
         "point at particular slow samples or outside contention rather than the worker "
         "round."),

@@ -214,15 +214,21 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     return None if got is None else max(got - n, 1)
 
 
-def gap_settle_steps(period: int, stalls: int, steps: int) -> Optional[int]:
+def gap_settle_steps(period: int, stalls: int, steps: int, bursts: int = 0) -> Optional[int]:
     """How many more steps would let the searched test (period_p_value)
     conclude for stalls every ``period`` steps at this run's rate
-    (``stalls`` in ``steps``); None if not within SETTLE_MAX_GROWTH."""
+    (``stalls`` in ``steps``), or, with ``bursts`` (the runs of
+    back-to-back stalls among them), for a burst every ``period`` steps at
+    this run's rates of stalls and bursts; None if not within
+    SETTLE_MAX_GROWTH."""
     if stalls < 1 or steps < 1:
         return None
 
     def p_of(m: int) -> float:
         kk = max(PREDICTED_MIN_STALLS, round(stalls * m / steps))
+        if bursts:
+            bb = max(PREDICTED_MIN_STALLS, round(bursts * m / steps))
+            return period_p_value(np.full(bb - 1, period), max(kk, bb), m, bursts=True)
         return period_p_value(np.full(kk - 1, period), kk, m)
 
     got = _settle_steps(steps, p_of)
@@ -255,8 +261,22 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     steps would settle it) where the stalls fit the predicted period or
     one gap holds at least PERIOD_MIN_SHARE of the gaps, IRREGULAR only
     where no gap does (the evidence against a period); ``predicted`` rides
-    along in the answer.
+    along in the answer.  Counted in bursts, the answer also holds
+    ``burst_gap_histogram``: [[gap, count], ...] between the bursts' first
+    stalls, so that the words and the gaps shown are the same gaps.
     """
+    found = _temporal_of(stall_mask, epoch, steady_wait_ns, steady_steps, every_fetch, predicted)
+    if found is not None and found.get("counted") == "bursts":
+        values, counts = _core.gap_histogram(
+            _core.stall_gaps(burst_onsets(stall_mask, epoch), epoch))
+        found["burst_gap_histogram"] = np.stack([values, counts], axis=1).tolist()
+    return found
+
+
+def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.ndarray,
+                 steady_steps: Optional[int], every_fetch: bool,
+                 predicted: Optional[dict]) -> Optional[dict]:
+    """:func:`temporal_of` before the bursts' gap histogram is added."""
     n = len(steady_wait_ns) if steady_steps is None else int(steady_steps)
     k = int(np.count_nonzero(stall_mask))
     if k == 0:
@@ -285,7 +305,9 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     if per_stall["label"] == PERIODIC:
         return {**per_stall, "counted": "stalls", **extra}
     onsets = burst_onsets(stall_mask, epoch)
-    if per_stall["label"] != TOO_FEW and onsets.sum() < k:
+    bursts = int(onsets.sum())
+    per_burst = None
+    if per_stall["label"] != TOO_FEW and bursts < k:
         per_burst = temporal(_core.stall_gaps(onsets, epoch), steady_wait_ns,
                              stalls=k, steps=n, bursts=True)
         if per_burst["label"] == PERIODIC:
@@ -296,10 +318,19 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
                 "settle_steps": predicted_settle_steps(predicted)}
     if per_stall["label"] == TOO_FEW:
         return out
-    if (per_stall["modal_share"] >= PERIOD_MIN_SHARE and per_stall["modal_gap"] > 1
-            and per_stall["modal_count"] >= PERIOD_MIN_REPEATS and per_stall["modal_leads"]):
-        return {**out, "label": UNSETTLED, "consistent_period": per_stall["modal_gap"],
-                "settle_steps": gap_settle_steps(per_stall["modal_gap"], k, n)}
+    if per_burst is not None and per_stall["modal_gap"] == 1:
+        # Back-to-back stalls are the commonest gap: the stalls come in
+        # bursts, and the question of a period is the bursts' (a gap of 1
+        # is never a period, so it is no evidence against one).
+        out, k_gap = {**per_burst, "counted": "bursts", **extra}, bursts
+        if per_burst["label"] == TOO_FEW:
+            return out
+    else:
+        k_gap = 0
+    if (out["modal_share"] >= PERIOD_MIN_SHARE and out["modal_gap"] > 1
+            and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"]):
+        return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
+                "settle_steps": gap_settle_steps(out["modal_gap"], k, n, bursts=k_gap)}
     return out
 
 
@@ -408,7 +439,8 @@ def unsettled_part(tmp: dict) -> str:
     pred = tmp.get("predicted") or {}
     p = pred.get("p_value") if pred.get("period") == period else tmp.get("p_value")
     what = " (the period num_workers predicts)" if pred.get("period") == period else ""
-    return (f"{UNSETTLED}: consistent with a stall every {period} fetches{what}, not yet "
+    which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
+    return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, not yet "
             f"told from random stalls (p = {p:.2g}, not under {PERIOD_ALPHA:g}); "
             + settle_words(tmp.get("settle_steps")))
 
@@ -431,7 +463,8 @@ def shape_line(s: dict) -> Optional[str]:
         outliers = (s.get("stalls") or {}).get("outliers")
         parts.append(f"no stalls ({plural(outliers, 'outlier')})" if outliers else "no stalls")
     elif tmp["label"] == TOO_FEW:
-        parts.append(f"{TOO_FEW} stalls for a temporal pattern")
+        parts.append(f"{TOO_FEW} {'bursts of stalls' if tmp.get('counted') == 'bursts' else 'stalls'}"
+                     " for a temporal pattern")
     elif tmp["label"] == EVERY_FETCH or tmp.get("period") == 1:
         # (A run saved before EVERY-FETCH existed may hold "PERIODIC" with
         # a period of 1: never said as a period.)
@@ -457,8 +490,9 @@ def shape_line(s: dict) -> Optional[str]:
             text += f" ({'; '.join(evidence)})"
         parts.append(text)
     else:
+        between = " between bursts" if tmp.get("counted") == "bursts" else ""
         parts.append(
-            f"{IRREGULAR} (commonest gap {tmp['modal_gap']} holds "
+            f"{IRREGULAR} (commonest gap{between} {tmp['modal_gap']} holds "
             f"{pct(tmp['modal_share'])} of gaps)"
         )
     conc = s.get("concentration") or {}
@@ -496,9 +530,12 @@ def stall_lines(s: dict) -> list[str]:
     elif tmp.get("label") == EVERY_FETCH or cad["period"] == 1:
         text = "cadence: every fetch waits, no period"
     elif tmp.get("label") == TOO_FEW:
-        text = "cadence: too few stalls to tell"
+        text = ("cadence: too few bursts of stalls to tell" if tmp.get("counted") == "bursts"
+                else "cadence: too few stalls to tell")
     elif tmp.get("label") == UNSETTLED:
-        text = f"cadence: not settled, consistent with a stall every {tmp['consistent_period']} steps"
+        which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
+        text = (f"cadence: not settled, consistent with {which} every "
+                f"{tmp['consistent_period']} steps")
     elif st["gaps"]:
         text = "cadence: no period between stalls"
     else:
@@ -521,4 +558,9 @@ def stall_lines(s: dict) -> list[str]:
         hist = "  ".join(f"{g}×{c}" for g, c in shown)
         more = " …" if len(st["gap_histogram"]) > GAPS_SHOWN else ""
         lines.append(f"gaps between stalls (steps×count): {hist}{more}")
+    if tmp.get("burst_gap_histogram"):
+        shown = tmp["burst_gap_histogram"][:GAPS_SHOWN]
+        more = " …" if len(tmp["burst_gap_histogram"]) > GAPS_SHOWN else ""
+        lines.append("gaps between bursts of back-to-back stalls (steps×count): "
+                     + "  ".join(f"{g}×{c}" for g, c in shown) + more)
     return lines
