@@ -671,16 +671,26 @@ def trend_noise(seed: int, n: int, median_ms: float = 2.0, phi: float = 0.8,
 
 
 def step_after_first_epoch(seed: int, first_ms: float, later_ms: float, per: int,
-                           epochs: int = 3) -> Case:
+                           epochs: int = 3, drain: int = 0) -> Case:
     """Epoch 0's steady waits around ``first_ms``, every later epoch's
     around ``later_ms`` (a cache filled in epoch 0, persistent workers
     started once), ``per`` steady steps an epoch, lognormal noise: a step
-    after the first epoch, not a slope per step."""
+    after the first epoch, not a slope per step.  ``drain``: each epoch's
+    last ``drain`` fetches wait a tenth as long (the workers' queue
+    emptying at the epoch's end), so the later epochs' own last tenth is
+    lower than their first: still a step, never a slope across it."""
     rng = np.random.default_rng(880 + seed)
     waits = [level * rng.lognormal(0.0, 0.3, per)
              for level in [first_ms] + [later_ms] * (epochs - 1)]
-    case = make(f"step-after-epoch0-{first_ms:g}to{later_ms:g}ms-{epochs}x{per}-s{seed}",
-                waits, {"trend.label": "STEP"}, num_workers=2, epochs=epochs)
+    for w in waits:
+        w[len(w) - drain:] *= 0.1
+    tail = f"-drain{drain}" if drain else ""
+    # Two epochs of a few dozen steps may not yet show the change against
+    # the waits' own dependence: "not yet" (no trend) is true then too; a
+    # slope across the change never is.
+    truth = {"trend.label": "STEP" if epochs > 2 else Not("RISING", "FALLING")}
+    case = make(f"step-after-epoch0-{first_ms:g}to{later_ms:g}ms-{epochs}x{per}{tail}-s{seed}",
+                waits, truth, num_workers=2, epochs=epochs)
     case.sources[SOURCE_ID].loader["persistent_workers"] = True
     return case
 
@@ -1050,7 +1060,10 @@ def corpus() -> list[Case]:
     cases += [trend_noise(s, n) for s, n in ((0, 60), (1, 60), (2, 100), (3, 100), (4, 200),
                                              (5, 200))]
     cases += [step_after_first_epoch(0, 5.0, 1.0, 30),
-              step_after_first_epoch(1, 8.0, 2.0, 300, epochs=4)]
+              step_after_first_epoch(1, 8.0, 2.0, 300, epochs=4),
+              step_after_first_epoch(2, 2.9, 1.2, 40, epochs=2, drain=2),
+              step_after_first_epoch(3, 6.0, 1.5, 40, epochs=2, drain=2),
+              step_after_first_epoch(4, 4.0, 1.0, 30, epochs=3, drain=2)]
     cases += [one_slow_worker(0, w) for w in (1, 2, 3)]
     cases += [one_slow_worker(1, 1, num_workers=3)]
     cases += [one_slow_worker(2, 2, cpu=False)]
