@@ -19,3 +19,14 @@ def fresh_record():
     yield
     traceml.reset()
     _core.default_recorder()._set_capacity_limit(None)
+
+
+@pytest.fixture
+def loader_source():
+    """``make(num_workers, epochs=1)``: registers the synthetic DataLoader
+    source (support.SYNTHETIC) that hand-made records belong to; dropped
+    after the test."""
+    import support
+
+    yield support.register_loader_source
+    support.SOURCES.pop(support.SYNTHETIC, None)

@@ -598,7 +598,7 @@ def test_every_fifth_sample_slow_at_four_workers_keeps_period_five():
 
 
 def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):
-    from test_report import INFO, MS, build, records
+    from support import INFO, MS, build, records
 
     r = build(records(np.full(12, MS), np.full(12, MS)), INFO, 65000, None)
     r.summary["attribution"] = {"label": attribution.ONE_WORKER, "worker": 2,

@@ -12,7 +12,7 @@ from traceml.__main__ import main
 from traceml.comparing import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
 from traceml.fmt import fmt_s
 
-from test_report import INFO, SYNTHETIC, MS, build, records
+from support import INFO, SYNTHETIC, MS, build, records
 
 N = 100
 

@@ -11,13 +11,13 @@ import pytest
 
 import traceml
 
-from test_report import INFO, SYNTHETIC, build, lockstep, records, loader_source  # noqa: F401 - loader_source: a fixture
+from support import INFO, SYNTHETIC, build, lockstep, records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
-def run(loader_source):  # noqa: F811 - pytest fixture
+def run(loader_source):
     loader_source(4)
     wait, compute = lockstep(4, bursts=12)
     return build(records(wait, compute), INFO, SYNTHETIC, None)

@@ -17,7 +17,6 @@ import gc
 import itertools
 import os
 import sys
-import tracemalloc
 import weakref
 
 import numpy as np
@@ -25,20 +24,9 @@ import pytest
 
 import traceml
 from traceml import _core
+from support import OPS, ROUNDS, assert_no_growth, measure
 
 _names = itertools.count()
-
-OPS = 200       # operations per round
-ROUNDS = 4      # measured rounds (after the warm-up)
-# Growth allowed between the first and the last measured round, for
-# (ROUNDS - 1) * OPS = 600 operations: a leak of one object or block per
-# operation exceeds it several times over.  (The readings themselves cost
-# about 5 blocks and 150 bytes a round; freelists, dict resizes and
-# interning add a few dozen blocks of noise.)
-MAX_OBJECTS = 60
-MAX_BLOCKS = 150
-MAX_BYTES = 16 * 1024
-
 
 def uname(tag):
     return f"test_leaks-{tag}-{next(_names)}"
@@ -56,46 +44,6 @@ def _trim_epoch_facts(*names):
         src = by_name().get(name)
         if src is not None:
             src.epoch_facts.clear()
-
-
-def measure(scenario, warmup=2, rounds=ROUNDS, exclude=()):
-    """[(objects, blocks, traced bytes)] after each measured round.
-
-    With ``exclude`` (filename patterns), blocks and bytes count only the
-    traced allocations with none of those files in their traceback: for
-    third-party code with caches of its own that fill up slowly (torch)."""
-    for _ in range(warmup):
-        scenario()
-    gc.collect()
-    readings = []
-    tracemalloc.start(32 if exclude else 1)
-    try:
-        for _ in range(rounds):
-            scenario()
-            gc.collect()
-            if exclude:
-                objects = len(gc.get_objects())
-                snap = tracemalloc.take_snapshot().filter_traces(
-                    [tracemalloc.Filter(False, pat, all_frames=True) for pat in exclude])
-                stats = snap.statistics("filename")
-                readings.append((objects, sum(st.count for st in stats),
-                                 sum(st.size for st in stats)))
-                del snap, stats
-            else:
-                readings.append((len(gc.get_objects()), sys.getallocatedblocks(),
-                                 tracemalloc.get_traced_memory()[0]))
-    finally:
-        tracemalloc.stop()
-    return readings
-
-
-def assert_no_growth(readings, what):
-    first, last = readings[0], readings[-1]
-    objects, blocks, traced = (last[i] - first[i] for i in range(3))
-    detail = f"{what}: readings (objects, blocks, bytes) per round {readings}"
-    assert objects <= MAX_OBJECTS, detail
-    assert blocks <= MAX_BLOCKS, detail
-    assert traced <= MAX_BYTES, detail
 
 
 def live_wrapiters():

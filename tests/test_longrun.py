@@ -243,7 +243,7 @@ def test_gap_histogram_long_matches_numpy(gaps):
 
 
 def test_views_reducers_and_long_reports_do_not_leak():
-    from test_leaks import assert_no_growth, measure
+    from support import assert_no_growth, measure
 
     rec = traceml.Recorder()
     rec._append_records(_records(70_000))

@@ -8,79 +8,10 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import _core, wrapping
 from traceml.findings import input_bound, stall_timing
 from traceml.fmt import fmt_s
-from traceml.build import build as build_report
 
-# The sources the hand-made records belong to: build() reads no registry.
-SOURCES = {}
-
-MS = 1_000_000
-# A source id no test reaches by wrapping (ids count up from 1).
-SYNTHETIC = 65000
-INFO = {
-    "dropped_steps": 0,
-    "out_of_memory": False,
-    "misuse": {},
-    "probe_step_open": False,
-}
-
-
-def build(records, info, source_id, threshold, **kw):
-    """report.build over SOURCES (the loader_source fixture registers
-    SYNTHETIC there; without it the source is unknown)."""
-    return build_report(records, info, source_id, threshold,
-                        sources=kw.pop("sources", SOURCES), **kw)
-
-
-def records(wait_ns, compute_ns, epoch=None, source=SYNTHETIC, t0=10**12):
-    """Contiguous steps with the given waits and computes (ns)."""
-    wait_ns = np.asarray(wait_ns, dtype=np.int64)
-    compute_ns = np.asarray(compute_ns, dtype=np.int64)
-    n = len(wait_ns)
-    rec = np.zeros(n, dtype=_core.RECORD_DTYPE)
-    begin = t0 + np.r_[0, np.cumsum(wait_ns + compute_ns)[:-1]]
-    rec["begin_ns"] = begin
-    rec["fetch_done_ns"] = begin + wait_ns
-    rec["end_ns"] = begin + wait_ns + compute_ns
-    rec["epoch"] = 0 if epoch is None else epoch
-    rec["source"] = source
-    # Position in epoch, as the wrap iterator records it in flags.
-    e = rec["epoch"]
-    idx = np.arange(n)
-    change = np.r_[True, e[1:] != e[:-1]] if n else np.zeros(0, bool)
-    pos = idx - np.maximum.accumulate(np.where(change, idx, 0)) if n else idx
-    pos = np.minimum(pos, _core.FLAG_POS_MAX)
-    rec["flags"] = (pos << _core.FLAG_POS_SHIFT) | (pos == 0) * _core.FLAG_EPOCH_START
-    return rec
-
-
-@pytest.fixture
-def loader_source():
-    """A registered source with DataLoader facts, id SYNTHETIC."""
-    def make(num_workers, epochs=1):
-        facts = {k: None for k in wrapping.LOADER_FIELDS}
-        facts["num_workers"] = num_workers
-        SOURCES[SYNTHETIC] = wrapping.Source(
-            SYNTHETIC, "synthetic", "DataLoader", loader=facts, epochs=epochs,
-            epoch_facts={e: {"loader": facts, "worker_pids": None, "start_method": None,
-                             "torch_version": None, "usable_cpus": 2}
-                         for e in range(epochs)},
-        )
-    yield make
-    SOURCES.pop(SYNTHETIC, None)
-
-
-def lockstep(k, bursts, stall_ms=80, fast_us=50, compute_ms=10, rng=None):
-    """Input-bound k-worker loader: one stall then k-1 fast fetches."""
-    rng = rng or np.random.default_rng(0)
-    wait = []
-    for _ in range(bursts):
-        wait.append(stall_ms * MS * rng.uniform(0.9, 1.1))
-        wait.extend(fast_us * 1000 * rng.uniform(0.5, 2, k - 1))
-    n = len(wait)
-    return np.array(wait, dtype=np.int64), np.full(n, compute_ms * MS)
+from support import INFO, MS, SYNTHETIC, build, lockstep, records
 
 
 def test_statistics_equal_numpy(loader_source):

@@ -19,7 +19,7 @@ from traceml import wrapping
 from traceml.findings import comparison, input_bound, stall_shape, stall_threshold, sweeps
 from traceml.build import build
 
-from test_report import INFO, MS, records
+from support import INFO, MS, records
 
 # The package under test: the checkout, or an installed wheel (tools/check_dist.sh).
 PKG = os.path.dirname(os.path.abspath(traceml.__file__))

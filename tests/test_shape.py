@@ -8,10 +8,10 @@ from traceml import _core
 from traceml.findings import advice, stall_shape, stall_threshold, stall_timing
 from traceml.findings import sentences
 
-from test_report import INFO, SYNTHETIC, MS, build, lockstep, records, loader_source  # noqa: F401 - loader_source: a fixture
+from support import INFO, SYNTHETIC, MS, build, lockstep, records
 
 
-def test_equal_mean_different_shape(loader_source):  # noqa: F811 - pytest fixture
+def test_equal_mean_different_shape(loader_source):
     """Same mean input wait (20 ms), different shapes, different labels."""
     loader_source(4)
     n = 4 * 30
@@ -39,7 +39,7 @@ def test_fast_shape_when_no_stall():
 
 
 @pytest.mark.parametrize("period", [2, 3, 4, 6])
-def test_periodic_with_jitter(loader_source, period):  # noqa: F811 - pytest fixture
+def test_periodic_with_jitter(loader_source, period):
     """Stalls every `period` steps, sizes jittered +-30%, one stall in
     eight missed (a doubled gap) and one in nine shifted by one step."""
     loader_source(period)
@@ -59,7 +59,7 @@ def test_periodic_with_jitter(loader_source, period):  # noqa: F811 - pytest fix
     assert r["stalls"]["count"] == len(stall_at)
 
 
-def test_random_stalls_are_irregular(loader_source):  # noqa: F811 - pytest fixture
+def test_random_stalls_are_irregular(loader_source):
     loader_source(4)
     rng = np.random.default_rng(11)
     n = 400
@@ -84,7 +84,7 @@ def test_too_few_stalls_give_no_temporal_label():
     assert any("too few to tell a pattern" in s for s in r["next"])
 
 
-def test_autocorrelation_peaks_at_the_period(loader_source):  # noqa: F811 - pytest fixture
+def test_autocorrelation_peaks_at_the_period(loader_source):
     loader_source(4)
     wait, compute = lockstep(4, bursts=30)
     r = build(records(wait, compute), INFO, SYNTHETIC, None)
@@ -94,7 +94,7 @@ def test_autocorrelation_peaks_at_the_period(loader_source):  # noqa: F811 - pyt
 # --- next steps follow the chain and quote only what is there ------------------
 
 
-def test_next_for_lockstep_cadence_points_at_sweep(loader_source):  # noqa: F811 - pytest fixture
+def test_next_for_lockstep_cadence_points_at_sweep(loader_source):
     loader_source(4)
     wait, compute = lockstep(4, bursts=20)
     nxt = build(records(wait, compute), INFO, SYNTHETIC, None)["next"]
@@ -103,14 +103,14 @@ def test_next_for_lockstep_cadence_points_at_sweep(loader_source):  # noqa: F811
     assert "vary num_workers" in nxt[2] and "in_order=(True, False)" in nxt[2]
 
 
-def test_next_for_a_period_that_does_not_follow_workers(loader_source):  # noqa: F811 - pytest fixture
+def test_next_for_a_period_that_does_not_follow_workers(loader_source):
     loader_source(2)
     wait, compute = lockstep(5, bursts=20)
     nxt = build(records(wait, compute), INFO, SYNTHETIC, None)["next"]
     assert "every 5 steps while num_workers=2" in nxt[1]
 
 
-def test_next_for_irregular_stalls_points_at_in_order(loader_source):  # noqa: F811 - pytest fixture
+def test_next_for_irregular_stalls_points_at_in_order(loader_source):
     loader_source(4)
     rng = np.random.default_rng(5)
     wait = rng.integers(20_000, 80_000, 300)
@@ -119,7 +119,7 @@ def test_next_for_irregular_stalls_points_at_in_order(loader_source):  # noqa: F
     assert "no regular period" in nxt[1] and "in_order=(True, False)" in nxt[2]
 
 
-def test_next_for_uniformly_slow_without_workers(loader_source):  # noqa: F811 - pytest fixture
+def test_next_for_uniformly_slow_without_workers(loader_source):
     loader_source(0)
     nxt = build(records(np.full(50, 30 * MS), np.full(50, 5 * MS)), INFO, SYNTHETIC, None)["next"]
     # 30 ms of a 35 ms step.
@@ -152,7 +152,7 @@ def test_shape_rule_table():
     assert stall_shape.shape(0, 0, False) is None
 
 
-def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):  # noqa: F811 - pytest fixture
+def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):
     """A crowded host: the 4 workers finish in two pairs, so each round
     holds two back-to-back stalls (gaps 1, 3, 1, 3)."""
     loader_source(4)
@@ -170,7 +170,7 @@ def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):  # noqa
     assert "counting back-to-back stalls as one burst" in str(r)
 
 
-def test_every_step_stalling_is_every_fetch_not_a_period(loader_source):  # noqa: F811 - pytest fixture
+def test_every_step_stalling_is_every_fetch_not_a_period(loader_source):
     loader_source(1)
     r = build(records(np.full(40, 80 * MS), np.full(40, 5 * MS)), INFO, SYNTHETIC, None)
     assert r["temporal"]["label"] == "EVERY-FETCH" and r["temporal"]["period"] is None
@@ -189,7 +189,7 @@ def test_next_for_even_small_waits_names_both_explanations():
     assert "a wait that stays put is per-batch hand-over cost" in r["next"][1]
 
 
-def test_slow_throughout_with_periodic_stalls_is_not_heavy_tailed(loader_source):  # noqa: F811 - pytest fixture
+def test_slow_throughout_with_periodic_stalls_is_not_heavy_tailed(loader_source):
     """A stall every 4th fetch, and most fetches between them wait 40 ms,
     four steps of compute: not "mostly fast input" however few the stalls."""
     loader_source(4)
@@ -211,7 +211,7 @@ def test_too_few_steps_get_no_advice():
                          "shape; record at least 8."]
 
 
-def test_large_stalls_over_slow_fetches_keep_their_own_cadence(loader_source):  # noqa: F811 - pytest fixture
+def test_large_stalls_over_slow_fetches_keep_their_own_cadence(loader_source):
     """Every fetch waits 10 ms against a 1 ms step (num_workers=0), and one
     in ten waits 400 ms: the 400 ms fetches are the stalls, every 10 steps,
     not "a stall every step"."""
@@ -242,7 +242,7 @@ def test_large_stalls_over_slow_fetches_keep_their_own_cadence(loader_source):  
     assert "multiples of 1" not in str(r)
 
 
-def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):  # noqa: F811 - pytest fixture
+def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):
     """Every fetch slow and two groups, but the upper group is most of the
     fetches: that is a slow loader with a few quick fetches, every fetch a
     stall."""
@@ -257,7 +257,7 @@ def test_two_groups_with_most_fetches_slow_stay_every_fetch_slow(loader_source):
     assert r["shape"] == "UNIFORMLY-SLOW"
 
 
-def test_stalls_over_spread_out_slow_fetches_of_one_worker(loader_source):  # noqa: F811 - pytest fixture
+def test_stalls_over_spread_out_slow_fetches_of_one_worker(loader_source):
     """Measured with num_workers=1 (10 ms batches, one in ten 200 ms, a 1 ms
     step): prefetching spreads the ordinary waits over 0.7-36 ms, which
     pulls Otsu's eta to 0.74; the three 200 ms waits are still the stalls."""
@@ -280,7 +280,7 @@ def test_stalls_over_spread_out_slow_fetches_of_one_worker(loader_source):  # no
 
 
 @pytest.mark.parametrize("hiccups,expect_all", [(1, True), (3, False)])
-def test_one_long_wait_in_a_slow_run_is_a_hiccup_not_a_group(loader_source, hiccups,  # noqa: F811 - pytest fixture
+def test_one_long_wait_in_a_slow_run_is_a_hiccup_not_a_group(loader_source, hiccups,
                                                             expect_all):
     """Every fetch ~100 ms: one 450 ms wait leaves every fetch a stall (a
     single hiccup is no pattern); three make a group of their own."""
@@ -302,7 +302,7 @@ def test_one_long_wait_in_a_slow_run_is_a_hiccup_not_a_group(loader_source, hicc
     ([7, 19], "On top, 2 larger stalls, too few to show a pattern."),
     ([3, 5, 12, 20, 31, 33, 41, 50], "On top, 8 larger stalls at irregular intervals."),
 ])
-def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,  # noqa: F811 - pytest fixture
+def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,
                                                                    slow_steps, tail):
     """Slow fetches everywhere and a few much slower ones, not periodic: the
     sentence names the stalls instead of "uniformly slow rather than stalls"."""
@@ -351,14 +351,14 @@ def _overtaking_summary(period, num_workers=4, overtaking=30):
     return s
 
 
-def test_overtaking_with_the_workers_period_blames_the_round(loader_source):  # noqa: F811 - pytest fixture
+def test_overtaking_with_the_workers_period_blames_the_round(loader_source):
     loader_source(4)
     nxt = sentences(advice.next_steps(_overtaking_summary(4)))
     assert any("yet the stalls still recur every 4 steps: not one slow sample" in t
                for t in nxt)
 
 
-def test_overtaking_with_another_period_does_not_blame_the_round(loader_source):  # noqa: F811 - pytest fixture
+def test_overtaking_with_another_period_does_not_blame_the_round(loader_source):
     """in_order=False, num_workers=4, one slow sample every 8 batches: the
     stalls follow the sample, so the workers' round is not the cause."""
     loader_source(4)

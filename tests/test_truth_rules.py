@@ -12,7 +12,7 @@ import pytest
 from traceml.findings import advice, bottom_line, stall_threshold, stall_timing, wait_trend
 from traceml.findings import sentences
 
-from test_report import INFO, MS, SYNTHETIC, build, loader_source, records  # noqa: F401 - loader_source: a fixture
+from support import INFO, MS, SYNTHETIC, build, records
 
 BANNED = ("every 1 step", "every 1 batches", "a slow sample every 1 ", "follows num_workers at")
 
@@ -41,7 +41,7 @@ def _lockstep(k, rounds, seed, stall_ms=80.0, compute_ms=10.0):
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_healthy_jitter_with_scheduling_blips_has_no_stall(loader_source, seed):  # noqa: F811 - pytest fixture
+def test_healthy_jitter_with_scheduling_blips_has_no_stall(loader_source, seed):
     """~1 ms waits against a 10 ms step and 3-4 blips of 2-10 ms (TRAPS.md:
     what healthy loops show on this VM under load): no stall, FAST."""
     loader_source(2)
@@ -58,7 +58,7 @@ def test_healthy_jitter_with_scheduling_blips_has_no_stall(loader_source, seed):
     _text_is_sane(r)
 
 
-def test_cheap_items_on_four_workers_have_no_stall(loader_source):  # noqa: F811 - pytest fixture
+def test_cheap_items_on_four_workers_have_no_stall(loader_source):
     """4 workers of cheap items on 2 cores: 0.1 ms waits, a fifth of 1-2 ms
     while a worker holds a core: under 20% of the 10 ms compute past the
     fast group, so no stall."""
@@ -72,7 +72,7 @@ def test_cheap_items_on_four_workers_have_no_stall(loader_source):  # noqa: F811
     assert r["stalls"]["count"] == 0 and r["shape"] == "FAST"
 
 
-def test_a_ripple_once_a_round_is_a_small_periodic_stall(loader_source):  # noqa: F811 - pytest fixture
+def test_a_ripple_once_a_round_is_a_small_periodic_stall(loader_source):
     """The same loader with a 2.5-3 ms wait on each round's first batch
     (every 4th fetch): two groups, the slow one past 20% of the compute
     step and 5% of the step time, on the residue num_workers predicts."""
@@ -90,7 +90,7 @@ def test_a_ripple_once_a_round_is_a_small_periodic_stall(loader_source):  # noqa
 
 
 @pytest.mark.parametrize("at", [5, 40, 79])
-def test_an_isolated_blip_is_an_outlier_never_a_shape(loader_source, at):  # noqa: F811 - pytest fixture
+def test_an_isolated_blip_is_an_outlier_never_a_shape(loader_source, at):
     loader_source(2)
     rng = np.random.default_rng(at)
     wait = rng.lognormal(np.log(1.0), 0.3, 82)
@@ -135,7 +135,7 @@ def test_a_given_threshold_is_kept_as_given():
 
 @pytest.mark.parametrize("rate", [0.1, 0.25])
 @pytest.mark.parametrize("seed", range(10))
-def test_random_stalls_are_never_periodic(loader_source, rate, seed):  # noqa: F811 - pytest fixture
+def test_random_stalls_are_never_periodic(loader_source, rate, seed):
     loader_source(0)
     for n in (24, 100):
         rng = np.random.default_rng(1000 * seed + n + int(rate * 100))
@@ -160,7 +160,7 @@ def test_random_stalls_are_never_periodic(loader_source, rate, seed):  # noqa: F
 
 
 @pytest.mark.parametrize("k", [2, 3, 4, 8])
-def test_lockstep_is_periodic_at_its_period(loader_source, k):  # noqa: F811 - pytest fixture
+def test_lockstep_is_periodic_at_its_period(loader_source, k):
     loader_source(k)
     wait, compute, stall = _lockstep(k, rounds=12, seed=k)
     r = build(records(wait, compute), INFO, SYNTHETIC, None)
@@ -173,7 +173,7 @@ def test_lockstep_is_periodic_at_its_period(loader_source, k):  # noqa: F811 - p
     _text_is_sane(r)
 
 
-def test_lockstep_pairs_are_periodic_per_burst_under_the_same_test(loader_source):  # noqa: F811 - pytest fixture
+def test_lockstep_pairs_are_periodic_per_burst_under_the_same_test(loader_source):
     loader_source(4)
     rng = np.random.default_rng(2)
     n = 4 * 15
@@ -216,7 +216,7 @@ def test_three_stalls_with_two_equal_gaps_are_not_yet_a_period():
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 4])
-def test_every_fetch_a_stall_is_every_fetch(loader_source, num_workers):  # noqa: F811 - pytest fixture
+def test_every_fetch_a_stall_is_every_fetch(loader_source, num_workers):
     loader_source(num_workers)
     rng = np.random.default_rng(num_workers)
     n = 60
@@ -270,7 +270,7 @@ def test_the_p_value_is_cheap_over_ten_million_steps():
 @pytest.mark.parametrize("start_ms,end_ms,label", [(1.0, 40.0, "RISING"),
                                                     (40.0, 1.0, "FALLING"),
                                                     (2.0, 2.0 + 0.3 * 79, "RISING")])
-def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms,  # noqa: F811 - pytest fixture
+def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms,
                                                  label):
     loader_source(0)
     rng = np.random.default_rng(4)
@@ -294,7 +294,7 @@ def test_a_steady_ramp_is_a_trend_with_its_slope(loader_source, start_ms, end_ms
     assert "HEAVY-TAILED" not in text and "shape FAST" not in text
 
 
-def test_no_trend_in_stationary_or_periodic_waits(loader_source):  # noqa: F811 - pytest fixture
+def test_no_trend_in_stationary_or_periodic_waits(loader_source):
     loader_source(4)
     wait, compute, _ = _lockstep(4, rounds=30, seed=1)
     assert build(records(wait, compute), INFO, SYNTHETIC, None)["trend"] is None
@@ -310,7 +310,7 @@ def test_a_small_rise_is_no_trend():
     assert r["trend"] is None
 
 
-def test_a_rise_across_epochs_has_a_slope_per_epoch(loader_source):  # noqa: F811 - pytest fixture
+def test_a_rise_across_epochs_has_a_slope_per_epoch(loader_source):
     loader_source(0, epochs=4)
     rng = np.random.default_rng(6)
     per = 40
@@ -335,11 +335,11 @@ def test_a_trend_over_ten_million_steps():
 
 
 @pytest.mark.parametrize("num_workers,persistent", [(0, None), (2, False), (2, True)])
-def test_epoch_starts_that_dominate_make_the_headline(loader_source, num_workers,  # noqa: F811 - pytest fixture
+def test_epoch_starts_that_dominate_make_the_headline(loader_source, num_workers,
                                                       persistent):
     """Three epochs, each a 1.5 s start and 20 fast steady steps."""
     loader_source(num_workers, epochs=3)
-    from test_report import SOURCES
+    from support import SOURCES
 
     SOURCES[SYNTHETIC].loader["persistent_workers"] = persistent
     k = max(1, num_workers)
@@ -391,7 +391,7 @@ def test_a_fetch_stuck_now_is_stuck():
 # --- 5. labels agree with their numbers ------------------------------------------------
 
 
-def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source):  # noqa: F811 - pytest fixture
+def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source):
     """Every other fetch 85 ms, the rest near 0 (the slow ones one more):
     the median fetch is 85 ms, so not "mostly fast input"."""
     loader_source(2)
@@ -406,7 +406,7 @@ def test_alternating_slow_and_fast_fetches_are_not_heavy_tailed(loader_source): 
     assert (r["temporal"]["label"], r["temporal"]["period"]) == ("PERIODIC", 2)
 
 
-def test_no_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F811 - pytest fixture
+def test_no_rather_than_stalls_beside_counted_stalls(loader_source):
     loader_source(2)
     rng = np.random.default_rng(9)
     wait = (30 * MS * rng.uniform(0.5, 1.5, 80)).astype(np.int64)
@@ -420,7 +420,7 @@ def test_no_rather_than_stalls_beside_counted_stalls(loader_source):  # noqa: F8
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
-def test_no_in_order_advice_with_one_loader_in_flight(loader_source, num_workers):  # noqa: F811 - pytest fixture
+def test_no_in_order_advice_with_one_loader_in_flight(loader_source, num_workers):
     loader_source(num_workers)
     rng = np.random.default_rng(5)
     n = 300
@@ -460,7 +460,7 @@ def test_unreadable_worker_counters_leave_the_advice_alone():
     assert "vary num_workers around 4" in sentences(advice.next_steps(s))[-1]
 
 
-def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # noqa: F811 - pytest fixture
+def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):
     """A 30-step recording whose 150 ms start is a third of the wall time:
     persistent_workers cannot help within one epoch."""
     loader_source(3)
@@ -472,7 +472,7 @@ def test_a_one_epoch_start_never_offers_persistent_workers(loader_source):  # no
     assert not any("persistent_workers" in line for line in r["next"])
 
 
-def test_stalls_that_stand_apart_as_a_group_without_an_otsu_split(loader_source):  # noqa: F811 - pytest fixture
+def test_stalls_that_stand_apart_as_a_group_without_an_otsu_split(loader_source):
     """Measured with 2 workers burning 100 ms a batch on 2 cores against a
     10 ms consumer: the stalls (~40-95 ms) alternate with 6-26 ms fetches;
     Otsu's eta hovers at 0.8, and 4x the lower median is above most stalls,

@@ -1,0 +1,134 @@
+"""Helpers shared by the test modules: hand-made store records and the
+build() over them, the synthetic DataLoader source, and the leak
+readings.  Test modules import from here, never from one another;
+fixtures live in conftest.py."""
+
+import gc
+import sys
+import tracemalloc
+
+import numpy as np
+
+from traceml import _core, wrapping
+from traceml.build import build as build_report
+
+# The sources the hand-made records belong to: build() reads no registry.
+SOURCES = {}
+
+MS = 1_000_000
+# A source id no test reaches by wrapping (ids count up from 1).
+SYNTHETIC = 65000
+INFO = {
+    "dropped_steps": 0,
+    "out_of_memory": False,
+    "misuse": {},
+    "probe_step_open": False,
+}
+
+
+def build(records, info, source_id, threshold, **kw):
+    """report.build over SOURCES (the loader_source fixture registers
+    SYNTHETIC there; without it the source is unknown)."""
+    return build_report(records, info, source_id, threshold,
+                        sources=kw.pop("sources", SOURCES), **kw)
+
+
+def records(wait_ns, compute_ns, epoch=None, source=SYNTHETIC, t0=10**12):
+    """Contiguous steps with the given waits and computes (ns)."""
+    wait_ns = np.asarray(wait_ns, dtype=np.int64)
+    compute_ns = np.asarray(compute_ns, dtype=np.int64)
+    n = len(wait_ns)
+    rec = np.zeros(n, dtype=_core.RECORD_DTYPE)
+    begin = t0 + np.r_[0, np.cumsum(wait_ns + compute_ns)[:-1]]
+    rec["begin_ns"] = begin
+    rec["fetch_done_ns"] = begin + wait_ns
+    rec["end_ns"] = begin + wait_ns + compute_ns
+    rec["epoch"] = 0 if epoch is None else epoch
+    rec["source"] = source
+    # Position in epoch, as the wrap iterator records it in flags.
+    e = rec["epoch"]
+    idx = np.arange(n)
+    change = np.r_[True, e[1:] != e[:-1]] if n else np.zeros(0, bool)
+    pos = idx - np.maximum.accumulate(np.where(change, idx, 0)) if n else idx
+    pos = np.minimum(pos, _core.FLAG_POS_MAX)
+    rec["flags"] = (pos << _core.FLAG_POS_SHIFT) | (pos == 0) * _core.FLAG_EPOCH_START
+    return rec
+
+
+def lockstep(k, bursts, stall_ms=80, fast_us=50, compute_ms=10, rng=None):
+    """Input-bound k-worker loader: one stall then k-1 fast fetches."""
+    rng = rng or np.random.default_rng(0)
+    wait = []
+    for _ in range(bursts):
+        wait.append(stall_ms * MS * rng.uniform(0.9, 1.1))
+        wait.extend(fast_us * 1000 * rng.uniform(0.5, 2, k - 1))
+    n = len(wait)
+    return np.array(wait, dtype=np.int64), np.full(n, compute_ms * MS)
+
+
+def register_loader_source(num_workers, epochs=1):
+    """Register SYNTHETIC in SOURCES as a DataLoader source with
+    ``num_workers`` and ``epochs`` (the ``loader_source`` fixture of
+    conftest.py calls it and drops the source after the test)."""
+    facts = {k: None for k in wrapping.LOADER_FIELDS}
+    facts["num_workers"] = num_workers
+    SOURCES[SYNTHETIC] = wrapping.Source(
+        SYNTHETIC, "synthetic", "DataLoader", loader=facts, epochs=epochs,
+        epoch_facts={e: {"loader": facts, "worker_pids": None, "start_method": None,
+                         "torch_version": None, "usable_cpus": 2}
+                     for e in range(epochs)},
+    )
+
+
+# --- leak readings (tests/test_leaks.py, tests/test_longrun.py) ---
+
+OPS = 200       # operations per round
+ROUNDS = 4      # measured rounds (after the warm-up)
+# Growth allowed between the first and the last measured round, for
+# (ROUNDS - 1) * OPS = 600 operations: a leak of one object or block per
+# operation exceeds it several times over.  (The readings themselves cost
+# about 5 blocks and 150 bytes a round; freelists, dict resizes and
+# interning add a few dozen blocks of noise.)
+MAX_OBJECTS = 60
+MAX_BLOCKS = 150
+MAX_BYTES = 16 * 1024
+
+
+def measure(scenario, warmup=2, rounds=ROUNDS, exclude=()):
+    """[(objects, blocks, traced bytes)] after each measured round.
+
+    With ``exclude`` (filename patterns), blocks and bytes count only the
+    traced allocations with none of those files in their traceback: for
+    third-party code with caches of its own that fill up slowly (torch)."""
+    for _ in range(warmup):
+        scenario()
+    gc.collect()
+    readings = []
+    tracemalloc.start(32 if exclude else 1)
+    try:
+        for _ in range(rounds):
+            scenario()
+            gc.collect()
+            if exclude:
+                objects = len(gc.get_objects())
+                snap = tracemalloc.take_snapshot().filter_traces(
+                    [tracemalloc.Filter(False, pat, all_frames=True) for pat in exclude])
+                stats = snap.statistics("filename")
+                readings.append((objects, sum(st.count for st in stats),
+                                 sum(st.size for st in stats)))
+                del snap, stats
+            else:
+                readings.append((len(gc.get_objects()), sys.getallocatedblocks(),
+                                 tracemalloc.get_traced_memory()[0]))
+    finally:
+        tracemalloc.stop()
+    return readings
+
+
+def assert_no_growth(readings, what):
+    first, last = readings[0], readings[-1]
+    objects, blocks, traced = (last[i] - first[i] for i in range(3))
+    detail = f"{what}: readings (objects, blocks, bytes) per round {readings}"
+    assert objects <= MAX_OBJECTS, detail
+    assert blocks <= MAX_BLOCKS, detail
+    assert traced <= MAX_BYTES, detail
