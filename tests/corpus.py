@@ -24,6 +24,8 @@ The recipes, in the words of the project's "Diagnostic truth" issue:
 * healthy: lognormal ~1 ms waits against a 10 ms step with a few 2-10 ms
   scheduling blips, or a 4-worker loader of cheap items (waits of 0.1 ms,
   some 1-4 ms) -- no stall, no period, not INPUT-BOUND;
+* input at 20% or 5% of step time exactly -- either label, borderline with
+  the other (the diagnosis's block-bootstrap support);
 * a small stall once a round (the cheap loader's 2-3 ms ripple) and two
   groups of sub-step waits (every 3rd-5th fetch 0.7-3 ms against
   0.12-0.3 ms, compute 1.6-9 ms) -- PERIODIC, not INPUT-BOUND; the same
@@ -472,6 +474,21 @@ def healthy_cheap_workers(seed: int, n: int = 80, ripple: bool = False) -> Case:
     else:
         name, truth = f"healthy-cheap-4w-s{seed}", dict(HEALTHY)
     return make(name, wait, truth, num_workers=4, compute_ms=rng.uniform(9.0, 11.0, n))
+
+
+def on_the_line(seed: int, line: float, n: int = 60, num_workers: int = 2) -> Case:
+    """Lognormal waits (sigma 0.8) scaled so that input is ``line`` of step
+    time exactly (20%: INPUT-BOUND against BALANCED; 5%: BALANCED against
+    COMPUTE-BOUND): either label is as likely from another run of the same
+    loop, so the diagnosis is borderline, with the other reading."""
+    rng = np.random.default_rng(1400 + seed)
+    wait = rng.lognormal(0.0, 0.8, n)
+    compute = np.full(n, 4.0)
+    wait *= line * compute.sum() / ((1 - line) * wait.sum())
+    pair = ("INPUT-BOUND", "BALANCED") if line > 0.1 else ("BALANCED", "COMPUTE-BOUND")
+    truth = {"diagnosis": OneOf(*pair), "diagnosis_support.other": OneOf(*pair)}
+    return make(f"on-the-line-{line:g}-s{seed}", wait, truth, num_workers=num_workers,
+                compute_ms=compute)
 
 
 def small_two_groups(seed: int, every: int, slow_ms: float, fast_ms: float,
@@ -1033,6 +1050,7 @@ def corpus() -> list[Case]:
     cases += [healthy_jitter(5, num_workers=0), healthy_jitter(6, n=30, num_workers=3)]
     cases += [healthy_cheap_workers(s) for s in range(2)]
     cases += [healthy_cheap_workers(s, ripple=True) for s in range(2)]
+    cases += [on_the_line(0, 0.2), on_the_line(1, 0.05)]
     cases += [small_two_groups(0, 4, 1.1, 0.18, 2.2), small_two_groups(1, 3, 0.7, 0.12, 1.6),
               small_two_groups(2, 5, 3.0, 0.3, 9.0),
               small_two_groups(3, 4, 1.1, 0.18, 2.2, periodic=False),

@@ -19,7 +19,8 @@ sentence and the SLOW_MEDIAN shape rule their new words, and when the
 lock-step next step began to suggest num_workers=(4, 3, 2, 1) (every
 other value, compared, the same), and when two separate groups of waits
 began to be judged against the compute step (the random-stall case keeps
-its stalls; its threshold and rule changed).
+its stalls; its threshold and rule changed), and when the diagnosis gained
+its block-bootstrap support (diagnosis_support, added beside the rest).
 """
 
 from __future__ import annotations

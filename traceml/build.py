@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _core, evidence, memory, predict, sample_timing, stacks, worker_timing
 from . import findings
-from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
+from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, label_support, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -189,6 +189,8 @@ def build(
         unmarked = (int(np.count_nonzero(no_fetch[w.steady])), int(np.count_nonzero(w.steady)))
         del no_fetch
     summary.update(_durations(w, production, unmarked))
+    summary["diagnosis_support"] = _diagnosis_support(w, summary["diagnosis"], production,
+                                                      making_ns, loader)
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
     if gpu is not None:     # cuda off: no gpu key, the summary as before
         summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
@@ -384,6 +386,18 @@ def _durations(w: _Steady, production: Optional[dict] = None,
         "diagnosis": diagnosis.label,
         "diagnosis_rule": input_bound.diagnosis_rule(*diagnosis),
     }
+
+
+def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
+                       making_ns: Optional[np.ndarray], loader: Optional[dict]) -> Optional[dict]:
+    """label_support.support of the diagnosis over the steady steps, with
+    the workers' production per step where it decided the label."""
+    making = None
+    if making_ns is not None and input_bound.production_share(production) is not None:
+        making = making_ns if w.all else making_ns[w.steady]
+    nw = (loader or {}).get("num_workers") or 0
+    mean_step = float(w.step.mean()) if len(w.step) else None
+    return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step)
 
 
 def _stalls(w: _Steady, epoch: np.ndarray,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
+from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, label_support, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
 from .fmt import fmt_bytes, fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -106,6 +106,7 @@ def report_text(s: dict) -> str:
         out.extend(f"note: {n}" for n in s["notes"])
         return "\n".join(out)
     out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
+    out.extend(f"  ({line})" for line in label_support.diagnosis_lines(s))
     shape = stall_timing.shape_line(s)
     if shape:
         out.append(shape)
@@ -156,6 +157,8 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         f'border-radius:3px;font-weight:600">{e(s["diagnosis"])}</span> '
         f"{e(s['diagnosis_rule'])}</div>",
     ]
+    parts.extend(f'<div style="color:#b54708">({e(line)})</div>'
+                 for line in label_support.diagnosis_lines(s))
     parts.append(ranks_html(s.get("ranks")))
     if s["diagnosis"] != "NO-DATA":
         shape = stall_timing.shape_line(s)

@@ -99,6 +99,15 @@ def test_every_family_note_has_words_and_a_corpus_case(corpus_summaries):
         assert not missing, f"{_family(family)}: no corpus case emits {sorted(missing)}"
 
 
+def test_every_diagnosis_line_code_has_words_and_a_corpus_case(corpus_summaries):
+    """label_support's findings(summary), printed under the diagnosis:
+    each code it words is emitted by a corpus case."""
+    family = findings.label_support
+    emitted = {code for _, s in corpus_summaries for code, _ in family.findings(s)}
+    assert emitted <= set(family.WORDS)
+    assert set(family.WORDS) - emitted == set()
+
+
 def test_every_experiment_code_is_worded_and_proposes_one(corpus_summaries):
     worded = _worded()
     assert advice.EXPERIMENTS <= set(worded), advice.EXPERIMENTS - set(worded)

@@ -1,0 +1,104 @@
+"""The diagnosis's support under the block bootstrap: block sums against
+NumPy, the spread of the resampled share against the delta method's, and
+firm and borderline labels on series built either side of, and on, a
+bound."""
+
+import math
+
+import numpy as np
+import pytest
+
+from traceml.findings import input_bound, label_support as ls
+
+MS = 1_000_000
+
+
+def test_block_length_follows_its_rule():
+    assert ls.block_length(16) == math.ceil(16 ** (1 / 3))           # 3
+    assert ls.block_length(16, round_steps=4) == 4                    # a whole round
+    assert ls.block_length(1000) == 10
+    n = 10_000_000
+    assert ls.block_length(n) == -(-n // ls.SUPPORT_MAX_BLOCKS)       # blocks capped
+    assert ls.block_length(5, round_steps=8) == 5                     # at most n
+
+
+def test_block_sums_are_numpys():
+    x = np.random.default_rng(1).integers(0, 10**9, 103)
+    sums, rest = ls._block_sums(x, 10)
+    np.testing.assert_array_equal(sums, x[:100].reshape(10, 10).sum(axis=1).astype(float))
+    assert rest == float(x[100:].sum())
+
+
+def _iid(n, wait_ms, sigma, compute_ms, seed=0):
+    rng = np.random.default_rng(seed)
+    wait = (wait_ms * rng.lognormal(0, sigma, n) * MS).astype(np.int64)
+    return wait, wait + int(compute_ms * MS)
+
+
+def test_the_resampled_spread_is_the_delta_methods():
+    # Independent steps: the share's standard error by the delta method,
+    # sqrt(Var(W - r S) / n) / mean(S), computed here with NumPy.
+    wait, step = _iid(4000, 1.0, 0.8, 5.0)
+    r = wait.sum() / step.sum()
+    delta_se = np.std(wait - r * step) / math.sqrt(len(wait)) / step.mean()
+    sup = ls.support(wait, step, input_bound.diagnose(r).label)
+    assert sup["share"] == pytest.approx(r)
+    assert sup["share_se"] == pytest.approx(delta_se, rel=0.2)
+
+
+def test_a_share_far_from_the_lines_is_firm():
+    wait, step = _iid(60, 8.0, 0.3, 10.0)          # input ~45%
+    label = input_bound.diagnose(wait.sum() / step.sum()).label
+    sup = ls.support(wait, step, label)
+    assert label == input_bound.INPUT_BOUND
+    assert sup["support"] == 1.0 and not ls.is_borderline(sup)
+
+
+def test_a_share_on_the_line_is_borderline_with_both_readings():
+    # Waits scaled so that the share is 20% exactly: either side is as
+    # likely as the other.
+    wait, step = _iid(60, 1.0, 0.8, 4.0)
+    compute = step - wait
+    scale = 0.2 * compute.sum() / (0.8 * wait.sum())
+    wait = (wait * scale).astype(np.int64)
+    step = wait + compute
+    share = wait.sum() / step.sum()
+    assert share == pytest.approx(0.2, abs=1e-3)
+    label = input_bound.diagnose(share).label
+    sup = ls.support(wait, step, label)
+    assert ls.is_borderline(sup)
+    assert {label, sup["other"]} == {input_bound.INPUT_BOUND, input_bound.BALANCED}
+    assert 0.2 < sup["support"] < 0.8
+    assert sum(sup["readings"].values()) == pytest.approx(1.0)
+    assert sup["line"] == input_bound.INPUT_BOUND_SHARE
+    d = abs(share - 0.2)
+    want = len(wait) * (ls._Z * sup["share_se"] / d) ** 2 if d else math.inf
+    assert sup["settle_steps"] == (None if want > 64 * len(wait)
+                                   else max(math.ceil(want - len(wait)), 0))
+    # The words give both readings and the steps.
+    s = {"diagnosis": label, "diagnosis_support": sup}
+    (line,) = ls.diagnosis_lines(s)
+    assert f"borderline: {label}" in line and sup["other"] in line
+
+
+def test_production_decides_hand_over_in_every_resample():
+    # 40% input, of which the awaited worker was making the batch for 5%
+    # of step time: HAND-OVER, and each resample reads it too.
+    wait, step = _iid(80, 6.0, 0.2, 9.0)
+    making = (wait * 0.1).astype(np.int64)
+    prod_share = making.sum() / step.sum()
+    label = input_bound.diagnose(wait.sum() / step.sum(), prod_share).label
+    assert label == input_bound.HAND_OVER
+    sup = ls.support(wait, step, label, making)
+    assert sup["support"] == 1.0
+    # Unknown production (-1) leaves the steps out of the production share.
+    making[::2] = -1
+    assert ls.support(wait, step, label, making)["support"] == 1.0
+
+
+def test_the_same_run_gets_the_same_support_and_few_steps_get_none():
+    wait, step = _iid(30, 1.5, 0.8, 5.0)
+    label = input_bound.diagnose(wait.sum() / step.sum()).label
+    assert ls.support(wait, step, label) == ls.support(wait, step, label)
+    assert ls.support(wait[:5], step[:5], label) is None
+    assert ls.support(wait, step, input_bound.NO_DATA) is None

@@ -1,0 +1,204 @@
+"""How firmly the run's own steps hold its diagnosis: the label's support
+under a block bootstrap of the steady steps, and "borderline" below a
+stated support, with both readings and about how many steps would settle
+it.
+
+The model: the steady steps are a stationary series whose dependence
+reaches a few steps (prefetch, a round of workers), so the input share
+(total wait / total step time) of another run of the same loop would
+differ from this one's by what resampling whole blocks of steps shows.
+The block bootstrap of disjoint blocks (Carlstein 1986, "The use of
+subseries values for estimating the variance of a general statistic
+from a stationary sequence", Ann. Statist. 14(3)) draws SUPPORT_RESAMPLES
+series of the run's length from its n // b blocks of b = block_length(n)
+steps (the few steps past the last whole block join every resample as
+they are; one pass over the steps, so 10M steps stay fast),
+re-reads the diagnosis of each (input_bound.diagnose, over the
+resampled wait, step and, where the workers' timing decides HAND-OVER,
+production), and the support is the share of resamples that give the
+run's own label.  A label under SUPPORT_MIN is borderline: two identical
+runs of such a loop can read either way (a user trial: 12 of 44 loops
+gave a different label on two identical runs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from ..fmt import pct
+from ._types import Finding, Words
+from . import input_bound, stall_timing
+
+# A label is firm when at least 9 in 10 resamples of its own steps agree
+# (the 90% of a one-sided interval); under it, borderline.
+SUPPORT_MIN = 0.9
+# 199: (199 + 1) * 0.05 is whole, and a support of 0.9 is read within
+# about +-2 points (binomial standard error sqrt(0.9 * 0.1 / 199)).
+SUPPORT_RESAMPLES = 199
+# Any fixed seed: the same run gives the same support.
+SUPPORT_SEED = 52_021
+# Below this many steady steps no diagnosis is supported (as for the
+# shape and the next steps: input_bound.MIN_STEADY_STEPS).
+SUPPORT_MIN_STEPS = input_bound.MIN_STEADY_STEPS
+# The z of SUPPORT_MIN (one-sided), for the steps that would settle it.
+_Z = 1.2815515655446004   # scipy.stats.norm.ppf(0.9)
+
+LABELS = (input_bound.INPUT_BOUND, input_bound.BALANCED, input_bound.COMPUTE_BOUND,
+          input_bound.HAND_OVER)
+
+
+# At most this many blocks: past about 93k steps (n^(2/3) > 2048) the
+# blocks grow instead, so that the resampling costs 199 x 2048 additions
+# whatever the run's length (longer blocks only keep more of the
+# dependence; the share of a run that long is read to a fraction of a
+# point either way).
+SUPPORT_MAX_BLOCKS = 2048
+
+
+def block_length(n: int, round_steps: int = 1) -> int:
+    """Steps a block: n^(1/3) rounded up (the order of the block length
+    that estimates a variance best, Hall, Horowitz & Jing 1995, Biometrika
+    82(3)), at least ``round_steps`` (one round of the loader's workers,
+    so that a block holds whole rounds) and n / SUPPORT_MAX_BLOCKS, at most
+    n."""
+    least = max(math.ceil(n ** (1.0 / 3.0)), int(round_steps), -(-n // SUPPORT_MAX_BLOCKS))
+    return int(max(1, min(n, least)))
+
+
+def _block_sums(x: np.ndarray, b: int) -> tuple[np.ndarray, float]:
+    """(the sums of the n // b disjoint blocks of ``b`` steps of ``x``, the
+    sum of the steps left over after them), float64: one pass over ``x``."""
+    k = len(x) // b
+    head = np.asarray(x[:k * b], dtype=np.float64).reshape(k, b).sum(axis=1)
+    return head, float(np.sum(x[k * b:], dtype=np.float64))
+
+
+def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
+            making_ns: Optional[np.ndarray] = None, round_steps: int = 1,
+            mean_step_ns: Optional[float] = None) -> Optional[dict]:
+    """The support of ``label`` (the run's diagnosis) under the block
+    bootstrap of the steady steps (see above), or None for a label
+    it does not apply to (NO-DATA) or under SUPPORT_MIN_STEPS steps.
+
+    ``wait_ns``, ``step_ns``: the steady steps' input wait and step
+    duration (ns, shape (n,)); ``making_ns``: per step the ns of its wait
+    during which the awaited worker was making batches, -1 unknown (None:
+    the workers' timing does not decide HAND-OVER); ``round_steps``:
+    max(1, num_workers).  Returns {label, support (share of resamples
+    giving ``label``), readings ({label: share of resamples}), other (the
+    commonest other label, or None), share (the run's input share),
+    share_se (the resamples' standard deviation of it), line (the nearest
+    bound between ``label`` and ``other``), settle_steps (about how many
+    more steps would put the share SUPPORT_MIN's z standard errors from
+    that line, or None where the share sits on it), block, resamples}."""
+    n = len(wait_ns)
+    if label not in LABELS or n < SUPPORT_MIN_STEPS:
+        return None
+    b = block_length(n, round_steps)
+    rng = np.random.default_rng(SUPPORT_SEED)
+    wait_sums, wait_rest = _block_sums(wait_ns, b)
+    k = len(wait_sums)
+    picks = rng.integers(0, k, size=(SUPPORT_RESAMPLES, k))
+
+    def resampled(x: np.ndarray) -> np.ndarray:
+        sums, rest = _block_sums(x, b)
+        return sums[picks].sum(axis=1) + rest
+
+    wait_r = wait_sums[picks].sum(axis=1) + wait_rest
+    step_r = resampled(step_ns)
+    share_r = np.divide(wait_r, step_r, out=np.full(SUPPORT_RESAMPLES, np.nan),
+                        where=step_r > 0)
+    prod_r = None
+    if making_ns is not None:
+        making = np.asarray(making_ns)
+        known = making >= 0
+        prod_sum = resampled(np.where(known, np.clip(making, 0, wait_ns), 0))
+        known_step = resampled(np.where(known, step_ns, 0))
+        prod_r = np.divide(prod_sum, known_step, out=np.full(SUPPORT_RESAMPLES, np.nan),
+                           where=known_step > 0)
+    labels = [input_bound.diagnose(
+        float(s), None if prod_r is None or not math.isfinite(prod_r[i]) else float(prod_r[i]),
+        None, mean_step_ns).label for i, s in enumerate(share_r)]
+    counts: dict[str, int] = {}
+    for x in labels:
+        counts[x] = counts.get(x, 0) + 1
+    readings = {x: c / SUPPORT_RESAMPLES for x, c in sorted(counts.items(), key=lambda kv: -kv[1])}
+    others = [x for x in readings if x != label]
+    other = others[0] if others else None
+    share = float(np.sum(wait_ns, dtype=np.float64) / np.sum(step_ns, dtype=np.float64))
+    se = float(np.nanstd(share_r))
+    line = _line_between(label, other, share)
+    return {"label": label, "support": readings.get(label, 0.0), "readings": readings,
+            "other": other, "share": share, "share_se": se, "line": line,
+            "settle_steps": _settle_steps(n, share, se, line), "block": b,
+            "resamples": SUPPORT_RESAMPLES}
+
+
+def _line_between(label: str, other: Optional[str], share: float) -> Optional[float]:
+    """The input-share bound the two labels sit either side of (None when
+    the other reading is HAND-OVER against INPUT-BOUND: that line is the
+    production share's, not the input share's)."""
+    bounds = (input_bound.COMPUTE_BOUND_SHARE, input_bound.INPUT_BOUND_SHARE)
+    if other is None:
+        return min(bounds, key=lambda x: abs(x - share))
+    pair = {label, other}
+    if pair == {input_bound.COMPUTE_BOUND, input_bound.BALANCED}:
+        return input_bound.COMPUTE_BOUND_SHARE
+    if input_bound.BALANCED in pair or input_bound.COMPUTE_BOUND in pair:
+        return input_bound.INPUT_BOUND_SHARE
+    return None
+
+
+def _settle_steps(n: int, share: float, se: float, line: Optional[float]) -> Optional[int]:
+    """More steps for the share's standard error, shrinking as 1/sqrt(n),
+    to put the share _Z errors from ``line``: n (z se / d)^2 - n; None
+    where it cannot (on the line, no spread, no line) or past
+    stall_timing.SETTLE_MAX_GROWTH times the run (the same horizon as a
+    period's "not yet")."""
+    if line is None or se <= 0:
+        return None
+    d = abs(share - line)
+    if d <= 0:
+        return None
+    need = n * (_Z * se / d) ** 2
+    if need > stall_timing.SETTLE_MAX_GROWTH * n:
+        return None
+    return max(int(math.ceil(need - n)), 0)
+
+
+def is_borderline(sup: Optional[dict]) -> bool:
+    """Whether the support is under SUPPORT_MIN."""
+    return bool(sup and sup["support"] < SUPPORT_MIN and sup["other"] is not None)
+
+
+def findings(s: dict) -> list[Finding]:
+    """``borderline`` when the diagnosis's support is under SUPPORT_MIN;
+    else nothing.  The views print it under the diagnosis line."""
+    sup = s.get("diagnosis_support")
+    if not is_borderline(sup) or s.get("diagnosis") != sup["label"]:
+        return []
+    return [Finding("borderline", {k: sup[k] for k in (
+        "label", "support", "other", "readings", "share", "settle_steps", "block",
+        "resamples")})]
+
+
+def diagnosis_lines(s: dict) -> list[str]:
+    """The sentences of :func:`findings`, for the line under the
+    diagnosis."""
+    return [WORDS[f.code](f.numbers) for f in findings(s)]
+
+
+def _borderline_words(p: dict) -> str:
+    settle = stall_timing.settle_words(p.get("settle_steps"))
+    return (f"borderline: {p['label']} in {pct(p['support'])}, {p['other']} in "
+            f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
+            f"resamples of these steps (a firm label needs {pct(SUPPORT_MIN)}); another run "
+            f"of the same loop may read {p['other']}; {settle}")
+
+
+WORDS: dict[str, Words] = {
+    "borderline": _borderline_words,
+}
