@@ -373,7 +373,15 @@ def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence(num_workers):
     r = run_loader(loader, 0.001, uname(f"rare{num_workers}"))
     d = r.to_dict()
     assert d["steps"] == n_batches
-    assert d["stalls"]["steps"] == [5, 15, 25, 35], r.input_wait_ns // MS
+    # The slow batches stall; with one worker the fetch just before one
+    # may too: the worker burning the slow batch holds the GIL its queue's
+    # feeder thread needs to send the batch before it (84 ms at step 4 in
+    # a loaded CI run), which stays a burst of the same cadence.
+    stalls = d["stalls"]["steps"]
+    assert {5, 15, 25, 35} <= set(stalls), r.input_wait_ns // MS
+    assert set(stalls) <= {4, 5, 14, 15, 24, 25, 34, 35}, r.input_wait_ns // MS
+    if num_workers == 0:
+        assert stalls == [5, 15, 25, 35], r.input_wait_ns // MS
     assert d["temporal"]["label"] == "PERIODIC" and d["temporal"]["period"] == 10
     assert d["cadence"]["matches_num_workers"] is False
     assert d["shape"] == "UNIFORMLY-SLOW"

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402 - after importorskip("torch")
 from traceml import _core  # noqa: E402 - after importorskip("torch")
-from traceml.fmt import fmt_bytes, fmt_s  # noqa: E402 - after importorskip("torch")
+from traceml.fmt import fmt_s  # noqa: E402 - after importorskip("torch")
 from traceml.findings import comparison, sweeps  # noqa: E402 - after importorskip("torch")
 
 from burn import BurnDataset, PacedBurnDataset, StartTogether  # noqa: E402 - after importorskip("torch")
@@ -224,9 +224,19 @@ def test_sweep_plot_shows_cadence_and_mean_fetch():
     res = traceml.sweep(lambda num_workers: range(12), num_workers=(2, 1), steps=6,
                         consumer_pace_s=0, progress=False)
     fig = res.plot()
-    gap_ax, wait_ax = fig.axes
-    assert wait_ax.get_ylabel() == "mean fetch (s)"
-    assert list(gap_ax.get_xticks()) == [1, 2]
+    gap_ax, time_ax = fig.axes
+    assert time_ax.get_ylabel() == "ms a step"
+    # num_workers as categories in order, 1 and 2 side by side.
+    assert list(gap_ax.get_xticks()) == [0, 1]
+    assert [t.get_text() for t in gap_ax.get_xticklabels()] == ["1", "2"]
+    # Each condition's bar: the mean fetch, then the compute on top of it
+    # (the bar's top is the mean step), in ms.
+    fetch = sorted(p.get_height() for p in time_ax.patches[::1][:2])
+    rows = sorted((r for r in res.to_dict()["rows"] if r["direction"] == "forward"),
+                  key=lambda r: r["condition"]["num_workers"])
+    assert fetch == pytest.approx(sorted(r["mean_s"] * 1e3 for r in rows))
+    # The legend sits under the panels, off the data.
+    assert fig.legends and not gap_ax.get_legend() and not time_ax.get_legend()
 
 
 def test_sweep_names_the_lowest_mean_fetch_and_its_peers():
@@ -510,11 +520,13 @@ def test_without_workers_the_stall_columns_hold_the_main_process():
     assert row["slow_worker_cores"] >= 0.25  # 4 x 0.1 s of CPU burnt in the stalls
     assert row["slow_read_bytes"] == slow["main_read_bytes"]
     assert row["slow_major_faults"] == slow["main_major_faults"]
-    line = str(res).splitlines()[1]
+    # The evidence table (after a blank line, its title and its header):
+    # the row ends with cores@stall and read@stall (MB).
+    lines = str(res).splitlines()
+    line = lines[lines.index("") + 3]
     cores_cell = f"{row['slow_worker_cores']:.1f}"
-    read_cell = fmt_bytes(row["slow_read_bytes"])
-    assert re.search(rf"\s{re.escape(cores_cell)}\s+{re.escape(read_cell)}\s+INPUT-BOUND$",
-                     line), line
+    read_cell = f"{row['slow_read_bytes'] / 1e6:.3g}"
+    assert re.search(rf"\s{re.escape(cores_cell)}\s+{re.escape(read_cell)}$", line), line
 
 
 @pytest.mark.slow
@@ -567,7 +579,10 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
             # stalls' cadence (6 at 2 workers): rank % 3 == 1, holding most
             # of the stalls.
             assert a["label"] == "SLOW-SAMPLE" and (a["period"], a["residue"]) == (3, 1), a
-            assert a["residue_share"] == pytest.approx(share) and share > 0.5, (a, stalled)
+            # residue_share counts the batch each stall's worker was making
+            # during the wait: the slow one itself, or (one worker, the
+            # GIL hand-over above) the one after the batch received.
+            assert a["residue_share"] >= 0.8 and with_slow >= 0.8, (a, stalled)
             assert a["stall_period"] == p or p is None, (a, p)
             continue
         expected = (p == 3 and share >= 0.9
@@ -603,7 +618,7 @@ def test_a_stall_on_every_fetch_is_no_period_and_is_named():
     assert "follows num_workers" not in text and "Pearson" not in text
     assert "num_workers=1 pass 0 forward (a stall on every fetch: no period)" in text
     # The table names the row's lack of a period too.
-    assert re.search(r"num_workers=1 +0 +forward .* every ", text)
+    assert re.search(r"^1 +fwd .* every ", text, re.M)
 
 
 def test_two_distinct_num_workers_are_too_few_to_say_follows():

@@ -225,7 +225,7 @@ def build(
                              making_ns))
     del making_ns
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
-                                          met))
+                                          met, steps))
     summary["slow_code"], batch_top = _slow_code(stack_input, met, steps, mask, w.steady)
     del met
     summary["prediction"] = predict.predict(summary)
@@ -745,7 +745,8 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
                            ranks_workers: Optional[tuple] = None,
-                           met: Optional[tuple] = None) -> dict:
+                           met: Optional[tuple] = None,
+                           steps: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (attribution.attribution: which worker held the
     stalled batches, the workers' round, or the samples) and
     ``batch_bytes`` ({median, max, measured, handover}) sections, from the
@@ -770,20 +771,39 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             return np.maximum(a, -1, dtype=np.int64)
 
         nw = (s.get("loader") or {}).get("num_workers")
-        period_of_made = None
+        period_of_made = making_ranks = None
         # Only where the stalls are enough for an attribution at all.
         if met is not None and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS:
             made = worker_timing.made_ns(*met)
             period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw)
+            if steps is not None:
+                making_ranks = _making_ranks(steps, mask, known(ranks), *met)
         out["attribution"] = attribution.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,
             (s.get("production") or {}).get("workers"), period_of_made,
-            _making_in_stalls(s, workers_busy))
+            _making_in_stalls(s, workers_busy), making_ranks)
     bb = out["batch_bytes"]
     if bb is not None:
         bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy,
                                             (s.get("loader") or {}).get("num_workers"))
+    return out
+
+
+def _making_ranks(steps: np.ndarray, mask: np.ndarray, ranks: np.ndarray,
+                  records: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per stall (``mask``'s steps, in order), the delivery rank of the
+    batch its worker was making during the wait
+    (worker_timing.in_the_making), -1 unknown."""
+    making = worker_timing.in_the_making(records, idx, steps["begin_ns"],
+                                         steps["fetch_done_ns"], np.flatnonzero(mask))
+    step_of = np.full(len(records), -1, dtype=np.int64)
+    met = idx >= 0
+    step_of[idx[met]] = np.flatnonzero(met)
+    got = making >= 0
+    out = np.full(len(making), -1, dtype=np.int64)
+    at = step_of[making[got]]
+    out[np.flatnonzero(got)[at >= 0]] = ranks[at[at >= 0]]
     return out
 
 

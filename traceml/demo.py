@@ -383,16 +383,22 @@ def _report_of(result: "traceml.SweepResult", index: int) -> "Optional[traceml.R
 
 
 def _cadence_line(historical: "traceml.SweepResult") -> str:
-    """How many historical conditions stall at max(1, num_workers)."""
+    """How many historical conditions stall at max(1, num_workers): a stall
+    on every fetch is period 1, what 0 and 1 workers predict."""
+    from .findings import stall_timing
+
     cells, hits = [], 0
     for row in historical.rows:
         k = max(row["condition"]["num_workers"], 1)
         gap = row["period"]
+        if gap is None and row.get("temporal") == stall_timing.EVERY_FETCH:
+            gap = 1
         hits += gap is not None and gap == k
         cells.append(f"{row['condition']['num_workers']}:"
                      f"{'-' if gap is None else f'{gap:g}'}")
     return (f"stall period = max(1, num_workers) in {hits} of {len(historical.rows)} "
-            f"historical conditions (num_workers:period {' '.join(cells)})")
+            f"historical conditions (num_workers:period, a stall on every fetch as 1: "
+            f"{' '.join(cells)})")
 
 
 def run_investigation(

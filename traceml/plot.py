@@ -62,40 +62,76 @@ def report_figure(summary: dict, steps: np.ndarray):
 
 
 def sweep_figure(rows: list[dict]):
-    """Two panels over max(1, num_workers), one point per condition and
-    pass, forward and backward told apart: the stall period (with the
-    line period = num_workers) and the mean fetch."""
-    fig = _figure(9, 3.4)
-    gap_ax, wait_ax = fig.subplots(1, 2)
-    styles = {"forward": ("#b42318", "o"), "backward": ("#175cd3", "x")}
-    xs = set()
-    for direction, (color, marker) in styles.items():
-        sel = [r for r in rows if r["direction"] == direction and not r.get("error")
-               and r["condition"].get("num_workers") is not None]
-        x = [max(r["condition"]["num_workers"], 1) for r in sel]
-        xs.update(x)
-        gx = [xi for xi, r in zip(x, sel) if r.get("period") is not None]
-        gy = [r["period"] for r in sel if r.get("period") is not None]
-        if gx:
-            gap_ax.scatter(gx, gy, color=color, marker=marker, s=30, zorder=3, label=direction)
-        wx = [xi for xi, r in zip(x, sel) if r.get("mean_s") is not None]
-        wy = [r["mean_s"] for r in sel if r.get("mean_s") is not None]
-        if wx:
-            wait_ax.scatter(wx, wy, color=color, marker=marker, s=30, zorder=3, label=direction)
-    if xs:
-        line = sorted(xs)
-        gap_ax.plot(line, line, color="#98a2b3", ls="--", lw=0.8, label="period = num_workers")
-        for ax in (gap_ax, wait_ax):
-            ax.set_xticks(line)
-    gap_ax.set_xlabel("max(1, num_workers)")
-    gap_ax.set_ylabel("stall period (steps)")
+    """Two panels over num_workers as categories (0 and 1 apart, in
+    order), one mark per condition and pass, forward and backward side by
+    side: the stall period (filled: PERIODIC; hollow: EVERY-FETCH as a
+    period of 1, or a period the row fits but has not settled), with
+    max(1, num_workers) marked as the period lock-step predicts; and the
+    mean step split into the mean fetch and the compute (ms).  The legend
+    sits under the panels, off the data."""
+    fig = _figure(9, 3.8)
+    gap_ax, time_ax = fig.subplots(1, 2)
+    sel = [r for r in rows if not r.get("error") and r["condition"].get("num_workers") is not None]
+    cats = sorted({int(r["condition"]["num_workers"]) for r in sel})
+    pos = {k: i for i, k in enumerate(cats)}
+    offset = {"forward": -0.18, "backward": 0.18}
+    colors = {"forward": "#b42318", "backward": "#175cd3"}
+    from .findings import stall_timing
+
+    for direction in ("forward", "backward"):
+        mine = [r for r in sel if r["direction"] == direction]
+        if not mine:
+            continue
+        x = np.array([pos[int(r["condition"]["num_workers"])] + offset[direction]
+                      for r in mine])
+        periods, hollow = [], []
+        for r in mine:
+            if r.get("period") is not None:
+                periods.append(r["period"]), hollow.append(False)
+            elif r.get("temporal") == stall_timing.EVERY_FETCH:
+                periods.append(1), hollow.append(True)
+            elif r.get("temporal") == stall_timing.UNSETTLED and r.get("consistent_period"):
+                periods.append(r["consistent_period"]), hollow.append(True)
+            else:
+                periods.append(np.nan), hollow.append(False)
+        periods, hollow = np.array(periods, dtype=float), np.array(hollow)
+        c = colors[direction]
+        if (~hollow & ~np.isnan(periods)).any():
+            gap_ax.scatter(x[~hollow], periods[~hollow], color=c, s=30, zorder=3,
+                           label=f"{direction}: period")
+        if hollow.any():
+            gap_ax.scatter(x[hollow], periods[hollow], facecolors="none", edgecolors=c, s=30,
+                           zorder=3, label=f"{direction}: every fetch or not yet settled")
+        fetch = np.array([np.nan if r.get("mean_s") is None else r["mean_s"] * 1e3
+                          for r in mine])
+        compute = np.array([np.nan if r.get("compute_mean_s") is None
+                            else r["compute_mean_s"] * 1e3 for r in mine])
+        time_ax.bar(x, fetch, width=0.34, color=c, label=f"{direction}: mean fetch")
+        time_ax.bar(x, compute, width=0.34, bottom=np.nan_to_num(fetch), color=c, alpha=0.35,
+                    label=f"{direction}: compute (the bar's top: the mean step)")
+    if cats:
+        gap_ax.scatter(range(len(cats)), [max(k, 1) for k in cats], marker="_", s=400,
+                       color="#667085", zorder=2, label="max(1, num_workers)")
+        for ax in (gap_ax, time_ax):
+            ax.set_xticks(range(len(cats)), [str(k) for k in cats])
+            ax.set_xlim(-0.6, len(cats) - 0.4)
+    from matplotlib.ticker import MaxNLocator
+
+    gap_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    gap_ax.set_xlabel("num_workers")
+    gap_ax.set_ylabel("stall period (fetches)")
     gap_ax.set_title("stall cadence", fontsize=10)
-    wait_ax.set_xlabel("max(1, num_workers)")
-    wait_ax.set_ylabel("mean fetch (s)")
-    wait_ax.set_title("input wait", fontsize=10)
-    for ax in (gap_ax, wait_ax):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+    time_ax.set_xlabel("num_workers")
+    time_ax.set_ylabel("ms a step")
+    time_ax.set_title("mean step: fetch + compute", fontsize=10)
+    handles, labels = [], []
+    for ax in (gap_ax, time_ax):
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7,
+                   frameon=False)
     return fig
 
 

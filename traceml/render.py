@@ -12,7 +12,7 @@ import html
 from typing import Optional, Sequence
 
 from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, label_support, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
-from .fmt import fmt_bytes, fmt_s, pct
+from .fmt import fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
 COLS = ("mean", "median", "p90", "p95", "p99", "max", "total")
@@ -237,33 +237,59 @@ def comparison_html(d: dict) -> str:
 
 # --- SweepResult -----------------------------------------------------------------
 
-SWEEP_COLUMNS = ("condition", "pass", "dir", "mean fetch", "predicted", "median", "p95",
-                 "mean step", "compute",
-                 "stalls", "period", "gaps=k·n", "overtakes", "cores@stall", "read@stall",
-                 "diagnosis")
+# Two tables, each within 100 columns with one unit a column: what each
+# condition cost (every time in ms a step, said in the title), then the
+# evidence behind its pattern.  The conditions' varied parameters are
+# columns of their own; "pass" only where a sweep ran more than one.
+SWEEP_TIMING_TITLE = "each condition, times in ms a step:"
+SWEEP_TIMING_COLUMNS = ("dir", "fetch", "p95", "step", "compute", "stalls", "period",
+                        "diagnosis")
+SWEEP_EVIDENCE_TITLE = ("the evidence behind each (model: traceml.predict's mean fetch; "
+                        "cores and reads during the stalls):")
+SWEEP_EVIDENCE_COLUMNS = ("dir", "model (ms)", "error", "gaps=k·n", "overtakes",
+                          "cores@stall", "read@stall (MB)")
+_DIR = {"forward": "fwd", "backward": "bwd"}
 
 
-def _sweep_cells(rows: list[dict]) -> list[list[str]]:
-    out = []
+def _ms(x) -> str:
+    """Seconds as milliseconds, three significant digits ("-" for None)."""
+    return _cell(x, lambda v: f"{v * 1e3:.3g}")
+
+
+def _sweep_params(rows: list[dict]) -> list[str]:
+    """The parameters the rows' conditions name, in first-seen order."""
+    names: list[str] = []
     for r in rows:
-        first = [sweeps.condition(r["condition"]), str(r["pass_"]), r["direction"]]
+        names.extend(k for k in r["condition"] if k not in names)
+    return names
+
+
+def _sweep_tables(rows: list[dict]) -> list[tuple[tuple, list[list[str]]]]:
+    """(header, cells) of the timing table and of the evidence table."""
+    params = _sweep_params(rows)
+    passes = any(r["pass_"] for r in rows)
+    lead = (*params, *(("pass",) if passes else ()))
+    timing, evidence = [], []
+    for r in rows:
+        first = ([str(r["condition"].get(k, "-")) for k in params]
+                 + ([str(r["pass_"])] if passes else [])
+                 + [_DIR.get(r["direction"], r["direction"])])
         if r["error"]:
-            out.append(first + ["error"] + ["-"] * (len(SWEEP_COLUMNS) - 4))
+            timing.append(first + ["error"] + ["-"] * (len(SWEEP_TIMING_COLUMNS) - 2))
+            evidence.append(first + ["-"] * (len(SWEEP_EVIDENCE_COLUMNS) - 1))
             continue
-        predicted = r.get("predicted_s")
         err = r.get("predicted_error")
-        out.append(first + [
-            fmt_s(r["mean_s"]),
-            "-" if predicted is None else fmt_s(predicted) + (
-                f" ({err:+.0%})" if err is not None else ""),
-            fmt_s(r["median_s"]), fmt_s(r["p95_s"]),
-            _cell(r.get("step_mean_s"), fmt_s), _cell(r.get("compute_mean_s"), fmt_s),
-            str(r["stalls"]),
-            sweeps.sweep_period(r), _cell(r["multiple_fraction"], pct),
-            _cell(r["overtaking"]), _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
-            _cell(r["slow_read_bytes"], fmt_bytes), r["diagnosis"] or "-",
-        ])
-    return out
+        timing.append(first + [
+            _ms(r["mean_s"]), _ms(r["p95_s"]), _ms(r.get("step_mean_s")),
+            _ms(r.get("compute_mean_s")), str(r["stalls"]), sweeps.sweep_period(r),
+            r["diagnosis"] or "-"])
+        evidence.append(first + [
+            _ms(r.get("predicted_s")), "-" if err is None else f"{err:+.0%}",
+            _cell(r["multiple_fraction"], pct), _cell(r["overtaking"]),
+            _cell(r["slow_worker_cores"], lambda c: f"{c:.1f}"),
+            _cell(r["slow_read_bytes"], lambda b: f"{b / 1e6:.3g}")])
+    return [((*lead, *SWEEP_TIMING_COLUMNS), timing),
+            ((*lead, *SWEEP_EVIDENCE_COLUMNS), evidence)]
 
 
 def _sweep_notes(d: dict) -> list[str]:
@@ -271,7 +297,8 @@ def _sweep_notes(d: dict) -> list[str]:
     ignored = d["ignored_num_workers"]
     out = [sweeps.sweep_correlation(d["correlation"], bool(ignored))]
     out.extend(t for t in (prediction_check.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
-    out.extend(t for t in (sweeps.sweep_left_out(d["correlation"]),) if t)
+    out.extend(t for t in (sweeps.sweep_unsettled(d["rows"]),
+                           sweeps.sweep_left_out(d["correlation"])) if t)
     out.extend(t for t in (sweeps.sweep_ignored(ignored),
                            sweeps.sweep_best(d["best"], len(d["rows"])),
                            sweeps.sweep_order(d["order_effects"])) if t)
@@ -282,7 +309,9 @@ def _sweep_notes(d: dict) -> list[str]:
 
 def sweep_text(d: dict) -> str:
     """The terminal table of a SweepResult's ``to_dict()``."""
-    out = table_text(SWEEP_COLUMNS, _sweep_cells(d["rows"])) + _sweep_notes(d)
+    (th, tc), (eh, ec) = _sweep_tables(d["rows"])
+    out = ([SWEEP_TIMING_TITLE] + table_text(th, tc) + ["", SWEEP_EVIDENCE_TITLE]
+           + table_text(eh, ec) + [""] + _sweep_notes(d))
     out.extend(sweeps.sweep_error(r) for r in d["rows"] if r["error"])
     if d["interrupted"]:
         out.append(sweeps.SWEEP_INTERRUPTED)
@@ -293,7 +322,9 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
     """Static HTML of a SweepResult's ``to_dict()``, with its plot as an
     inline PNG when ``png_uri`` is given."""
     e = html.escape
-    return _page([table_html(SWEEP_COLUMNS, _sweep_cells(d["rows"]))]
+    (th, tc), (eh, ec) = _sweep_tables(d["rows"])
+    return _page([f"<div>{e(SWEEP_TIMING_TITLE)}</div>", table_html(th, tc),
+                  f"<div>{e(SWEEP_EVIDENCE_TITLE)}</div>", table_html(eh, ec)]
                  + [f"<div>{e(t)}</div>" for t in _sweep_notes(d)]
                  + [figure_html(png_uri)])
 

@@ -245,8 +245,9 @@ def _left_out(row: dict) -> Optional[str]:
     code: "error", "no_num_workers", "few_stalls" (fewer than
     sweeps.MIN_STALLS_FOR_CADENCE), "every_fetch" (a stall on every fetch,
     EVERY-FETCH: no period, and what any input-bound loader shows at
-    num_workers 0 or 1), "no_period" (its stalls keep no period:
-    IRREGULAR)."""
+    num_workers 0 or 1), "unsettled" (its stalls fit a period that its
+    length cannot settle: UNSETTLED), "no_period" (its stalls keep no
+    period: IRREGULAR)."""
     if row["error"]:
         return "error"
     if _workers(row) is None:
@@ -254,7 +255,11 @@ def _left_out(row: dict) -> Optional[str]:
     if row["stalls"] < sweeps.MIN_STALLS_FOR_CADENCE:
         return "few_stalls"
     if row.get("period") is None:
-        return "every_fetch" if row.get("temporal") == stall_timing.EVERY_FETCH else "no_period"
+        if row.get("temporal") == stall_timing.EVERY_FETCH:
+            return "every_fetch"
+        if row.get("temporal") == stall_timing.UNSETTLED and row.get("consistent_period"):
+            return "unsettled"
+        return "no_period"
     return None
 
 
@@ -292,7 +297,8 @@ def correlation(rows: list[dict]) -> dict:
         else:
             left.append({"condition": r["condition"], "pass_": r["pass_"],
                          "direction": r["direction"], "reason": why,
-                         "stalls": r["stalls"]})
+                         "stalls": r["stalls"],
+                         "consistent_period": r.get("consistent_period")})
     pts = [(stall_timing.effective_workers(_workers(r)), r["period"]) for r in used]
     distinct = len({p[0] for p in pts})
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
@@ -336,6 +342,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "mean_s": None, "median_s": None, "p95_s": None, "stalls": 0,
            "step_mean_s": None, "compute_mean_s": None,
            "median_gap": None, "period": None, "temporal": None, "predicted": None,
+           "consistent_period": None,
            "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
            "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
@@ -356,6 +363,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             # The report's period: per burst where stalls come in pairs.
             "period": (s.get("temporal") or {}).get("period"),
             "temporal": (s.get("temporal") or {}).get("label"),
+            "consistent_period": (s.get("temporal") or {}).get("consistent_period"),
             # The row's own pre-stated cadence test, pooled by correlation().
             "predicted": (s.get("temporal") or {}).get("predicted"),
             "multiple_fraction": s["cadence"]["multiple_fraction"],

@@ -373,6 +373,54 @@ def made_ns(records: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
+# How many batches past the one a step received its worker may be making
+# during the wait: prefetch_factor batches in flight per worker (torch's
+# default 2), and the one it is making.
+MAKING_AHEAD = 3
+
+
+def in_the_making(records: np.ndarray, idx: np.ndarray, begin_ns: np.ndarray,
+                  fetch_done_ns: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """For the steps ``which`` (indices), the index into ``records`` of the
+    batch the delivering worker spent most of the step's wait
+    [begin_ns, fetch_done_ns) making: the received batch itself, or, when
+    that one was made before the wait, one of the next MAKING_AHEAD of the
+    same worker and epoch (a worker burning its next batch holds the GIL
+    its queue's feeder thread needs to send the one made: the loop waits
+    on the made batch for the next one's making); -1 where the step met no
+    record or the worker made nothing during the wait.  ``idx`` is the
+    steps' :func:`match`; the result has the shape of ``which``."""
+    which = np.asarray(which, dtype=np.int64)
+    out = np.full(len(which), -1, dtype=np.int64)
+    j = idx[which]
+    hit = j >= 0
+    if not hit.any() or len(records) == 0:
+        return out
+    key = np.stack([records["epoch"].astype(np.int64), records["worker"].astype(np.int64),
+                    records["seq"]])
+    order = np.lexsort(key[::-1])
+    pos_of = np.empty(len(records), dtype=np.int64)
+    pos_of[order] = np.arange(len(records))
+    a = begin_ns[which[hit]].astype(np.int64)
+    b = fetch_done_ns[which[hit]].astype(np.int64)
+    p = pos_of[j[hit]]
+    best = np.full(len(p), -1, dtype=np.int64)
+    best_overlap = np.zeros(len(p), dtype=np.int64)
+    first = records[j[hit]]
+    for ahead in range(MAKING_AHEAD + 1):
+        q = p + ahead
+        ok = q < len(order)
+        cand = np.where(ok, order[np.minimum(q, len(order) - 1)], -1)
+        r = records[np.maximum(cand, 0)]
+        same = ok & (r["epoch"] == first["epoch"]) & (r["worker"] == first["worker"])
+        overlap = np.minimum(r["end_ns"], b) - np.maximum(r["begin_ns"], a)
+        better = same & (overlap > best_overlap)
+        best = np.where(better, cand, best)
+        best_overlap = np.where(better, overlap, best_overlap)
+    out[hit] = best
+    return out
+
+
 def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarray],
               steady: np.ndarray, offsets: dict, num_workers: Optional[int],
               unavailable: Optional[str],

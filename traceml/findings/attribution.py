@@ -234,7 +234,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 period: Optional[int], ticks: Optional[dict],
                 per_worker: Optional[dict] = None,
                 made: Optional[dict] = None,
-                making: Optional[bool] = None) -> Optional[dict]:
+                making: Optional[bool] = None,
+                making_ranks: Optional[np.ndarray] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -244,10 +245,15 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     ``per_worker``: the workers' own batch timing (the report's
     ``production.workers``; None: not measured); ``made``: the period of
     the batches made slow in the workers (:func:`made_period`; None: no
-    such period, or no worker timing).
+    such period, or no worker timing); ``making_ranks``: per stall, the
+    rank of the batch its worker was making during the wait (the received
+    one, or the next one when the received batch was made before the wait:
+    worker_timing.in_the_making; -1 unknown; None: not measured).
 
     SLOW-SAMPLE from the make times comes first: with ``made`` and more
-    than MADE_STALL_SHARE of the known stalled ranks on its residue, the
+    than MADE_STALL_SHARE of the known stalls waiting on a batch of its
+    residue (the batch in the making where measured, else the received
+    one), the
     period is the data's (``period_from`` PERIOD_FROM_MAKE_TIMES), whatever
     the stalls' own cadence (``stall_period``: the report's period, or
     without one :func:`rank_period` of the stalled ranks; prefetch can hide
@@ -317,9 +323,11 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             or (slower is None and ratio is not None and (
                 ratio >= BUSIER_RATIO
                 or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER))))
-    known_ranks = ranks[ranks >= 0]
-    if made is not None and made["period"] != k and len(known_ranks) >= ATTR_MIN_STALLS:
-        on = float(np.mean(known_ranks % made["period"] == made["residue"]))
+    waited_on = ranks if making_ranks is None else np.where(
+        np.asarray(making_ranks) >= 0, making_ranks, ranks)
+    waited_on = waited_on[waited_on >= 0]
+    if made is not None and made["period"] != k and len(waited_on) >= ATTR_MIN_STALLS:
+        on = float(np.mean(waited_on % made["period"] == made["residue"]))
         if on > MADE_STALL_SHARE:
             stall_period = period if period is not None else rank_period(ranks, k)
             return {**out, "label": SLOW_SAMPLE, "worker": None, "period": made["period"],

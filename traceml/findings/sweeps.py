@@ -258,6 +258,8 @@ _LEFT_OUT = {
                              f"{MIN_STALLS_FOR_CADENCE}"),
     "every_fetch": lambda r: "a stall on every fetch: no period",
     "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
+    "unsettled": lambda r: (f"{plural(r['stalls'], 'stall')} that fit a stall every "
+                            f"{r.get('consistent_period')} fetches, not yet settled"),
 }
 
 
@@ -381,10 +383,23 @@ SWEEP_INTERRUPTED = "(interrupted: the rows above are what was measured)"
 
 def sweep_period(row: dict) -> str:
     """A sweep row's period cell: the period, "every" for a stall on every
-    fetch (EVERY-FETCH: no period), else "-"."""
+    fetch (EVERY-FETCH: no period), "4?" where the stalls fit a period
+    that the row is too short to settle (UNSETTLED), else "-"."""
     if row.get("period") is not None:
         return str(row["period"])
+    if row.get("temporal") == stall_timing.UNSETTLED and row.get("consistent_period"):
+        return f"{row['consistent_period']}?"
     return "every" if row.get("temporal") == stall_timing.EVERY_FETCH else "-"
+
+
+def sweep_unsettled(rows: list[dict]) -> Optional[str]:
+    """The legend of "4?" period cells, when a row has one."""
+    if not any(r.get("temporal") == stall_timing.UNSETTLED and r.get("consistent_period")
+               for r in rows):
+        return None
+    return ("period N?: that row's stalls fit a stall every N fetches, not yet told from "
+            "random stalls at its length (its own report says how many more steps would "
+            "settle it).")
 
 
 def sweep_progress(done: int, total: int, row: dict) -> str:
