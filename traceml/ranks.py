@@ -56,7 +56,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, torch_private
 from .findings import rank_stragglers, stall_timing
 from .build import build as _build, duration_stats_s as _duration_stats_s
 from .result import Report, summary_of
@@ -206,11 +206,9 @@ def _present(dist, members: list, me: int, call: int, timeout_s: float):
     (None, {}) on a rank left out or that heard nothing from the first
     rank (with a RuntimeWarning).  Through the store of the default group
     (``Store.wait`` with a deadline)."""
-    from torch.distributed import distributed_c10d
-
     # Private in torch (2.0 to 2.13 at least): guarded, so that a torch
     # without it gets a sentence, not an AttributeError.
-    get_store = getattr(distributed_c10d, "_get_default_store", None)
+    get_store = torch_private.default_store_getter()
     if get_store is None:
         raise RuntimeError("traceml.gather(): this torch has no "
                            "torch.distributed.distributed_c10d._get_default_store, "

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import predict, render
+from . import predict, render, torch_private
 from .findings import comparison, input_bound, stall_timing, sweeps
 from .comparing import _stalls_over, verdict
 from .recorder import Recorder
@@ -41,13 +41,7 @@ def _shutdown(loader: Any) -> None:
     """Stop a DataLoader's worker processes now.  A non-persistent
     iterator's workers stop when the iterator is released; persistent ones
     live in the loader's private ``_iterator`` until shut down."""
-    it = getattr(loader, "_iterator", None)
-    stop = getattr(it, "_shutdown_workers", None)
-    if callable(stop):
-        try:
-            stop()
-        except Exception:  # noqa: BLE001 - best effort at clean-up
-            pass
+    torch_private.shutdown_workers(loader)
 
 
 class SweepResult:

@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _core, stacks
+from . import _core, stacks, torch_private
 
 # Why worker timing is off for an epoch (the report's "unavailable").
 NOT_A_LOADER = "not a multiprocessing DataLoader"
@@ -80,11 +80,10 @@ def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> No
     later fetchers are made when it resumes, inside the main process's
     ``iter()``, after the main process announced the new epoch in the log."""
     first = [True]
-    try:
-        from torch.utils.data import _DatasetKind
-        make = _DatasetKind.create_fetcher
-    except (ImportError, AttributeError):
+    kind = torch_private.dataset_kind()
+    if kind is None:
         return
+    make = kind.create_fetcher
 
     def create_fetcher(*args: Any, **kwargs: Any) -> Any:
         fetcher = make(*args, **kwargs)
@@ -96,7 +95,7 @@ def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> No
         _time_items(fetcher, log, epoch, worker_id)
         return fetcher
 
-    _DatasetKind.create_fetcher = staticmethod(create_fetcher)
+    kind.create_fetcher = staticmethod(create_fetcher)
 
 
 def _time_items(fetcher: Any, log: "_core.BatchLog", epoch: int, worker_id: int) -> None:
@@ -203,17 +202,15 @@ def before_iter(loader: Any, timing: Timing, epoch: int) -> tuple[Optional[str],
     method = start_method_of(loader)
     if method != "fork":
         return NOT_FORK.format(method=method), None
-    try:
-        from torch.utils.data import _DatasetKind
-        _DatasetKind.create_fetcher  # noqa: B018 (checked, not called)
-    except (ImportError, AttributeError):
+    if torch_private.dataset_kind() is None:
         return NO_HOOK, None
     if timing.log is None:
         timing.log = _core.BatchLog()
     timing.drain()  # before the workers of this epoch can lap the log
     timing.stacks.drained()  # likewise the stack samples
     timing.log.epoch = epoch
-    live = getattr(loader, "_iterator", None) if getattr(loader, "persistent_workers", False) else None
+    live = (torch_private.live_iterator(loader) if getattr(loader, "persistent_workers", False)
+            else None)
     if live is not None:
         # Persistent workers resume: they time this epoch only if they
         # were started with the hook.
@@ -231,7 +228,7 @@ def after_iter(loader: Any, timing: Timing, why: Optional[str], user_fn: Any) ->
     ``worker_init_fn`` back (the workers have theirs already)."""
     if isinstance(getattr(loader, "worker_init_fn", None), WorkerHook):
         loader.worker_init_fn = user_fn
-        it = getattr(loader, "_iterator", None)
+        it = torch_private.live_iterator(loader)
         if why is None and getattr(loader, "persistent_workers", False) and it is not None:
             try:
                 timing.hooked_iterator = weakref.ref(it)

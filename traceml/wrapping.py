@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from . import _core, stacks, worker_timing
+from . import _core, stacks, torch_private, worker_timing
 from .findings import report_notes
 from . import gpu as gpu_events
 from . import liveline as live_line
@@ -170,12 +170,9 @@ def _is_dataloader(obj: Any) -> bool:
 
 
 def _is_dataloader_iterator(obj: Any) -> bool:
-    """True for what iter(DataLoader) returns (torch's private
-    _BaseDataLoaderIter, looked up with a guard)."""
-    torch = sys.modules.get("torch")
-    module = getattr(getattr(getattr(torch, "utils", None), "data", None), "dataloader", None)
-    base = getattr(module, "_BaseDataLoaderIter", None)
-    return isinstance(base, type) and isinstance(obj, base)
+    """True for what iter(DataLoader) returns
+    (torch_private.is_loader_iterator)."""
+    return torch_private.is_loader_iterator(obj)
 
 
 def loader_facts(obj: Any) -> Optional[dict]:
@@ -267,8 +264,8 @@ def worker_pids(inner: Any) -> Optional[list[int]]:
     """PIDs of a multiprocessing DataLoader iterator's workers, by worker
     id (torch keeps them as ``_workers``, a private list of Process
     objects), or None where that is not exposed."""
-    workers = getattr(inner, "_workers", None)
-    if not isinstance(workers, list):
+    workers = torch_private.iterator_workers(inner)
+    if workers is None:
         return None
     pids = [getattr(w, "pid", None) for w in workers]
     if not all(isinstance(p, int) for p in pids):
@@ -342,8 +339,8 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
         "worker_exits": None,
         "watch_error": None,  # why the sampler could not watch the epoch
     }
-    workers = getattr(inner, "_workers", None)
-    if out["worker_pids"] is not None and isinstance(workers, list):
+    workers = torch_private.iterator_workers(inner)
+    if out["worker_pids"] is not None and workers is not None:
         out["worker_exits"] = WorkerExits(workers)
     if facts is not None and (facts.get("num_workers") or 0) > 0:
         out["start_method"] = worker_timing.start_method_of(loader)
@@ -590,7 +587,7 @@ class Wrapped:
         watch = [os.getpid(), *(known["worker_pids"] or [])] if watching else None
         # Delivery order is read from a multiprocessing DataLoader
         # iterator's private task table (rank -> (worker_id, ...)).
-        track = isinstance(getattr(inner, "_task_info", None), dict)
+        track = torch_private.has_task_table(inner)
         if self._gpu is not None:
             self._gpu.new_epoch()
         it = _core.WrapIter(inner, self.recorder, src.id, epoch, begin_ns, track=track,

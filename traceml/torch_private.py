@@ -1,0 +1,84 @@
+"""Every name traceml reads from torch's private API, in one place.
+
+torch makes no promise about these; each is looked up with a guard, so a
+torch without one gets a clear "unavailable" (or None) rather than an
+AttributeError, and a torch upgrade that moves one touches this file
+alone.  As of torch 2.13:
+
+* ``torch.utils.data.dataloader._BaseDataLoaderIter``: what
+  ``iter(DataLoader)`` returns (:func:`is_loader_iterator`);
+* ``_BaseDataLoaderIter._workers``: a multiprocessing iterator's worker
+  ``Process`` objects, by worker id (:func:`iterator_workers`);
+* ``_BaseDataLoaderIter._task_info``: its task table, rank -> (worker id,
+  ...) (:func:`has_task_table`; read by the C wrap iterator, csrc/wrap.c,
+  on each fetch, once this says it is there);
+* ``DataLoader._iterator`` and its ``_shutdown_workers()``: a persistent
+  loader's live iterator (:func:`live_iterator`, :func:`shutdown_workers`);
+* ``torch.utils.data._DatasetKind.create_fetcher``: the factory of each
+  worker's fetcher, replaced in forked workers to time their batches
+  (:func:`dataset_kind`);
+* ``torch.distributed.distributed_c10d._get_default_store``: the default
+  group's store, through which ``traceml.gather`` hears who is present
+  (:func:`default_store_getter`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Optional
+
+
+def is_loader_iterator(obj: Any) -> bool:
+    """True for what iter(DataLoader) returns (torch already imported and
+    ``_BaseDataLoaderIter`` there)."""
+    torch = sys.modules.get("torch")
+    module = getattr(getattr(getattr(torch, "utils", None), "data", None), "dataloader", None)
+    base = getattr(module, "_BaseDataLoaderIter", None)
+    return isinstance(base, type) and isinstance(obj, base)
+
+
+def iterator_workers(inner: Any) -> Optional[list]:
+    """A multiprocessing DataLoader iterator's worker processes by worker
+    id, or None where that is not exposed."""
+    workers = getattr(inner, "_workers", None)
+    return workers if isinstance(workers, list) else None
+
+
+def has_task_table(inner: Any) -> bool:
+    """Whether ``inner`` has the task table (a dict) the wrap iterator reads
+    each delivery's rank and worker from."""
+    return isinstance(getattr(inner, "_task_info", None), dict)
+
+
+def live_iterator(loader: Any) -> Any:
+    """A DataLoader's kept iterator (persistent workers), or None."""
+    return getattr(loader, "_iterator", None)
+
+
+def shutdown_workers(loader: Any) -> None:
+    """Stop the worker processes of a loader's kept iterator now, if it
+    has one; best effort (an error in torch's clean-up is swallowed)."""
+    stop = getattr(live_iterator(loader), "_shutdown_workers", None)
+    if callable(stop):
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - best effort at clean-up
+            pass
+
+
+def dataset_kind() -> Any:
+    """``torch.utils.data._DatasetKind`` when it has ``create_fetcher``,
+    else None (torch not installed, or a torch without it)."""
+    try:
+        from torch.utils.data import _DatasetKind
+    except ImportError:
+        return None
+    return _DatasetKind if hasattr(_DatasetKind, "create_fetcher") else None
+
+
+def default_store_getter() -> Optional[Callable[[], Any]]:
+    """``torch.distributed.distributed_c10d._get_default_store``, or None
+    for a torch without it."""
+    from torch.distributed import distributed_c10d
+
+    return getattr(distributed_c10d, "_get_default_store", None)
