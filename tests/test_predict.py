@@ -284,3 +284,23 @@ def _input_bound(prediction):
     bound over enough steady steps, with ``prediction``."""
     return {"prediction": prediction, "diagnosis": input_bound.INPUT_BOUND,
             "steady_steps": input_bound.MIN_STEADY_STEPS}
+
+
+def test_keeping_up_with_a_large_hand_over_says_what_stays():
+    # 64 small tensors a batch: the worker makes one in 1 ms but each takes
+    # 18 ms to hand over against 2 ms of compute.  One worker keeps up; the
+    # wait left is the hand-over, 90% of the loop's 20 ms a batch, at any
+    # num_workers (the model's wait is max(h, T_k / k - s)).
+    p = predict.predict(_summary(make=0.001, cpu=0.001, handover=0.018, compute=0.002,
+                                 wait=0.018))
+    assert p["keeps_up_with"] == 1
+    assert all(row["wait_s"] == pytest.approx(0.018) for row in p["by_workers"]
+               if row["num_workers"] >= 1)
+    text = "\n".join(prediction_check.prediction_lines({"prediction": p}))
+    assert "num_workers=1, as now, keeps up" in text
+    assert "the hand-over, 18 ms a step (90% of it), stays whatever num_workers is" in text
+    # A small hand-over (under 5% of the loop's time a batch) says nothing more.
+    quiet = predict.predict(_summary(make=0.001, cpu=0.001, handover=0.0002, compute=0.010,
+                                     wait=0.0002))
+    text = "\n".join(prediction_check.prediction_lines({"prediction": quiet}))
+    assert "keeps up" in text and "hand-over, " not in text

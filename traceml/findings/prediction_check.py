@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
-from . import attribution, sweeps
+from . import attribution, input_bound, sweeps
 
 
 # The model (traceml.predict) is checked on the one setting a run measured:
@@ -88,8 +88,15 @@ def prediction_lines(s: dict) -> list[str]:
         k = p["keeps_up_with"]
         if k is not None:
             now = ", as now," if k == p["num_workers"] else ""
-            out.append(f"  num_workers={k}{now} keeps up on this host (the workers need about "
-                       f"{p['worker_cores_needed']:.1f} cores).")
+            text = (f"  num_workers={k}{now} keeps up on this host (the workers need about "
+                    f"{p['worker_cores_needed']:.1f} cores)")
+            if p["handover_s"] >= input_bound.COMPUTE_BOUND_SHARE * per_step:
+                # Keeping up is the workers' side: the hand-over stays at
+                # any num_workers (wait = max(h, ...)), so say what is left.
+                text += (f", making batches as fast as the loop uses them; the hand-over, "
+                         f"{fmt_s(p['handover_s'])} a step ({pct(p['handover_s'] / per_step)} "
+                         "of it), stays whatever num_workers is")
+            out.append(text + ".")
         else:
             want = math.ceil(p["worker_cores_needed"])
             out.append(f"  no num_workers keeps up on this host: the workers need about "
