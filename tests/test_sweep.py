@@ -379,14 +379,16 @@ def test_the_correlation_uses_the_loaders_own_num_workers():
     # r = -0.5 and no follow).
     c = traceml.SweepResult([row(4, 1, 1), row(2, 2, 2), row(3, 3, 3)], [None] * 3,
                             False).correlation
-    assert c["rows"] == [[1, 1], [2, 2], [3, 3]]
+    assert c["rows"] == [[1, 1], [2, 2], [3, 3]] and c["workers_varied"] is True
     assert c["slope"] == pytest.approx(1.0) and c["r"] == pytest.approx(1.0)
     assert c["follows"] is True
     # Both built with 0 workers: nothing varied.
     res = traceml.SweepResult([row(4, 0, 1), row(2, 0, 1)], [None] * 2, False)
     assert res.correlation["distinct_workers"] == 1 and res.correlation["r"] is None
     text = str(res)
-    assert "num_workers did not vary among the conditions with a period" in text
+    assert res.correlation["workers_varied"] is False
+    assert "num_workers did not vary in this sweep; nothing to correlate" in text
+    assert "too few to tell" not in text
     assert ("make_loader ignored num_workers: num_workers=4 built a loader with 0 workers, "
             "num_workers=2 built a loader with 0 workers") in text
 

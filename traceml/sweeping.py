@@ -300,7 +300,12 @@ def correlation(rows: list[dict]) -> dict:
            "gaps": int(sum(r["stalls"] - 1 for r in used)),
            "rows": [[int(x), int(y)] for x, y in pts], "left_out": left,
            "mismatched": int(sum(x != y for x, y in pts)),
-           "follows": None, "same_period": None}
+           "follows": None, "same_period": None,
+           # Whether the sweep itself ran more than one num_workers (the
+           # rows that ran, with a known count): a line about num_workers
+           # speaks only where it varied.
+           "workers_varied": len({_workers(r) for r in rows
+                                  if not r["error"] and _workers(r) is not None}) >= 2}
     out["pooled"] = sweeps.pooled_cadence([
         (stall_timing.effective_workers(_workers(r)), r.get("temporal"), r.get("period"),
          r.get("predicted")) for r in rows if not r["error"] and _workers(r) is not None])

@@ -212,6 +212,12 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
              f"in all; max(1, num_workers):period {shown})")
     least = SWEEP_MIN_DISTINCT_WORKERS
     pooled = c.get("pooled") or {}
+    if c.get("workers_varied") is False:
+        text = "num_workers vs stall period: num_workers did not vary in this sweep; nothing to correlate"
+        if ignored:
+            text += (" (counting the workers each loader was built with; "
+                     "make_loader ignored num_workers, see below)")
+        return text
     if c.get("follows") is True and pooled.get("follows") and c["distinct_workers"] < least:
         return (f"num_workers vs stall period: the period follows num_workers: the stalls "
                 f"fall on every max(1, num_workers)-th fetch from the epoch start in "
