@@ -6,12 +6,41 @@ import pytest
 from traceml.findings import advice, host_contention, input_bound
 
 
-def _summary(main_runq_s, workers_runq_s, wall_s=0.5, stalls=10, num_workers=4):
+def _summary(main_runq_s, workers_runq_s, wall_s=0.5, stalls=10, num_workers=4,
+             main_cpu_s=None, workers_cpu_s=None, cpus=2):
     return {"workers": {"intervals": {"slow": {
                 "count": stalls, "wall_s": wall_s, "main_runq_wait_s": main_runq_s,
-                "runq_wait_s": workers_runq_s}}},
-            "loader": {"num_workers": num_workers}, "host": {"usable_cpus": 2},
+                "runq_wait_s": workers_runq_s, "main_cpu_s": main_cpu_s,
+                "worker_cpu_s": workers_cpu_s}}},
+            "loader": {"num_workers": num_workers}, "host": {"usable_cpus": cpus},
             "diagnosis": input_bound.BALANCED, "steady_steps": 80}
+
+
+def test_the_job_waiting_for_its_own_workers_is_not_the_hosts():
+    # 4 workers on 2 cores, each running half the time and waiting half:
+    # over 0.5 s of stalls they used 1.0 CPU-s (2 cores full, with the
+    # main process's 0.05) and waited 1.0 s in the run queue.  The CPU the
+    # job left unused, 2 x 0.5 - 1.05 < 0, bounds what other programs took:
+    # nothing.  The seed investigation's host, not a busy one.
+    m = host_contention.measure(_summary(0.0, 1.0, main_cpu_s=0.05, workers_cpu_s=1.0))
+    assert m["share"] == pytest.approx(0.5)           # (0 + 1.0 / 4) / 0.5
+    assert m["others_fraction"] == 0.0 and m["host_share"] == 0.0
+    assert m["own_cores"] == pytest.approx(2.1)
+    items = [("lockstep", {}), ("vary_workers_then_in_order", {})]
+    assert advice.evidence_next_steps(_summary(0.0, 1.0, main_cpu_s=0.05,
+                                               workers_cpu_s=1.0), items) == items
+
+
+def test_waiting_beside_an_idle_job_is_the_hosts():
+    # The same waits while the job used 0.15 CPU-s of the 1.0 it could
+    # have: spare 0.85 of the 1.2 s queued, so 0.85 / 1.2 of the wait is
+    # what other programs can have taken.
+    m = host_contention.measure(_summary(0.2, 1.0, main_cpu_s=0.05, workers_cpu_s=0.1))
+    assert m["others_fraction"] == pytest.approx(0.85 / 1.2)
+    assert m["host_share"] == pytest.approx(min(1.0, (0.2 + 0.25) / 0.5) * 0.85 / 1.2)
+    assert [c for c, _ in advice.evidence_next_steps(
+        _summary(0.2, 1.0, main_cpu_s=0.05, workers_cpu_s=0.1), [("irregular", {})])] == [
+        "host_contention"]
 
 
 def test_the_measured_share_is_main_plus_the_workers_mean():

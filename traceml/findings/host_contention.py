@@ -13,10 +13,24 @@ wait).  The measured part of the stall time spent waiting for a CPU is
     / the stall windows' wall time,
 
 the workers' mean standing in for the awaited worker's (all of them
-stand in the same run queue).  When it is the larger part
-(HOST_WAIT_SHARE), the report says so and its next step is the host's,
-replacing the readings and experiments that would blame the loader's
-pattern.
+stand in the same run queue).
+
+Not all of that wait is the host's.  4 workers on 2 cores wait for each
+other: the loader's own demand for CPU exceeds the cores, and that is
+the loader's cost (the seed investigation's 4 workers on a 2-CPU Colab
+host), not the host's.  The CPU time the job's threads waited for that
+other programs can have taken is at most the CPU the job itself left
+unused in the stall windows:
+
+    spare = usable CPUs x stall wall time - (main process's CPU + the
+            workers' CPU), at least 0,
+
+so of the job's total run-queue wait Q (main thread + every worker's),
+at most min(1, spare / Q) is the host's; the measured share above is
+scaled by that.  When the host's part is the larger part of the stall
+time (HOST_WAIT_SHARE), the report says so and its next step is the
+host's, replacing the readings and experiments that would blame the
+loader's pattern.
 """
 
 from __future__ import annotations
@@ -42,10 +56,14 @@ ONLY_REPLACING: frozenset = frozenset()
 
 
 def measure(s: dict) -> dict | None:
-    """{cpu_wait_s (per stall), share (of the stall time), main_s, workers_s
-    (per stall: the main thread's and the workers' mean run-queue wait),
-    stalls, cpus, num_workers} from the sampler's stall windows, or None
-    where the run-queue wait was not read or there were no stalls."""
+    """{cpu_wait_s (per stall), share (of the stall time, waiting for a
+    CPU), others_fraction (the part of it other programs can have caused:
+    min(1, spare / Q), see above; 1.0 where the job's CPU or the usable
+    CPUs were not read), host_share (share x others_fraction), own_cores
+    (the job's CPU-s per stall wall-s, or None), main_s, workers_s (per
+    stall: the main thread's and the workers' mean run-queue wait), stalls,
+    cpus, num_workers} from the sampler's stall windows, or None where the
+    run-queue wait was not read or there were no stalls."""
     iv = (s.get("workers") or {}).get("intervals") or {}
     slow = iv.get("slow") or {}
     wall, count = slow.get("wall_s"), slow.get("count")
@@ -55,10 +73,19 @@ def measure(s: dict) -> dict | None:
     nw = (s.get("loader") or {}).get("num_workers") or 0
     per_worker = (workers or 0.0) / max(nw, 1) if nw else 0.0
     waited = (main or 0.0) + per_worker
-    return {"cpu_wait_s": waited / count, "share": min(1.0, waited / wall),
+    share = min(1.0, waited / wall)
+    cpus = (s.get("host") or {}).get("usable_cpus")
+    main_cpu, workers_cpu = slow.get("main_cpu_s"), slow.get("worker_cpu_s")
+    own = None if main_cpu is None and workers_cpu is None else (main_cpu or 0.0) + (workers_cpu or 0.0)
+    queued = (main or 0.0) + (workers or 0.0)
+    others = 1.0
+    if own is not None and cpus and queued > 0:
+        others = min(1.0, max(0.0, cpus * wall - own) / queued)
+    return {"cpu_wait_s": waited / count, "share": share, "others_fraction": others,
+            "host_share": share * others,
+            "own_cores": None if own is None else own / wall,
             "main_s": (main or 0.0) / count, "workers_s": per_worker / count,
-            "stalls": int(count), "cpus": (s.get("host") or {}).get("usable_cpus"),
-            "num_workers": nw}
+            "stalls": int(count), "cpus": cpus, "num_workers": nw}
 
 
 def superseded_by(f: Finding) -> frozenset:
@@ -67,10 +94,11 @@ def superseded_by(f: Finding) -> frozenset:
 
 
 def advise(s: dict) -> list[Finding]:
-    """``host_contention`` where waiting for a CPU is HOST_WAIT_SHARE or
-    more of the stall time (see :func:`measure`); else nothing."""
+    """``host_contention`` where waiting for a CPU that other programs can
+    have taken is HOST_WAIT_SHARE or more of the stall time (see
+    :func:`measure`); else nothing."""
     m = measure(s)
-    if m is None or m["share"] < HOST_WAIT_SHARE:
+    if m is None or m["host_share"] < HOST_WAIT_SHARE:
         return []
     return [Finding("host_contention", m)]
 
@@ -81,6 +109,8 @@ WORDS: dict[str, Words] = {
         f"stall for a CPU ({pct(p['share'])} of the stall time; the main thread "
         f"{fmt_s(p['main_s'])}, each worker {fmt_s(p['workers_s'])}"
         + (f", {p['num_workers']} workers on {p['cpus']} CPUs" if p["cpus"] else "")
+        + (f"; the job itself used {p['own_cores']:.1f} of the CPUs then"
+           if p.get("own_cores") is not None and p["cpus"] else "")
         + "): the host is full, so the stalls say more about it than about the loader. "
         "Next: run beside fewer processes (stop what else is running, or use fewer workers "
         "than cores) and compare (traceml.compare) before changing the loader."),
