@@ -85,7 +85,7 @@ def test_compare_renders_and_validates(tmp_path):
     c = traceml.compare(base, base.save(tmp_path / "x.traceml"))
     assert c.rows[1]["label"] == "x.traceml"
     text = str(c)
-    assert "mean fetch" in text and "x.traceml: EQUIVALENT" in text
+    assert "fetch  median" in text and "x.traceml: EQUIVALENT" in text
     assert "<table" in c._repr_html_()
     assert c.to_dict()["rows"][1]["verdict"] == "EQUIVALENT"
     with pytest.raises(ValueError, match="at least one run"):

@@ -204,6 +204,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             "mean_wait_s": s["input_wait_s"]["mean"],
             "median_wait_s": s["input_wait_s"]["median"],
             "p95_wait_s": s["input_wait_s"]["p95"],
+            "step_mean_s": (s.get("step_s") or {}).get("mean"),
             "stalls": stalls,
             "median_gap": gap,
             "overtaking": (s.get("delivery") or {}).get("overtaking"),

@@ -60,6 +60,11 @@ def _cell(value, fmt=str) -> str:
     return "-" if value is None else fmt(value)
 
 
+def _ms(x) -> str:
+    """Seconds as milliseconds, three significant digits ("-" for None)."""
+    return _cell(x, lambda v: f"{v * 1e3:.3g}")
+
+
 # --- Report ----------------------------------------------------------------------
 
 
@@ -203,15 +208,19 @@ def _page(parts: list[str]) -> str:
 
 # --- Comparison ------------------------------------------------------------------
 
-COMPARE_COLUMNS = ("run", "mean fetch", "median", "p95", "stalls>thr", "per 100", "stall gap",
-                   "overtakes", "input share", "diagnosis", "shape", "verdict")
+# Within 100 columns, one unit a column: the times in ms a step (said in
+# the title), stalls per 100 steady steps at the baseline's threshold,
+# their median gap in steps, the input share of step time.
+COMPARE_TITLE = "each run, times in ms a step:"
+COMPARE_COLUMNS = ("run", "fetch", "median", "p95", "step", "stalls/100", "gap", "input",
+                   "diagnosis", "shape", "verdict")
 
 
 def _comparison_cells(rows: list[dict]) -> list[list[str]]:
     return [[
-        r["label"], fmt_s(r["mean_wait_s"]), fmt_s(r["median_wait_s"]), fmt_s(r["p95_wait_s"]),
-        _cell(r["stalls"]), _cell(r.get("stalls_per_100"), lambda x: f"{x:.1f}"),
-        _cell(r["median_gap"], lambda g: f"{g:g}"), _cell(r["overtaking"]),
+        r["label"], _ms(r["mean_wait_s"]), _ms(r["median_wait_s"]), _ms(r["p95_wait_s"]),
+        _ms(r.get("step_mean_s")), _cell(r.get("stalls_per_100"), lambda x: f"{x:.1f}"),
+        _cell(r["median_gap"], lambda g: f"{g:g}"),
         _cell(r["input_share"], lambda x: pct(x, 1)),
         r["diagnosis"], r["shape"] or "-", r["verdict"],
     ] for r in rows]
@@ -219,8 +228,12 @@ def _comparison_cells(rows: list[dict]) -> list[list[str]]:
 
 def comparison_text(d: dict) -> str:
     """The terminal table of a Comparison's ``to_dict()``."""
-    out = [comparison.compare_threshold(d["threshold_s"])]
+    out = [comparison.compare_threshold(d["threshold_s"]), COMPARE_TITLE]
     out.extend(table_text(COMPARE_COLUMNS, _comparison_cells(d["rows"])))
+    moved = [r for r in d["rows"] if r.get("overtaking")]
+    if moved:
+        out.append("overtakes (deliveries that passed a batch of lower rank): " + ", ".join(
+            f"{r['label']} {r['overtaking']}" for r in moved))
     out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:])
     out.extend(rank_stragglers.compare_ranks_line(r) for r in d["rows"] if r.get("ranks"))
     return "\n".join(out)
@@ -230,6 +243,7 @@ def comparison_html(d: dict) -> str:
     """Static HTML of a Comparison's ``to_dict()``."""
     e = html.escape
     return _page([f"<div>{e(comparison.compare_threshold(d['threshold_s']))}</div>",
+                  f"<div>{e(COMPARE_TITLE)}</div>",
                   table_html(COMPARE_COLUMNS, _comparison_cells(d["rows"]))]
                  + [f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
                     for r in d["rows"][1:]])
@@ -249,11 +263,6 @@ SWEEP_EVIDENCE_TITLE = ("the evidence behind each (model: traceml.predict's mean
 SWEEP_EVIDENCE_COLUMNS = ("dir", "model (ms)", "error", "gaps=k·n", "overtakes",
                           "cores@stall", "read@stall (MB)")
 _DIR = {"forward": "fwd", "backward": "bwd"}
-
-
-def _ms(x) -> str:
-    """Seconds as milliseconds, three significant digits ("-" for None)."""
-    return _cell(x, lambda v: f"{v * 1e3:.3g}")
 
 
 def _sweep_params(rows: list[dict]) -> list[str]:
