@@ -25,7 +25,9 @@ The recipes, in the words of the project's "Diagnostic truth" issue:
   scheduling blips, or a 4-worker loader of cheap items (waits of 0.1 ms,
   some 1-4 ms) -- no stall, no period, not INPUT-BOUND;
 * input at 20% or 5% of step time exactly -- either label, borderline with
-  the other (the diagnosis's block-bootstrap support);
+  the other (the diagnosis's block-bootstrap support); four stalls that
+  cost about 5% of the step time -- FAST or HEAVY-TAILED, the shape
+  borderline with the other;
 * a small stall once a round (the cheap loader's 2-3 ms ripple) and two
   groups of sub-step waits (every 3rd-5th fetch 0.7-3 ms against
   0.12-0.3 ms, compute 1.6-9 ms) -- PERIODIC, not INPUT-BOUND; the same
@@ -489,6 +491,19 @@ def on_the_line(seed: int, line: float, n: int = 60, num_workers: int = 2) -> Ca
     truth = {"diagnosis": OneOf(*pair), "diagnosis_support.other": OneOf(*pair)}
     return make(f"on-the-line-{line:g}-s{seed}", wait, truth, num_workers=num_workers,
                 compute_ms=compute)
+
+
+def at_the_cost_line(seed: int, n: int = 60) -> Case:
+    """Four 8 ms waits among 0.1 ms fetches of a 10 ms step: together they
+    cost about 5% of the step time, the line between outliers (FAST) and
+    stalls (HEAVY-TAILED), so another run of the loop may read either:
+    the shape is borderline, with the other reading."""
+    rng = np.random.default_rng(1500 + seed)
+    wait = _fast(rng, n, 0.1)
+    wait[rng.choice(n, 4, replace=False)] = 8.0
+    pair = ("FAST", "HEAVY-TAILED")
+    truth = {"shape": OneOf(*pair), "shape_support.other": OneOf(*pair)}
+    return make(f"at-the-cost-line-s{seed}", wait, truth, num_workers=2, compute_ms=10.0)
 
 
 def small_two_groups(seed: int, every: int, slow_ms: float, fast_ms: float,
@@ -1051,7 +1066,7 @@ def corpus() -> list[Case]:
     cases += [healthy_jitter(5, num_workers=0), healthy_jitter(6, n=30, num_workers=3)]
     cases += [healthy_cheap_workers(s) for s in range(2)]
     cases += [healthy_cheap_workers(s, ripple=True) for s in range(2)]
-    cases += [on_the_line(0, 0.2), on_the_line(1, 0.05)]
+    cases += [on_the_line(0, 0.2), on_the_line(1, 0.05), at_the_cost_line(0), at_the_cost_line(1)]
     cases += [small_two_groups(0, 4, 1.1, 0.18, 2.2), small_two_groups(1, 3, 0.7, 0.12, 1.6),
               small_two_groups(2, 5, 3.0, 0.3, 9.0),
               small_two_groups(3, 4, 1.1, 0.18, 2.2, periodic=False),

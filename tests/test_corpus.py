@@ -85,7 +85,8 @@ def test_corpus_is_well_formed():
         for path in c.truth:
             assert path.split(".")[0] in (
                 "diagnosis", "shape", "stalls", "temporal", "trend",
-                "attribution", "headline", "production", "diagnosis_support"), (c.name, path)
+                "attribution", "headline", "production", "diagnosis_support",
+                "shape_support"), (c.name, path)
 
 
 def test_labels_read_missing_keys_as_not_found():

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _core, evidence, memory, predict, sample_timing, stacks, worker_timing
 from . import findings
-from .findings import _numbers, advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, label_support, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
+from .findings import advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, label_support, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -195,7 +195,8 @@ def build(
     if gpu is not None:     # cuda off: no gpu key, the summary as before
         summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
     summary["production"] = production
-    mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s)
+    mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s,
+                                 max(1, int((loader or {}).get("num_workers") or 0)))
     summary.update(stalls)
     if summary.get("gpu") is not None:
         # NVML's utilisation in the input waits against the rest (needs the
@@ -400,38 +401,36 @@ def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
     return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step)
 
 
-def _stalls(w: _Steady, epoch: np.ndarray,
-            threshold_s: Optional[float]) -> tuple[np.ndarray, np.ndarray, dict]:
+def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
+            round_steps: int = 1) -> tuple[np.ndarray, np.ndarray, dict]:
     """(stall mask over all steps, gaps between stalls, the shape,
     concentration, trend and stalls sections) under
     stall_threshold.stall_threshold_ns."""
-    rule = stall_threshold.stall_threshold_ns(w.wait, w.step, threshold_s)
-    above = _core.stall_mask(w.wait, rule.threshold_ns)
-    matter = stall_threshold.stalls_matter(w.wait, w.step, above, rule.code)
+    trends = []
+
+    def trending(rule) -> bool:
+        trends.append(wait_trend.trend(w.wait, epoch if w.all else epoch[w.steady],
+                                       rule.floor_ns))
+        return trends[0] is not None
+
+    found = stall_shape.classify(w.wait, w.step, threshold_s, trending)
+    trend = trends[0]
+    shape_support = (label_support.shape_support(w.wait, w.step, found.shape[0], threshold_s,
+                                                  round_steps)
+                     if found.shape else None)
     w.step = None    # not needed past the stall rule: 8 B a step
-    if matter.code != stall_threshold.STALLS_KEPT:
-        outliers_s, mask_s = above, np.zeros_like(above)
-    else:
-        outliers_s, mask_s = np.zeros_like(above), above
-    del above
+    rule, matter, mask_s, outliers_s = found.rule, found.matter, found.stalls, found.outliers
     mask, outliers = w.full(mask_s), w.full(outliers_s)
     gaps = _core.stall_gaps(mask, epoch)
     values, counts = _core.gap_histogram(gaps)
     stall_count = int(np.count_nonzero(mask_s))
-    # The lower median: a fetch that at least half the fetches do not
-    # exceed (an interpolated median of half-stalled waits is neither).
-    median_wait = _numbers.lower_median(w.wait) if len(w.wait) else None
-    trend = wait_trend.trend(w.wait, epoch if w.all else epoch[w.steady], rule.floor_ns)
-    calm_median = (_core.percentiles(w.wait[~mask_s], 50.0)
-                   if stall_count < len(w.wait) else None)
-    stall_median = _core.percentiles(w.wait[mask_s], 50.0) if stall_count else None
-    shape = stall_shape.shape(stall_count, len(w.wait), rule.every_fetch_slow,
-                         calm_median, rule.floor_ns,
-                         median_wait, rule.threshold_ns, trend is not None, rule.least_ns)
+    calm_median, stall_median = found.calm_median_ns, found.stall_median_ns
+    shape = found.shape
     outlier_count = int(np.count_nonzero(outliers_s))
     return mask, gaps, {
         "shape": shape[0] if shape else None,
         "shape_rule": stall_shape.shape_rule(shape[1]) if shape else None,
+        "shape_support": shape_support,
         "concentration": stall_shape.concentration(w.wait, mask_s),
         "trend": trend,
         "stalls": {

@@ -115,6 +115,7 @@ def report_text(s: dict) -> str:
     shape = stall_timing.shape_line(s)
     if shape:
         out.append(shape)
+        out.extend(f"  ({line})" for line in label_support.shape_lines(s))
     out.extend(next_lines(s))
     out.extend(f"  · {line}" for line in slow_code.evidence_lines(s))
     out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
@@ -169,6 +170,8 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         shape = stall_timing.shape_line(s)
         if shape:
             parts.append(f"<div><b>{e(shape)}</b></div>")
+            parts.extend(f'<div style="color:#b54708">({e(line)})</div>'
+                         for line in label_support.shape_lines(s))
         if s.get("next"):
             parts.append(
                 '<ul style="margin:4px 0 6px 18px;padding:0">'

@@ -102,3 +102,35 @@ def test_the_same_run_gets_the_same_support_and_few_steps_get_none():
     assert ls.support(wait, step, label) == ls.support(wait, step, label)
     assert ls.support(wait[:5], step[:5], label) is None
     assert ls.support(wait, step, input_bound.NO_DATA) is None
+
+
+def _stalls_among_fast(n, stalls, stall_ms, seed=0):
+    rng = np.random.default_rng(seed)
+    wait = rng.lognormal(np.log(0.1), 0.5, n) * MS
+    wait[rng.choice(n, stalls, replace=False)] = stall_ms * MS
+    wait = wait.astype(np.int64)
+    return wait, wait + 10 * MS
+
+
+def test_the_shape_support_reads_each_resample_with_the_stall_rule():
+    from traceml.findings import stall_shape
+
+    # A stall every 4th fetch, 80 ms against 0.1 ms: every resample of
+    # blocks of 4 holds a quarter of stalls, HEAVY-TAILED each time.
+    wait = np.where(np.arange(80) % 4 == 0, 80 * MS, MS // 10).astype(np.int64)
+    step = wait + 10 * MS
+    label = stall_shape.classify(wait, step, None).shape[0]
+    sup = ls.shape_support(wait, step, label, round_steps=4)
+    assert label == stall_shape.HEAVY_TAILED and sup["support"] == 1.0
+    # Four 8 ms waits: about 5% of the step time together, the line
+    # between outliers (FAST) and stalls: resamples read both.
+    wait, step = _stalls_among_fast(60, 4, 8.0, seed=1500)
+    label = stall_shape.classify(wait, step, None).shape[0]
+    sup = ls.shape_support(wait, step, label)
+    assert ls.is_borderline(sup)
+    assert {label, sup["other"]} == {stall_shape.FAST, stall_shape.HEAVY_TAILED}
+    (line,) = ls.shape_lines({"shape": label, "shape_support": sup})
+    assert line.startswith(f"borderline shape: {label} in ")
+    # Past SHAPE_SUPPORT_MAX_STEPS: not computed.
+    wait, step = _stalls_among_fast(ls.SHAPE_SUPPORT_MAX_STEPS + 1, 40, 80.0)
+    assert ls.shape_support(wait, step, stall_shape.HEAVY_TAILED) is None

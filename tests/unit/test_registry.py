@@ -100,10 +100,12 @@ def test_every_family_note_has_words_and_a_corpus_case(corpus_summaries):
 
 
 def test_every_diagnosis_line_code_has_words_and_a_corpus_case(corpus_summaries):
-    """label_support's findings(summary), printed under the diagnosis:
-    each code it words is emitted by a corpus case."""
+    """label_support's findings(summary) and shape_findings(summary),
+    printed under the diagnosis and the shape: each code it words is
+    emitted by a corpus case."""
     family = findings.label_support
-    emitted = {code for _, s in corpus_summaries for code, _ in family.findings(s)}
+    emitted = {code for _, s in corpus_summaries
+               for code, _ in family.findings(s) + family.shape_findings(s)}
     assert emitted <= set(family.WORDS)
     assert set(family.WORDS) - emitted == set()
 

@@ -4,13 +4,13 @@ much of it the stalls hold.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from .. import _core
 from ..fmt import fmt_s, pct
-from . import _words, stall_threshold
+from . import _numbers, _words, stall_threshold
 
 
 # Shape tells "uniformly slow input" from "mostly fast input with large
@@ -82,6 +82,51 @@ def shape(stall_count: int, steady_steps: int, every_fetch_slow: bool,
     if median_wait_ns is not None and floor_ns is not None and median_wait_ns > floor_ns:
         return UNIFORMLY_SLOW, SHAPE_SLOW_MEDIAN
     return HEAVY_TAILED, SHAPE_HEAVY_TAIL
+
+
+class Classified(NamedTuple):
+    """What the stall rule and the shape make of steady waits: the rule
+    (stall_threshold.StallRule), whether the waits above it matter
+    (StallsMatter), the stall mask, the outlier mask (same shape as the
+    waits), the calm and the stall median waits (ns, None without such
+    fetches), the lower median wait, and the shape as (label, SHAPE_*
+    code) or None."""
+
+    rule: "stall_threshold.StallRule"
+    matter: "stall_threshold.StallsMatter"
+    stalls: np.ndarray
+    outliers: np.ndarray
+    calm_median_ns: Optional[float]
+    stall_median_ns: Optional[float]
+    median_wait_ns: Optional[float]
+    shape: Optional[tuple]
+
+
+def classify(wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
+             trending=None) -> Classified:
+    """The stall rule over the steady waits and steps (ns, shape
+    (steps,)), whether the waits above it matter, and the shape; ``given_s``
+    the caller's threshold (s) or None; ``trending(rule) -> bool``: whether
+    the wait trends, given the rule (its floor; see :func:`shape`; None:
+    it does not)."""
+    rule = stall_threshold.stall_threshold_ns(wait_ns, step_ns, given_s)
+    trends = bool(trending(rule)) if trending is not None else False
+    above = _core.stall_mask(wait_ns, rule.threshold_ns)
+    matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code)
+    if matter.code != stall_threshold.STALLS_KEPT:
+        outliers, stalls = above, np.zeros_like(above)
+    else:
+        outliers, stalls = np.zeros_like(above), above
+    del above
+    count = int(np.count_nonzero(stalls))
+    # The lower median: a fetch that at least half the fetches do not
+    # exceed (an interpolated median of half-stalled waits is neither).
+    median_wait = _numbers.lower_median(wait_ns) if len(wait_ns) else None
+    calm = _core.percentiles(wait_ns[~stalls], 50.0) if count < len(wait_ns) else None
+    stalled = _core.percentiles(wait_ns[stalls], 50.0) if count else None
+    found = shape(count, len(wait_ns), rule.every_fetch_slow, calm, rule.floor_ns,
+                  median_wait, rule.threshold_ns, trends, rule.least_ns)
+    return Classified(rule, matter, stalls, outliers, calm, stalled, median_wait, found)
 
 
 def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
