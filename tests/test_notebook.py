@@ -170,15 +170,25 @@ def test_executes_quick(tmp_path, monkeypatch):
     assert _data(_cell(nb, "sweep.plot()"), "image/png")
 
     # The sweep table: 10 rows, 4, 3, 2, 1, 0 then back.
+    # The timing table follows its title, one row a condition, num_workers
+    # and path as columns, then the direction.
     table = _text(_cell(nb, "sweep = traceml.sweep("))
-    rows = [ln for ln in table.splitlines() if ln.startswith("num_workers=")]
-    workers = [int(ln.split()[0].split("=")[1]) for ln in rows]
+    lines = table.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("num_workers "))
+    rows = lines[head + 1:lines.index("", head)]
+    workers = [int(ln.split()[0]) for ln in rows]
     assert workers == [4, 3, 2, 1, 0, 0, 1, 2, 3, 4], table
-    assert [ln.split()[3] for ln in rows] == ["forward"] * 5 + ["backward"] * 5
+    assert [ln.split()[2] for ln in rows] == ["fwd"] * 5 + ["bwd"] * 5
     assert "num_workers vs stall period" in table
 
     order = _text(_cell(nb, "in_order=(True, False)"))
-    assert "in_order=True" in order and "in_order=False" in order, order
+    # in_order is a column of its own, True in one row and False in the other.
+    head = next(ln for ln in order.splitlines() if ln.startswith("num_workers "))
+    col = head.split().index("in_order")
+    rows = order.splitlines()
+    first = rows.index(head)
+    cells = [ln.split()[col] for ln in rows[first + 1:rows.index("", first)]]
+    assert cells == ["True", "False"], order
 
     # The comparison renders as an HTML table with both runs and a verdict.
     cmp_html = _data(_cell(nb, "traceml.compare("), "text/html")

@@ -541,14 +541,24 @@ def test_every_third_sample_slow_keeps_its_period_across_num_workers():
     periods = [rep["temporal"]["period"] for rep in res.runs]
     assert [r["period"] for r in res.rows] == periods
     # With 2 workers prefetching, every other slow sample can hide behind
-    # the other worker's batches: period 6, still set by the data.
-    assert periods[0] in (3, 6) and periods[1:] == [3, 3], (
-        periods, [r.input_wait_ns.tolist() for r in res.runs])
+    # the other worker's batches: period 6, still set by the data.  On a
+    # loaded host (a CI run beside other tests) the two workers' batches
+    # can bunch so that 60 steps only fit the period without settling it:
+    # "not yet" (UNSETTLED, 3 or 6), never another period.
+    first = res.runs[0]["temporal"]
+    settled = periods[0] is not None
+    assert (periods[0] if settled else first["consistent_period"]) in (3, 6), (
+        first, [r.input_wait_ns.tolist() for r in res.runs])
+    assert settled or first["label"] == "UNSETTLED"
+    assert periods[1:] == [3, 3], (periods, [r.input_wait_ns.tolist() for r in res.runs])
     c = res.correlation
-    assert c["follows"] is False and c["rows"] == [[2, periods[0]], [1, 3], [1, 3]]
-    said = ("the same at every num_workers: set by the data" if periods[0] == 3
-            else "period != max(1, num_workers) in 3 of 3 rows")
-    assert f"the period does not follow num_workers ({said})" in str(res)
+    if settled:
+        assert c["follows"] is False and c["rows"] == [[2, periods[0]], [1, 3], [1, 3]]
+        said = ("the same at every num_workers: set by the data" if periods[0] == 3
+                else "period != max(1, num_workers) in 3 of 3 rows")
+        assert f"the period does not follow num_workers ({said})" in str(res)
+    else:
+        assert c["rows"] == [[1, 3], [1, 3]] and c["follows"] is not True
     assert "Pearson" not in str(res)    # 2 distinct num_workers: no fit printed
     for rep in res.runs:
         # Recomputed from the delivery record: the stalled ranks' residue,
