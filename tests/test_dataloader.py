@@ -382,14 +382,26 @@ def test_rare_slow_sample_over_slow_fetches_has_its_own_cadence(num_workers):
     assert set(stalls) <= {4, 5, 14, 15, 24, 25, 34, 35}, r.input_wait_ns // MS
     if num_workers == 0:
         assert stalls == [5, 15, 25, 35], r.input_wait_ns // MS
-    assert d["temporal"]["label"] == "PERIODIC" and d["temporal"]["period"] == 10
+    # A burst that starts one step early moves its gap to 9 or 11: with
+    # one worker, 4 slow batches in 40 steps may then only fit the period
+    # ("not yet", UNSETTLED, consistent with 10), never another one.
+    tmp = d["temporal"]
+    settled = (tmp["label"], tmp["period"]) == ("PERIODIC", 10)
+    unsettled = (num_workers == 1 and tmp["label"] == "UNSETTLED"
+                 and tmp["consistent_period"] == 10)
+    assert settled or unsettled, (stalls, tmp, r.input_wait_ns // MS)
     assert d["cadence"]["matches_num_workers"] is False
     assert d["shape"] == "UNIFORMLY-SLOW"
     assert d["diagnosis"] == "INPUT-BOUND"
     # In the main process the loop waits the whole 200 ms; a worker may
     # start the slow batch up to two batches (~25 ms) before it is asked for.
-    least_s = 0.200 if num_workers == 0 else 0.150
-    assert (r.input_wait_ns[[5, 15, 25, 35]] >= least_s * 1e9).all()
+    # With one worker that wait may be split with the fetch before (the
+    # GIL hand-over above: 47-63 ms there, 146-171 ms on the slow batch).
+    slow = np.array([5, 15, 25, 35])
+    if num_workers == 0:
+        assert (r.input_wait_ns[slow] >= 0.200 * 1e9).all()
+    else:
+        assert (r.input_wait_ns[slow] + r.input_wait_ns[slow - 1] >= 0.150 * 1e9).all()
 
 
 @pytest.mark.slow

@@ -206,7 +206,8 @@ def build(
     num_workers = loader.get("num_workers") if loader else None
     predicted = _predicted_cadence(steps, w, mask, stalls["stalls"], num_workers)
     summary.update(_temporal(mask, gaps, epoch, w.wait, num_workers,
-                             stalls["stalls"]["every_fetch_slow"], predicted))
+                             stalls["stalls"]["every_fetch_slow"], predicted,
+                             steps["fetch_done_ns"][mask] - steps["begin_ns"][mask]))
     w.wait = None    # the statistics are taken: 8 B a step
     summary["epoch_start"] = {
         "count": int(first.sum()),
@@ -489,14 +490,16 @@ def _epoch_position(steps: np.ndarray) -> np.ndarray:
 
 def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
               steady_wait: np.ndarray, num_workers: Optional[int],
-              every_fetch: bool, predicted: Optional[dict] = None) -> dict:
-    """The temporal structure of the stalls and their cadence."""
+              every_fetch: bool, predicted: Optional[dict] = None,
+              stall_wait: Optional[np.ndarray] = None) -> dict:
+    """The temporal structure of the stalls and their cadence;
+    ``stall_wait``: each stall's wait (ns, in step order)."""
     temporal = stall_timing.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch,
-                                        predicted)
+                                        predicted, stall_wait)
     period = temporal["period"] if temporal else None
     if temporal and temporal["counted"] == "bursts":
         # The cadence of a period counted per burst is that of the bursts.
-        gaps = _core.stall_gaps(stall_timing.burst_onsets(mask, epoch), epoch)
+        gaps = _core.stall_gaps(stall_timing.burst_anchors(mask, epoch, stall_wait), epoch)
     return {"temporal": temporal, "cadence": stall_timing.cadence(gaps, period, num_workers)}
 
 

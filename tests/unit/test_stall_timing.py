@@ -149,3 +149,39 @@ def test_two_bursts_are_too_few_bursts():
     wait = np.where(mask, 40_000_000, 100_000).astype(np.int64)
     t = stall_timing.temporal_of(mask, np.zeros(n, dtype=np.int32), wait)
     assert (t["label"], t["counted"]) == (stall_timing.TOO_FEW, "bursts")
+
+
+def test_a_burst_is_placed_at_a_dominant_wait_else_at_its_first_stall():
+    epoch = np.zeros(12, dtype=np.int32)
+    mask = np.zeros(12, dtype=bool)
+    # One worker's GIL hand-over: 55 ms on the batch before the slow one,
+    # 156 ms on the slow one (74% of the run): the run stands at the slow.
+    mask[[3, 4]] = True
+    # A burst of equal slow samples: no wait holds half: its first stall.
+    mask[[7, 8, 9]] = True
+    waits = np.array([55, 156, 40, 41, 39]) * 1_000_000
+    got = stall_timing.burst_anchors(mask, epoch, waits)
+    assert np.flatnonzero(got).tolist() == [4, 7]
+    # Without the waits, every run stands at its first stall.
+    assert np.flatnonzero(stall_timing.burst_anchors(mask, epoch)).tolist() == [3, 7]
+    # A round's pair (100 ms then 50): the first is the longest.
+    pair = np.zeros(12, dtype=bool)
+    pair[[0, 1]] = True
+    assert np.flatnonzero(stall_timing.burst_anchors(
+        pair, epoch, np.array([100, 50]) * 1_000_000)).tolist() == [0]
+
+
+def test_bursts_of_the_hand_over_keep_their_period():
+    # Slow batches at 5, 15, 25, 35; the fetch before two of them stalls
+    # too.  By first stalls the bursts' gaps read 9, 11, 9; placed at their
+    # longest waits, 10, 10, 10.
+    n = 40
+    mask = np.zeros(n, dtype=bool)
+    mask[[5, 14, 15, 25, 34, 35]] = True
+    wait = np.full(n, 10_000_000, dtype=np.int64)
+    wait[[5, 15, 25, 35]] = 156_000_000
+    wait[[14, 34]] = 60_000_000
+    epoch = np.zeros(n, dtype=np.int32)
+    t = stall_timing.temporal_of(mask, epoch, wait, stall_wait_ns=wait[mask])
+    assert t["counted"] == "bursts" and t["burst_gap_histogram"] == [[10, 3]]
+    assert (t.get("period") or t.get("consistent_period")) == 10

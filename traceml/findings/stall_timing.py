@@ -56,6 +56,44 @@ def burst_onsets(stall_mask: np.ndarray, epoch: np.ndarray) -> np.ndarray:
     return stall_mask & ~prev
 
 
+# A run of back-to-back stalls is placed at its longest wait when that wait
+# holds at least this share of the run's wait (one stall is the run's
+# cause: "most", as the other families say it), else at its first stall.
+BURST_DOMINANT_SHARE = 0.5
+
+
+def burst_anchors(stall_mask: np.ndarray, epoch: np.ndarray,
+                  stall_wait_ns: Optional[np.ndarray] = None) -> np.ndarray:
+    """The stall that stands for each run of back-to-back stalls (same
+    epoch): its longest wait where that holds BURST_DOMINANT_SHARE of the
+    run's wait, else (and where the waits, ``stall_wait_ns``, one per stall
+    in step order, are not given) its first stall.  One worker burning a
+    slow batch makes the loop wait on the batch before it too (the worker
+    holds the GIL its queue's feeder needs: 47-63 ms before 146-171 ms
+    measured), so anchoring at the first stall moved that run by one step
+    whenever the wait before crossed the threshold, and gaps of 10 read
+    9, 11, 9; a round whose workers finish in pairs stalls longest on its
+    first batch; a burst of equal slow samples has no dominant wait and
+    keeps its first."""
+    onsets = burst_onsets(stall_mask, epoch)
+    if stall_wait_ns is None:
+        return onsets
+    idx = np.flatnonzero(stall_mask)
+    if len(idx) == 0:
+        return onsets
+    wait = np.asarray(stall_wait_ns, dtype=np.int64)
+    run = np.cumsum(onsets[idx]) - 1
+    order = np.lexsort((-wait, run))
+    peak = order[np.r_[True, run[order][1:] != run[order][:-1]]]   # per run, in run order
+    total = np.bincount(run, weights=wait.astype(np.float64))
+    dominant = wait[peak] >= BURST_DOMINANT_SHARE * total
+    first = np.flatnonzero(onsets[idx])                            # per run, in run order
+    out = onsets.copy()
+    out[idx[first[dominant]]] = False
+    out[idx[peak[dominant]]] = True
+    return out
+
+
 def _null_gap_prob(g, rate: float, bursts: bool) -> np.ndarray:
     """The chance that a gap is ``g`` steps under random stalls at ``rate``:
     between stalls, geometric; between the onsets of runs of back-to-back
@@ -237,7 +275,8 @@ def gap_settle_steps(period: int, stalls: int, steps: int, bursts: int = 0) -> O
 
 def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
                 steady_wait_ns: np.ndarray, steady_steps: Optional[int] = None,
-                every_fetch: bool = False, predicted: Optional[dict] = None) -> Optional[dict]:
+                every_fetch: bool = False, predicted: Optional[dict] = None,
+                stall_wait_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """Temporal structure of the stalls (see :func:`temporal`), counted per
     stall, or per burst when that alone shows a period; None without
     stalls.
@@ -250,8 +289,10 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     pairs, so that one stall becomes two back-to-back ones and the gaps
     read 1, 3, 1, 3 instead of 4, 4.  When the per-stall gaps show no
     period but runs of back-to-back stalls exist, the gaps between the
-    first stalls of each run are tried, under the same null test;
-    ``counted`` says which was used.
+    runs are tried, under the same null test, each run placed at its
+    longest wait (:func:`burst_anchors`; ``stall_wait_ns``: each stall's
+    wait in step order, None: at its first stall); ``counted`` says which
+    was used.
 
     ``predicted`` (:func:`predicted_cadence` for the loader's own period,
     or None) is answered first: PERIODIC at that period when it holds
@@ -265,17 +306,18 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     ``burst_gap_histogram``: [[gap, count], ...] between the bursts' first
     stalls, so that the words and the gaps shown are the same gaps.
     """
-    found = _temporal_of(stall_mask, epoch, steady_wait_ns, steady_steps, every_fetch, predicted)
+    anchors = burst_anchors(stall_mask, epoch, stall_wait_ns)
+    found = _temporal_of(stall_mask, epoch, steady_wait_ns, steady_steps, every_fetch, predicted,
+                         anchors)
     if found is not None and found.get("counted") == "bursts":
-        values, counts = _core.gap_histogram(
-            _core.stall_gaps(burst_onsets(stall_mask, epoch), epoch))
+        values, counts = _core.gap_histogram(_core.stall_gaps(anchors, epoch))
         found["burst_gap_histogram"] = np.stack([values, counts], axis=1).tolist()
     return found
 
 
 def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.ndarray,
                  steady_steps: Optional[int], every_fetch: bool,
-                 predicted: Optional[dict]) -> Optional[dict]:
+                 predicted: Optional[dict], anchors: np.ndarray) -> Optional[dict]:
     """:func:`temporal_of` before the bursts' gap histogram is added."""
     n = len(steady_wait_ns) if steady_steps is None else int(steady_steps)
     k = int(np.count_nonzero(stall_mask))
@@ -289,7 +331,7 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
     if predicted is not None and predicted["periodic"]:
         lag = predicted["period"]
         found, counted = temporal(gaps, steady_wait_ns, stalls=k, steps=n), "stalls"
-        onsets = burst_onsets(stall_mask, epoch)
+        onsets = anchors
         if found["modal_gap"] != lag and onsets.sum() < k:
             # Rounds whose workers finish in pairs stall twice back to back:
             # the bursts keep the period the residue test found.
@@ -304,7 +346,7 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
     per_stall = temporal(gaps, steady_wait_ns, stalls=k, steps=n)
     if per_stall["label"] == PERIODIC:
         return {**per_stall, "counted": "stalls", **extra}
-    onsets = burst_onsets(stall_mask, epoch)
+    onsets = anchors
     bursts = int(onsets.sum())
     per_burst = None
     if per_stall["label"] != TOO_FEW and bursts < k:
