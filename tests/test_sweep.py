@@ -735,4 +735,4 @@ def test_the_seed_sweep_at_16_steps_concludes():
     assert c["pooled"]["tested"] == 4 and c["pooled"]["fitting"] == 8
     assert c["pooled"]["p_value"] < 1e-6
     text = str(res)
-    assert "the period follows num_workers" in text and "8 rows at 3 distinct" in text
+    assert "the period follows num_workers" in text and "8 rows, at 2 distinct" in text

@@ -42,7 +42,7 @@ def test_the_seed_sweep_concludes_both_ways():
             (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None)]
     c = sweeps.pooled_cadence(rows + rows[::-1])
     assert c["follows"] is True and c["tested"] == 4 and c["fitting"] == 8
-    assert c["distinct_workers"] == 3 and c["other_period"] == 0
+    assert c["distinct_workers"] == 2 and c["other_period"] == 0
     assert c["p_value"] == pytest.approx(sweeps.pooled_p_value([seed4, seed2] * 2))
     # One direction alone concludes too.
     assert sweeps.pooled_cadence(rows)["follows"] is True
@@ -55,6 +55,19 @@ def test_a_period_set_by_the_data_does_not_follow():
               (1, "PERIODIC", 4, None)]
     c = sweeps.pooled_cadence(every4)
     assert c["follows"] is None and c["other_period"] == 2
+
+
+def test_evidence_at_one_num_workers_and_every_fetch_rows_is_not_following():
+    # Stalls on worker 0's residue at 2 workers (random slow samples land
+    # there half the time) and every fetch at 1 and 0 workers (any
+    # input-bound loader): the period is never seen to change with
+    # num_workers, whatever the pooled p.
+    on_residue = _test([2, 6, 8, 12], 16, 2)
+    rows = [(2, "UNSETTLED", None, on_residue), (1, "EVERY-FETCH", None, None),
+            (1, "EVERY-FETCH", None, None), (2, "UNSETTLED", None, on_residue)]
+    c = sweeps.pooled_cadence(rows)
+    assert c["distinct_workers"] == 1 and c["fitting"] == 4
+    assert c["follows"] is None
 
 
 def test_one_num_workers_alone_is_not_a_sweep():
