@@ -216,25 +216,28 @@ def is_borderline(sup: Optional[dict]) -> bool:
     return bool(sup and sup["support"] < SUPPORT_MIN and sup["other"] is not None)
 
 
+def _borderline(s: dict, label_key: str, code: str, keys: tuple) -> list[Finding]:
+    """[Finding(code, the support's ``keys``)] when the support of
+    ``s[label_key]`` (under ``label_key + "_support"``) is under
+    SUPPORT_MIN and is that label's; else []."""
+    sup = s.get(f"{label_key}_support")
+    if not is_borderline(sup) or s.get(label_key) != sup["label"]:
+        return []
+    return [Finding(code, {k: sup[k] for k in keys})]
+
+
 def findings(s: dict) -> list[Finding]:
     """``borderline`` when the diagnosis's support is under SUPPORT_MIN;
     else nothing.  The views print it under the diagnosis line."""
-    sup = s.get("diagnosis_support")
-    if not is_borderline(sup) or s.get("diagnosis") != sup["label"]:
-        return []
-    return [Finding("borderline", {k: sup[k] for k in (
-        "label", "support", "other", "readings", "share", "settle_steps", "block",
-        "resamples")})]
+    return _borderline(s, "diagnosis", "borderline", (
+        "label", "support", "other", "readings", "share", "settle_steps", "block", "resamples"))
 
 
 def shape_findings(s: dict) -> list[Finding]:
     """``borderline_shape`` when the shape's support is under SUPPORT_MIN;
     else nothing.  The views print it under the shape line."""
-    sup = s.get("shape_support")
-    if not is_borderline(sup) or s.get("shape") != sup["label"]:
-        return []
-    return [Finding("borderline_shape", {k: sup[k] for k in (
-        "label", "support", "other", "readings", "block", "resamples")})]
+    return _borderline(s, "shape", "borderline_shape", (
+        "label", "support", "other", "readings", "block", "resamples"))
 
 
 def diagnosis_lines(s: dict) -> list[str]:
