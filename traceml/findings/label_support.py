@@ -23,6 +23,7 @@ gave a different label on two identical runs).
 
 from __future__ import annotations
 
+import collections
 import math
 from typing import Optional
 
@@ -98,16 +99,14 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     if label not in LABELS or n < SUPPORT_MIN_STEPS:
         return None
     b = block_length(n, round_steps)
-    rng = np.random.default_rng(SUPPORT_SEED)
-    wait_sums, wait_rest = _block_sums(wait_ns, b)
-    k = len(wait_sums)
-    picks = rng.integers(0, k, size=(SUPPORT_RESAMPLES, k))
+    k = n // b
+    picks = np.random.default_rng(SUPPORT_SEED).integers(0, k, size=(SUPPORT_RESAMPLES, k))
 
     def resampled(x: np.ndarray) -> np.ndarray:
         sums, rest = _block_sums(x, b)
         return sums[picks].sum(axis=1) + rest
 
-    wait_r = wait_sums[picks].sum(axis=1) + wait_rest
+    wait_r = resampled(wait_ns)
     step_r = resampled(step_ns)
     share_r = np.divide(wait_r, step_r, out=np.full(SUPPORT_RESAMPLES, np.nan),
                         where=step_r > 0)
@@ -119,15 +118,9 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
         known_step = resampled(np.where(known, step_ns, 0))
         prod_r = np.divide(prod_sum, known_step, out=np.full(SUPPORT_RESAMPLES, np.nan),
                            where=known_step > 0)
-    labels = [input_bound.diagnose(
+    readings, other = _readings(label, [input_bound.diagnose(
         float(s), None if prod_r is None or not math.isfinite(prod_r[i]) else float(prod_r[i]),
-        None, mean_step_ns).label for i, s in enumerate(share_r)]
-    counts: dict[str, int] = {}
-    for x in labels:
-        counts[x] = counts.get(x, 0) + 1
-    readings = {x: c / SUPPORT_RESAMPLES for x, c in sorted(counts.items(), key=lambda kv: -kv[1])}
-    others = [x for x in readings if x != label]
-    other = others[0] if others else None
+        None, mean_step_ns).label for i, s in enumerate(share_r)])
     share = float(np.sum(wait_ns, dtype=np.float64) / np.sum(step_ns, dtype=np.float64))
     se = float(np.nanstd(share_r))
     line = _line_between(label, other, share)
@@ -165,18 +158,23 @@ def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     rng = np.random.default_rng(SUPPORT_SEED + 1)
     picks = rng.integers(0, k, size=(SUPPORT_RESAMPLES, k))
     offsets = np.arange(b)
-    counts: dict[str, int] = {}
+    names = []
     for row in picks:
         idx = (row[:, None] * b + offsets).ravel()
         got = stall_shape.classify(wait_ns[idx], step_ns[idx], given_s).shape
-        name = got[0] if got else None
-        counts[name] = counts.get(name, 0) + 1
-    readings = {x: c / SUPPORT_RESAMPLES for x, c in sorted(counts.items(), key=lambda kv: -kv[1])
-                if x is not None}
-    others = [x for x in readings if x != label]
+        names.append(got[0] if got else None)
+    readings, other = _readings(label, names)
     return {"label": label, "support": readings.get(label, 0.0), "readings": readings,
-            "other": others[0] if others else None, "block": b,
-            "resamples": SUPPORT_RESAMPLES}
+            "other": other, "block": b, "resamples": SUPPORT_RESAMPLES}
+
+
+def _readings(label: str, labels: list) -> tuple[dict, Optional[str]]:
+    """({label: share of the resamples}, commonest first, None left out;
+    the commonest label other than ``label``, or None) of the labels the
+    resamples gave."""
+    counts = collections.Counter(x for x in labels if x is not None)
+    readings = {x: c / SUPPORT_RESAMPLES for x, c in counts.most_common()}
+    return readings, next((x for x in readings if x != label), None)
 
 
 def _line_between(label: str, other: Optional[str], share: float) -> Optional[float]:
