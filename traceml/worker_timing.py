@@ -249,6 +249,14 @@ def note_reset(timing: Timing, epoch: np.ndarray, worker: np.ndarray) -> None:
         timing.offsets[(e, w)] = timing.offsets.get((e, w), 0) + c
 
 
+def _record_keys(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the records' (epoch, worker, seq) keys as a (3, n) int64 array, the
+    order that sorts the records by them)."""
+    keys = np.stack([records["epoch"].astype(np.int64), records["worker"].astype(np.int64),
+                     records["seq"]])
+    return keys, np.lexsort(keys[::-1])
+
+
 def match(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
           offsets: dict) -> np.ndarray:
     """For each step (``epoch`` and delivering ``worker``, -1 unknown, in
@@ -274,9 +282,7 @@ def match(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
     if offsets:
         k += np.array([offsets.get((int(a), int(b)), 0) for a, b in zip(e, w)], dtype=np.int64)
     # Look each (epoch, worker, k) up among the records.
-    rkey = np.stack([records["epoch"].astype(np.int64), records["worker"].astype(np.int64),
-                     records["seq"]])
-    rorder = np.lexsort(rkey[::-1])
+    rkey, rorder = _record_keys(records)
     sorted_keys = rkey[:, rorder]
     want = np.stack([e, w, k])
     # Encode the triples as one sortable int where they fit (epochs and
@@ -393,9 +399,7 @@ def in_the_making(records: np.ndarray, idx: np.ndarray, begin_ns: np.ndarray,
     hit = j >= 0
     if not hit.any() or len(records) == 0:
         return out
-    key = np.stack([records["epoch"].astype(np.int64), records["worker"].astype(np.int64),
-                    records["seq"]])
-    order = np.lexsort(key[::-1])
+    order = _record_keys(records)[1]
     pos_of = np.empty(len(records), dtype=np.int64)
     pos_of[order] = np.arange(len(records))
     a = begin_ns[which[hit]].astype(np.int64)
