@@ -328,6 +328,34 @@ rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+rec_snapshot_fetch_clocks(tm_recorder *self, PyObject *Py_UNUSED(ignored))
+{
+    npy_intp n = (npy_intp)self->store.nclocks;
+    PyArrayObject *step, *cpu, *runq;
+    int64_t *st, *c, *q;
+    npy_intp i;
+
+    step = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    cpu = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    runq = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (step == NULL || cpu == NULL || runq == NULL) {
+        Py_XDECREF(step);
+        Py_XDECREF(cpu);
+        Py_XDECREF(runq);
+        return NULL;
+    }
+    st = (int64_t *)PyArray_DATA(step);
+    c = (int64_t *)PyArray_DATA(cpu);
+    q = (int64_t *)PyArray_DATA(runq);
+    for (i = 0; i < n; i++) {
+        st[i] = self->store.clocks[i].step;
+        c[i] = self->store.clocks[i].cpu_ns;
+        q[i] = self->store.clocks[i].runq_ns;
+    }
+    return Py_BuildValue("(NNN)", step, cpu, runq);
+}
+
+static PyObject *
 rec_store_info(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     tm_probes *p = &self->probes;
@@ -577,6 +605,13 @@ static PyMethodDef recorder_methods[] = {
      "(int32, -1 where unknown), and its tensor and array bytes (int64, -1\n"
      "where not measured: wrap measures the first 8 batches of an epoch\n"
      "and every 64th); None when no step carried any of these."},
+    {"snapshot_fetch_clocks", (PyCFunction)rec_snapshot_fetch_clocks, METH_NOARGS,
+     "snapshot_fetch_clocks()\n--\n\nReturns (step, cpu_ns, runq_ns).\n\n"
+     "The fetches whose clocks wrap read (the first 1024 of each epoch and\n"
+     "every 1021st after), in step order: the step (index into snapshot()),\n"
+     "the fetching thread's CPU time inside the fetch and its wait for a\n"
+     "core inside it (schedstat's run-queue time), int64 ns each, -1 where\n"
+     "unreadable.  Probe steps carry none."},
     {"store_info", (PyCFunction)rec_store_info, METH_NOARGS,
      "store_info()\n--\n\nReturns dict.\n\n"
      "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"

@@ -90,6 +90,10 @@ tm_store_clear(tm_store *store)
     store->bytes = NULL;
     store->nbytes = 0;
     store->bytes_cap = 0;
+    PyMem_RawFree(store->clocks);
+    store->clocks = NULL;
+    store->nclocks = 0;
+    store->clocks_cap = 0;
     store->generation++;
 }
 
@@ -99,10 +103,14 @@ tm_store_free(tm_store *store)
     drop_records(store);
     PyMem_RawFree(store->delivery);
     PyMem_RawFree(store->bytes);
+    PyMem_RawFree(store->clocks);
     store->delivery = NULL;
     store->bytes = NULL;
     store->nbytes = 0;
     store->bytes_cap = 0;
+    store->clocks = NULL;
+    store->nclocks = 0;
+    store->clocks_cap = 0;
     store->len = 0;
 }
 
@@ -214,4 +222,26 @@ tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
     store->bytes[store->nbytes].step = (int64_t)i;
     store->bytes[store->nbytes].bytes = bytes;
     store->nbytes++;
+}
+
+/* Record step i's fetch clocks.  A failed growth loses this reading only:
+   the clocks are a sample. */
+void
+tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns)
+{
+    if (store->nclocks == store->clocks_cap) {
+        size_t cap = store->clocks_cap ? 2 * store->clocks_cap : 256;
+        tm_fetch_clock *grown = PyMem_RawRealloc(store->clocks,
+                                                 cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            return;
+        }
+        store->clocks = grown;
+        store->clocks_cap = cap;
+    }
+    store->clocks[store->nclocks].step = (int64_t)i;
+    store->clocks[store->nclocks].cpu_ns = cpu_ns;
+    store->clocks[store->nclocks].runq_ns = runq_ns;
+    store->nclocks++;
 }

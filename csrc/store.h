@@ -51,6 +51,17 @@ typedef struct {
     int64_t bytes;
 } tm_batch_bytes;
 
+/* A fetch's clocks in the thread that made it (sampled fetches only, see
+   TM_CLOCKS_* in wrap.c): the step (index in the store), the thread's CPU
+   time inside the fetch (CLOCK_THREAD_CPUTIME_ID) and its wait for a core
+   inside the fetch (schedstat's run-queue field; -1 where the kernel keeps
+   none). */
+typedef struct {
+    int64_t step;
+    int64_t cpu_ns;
+    int64_t runq_ns;
+} tm_fetch_clock;
+
 /*
  * A block of records lent to read-only views (Recorder.snapshot_view):
  * freed when the store and every view have let go of it.  While its block
@@ -78,6 +89,9 @@ typedef struct {
     tm_batch_bytes *bytes;   /* measured batch sizes, in step order */
     size_t nbytes;
     size_t bytes_cap;
+    tm_fetch_clock *clocks;  /* sampled fetch clocks, in step order */
+    size_t nclocks;
+    size_t clocks_cap;
     size_t cap_limit;        /* SIZE_MAX: none; tests lower it to make growth fail */
     uint64_t dropped;        /* steps lost to a failed growth */
 } tm_store;
@@ -86,6 +100,8 @@ void tm_store_init(tm_store *store);
 void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
                            int32_t worker);
 void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes);
+void tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns,
+                        int64_t runq_ns);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);

@@ -17,9 +17,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, memory, predict, sample_timing, stacks, worker_timing
+from . import _core, evidence, memory, predict, sample_timing, stacks, wait_split, worker_timing
 from . import findings
-from .findings import advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, label_support, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_trend, worker_evidence, worker_memory
+from .findings import advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, label_support, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_parts, wait_trend, worker_evidence, worker_memory
 from .result import Report
 
 NS = 1e-9
@@ -140,6 +140,7 @@ def build(
     gpu: Optional[dict] = None,
     worker_items: Optional[tuple] = None,
     stack_input: Optional["stacks.StackInput"] = None,
+    fetch_clocks: Optional[tuple] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -157,7 +158,9 @@ def build(
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
     source's sampled stacks (``traceml.stacks.input_for``; None: no
-    ``slow_code`` block)."""
+    ``slow_code`` block); ``fetch_clocks`` the store's sampled fetch
+    clocks, (step, cpu_ns, runq_ns) as ``Recorder.snapshot_fetch_clocks``
+    gives them (None: no ``wait_parts`` block)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     whole = bool(selected.all())
@@ -169,6 +172,11 @@ def build(
         batch_bytes = np.asarray(batch_bytes)
         if not whole:
             batch_bytes = batch_bytes[selected]
+    clocks = None
+    if fetch_clocks is not None and len(fetch_clocks[0]):
+        pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
+                                           len(records))
+        clocks = (pos, np.asarray(fetch_clocks[1]), np.asarray(fetch_clocks[2]))
     del selected
     epoch = steps["epoch"]
     epochs, _ = evidence.epoch_runs(epoch)
@@ -188,9 +196,12 @@ def build(
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
         unmarked = (int(np.count_nonzero(no_fetch[w.steady])), int(np.count_nonzero(w.steady)))
         del no_fetch
-    summary.update(_durations(w, production, unmarked))
+    decided = input_bound.production_share(production) is not None
+    parts_all = _wait_split(steps, w.steady, clocks, making_ns if decided else None)
+    other_largest = wait_parts.other_largest_fraction(parts_all)
+    summary.update(_durations(w, production, unmarked, other_largest))
     summary["diagnosis_support"] = _diagnosis_support(w, summary["diagnosis"], production,
-                                                      making_ns, loader)
+                                                      making_ns, loader, other_largest)
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
     if gpu is not None:     # cuda off: no gpu key, the summary as before
         summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
@@ -198,6 +209,10 @@ def build(
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s,
                                  max(1, int((loader or {}).get("num_workers") or 0)))
     summary.update(stalls)
+    summary["wait_parts"] = (None if parts_all is None else {
+        "all": parts_all,
+        "stalls": _wait_split(steps, mask, clocks, making_ns if decided else None),
+        "largest": wait_parts.next_for(parts_all)})
     if summary.get("gpu") is not None:
         # NVML's utilisation in the input waits against the rest (needs the
         # stalls).
@@ -369,17 +384,35 @@ def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[n
     return block
 
 
+def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
+                making_ns: Optional[np.ndarray]) -> Optional[dict]:
+    """wait_split.split over the clocked steps in ``mask`` (a mask over
+    the source's steps); None without clocks or without such steps."""
+    if clocks is None:
+        return None
+    pos, cpu, runq = clocks
+    ok = pos >= 0
+    ok[ok] = mask[pos[ok]]
+    if not ok.any():
+        return None
+    at = pos[ok]
+    wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
+    making = np.asarray(making_ns)[at] if making_ns is not None else None
+    return wait_split.split(wait, cpu[ok], runq[ok], making)
+
+
 def _durations(w: _Steady, production: Optional[dict] = None,
-               unmarked: Optional[tuple] = None) -> dict:
+               unmarked: Optional[tuple] = None,
+               other_largest_fraction: Optional[float] = None) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
-    it covers the steady steps, and the probe steps without a fetch mark:
-    input_bound.diagnose)."""
+    it covers the steady steps, the measured split of the rest of the
+    wait, and the probe steps without a fetch mark: input_bound.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
     mean_step_ns = total_step / len(w.step) if len(w.step) else None
     diagnosis = input_bound.diagnose(share, input_bound.production_share(production), unmarked,
-                                mean_step_ns)
+                                     mean_step_ns, other_largest_fraction)
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),
@@ -391,7 +424,8 @@ def _durations(w: _Steady, production: Optional[dict] = None,
 
 
 def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
-                       making_ns: Optional[np.ndarray], loader: Optional[dict]) -> Optional[dict]:
+                       making_ns: Optional[np.ndarray], loader: Optional[dict],
+                       other_largest_fraction: Optional[float] = None) -> Optional[dict]:
     """label_support.support of the diagnosis over the steady steps, with
     the workers' production per step where it decided the label."""
     making = None
@@ -399,7 +433,8 @@ def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
         making = making_ns if w.all else making_ns[w.steady]
     nw = (loader or {}).get("num_workers") or 0
     mean_step = float(w.step.mean()) if len(w.step) else None
-    return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step)
+    return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step,
+                                 other_largest_fraction)
 
 
 def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
@@ -788,7 +823,9 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     bb = out["batch_bytes"]
     if bb is not None:
         bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy,
-                                            (s.get("loader") or {}).get("num_workers"))
+                                            (s.get("loader") or {}).get("num_workers"),
+                                            ((s.get("wait_parts") or {}).get("largest")
+                                             or {}).get("part"))
     return out
 
 

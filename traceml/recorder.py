@@ -149,6 +149,9 @@ class Recorder(_core.Recorder):
                 delivery = (rank, worker)
             else:
                 delivery = None
+        clocks = self.snapshot_fetch_clocks()
+        kept = clocks[0] < len(records)
+        clocks = tuple(a[kept] for a in clocks)
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
         # A copy: a reset() in a signal handler may release sources meanwhile.
         sources = dict(self.sources.by_id)
@@ -163,7 +166,7 @@ class Recorder(_core.Recorder):
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
                      worker_batches=worker_batches, worker_items=worker_items,
-                     stack_input=stacks.input_for(src),
+                     stack_input=stacks.input_for(src), fetch_clocks=clocks,
                      gpu=timeline.readings() if timeline is not None else None)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list,

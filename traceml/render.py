@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, label_support, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, worker_evidence, worker_memory
+from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, label_support, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, wait_parts, worker_evidence, worker_memory
 from .fmt import fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -77,6 +77,7 @@ def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (bottom_line.epoch_start_line(s) if epoch_start else None, report_notes.loader_line(s),
              hand_over.batch_bytes_line(s), hand_over.production_line(s),
+             wait_parts.wait_parts_line(s),
              slow_samples.sample_line(s),
              worker_memory.memory_line(s),
              *worker_evidence.process_lines(s))

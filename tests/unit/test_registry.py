@@ -14,7 +14,7 @@ ADVICE_FAMILIES = ("advice", *(f.__name__.rsplit(".", 1)[-1] for f in advice.EVI
 # that gains a case must leave it (the test below fails otherwise), and a
 # new code must come with its case.
 AWAITING_A_CASE = frozenset((
-    "compute_bound_stalls", "cpus_saturated", "fewer_bytes", "hand_over", "handover_bytes",
+    "compute_bound_stalls", "cpus_saturated", "fewer_bytes", "handover_bytes",
     "handover_main", "no_data", "overtaking", "overtaking_round", "predicted_no_workers",
     "stalls_on_top", "too_few_stalls", "too_few_steps", "wrap_and_sweep", "look_at_function", "look_at_path"))
 

@@ -18,8 +18,8 @@ from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over
                host_contention, input_bound, label_support,
                prediction_check, rank_stragglers, report_notes, slow_code, slow_samples,
                stall_shape,
-               stall_threshold, stall_timing, startup_once, sweeps, wait_trend, worker_evidence,
-               worker_memory)
+               stall_threshold, stall_timing, startup_once, sweeps, wait_parts, wait_trend,
+               worker_evidence, worker_memory)
 
 __all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_of"]
 
@@ -27,7 +27,8 @@ __all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_o
 # threshold, shape and timing, the trend, what the workers show, then the
 # next steps; the workflows' families (compare, sweep, ranks) after.
 REGISTRY = (bottom_line, startup_once, input_bound, label_support, stall_threshold, stall_shape, stall_timing,
-            wait_trend, attribution, slow_samples, slow_code, hand_over, host_contention, worker_evidence,
+            wait_trend, attribution, slow_samples, slow_code, wait_parts, hand_over, host_contention,
+            worker_evidence,
             worker_memory, gpu_wait, prediction_check, advice, report_notes, comparison, sweeps, rank_stragglers)
 
 

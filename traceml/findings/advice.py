@@ -131,7 +131,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "share": share, "production_share": prod.get("production_share"),
             "busy_share": prod.get("busy_share"),
             "ready_before_fetch": prod.get("ready_before_fetch"),
-            "median_s": wait["median"], "num_workers": nw}))
+            "median_s": wait["median"], "num_workers": nw,
+            "largest": (s.get("wait_parts") or {}).get("largest")}))
         return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..fmt import fmt_bytes, fmt_s, pct, plural
 from ._types import Finding, Words
-from . import input_bound
+from . import input_bound, wait_parts
 
 
 # A batch this large costs its hand-over by itself.  Measured on the 2-core
@@ -22,19 +22,29 @@ from . import input_bound
 HANDOVER_MIN_BYTES = 8e6
 
 
+# The measured parts of the wait (findings.wait_parts) that bytes cost: the
+# main process receiving a batch and the batch in transit.
+BYTES_PARTS = frozenset(("main_cpu", "in_transit"))
+
+
 def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
-             main_busy: Optional[bool], num_workers: Optional[int] = None) -> Optional[str]:
+             main_busy: Optional[bool], num_workers: Optional[int] = None,
+             largest_part: Optional[str] = None) -> Optional[str]:
     """Whether large batches may be the wait, as a code: None when the
     median batch is under HANDOVER_MIN_BYTES, input is not a concern
-    (COMPUTE-BOUND, NO-DATA), or no bytes cross processes (num_workers=0:
+    (COMPUTE-BOUND, NO-DATA), no bytes cross processes (num_workers=0:
     the batch is made where it is used, so there is no hand-over to cost
-    anything); "handover_main" when the workers idle while the main process
-    is busy (the hand-over's receiving end is the cost); else
-    "handover_bytes" (the workers' CPU may be collate's copy rather than
-    the samples' processing)."""
+    anything), or the largest measured part of the wait
+    (``largest_part``, wait_parts; None: not measured) is not one that
+    bytes cost (BYTES_PARTS); "handover_main" when the workers idle while
+    the main process is busy (the hand-over's receiving end is the cost);
+    else "handover_bytes" (the workers' CPU may be collate's copy rather
+    than the samples' processing)."""
     if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
         return None
     if num_workers == 0:
+        return None
+    if largest_part is not None and largest_part not in BYTES_PARTS:
         return None
     if diagnosis in (input_bound.COMPUTE_BOUND, input_bound.NO_DATA):
         return None
@@ -48,11 +58,17 @@ def _hand_over_next(p: dict) -> str:
             if p.get("busy_share") is not None else "mostly idle")
     ready = (f", and {pct(p['ready_before_fetch'])} of the batches were made before their "
              "fetch began" if p.get("ready_before_fetch") is not None else "")
-    # Large batches get their own sentence (policy.handover's code).
-    return (f"Input is {pct(p['share'])} of step time, but the loop waited on a worker still "
+    # Large batches get their own sentence (hand_over's code).
+    head = (f"Input is {pct(p['share'])} of step time, but the loop waited on a worker still "
             f"making its batch for only {pct(p['production_share'])} of step time; the "
             f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
-            "hand-over (the batch queued in its worker, sent, unpickled and mapped here, or a "
+            "hand-over")
+    largest = p.get("largest")
+    if largest and largest["part"] != "worker_making":
+        # Measured (wait_parts): the next step is the largest part's.
+        return (f"{head} (median fetch {fmt_s(p['median_s'])}). "
+                f"{wait_parts.largest_sentence(largest)}")
+    return (f"{head} (the batch queued in its worker, sent, unpickled and mapped here, or a "
             f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). Next: the same "
             "loop with fewer processes than cores (a lower num_workers): a wait that falls was "
             "processes waiting for a core; one that stays is the transfer itself, cheaper with "

@@ -93,7 +93,8 @@ def production_share(production: Optional[dict]) -> Optional[float]:
 def diagnose(input_share: Optional[float],
              production_share: Optional[float] = None,
              unmarked: Optional[tuple] = None,
-             mean_step_ns: Optional[float] = None) -> Diagnosis:
+             mean_step_ns: Optional[float] = None,
+             other_largest_fraction: Optional[float] = None) -> Diagnosis:
     """(label, share) for the share of step time spent waiting for input:
     INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
     COMPUTE_BOUND_SHARE, BALANCED between.
@@ -101,16 +102,16 @@ def diagnose(input_share: Optional[float],
     ``input_share`` is total input wait / total step time over steady-state
     steps; None (no steps) gives NO-DATA.  ``production_share`` (see
     :func:`production_share`; None: unknown) is the part of it during
-    which the awaited worker was making batches.  When it is known and
-    under INPUT_BOUND_SHARE while the input share is not, the loop waits
-    for batches already made (the data queue, unpickling, the shared-memory
-    round trip, a main process waiting for a core): HAND-OVER, whose next
-    step is not more workers.  Measured on this project's 2-core host
-    under load: healthy in-memory loaders (benchmarks/bench_truth.py's two)
-    waited 9-28% of an 8-10 ms step with 0-12% of it in production, while
-    2 workers that could not keep up (20 ms batches against a 5 ms step)
-    put 26-78% of the step in production; over bench_truth's 40 healthy
-    runs beside a CPU hog, 1 read INPUT-BOUND with this rule (20 without).
+    which the awaited worker was making batches.  An input-bound wait is
+    read by its largest part (findings.wait_parts): more workers shorten
+    the production part only, so where the production is known and
+    smaller than the largest other part, the loop waits mostly for batches
+    already made (received in the main process, in transit, a process
+    waiting for a core): HAND-OVER, whose next step is not more workers.
+    The other parts are the wait less the production, split in the
+    proportions the fetch clocks measured: ``other_largest_fraction`` is
+    the largest of them over their sum (wait_parts.other_largest_fraction;
+    None: not measured, the rest is one part).
 
     ``unmarked`` (probes only: (steady steps closed without fetch_done(),
     steady steps)) past PROBE_UNMARKED_MAX_SHARE gives NO-DATA: the input
@@ -125,8 +126,11 @@ def diagnose(input_share: Optional[float],
     if mean_step_ns is not None and mean_step_ns < MIN_MEAN_STEP_NS:
         return Diagnosis(NO_DATA, None, None, float(mean_step_ns))
     if input_share >= INPUT_BOUND_SHARE:
-        if production_share is not None and production_share < INPUT_BOUND_SHARE:
-            return Diagnosis(HAND_OVER, input_share)
+        if production_share is not None:
+            other = (input_share - production_share) * (
+                1.0 if other_largest_fraction is None else other_largest_fraction)
+            if production_share < other:
+                return Diagnosis(HAND_OVER, input_share)
         return Diagnosis(INPUT_BOUND, input_share)
     if input_share < COMPUTE_BOUND_SHARE:
         return Diagnosis(COMPUTE_BOUND, input_share)
@@ -160,9 +164,9 @@ def diagnosis_rule(label: str, share: Optional[float],
         return (f"{said} (>= {top}: TensorFlow's input-pipeline analyzer calls this "
                 "highly input-bound)")
     if label == HAND_OVER:
-        return (f"{said} (>= {top}), but under {top} of step time was spent waiting "
-                "while the awaited worker was making batches: the loop waits for batches "
-                "already made")
+        return (f"{said} (>= {top}), but a worker still making the batch was a smaller "
+                "part of the wait than the largest other part: the loop waits mostly for "
+                "batches already made")
     if label == COMPUTE_BOUND:
         return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
                 "not input-bound)")

@@ -79,7 +79,8 @@ def _block_sums(x: np.ndarray, b: int) -> tuple[np.ndarray, float]:
 
 def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
             making_ns: Optional[np.ndarray] = None, round_steps: int = 1,
-            mean_step_ns: Optional[float] = None) -> Optional[dict]:
+            mean_step_ns: Optional[float] = None,
+            other_largest_fraction: Optional[float] = None) -> Optional[dict]:
     """The support of ``label`` (the run's diagnosis) under the block
     bootstrap of the steady steps (see above), or None for a label
     it does not apply to (NO-DATA) or under SUPPORT_MIN_STEPS steps.
@@ -88,7 +89,9 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     duration (ns, shape (n,)); ``making_ns``: per step the ns of its wait
     during which the awaited worker was making batches, -1 unknown (None:
     the workers' timing does not decide HAND-OVER); ``round_steps``:
-    max(1, num_workers).  Returns {label, support (share of resamples
+    max(1, num_workers); ``other_largest_fraction``: as
+    input_bound.diagnose takes it (the measured split of the hand-over,
+    held fixed across resamples).  Returns {label, support (share of resamples
     giving ``label``), readings ({label: share of resamples}), other (the
     commonest other label, or None), share (the run's input share),
     share_se (the resamples' standard deviation of it), line (the nearest
@@ -120,7 +123,7 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
                            where=known_step > 0)
     readings, other = _readings(label, [input_bound.diagnose(
         float(s), None if prod_r is None or not math.isfinite(prod_r[i]) else float(prod_r[i]),
-        None, mean_step_ns).label for i, s in enumerate(share_r)])
+        None, mean_step_ns, other_largest_fraction).label for i, s in enumerate(share_r)])
     share = float(np.sum(wait_ns, dtype=np.float64) / np.sum(step_ns, dtype=np.float64))
     se = float(np.nanstd(share_r))
     line = _line_between(label, other, share)

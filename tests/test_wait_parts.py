@@ -1,0 +1,104 @@
+"""The measured parts of the input wait on real DataLoaders whose cost is
+placed on purpose: in __getitem__ (the workers, or the main process with
+num_workers=0) or in unpickling the batch in the main process (the
+hand-over).  The largest part names where the cost was put, and HAND-OVER
+follows it."""
+
+import time
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import traceml  # noqa: E402 - after importorskip("torch")
+from traceml.findings import input_bound  # noqa: E402 - after importorskip("torch")
+
+from burn import BurnDataset, burn_cpu  # noqa: E402 - after importorskip("torch")
+
+warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+DataLoader = torch.utils.data.DataLoader
+
+
+@pytest.fixture(autouse=True)
+def quiet_sampler():
+    traceml.configure(sampler=False)
+    yield
+    traceml.configure(sampler=True)
+
+
+def _run(loader, body_cpu_s):
+    rec = traceml.Recorder()
+    for _ in rec.wrap(loader):
+        burn_cpu(body_cpu_s)
+    return rec.report()
+
+
+class _CostlyToReceive:
+    """A batch that costs ``cpu_s`` of CPU to unpickle in the main process
+    (nothing in the worker)."""
+
+    def __init__(self, i, cpu_s):
+        self.i, self.cpu_s = i, cpu_s
+
+    def __reduce__(self):
+        return (_receive, (self.i, self.cpu_s))
+
+
+def _receive(i, cpu_s):
+    if torch.utils.data.get_worker_info() is None:
+        burn_cpu(cpu_s)
+    return i
+
+
+def _collate_costly(items):
+    return _CostlyToReceive(int(items[0]), 0.006)
+
+
+def test_the_main_process_making_the_batch_is_its_cpu():
+    # num_workers=0: 3 ms of CPU in each __getitem__, 1 ms in the body.
+    r = _run(DataLoader(BurnDataset(60, 0.003), batch_size=1, num_workers=0), 0.001)
+    parts = r["wait_parts"]["all"]
+    assert parts["fetches"] == r["steady_steps"]
+    assert r["wait_parts"]["largest"]["part"] == "main_cpu"
+    # The CPU burned in the fetches, by this process's own count, is at
+    # least 60 x 3 ms less the first fetch (start-up, not steady).
+    assert parts["parts_s"]["main_cpu"] >= 0.9 * 59 * 0.003
+    assert r["diagnosis"] == input_bound.INPUT_BOUND
+
+
+@pytest.mark.slow
+def test_a_batch_costly_to_receive_is_hand_over_by_its_measured_part():
+    # The workers make each batch in microseconds; receiving it costs the
+    # main process 6 ms of CPU, against a 3 ms body.
+    loader = DataLoader(list(range(80)), batch_size=1, num_workers=2,
+                        collate_fn=_collate_costly)
+    r = _run(loader, 0.003)
+    assert r["wait_parts"]["largest"]["part"] == "main_cpu", r["wait_parts"]
+    assert r["diagnosis"] == input_bound.HAND_OVER
+    lead = " ".join(r["next"])
+    assert "More workers will not shorten this wait" in lead
+    assert "the main process on a CPU inside the fetch" in lead
+    assert "receiving it" in lead
+
+
+@pytest.mark.slow
+def test_a_worker_still_making_the_batch_is_input_bound():
+    # One worker burning 10 ms a batch against a 2 ms body: the loop waits
+    # on the worker making it.
+    r = _run(DataLoader(BurnDataset(60, 0.010), batch_size=1, num_workers=1), 0.002)
+    assert r["wait_parts"]["largest"]["part"] == "worker_making", r["wait_parts"]
+    parts = r["wait_parts"]["all"]["parts_s"]
+    assert parts["worker_making"] > sum(v for k, v in parts.items() if k != "worker_making")
+    assert r["diagnosis"] == input_bound.INPUT_BOUND
+
+
+def test_probe_steps_carry_no_clocks():
+    rec = traceml.Recorder()
+    for _ in range(12):
+        rec.step_begin()
+        time.sleep(0.001)
+        rec.fetch_done()
+        rec.step_end()
+    assert len(rec.snapshot_fetch_clocks()[0]) == 0
+    assert rec.report()["wait_parts"] is None

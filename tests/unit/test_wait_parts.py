@@ -1,0 +1,137 @@
+"""wait_split and findings.wait_parts: the measured parts of the input
+wait, the largest of them, and the HAND-OVER reading they decide."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from traceml import wait_split
+from traceml.findings import hand_over, input_bound, label_support, wait_parts
+
+
+def test_the_parts_of_each_fetch_add_up_to_its_wait():
+    wait = np.array([10, 10, 10, 10], dtype=np.int64)
+    cpu = np.array([2, 12, 0, 3], dtype=np.int64)       # 12 > wait: capped
+    runq = np.array([1, 5, 20, -1], dtype=np.int64)     # -1: unread, no wait
+    making = np.array([4, 4, 30, -1], dtype=np.int64)   # -1: unknown, left out
+    got = wait_split.split(wait, cpu, runq, making)
+    assert got["fetches"] == 3
+    p = got["parts_s"]
+    # fetch 0: cpu 2, runq 1, asleep 7 of which making 4, transit 3;
+    # fetch 1: cpu 10 (capped), nothing left; fetch 2: cpu 0, runq 10
+    # (capped at what is left), asleep 0, making 0.
+    assert p == pytest.approx({"worker_making": 4e-9, "main_cpu": 12e-9,
+                               "cpu_wait": 11e-9, "in_transit": 3e-9})
+    assert sum(p.values()) == pytest.approx(got["wait_s"]) == pytest.approx(30e-9)
+    assert got["runq_known"]
+
+
+def test_without_worker_timing_the_sleep_is_one_part():
+    got = wait_split.split(np.array([10, 20]), np.array([4, 5]), np.array([-1, -1]))
+    assert list(got["parts_s"]) == list(wait_split.PARTS_UNTIMED)
+    assert got["parts_s"] == pytest.approx({"main_cpu": 9e-9, "cpu_wait": 0.0,
+                                            "asleep": 21e-9})
+    assert not got["runq_known"]
+
+
+def test_nothing_readable_is_no_split():
+    assert wait_split.split(np.array([10]), np.array([-1]), np.array([3])) is None
+    assert wait_split.split(np.array([10]), np.array([3]), np.array([3]),
+                            np.array([-1])) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**7), st.integers(-1, 2 * 10**7),
+                          st.integers(-1, 2 * 10**7), st.integers(-1, 2 * 10**7)),
+                min_size=1, max_size=40))
+def test_the_parts_never_exceed_the_wait_property(rows):
+    wait, cpu, runq, making = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    got = wait_split.split(wait, cpu, runq, making)
+    keep = (cpu >= 0) & (making >= 0)
+    if not keep.any():
+        assert got is None
+        return
+    assert got["fetches"] == int(keep.sum())
+    assert all(v >= 0 for v in got["parts_s"].values())
+    assert sum(got["parts_s"].values()) == pytest.approx(wait[keep].sum() * 1e-9, abs=1e-15)
+
+
+def test_clocked_store_steps_map_to_the_sources_positions():
+    selected = np.array([True, False, True, True, False, True])
+    # store steps 0, 1 (another source's), 3, 5, and 9 (past the records)
+    pos = wait_split.clocked_positions(np.array([0, 1, 3, 5, 9]), selected, 6)
+    assert pos.tolist() == [0, -1, 2, 3, -1]
+    assert wait_split.clocked_positions(np.array([0, 4, 6]), None, 6).tolist() == [0, 4, -1]
+
+
+def test_the_largest_part_and_the_rest_in_proportion():
+    split = {"wait_s": 10.0, "parts_s": {"worker_making": 3.0, "main_cpu": 1.0,
+                                         "cpu_wait": 4.0, "in_transit": 2.0}}
+    assert wait_parts.largest(split) == ("cpu_wait", pytest.approx(0.4))
+    assert wait_parts.other_largest_fraction(split) == pytest.approx(4.0 / 7.0)
+    assert wait_parts.other_largest_fraction(
+        {"wait_s": 1.0, "parts_s": {"main_cpu": 1.0, "cpu_wait": 0.0, "asleep": 0.0}}) is None
+    assert wait_parts.largest(None) is None
+    assert wait_parts.largest({"wait_s": 0.0, "parts_s": {}}) is None
+
+
+@pytest.mark.parametrize("share, production, fraction", [
+    (0.30, 0.25, None), (0.30, 0.10, None), (0.80, 0.30, None), (0.80, 0.30, 0.5),
+    (0.80, 0.30, 0.4), (0.50, 0.20, 1 / 3), (0.25, 0.05, 0.9),
+])
+def test_hand_over_is_the_production_smaller_than_the_largest_other_part(
+        share, production, fraction):
+    # The parts of the step: production, and the rest of the wait split
+    # as measured; HAND-OVER exactly where the production is not the
+    # largest of them.
+    rest = share - production
+    others = [rest] if fraction is None else [rest * fraction, rest * (1 - fraction)]
+    expected = (input_bound.HAND_OVER if production < max(others) else input_bound.INPUT_BOUND)
+    got = input_bound.diagnose(share, production, None, None, fraction).label
+    assert got == expected
+    # Under the input-bound line, the parts decide nothing.
+    assert input_bound.diagnose(0.1, production * 0.1, None, None, fraction).label == \
+        input_bound.BALANCED
+
+
+def test_bytes_advice_needs_the_largest_part_to_be_one_bytes_cost():
+    big = 2 * hand_over.HANDOVER_MIN_BYTES
+    args = (big, input_bound.INPUT_BOUND, True, False, 2)
+    assert hand_over.handover(*args) == "handover_bytes"            # not measured
+    assert hand_over.handover(*args, "in_transit") == "handover_bytes"
+    assert hand_over.handover(*args, "main_cpu") == "handover_bytes"
+    assert hand_over.handover(*args, "worker_making") is None
+    assert hand_over.handover(*args, "cpu_wait") is None
+
+
+def test_the_resamples_read_hand_over_with_the_measured_split():
+    # 400 steps of 10 ms waiting 6 ms, 2 ms of it on a worker making the
+    # batch: production 20% of the step against 40% of the rest.  Read
+    # whole, the rest is larger (HAND-OVER); split 30/30/40 by the clocks
+    # its largest part is 1.6 ms, under the production (INPUT-BOUND).  The
+    # resamples read as the run does, since every block is alike.
+    n = 400
+    wait = np.full(n, 6_000_000, dtype=np.int64)
+    step = np.full(n, 10_000_000, dtype=np.int64)
+    making = np.full(n, 2_000_000, dtype=np.int64)
+    for fraction, label in ((None, input_bound.HAND_OVER), (0.4, input_bound.INPUT_BOUND)):
+        assert input_bound.diagnose(0.6, 0.2, None, None, fraction).label == label
+        got = label_support.support(wait, step, label, making, 1, 1e7, fraction)
+        assert got["support"] == 1.0, got
+
+
+def test_the_line_names_each_part_with_its_share():
+    s = {"wait_parts": {"all": {"fetches": 50, "wait_s": 2.0, "runq_known": True,
+                                "parts_s": {"main_cpu": 1.5, "cpu_wait": 0.1, "asleep": 0.4}},
+                        "stalls": {"fetches": 5, "wait_s": 1.0, "runq_known": True,
+                                   "parts_s": {"main_cpu": 0.9, "cpu_wait": 0.0,
+                                               "asleep": 0.1}}}}
+    line = wait_parts.wait_parts_line(s)
+    assert "50 clocked fetches" in line and "main CPU 75%" in line and "asleep 20%" in line
+    assert "5 clocked stalls" in line and "main CPU 90%" in line
+    assert wait_parts.wait_parts_line({"wait_parts": None}) is None
+
+
+def test_a_source_without_records_has_no_clocked_positions():
+    pos = wait_split.clocked_positions(np.array([0, 2]), np.zeros(3, dtype=bool), 3)
+    assert pos.tolist() == [-1, -1]

@@ -1,0 +1,107 @@
+"""What the loop's input wait was made of, as measured (traceml.wait_split),
+and which part is the largest.
+
+The model: a fetch's wait is the sum of its parts (the awaited worker
+making the batch, the loop's thread on a CPU receiving or making it, the
+thread waiting for a core, the batch in transit); an experiment shortens
+one part, so the next step is the one the largest measured part calls for.
+No threshold: the verdict is the part with the most of the wait.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..fmt import pct, plural
+
+# The parts' names in the report, and what each calls for.
+PART_NAMES = {
+    "worker_making": "a worker still making the batch",
+    "main_cpu": "the main process on a CPU inside the fetch",
+    "cpu_wait": "the main process waiting for a core",
+    "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
+    "asleep": "the main process asleep (I/O, locks, or workers not timed)",
+}
+
+PART_NEXT = {
+    "worker_making": ("the workers' production: more workers, or cheaper samples (the "
+                      "slow-code and slow-sample lines say which)"),
+    "main_cpu": ("the main process's own work on each batch, receiving it (unpickling and "
+                 "rebuilding its tensors, or work a custom collate_fn or iterator leaves to "
+                 "the main process): fewer or smaller tensors per batch, or that work moved "
+                 "into the workers"),
+    "cpu_wait": ("a core for the main process: fewer processes than cores (a lower "
+                 "num_workers), or a quieter host"),
+    "in_transit": ("the transfer: the same loop with fewer processes than cores (a lower "
+                   "num_workers): a wait that falls was workers waiting for a core; one that "
+                   "stays is the transfer itself, cheaper with fewer or smaller tensors per "
+                   "batch"),
+    "asleep": ("what the loop sleeps on: I/O, a lock, or workers whose timing is off "
+               "(the worker lines say why)"),
+}
+
+
+def largest(split: Optional[dict]) -> Optional[tuple[str, float]]:
+    """(part, its share of the split's wait) of the largest part of a
+    ``wait_split.split`` result; None without one or without any wait."""
+    if not split or not split.get("wait_s"):
+        return None
+    parts = split["parts_s"]
+    name = max(parts, key=lambda k: parts[k])
+    return name, parts[name] / split["wait_s"]
+
+
+def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
+    """The largest of the parts other than the workers' production, as a
+    fraction of those parts together (None: no split with worker timing,
+    or no such wait).  input_bound.diagnose scales the wait the workers'
+    production does not explain by it, so HAND-OVER is read against the
+    largest measured part of the hand-over, not against the hand-over's
+    sum."""
+    if not split or "worker_making" not in split["parts_s"]:
+        return None
+    rest = {k: v for k, v in split["parts_s"].items() if k != "worker_making"}
+    total = sum(rest.values())
+    return max(rest.values()) / total if total > 0 else None
+
+
+def wait_parts_line(s: dict) -> Optional[str]:
+    """The measured parts of the input wait, over every clocked steady
+    fetch and over the clocked stalls; None when nothing was clocked."""
+    wp = s.get("wait_parts")
+    if not wp or not wp.get("all"):
+        return None
+
+    def parts(sp: dict) -> str:
+        total = sp["wait_s"]
+        return ", ".join(f"{_SHORT[k]} {pct(v / total) if total > 0 else '-'}"
+                         for k, v in sp["parts_s"].items())
+
+    text = (f"input wait by part ({plural(wp['all']['fetches'], 'clocked fetch', 'clocked fetches')}): "
+            f"{parts(wp['all'])}")
+    if wp.get("stalls") and wp["stalls"]["fetches"] < wp["all"]["fetches"]:
+        text += (f"; in the {plural(wp['stalls']['fetches'], 'clocked stall')}: "
+                 f"{parts(wp['stalls'])}")
+    if not wp["all"].get("runq_known"):
+        text += " (no run-queue times from this kernel: a wait for a core reads as CPU or sleep)"
+    return text
+
+
+_SHORT = {"worker_making": "worker making", "main_cpu": "main CPU", "cpu_wait": "waiting for a core",
+          "in_transit": "in transit", "asleep": "asleep"}
+
+
+def next_for(split: Optional[dict]) -> Optional[dict]:
+    """The numbers of the largest part's next step: {part, share, name,
+    next}; None without a split."""
+    got = largest(split)
+    if got is None:
+        return None
+    return {"part": got[0], "share": got[1]}
+
+
+def largest_sentence(p: dict) -> str:
+    """The sentence naming the largest measured part (``p`` from
+    :func:`next_for`) and what it calls for."""
+    return (f"The largest measured part of the wait ({pct(p['share'])}) is "
+            f"{PART_NAMES[p['part']]}: what shortens it is {PART_NEXT[p['part']]}.")

@@ -1,0 +1,90 @@
+"""The parts of the input wait, measured: numbers only.
+
+On the fetches whose clocks wrap read (``Recorder.snapshot_fetch_clocks``:
+the first 1024 of each epoch and every 1021st after), the fetching thread's
+CPU time and run-queue wait inside the fetch split each wait into
+
+- ``main_cpu``: the loop's thread on a CPU inside the fetch.  With
+  ``num_workers=0`` that is the dataset and collate making the batch; with
+  workers, receiving it (unpickling, rebuilding tensors, the reorder
+  buffer);
+- ``cpu_wait``: the loop's thread runnable but waiting for a core (the
+  host, or the workers, holding every core);
+- the rest, the thread asleep, split where the workers time their batches
+  (``traceml.worker_timing``: the ns of each wait during which the awaited
+  worker was making its batch) into ``worker_making`` (that overlap, at
+  most the sleep) and ``in_transit`` (the batch made but not yet here:
+  queued in its worker, pickled and sent by the worker's feeder thread, a
+  worker waiting for a core to send it).  Without worker timing the sleep
+  is one part, ``asleep`` (with ``num_workers=0``: I/O, locks, sleep()).
+
+The parts of a fetch add up to its wait: the CPU time is capped at the
+wait, the run-queue wait at what is left.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+
+PARTS_TIMED = ("worker_making", "main_cpu", "cpu_wait", "in_transit")
+PARTS_UNTIMED = ("main_cpu", "cpu_wait", "asleep")
+
+
+def clocked_positions(clock_steps: np.ndarray, selected: Optional[np.ndarray],
+                      n_records: int) -> np.ndarray:
+    """Positions in the source's records (shape (m,), int64) of the clocked
+    store steps ``clock_steps`` (indices into the whole store, in step
+    order), and -1 for those of other sources or past ``n_records``;
+    ``selected`` is the store's mask of the source (None: every record is
+    the source's)."""
+    steps = np.asarray(clock_steps, dtype=np.int64)
+    ok = (steps >= 0) & (steps < n_records)
+    if selected is None:
+        return np.where(ok, steps, -1)
+    mine = np.flatnonzero(selected)
+    if not len(mine):
+        return np.full(len(steps), -1, dtype=np.int64)
+    pos = np.searchsorted(mine, np.where(ok, steps, 0))
+    found = ok & (pos < len(mine)) & (mine[np.minimum(pos, len(mine) - 1)] == steps)
+    return np.where(found, pos, -1)
+
+
+def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
+          making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+    """The summed parts of the clocked fetches' waits.
+
+    ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
+    fetch's input wait, its thread's CPU time and run-queue wait inside it
+    (-1: unreadable, that fetch left out; a run-queue -1 everywhere, a
+    kernel without schedstat, reads 0 wait for a core and says so);
+    ``making_ns`` (shape (m,), -1 unknown; None: no worker timing): the ns
+    of the wait during which the awaited worker made its batch.  None when
+    no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    PARTS_TIMED or PARTS_UNTIMED order), runq_known}."""
+    wait = np.asarray(wait_ns, dtype=np.int64)
+    cpu = np.asarray(cpu_ns, dtype=np.int64)
+    runq = np.asarray(runq_ns, dtype=np.int64)
+    keep = (cpu >= 0) & (wait >= 0)
+    making = None
+    if making_ns is not None:
+        making = np.asarray(making_ns, dtype=np.int64)
+        keep &= making >= 0
+    if not keep.any():
+        return None
+    wait, cpu, runq_k = wait[keep], cpu[keep], runq[keep]
+    runq_known = bool((runq_k >= 0).any())
+    on_cpu = np.minimum(cpu, wait)
+    queued = np.minimum(np.maximum(runq_k, 0), wait - on_cpu)
+    asleep = wait - on_cpu - queued
+    if making is not None:
+        made = np.minimum(making[keep], asleep)
+        parts = {"worker_making": made, "main_cpu": on_cpu, "cpu_wait": queued,
+                 "in_transit": asleep - made}
+    else:
+        parts = {"main_cpu": on_cpu, "cpu_wait": queued, "asleep": asleep}
+    return {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9,
+            "parts_s": {k: float(v.sum()) * 1e-9 for k, v in parts.items()},
+            "runq_known": runq_known}
