@@ -331,28 +331,31 @@ static PyObject *
 rec_snapshot_fetch_clocks(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     npy_intp n = (npy_intp)self->store.nclocks;
-    PyArrayObject *step, *cpu, *runq;
-    int64_t *st, *c, *q;
+    PyObject *out[5] = {NULL, NULL, NULL, NULL, NULL};
+    int64_t *col[5];
     npy_intp i;
+    int k;
 
-    step = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    cpu = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    runq = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    if (step == NULL || cpu == NULL || runq == NULL) {
-        Py_XDECREF(step);
-        Py_XDECREF(cpu);
-        Py_XDECREF(runq);
-        return NULL;
+    for (k = 0; k < 5; k++) {
+        out[k] = PyArray_SimpleNew(1, &n, NPY_INT64);
+        if (out[k] == NULL) {
+            for (k = 0; k < 5; k++) {
+                Py_XDECREF(out[k]);
+            }
+            return NULL;
+        }
+        col[k] = (int64_t *)PyArray_DATA((PyArrayObject *)out[k]);
     }
-    st = (int64_t *)PyArray_DATA(step);
-    c = (int64_t *)PyArray_DATA(cpu);
-    q = (int64_t *)PyArray_DATA(runq);
     for (i = 0; i < n; i++) {
-        st[i] = self->store.clocks[i].step;
-        c[i] = self->store.clocks[i].cpu_ns;
-        q[i] = self->store.clocks[i].runq_ns;
+        const tm_fetch_clock *c = &self->store.clocks[i];
+
+        col[0][i] = c->step;
+        col[1][i] = c->cpu_ns;
+        col[2][i] = c->runq_ns;
+        col[3][i] = c->body_cpu_ns;
+        col[4][i] = c->body_runq_ns;
     }
-    return Py_BuildValue("(NNN)", step, cpu, runq);
+    return Py_BuildValue("(NNNNN)", out[0], out[1], out[2], out[3], out[4]);
 }
 
 static PyObject *
@@ -606,12 +609,15 @@ static PyMethodDef recorder_methods[] = {
      "where not measured: wrap measures the first 8 batches of an epoch\n"
      "and every 64th); None when no step carried any of these."},
     {"snapshot_fetch_clocks", (PyCFunction)rec_snapshot_fetch_clocks, METH_NOARGS,
-     "snapshot_fetch_clocks()\n--\n\nReturns (step, cpu_ns, runq_ns).\n\n"
-     "The fetches whose clocks wrap read (the first 1024 of each epoch and\n"
-     "every 1021st after), in step order: the step (index into snapshot()),\n"
-     "the fetching thread's CPU time inside the fetch and its wait for a\n"
-     "core inside it (schedstat's run-queue time), int64 ns each, -1 where\n"
-     "unreadable.  Probe steps carry none."},
+     "snapshot_fetch_clocks()\n--\n\n"
+     "Returns (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns).\n\n"
+     "The steps whose clocks wrap read (the first 1024 fetches of each\n"
+     "epoch, then two in a row every 1021), in step order: the step (index\n"
+     "into snapshot()), the fetching thread's CPU time inside the fetch and\n"
+     "its wait for a core inside it (schedstat's run-queue time), then the\n"
+     "same two over the step's body, from the batch in hand to the next\n"
+     "fetch; int64 ns each, -1 where unreadable or, for the body, where\n"
+     "the next fetch was not clocked.  Probe steps carry none."},
     {"store_info", (PyCFunction)rec_store_info, METH_NOARGS,
      "store_info()\n--\n\nReturns dict.\n\n"
      "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"

@@ -224,10 +224,11 @@ tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
     store->nbytes++;
 }
 
-/* Record step i's fetch clocks.  A failed growth loses this reading only:
-   the clocks are a sample. */
+/* Record step i's clocks.  A failed growth loses this reading only: the
+   clocks are a sample. */
 void
-tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns)
+tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns,
+                   int64_t body_cpu_ns, int64_t body_runq_ns)
 {
     if (store->nclocks == store->clocks_cap) {
         size_t cap = store->clocks_cap ? 2 * store->clocks_cap : 256;
@@ -243,5 +244,7 @@ tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns)
     store->clocks[store->nclocks].step = (int64_t)i;
     store->clocks[store->nclocks].cpu_ns = cpu_ns;
     store->clocks[store->nclocks].runq_ns = runq_ns;
+    store->clocks[store->nclocks].body_cpu_ns = body_cpu_ns;
+    store->clocks[store->nclocks].body_runq_ns = body_runq_ns;
     store->nclocks++;
 }

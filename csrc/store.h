@@ -51,15 +51,18 @@ typedef struct {
     int64_t bytes;
 } tm_batch_bytes;
 
-/* A fetch's clocks in the thread that made it (sampled fetches only, see
+/* A step's clocks in the thread that ran it (sampled steps only, see
    TM_CLOCKS_* in wrap.c): the step (index in the store), the thread's CPU
    time inside the fetch (CLOCK_THREAD_CPUTIME_ID) and its wait for a core
    inside the fetch (schedstat's run-queue field; -1 where the kernel keeps
-   none). */
+   none), then the same two for the step's body, from the batch in hand to
+   the next fetch (-1 where the next fetch was not clocked). */
 typedef struct {
     int64_t step;
     int64_t cpu_ns;
     int64_t runq_ns;
+    int64_t body_cpu_ns;
+    int64_t body_runq_ns;
 } tm_fetch_clock;
 
 /*
@@ -101,7 +104,8 @@ void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
                            int32_t worker);
 void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes);
 void tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns,
-                        int64_t runq_ns);
+                        int64_t runq_ns, int64_t body_cpu_ns,
+                        int64_t body_runq_ns);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);

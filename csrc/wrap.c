@@ -59,17 +59,19 @@
 #define TM_BYTES_FIRST 8
 #define TM_BYTES_EVERY 64
 /* The fetching thread's CPU clock and run-queue wait are read around the
-   first TM_CLOCKS_FIRST fetches of an epoch and every TM_CLOCKS_EVERY-th
-   after: the four reads (two clock_gettime of the thread's CPU clock, two
+   first TM_CLOCKS_FIRST fetches of an epoch and, after, around two fetches
+   in a row every TM_CLOCKS_EVERY (so that the step between them has its
+   body clocked too, from its batch in hand to the next fetch): the four
+   reads (two clock_gettime of the thread's CPU clock, two
    preads of its schedstat) cost about 2.5 us (measured on the 2-core
    build host), noise beside a DataLoader's fetch (tens of us and up) but
-   not beside wrap's own 50-200 ns a step: at every 1021st fetch they add
-   about 2.5 ns a step to a long epoch.  The stride is prime: a stall every
+   not beside wrap's own 50-200 ns a step: two fetches every 1021 add
+   about 5 ns a step to a long epoch.  The stride is prime: a stall every
    2, 4 or 8 fetches falls on every residue of it, where a stride of 1024
    would read one residue. */
 #define TM_CLOCKS_FIRST 1024
 #define TM_CLOCKS_EVERY 1021
-#define TM_CLOCKED(k) ((k) < TM_CLOCKS_FIRST || (k) % TM_CLOCKS_EVERY == 0)
+#define TM_CLOCKED(k) ((k) < TM_CLOCKS_FIRST || (k) % TM_CLOCKS_EVERY <= 1)
 /* How far a batch is walked: nesting depth and leaves looked at. */
 #define TM_BYTES_DEPTH 4
 #define TM_BYTES_LEAVES 256
@@ -121,15 +123,23 @@ typedef struct {
     tm_task *scratch;
     Py_ssize_t scratch_cap;
     PyObject *weakrefs;        /* a live line follows the loop by weakref */
-    /* The open step's fetch clocks (TM_CLOCKED steps only; -1: unread). */
+    /* The open step's fetch clocks (TM_CLOCKED steps only; -1: unread),
+       its body's (known when the next fetch is clocked too), and the
+       readings at the end of the last clocked fetch (-1: the last fetch
+       was not clocked). */
     int64_t open_cpu_ns;
     int64_t open_runq_ns;
+    int64_t open_body_cpu_ns;
+    int64_t open_body_runq_ns;
+    int64_t last_cpu_ns;
+    int64_t last_runq_ns;
     int schedstat_fd;          /* schedstat_tid's schedstat, or -1 */
     int schedstat_tid;         /* the thread it was opened in (0: none) */
 } tm_wrapiter;
 
-/* The step just pushed (the last record) gets its fetch clocks, when they
-   were read. */
+/* The step just pushed (the last record) gets its clocks, when they were
+   read: its fetch's, and its body's where the fetch that closes it was
+   clocked too (body_clocks). */
 static TM_COLD void
 add_clock(tm_wrapiter *self)
 {
@@ -137,22 +147,27 @@ add_clock(tm_wrapiter *self)
 
     if (self->open_cpu_ns >= 0 && store->len > 0) {
         tm_store_add_clock(store, store->len - 1, self->open_cpu_ns,
-                           self->open_runq_ns);
+                           self->open_runq_ns, self->open_body_cpu_ns,
+                           self->open_body_runq_ns);
     }
+    /* Read once: a clocked step followed by an unclocked fetch has none. */
+    self->open_body_cpu_ns = -1;
+    self->open_body_runq_ns = -1;
 }
 
 /* The calling thread's CPU clock (ns, -1 when unreadable) and its
    run-queue wait so far (schedstat, ns; -1 when the kernel keeps none).
    The schedstat file is the thread's own: opened again when another
    thread fetches, or in a forked child (its thread has another TID). */
-static TM_COLD void
+static TM_COLD int
 fetch_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
 {
     struct timespec ts;
     int64_t ignored;
     int tid = tm_thread_id();
+    int moved = tid != self->schedstat_tid;
 
-    if (tid != self->schedstat_tid) {
+    if (moved) {
         if (self->schedstat_fd >= 0) {
             close(self->schedstat_fd);
         }
@@ -166,6 +181,25 @@ fetch_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
             || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
         *runq_ns = -1;
     }
+    return moved;
+}
+
+/* Before a clocked fetch: its starting clocks, and the open step's body
+   (from the last clocked fetch's end to now) for add_clock, unknown where
+   another thread fetched then or a clock was unreadable.  Where the last
+   fetch was not clocked, last_* are an older fetch's: the open step is
+   then not clocked either, and add_clock never reads its body. */
+static TM_COLD void
+body_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
+{
+    int moved = fetch_clocks(self, cpu_ns, runq_ns);
+
+    self->open_body_cpu_ns = (!moved && *cpu_ns >= 0 && self->last_cpu_ns >= 0
+                              && *cpu_ns >= self->last_cpu_ns)
+                             ? *cpu_ns - self->last_cpu_ns : -1;
+    self->open_body_runq_ns = (!moved && *runq_ns >= 0 && self->last_runq_ns >= 0
+                               && *runq_ns >= self->last_runq_ns)
+                              ? *runq_ns - self->last_runq_ns : -1;
 }
 
 TM_HOT_INLINE void
@@ -200,6 +234,9 @@ close_open_step(tm_wrapiter *self, int64_t now)
 static void
 close_open_step_now(tm_wrapiter *self)
 {
+    /* No next fetch: the body's clocks are unknown. */
+    self->open_body_cpu_ns = -1;
+    self->open_body_runq_ns = -1;
     if (self->open) {
         close_open_step(self, tm_rec_clock(self->rec));
     }
@@ -569,6 +606,10 @@ wrapiter_next(tm_wrapiter *self)
        it, as a reset in the loop body drops the step open then. */
     generation = self->rec->store.generation;
 
+    clocked = TM_CLOCKED(self->steps);
+    if (TM_UNLIKELY(clocked)) {
+        body_clocks(self, &cpu0, &runq0);
+    }
     close_open_step(self, call_ns);
     if (TM_UNLIKELY(inner == NULL)) {
         return NULL;
@@ -578,16 +619,14 @@ wrapiter_next(tm_wrapiter *self)
                        (int64_t)self->steps, self->oldest_rank,
                        self->oldest_worker);
     }
-    clocked = TM_CLOCKED(self->steps);
-    if (TM_UNLIKELY(clocked)) {
-        fetch_clocks(self, &cpu0, &runq0);
-    }
     /* The inner __next__ may run code that releases us or our iterator. */
     Py_INCREF(inner);
     item = Py_TYPE(inner)->tp_iternext(inner);
     done_ns = tm_rec_clock(self->rec);
     if (TM_UNLIKELY(clocked)) {
         fetch_clocks(self, &cpu1, &runq1);
+        self->last_cpu_ns = cpu1;
+        self->last_runq_ns = runq1;
     }
     if (TM_LIKELY(self->watching)) {
         tm_watch_end(&self->slot);
@@ -744,6 +783,10 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->schedstat_fd = -1;
     self->open_cpu_ns = -1;
     self->open_runq_ns = -1;
+    self->open_body_cpu_ns = -1;
+    self->open_body_runq_ns = -1;
+    self->last_cpu_ns = -1;
+    self->last_runq_ns = -1;
     self->inner = Py_NewRef(inner);
     self->rec = (tm_recorder *)Py_NewRef(rec);
     self->owner = owner != Py_None ? Py_NewRef(owner) : NULL;

@@ -308,7 +308,7 @@ class Case:
     sampler_info: Optional[dict] = None
     batches: Optional[np.ndarray] = None       # worker batch records, or none
     items: Optional[np.ndarray] = None         # their item records (samples, collate), or none
-    clocks: Optional[tuple] = None             # fetch clocks (step, cpu_ns, runq_ns), or none
+    clocks: Optional[tuple] = None             # step clocks (snapshot_fetch_clocks), or none
 
 
 def records_of(epochs) -> np.ndarray:
@@ -833,7 +833,8 @@ def stuck(seed: int, at: Optional[int], waited_s: float, n: int = 40) -> Case:
 def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers: int,
                      compute_ms: np.ndarray, prefetch: int = 2,
                      handover_ms: float = 0.05,
-                     handover_parts_ms: Optional[tuple] = None) -> Case:
+                     handover_parts_ms: Optional[tuple] = None,
+                     body_runq_share: Optional[float] = None) -> Case:
     """An in-order multiprocessing DataLoader played out batch by batch as
     torch schedules it (torch/utils/data/dataloader.py,
     ``_MultiProcessingDataLoaderIter``): ``iter()`` sends prefetch *
@@ -850,7 +851,9 @@ def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers
     times what each batch cost.  ``handover_parts_ms`` = (main CPU, wait
     for a core) of each hand-over, at most ``handover_ms`` together (the
     rest of it in transit): the fetch clocks wrap would read, on every
-    step (None: no clocks)."""
+    step (None: no clocks); ``body_runq_share``: the share of each step's
+    compute its thread waited for a core (the rest on a CPU; None: bodies
+    not clocked)."""
     n = len(cost_ms)
     cost = np.round(np.asarray(cost_ms, dtype=np.float64) * MS).astype(np.int64)
     compute = np.round(np.asarray(compute_ms, dtype=np.float64) * MS).astype(np.int64)
@@ -892,8 +895,12 @@ def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers
     if handover_parts_ms is not None:
         cpu_ms, runq_ms = handover_parts_ms
         assert cpu_ms + runq_ms <= handover_ms, (name, handover_parts_ms, handover_ms)
+        body_cpu = body_runq = np.full(n, -1, dtype=np.int64)
+        if body_runq_share is not None:
+            body_runq = np.round(compute * body_runq_share).astype(np.int64)
+            body_cpu = compute - body_runq
         clocks = (np.arange(n, dtype=np.int64), np.full(n, int(round(cpu_ms * MS))),
-                  np.full(n, int(round(runq_ms * MS))))
+                  np.full(n, int(round(runq_ms * MS))), body_cpu, body_runq)
     return Case(name, records, (rank, worker), sources, truth, batches=batches,
                 clocks=clocks)
 
@@ -1100,6 +1107,20 @@ def sim_production_most_of_wait(seed: int, slow_ms: float = 108.0, n: int = 160)
                             handover_ms=1.5, handover_parts_ms=(1.0, 0.2))
 
 
+def sim_workers_take_cores(seed: int, runq_share: float, n: int = 120) -> Case:
+    """A loader that keeps up (4 workers, ~0.5 ms batches, a 1 ms
+    hand-over: 0.6 ms main CPU, 0.2 ms run queue) beside a 30 ms step
+    whose thread waits ``runq_share`` of it for a core: COMPUTE-BOUND, and
+    where that wait (``runq_share`` x 30 ms) passes the input wait the
+    report says the step itself waited for a core."""
+    rng = np.random.default_rng(2300 + seed)
+    truth = {"diagnosis": "COMPUTE-BOUND", "stalls.count": 0}
+    return simulated_loader(f"sim-workers-take-cores-{runq_share:g}-s{seed}",
+                            _fast(rng, n, 0.5, 0.3), truth, num_workers=4,
+                            compute_ms=rng.uniform(29.0, 31.0, n), handover_ms=1.0,
+                            handover_parts_ms=(0.6, 0.2), body_runq_share=runq_share)
+
+
 # Which half of the corpus a case is in: the rules are tuned on "tune";
 # "held-out" is only ever reported (benchmarks/bench_truth.py --corpus),
 # its confusion table untouched.  By a hash of the name, so a case keeps
@@ -1173,6 +1194,7 @@ def corpus() -> list[Case]:
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",
                                                                "in_transit"))]
     cases += [sim_handover(3, "main_cpu", num_workers=4), sim_handover(4, "cpu_wait", n=60)]
+    cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02)]
     cases += [sim_production_most_of_wait(s, ms) for s, ms in ((0, 108.0), (1, 104.0),
                                                                (2, 112.0))]
     names = [c.name for c in cases]

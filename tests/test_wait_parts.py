@@ -4,6 +4,8 @@ num_workers=0) or in unpickling the batch in the main process (the
 hand-over).  The largest part names where the cost was put, and HAND-OVER
 follows it."""
 
+import multiprocessing
+import os
 import time
 import warnings
 
@@ -102,3 +104,41 @@ def test_probe_steps_carry_no_clocks():
         rec.step_end()
     assert len(rec.snapshot_fetch_clocks()[0]) == 0
     assert rec.report()["wait_parts"] is None
+
+
+def _spin_on(core):
+    os.sched_setaffinity(0, {core})
+    while True:
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_the_bodys_wait_for_a_core_is_measured_beside_a_hog_on_its_core():
+    # The loop and a spinning process share one core: the body's 4 ms of
+    # CPU take about twice that in wall time, the rest in the run queue.
+    # The fetches (a list) cost nothing, so the note says the step waited
+    # for a core longer than for input.
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    hog = multiprocessing.get_context("fork").Process(target=_spin_on, args=(core,), daemon=True)
+    hog.start()
+    try:
+        os.sched_setaffinity(0, {core})
+        time.sleep(0.05)
+        rec = traceml.Recorder()
+        for _ in rec.wrap(list(range(40))):
+            burn_cpu(0.004)
+        r = rec.report()
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.join()
+    c = r["wait_parts"]["compute"]
+    assert c["steps"] >= 30
+    parts = c["parts_s"]
+    # The thread was either on the core or queued for it: the two add up
+    # to the compute, and the queue holds a material part of it.
+    assert parts["main_cpu"] + parts["cpu_wait"] >= 0.9 * c["compute_s"], c
+    assert parts["cpu_wait"] >= 0.25 * c["compute_s"], c
+    assert any("The training step itself waited" in n for n in r["notes"]), r["notes"]

@@ -750,9 +750,13 @@ def test_fetch_clocks_read_the_fetching_threads_cpu():
     rec = traceml.Recorder()
     for _ in rec.wrap(_burning(12, 0.002), name=uname("clocks")):
         time.sleep(0.001)
-    step, cpu_ns, runq_ns = rec.snapshot_fetch_clocks()
+    step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns = rec.snapshot_fetch_clocks()
     records = rec.snapshot()
     assert step.tolist() == list(range(12))
+    # The body (a 1 ms sleep) holds little CPU; the last step's body ends
+    # at the call that finds the iterator exhausted, clocked too.
+    assert (body_cpu_ns >= 0).all() and (body_cpu_ns < MS // 2).all(), body_cpu_ns
+    assert (body_runq_ns >= -1).all()
     wait = records["fetch_done_ns"] - records["begin_ns"]
     # Each fetch burned 2 ms of the thread's CPU inside the fetch, which
     # the wait holds; the sleep in the body is in neither.  The CPU clock
@@ -774,13 +778,17 @@ def test_fetch_clocks_cover_each_epochs_first_fetches_then_a_prime_stride():
     for _ in range(2):
         for _ in w:
             pass
-    step, cpu_ns, _ = rec.snapshot_fetch_clocks()
-    in_epoch = [k for k in range(3500) if k < 1024 or k % 1021 == 0]
-    assert in_epoch[1024:] == [2042, 3063]
+    step, cpu_ns, _, body_cpu_ns, _ = rec.snapshot_fetch_clocks()
+    in_epoch = [k for k in range(3500) if k < 1024 or k % 1021 <= 1]
+    assert in_epoch[1024:] == [2042, 2043, 3063, 3064]
     assert step.tolist() == in_epoch + [3500 + k for k in in_epoch]
     assert (cpu_ns >= 0).all()
+    # A body is clocked where the fetch after it was: pairs, and the first
+    # 1024 fetches of each epoch.
+    with_body = [k for k in in_epoch if k + 1 in in_epoch]
+    assert (step[body_cpu_ns >= 0] % 3500).tolist() == with_body + with_body
     rec.reset()
-    assert len(rec.snapshot_fetch_clocks()[0]) == 0
+    assert [len(a) for a in rec.snapshot_fetch_clocks()] == [0] * 5
 
 
 def test_fetch_clocks_follow_the_thread_that_fetches():
@@ -794,8 +802,11 @@ def test_fetch_clocks_follow_the_thread_that_fetches():
     t.join()
     for _ in it:
         pass
-    step, cpu_ns, runq_ns = rec.snapshot_fetch_clocks()
+    step, cpu_ns, runq_ns, body_cpu_ns, _ = rec.snapshot_fetch_clocks()
     assert step.tolist() == list(range(6))
     # Each thread's own CPU clock: 1 ms burned in each fetch, whichever
     # thread made it.
     assert (cpu_ns >= MS).all() and (cpu_ns < 3 * MS).all(), cpu_ns
+    # A body that began in one thread and ended in another has no clock:
+    # step 0 (this thread, then the other) and step 3 (back again).
+    assert body_cpu_ns[0] == -1 and body_cpu_ns[3] == -1

@@ -158,9 +158,10 @@ def build(
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
     source's sampled stacks (``traceml.stacks.input_for``; None: no
-    ``slow_code`` block); ``fetch_clocks`` the store's sampled fetch
-    clocks, (step, cpu_ns, runq_ns) as ``Recorder.snapshot_fetch_clocks``
-    gives them (None: no ``wait_parts`` block)."""
+    ``slow_code`` block); ``fetch_clocks`` the store's sampled step
+    clocks, (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns) as
+    ``Recorder.snapshot_fetch_clocks`` gives them (None: no ``wait_parts``
+    block)."""
     src = sources.get(source_id)
     selected = records["source"] == source_id
     whole = bool(selected.all())
@@ -176,7 +177,7 @@ def build(
     if fetch_clocks is not None and len(fetch_clocks[0]):
         pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
                                            len(records))
-        clocks = (pos, np.asarray(fetch_clocks[1]), np.asarray(fetch_clocks[2]))
+        clocks = (pos, *(np.asarray(a) for a in fetch_clocks[1:]))
     del selected
     epoch = steps["epoch"]
     epochs, _ = evidence.epoch_runs(epoch)
@@ -212,7 +213,8 @@ def build(
     summary["wait_parts"] = (None if parts_all is None else {
         "all": parts_all,
         "stalls": _wait_split(steps, mask, clocks, making_ns if decided else None),
-        "largest": wait_parts.next_for(parts_all)})
+        "largest": wait_parts.next_for(parts_all),
+        "compute": _body_split(steps, w.steady, clocks)})
     if summary.get("gpu") is not None:
         # NVML's utilisation in the input waits against the rest (needs the
         # stalls).
@@ -390,7 +392,7 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     the source's steps); None without clocks or without such steps."""
     if clocks is None:
         return None
-    pos, cpu, runq = clocks
+    pos, cpu, runq = clocks[:3]
     ok = pos >= 0
     ok[ok] = mask[pos[ok]]
     if not ok.any():
@@ -399,6 +401,22 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
     making = np.asarray(making_ns)[at] if making_ns is not None else None
     return wait_split.split(wait, cpu[ok], runq[ok], making)
+
+
+def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
+                ) -> Optional[dict]:
+    """wait_split.body_split over the clocked steps in ``mask`` whose
+    body was clocked; None without any."""
+    if clocks is None:
+        return None
+    pos, _, _, cpu, runq = clocks
+    ok = (pos >= 0) & (cpu >= 0)
+    ok[ok] = mask[pos[ok]]
+    if not ok.any():
+        return None
+    at = pos[ok]
+    return wait_split.body_split(steps["end_ns"][at] - steps["fetch_done_ns"][at], cpu[ok],
+                                 runq[ok])
 
 
 def _durations(w: _Steady, production: Optional[dict] = None,

@@ -150,7 +150,7 @@ class Recorder(_core.Recorder):
             else:
                 delivery = None
         clocks = self.snapshot_fetch_clocks()
-        kept = clocks[0] < len(records)
+        kept = clocks[0] < len(records)    # steps added since the records were read
         clocks = tuple(a[kept] for a in clocks)
         stuck = [ev for ev in _core.sampler_stuck() if ev["recorder"] == self.id]
         # A copy: a reset() in a signal handler may release sources meanwhile.

@@ -77,7 +77,7 @@ def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
     """The lines under the table: epoch start (optional), loader, processes."""
     lines = (bottom_line.epoch_start_line(s) if epoch_start else None, report_notes.loader_line(s),
              hand_over.batch_bytes_line(s), hand_over.production_line(s),
-             wait_parts.wait_parts_line(s),
+             wait_parts.wait_parts_line(s), wait_parts.compute_parts_line(s),
              slow_samples.sample_line(s),
              worker_memory.memory_line(s),
              *worker_evidence.process_lines(s))

@@ -20,6 +20,11 @@ CPU time and run-queue wait inside the fetch split each wait into
 
 The parts of a fetch add up to its wait: the CPU time is capped at the
 wait, the run-queue wait at what is left.
+
+The step's body (its compute: from the batch in hand to the next fetch)
+splits the same way where the next fetch was clocked too: ``main_cpu``,
+``cpu_wait`` (the model's thread waiting for a core: workers or other
+programs holding the cores) and ``off_cpu`` (a GPU sync, I/O, sleep).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 
 PARTS_TIMED = ("worker_making", "main_cpu", "cpu_wait", "in_transit")
 PARTS_UNTIMED = ("main_cpu", "cpu_wait", "asleep")
+PARTS_BODY = ("main_cpu", "cpu_wait", "off_cpu")
 
 
 def clocked_positions(clock_steps: np.ndarray, selected: Optional[np.ndarray],
@@ -88,3 +94,26 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     return {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9,
             "parts_s": {k: float(v.sum()) * 1e-9 for k, v in parts.items()},
             "runq_known": runq_known}
+
+
+def body_split(compute_ns: np.ndarray, cpu_ns: np.ndarray,
+               runq_ns: np.ndarray) -> Optional[dict]:
+    """The summed parts of the clocked steps' bodies: ``compute_ns`` (shape
+    (m,), ns) each step's time from its batch in hand to the next fetch,
+    ``cpu_ns`` and ``runq_ns`` the loop thread's CPU time and run-queue
+    wait over it (-1: not clocked, that step left out; a run-queue -1
+    reads 0).  None when no step is left.  Returns {steps, compute_s,
+    parts_s ({part: s} in PARTS_BODY order), runq_known}."""
+    compute = np.asarray(compute_ns, dtype=np.int64)
+    cpu = np.asarray(cpu_ns, dtype=np.int64)
+    runq = np.asarray(runq_ns, dtype=np.int64)
+    keep = (cpu >= 0) & (compute >= 0)
+    if not keep.any():
+        return None
+    compute, cpu, runq = compute[keep], cpu[keep], runq[keep]
+    on_cpu = np.minimum(cpu, compute)
+    queued = np.minimum(np.maximum(runq, 0), compute - on_cpu)
+    parts = {"main_cpu": on_cpu, "cpu_wait": queued, "off_cpu": compute - on_cpu - queued}
+    return {"steps": int(keep.sum()), "compute_s": float(compute.sum()) * 1e-9,
+            "parts_s": {k: float(v.sum()) * 1e-9 for k, v in parts.items()},
+            "runq_known": bool((runq >= 0).any())}

@@ -135,3 +135,35 @@ def test_the_line_names_each_part_with_its_share():
 def test_a_source_without_records_has_no_clocked_positions():
     pos = wait_split.clocked_positions(np.array([0, 2]), np.zeros(3, dtype=bool), 3)
     assert pos.tolist() == [-1, -1]
+
+
+def test_the_body_splits_into_cpu_queue_and_the_rest():
+    got = wait_split.body_split(np.array([10, 20, 30]), np.array([4, 25, -1]),
+                                np.array([3, 9, 1]))
+    # step 0: 4 on CPU, 3 queued, 3 off; step 1: CPU capped at 20; step 2
+    # not clocked.
+    assert got["steps"] == 2
+    assert got["parts_s"] == pytest.approx({"main_cpu": 24e-9, "cpu_wait": 3e-9,
+                                            "off_cpu": 3e-9})
+    assert got["compute_s"] == pytest.approx(30e-9)
+    assert wait_split.body_split(np.array([5]), np.array([-1]), np.array([0])) is None
+
+
+def _clocked(queued_s, waited_s, runq_known=True):
+    return {"loader": {"num_workers": 2}, "host": {"usable_cpus": 2},
+            "wait_parts": {"all": {"fetches": 10, "wait_s": 10 * waited_s,
+                                   "parts_s": {}, "runq_known": runq_known},
+                           "compute": {"steps": 10, "compute_s": 1.0, "runq_known": runq_known,
+                                       "parts_s": {"main_cpu": 0.5, "cpu_wait": 10 * queued_s,
+                                                   "off_cpu": 0.5 - 10 * queued_s}}}}
+
+
+def test_the_note_needs_the_steps_queue_longer_than_the_input_wait():
+    (f,) = wait_parts.notes(_clocked(0.004, 0.002))
+    assert f.code == "compute_waits_for_core"
+    assert f.numbers["cpu_wait_s"] == pytest.approx(0.004)
+    assert f.numbers["compute_share"] == pytest.approx(0.04)
+    assert "2 workers" in wait_parts.WORDS[f.code](f.numbers)
+    assert wait_parts.notes(_clocked(0.002, 0.004)) == []
+    assert wait_parts.notes(_clocked(0.004, 0.002, runq_known=False)) == []
+    assert wait_parts.notes({"wait_parts": None}) == []

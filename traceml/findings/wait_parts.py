@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..fmt import pct, plural
+from ..fmt import fmt_s, pct, plural
+from ._types import Finding, Words
 
 # The parts' names in the report, and what each calls for.
 PART_NAMES = {
@@ -85,6 +86,58 @@ def wait_parts_line(s: dict) -> Optional[str]:
     if not wp["all"].get("runq_known"):
         text += " (no run-queue times from this kernel: a wait for a core reads as CPU or sleep)"
     return text
+
+
+def compute_parts_line(s: dict) -> Optional[str]:
+    """The measured parts of the step's body (its compute), over the
+    clocked steady steps; None when none was clocked."""
+    c = (s.get("wait_parts") or {}).get("compute")
+    if not c or not c["compute_s"]:
+        return None
+    total = c["compute_s"]
+    parts = ", ".join(f"{_BODY_SHORT[k]} {pct(v / total)}" for k, v in c["parts_s"].items())
+    return (f"compute by part ({plural(c['steps'], 'clocked step')}, the loop's thread from "
+            f"its batch to the next fetch): {parts}")
+
+
+_BODY_SHORT = {"main_cpu": "on a CPU", "cpu_wait": "waiting for a core",
+               "off_cpu": "off CPU (GPU sync, I/O, sleep)"}
+
+
+def notes(s: dict) -> list[Finding]:
+    """``compute_waits_for_core`` where the training step's own wait for a
+    core, per clocked step, exceeds the loop's input wait per clocked
+    fetch: the cores the workers (or other programs) hold cost the model
+    more than the loader makes it wait, which the input share alone does
+    not show.  Nothing otherwise, or without clocks."""
+    wp = s.get("wait_parts") or {}
+    c, a = wp.get("compute"), wp.get("all")
+    if not c or not a or not c.get("runq_known"):
+        return []
+    queued = c["parts_s"]["cpu_wait"] / c["steps"]
+    waited = a["wait_s"] / a["fetches"]
+    if queued <= waited:
+        return []
+    return [Finding("compute_waits_for_core", {
+        "cpu_wait_s": queued, "compute_share": c["parts_s"]["cpu_wait"] / c["compute_s"],
+        "input_wait_s": waited,
+        "num_workers": (s.get("loader") or {}).get("num_workers"),
+        "cpus": (s.get("host") or {}).get("usable_cpus")})]
+
+
+def _compute_words(p: dict) -> str:
+    who = "other programs"
+    if p.get("num_workers"):
+        who = f"its {plural(p['num_workers'], 'worker')} or other programs"
+    cores = f" on {p['cpus']} CPUs" if p.get("cpus") else ""
+    return (f"The training step itself waited {fmt_s(p['cpu_wait_s'])} a step for a core "
+            f"({pct(p['compute_share'])} of its compute), more than the loop waited for "
+            f"input ({fmt_s(p['input_wait_s'])} a fetch): {who} held the cores the model "
+            f"needed{cores}. Judge a change of num_workers by step time, not by input wait "
+            "alone (traceml.compare shows both).")
+
+
+WORDS: dict[str, Words] = {"compute_waits_for_core": _compute_words}
 
 
 _SHORT = {"worker_making": "worker making", "main_cpu": "main CPU", "cpu_wait": "waiting for a core",
