@@ -1121,6 +1121,31 @@ def sim_workers_take_cores(seed: int, runq_share: float, n: int = 120) -> Case:
                             handover_parts_ms=(0.6, 0.2), body_runq_share=runq_share)
 
 
+def healthy_on_a_busy_host(seed: int, waits: int, queued_ms: float, n: int = 100,
+                           num_workers: int = 4) -> Case:
+    """A loader that keeps up (~0.3 ms waits against an 8 ms step) whose
+    loop thread, on ``waits`` fetches at random, waited ``queued_ms`` (+-10%)
+    for a core inside the fetch (the host's other work holding the cores):
+    the wait the loop felt, and the clocks that measured it on every
+    fetch.  The loader made no stall: no stalls, no period, and the
+    host's waits named as such."""
+    rng = np.random.default_rng(2400 + seed)
+    steady = _fast(rng, n, 0.3, 0.3)
+    queued = np.zeros(n)
+    hit = rng.choice(n, size=waits, replace=False)
+    queued[hit] = queued_ms * rng.uniform(0.9, 1.1, waits)
+    case = make(f"healthy-busy-host-{waits}x{queued_ms:g}ms-s{seed}", steady + queued,
+                {**HEALTHY, "stalls.host_waits.count": waits}, num_workers=num_workers,
+                compute_ms=rng.uniform(7.5, 8.5, n))
+    k = startup(num_workers)
+    total = len(case.records)
+    runq = np.r_[np.zeros(k), np.round(queued * MS)].astype(np.int64)
+    wait = case.records["fetch_done_ns"] - case.records["begin_ns"]
+    case.clocks = (np.arange(total, dtype=np.int64), np.minimum(wait - runq, 50_000),
+                   runq, np.full(total, -1), np.full(total, -1))
+    return case
+
+
 # Which half of the corpus a case is in: the rules are tuned on "tune";
 # "held-out" is only ever reported (benchmarks/bench_truth.py --corpus),
 # its confusion table untouched.  By a hash of the name, so a case keeps
@@ -1195,6 +1220,9 @@ def corpus() -> list[Case]:
                                                                "in_transit"))]
     cases += [sim_handover(3, "main_cpu", num_workers=4), sim_handover(4, "cpu_wait", n=60)]
     cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02)]
+    cases += [healthy_on_a_busy_host(0, 6, 12.0), healthy_on_a_busy_host(1, 25, 6.0),
+              healthy_on_a_busy_host(2, 10, 14.0, num_workers=2),
+              healthy_on_a_busy_host(4, 8, 9.0), healthy_on_a_busy_host(5, 12, 7.0, n=60)]
     cases += [sim_production_most_of_wait(s, ms) for s, ms in ((0, 108.0), (1, 104.0),
                                                                (2, 112.0))]
     names = [c.name for c in cases]

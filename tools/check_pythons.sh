@@ -9,16 +9,13 @@
 # jsonschema, pytest and hypothesis (no torch: torch==2.13.0 is on local
 # disk for 3.11 only); the package compiled and installed from a copy of the
 # files git knows (tracked, and untracked but not ignored), so that nothing
-# is built into the checkout (its .so is the 3.11 editable install's); then
-# the fast test tier from a copy of tests/ (only the installed traceml is
-# importable there; the modules that need torch skip themselves through
-# pytest.importorskip, and collect without errors), less the tests named
-# below with why, and tools/smoke.py --no-torch.
-#
-# The versions run side by side: 4.6 min for the three on 2 cores beside
-# other work (load average 2-4; 3.12's tier 173 s of it; 13.7 min beside
-# load average 6-9), where one alone, quiet, takes about 2 min (3.13: 23 s
-# venv, 14 s build, 83 s tests, 6 s smoke).
+# is built into the checkout (its .so is the 3.11 editable install's); then,
+# from a copy of tests/ (only the installed traceml is importable there),
+# the unit tier and the test files that drive the C core (TESTS below; the
+# modules that need torch skip themselves through pytest.importorskip),
+# their fast tests less those named below with why, and
+# tools/smoke.py --no-torch.  The rest of the fast tier is pure Python over
+# the same core and runs on 3.11 (the README's command).
 #
 # A version that pyenv does not have is reported and skipped, never a
 # failure; a failed build, test or smoke run on a version that is there
@@ -57,6 +54,15 @@ python_for() {
         echo "$top/versions/$full/bin/python$1"
     fi
 }
+
+# What each version runs: the unit tier, and every test file that calls
+# into the C core without torch (the sanitizer's quick list, less the files
+# that need torch, plus the fault injection, the run-file fuzzing and the
+# long-run reference).
+TESTS=(tests/unit tests/test_bad_input.py tests/test_leaks.py tests/test_reducers.py
+       tests/test_recorder.py tests/test_probes.py tests/test_wrap.py tests/test_stacks.py
+       tests/test_nvml.py tests/test_faults.py tests/test_runfile_fuzz.py tests/test_io.py
+       tests/test_longrun.py tests/test_rooms.py)
 
 # Tests that need torch but do not skip without it (leave them to the 3.11
 # run, which has torch):
@@ -155,9 +161,9 @@ check_one() {
         echo "check_pythons: Python $v: torch is importable; this run is meant without it"
         return 1
     fi
-    step "Python $v: the fast test tier without torch"
+    step "Python $v: the unit tier and the C-facing tests, without torch"
     PYTHONPATH="$work/plugins" "$E/bin/python" -m pytest -m "not slow" -q -p no:cacheprovider \
-        -p no_hypothesis_deadline "${deselect[@]}" tests \
+        -p no_hypothesis_deadline "${deselect[@]}" "${TESTS[@]}" \
         || { echo "check_pythons: Python $v: tests failed"; return 1; }
     step "Python $v: tools/smoke.py --no-torch"
     "$E/bin/python" tools/smoke.py --no-torch \

@@ -207,8 +207,16 @@ def build(
     if gpu is not None:     # cuda off: no gpu key, the summary as before
         summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
     summary["production"] = production
+    # The stall rule reads the loader's waits: a clocked fetch's wait less
+    # the loop thread's own wait for a core inside it (the host's part).
+    real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks)
+    if queued is not None:
+        w.wait = np.maximum(real_wait - queued, 0)
     mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s,
                                  max(1, int((loader or {}).get("num_workers") or 0)))
+    stalls["stalls"]["host_waits"] = _host_waits(real_wait, queued,
+                                                 stalls["stalls"]["threshold_s"])
+    del real_wait, queued
     summary.update(stalls)
     summary["wait_parts"] = (None if parts_all is None else {
         "all": parts_all,
@@ -401,6 +409,40 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
     making = np.asarray(making_ns)[at] if making_ns is not None else None
     return wait_split.split(wait, cpu[ok], runq[ok], making)
+
+
+def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
+                     ) -> Optional[np.ndarray]:
+    """Per steady step (shape (steady steps,), int64 ns), the loop thread's
+    run-queue wait inside its fetch where the fetch was clocked, at most
+    its wait, else 0; None when no clocked steady fetch waited for a core."""
+    if clocks is None:
+        return None
+    pos, _, runq = clocks[:3]
+    ok = (pos >= 0) & (runq > 0)
+    ok[ok] = w.steady[pos[ok]]
+    if not ok.any():
+        return None
+    at_steady = pos[ok] if w.all else np.cumsum(w.steady)[pos[ok]] - 1
+    queued = np.zeros(len(w.wait), dtype=np.int64)
+    queued[at_steady] = np.minimum(runq[ok], w.wait[at_steady])
+    return queued
+
+
+def _host_waits(real_wait: np.ndarray, queued: Optional[np.ndarray],
+                threshold_s: float) -> Optional[dict]:
+    """{count, queued_s (their mean wait for a core)} of the steady fetches
+    that waited past the stall line only through the loop thread's wait
+    for a core inside them (not stalls: the host's); None without clocks
+    or without such fetches."""
+    if queued is None:
+        return None
+    line = threshold_s / NS
+    host = (real_wait > line) & (real_wait - queued <= line)
+    count = int(np.count_nonzero(host))
+    if not count:
+        return None
+    return {"count": count, "queued_s": float(queued[host].mean()) * NS}
 
 
 def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
@@ -841,9 +883,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     bb = out["batch_bytes"]
     if bb is not None:
         bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy,
-                                            (s.get("loader") or {}).get("num_workers"),
-                                            ((s.get("wait_parts") or {}).get("largest")
-                                             or {}).get("part"))
+                                            (s.get("loader") or {}).get("num_workers"))
     return out
 
 

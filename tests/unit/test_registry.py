@@ -63,10 +63,12 @@ def test_every_superseded_code_exists():
 
 
 def _corpus_advice(summaries) -> dict[str, str]:
-    """advice code -> the first corpus case whose report advises it."""
+    """advice or note code -> the first corpus case whose report advises
+    it or notes it (a family may word both)."""
     out: dict[str, str] = {}
     for name, s in summaries:
-        for code, _ in advice.evidence_next_steps(s, advice.next_steps(s)):
+        for code, _ in (advice.evidence_next_steps(s, advice.next_steps(s))
+                        + findings.family_notes(s)):
             out.setdefault(code, name)
     return out
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from traceml import wait_split
-from traceml.findings import hand_over, input_bound, label_support, wait_parts
+from traceml.findings import input_bound, label_support, wait_parts
 
 
 def test_the_parts_of_each_fetch_add_up_to_its_wait():
@@ -92,16 +92,6 @@ def test_hand_over_is_the_production_smaller_than_the_largest_other_part(
     # Under the input-bound line, the parts decide nothing.
     assert input_bound.diagnose(0.1, production * 0.1, None, None, fraction).label == \
         input_bound.BALANCED
-
-
-def test_bytes_advice_needs_the_largest_part_to_be_one_bytes_cost():
-    big = 2 * hand_over.HANDOVER_MIN_BYTES
-    args = (big, input_bound.INPUT_BOUND, True, False, 2)
-    assert hand_over.handover(*args) == "handover_bytes"            # not measured
-    assert hand_over.handover(*args, "in_transit") == "handover_bytes"
-    assert hand_over.handover(*args, "main_cpu") == "handover_bytes"
-    assert hand_over.handover(*args, "worker_making") is None
-    assert hand_over.handover(*args, "cpu_wait") is None
 
 
 def test_the_resamples_read_hand_over_with_the_measured_split():

@@ -11,7 +11,7 @@ from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
 from . import (attribution, bottom_line, gpu_wait, hand_over, host_contention, input_bound,
                prediction_check, slow_code, stall_shape, stall_threshold, stall_timing,
-               startup_once, sweeps, wait_trend)
+               startup_once, sweeps, wait_parts, wait_trend)
 
 
 # The workers keep the usable CPUs saturated during stalls when their own
@@ -134,6 +134,12 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "median_s": wait["median"], "num_workers": nw,
             "largest": (s.get("wait_parts") or {}).get("largest")}))
         return out
+    largest = (s.get("wait_parts") or {}).get("largest")
+    if largest and largest["part"] == "cpu_wait":
+        # Measured: most of the wait is the loop's thread without a core.
+        out.append(("wait_for_core", {"share": largest["share"], "num_workers": nw,
+                                      "cpus": (s.get("host") or {}).get("usable_cpus")}))
+        return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:
         out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],
@@ -255,7 +261,7 @@ EXPERIMENTS = frozenset((
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
     "compare_in_order", "split_shards", "slow_sample", "fewer_bytes", "predicted_no_workers",
-    "host_contention", "look_at_function", "look_at_path"))
+    "host_contention", "look_at_function", "look_at_path", "wait_for_core"))
 # Which experiment leads where several are advised: the measured evidence
 # before the pattern's experiments, the code that makes the batches first
 # (it answers what the loader's pattern only points at), then a full host
@@ -391,6 +397,7 @@ WORDS: dict[str, Words] = {
     "wrap_and_sweep": lambda p: ("Next: wrap the DataLoader itself and sweep num_workers "
                                  "(traceml.sweep) to see whether more workers shorten the wait."),
     "hand_over": hand_over._hand_over_next,
+    "wait_for_core": wait_parts.wait_for_core_words,
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): a cost paid per "

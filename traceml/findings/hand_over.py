@@ -22,29 +22,23 @@ from . import input_bound, wait_parts
 HANDOVER_MIN_BYTES = 8e6
 
 
-# The measured parts of the wait (findings.wait_parts) that bytes cost: the
-# main process receiving a batch and the batch in transit.
-BYTES_PARTS = frozenset(("main_cpu", "in_transit"))
-
-
 def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
-             main_busy: Optional[bool], num_workers: Optional[int] = None,
-             largest_part: Optional[str] = None) -> Optional[str]:
+             main_busy: Optional[bool], num_workers: Optional[int] = None) -> Optional[str]:
     """Whether large batches may be the wait, as a code: None when the
     median batch is under HANDOVER_MIN_BYTES, input is not a concern
     (COMPUTE-BOUND, NO-DATA), no bytes cross processes (num_workers=0:
     the batch is made where it is used, so there is no hand-over to cost
-    anything), or the largest measured part of the wait
-    (``largest_part``, wait_parts; None: not measured) is not one that
-    bytes cost (BYTES_PARTS); "handover_main" when the workers idle while
-    the main process is busy (the hand-over's receiving end is the cost);
-    else "handover_bytes" (the workers' CPU may be collate's copy rather
-    than the samples' processing)."""
+    anything); "handover_main" when the workers idle while the main
+    process is busy (the hand-over's receiving end is the cost); else
+    "handover_bytes" (the workers' CPU may be collate's copy rather than
+    the samples' processing).  The measured parts of the wait
+    (findings.wait_parts) do not gate it: collate's copy into shared
+    memory runs in the workers, where it is part of making the batch, and
+    the cores it takes show as the main process waiting for one (measured
+    on 59 MB batches here), so no part is free of the bytes' cost."""
     if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
         return None
     if num_workers == 0:
-        return None
-    if largest_part is not None and largest_part not in BYTES_PARTS:
         return None
     if diagnosis in (input_bound.COMPUTE_BOUND, input_bound.NO_DATA):
         return None

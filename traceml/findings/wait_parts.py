@@ -105,6 +105,25 @@ _BODY_SHORT = {"main_cpu": "on a CPU", "cpu_wait": "waiting for a core",
 
 
 def notes(s: dict) -> list[Finding]:
+    """The measured parts' notes: ``host_waits`` and
+    ``compute_waits_for_core`` (see :func:`host_waits` and
+    :func:`compute_waits`)."""
+    return host_waits(s) + compute_waits(s)
+
+
+def host_waits(s: dict) -> list[Finding]:
+    """``host_waits`` where clocked fetches waited past the stall line only
+    through the loop thread's own wait for a core inside them: the stall
+    rule reads each clocked fetch's wait less that run-queue wait (the
+    loader's wait; build's ``_queued_in_fetch``), so those are not counted
+    as stalls, and this says so.  Nothing otherwise."""
+    hw = (s.get("stalls") or {}).get("host_waits")
+    if not hw:
+        return []
+    return [Finding("host_waits", {**hw, "threshold_s": s["stalls"]["threshold_s"]})]
+
+
+def compute_waits(s: dict) -> list[Finding]:
     """``compute_waits_for_core`` where the training step's own wait for a
     core, per clocked step, exceeds the loop's input wait per clocked
     fetch: the cores the workers (or other programs) hold cost the model
@@ -137,7 +156,15 @@ def _compute_words(p: dict) -> str:
             "alone (traceml.compare shows both).")
 
 
-WORDS: dict[str, Words] = {"compute_waits_for_core": _compute_words}
+WORDS: dict[str, Words] = {
+    "host_waits": lambda p: (
+        f"{plural(p['count'], 'fetch', 'fetches')} waited past the stall line "
+        f"({fmt_s(p['threshold_s'])}) only because the loop's thread waited for a core inside "
+        f"{'it' if p['count'] == 1 else 'them'} ({fmt_s(p['queued_s'])} on average): the "
+        "host's waits, not the loader's, so they are not counted as stalls (the stall rule "
+        "reads each clocked fetch's wait less its wait for a core)."),
+    "compute_waits_for_core": _compute_words,
+}
 
 
 _SHORT = {"worker_making": "worker making", "main_cpu": "main CPU", "cpu_wait": "waiting for a core",
@@ -145,12 +172,24 @@ _SHORT = {"worker_making": "worker making", "main_cpu": "main CPU", "cpu_wait": 
 
 
 def next_for(split: Optional[dict]) -> Optional[dict]:
-    """The numbers of the largest part's next step: {part, share, name,
-    next}; None without a split."""
+    """The numbers of the largest part's next step, {part, share (of the
+    split's wait)}; None without a split."""
     got = largest(split)
     if got is None:
         return None
     return {"part": got[0], "share": got[1]}
+
+
+def wait_for_core_words(p: dict) -> str:
+    """The next step where the largest measured part of the input wait is
+    the loop's thread waiting for a core (advice's ``wait_for_core``)."""
+    procs = (f" ({plural(p['num_workers'], 'worker')} on {p['cpus']} CPUs, and whatever "
+             "else runs)" if p.get("num_workers") and p.get("cpus") else "")
+    return (f"The largest measured part of the input wait ({pct(p['share'])}) is the loop's "
+            "thread waiting for a core inside the fetch: the CPUs were taken, by the workers "
+            f"or by other programs{procs}. Next: the same loop with fewer processes than "
+            "cores (a lower num_workers, or what else runs stopped), compared on step time "
+            "(traceml.compare).")
 
 
 def largest_sentence(p: dict) -> str:
