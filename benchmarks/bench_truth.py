@@ -307,12 +307,12 @@ def scenario_line(name: str, truth: dict, reports: list) -> tuple[str, list]:
     return f"{name}: {', '.join(parts)} (want >= {PATTERN_MIN} in 20 each)", checks
 
 
-def run_loaders(runs: int, hog: bool) -> tuple[list, list, list]:
+def run_loaders(runs: int, hog: bool, only: tuple = ()) -> tuple[list, list, list]:
     """Every scenario ``runs`` times, interleaved (run r of every scenario
     before run r + 1 of any): (label pairs, lines, checks)."""
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     traceml.configure(sampler=True)
-    todo = scenarios()
+    todo = [t for t in scenarios() if not only or t[0] in only]
     reports = {name: [] for name, *_ in todo}
     errors = {name: 0 for name, *_ in todo}
     proc = start_hog() if hog else None
@@ -402,6 +402,8 @@ def main(argv: list[str]) -> int:
                    help="runs per real scenario (default 20; quick: 5)")
     p.add_argument("--no-hog", action="store_true", help="run without the CPU hog")
     p.add_argument("--cases", action="store_true", help="print each corpus case's verdict")
+    p.add_argument("--only", nargs="+", metavar="SCENARIO",
+                   help="these real scenarios only (by name), without the seed sweeps")
     args = p.parse_args(argv)
     both = not (args.corpus or args.loaders)
     if not args.no_machine:
@@ -426,14 +428,15 @@ def main(argv: list[str]) -> int:
         runs = args.runs or (5 if args.quick else 20)
         hog = "" if args.no_hog else ", a CPU hog on one core beside them"
         print(f"\n=== real DataLoaders: {runs} runs per scenario{hog} ===", flush=True)
-        pairs, lines, c = run_loaders(runs, not args.no_hog)
+        pairs, lines, c = run_loaders(runs, not args.no_hog, tuple(args.only or ()))
         print("\n".join(lines))
         print()
         print(corpus.format_confusion(corpus.confusion(pairs)))
         all_pairs += pairs
         checks += c
         extra["loaders"] = lines
-        lines, c = run_seed_sweeps(runs, not args.no_hog)
+        lines, c = ((["seed sweeps: not run (--only)"], []) if args.only
+                    else run_seed_sweeps(runs, not args.no_hog))
         print("\n".join(lines))
         checks += c
         extra["seed_sweeps"] = lines

@@ -199,10 +199,11 @@ def build(
         del no_fetch
     decided = input_bound.production_share(production) is not None
     parts_all = _wait_split(steps, w.steady, clocks, making_ns if decided else None)
-    other_largest = wait_parts.other_largest_fraction(parts_all)
-    summary.update(_durations(w, production, unmarked, other_largest))
+    split = (wait_parts.production_fraction(parts_all),
+             wait_parts.other_largest_fraction(parts_all))
+    summary.update(_durations(w, production, unmarked, *split))
     summary["diagnosis_support"] = _diagnosis_support(w, summary["diagnosis"], production,
-                                                      making_ns, loader, other_largest)
+                                                      making_ns, loader, *split)
     gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
     if gpu is not None:     # cuda off: no gpu key, the summary as before
         summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
@@ -463,16 +464,22 @@ def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
 
 def _durations(w: _Steady, production: Optional[dict] = None,
                unmarked: Optional[tuple] = None,
+               production_fraction: Optional[float] = None,
                other_largest_fraction: Optional[float] = None) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
-    it covers the steady steps, the measured split of the rest of the
-    wait, and the probe steps without a fetch mark: input_bound.diagnose)."""
+    it covers the steady steps, the clocked split of the wait, as
+    fractions of it (wait_parts.production_fraction and
+    other_largest_fraction), and the probe steps without a fetch mark:
+    input_bound.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
     mean_step_ns = total_step / len(w.step) if len(w.step) else None
-    diagnosis = input_bound.diagnose(share, input_bound.production_share(production), unmarked,
-                                     mean_step_ns, other_largest_fraction)
+    produced = input_bound.production_share(production)
+    if produced is not None and production_fraction is not None and share is not None:
+        produced = share * production_fraction
+    diagnosis = input_bound.diagnose(share, produced, unmarked, mean_step_ns,
+                                     other_largest_fraction)
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),
@@ -485,16 +492,21 @@ def _durations(w: _Steady, production: Optional[dict] = None,
 
 def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
                        making_ns: Optional[np.ndarray], loader: Optional[dict],
+                       production_fraction: Optional[float] = None,
                        other_largest_fraction: Optional[float] = None) -> Optional[dict]:
     """label_support.support of the diagnosis over the steady steps, with
-    the workers' production per step where it decided the label."""
+    the workers' production per step where it decided the label (or its
+    clocked fraction of the wait, held fixed)."""
     making = None
-    if making_ns is not None and input_bound.production_share(production) is not None:
+    decided = making_ns is not None and input_bound.production_share(production) is not None
+    if decided and production_fraction is None:
         making = making_ns if w.all else making_ns[w.steady]
+    if not decided:
+        production_fraction = None
     nw = (loader or {}).get("num_workers") or 0
     mean_step = float(w.step.mean()) if len(w.step) else None
     return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step,
-                                 other_largest_fraction)
+                                 other_largest_fraction, production_fraction)
 
 
 def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],

@@ -157,3 +157,26 @@ def test_the_note_needs_the_steps_queue_longer_than_the_input_wait():
     assert wait_parts.notes(_clocked(0.002, 0.004)) == []
     assert wait_parts.notes(_clocked(0.004, 0.002, runq_known=False)) == []
     assert wait_parts.notes({"wait_parts": None}) == []
+
+
+def test_the_clocked_production_decides_where_it_is_measured():
+    # A worker making the batch while the loop's thread is itself on a
+    # CPU does not make the loop wait: the clocked split gives production
+    # 4% of the wait (worker timing's overlap gave 40%), so the other
+    # parts lead and the run reads HAND-OVER.
+    split = {"wait_s": 1.0, "parts_s": {"worker_making": 0.04, "main_cpu": 0.36,
+                                        "cpu_wait": 0.55, "in_transit": 0.05}}
+    p = wait_parts.production_fraction(split)
+    f = wait_parts.other_largest_fraction(split)
+    assert p == pytest.approx(0.04) and f == pytest.approx(0.55 / 0.96)
+    share = 0.23
+    assert input_bound.diagnose(share, share * p, None, None, f).label == input_bound.HAND_OVER
+    assert input_bound.diagnose(share, 0.4 * share, None, None, f).label == \
+        input_bound.INPUT_BOUND
+    # Held fixed across the resamples, whatever each one's share.
+    n = 400
+    wait = np.full(n, 2_300_000, dtype=np.int64)
+    step = np.full(n, 10_000_000, dtype=np.int64)
+    got = label_support.support(wait, step, input_bound.HAND_OVER, None, 1, 1e7, f, p)
+    assert got["support"] == 1.0
+    assert wait_parts.production_fraction({"wait_s": 1.0, "parts_s": {"main_cpu": 1.0}}) is None

@@ -80,7 +80,8 @@ def _block_sums(x: np.ndarray, b: int) -> tuple[np.ndarray, float]:
 def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
             making_ns: Optional[np.ndarray] = None, round_steps: int = 1,
             mean_step_ns: Optional[float] = None,
-            other_largest_fraction: Optional[float] = None) -> Optional[dict]:
+            other_largest_fraction: Optional[float] = None,
+            production_fraction: Optional[float] = None) -> Optional[dict]:
     """The support of ``label`` (the run's diagnosis) under the block
     bootstrap of the steady steps (see above), or None for a label
     it does not apply to (NO-DATA) or under SUPPORT_MIN_STEPS steps.
@@ -91,7 +92,10 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     the workers' timing does not decide HAND-OVER); ``round_steps``:
     max(1, num_workers); ``other_largest_fraction``: as
     input_bound.diagnose takes it (the measured split of the hand-over,
-    held fixed across resamples).  Returns {label, support (share of resamples
+    held fixed across resamples); ``production_fraction``: the clocked
+    production's fraction of the wait (wait_parts.production_fraction),
+    held fixed too, each resample's production its share times it
+    (``making_ns`` then None).  Returns {label, support (share of resamples
     giving ``label``), readings ({label: share of resamples}), other (the
     commonest other label, or None), share (the run's input share),
     share_se (the resamples' standard deviation of it), line (the nearest
@@ -114,7 +118,9 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     share_r = np.divide(wait_r, step_r, out=np.full(SUPPORT_RESAMPLES, np.nan),
                         where=step_r > 0)
     prod_r = None
-    if making_ns is not None:
+    if production_fraction is not None:
+        prod_r = share_r * production_fraction
+    elif making_ns is not None:
         making = np.asarray(making_ns)
         known = making >= 0
         prod_sum = resampled(np.where(known, np.clip(making, 0, wait_ns), 0))
