@@ -22,6 +22,15 @@ def fresh_record():
 
 
 @pytest.fixture
+def sampler_off():
+    """The /proc sampler off for the test (tests of the workers' own
+    timing that want no sampler thread beside them), on again after."""
+    traceml.configure(sampler=False)
+    yield
+    traceml.configure(sampler=True)
+
+
+@pytest.fixture
 def loader_source():
     """``make(num_workers, epochs=1)``: registers the synthetic DataLoader
     source (support.SYNTHETIC) that hand-made records belong to; dropped

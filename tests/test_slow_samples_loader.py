@@ -23,11 +23,7 @@ warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 DataLoader = torch.utils.data.DataLoader
 
 
-@pytest.fixture(autouse=True)
-def quiet_sampler():
-    traceml.configure(sampler=False)
-    yield
-    traceml.configure(sampler=True)
+pytestmark = pytest.mark.usefixtures("sampler_off")
 
 
 def _report(loader, epochs=1):

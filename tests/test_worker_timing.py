@@ -26,11 +26,7 @@ DataLoader = torch.utils.data.DataLoader
 MS = 1e-3
 
 
-@pytest.fixture(autouse=True)
-def quiet_sampler():
-    traceml.configure(sampler=False)
-    yield
-    traceml.configure(sampler=True)
+pytestmark = pytest.mark.usefixtures("sampler_off")
 
 
 # --- the shared log --------------------------------------------------------------
