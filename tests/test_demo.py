@@ -190,5 +190,11 @@ def test_the_historical_path_names_its_real_cost_and_the_fixed_path_none(data_di
     names = [f["function"] for f in block["hot_path"]]
     assert "HistoricalDeltaDataset._delta_values" in names, names
     line = next(x for x in str(hist).splitlines() if "went down" in x or "slow batches' code" in x)
-    assert "_delta_values" in line, line
+    # Quiet, every batch costs alike and the line names _delta_values (the
+    # path most CPU went down).  On a loaded host the batches that got less
+    # CPU are slower, and the slow-against-fast test can name a function
+    # deeper on the same path (datasets' Dataset.__getitem__, which
+    # _delta_values calls 50 times a sample): never one off it.
+    below = names[names.index("HistoricalDeltaDataset._delta_values"):]
+    assert any(f"`{n}`" in line for n in below), (line, names)
     assert "_delta_values" not in str(fix) and "Look at" not in str(fix), str(fix)
