@@ -95,17 +95,6 @@ typedef struct {
     int64_t open_cpu_ns;
 } tm_batchlog;
 
-static int64_t
-thread_cpu_ns(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
-        return -1;
-    }
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
-}
-
 static PyObject *
 batchlog_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -182,7 +171,7 @@ batchlog_fetch_begin(PyObject *op, PyObject *Py_UNUSED(ignored))
 {
     tm_batchlog *self = (tm_batchlog *)op;
 
-    self->open_cpu_ns = thread_cpu_ns();
+    self->open_cpu_ns = tm_thread_cpu_ns();
     self->open_begin_ns = tm_clock_ns();
     self->open = 1;
     Py_RETURN_NONE;
@@ -286,7 +275,7 @@ batchlog_fetch_end(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     self->open = 0;
     {
         int64_t end_ns = tm_clock_ns();
-        int64_t cpu_ns = thread_cpu_ns();
+        int64_t cpu_ns = tm_thread_cpu_ns();
 
         batchlog_write(self, self->open_begin_ns, end_ns,
                        (cpu_ns >= 0 && self->open_cpu_ns >= 0)
@@ -572,7 +561,7 @@ timedfetch_clocks(tm_timedfetch *self, int64_t *cpu_ns, int64_t *runq_ns)
             self->schedstat_fd = -2;
         }
     }
-    *cpu_ns = thread_cpu_ns();
+    *cpu_ns = tm_thread_cpu_ns();
     if (self->schedstat_fd < 0
             || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
         *runq_ns = -1;

@@ -21,4 +21,17 @@ tm_clock_ns(void)
     return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
 }
 
+/* The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID, a system
+   call here), or -1 when it cannot be read. */
+static inline int64_t
+tm_thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+        return -1;
+    }
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
 #endif  /* TRACEML_CLOCK_H */

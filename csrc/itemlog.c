@@ -35,17 +35,6 @@
 #include "compat.h"
 #include "module.h"
 
-static int64_t
-item_cpu_ns(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
-        return -1;
-    }
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
-}
-
 /* The fields every wrapper shares, and the record of one timed call. */
 typedef struct {
     PyObject *log;            /* the BatchLog (strong) */
@@ -163,12 +152,12 @@ timedcall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
 
         count = n > INT32_MAX ? -1 : (int32_t)n;
     }
-    cpu0 = item_cpu_ns();
+    cpu0 = tm_thread_cpu_ns();
     begin = tm_clock_ns();
     out = PyObject_Vectorcall(self->t.inner, args, nargsf, kwnames);
     if (out != NULL) {
         end = tm_clock_ns();
-        cpu1 = item_cpu_ns();
+        cpu1 = tm_thread_cpu_ns();
         item_write(&self->t, cpu0, begin, end, cpu1, -1, self->kind, count);
     }
     return out;
@@ -332,12 +321,12 @@ timeddataset_subscript(PyObject *op, PyObject *key)
     int64_t cpu0, cpu1, begin, end;
     PyObject *item;
 
-    cpu0 = item_cpu_ns();
+    cpu0 = tm_thread_cpu_ns();
     begin = tm_clock_ns();
     item = PyObject_GetItem(self->t.inner, key);
     if (item != NULL) {
         end = tm_clock_ns();
-        cpu1 = item_cpu_ns();
+        cpu1 = tm_thread_cpu_ns();
         item_write(&self->t, cpu0, begin, end, cpu1, index_of(key),
                    TM_ITEM_GETITEM, 1);
     }
@@ -462,12 +451,12 @@ timediter_next(PyObject *op)
     int64_t cpu0, cpu1, begin, end;
     PyObject *item;
 
-    cpu0 = item_cpu_ns();
+    cpu0 = tm_thread_cpu_ns();
     begin = tm_clock_ns();
     item = Py_TYPE(inner)->tp_iternext(inner);
     if (item != NULL) {
         end = tm_clock_ns();
-        cpu1 = item_cpu_ns();
+        cpu1 = tm_thread_cpu_ns();
         item_write(&self->t, cpu0, begin, end, cpu1, self->position++,
                    TM_ITEM_NEXT, 1);
     }

@@ -45,7 +45,6 @@
 #define PY_ARRAY_UNIQUE_SYMBOL traceml_ARRAY_API
 #include <numpy/arrayobject.h>
 
-#include <time.h>
 #include <unistd.h>
 
 #include "compat.h"
@@ -162,7 +161,6 @@ add_clock(tm_wrapiter *self)
 static TM_COLD int
 fetch_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
 {
-    struct timespec ts;
     int64_t ignored;
     int tid = tm_thread_id();
     int moved = tid != self->schedstat_tid;
@@ -174,9 +172,7 @@ fetch_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
         self->schedstat_fd = tm_schedstat_open_thread();
         self->schedstat_tid = tid;
     }
-    *cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0
-              ? (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec
-              : -1;
+    *cpu_ns = tm_thread_cpu_ns();
     if (self->schedstat_fd < 0
             || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
         *runq_ns = -1;
