@@ -395,6 +395,15 @@ def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[n
     return block
 
 
+def _clocked_in(pos: np.ndarray, mask: np.ndarray, read: np.ndarray) -> np.ndarray:
+    """Which clock readings (shape (m,), bool) are of a step in ``mask`` (a
+    mask over the source's steps; ``pos`` the readings' positions there,
+    -1 another source's) and pass ``read`` (a mask over the readings)."""
+    ok = (pos >= 0) & read
+    ok[ok] = mask[pos[ok]]
+    return ok
+
+
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
                 making_ns: Optional[np.ndarray]) -> Optional[dict]:
     """wait_split.split over the clocked steps in ``mask`` (a mask over
@@ -402,8 +411,7 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
-    ok = pos >= 0
-    ok[ok] = mask[pos[ok]]
+    ok = _clocked_in(pos, mask, True)
     if not ok.any():
         return None
     at = pos[ok]
@@ -420,8 +428,7 @@ def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
     if clocks is None:
         return None
     pos, _, runq = clocks[:3]
-    ok = (pos >= 0) & (runq > 0)
-    ok[ok] = w.steady[pos[ok]]
+    ok = _clocked_in(pos, w.steady, runq > 0)
     if not ok.any():
         return None
     at_steady = pos[ok] if w.all else np.cumsum(w.steady)[pos[ok]] - 1
@@ -453,8 +460,7 @@ def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
     if clocks is None:
         return None
     pos, _, _, cpu, runq = clocks
-    ok = (pos >= 0) & (cpu >= 0)
-    ok[ok] = mask[pos[ok]]
+    ok = _clocked_in(pos, mask, cpu >= 0)
     if not ok.any():
         return None
     at = pos[ok]
