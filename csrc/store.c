@@ -203,22 +203,39 @@ tm_store_set_delivery(tm_store *store, size_t i, int32_t rank, int32_t worker)
     store->delivery[i].worker = worker;
 }
 
+/* A sampled side array (arr, n entries of `size` bytes, *cap allocated)
+   with room for one more: arr itself, or its copy doubled when full
+   (`first` entries at first), *cap updated.  NULL when the growth fails;
+   arr is then left as it was. */
+static void *
+sample_room(void *arr, size_t n, size_t *cap, size_t size, size_t first)
+{
+    size_t want;
+    void *grown;
+
+    if (n < *cap) {
+        return arr;
+    }
+    want = *cap ? 2 * *cap : first;
+    grown = PyMem_RawRealloc(arr, want * size);
+    if (grown != NULL) {
+        *cap = want;
+    }
+    return grown;
+}
+
 /* Record step i's batch size.  A failed growth loses this size only: the
    sizes are a sample. */
 void
 tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
 {
-    if (store->nbytes == store->bytes_cap) {
-        size_t cap = store->bytes_cap ? 2 * store->bytes_cap : 64;
-        tm_batch_bytes *grown = PyMem_RawRealloc(store->bytes,
-                                                 cap * sizeof(*grown));
+    tm_batch_bytes *room = sample_room(store->bytes, store->nbytes, &store->bytes_cap,
+                                       sizeof(*room), 64);
 
-        if (grown == NULL) {
-            return;
-        }
-        store->bytes = grown;
-        store->bytes_cap = cap;
+    if (room == NULL) {
+        return;
     }
+    store->bytes = room;
     store->bytes[store->nbytes].step = (int64_t)i;
     store->bytes[store->nbytes].bytes = bytes;
     store->nbytes++;
@@ -230,17 +247,13 @@ void
 tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns,
                    int64_t body_cpu_ns, int64_t body_runq_ns)
 {
-    if (store->nclocks == store->clocks_cap) {
-        size_t cap = store->clocks_cap ? 2 * store->clocks_cap : 256;
-        tm_fetch_clock *grown = PyMem_RawRealloc(store->clocks,
-                                                 cap * sizeof(*grown));
+    tm_fetch_clock *room = sample_room(store->clocks, store->nclocks, &store->clocks_cap,
+                                       sizeof(*room), 256);
 
-        if (grown == NULL) {
-            return;
-        }
-        store->clocks = grown;
-        store->clocks_cap = cap;
+    if (room == NULL) {
+        return;
     }
+    store->clocks = room;
     store->clocks[store->nclocks].step = (int64_t)i;
     store->clocks[store->nclocks].cpu_ns = cpu_ns;
     store->clocks[store->nclocks].runq_ns = runq_ns;
