@@ -590,6 +590,34 @@ refuse(tm_stacks *self, int why)
     return PyUnicode_FromString(REASONS[why]);
 }
 
+/*
+ * A stop() outside the main thread disarms the timer but cannot put the
+ * Python-level handler back (signal.signal() refuses there): it leaves that
+ * log's _on_signal, idle.  Given the handler signal.getsignal() returns, a
+ * new reference to what that log found before its start() (None where it
+ * was set outside Python), or NULL without an exception for any other
+ * handler.
+ */
+static PyObject *
+left_by_a_stop_elsewhere(PyObject *op, PyObject *prev)
+{
+    PyObject *owner;
+
+    if (!PyCFunction_Check(prev)
+            || PyCFunction_GetFunction(prev)
+               != (PyCFunction)(void (*)(void))stacks_on_signal) {
+        return NULL;
+    }
+    owner = PyCFunction_GetSelf(prev);
+    if (owner == NULL || Py_TYPE(owner) != Py_TYPE(op)) {
+        return NULL;
+    }
+    if (((tm_stacks *)owner)->old_handler != NULL) {
+        return Py_NewRef(((tm_stacks *)owner)->old_handler);
+    }
+    return Py_NewRef(Py_None);
+}
+
 static PyObject *
 stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
 {
@@ -625,25 +653,37 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     if (sigaction(SIGPROF, NULL, &cur) != 0) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    /* A handler of our own inherited across fork is no one else's. */
-    if (!is_ours(&cur) && ((cur.sa_flags & SA_SIGINFO)
-                           || (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))) {
-        return refuse(self, TM_STACK_WHY_HANDLER);
+    prev = call_signal("getsignal", Py_BuildValue("(i)", SIGPROF));
+    if (prev == NULL) {
+        return NULL;
+    }
+    {
+        PyObject *before = left_by_a_stop_elsewhere(op, prev);
+
+        /* A handler of our own, inherited across fork or left idle by a
+           stop() outside the main thread, is no one else's. */
+        if (before != NULL) {
+            Py_SETREF(prev, before);
+        }
+        else if (!is_ours(&cur) && ((cur.sa_flags & SA_SIGINFO)
+                                    || (cur.sa_handler != SIG_DFL
+                                        && cur.sa_handler != SIG_IGN))) {
+            Py_DECREF(prev);
+            return refuse(self, TM_STACK_WHY_HANDLER);
+        }
     }
     if (getitimer(ITIMER_PROF, &timer) != 0) {
+        Py_DECREF(prev);
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     if (timer.it_value.tv_sec || timer.it_value.tv_usec
             || timer.it_interval.tv_sec || timer.it_interval.tv_usec) {
+        Py_DECREF(prev);
         return refuse(self, TM_STACK_WHY_TIMER);
     }
     /* The Python-level handler, through which PyErr_SetInterruptEx()
        reaches _on_signal(); signal.signal() raises outside the main
        thread, which is said, not raised. */
-    prev = call_signal("getsignal", Py_BuildValue("(i)", SIGPROF));
-    if (prev == NULL) {
-        return NULL;
-    }
     handler = PyObject_GetAttrString(op, "_on_signal");
     if (handler == NULL) {
         Py_DECREF(prev);

@@ -87,6 +87,42 @@ def test_a_handler_already_set_is_left_alone():
         signal.setitimer(signal.ITIMER_PROF, 0, 0)
 
 
+def test_a_stop_from_another_thread_leaves_sampling_possible():
+    # A loader iterator collected in another thread stops the sampler there,
+    # where signal.signal() refuses: the timer stops, and the Python-level
+    # handler left is this log's idle _on_signal.  The next start in the main
+    # thread takes it for traceml's own, samples, and its stop puts back what
+    # was there before the first start.
+    import threading
+
+    before = signal.getsignal(signal.SIGPROF)
+    first = _core.StackLog()
+    assert first.start(worker=-1, interval_us=5000) is None
+    raised = []
+
+    def stop_there():
+        try:
+            first.stop()
+        except ValueError as e:
+            raised.append(e)
+
+    t = threading.Thread(target=stop_there)
+    t.start()
+    t.join()
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    assert not first.info()["running"]
+    second = _core.StackLog()
+    assert second.start(worker=-1, interval_us=5000) is None
+    spin_here(0.1)
+    assert second.stop() is True
+    assert len(second.drain()[0]) > 0
+    assert signal.getsignal(signal.SIGPROF) == before
+    third = _core.StackLog()
+    assert third.start() is None
+    assert third.stop() is True
+    assert signal.getsignal(signal.SIGPROF) == before
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_samples_into_the_shared_log():
     log = _core.StackLog()

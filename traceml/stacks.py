@@ -159,7 +159,8 @@ class _MainSampler:
         SIG_DFL back for SIGPROF, and a tick after that would end the
         process).  The timer stops in any thread; the Python-level handler
         goes back only in the main thread (elsewhere signal.signal()
-        refuses, and the handler left is ours, idle)."""
+        refuses, and the handler left is ours, idle, which the next
+        start takes for its own)."""
         if self.stacks.log is not None:
             try:
                 self.stacks.log.stop()
