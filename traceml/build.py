@@ -198,7 +198,9 @@ def build(
         unmarked = (int(np.count_nonzero(no_fetch[w.steady])), int(np.count_nonzero(w.steady)))
         del no_fetch
     decided = input_bound.production_share(production) is not None
-    parts_all = _wait_split(steps, w.steady, clocks, making_ns if decided else None)
+    clocked_making = _clocked_making(steps, clocks, making_ns if decided else None, met,
+                                     delivery)
+    parts_all = _wait_split(steps, w.steady, clocks, clocked_making)
     split = (wait_parts.production_fraction(parts_all),
              wait_parts.other_largest_fraction(parts_all))
     summary.update(_durations(w, production, unmarked, *split))
@@ -221,7 +223,7 @@ def build(
     summary.update(stalls)
     summary["wait_parts"] = (None if parts_all is None else {
         "all": parts_all,
-        "stalls": _wait_split(steps, mask, clocks, making_ns if decided else None),
+        "stalls": _wait_split(steps, mask, clocks, clocked_making),
         "largest": wait_parts.next_for(parts_all),
         "compute": _body_split(steps, w.steady, clocks)})
     if summary.get("gpu") is not None:
@@ -404,10 +406,36 @@ def _clocked_in(pos: np.ndarray, mask: np.ndarray, read: np.ndarray) -> np.ndarr
     return ok
 
 
+def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
+                    making_ns: Optional[np.ndarray], met: Optional[tuple],
+                    delivery: Optional[tuple]) -> Optional[tuple]:
+    """Per clock reading (parallel to ``clocks``' arrays), the ns of its
+    fetch's wait during which the awaited worker was making batches
+    (``making_ns`` at that step) and the ns of those it waited for a core
+    (worker_timing.queued_during), -1 unknown; None without clocks or
+    without ``making_ns``.  Only the clocked steps are weighed: the split
+    reads no other."""
+    if clocks is None or making_ns is None:
+        return None
+    pos = clocks[0]
+    ok = pos >= 0
+    at = pos[ok]
+    making = np.full(len(pos), -1, dtype=np.int64)
+    making[ok] = np.asarray(making_ns)[at]
+    queued = np.full(len(pos), -1, dtype=np.int64)
+    if met is not None and delivery is not None and ok.any():
+        queued[ok] = worker_timing.queued_during(
+            met[0], steps["epoch"][at], np.asarray(delivery[1])[at], steps["begin_ns"][at],
+            steps["fetch_done_ns"][at])
+    return making, queued
+
+
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
-                making_ns: Optional[np.ndarray]) -> Optional[dict]:
+                clocked_making: Optional[tuple]) -> Optional[dict]:
     """wait_split.split over the clocked steps in ``mask`` (a mask over
-    the source's steps); None without clocks or without such steps."""
+    the source's steps); None without clocks or without such steps.
+    ``clocked_making``: :func:`_clocked_making`'s (None: no worker
+    timing)."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
@@ -416,8 +444,10 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
         return None
     at = pos[ok]
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
-    making = np.asarray(making_ns)[at] if making_ns is not None else None
-    return wait_split.split(wait, cpu[ok], runq[ok], making)
+    if clocked_making is None:
+        return wait_split.split(wait, cpu[ok], runq[ok])
+    return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
+                            clocked_making[1][ok])
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
@@ -773,8 +803,9 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
         block["slow_batches"] = block["stalls"]
     else:
         # Workers: each sample belongs to the batch its worker was making;
-        # the batches split in two by their own make time (Otsu on its
-        # logarithm, as the stall threshold).  A stalled fetch often meets
+        # the batches split in two by their own make time where those form
+        # two groups (slow_code.slow_make_threshold_ns), else they are one
+        # group, all "slow" (none fast to compare).  A stalled fetch often meets
         # a cheap batch queued behind a slow one, so the stalls themselves
         # do not say which batches were slow to make.
         group = np.full(len(d.samples), -1, dtype=np.int64)
@@ -786,10 +817,11 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             steady_rec = np.zeros(len(records), dtype=bool)
             steady_rec[idx[steady & (idx >= 0)]] = True
             make = (records["end_ns"] - records["begin_ns"]).astype(np.int64)
-            threshold = (_core.log_otsu(make[steady_rec])["threshold_ns"] if steady_rec.any()
-                         else math.nan)
-            slow_rec = (make > threshold) & steady_rec if math.isfinite(threshold) else (
-                np.zeros(len(make), bool))
+            threshold = (slow_code.slow_make_threshold_ns(make[steady_rec])
+                         if steady_rec.any() else None)
+            # One group of make times: every batch is alike, none is slow.
+            slow_rec = steady_rec if threshold is None else (make > threshold) & steady_rec
+            block["one_group"] = threshold is None
             fast_rec = steady_rec & ~slow_rec
             group_of = np.where(slow_rec, 1, np.where(fast_rec, 0, -1))
             batch_at = stacks.batch_of(d.samples, records)

@@ -15,8 +15,12 @@ CPU time and run-queue wait inside the fetch split each wait into
   worker was making its batch) into ``worker_making`` (that overlap, at
   most the sleep) and ``in_transit`` (the batch made but not yet here:
   queued in its worker, pickled and sent by the worker's feeder thread, a
-  worker waiting for a core to send it).  Without worker timing the sleep
-  is one part, ``asleep`` (with ``num_workers=0``: I/O, locks, sleep()).
+  worker waiting for a core to send it).  Of the overlap, the part the
+  worker itself waited for a core (its batches' run-queue wait, spread
+  over their make time: worker_timing.queued_during) is
+  ``worker_cpu_wait``, the rest ``worker_making``.  Without worker timing
+  the sleep is one part, ``asleep`` (with ``num_workers=0``: I/O, locks,
+  sleep()).
 
 The parts of a fetch add up to its wait: the CPU time is capped at the
 wait, the run-queue wait at what is left.
@@ -34,7 +38,10 @@ from typing import Optional
 import numpy as np
 
 
-PARTS_TIMED = ("worker_making", "main_cpu", "cpu_wait", "in_transit")
+PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "in_transit")
+# The parts that are the workers' production (the awaited worker making the
+# batch, on a core or waiting for one).
+PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
 PARTS_UNTIMED = ("main_cpu", "cpu_wait", "asleep")
 PARTS_BODY = ("main_cpu", "cpu_wait", "off_cpu")
 
@@ -59,7 +66,8 @@ def clocked_positions(clock_steps: np.ndarray, selected: Optional[np.ndarray],
 
 
 def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
-          making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+          making_ns: Optional[np.ndarray] = None,
+          making_queued_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The summed parts of the clocked fetches' waits.
 
     ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
@@ -67,8 +75,10 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     (-1: unreadable, that fetch left out; a run-queue -1 everywhere, a
     kernel without schedstat, reads 0 wait for a core and says so);
     ``making_ns`` (shape (m,), -1 unknown; None: no worker timing): the ns
-    of the wait during which the awaited worker made its batch.  None when
-    no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    of the wait during which the awaited worker made its batch;
+    ``making_queued_ns`` (shape (m,), -1 unknown reads 0; None: 0) the ns
+    of those during which it waited for a core.  None when no fetch is
+    left.  Returns {fetches, wait_s, parts_s ({part: s}, in
     PARTS_TIMED or PARTS_UNTIMED order), runq_known}."""
     wait = np.asarray(wait_ns, dtype=np.int64)
     cpu = np.asarray(cpu_ns, dtype=np.int64)
@@ -87,8 +97,11 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     asleep = wait - on_cpu - queued
     if making is not None:
         made = np.minimum(making[keep], asleep)
-        parts = {"worker_making": made, "main_cpu": on_cpu, "cpu_wait": queued,
-                 "in_transit": asleep - made}
+        worker_queued = (np.zeros(len(made), dtype=np.int64) if making_queued_ns is None else
+                         np.minimum(np.maximum(np.asarray(making_queued_ns,
+                                                          dtype=np.int64)[keep], 0), made))
+        parts = {"worker_making": made - worker_queued, "worker_cpu_wait": worker_queued,
+                 "main_cpu": on_cpu, "cpu_wait": queued, "in_transit": asleep - made}
     else:
         parts = {"main_cpu": on_cpu, "cpu_wait": queued, "asleep": asleep}
     return {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9,

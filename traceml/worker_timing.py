@@ -302,14 +302,17 @@ def match(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
 
 
 def busy_during(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
-                begin_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+                begin_ns: np.ndarray, end_ns: np.ndarray,
+                rate: Optional[np.ndarray] = None) -> np.ndarray:
     """For each step, how many ns of [begin_ns, end_ns) its delivering
     worker (``worker``, -1 unknown) spent making batches of the same epoch
     (any of them: a worker that holds the GIL making its next batch also
     delays sending the last one, so its busy time counts as production).
     -1 where the worker is unknown or made no batch that epoch.  A worker
     makes one batch at a time, so its intervals do not overlap and their
-    running sum is exact."""
+    running sum is exact.  ``rate`` (shape (records,), in [0, 1]; None:
+    1) weighs each record's interval: the ns counted are rate x overlap
+    (:func:`queued_during`)."""
     out = np.full(len(epoch), -1, dtype=np.int64)
     if len(records) == 0 or len(epoch) == 0:
         return out
@@ -318,8 +321,9 @@ def busy_during(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
     rk, recs = rk[ro], records[ro]
     starts = recs["begin_ns"]
     ends = np.maximum(recs["end_ns"], starts)
+    weight = np.ones(len(recs)) if rate is None else np.asarray(rate, dtype=np.float64)[ro]
     # Running busy time before each interval, restarting per (epoch, worker).
-    dur = ends - starts
+    dur = (ends - starts) * weight
     csum = np.cumsum(dur) - dur
     group_first = np.r_[0, np.flatnonzero(rk[1:] != rk[:-1]) + 1]
     group_of = np.repeat(np.arange(len(group_first)), np.diff(np.r_[group_first, len(rk)]))
@@ -347,13 +351,28 @@ def busy_during(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
             # The last interval of the group starting at or before t.
             j = a + np.searchsorted(starts[a:b], t[sel], side="right") - 1
             jj = np.maximum(j, a)
-            part = np.clip(t[sel] - starts[jj], 0, ends[jj] - starts[jj])
-            got[sel] = np.where(j >= a, before[jj] + part, 0)
+            part = np.clip(t[sel] - starts[jj], 0, ends[jj] - starts[jj]) * weight[jj]
+            got[sel] = np.where(j >= a, np.rint(before[jj] + part), 0)
         return got
 
     busy = busy_until(end_ns) - busy_until(begin_ns)
     out[has] = busy[has]
     return out
+
+
+def queued_during(records: np.ndarray, epoch: np.ndarray, worker: np.ndarray,
+                  begin_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """For each step, how many ns of [begin_ns, end_ns) its delivering
+    worker spent waiting for a core while making batches (int64; -1 where
+    :func:`busy_during` is -1): each batch's run-queue wait (its thread's
+    schedstat, ``runq_ns``; unknown reads 0) spread evenly over its make
+    time, so an overlap of x ns with a batch that waited r of its m ns
+    counts x r / m.  The spread is the model: schedstat gives a batch's
+    total, not when in the batch it waited."""
+    make = (records["end_ns"] - records["begin_ns"]).astype(np.float64)
+    runq = np.maximum(records["runq_ns"], 0).astype(np.float64)
+    rate = np.divide(runq, make, out=np.zeros(len(records)), where=make > 0)
+    return busy_during(records, epoch, worker, begin_ns, end_ns, np.clip(rate, 0.0, 1.0))
 
 
 def _stats_s(x_ns: np.ndarray) -> Optional[dict]:

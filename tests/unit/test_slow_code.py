@@ -187,3 +187,32 @@ def test_top_of_batches_takes_a_frame_whose_line_is_unknown():
     d = _drained([(1, 0, 2, 0, [(2, -1), (0, 12)]), (2, 0, 1, 0, [(2, -1), (0, 12)])])
     top = stacks.top_of_batches(d, np.array([0, 0]))
     assert top == {0: ("burn (ds.py:-1)", 3, 3, None)}
+
+
+def test_make_times_split_only_where_they_form_two_groups():
+    rng = np.random.default_rng(5)
+    # One lognormal group (a busy host stretching some batches): no split.
+    one = rng.lognormal(np.log(8e6), 0.3, 400).astype(np.int64)
+    assert slow_code.slow_make_threshold_ns(one) is None
+    # 1 batch in 8 holds a slow sample (7 ms + 20 ms against 7 ms): two groups
+    # under 4x apart, split between them.
+    two = np.where(np.arange(400) % 8 == 0, 27e6, 7e6) * rng.lognormal(0, 0.05, 400)
+    t = slow_code.slow_make_threshold_ns(two.astype(np.int64))
+    assert t is not None and two[np.arange(400) % 8 != 0].max() < t < two[::8].min()
+    # The eta behind the answer, computed here from the split it reports.
+    logs = np.log(two)
+    hi = logs > np.log(t)
+    between = hi.mean() * (1 - hi.mean()) * (logs[hi].mean() - logs[~hi].mean()) ** 2
+    assert between / logs.var() >= slow_code.SLOW_MAKE_MIN_ETA
+
+
+def test_one_group_of_make_times_says_so_not_every_fetch():
+    fns = [_fn("DS.__getitem__", 100, 0, 1, own=0)]
+    path = [_path_entry("DS.__getitem__", 1.0)]
+    block = _block(fns, 100, 0, hot_path=path)
+    block["one_group"] = True
+    f = slow_code.judge(block)
+    assert f.code == "slow_code_same" and f.numbers["one_group"]
+    assert not f.numbers["every_fetch"]
+    said = slow_code.WORDS[f.code](f.numbers)
+    assert said.startswith("the batches' make times form one group"), said

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from traceml import wait_split
+from traceml import _core, wait_split, worker_timing
 from traceml.findings import input_bound, label_support, wait_parts
 
 
@@ -20,10 +20,19 @@ def test_the_parts_of_each_fetch_add_up_to_its_wait():
     # fetch 0: cpu 2, runq 1, asleep 7 of which making 4, transit 3;
     # fetch 1: cpu 10 (capped), nothing left; fetch 2: cpu 0, runq 10
     # (capped at what is left), asleep 0, making 0.
-    assert p == pytest.approx({"worker_making": 4e-9, "main_cpu": 12e-9,
-                               "cpu_wait": 11e-9, "in_transit": 3e-9})
+    assert p == pytest.approx({"worker_making": 4e-9, "worker_cpu_wait": 0.0,
+                               "main_cpu": 12e-9, "cpu_wait": 11e-9, "in_transit": 3e-9})
     assert sum(p.values()) == pytest.approx(got["wait_s"]) == pytest.approx(30e-9)
     assert got["runq_known"]
+    # The worker waited 3 ns of its 4 for a core in fetch 0; fetch 2's 9 ns
+    # are capped at its making (0); -1 (unknown) reads 0.
+    got = wait_split.split(wait, cpu, runq, making, np.array([3, -1, 9, 5]))
+    assert got["parts_s"] == pytest.approx({"worker_making": 1e-9, "worker_cpu_wait": 3e-9,
+                                            "main_cpu": 12e-9, "cpu_wait": 11e-9,
+                                            "in_transit": 3e-9})
+    assert wait_parts.production_fraction(got) == pytest.approx(4 / 30)
+    # The largest of the other parts over their sum: main_cpu 12 of 26.
+    assert wait_parts.other_largest_fraction(got) == pytest.approx(12 / 26)
 
 
 def test_without_worker_timing_the_sleep_is_one_part():
@@ -46,7 +55,7 @@ def test_nothing_readable_is_no_split():
                 min_size=1, max_size=40))
 def test_the_parts_never_exceed_the_wait_property(rows):
     wait, cpu, runq, making = (np.array(c, dtype=np.int64) for c in zip(*rows))
-    got = wait_split.split(wait, cpu, runq, making)
+    got = wait_split.split(wait, cpu, runq, making, runq[::-1])
     keep = (cpu >= 0) & (making >= 0)
     if not keep.any():
         assert got is None
@@ -180,3 +189,37 @@ def test_the_clocked_production_decides_where_it_is_measured():
     got = label_support.support(wait, step, input_bound.HAND_OVER, None, 1, 1e7, f, p)
     assert got["support"] == 1.0
     assert wait_parts.production_fraction({"wait_s": 1.0, "parts_s": {"main_cpu": 1.0}}) is None
+
+
+def test_a_workers_wait_for_a_core_is_spread_over_its_batch():
+    # Brute force from queued_during's definition: for each wait, the sum
+    # over its worker's batches (same epoch) of overlap x runq / make.
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        rows = []
+        for e in range(2):
+            for w in range(2):
+                t = int(rng.integers(0, 40))
+                for k in range(int(rng.integers(0, 5))):
+                    t += int(rng.integers(0, 20))
+                    d = int(rng.integers(0, 40))
+                    runq = int(rng.integers(-1, d + 1))
+                    rows.append((t, t + d, 0, runq, k, e, w))
+                    t += d
+        recs = (np.array(rows, dtype=_core.BATCH_RECORD_DTYPE) if rows
+                else np.zeros(0, _core.BATCH_RECORD_DTYPE))
+        n = 25
+        epoch = rng.integers(0, 3, n).astype(np.int32)
+        worker = rng.integers(-1, 3, n).astype(np.int32)
+        begin = rng.integers(0, 200, n)
+        end = begin + rng.integers(0, 80, n)
+        got = worker_timing.queued_during(recs, epoch, worker, begin, end)
+        for i in range(n):
+            mine = recs[(recs["epoch"] == epoch[i]) & (recs["worker"] == worker[i])]
+            if worker[i] < 0 or len(mine) == 0:
+                assert got[i] == -1
+                continue
+            want = sum(max(0, min(r["end_ns"], end[i]) - max(r["begin_ns"], begin[i]))
+                       * max(r["runq_ns"], 0) / (r["end_ns"] - r["begin_ns"])
+                       for r in mine if r["end_ns"] > r["begin_ns"])
+            assert abs(got[i] - want) <= 1, (got[i], want)

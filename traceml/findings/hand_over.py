@@ -58,7 +58,7 @@ def _hand_over_next(p: dict) -> str:
             f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
             "hand-over")
     largest = p.get("largest")
-    if largest and largest["part"] != "worker_making":
+    if largest and largest["part"] not in wait_parts.PRODUCTION_PARTS:
         # Measured (wait_parts): the next step is the largest part's.
         return (f"{head} (median fetch {fmt_s(p['median_s'])}). "
                 f"{wait_parts.largest_sentence(largest)}")

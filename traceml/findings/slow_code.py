@@ -4,8 +4,9 @@ workers' sampled CPU tells the stalled batches from the others.
 Numbers (``summary["slow_code"]``, traceml.build._slow_code): each
 DataLoader worker's Python stack sampled every 5 ms of its CPU
 (traceml.stacks), each sample tied to the batch its worker was making;
-the batches split into *slow* and *fast* by their own make time (the
-two-group split of all make times, Otsu on the logarithm; at
+the batches split into *slow* and *fast* by their own make time where
+those form two groups (:func:`slow_make_threshold_ns`; one group: every
+batch alike, all of them the "slow" side and none fast to compare; at
 num_workers=0, stalled fetches against the others); per function (file,
 qualified name, first line), the sample weight of each group whose stack
 holds it.  Judged only when the loop stalled.
@@ -38,9 +39,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
 from scipy import stats
 
-from ..fmt import pct
+from .. import _core
+from ..fmt import pct, plural
+from . import stall_threshold
 from ._types import Finding, Words
 
 # The false-naming rate across the functions of one report: 1 in 100
@@ -58,10 +62,32 @@ OFF_CPU_SHARE = 0.5
 TABLE_ROWS = 8
 TABLE_SHOWN = 2
 
+# Two groups of make times: Otsu's split of log(make time) separates
+# them with at least this eta (the between-group share of the variance),
+# stall_threshold's test of two groups.  One lognormal group reaches at
+# most 2/pi = 0.64 however it is split, so a run whose batches all cost
+# alike, some a little longer by chance or by a busy host, is one group:
+# naming the code of its "slower half" would name whatever every batch
+# runs.  No ratio between the groups is asked (stall_threshold's 4x is for
+# fetch waits): a batch of 8 samples with one slow among them is at most
+# about 4x the others, and still a group apart.
+SLOW_MAKE_MIN_ETA = stall_threshold.BIMODAL_MIN_ETA
+
 # The codes of the evidence line (the next step is look_at_function).
 EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few",
                   "slow_code_not_making", "slow_code_off_cpu", "slow_code_cpu_wait",
                   "slow_code_other_thread", "slow_code_off")
+
+
+def slow_make_threshold_ns(make_ns: np.ndarray) -> Optional[float]:
+    """The make time (ns) above which a batch is slow, where the make
+    times ``make_ns`` (shape (n,), ns) form two groups (log-Otsu eta >=
+    SLOW_MAKE_MIN_ETA); None where they form one group."""
+    split = _core.log_otsu(np.asarray(make_ns, dtype=np.int64))
+    eta, threshold = split["eta"], split["threshold_ns"]
+    if not (math.isfinite(eta) and math.isfinite(threshold)) or eta < SLOW_MAKE_MIN_ETA:
+        return None
+    return float(threshold)
 
 
 def _p_value(a: float, n1: float, b: float, n0: float) -> float:
@@ -136,7 +162,7 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     fast_share = block.get("fast_cpu_share") or 1.0
     if cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share:
         numbers = {"cpu_share": cpu_share, "fast_cpu_share": block.get("fast_cpu_share"),
-                   "batches": block["slow_batches"]}
+                   "batches": block["slow_batches"], "one_group": bool(block.get("one_group"))}
         # Off CPU, the larger measured part decides: waiting for a CPU (the
         # run queue) or blocked (sleep, I/O, a lock: the rest).
         runq = block.get("slow_runq_share")
@@ -163,7 +189,8 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         return Finding("slow_code_too_few", {"samples": total, "slow": s["slow"],
                                              "fast": s["fast"]})
     return Finding("slow_code_same", {"path": path, "samples": total,
-                                      "every_fetch": not s["fast"]})
+                                      "every_fetch": not s["fast"] and not block.get("one_group"),
+                                      "one_group": bool(block.get("one_group"))})
 
 
 def held_path(path: list[dict], total: float) -> list[dict]:
@@ -259,6 +286,10 @@ def _whose(p: dict) -> str:
     return "the main process's" if p.get("main") else "the workers'"
 
 
+def _which(p: dict) -> str:
+    return "the batches (one group of make times)" if p.get("one_group") else "the slow batches"
+
+
 def _shares(p: dict) -> str:
     who = "main-process" if p.get("main") else "worker"
     return (f"{pct(p['slow_share'])} of the slow batches' sampled {who} CPU, "
@@ -271,7 +302,9 @@ WORDS: dict[str, Words] = {
         f"({p['samples_slow']:.0f} and {p['samples_fast']:.0f} samples; "
         f"Fisher p = {p['p_value']:.1g})"),
     "slow_code_same": lambda p: (
-        ("every fetch stalled, so no batch is fast to compare with"
+        ("the batches' make times form one group, none slow apart from the rest"
+         if p.get("one_group") else
+         "every fetch stalled, so no batch is fast to compare with"
          if p["every_fetch"] else "no function tells the slow batches from the fast ones")
         + f" ({p['samples']:.0f} samples): the cost is every batch's; most of "
         f"{_whose(p)} CPU went down " + _path(p["path"])),
@@ -283,15 +316,15 @@ WORDS: dict[str, Words] = {
         "in the dataset's code (the batches were made; see the hand-over)"),
     "slow_code_off_cpu": lambda p: (
         f"{'the main process was' if p.get('main') else 'the workers were'} not on CPU "
-        f"in the slow batches ({pct(p['cpu_share'])} of their make time over "
-        f"{p['batches']} slow batches"
+        f"in {_which(p)} ({pct(p['cpu_share'])} of their make time over "
+        f"{plural(p['batches'], 'slow batch', 'slow batches') if not p.get('one_group') else plural(p['batches'], 'batch', 'batches')}"
         + (f", against {pct(p['fast_cpu_share'])} in the others"
            if p.get("fast_cpu_share") is not None else "")
         + "): no function's CPU made them slow; look for sleeps, I/O or locks"),
     "slow_code_cpu_wait": lambda p: (
-        f"{'the main process' if p.get('main') else 'the workers'} waited for a CPU in the "
-        f"slow batches ({pct(p['runq_share'])} of their make time in the run queue, "
-        f"{pct(p['cpu_share'])} on CPU, over {p['batches']} slow batches): the cores were "
+        f"{'the main process' if p.get('main') else 'the workers'} waited for a CPU in "
+        f"{_which(p)} ({pct(p['runq_share'])} of their make time in the run queue, "
+        f"{pct(p['cpu_share'])} on CPU, over {p['batches']} batches): the cores were "
         "busy with other work (other processes, or more workers than cores), not with this "
         "batch's code"),
     "slow_code_other_thread": lambda p: (

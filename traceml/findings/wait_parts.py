@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
+from ..wait_split import PRODUCTION_PARTS
 from ._types import Finding, Words
 
 # The parts' names in the report, and what each calls for.
 PART_NAMES = {
     "worker_making": "a worker still making the batch",
+    "worker_cpu_wait": "the worker making the batch waiting for a core",
     "main_cpu": "the main process on a CPU inside the fetch",
     "cpu_wait": "the main process waiting for a core",
     "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
@@ -27,6 +29,9 @@ PART_NAMES = {
 PART_NEXT = {
     "worker_making": ("the workers' production: more workers, or cheaper samples (the "
                       "slow-code and slow-sample lines say which)"),
+    "worker_cpu_wait": ("a core for the workers: fewer processes than cores (a lower "
+                        "num_workers), or a quieter host, compared on step time "
+                        "(traceml.compare)"),
     "main_cpu": ("the main process's own work on each batch, receiving it (unpickling and "
                  "rebuilding its tensors, or work a custom collate_fn or iterator leaves to "
                  "the main process): fewer or smaller tensors per batch, or that work moved "
@@ -53,8 +58,10 @@ def largest(split: Optional[dict]) -> Optional[tuple[str, float]]:
 
 
 def production_fraction(split: Optional[dict]) -> Optional[float]:
-    """The workers' production (``worker_making``) as a fraction of the
-    split's wait; None without a split with worker timing.  Where it is
+    """The workers' production (``worker_making`` and ``worker_cpu_wait``:
+    the awaited worker making the batch, on a core or waiting for one) as
+    a fraction of the split's wait; None without a split with worker
+    timing.  Where it is
     known, input_bound.diagnose reads the production from it rather than
     from the worker timing's overlap alone: a worker making a batch while
     the loop's thread is itself on a CPU or waiting for a core does not
@@ -62,7 +69,7 @@ def production_fraction(split: Optional[dict]) -> Optional[float]:
     overlap put 40% of the wait in production, the clocks 4%)."""
     if not split or "worker_making" not in split["parts_s"] or not split["wait_s"]:
         return None
-    return split["parts_s"]["worker_making"] / split["wait_s"]
+    return sum(split["parts_s"].get(k, 0.0) for k in PRODUCTION_PARTS) / split["wait_s"]
 
 
 def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
@@ -74,7 +81,7 @@ def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
     sum."""
     if not split or "worker_making" not in split["parts_s"]:
         return None
-    rest = {k: v for k, v in split["parts_s"].items() if k != "worker_making"}
+    rest = {k: v for k, v in split["parts_s"].items() if k not in PRODUCTION_PARTS}
     total = sum(rest.values())
     return max(rest.values()) / total if total > 0 else None
 
@@ -180,7 +187,8 @@ WORDS: dict[str, Words] = {
 }
 
 
-_SHORT = {"worker_making": "worker making", "main_cpu": "main CPU", "cpu_wait": "waiting for a core",
+_SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting for a core",
+          "main_cpu": "main CPU", "cpu_wait": "main waiting for a core",
           "in_transit": "in transit", "asleep": "asleep"}
 
 
