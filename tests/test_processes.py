@@ -365,6 +365,11 @@ def test_report_from_another_thread_while_the_sampler_runs():
             except BaseException as exc:  # noqa: BLE001 - collected, asserted empty
                 errors.append(exc)
                 return
+            # A pause between reports: without one this thread takes the
+            # GIL back at every switch interval, and the loop's first
+            # fetch (torch's seed draw in the DataLoader iterator, which
+            # gives the GIL up and takes it back many times) took 47-166 s.
+            time.sleep(0.001)
 
     loops_before = _core.sampler_info()["active_loops"]
     t = threading.Thread(target=reporter)
