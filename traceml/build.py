@@ -606,14 +606,21 @@ def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: 
                        num_workers: Optional[int]) -> Optional[dict]:
     """The pre-stated cadence test (stall_timing.predicted_cadence) for
     the loader's own period max(1, num_workers), over the steady fetches
-    (the phase counted from each epoch's start); None without a loader,
+    (the phase counted from each epoch's start) and their loader waits
+    (``w.wait``); None without a loader,
     with one loader in flight, without stalls that matter, or for the
     probes."""
     period = stall_timing.effective_workers(num_workers)
     if period is None or period < 2 or not stalls["count"]:
         return None
     position = _epoch_position(steps)
-    return stall_timing.predicted_cadence(mask, position, period, w.steady & (position >= 0))
+    if w.all:
+        wait = w.wait
+    else:
+        wait = np.zeros(len(steps), dtype=np.int64)
+        wait[w.steady] = w.wait
+    return stall_timing.predicted_cadence(mask, position, period, w.steady & (position >= 0),
+                                          wait)
 
 
 def _epoch_position(steps: np.ndarray) -> np.ndarray:

@@ -39,9 +39,6 @@ import numpy as np
 
 
 PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "in_transit")
-# The parts that are the workers' production (the awaited worker making the
-# batch, on a core or waiting for one).
-PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
 PARTS_UNTIMED = ("main_cpu", "cpu_wait", "asleep")
 PARTS_BODY = ("main_cpu", "cpu_wait", "off_cpu")
 

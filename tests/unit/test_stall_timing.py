@@ -185,3 +185,39 @@ def test_bursts_of_the_hand_over_keep_their_period():
     t = stall_timing.temporal_of(mask, epoch, wait, stall_wait_ns=wait[mask])
     assert t["counted"] == "bursts" and t["burst_gap_histogram"] == [[10, 3]]
     assert (t.get("period") or t.get("consistent_period")) == 10
+
+
+def test_the_predicted_cadence_also_ranks_the_waits():
+    # Two workers on one core, 12 steady fetches: the residue's waits are
+    # the long ones, but a stall line caught only 3 of them.
+    position = np.arange(14)
+    tested = position >= 2
+    wait = np.array([300, 1, 250, 60, 120, 6, 210, 24, 110, 0.4, 140, 80, 170, 10]) * 1e6
+    stalled = np.isin(position, [2, 6, 12])
+    got = stall_timing.predicted_cadence(stalled, position, 2, tested, wait)
+    # The rank test by enumeration: of every way to choose which 6 of the 12
+    # steady waits are the residue's, the share whose rank sum is at least
+    # the observed one.
+    w = wait[tested]
+    ranks = np.argsort(np.argsort(w)) + 1
+    on = (position[tested] % 2) == 0
+    observed = ranks[on].sum()
+    sums = [ranks[list(c)].sum() for c in itertools.combinations(range(12), 6)]
+    rank_p = np.mean(np.array(sums) >= observed)
+    assert got["rank_p_value"] == pytest.approx(rank_p)
+    hyper_p = _enumerated_tail(14, 2, 2, 3, 3)
+    assert got["hypergeom_p_value"] == pytest.approx(hyper_p)
+    assert got["p_value"] == pytest.approx(min(1.0, 2 * min(rank_p, hyper_p)))
+    assert rank_p == pytest.approx(1 / 924) and got["p_value"] < stall_timing.PERIOD_ALPHA
+    # 3 of the residue's 6 fetches past the line: not most of them, so no
+    # "stall every 2 fetches" is claimed, however small p is.
+    assert not got["periodic"] and 3 <= stall_timing.PERIOD_MIN_SHARE * 6
+    # Five of the six long waits past the line: periodic on the ranks, where
+    # the placement alone (p = 6/792 * 2 > 0.01) would not say so.
+    five = np.isin(position, [2, 4, 6, 10, 12])
+    got = stall_timing.predicted_cadence(five, position, 2, tested, wait)
+    assert 2 * got["hypergeom_p_value"] >= stall_timing.PERIOD_ALPHA
+    assert got["periodic"] and got["p_value"] == pytest.approx(2 / 924)
+    # Waits with no cadence: the rank test finds none.
+    flat = stall_timing.predicted_cadence(stalled, position, 2, tested, wait[::-1])
+    assert flat["rank_p_value"] > 0.5

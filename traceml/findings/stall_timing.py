@@ -154,12 +154,27 @@ UNSETTLED = "UNSETTLED"
 # residue is the hypergeometric tail P(X >= J), X ~ Hypergeom(n, N, K),
 # exact at the run's size.  The seed's 4-worker run (16 steps, stalls at
 # 0, 4, 8, 12) has 3 of 3 steady stalls on the 3 residue fetches among
-# 12: p = 1/220.  A period is claimed when p < PERIOD_ALPHA over at least
+# 12: p = 1/220.
+#
+# The same hypothesis is also tested on the waits themselves, which a
+# stall line cuts into two: under the null the steady waits are
+# exchangeable across positions, so the Mann-Whitney U of the residue's
+# waits against the others' is the exact permutation test that the
+# residue waits longer (scipy.stats.mannwhitneyu, exact up to
+# RANK_EXACT_MAX fetches, its normal approximation past them).  Two
+# locked-step workers sharing one core leave every other wait 40-330 ms
+# and the rest 0.2-85 ms: a stall line puts 4-5 of the 7 long ones above
+# it (hypergeometric p = 0.01-0.03, not yet), while their ranks alone give
+# p = 1/3432.  The answer's p-value is the smaller of the two, doubled
+# (Bonferroni: two tests of one hypothesis).  A period is claimed when p < PERIOD_ALPHA over at least
 # PREDICTED_MIN_STALLS stalls, at least PERIOD_MIN_REPEATS of them on the
 # residue, at least PERIOD_MIN_SHARE of the stalls on it, more than
 # PERIOD_MIN_SHARE of its fetches stalled, and the period the least one
 # that holds (see predicted_cadence).
 PREDICTED_MIN_STALLS = PERIOD_MIN_GAPS + 1
+# The rank test is exact (its full permutation distribution) up to this
+# many fetches (0.02 s at 200 here), the normal approximation past it.
+RANK_EXACT_MAX = 200
 # Lock-step puts every stall on the residue; one stall off it (a host
 # blip) still fits the prediction, more do not: the answer is then
 # searched like any other run's.
@@ -178,17 +193,33 @@ def _hypergeom_tail(j: int, n: int, slots: int, k: int) -> float:
     return float(hypergeom.sf(j - 1, n, slots, k))
 
 
+def _rank_tail(on_wait: np.ndarray, off_wait: np.ndarray) -> float:
+    """P(U >= u): the one-sided Mann-Whitney test that the waits
+    ``on_wait`` (the residue's) are longer than ``off_wait``; 1.0 when
+    either is empty."""
+    from scipy.stats import mannwhitneyu
+
+    if not len(on_wait) or not len(off_wait):
+        return 1.0
+    method = "exact" if len(on_wait) + len(off_wait) <= RANK_EXACT_MAX else "asymptotic"
+    return float(mannwhitneyu(on_wait, off_wait, alternative="greater", method=method).pvalue)
+
+
 def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
-                      tested: np.ndarray) -> dict:
+                      tested: np.ndarray, wait_ns: Optional[np.ndarray] = None) -> dict:
     """The pre-stated test above for a stall every ``period`` fetches from
     each epoch's start.
 
     ``stalled`` (bool), ``position`` (the fetch's 0-based position in its
-    epoch, int) and ``tested`` (bool: the steady fetches whose position is
-    known) have shape (steps,).  Returns {period,
-    fetches (n), slots (N), stalls (K), on_residue (J), p_value,
-    best_p_value (the p-value had every stall, up to N, been on the
-    residue: whether this run could show the period at all), periodic
+    epoch, int), ``tested`` (bool: the steady fetches whose position is
+    known) and ``wait_ns`` (each fetch's wait, ns; None: the rank test is
+    left out) have shape (steps,).  Returns {period,
+    fetches (n), slots (N), stalls (K), on_residue (J), p_value (the
+    hypergeometric and rank tests' smaller p, doubled; without waits the
+    hypergeometric p alone), hypergeom_p_value, rank_p_value (None
+    without waits), best_p_value (the p-value had every stall, up to N,
+    been on the residue: whether this run could show the period at
+    all), periodic
     (bool), consistent (at least PERIOD_MIN_REPEATS stalls on the residue,
     at most PREDICTED_OFF_RESIDUE off it, more than PERIOD_MIN_SHARE of
     its fetches stalled)}."""
@@ -199,8 +230,14 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     on = (pos % period) == 0
     n, slots = int(len(pos)), int(np.count_nonzero(on))
     k, j = int(np.count_nonzero(hit)), int(np.count_nonzero(hit & on))
-    p = _hypergeom_tail(j, n, slots, k) if k else 1.0
+    p_hyper = _hypergeom_tail(j, n, slots, k) if k else 1.0
     best = _hypergeom_tail(min(k, slots), n, slots, k) if k else 1.0
+    p_rank = None
+    p = p_hyper
+    if wait_ns is not None:
+        wait = np.asarray(wait_ns, dtype=np.float64)[tested]
+        p_rank = _rank_tail(wait[on], wait[~on])
+        p, best = min(1.0, 2 * min(p_hyper, p_rank)), min(1.0, 2 * best)
     # "A stall every `period` fetches": most of the residue's fetches
     # stall (stalls every other round sit on it too, at twice the period),
     # and `period` is the least such period: for each proper divisor d, the
@@ -216,7 +253,8 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
                 and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))
     return {"period": period, "fetches": n, "slots": slots, "stalls": k, "on_residue": j,
-            "p_value": p, "best_p_value": best, "periodic": bool(periodic),
+            "p_value": p, "hypergeom_p_value": p_hyper, "rank_p_value": p_rank,
+            "best_p_value": best, "periodic": bool(periodic),
             "consistent": bool(consistent)}
 
 
@@ -243,10 +281,15 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     if not n or not k or not j:
         return None
 
+    # With the rank test beside it, the hypergeometric test concludes at
+    # half the level (the doubling in predicted_cadence).
+    both = 2.0 if test.get("rank_p_value") is not None else 1.0
+
     def p_of(m: int) -> float:
         kk = max(PREDICTED_MIN_STALLS, round(k * m / n))
         jj = min(round(j * kk / k), m // period)
-        return _hypergeom_tail(jj, m, m // period, kk) if jj >= PERIOD_MIN_REPEATS else 1.0
+        return (both * _hypergeom_tail(jj, m, m // period, kk)
+                if jj >= PERIOD_MIN_REPEATS else 1.0)
 
     got = _settle_steps(n, p_of)
     return None if got is None else max(got - n, 1)
@@ -522,8 +565,10 @@ def shape_line(s: dict) -> Optional[str]:
             evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
                             f"at lag {tmp['period']}")
         if tmp.get("p_value") is not None and tmp.get("tested") == "predicted":
-            evidence.append(f"p = {tmp['p_value']:.2g} that as many random stalls fall on "
-                            f"every {tmp['period']}th fetch from the epoch start, "
+            ranks = (tmp.get("predicted") or {}).get("rank_p_value") is not None
+            evidence.append(f"p = {tmp['p_value']:.2g} that as many random stalls"
+                            + (", or waits ranked as high," if ranks else "")
+                            + f" fall on every {tmp['period']}th fetch from the epoch start, "
                             f"< {PERIOD_ALPHA:g}")
         elif tmp.get("p_value") is not None:
             evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "

@@ -13,8 +13,11 @@ from __future__ import annotations
 from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
-from ..wait_split import PRODUCTION_PARTS
 from ._types import Finding, Words
+
+# The parts that are the workers' production (traceml.wait_split's names:
+# the awaited worker making the batch, on a core or waiting for one).
+PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
 
 # The parts' names in the report, and what each calls for.
 PART_NAMES = {
