@@ -198,32 +198,6 @@ def test_match_meets_the_kth_step_of_a_worker_with_its_kth_batch():
             assert got[i] == (hit[0] if len(hit) else -1)
 
 
-def test_busy_during_is_the_overlap_with_the_workers_own_batches():
-    rng = np.random.default_rng(1)
-    for _ in range(200):
-        rows = []
-        for e in range(2):
-            for w in range(3):
-                t = int(rng.integers(0, 50))
-                for k in range(int(rng.integers(0, 6))):
-                    t += int(rng.integers(0, 20))
-                    d = int(rng.integers(0, 30))
-                    rows.append((t, t + d, 5, -1, k, e, w))
-                    t += d
-        recs = _records(rows)
-        n = 30
-        epoch = rng.integers(0, 3, n).astype(np.int32)
-        worker = rng.integers(-1, 4, n).astype(np.int32)
-        begin = rng.integers(0, 200, n)
-        end = begin + rng.integers(0, 60, n)
-        got = worker_timing.busy_during(recs, epoch, worker, begin, end)
-        for i in range(n):
-            mine = recs[(recs["epoch"] == epoch[i]) & (recs["worker"] == worker[i])]
-            want = -1 if worker[i] < 0 or len(mine) == 0 else sum(
-                max(0, min(r["end_ns"], end[i]) - max(r["begin_ns"], begin[i])) for r in mine)
-            assert got[i] == want
-
-
 def test_summarise_shares_against_brute_force():
     # Two workers alternate; worker w's k-th batch is made over
     # [b, b + make) and step i (delivered by worker i % 2) waits over

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from traceml import _core, wait_split, worker_timing
+from traceml import wait_split
 from traceml.findings import input_bound, label_support, wait_parts
 
 
@@ -190,36 +190,3 @@ def test_the_clocked_production_decides_where_it_is_measured():
     assert got["support"] == 1.0
     assert wait_parts.production_fraction({"wait_s": 1.0, "parts_s": {"main_cpu": 1.0}}) is None
 
-
-def test_a_workers_wait_for_a_core_is_spread_over_its_batch():
-    # Brute force from queued_during's definition: for each wait, the sum
-    # over its worker's batches (same epoch) of overlap x runq / make.
-    rng = np.random.default_rng(3)
-    for _ in range(100):
-        rows = []
-        for e in range(2):
-            for w in range(2):
-                t = int(rng.integers(0, 40))
-                for k in range(int(rng.integers(0, 5))):
-                    t += int(rng.integers(0, 20))
-                    d = int(rng.integers(0, 40))
-                    runq = int(rng.integers(-1, d + 1))
-                    rows.append((t, t + d, 0, runq, k, e, w))
-                    t += d
-        recs = (np.array(rows, dtype=_core.BATCH_RECORD_DTYPE) if rows
-                else np.zeros(0, _core.BATCH_RECORD_DTYPE))
-        n = 25
-        epoch = rng.integers(0, 3, n).astype(np.int32)
-        worker = rng.integers(-1, 3, n).astype(np.int32)
-        begin = rng.integers(0, 200, n)
-        end = begin + rng.integers(0, 80, n)
-        got = worker_timing.queued_during(recs, epoch, worker, begin, end)
-        for i in range(n):
-            mine = recs[(recs["epoch"] == epoch[i]) & (recs["worker"] == worker[i])]
-            if worker[i] < 0 or len(mine) == 0:
-                assert got[i] == -1
-                continue
-            want = sum(max(0, min(r["end_ns"], end[i]) - max(r["begin_ns"], begin[i]))
-                       * max(r["runq_ns"], 0) / (r["end_ns"] - r["begin_ns"])
-                       for r in mine if r["end_ns"] > r["begin_ns"])
-            assert abs(got[i] - want) <= 1, (got[i], want)
