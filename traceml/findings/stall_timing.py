@@ -568,7 +568,8 @@ def shape_line(s: dict) -> Optional[str]:
             ranks = (tmp.get("predicted") or {}).get("rank_p_value") is not None
             evidence.append(f"p = {tmp['p_value']:.2g} that as many random stalls"
                             + (", or waits ranked as high," if ranks else "")
-                            + f" fall on every {tmp['period']}th fetch from the epoch start, "
+                            + f" fall on fetches 0, {tmp['period']}, {2 * tmp['period']}, ... "
+                            "of each epoch, "
                             f"< {PERIOD_ALPHA:g}")
         elif tmp.get("p_value") is not None:
             evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "
