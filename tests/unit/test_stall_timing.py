@@ -221,3 +221,18 @@ def test_the_predicted_cadence_also_ranks_the_waits():
     # Waits with no cadence: the rank test finds none.
     flat = stall_timing.predicted_cadence(stalled, position, 2, tested, wait[::-1])
     assert flat["rank_p_value"] > 0.5
+
+
+def test_the_rank_test_reads_the_first_fetches_only(monkeypatch):
+    # 80 steady fetches at period 2: the first 12 carry the opposite
+    # cadence (the residue's waits short), the rest a clear one.  Capped at
+    # 12 fetches, the rank test sees the first ones alone.
+    position = np.arange(80)
+    tested = np.ones(80, dtype=bool)
+    wait = np.where(position % 2 == 0, 100.0, 1.0) + position * 1e-3
+    wait[:12] = np.where(position[:12] % 2 == 0, 1.0, 100.0)
+    stalled = np.zeros(80, dtype=bool)
+    whole = stall_timing.predicted_cadence(stalled, position, 2, tested, wait)
+    monkeypatch.setattr(stall_timing, "RANK_MAX_FETCHES", 12)
+    first = stall_timing.predicted_cadence(stalled, position, 2, tested, wait)
+    assert whole["rank_p_value"] < 0.01 < 0.99 < first["rank_p_value"]

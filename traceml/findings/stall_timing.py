@@ -175,6 +175,11 @@ PREDICTED_MIN_STALLS = PERIOD_MIN_GAPS + 1
 # The rank test is exact (its full permutation distribution) up to this
 # many fetches (0.02 s at 200 here), the normal approximation past it.
 RANK_EXACT_MAX = 200
+# ... and reads at most the first this many tested fetches: any fixed
+# subset keeps the waits exchangeable under the null, 65,536 fetches give
+# the test all the power a period needs, and ranking 10M waits would cost
+# about a second of report() (whose budget at 10M steps is 1.5 s).
+RANK_MAX_FETCHES = 65536
 # Lock-step puts every stall on the residue; one stall off it (a host
 # blip) still fits the prediction, more do not: the answer is then
 # searched like any other run's.
@@ -213,7 +218,8 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     ``stalled`` (bool), ``position`` (the fetch's 0-based position in its
     epoch, int), ``tested`` (bool: the steady fetches whose position is
     known) and ``wait_ns`` (each fetch's wait, ns; None: the rank test is
-    left out) have shape (steps,).  Returns {period,
+    left out; it reads the first RANK_MAX_FETCHES tested fetches) have
+    shape (steps,).  Returns {period,
     fetches (n), slots (N), stalls (K), on_residue (J), p_value (the
     hypergeometric and rank tests' smaller p, doubled; without waits the
     hypergeometric p alone), hypergeom_p_value, rank_p_value (None
@@ -235,8 +241,9 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     p_rank = None
     p = p_hyper
     if wait_ns is not None:
-        wait = np.asarray(wait_ns, dtype=np.float64)[tested]
-        p_rank = _rank_tail(wait[on], wait[~on])
+        wait = np.asarray(wait_ns)[tested][:RANK_MAX_FETCHES].astype(np.float64)
+        first = on[:RANK_MAX_FETCHES]
+        p_rank = _rank_tail(wait[first], wait[~first])
         p, best = min(1.0, 2 * min(p_hyper, p_rank)), min(1.0, 2 * best)
     # "A stall every `period` fetches": most of the residue's fetches
     # stall (stalls every other round sit on it too, at twice the period),
