@@ -614,11 +614,15 @@ def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: 
     if period is None or period < 2 or not stalls["count"]:
         return None
     position = _epoch_position(steps)
+    # The rank test reads at most RANK_MAX_FETCHES tested fetches: the
+    # waits of twice as many first steps, not a copy of every step's.
+    m = min(len(steps), 2 * stall_timing.RANK_MAX_FETCHES)
     if w.all:
-        wait = w.wait
+        wait = w.wait[:m]
     else:
-        wait = np.zeros(len(steps), dtype=np.int64)
-        wait[w.steady] = w.wait
+        wait = np.zeros(m, dtype=np.int64)
+        head = w.steady[:m]
+        wait[head] = w.wait[:int(np.count_nonzero(head))]
     return stall_timing.predicted_cadence(mask, position, period, w.steady & (position >= 0),
                                           wait)
 

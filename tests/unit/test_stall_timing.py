@@ -236,3 +236,8 @@ def test_the_rank_test_reads_the_first_fetches_only(monkeypatch):
     monkeypatch.setattr(stall_timing, "RANK_MAX_FETCHES", 12)
     first = stall_timing.predicted_cadence(stalled, position, 2, tested, wait)
     assert whole["rank_p_value"] < 0.01 < 0.99 < first["rank_p_value"]
+    # The waits of the first 12 steps only (build passes a prefix): the same.
+    monkeypatch.undo()
+    prefix = stall_timing.predicted_cadence(stalled, position, 2, tested, wait[:12])
+    assert prefix["rank_p_value"] == first["rank_p_value"]
+    assert prefix["fetches"] == whole["fetches"] == 80

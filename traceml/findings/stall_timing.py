@@ -217,9 +217,9 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
 
     ``stalled`` (bool), ``position`` (the fetch's 0-based position in its
     epoch, int), ``tested`` (bool: the steady fetches whose position is
-    known) and ``wait_ns`` (each fetch's wait, ns; None: the rank test is
-    left out; it reads the first RANK_MAX_FETCHES tested fetches) have
-    shape (steps,).  Returns {period,
+    known) have shape (steps,); ``wait_ns`` (ns; None: the rank test is
+    left out) the waits of the first m <= steps fetches, shape (m,): the
+    rank test reads the first RANK_MAX_FETCHES tested fetches among them.  Returns {period,
     fetches (n), slots (N), stalls (K), on_residue (J), p_value (the
     hypergeometric and rank tests' smaller p, doubled; without waits the
     hypergeometric p alone), hypergeom_p_value, rank_p_value (None
@@ -241,8 +241,10 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     p_rank = None
     p = p_hyper
     if wait_ns is not None:
-        wait = np.asarray(wait_ns)[tested][:RANK_MAX_FETCHES].astype(np.float64)
-        first = on[:RANK_MAX_FETCHES]
+        m = len(wait_ns)
+        head = tested[:m]
+        wait = np.asarray(wait_ns)[head][:RANK_MAX_FETCHES].astype(np.float64)
+        first = (np.asarray(position)[:m][head][:RANK_MAX_FETCHES] % period) == 0
         p_rank = _rank_tail(wait[first], wait[~first])
         p, best = min(1.0, 2 * min(p_hyper, p_rank)), min(1.0, 2 * best)
     # "A stall every `period` fetches": most of the residue's fetches
