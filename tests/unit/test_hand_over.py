@@ -11,3 +11,25 @@ def test_no_hand_over_without_worker_processes():
     assert hand_over.handover(BIG, input_bound.INPUT_BOUND, None, True, 0) is None
     assert hand_over.handover(BIG, input_bound.INPUT_BOUND, True, False, 2) == "handover_bytes"
     assert hand_over.handover(BIG, input_bound.INPUT_BOUND, False, True, 2) == "handover_main"
+
+
+def test_a_trend_does_not_displace_the_measured_hand_over():
+    # HAND-OVER is read from the measured parts of the wait; a trend of the
+    # waits (a loaded host drifting) follows its next step, not in its place.
+    from traceml.findings import advice
+
+    trend = {"label": "RISING", "slope_ms_per_step": 0.1, "slope_ms_per_epoch": None,
+             "first_tenth_median_s": 0.008, "last_tenth_median_s": 0.012}
+    s = {"diagnosis": input_bound.HAND_OVER, "input_share": 0.6, "shape": "FAST",
+         "concentration": {}, "temporal": None, "loader": {"num_workers": 2},
+         "input_wait_s": {"median": 0.008}, "stalls": {"count": 0},
+         "trend": trend, "production": {"production_share": 0.01},
+         "wait_parts": {"largest": {"part": "in_transit", "share": 0.9}}}
+    codes = [code for code, _ in advice._steady_steps(s, False)]
+    assert codes == ["hand_over", "trend", "trend_next"]
+    items, roles = advice.arrange(advice._steady_steps(s, False))
+    lead = [it[0] for it, role in zip(items, roles) if role == "lead"]
+    assert lead == ["hand_over"]
+    # Without HAND-OVER the trend's next step is the one, as before.
+    s["diagnosis"] = input_bound.INPUT_BOUND
+    assert [c for c, _ in advice._steady_steps(s, False)] == ["trend", "trend_next"]

@@ -119,13 +119,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                                                  "wait_share": conc["stall_wait_share"]}))
         return out
     trend_ = s.get("trend")
-    if trend_ is not None:
-        out.append(("trend", {k: trend_[k] for k in (
-            "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
-            "last_tenth_median_s")}))
-        out.append(("trend_next", {"label": trend_["label"]}))
-        return out
     if diag == input_bound.HAND_OVER:
+        # The measured parts decided the label: the largest part's next
+        # step leads; a trend of the waits follows it as "also".
         prod = s.get("production") or {}
         out.append(("hand_over", {
             "share": share, "production_share": prod.get("production_share"),
@@ -133,6 +129,13 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "ready_before_fetch": prod.get("ready_before_fetch"),
             "median_s": wait["median"], "num_workers": nw,
             "largest": (s.get("wait_parts") or {}).get("largest")}))
+    if trend_ is not None:
+        out.append(("trend", {k: trend_[k] for k in (
+            "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
+            "last_tenth_median_s")}))
+        out.append(("trend_next", {"label": trend_["label"]}))
+        return out
+    if diag == input_bound.HAND_OVER:
         return out
     largest = (s.get("wait_parts") or {}).get("largest")
     if largest and largest["part"] == "cpu_wait":
