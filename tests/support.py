@@ -94,21 +94,22 @@ MAX_BLOCKS = 150
 MAX_BYTES = 16 * 1024
 
 
-def measure(scenario, warmup=2, rounds=ROUNDS, exclude=()):
+def measure(scenario, warmup=2, rounds=ROUNDS, exclude=(), depth=32):
     """[(objects, blocks, traced bytes)] after each measured round.
 
     With ``exclude`` (filename patterns), blocks and bytes count only the
     traced allocations with none of those files in their traceback: for
     third-party code with caches of its own that fill up slowly (torch).
-    The traceback kept is the innermost 12 frames, which hold the
-    third-party frames of an allocation made in that code; 32 frames cost
-    twice the time (test_reports_leak_nothing: 134 s against 61 s) for
-    frames of pytest's own call stack."""
+    The traceback kept is the innermost ``depth`` frames: torch's caches
+    are filled deep inside torch and need 32 (at 12 the DataLoader epochs
+    grew 160 blocks under ASan, past MAX_BLOCKS); scipy's and jsonschema's
+    are reached in 12, at half the time of 32 (test_reports_leak_nothing:
+    61 s against 134 s)."""
     for _ in range(warmup):
         scenario()
     gc.collect()
     readings = []
-    tracemalloc.start(12 if exclude else 1)
+    tracemalloc.start(depth if exclude else 1)
     try:
         for _ in range(rounds):
             scenario()
