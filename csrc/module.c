@@ -345,6 +345,8 @@ add_constants(PyObject *module, tm_state *st)
                                        TM_FLAG_POS_MAX) < 0
             || PyModule_AddIntConstant(module, "SAMPLER_RING_MAX",
                                        (long)TM_RING_MAX) < 0
+            || PyModule_AddIntConstant(module, "HOST_ROLE",
+                                       TM_ROLE_HOST) < 0
 
             || PyModule_AddObjectRef(module, "DEFAULT_STUCK_AFTER_S",
                                      stuck_default) < 0) ? -1 : 0;

@@ -49,7 +49,9 @@ enum {
 typedef struct {
     int64_t t_ns;            /* clock_ns() of the reading */
     int32_t pid;
-    int32_t role;            /* -1: the main process; else the worker id */
+    int32_t role;            /* -1: the main process; TM_ROLE_HOST: the
+                                whole host (tm_host_sample); else the
+                                worker id */
     int64_t utime_ticks;     /* /proc/PID/stat fields 14, 15 (all threads) */
     int64_t stime_ticks;
     int64_t minflt;          /* field 10 */
@@ -131,5 +133,21 @@ int tm_schedstat_open_thread(void);
 /* Re-read it: on-CPU and run-queue wait ns of that thread.  Returns 0, or
    -1 with errno set. */
 int tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns);
+
+/* The role of the host's readings (pid 0): /proc/stat's first line, the
+   CPU time of every core, whoever ran it. */
+#define TM_ROLE_HOST (-2)
+
+/* /proc/stat, opened for tm_host_sample (-1 with errno set when it cannot
+   be). */
+int tm_host_open(void);
+/* Re-read it into out at now: pid 0, role TM_ROLE_HOST, cpu_ns the busy
+   time of every core since boot (user, nice, system, irq, softirq and
+   steal: every state but idle and iowait) at clock-tick resolution,
+   utime_ticks user + nice, stime_ticks the rest of it; the other
+   counters TM_UNKNOWN.  Steal counts as busy: a hypervisor's other
+   guests took that time from this host's cores.  Returns 0, or -1 with
+   errno set. */
+int tm_host_sample(int fd, int64_t now, tm_sample *out);
 
 #endif  /* TRACEML_PROCFS_H */

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "sampler.h"
@@ -41,6 +42,7 @@ tm_sampler_init(tm_sampler *s)
     s->stuck_after_ns = TM_DEFAULT_STUCK_AFTER_NS;
     s->memory_period_ns = TM_DEFAULT_MEMORY_PERIOD_NS;
     s->capacity = TM_DEFAULT_CAPACITY;
+    s->host_fd = -1;
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         return -1;
     }
@@ -227,6 +229,18 @@ sampler_main(void *arg)
                 if (tm_proc_sample(&s->procs[i], &s->threads[i], now,
                                    &s->readings[i], deep, self_tid)) {
                     ring_push(s, &s->readings[i]);
+                }
+            }
+            if (s->host_fd >= 0) {
+                tm_sample host;
+
+                if (tm_host_sample(s->host_fd, now, &host) == 0) {
+                    ring_push(s, &host);
+                }
+                else {
+                    s->host_errno = errno != 0 ? errno : EIO;
+                    close(s->host_fd);
+                    s->host_fd = -1;
                 }
             }
         }
@@ -507,6 +521,14 @@ tm_sampler_watch_add(tm_sampler *s, uint32_t recorder, tm_fetch_slot *slot,
     if (s->nentries == 1) {
         s->started_ns = tm_clock_ns();
     }
+    if (s->host_fd < 0 && s->host_errno == 0) {
+        /* Under the lock, so never during a reading: the descriptor is
+           O_CLOEXEC and read by pread alone. */
+        s->host_fd = tm_host_open();
+        if (s->host_fd < 0) {
+            s->host_errno = errno != 0 ? errno : EIO;
+        }
+    }
     *handle = e->handle;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
@@ -693,6 +715,10 @@ release_memory(tm_sampler *s, int in_child)
     size_t i;
 
     tm_nvml_release(&s->nvml, in_child);
+    if (s->host_fd >= 0) {
+        close(s->host_fd);
+        s->host_fd = -1;
+    }
     for (i = 0; i < s->nprocs; i++) {
         tm_proc_close(&s->procs[i]);
     }

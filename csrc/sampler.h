@@ -152,6 +152,10 @@ typedef struct {
     size_t nstuck;
     /* GPU utilisation (nvml.h): read on this thread's ticks while on;
        off (the default) it costs one test a tick. */
+    /* /proc/stat for the host's readings (TM_ROLE_HOST), opened with the
+       first watch; -1: not open, host_errno says why once tried */
+    int host_fd;
+    int host_errno;
     tm_nvml nvml;
 } tm_sampler;
 

@@ -295,8 +295,9 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
     unsigned long long ticks = 0, overwritten = 0, dropped_watch = 0;
     long long busy = 0, run = 0, period = 0, stuck = 0;
     Py_ssize_t len = 0, cap = 0, capacity = 0, entries = 0, nprocs = 0;
-    int start_errno = 0;
+    int start_errno = 0, host_errno = 0;
     const char *start_what = NULL;
+    PyObject *host_error;
 
     procs = PyMem_Malloc(TM_INFO_PROCS * sizeof(tm_watched));
     if (procs == NULL) {
@@ -322,6 +323,7 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
         nprocs = (Py_ssize_t)s->nprocs;
         start_errno = s->start_errno;
         start_what = s->start_what;
+        host_errno = s->host_errno;
         pthread_mutex_unlock(&s->lock);
     }
     plist = procs_list(procs, n);
@@ -345,8 +347,17 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
         Py_DECREF(plist);
         return NULL;
     }
+    host_error = host_errno == 0 ? Py_NewRef(Py_None)
+        : PyUnicode_FromFormat("/proc/stat: %s (errno %d)",
+                               strerror(host_errno), host_errno);
+    if (host_error == NULL) {
+        Py_DECREF(error);
+        Py_DECREF(plist);
+        return NULL;
+    }
     return Py_BuildValue(
-        "{s:O,s:O,s:d,s:d,s:n,s:K,s:d,s:d,s:n,s:n,s:K,s:K,s:n,s:n,s:N,s:N}",
+        "{s:O,s:O,s:d,s:d,s:n,s:K,s:d,s:d,s:n,s:n,s:K,s:K,s:n,s:n,s:N,s:N,"
+        "s:N}",
         "enabled", enabled ? Py_True : Py_False,
         "running", sampling ? Py_True : Py_False,
         "period_s", (double)period * 1e-9,
@@ -356,7 +367,7 @@ mod_sampler_info(PyObject *module, PyObject *Py_UNUSED(ignored))
         "run_s", (double)run * 1e-9, "samples", len, "ring", cap,
         "overwritten", overwritten, "dropped_watch", dropped_watch,
         "active_loops", entries, "watched_procs", nprocs,
-        "error", error, "procs", plist);
+        "error", error, "host_error", host_error, "procs", plist);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,7 +574,10 @@ PyMethodDef tm_sampler_methods[] = {
      "before, so they never go back when one exits); state is R when any\n"
      "of those threads runs or waits for a CPU, else D when any is in\n"
      "uninterruptible sleep, else the main thread's.  The sampler's own\n"
-     "thread is left out of its process's figures."},
+     "thread is left out of its process's figures.  Each round also reads\n"
+     "the host as pid 0, role -2 (HOST_ROLE): /proc/stat's busy time of\n"
+     "every core in cpu_ns (user, nice, system, irq, softirq and steal, at\n"
+     "clock-tick resolution), its other counters -1."},
     {"sampler_stuck", mod_sampler_stuck, METH_NOARGS,
      "sampler_stuck()\n--\n\nReturns list[dict].\n\n"
      "Fetches that waited longer than stuck_after: since_ns, detected_ns,\n"
@@ -576,7 +590,8 @@ PyMethodDef tm_sampler_methods[] = {
      "ticks, busy_s (the thread's own CPU time), run_s, samples, ring,\n"
      "overwritten (readings the ring dropped), dropped_watch (loops or\n"
      "processes that could not be watched), active_loops (watch entries),\n"
-     "watched_procs, error (why the sampler could not run, or None) and\n"
+     "watched_procs, error (why the sampler could not run, or None),\n"
+     "host_error (why /proc/stat could not be read, or None) and\n"
      "procs (pid, role, exited_ns, threads_skipped (threads past the 64\n"
      "a reading reads, summed over the readings), errors per file; watched\n"
      "now, then those that left, newest first)."},

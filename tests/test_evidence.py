@@ -4,6 +4,8 @@ fast intervals, stuck loaders, unavailable counters."""
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -477,6 +479,56 @@ def test_main_process_cpu_in_stalls_tells_burning_from_sleeping(slow_kind):
     else:
         assert slow["main_cpu_s"] <= 0.15 and cores < 0.3, slow
         assert "During stalls the main process was mostly idle" in text
+
+
+class _SlowEvery8:
+    """Item 8k + 3 sleeps 150 ms (no CPU); the rest return at once."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i % 8 == 3:
+            time.sleep(0.150)
+        return torch.tensor([i])
+
+
+_SPIN = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 60:\n    pass\n"
+
+
+@pytest.mark.slow
+def test_other_programs_cpu_in_the_stalls_is_the_hosts_busy_time_less_the_jobs():
+    # Stalls the main process sleeps through (num_workers=0, one item in
+    # 8 sleeps 150 ms): beside a process spinning on a core, /proc/stat's
+    # busy time in the stall windows less the job's own CPU is that
+    # process's core; alone, nearly nothing.
+    def stalls(name):
+        r = run(DataLoader(_SlowEvery8(32), batch_size=1), pace_s=0.005, name=name)
+        return r["workers"]["intervals"]["slow"]
+
+    quiet = stalls("quiet")
+    hog = subprocess.Popen([sys.executable, "-c", _SPIN])
+    try:
+        time.sleep(0.2)
+        busy = stalls("beside-a-hog")
+    finally:
+        hog.kill()
+        hog.wait()
+    for slow in (quiet, busy):
+        assert slow["count"] == 4 and slow["host_cpu_s"] is not None, slow
+        assert slow["others_cpu_s"] == pytest.approx(
+            max(0.0, slow["host_cpu_s"] - slow["main_cpu_s"]), abs=1e-9)
+    # The spinning process holds about one core for the 0.6 s of stalls
+    # (10 ms ticks, read every 20 ms: 0.6 allowed).
+    assert busy["others_cpu_s"] / busy["wall_s"] >= 0.6, busy
+    assert quiet["others_cpu_s"] / quiet["wall_s"] < 0.4, quiet
+    rows = _core.sampler_samples()
+    host = rows[rows["pid"] == evidence.HOST_PID]
+    assert len(host) and (host["role"] == _core.HOST_ROLE).all()
+    assert (np.diff(host["t_ns"]) > 0).all() and (np.diff(host["cpu_ns"]) >= 0).all()
 
 
 def test_without_workers_run_queue_wait_counts_as_busy():

@@ -293,11 +293,11 @@ def build(
 def _run_samples(samples: Optional[np.ndarray], steps: np.ndarray, s: dict,
                  main_pid: Optional[int]) -> Optional[np.ndarray]:
     """The sampler's readings of this run's processes (the main process and
-    the workers of its epochs) within its steps' span, for the timeline's
+    the workers of its epochs) and of the host (pid 0) within its steps' span, for the timeline's
     counter tracks; None without readings."""
     if samples is None or len(samples) == 0 or len(steps) == 0:
         return None
-    pids = {main_pid} if main_pid else set()
+    pids = {main_pid, evidence.HOST_PID} if main_pid else {evidence.HOST_PID}
     for e in (s.get("workers") or {}).get("pids_by_epoch") or []:
         pids.update(p for p in e.get("pids") or [] if p)
     t0, t1 = steps["begin_ns"].min(), steps["end_ns"].max()

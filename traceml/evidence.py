@@ -26,6 +26,8 @@ NO_WORKERS = "no worker processes"
 # facts' ``unread`` entry says how).
 HIDDEN_PIDS = "worker PIDs hidden by {wrapper}"
 NO_READING = "no reading of this counter"
+# The sampler's readings of the whole host (/proc/stat) carry pid 0.
+HOST_PID = 0
 
 
 # --- host ------------------------------------------------------------------------
@@ -252,21 +254,24 @@ def _reason(info: dict, pids: list[int], file: str) -> Optional[str]:
 
 
 COUNTERS = (
-    # name, field, scale, file, workers only
+    # name, field, scale, file, whose: "workers", "main" or "host"
     # CPU from /proc/PID/stat (every thread); run-queue wait from the
     # sampler's sum of /proc/PID/task/TID/schedstat over the threads (at
     # most 64 a process; "schedstat" names the file whose error explains
     # an unknown).
-    ("worker_cpu_s", "cpu", 1.0, "stat", True),
-    ("runq_wait_s", "runq_ns", 1e-9, "schedstat", True),
-    ("read_bytes", "read_bytes", 1.0, "io", True),
-    ("major_faults", "majflt", 1.0, "stat", True),
-    ("main_cpu_s", "cpu", 1.0, "stat", False),
+    ("worker_cpu_s", "cpu", 1.0, "stat", "workers"),
+    ("runq_wait_s", "runq_ns", 1e-9, "schedstat", "workers"),
+    ("read_bytes", "read_bytes", 1.0, "io", "workers"),
+    ("major_faults", "majflt", 1.0, "stat", "workers"),
+    ("main_cpu_s", "cpu", 1.0, "stat", "main"),
     # With num_workers=0 the dataset runs in the main process: its own
     # storage counters are the evidence.
-    ("main_runq_wait_s", "runq_ns", 1e-9, "schedstat", False),
-    ("main_read_bytes", "read_bytes", 1.0, "io", False),
-    ("main_major_faults", "majflt", 1.0, "stat", False),
+    ("main_runq_wait_s", "runq_ns", 1e-9, "schedstat", "main"),
+    ("main_read_bytes", "read_bytes", 1.0, "io", "main"),
+    ("main_major_faults", "majflt", 1.0, "stat", "main"),
+    # The busy time of every core, whoever ran it (/proc/stat, the
+    # sampler's pid 0): less the job's own, what other programs ran.
+    ("host_cpu_s", "cpu", 1.0, "host", "host"),
 )
 
 
@@ -289,8 +294,12 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     fast intervals (the rest of steady-state time).
 
     Per kind: count, wall_s, and per counter the total, the median per
-    interval, and for CPU the busy cores (CPU-s per wall-s).  A counter
-    that could not be read is None, with its reason under ``unavailable``.
+    interval, and for CPU the busy cores (CPU-s per wall-s);
+    ``host_cpu_s`` is every core's busy time (/proc/stat) and
+    ``others_cpu_s`` that less the main process's and the workers' CPU
+    (what other programs ran in the windows, at least 0; None where the
+    host or the main process was not read).  A counter that could not be
+    read is None, with its reason under ``unavailable``.
     """
     if len(samples) == 0:
         return None
@@ -299,8 +308,9 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
            for k, (a, b) in kinds.items()}
     unavailable = {}
     slow_by_pid: dict[str, dict[int, float]] = {}
-    for name, field, scale, file, workers_only in COUNTERS:
-        pids = worker_pid_list if workers_only else ([main_pid] if main_pid else [])
+    for name, field, scale, file, whose in COUNTERS:
+        pids = (worker_pid_list if whose == "workers" else [HOST_PID] if whose == "host"
+                else [main_pid] if main_pid else [])
         series = []
         for pid in pids:
             if field == "cpu":
@@ -310,7 +320,8 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             if s is not None and len(s[0]):
                 series.append((pid, s))
         if not series:
-            unavailable[name] = _reason(info, pids, file) or (
+            unavailable[name] = (info.get("host_error") if whose == "host"
+                                 else _reason(info, pids, file)) or (
                 NO_READING if pids else NO_WORKERS)
             for k in kinds:
                 out[k][name] = None
@@ -336,6 +347,12 @@ def intervals(steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         out[k]["main_cores_busy"] = main_cpu / w if main_cpu is not None and w > 0 else None
         out[k]["main_cores_runnable"] = (
             (main_cpu + (main_runq or 0.0)) / w if main_cpu is not None and w > 0 else None)
+        # What other programs ran: the host's busy time less the job's.
+        # Both counters tick at 1/CLK_TCK and are read at the same rounds.
+        host_cpu = out[k].get("host_cpu_s")
+        out[k]["others_cpu_s"] = (
+            max(0.0, host_cpu - main_cpu - (cpu or 0.0))
+            if host_cpu is not None and main_cpu is not None else None)
     # The busiest single worker during stalls: one worker grinding through a
     # slow sample while the others idle is CPU-side work too.
     w = out["slow"]["wall_s"]

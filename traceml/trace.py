@@ -234,7 +234,9 @@ def _counter_events(report: Any, pid: int) -> list[dict]:
         rows = rows[np.argsort(rows["t_ns"], kind="stable")]
         if len(rows) < 2:
             continue
-        name = names.get(p, "main" if rows["role"][0] == -1 else f"pid {p}")
+        role = rows["role"][0]
+        name = names.get(p, "main" if role == -1 else "host (all cores)"
+                         if role == _core.HOST_ROLE else f"pid {p}")
         dt = np.diff(rows["t_ns"]).astype(np.float64) * 1e-9
         cpu = np.diff((rows["utime_ticks"] + rows["stime_ticks"]).astype(np.float64)) / tick
         runq = np.diff(rows["runq_ns"].astype(np.float64)) * 1e-9

@@ -7,11 +7,11 @@ from traceml.findings import advice, host_contention, input_bound
 
 
 def _summary(main_runq_s, workers_runq_s, wall_s=0.5, stalls=10, num_workers=4,
-             main_cpu_s=None, workers_cpu_s=None, cpus=2):
+             main_cpu_s=None, workers_cpu_s=None, cpus=2, others_cpu_s=None):
     return {"workers": {"intervals": {"slow": {
                 "count": stalls, "wall_s": wall_s, "main_runq_wait_s": main_runq_s,
                 "runq_wait_s": workers_runq_s, "main_cpu_s": main_cpu_s,
-                "worker_cpu_s": workers_cpu_s}}},
+                "worker_cpu_s": workers_cpu_s, "others_cpu_s": others_cpu_s}}},
             "loader": {"num_workers": num_workers}, "host": {"usable_cpus": cpus},
             "diagnosis": input_bound.BALANCED, "steady_steps": 80}
 
@@ -41,6 +41,36 @@ def test_waiting_beside_an_idle_job_is_the_hosts():
     assert [c for c, _ in advice.evidence_next_steps(
         _summary(0.2, 1.0, main_cpu_s=0.05, workers_cpu_s=0.1), [("irregular", {})])] == [
         "host_contention"]
+
+
+def test_workers_pinned_to_one_core_wait_for_each_other_not_the_host():
+    # 4 workers pinned to one of 2 cores: 1.0 s queued over 0.5 s of stalls,
+    # 0.5 CPU-s used (one core full), the other core idle: the spare-CPU
+    # bound alone leaves 0.5 / 1.0 to other programs, but /proc/stat says
+    # they ran 0.01 CPU-s then, so at most 0.01 of the 1.0 s is theirs.
+    s = _summary(0.0, 1.0, main_cpu_s=0.0, workers_cpu_s=0.5, others_cpu_s=0.01)
+    m = host_contention.measure(s)
+    assert m["others_fraction"] == pytest.approx(0.01)
+    assert m["others_cores"] == pytest.approx(0.02)
+    assert advice.evidence_next_steps(s, [("lockstep", {})]) == [("lockstep", {})]
+    # The same waits while a hog ran 0.45 CPU-s on the idle core's share:
+    # both bounds allow 0.45 of the 1.0 s, under half of the 0.5 share.
+    m = host_contention.measure(_summary(0.0, 1.0, main_cpu_s=0.0, workers_cpu_s=0.5,
+                                         others_cpu_s=0.45))
+    assert m["others_fraction"] == pytest.approx(0.45)
+    assert m["host_share"] == pytest.approx(0.5 * 0.45)
+
+
+def test_other_programs_cpu_bounds_the_hosts_part():
+    # Idle job (0.15 of 1.0 CPU-s) beside programs that ran 1.0 CPU-s: the
+    # spare bound (0.85 / 1.2) is the smaller and stands; with 0.3 CPU-s
+    # run by others, 0.3 / 1.2 does.
+    big = host_contention.measure(_summary(0.2, 1.0, main_cpu_s=0.05, workers_cpu_s=0.1,
+                                           others_cpu_s=1.0))
+    small = host_contention.measure(_summary(0.2, 1.0, main_cpu_s=0.05, workers_cpu_s=0.1,
+                                             others_cpu_s=0.3))
+    assert big["others_fraction"] == pytest.approx(0.85 / 1.2)
+    assert small["others_fraction"] == pytest.approx(0.3 / 1.2)
 
 
 def test_the_measured_share_is_main_plus_the_workers_mean():

@@ -25,9 +25,19 @@ unused in the stall windows:
     spare = usable CPUs x stall wall time - (main process's CPU + the
             workers' CPU), at least 0,
 
-so of the job's total run-queue wait Q (main thread + every worker's),
-at most min(1, spare / Q) is the host's; the measured share above is
-scaled by that.  When the host's part is the larger part of the stall
+and no more than other programs ran on the host in those windows: under
+the kernel's fair sharing, a CPU-second another program runs while one of
+the job's threads waits for a core delays the job by at most that second
+(the sampler reads every core's busy time from /proc/stat; less the job's
+own CPU, that is the others' CPU).  So of the job's total run-queue wait Q
+(main thread + every worker's), at most
+
+    min(1, spare / Q, others' CPU / Q)
+
+is the host's; the measured share above is scaled by that.  The second
+bound is what tells 4 workers pinned to one core (their wait is each
+other's, while the job's other core sits idle: spare is large, the
+others' CPU near 0) from the same loop beside a CPU hog.  When the host's part is the larger part of the stall
 time (HOST_WAIT_SHARE), the report says so and its next step is the
 host's, replacing the readings and experiments that would blame the
 loader's pattern.
@@ -58,11 +68,12 @@ ONLY_REPLACING: frozenset = frozenset()
 def measure(s: dict) -> dict | None:
     """{cpu_wait_s (per stall), share (of the stall time, waiting for a
     CPU), others_fraction (the part of it other programs can have caused:
-    min(1, spare / Q), see above; 1.0 where the job's CPU or the usable
-    CPUs were not read), host_share (share x others_fraction), own_cores
-    (the job's CPU-s per stall wall-s, or None), main_s, workers_s (per
-    stall: the main thread's and the workers' mean run-queue wait), stalls,
-    cpus, num_workers} from the sampler's stall windows, or None where the
+    min(1, spare / Q, others' CPU / Q), see above; a bound not read is left
+    out, 1.0 where neither was), host_share (share x others_fraction),
+    own_cores (the job's CPU-s per stall wall-s, or None), others_cores
+    (other programs' CPU-s per stall wall-s, from /proc/stat, or None),
+    main_s, workers_s (per stall: the main thread's and the workers' mean
+    run-queue wait), stalls, cpus, num_workers} from the sampler's stall windows, or None where the
     run-queue wait was not read or there were no stalls."""
     iv = (s.get("workers") or {}).get("intervals") or {}
     slow = iv.get("slow") or {}
@@ -78,12 +89,16 @@ def measure(s: dict) -> dict | None:
     main_cpu, workers_cpu = slow.get("main_cpu_s"), slow.get("worker_cpu_s")
     own = None if main_cpu is None and workers_cpu is None else (main_cpu or 0.0) + (workers_cpu or 0.0)
     queued = (main or 0.0) + (workers or 0.0)
+    others_cpu = slow.get("others_cpu_s")
     others = 1.0
     if own is not None and cpus and queued > 0:
-        others = min(1.0, max(0.0, cpus * wall - own) / queued)
+        others = min(others, max(0.0, cpus * wall - own) / queued)
+    if others_cpu is not None and queued > 0:
+        others = min(others, others_cpu / queued)
     return {"cpu_wait_s": waited / count, "share": share, "others_fraction": others,
             "host_share": share * others,
             "own_cores": None if own is None else own / wall,
+            "others_cores": None if others_cpu is None else others_cpu / wall,
             "main_s": (main or 0.0) / count, "workers_s": per_worker / count,
             "stalls": int(count), "cpus": cpus, "num_workers": nw}
 
@@ -111,6 +126,8 @@ WORDS: dict[str, Words] = {
         + (f", {p['num_workers']} workers on {p['cpus']} CPUs" if p["cpus"] else "")
         + (f"; the job itself used {p['own_cores']:.1f} of the CPUs then"
            if p.get("own_cores") is not None and p["cpus"] else "")
+        + (f", other programs {p['others_cores']:.1f}"
+           if p.get("others_cores") is not None else "")
         + "): the host is full, so the stalls say more about it than about the loader. "
         "Next: run beside fewer processes (stop what else is running, or use fewer workers "
         "than cores) and compare (traceml.compare) before changing the loader."),
