@@ -180,7 +180,10 @@ def build(
         clocks = (pos, *(np.asarray(a) for a in fetch_clocks[1:]))
     del selected
     epoch = steps["epoch"]
-    epochs, _ = evidence.epoch_runs(epoch)
+    # Each epoch's run of steps, found once: the epoch column is strided
+    # in the records (48 B a step), so each pass over it costs.
+    runs = evidence.epoch_runs(epoch)
+    epochs = runs[0]
     first = _epoch_start(steps, src, source_id, epochs)
     w = _Steady(steps, first)
     loader = src.loader if src is not None else None
@@ -232,7 +235,7 @@ def build(
         summary["gpu"]["utilisation"] = evidence.gpu_utilisation(
             steps, mask, w.steady, gpu.get("utilisation"))
     num_workers = loader.get("num_workers") if loader else None
-    predicted = _predicted_cadence(steps, w, mask, stalls["stalls"], num_workers)
+    predicted = _predicted_cadence(steps, w, mask, stalls["stalls"], num_workers, runs)
     summary.update(_temporal(mask, gaps, epoch, w.wait, num_workers,
                              stalls["stalls"]["every_fetch_slow"], predicted,
                              steps["fetch_done_ns"][mask] - steps["begin_ns"][mask]))
@@ -247,12 +250,12 @@ def build(
     bytes_seen = evidence.batch_bytes(batch_bytes, w.steady)
     # Each step's batch rank and worker as arrays, for the delivery
     # evidence and the attribution both.
-    ranks_workers = (evidence.delivery_ranks(steps, *(delivery or (None, None)), src)
+    ranks_workers = (evidence.delivery_ranks(steps, *(delivery or (None, None)), src, runs)
                      if source_id != 0 and getattr(src, "loader", None) is not None else None)
     summary.update(_evidence(steps, mask, w.steady, src, source_id, delivery, samples,
                              sampler_info, stuck_events, main_pid,
                              bytes_seen["median"] if bytes_seen else None, ranks_workers,
-                             making_ns))
+                             making_ns, runs))
     del making_ns
     summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
                                           met, steps))
@@ -603,7 +606,8 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
 
 
 def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: dict,
-                       num_workers: Optional[int]) -> Optional[dict]:
+                       num_workers: Optional[int],
+                       runs: Optional[tuple] = None) -> Optional[dict]:
     """The pre-stated cadence test (stall_timing.predicted_cadence) for
     the loader's own period max(1, num_workers), over the steady fetches
     (the phase counted from each epoch's start) and their loader waits
@@ -613,7 +617,7 @@ def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: 
     period = stall_timing.effective_workers(num_workers)
     if period is None or period < 2 or not stalls["count"]:
         return None
-    position = _epoch_position(steps)
+    position = _epoch_position(steps, runs)
     # The rank test reads at most RANK_MAX_FETCHES tested fetches: the
     # waits of twice as many first steps, not a copy of every step's.
     m = min(len(steps), 2 * stall_timing.RANK_MAX_FETCHES)
@@ -627,19 +631,26 @@ def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: 
                                           wait)
 
 
-def _epoch_position(steps: np.ndarray) -> np.ndarray:
+def _epoch_position(steps: np.ndarray, runs: Optional[tuple] = None) -> np.ndarray:
     """Each step's 0-based position in its epoch (int64, shape (steps,)),
     -1 where unknown.  The wrap iterator records it up to FLAG_POS_MAX; past
     that, it is counted on from the first recorded step of the epoch's run
-    (a reset() mid-epoch leaves that first step's own position)."""
-    epoch = steps["epoch"]
-    flag = (steps["flags"] >> _core.FLAG_POS_SHIFT).astype(np.int64)
-    new_run = np.r_[True, epoch[1:] != epoch[:-1]]
-    starts = np.flatnonzero(new_run)
-    run = np.cumsum(new_run) - 1
-    first = flag[starts][run]
-    position = first + (np.arange(len(steps)) - starts[run])
-    return np.where(first < _core.FLAG_POS_MAX, position, -1)
+    (a reset() mid-epoch leaves that first step's own position).  ``runs``
+    (evidence.epoch_runs of the steps' epochs) gives the runs' starts where
+    each epoch is one run."""
+    starts = runs[1] if runs is not None else None
+    if starts is None:
+        epoch = steps["epoch"]
+        starts = np.flatnonzero(np.r_[True, epoch[1:] != epoch[:-1]])
+    if len(steps) == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = (steps["flags"][starts] >> _core.FLAG_POS_SHIFT).astype(np.int64)
+    known = first < _core.FLAG_POS_MAX
+    lengths = np.diff(np.r_[starts, len(steps)])
+    # Within each run: the first step's position plus the distance from it.
+    position = np.arange(len(steps), dtype=np.int64)
+    position += np.repeat(np.where(known, first - starts, -1 - len(steps)), lengths)
+    return np.maximum(position, -1, out=position)
 
 
 def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
@@ -694,23 +705,25 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
               sampler_info: Optional[dict], stuck_events: Optional[list],
               main_pid: Optional[int], median_batch_bytes: Optional[float] = None,
               ranks_workers: Optional[tuple] = None,
-              making_ns: Optional[np.ndarray] = None) -> dict:
+              making_ns: Optional[np.ndarray] = None,
+              runs: Optional[tuple] = None) -> dict:
     """Host, delivery, worker and stuck-fetch evidence (DataLoader sources);
     ``ranks_workers``: evidence.delivery_ranks of the steps, if known;
     ``making_ns``: per step, the wait during which its worker was making
-    batches (see _production), if known."""
+    batches (see _production), if known; ``runs``: evidence.epoch_runs of
+    the steps' epochs."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
         workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid,
                                    delivery[1] if delivery is not None else None,
-                                   median_batch_bytes, making_ns)
+                                   median_batch_bytes, making_ns, runs)
         if workers is not None:
             workers["evidence"] = findings.sentences(workers.pop("findings"))
     return {
         "host": evidence.host(src) if loader_src else None,
         "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,
-                                       ranks_workers=ranks_workers)
+                                       ranks_workers=ranks_workers, runs=runs)
                      if loader_src else None),
         "workers": workers,
         "stuck": evidence.stuck(stuck_events or [], source_id, steps),

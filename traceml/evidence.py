@@ -73,14 +73,16 @@ def epoch_runs(epoch: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
 
 
 def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
-                   worker: Optional[np.ndarray], src) -> tuple[np.ndarray, np.ndarray]:
+                   worker: Optional[np.ndarray], src,
+                   runs: Optional[tuple] = None) -> tuple[np.ndarray, np.ndarray]:
     """(ranks, workers) per step (int32, or wider when given wider; shape
     (steps,), -1 where unknown; ``rank`` and ``worker`` themselves when
     nothing is to change: treat them as read-only)
     from the recorded ``rank`` and ``worker`` (None: not recorded).  A
     loader with num_workers=0 delivers in sampler order by construction:
     in its epochs, rank = the step's position in its epoch (where the
-    position is known, below FLAG_POS_MAX)."""
+    position is known, below FLAG_POS_MAX).  ``runs`` is
+    :func:`epoch_runs` of the steps' epochs when the caller has it."""
     n = len(steps)
     # int32 as the store records them (4 B a step each), wider if given so;
     # the caller's arrays themselves where nothing is written (read only).
@@ -89,7 +91,7 @@ def delivery_ranks(steps: np.ndarray, rank: Optional[np.ndarray],
     workers = (np.full(n, -1, dtype=np.int32) if worker is None
                else np.asarray(worker, dtype=np.result_type(worker, np.int32)))
     epoch = steps["epoch"]
-    epochs, _ = epoch_runs(epoch)
+    epochs, _ = runs if runs is not None else epoch_runs(epoch)
     zero = [e for e in epochs
             if (f := src.loader_of(e)) is not None and (f.get("num_workers") or 0) == 0]
     if zero:
@@ -117,7 +119,8 @@ def _dense(r: np.ndarray) -> np.ndarray:
 
 
 def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.ndarray],
-             src, ranks_workers: Optional[tuple] = None) -> Optional[dict]:
+             src, ranks_workers: Optional[tuple] = None,
+             runs: Optional[tuple] = None) -> Optional[dict]:
     """{in_order, overtaking, known} for a DataLoader source.
 
     The per-step record it is judged from, (ranks, workers), is
@@ -130,13 +133,14 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     of lower rank was still undelivered (see ``_core.overtaking``), among
     the batches the record holds: one delivered before a reset()
     mid-epoch, or still pending when the loop stopped, is not counted.
+    ``runs``: :func:`epoch_runs` of the steps' epochs, if known.
     """
     loader = getattr(src, "loader", None)
     if loader is None:
         return None
     n = len(steps)
     ranks, workers = (ranks_workers if ranks_workers is not None
-                      else delivery_ranks(steps, rank, worker, src))
+                      else delivery_ranks(steps, rank, worker, src, runs))
     epoch = steps["epoch"]
     known = ranks >= 0
     # Overtaking is judged among the deliveries recorded: each epoch's
@@ -145,7 +149,7 @@ def delivery(steps: np.ndarray, rank: Optional[np.ndarray], worker: Optional[np.
     # reset() mid-epoch, or still pending when the loop stopped) then does
     # not count as undelivered.
     counted = ranks    # copied before the first epoch that renumbers
-    epochs, starts = epoch_runs(epoch)
+    epochs, starts = runs if runs is not None else epoch_runs(epoch)
     if starts is not None:
         # One run per epoch: slices, no per-epoch masks.
         ends = np.r_[starts[1:], n]
@@ -531,7 +535,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             samples: np.ndarray, info: dict, main_pid: Optional[int] = None,
             delivered_workers: Optional[np.ndarray] = None,
             median_batch_bytes: Optional[float] = None,
-            making_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+            making_ns: Optional[np.ndarray] = None,
+            runs: Optional[tuple] = None) -> Optional[dict]:
     """The ``workers`` section of a report for a DataLoader source, its
     ``findings`` being :func:`interval_findings` (``evidence``, their
     sentences, is added by the report).  ``main_pid`` is the training
@@ -539,7 +544,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     ``delivered_workers`` the worker of each step's batch (-1 unknown), for
     the state of the worker holding each awaited batch (:func:`awaited`);
     ``median_batch_bytes`` the batches' size (:func:`batch_bytes`), which
-    qualifies busy workers when the batches are large."""
+    qualifies busy workers when the batches are large; ``runs``
+    :func:`epoch_runs` of the steps' epochs, if known."""
     facts = getattr(src, "epoch_facts", None)
     if not facts or src.loader is None:
         return None
@@ -564,7 +570,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         iv["unavailable"] = {k: (unread if v == NO_WORKERS else v)
                              for k, v in iv["unavailable"].items()}
     held = awaited(steps, stall, delivered_workers, samples, facts, making_ns)
-    exited = dead_workers(facts, steps, info)
+    exited = dead_workers(facts, steps, info, runs)
     busy_s = info.get("busy_s") or 0.0
     run_s = info.get("run_s") or 0.0
     return {
@@ -590,7 +596,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     }
 
 
-def dead_workers(facts: dict, steps: np.ndarray, info: dict) -> list[dict]:
+def dead_workers(facts: dict, steps: np.ndarray, info: dict,
+                 runs: Optional[tuple] = None) -> list[dict]:
     """The workers that died during their epoch: those the sampler saw
     vanish before the epoch's last fetch, and those whose exit code (read
     from the parent, ``epoch_facts[e]["worker_exits"]``) is not 0, such as
@@ -607,7 +614,7 @@ def dead_workers(facts: dict, steps: np.ndarray, info: dict) -> list[dict]:
                if p["role"] >= 0 and p["exited_ns"]}
     out = []
     epoch = steps["epoch"]
-    epochs, starts = epoch_runs(epoch)
+    epochs, starts = runs if runs is not None else epoch_runs(epoch)
     # Each epoch's steps: one contiguous run (slices) unless two iterators
     # interleaved them (masks).
     spans = ({int(e): slice(a, b) for e, a, b in

@@ -171,6 +171,39 @@ def test_a_burst_is_placed_at_a_dominant_wait_else_at_its_first_stall():
         pair, epoch, np.array([100, 50]) * 1_000_000)).tolist() == [0]
 
 
+def _anchors_by_walking(mask, epoch, waits):
+    """burst_anchors by a walk over the steps: each run of back-to-back
+    stalls in one epoch, its first longest wait if that holds half the
+    run's wait, else its first stall."""
+    out, k, i, n = [], 0, 0, len(mask)
+    while i < n:
+        if not mask[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and mask[j + 1] and epoch[j + 1] == epoch[i]:
+            j += 1
+        w = [int(x) for x in waits[k:k + j - i + 1]]
+        top = w.index(max(w))
+        out.append(i + top if max(w) >= 0.5 * sum(w) else i)
+        k += j - i + 1
+        i = j + 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_burst_anchors_agree_with_a_walk_over_the_steps(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        mask = rng.random(n) < rng.random()
+        epoch = np.sort(rng.integers(0, 3, n)).astype(np.int32)
+        # Few distinct values, so ties and exact halves occur.
+        waits = rng.integers(1, 4, int(mask.sum())) * rng.choice([1, 3], int(mask.sum()))
+        got = np.flatnonzero(stall_timing.burst_anchors(mask, epoch, waits)).tolist()
+        assert got == _anchors_by_walking(mask, epoch, waits), (mask, epoch, waits)
+
+
 def test_bursts_of_the_hand_over_keep_their_period():
     # Slow batches at 5, 15, 25, 35; the fetch before two of them stalls
     # too.  By first stalls the bursts' gaps read 9, 11, 9; placed at their

@@ -79,15 +79,18 @@ def burst_anchors(stall_mask: np.ndarray, epoch: np.ndarray,
     if stall_wait_ns is None:
         return onsets
     idx = np.flatnonzero(stall_mask)
-    if len(idx) == 0:
-        return onsets
+    first = np.flatnonzero(onsets[idx])             # each run's first stall, in run order
+    if len(first) == len(idx):
+        return onsets                               # every run one stall long
     wait = np.asarray(stall_wait_ns, dtype=np.int64)
     run = np.cumsum(onsets[idx]) - 1
-    order = np.lexsort((-wait, run))
-    peak = order[np.r_[True, run[order][1:] != run[order][:-1]]]   # per run, in run order
-    total = np.bincount(run, weights=wait.astype(np.float64))
+    # Each run's longest wait, the first stall that has it, and its total:
+    # segment reductions over the runs, no sort.
+    longest = np.maximum.reduceat(wait, first)
+    at = np.flatnonzero(wait == longest[run])
+    peak = at[np.r_[True, run[at][1:] != run[at][:-1]]]
+    total = np.add.reduceat(wait.astype(np.float64), first)
     dominant = wait[peak] >= BURST_DOMINANT_SHARE * total
-    first = np.flatnonzero(onsets[idx])                            # per run, in run order
     out = onsets.copy()
     out[idx[first[dominant]]] = False
     out[idx[peak[dominant]]] = True
@@ -210,6 +213,15 @@ def _rank_tail(on_wait: np.ndarray, off_wait: np.ndarray) -> float:
     return float(mannwhitneyu(on_wait, off_wait, alternative="greater", method=method).pvalue)
 
 
+def _residue(position: np.ndarray, period: int) -> np.ndarray:
+    """``position`` mod ``period`` (non-negative), by a mask where the
+    period is a power of two (num_workers 2, 4, 8: a tenth of a division's
+    time over 10M steps)."""
+    if period & (period - 1) == 0:
+        return np.bitwise_and(position, period - 1)
+    return position % period
+
+
 def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
                       tested: np.ndarray, wait_ns: Optional[np.ndarray] = None) -> dict:
     """The pre-stated test above for a stall every ``period`` fetches from
@@ -231,11 +243,17 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     its fetches stalled)}."""
     period = int(period)
     tested = np.asarray(tested, dtype=bool)
-    pos = np.asarray(position)[tested]
-    hit = np.asarray(stalled, dtype=bool)[tested]
-    on = (pos % period) == 0
-    n, slots = int(len(pos)), int(np.count_nonzero(on))
-    k, j = int(np.count_nonzero(hit)), int(np.count_nonzero(hit & on))
+    position = np.asarray(position)
+    # Every count below is a sum over residues mod `period`: the fetches
+    # tested and the stalls among them, per residue (a divisor d of the
+    # period sees residue r at 0 mod d exactly when r is).
+    residue = _residue(position, period)
+    fetches_at = np.bincount(residue[tested], minlength=period)
+    stalls_at = np.bincount(residue[tested & np.asarray(stalled, dtype=bool)],
+                            minlength=period)
+    del residue
+    n, slots = int(fetches_at.sum()), int(fetches_at[0])
+    k, j = int(stalls_at.sum()), int(stalls_at[0])
     p_hyper = _hypergeom_tail(j, n, slots, k) if k else 1.0
     best = _hypergeom_tail(min(k, slots), n, slots, k) if k else 1.0
     p_rank = None
@@ -244,7 +262,7 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
         m = len(wait_ns)
         head = tested[:m]
         wait = np.asarray(wait_ns)[head][:RANK_MAX_FETCHES].astype(np.float64)
-        first = (np.asarray(position)[:m][head][:RANK_MAX_FETCHES] % period) == 0
+        first = (position[:m][head][:RANK_MAX_FETCHES] % period) == 0
         p_rank = _rank_tail(wait[first], wait[~first])
         p, best = min(1.0, 2 * min(p_hyper, p_rank)), min(1.0, 2 * best)
     # "A stall every `period` fetches": most of the residue's fetches
@@ -255,8 +273,8 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     every = j > PERIOD_MIN_SHARE * slots
     for d in range(1, period):
         if period % d == 0:
-            between = ((pos % d) == 0) & ~on
-            if np.count_nonzero(hit & between) > PERIOD_MIN_SHARE * np.count_nonzero(between):
+            between = np.arange(d, period, d)
+            if stalls_at[between].sum() > PERIOD_MIN_SHARE * fetches_at[between].sum():
                 every = False
     consistent = every and j >= PERIOD_MIN_REPEATS and k - j <= PREDICTED_OFF_RESIDUE
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
