@@ -394,12 +394,14 @@ TICKS_PER_S = 100  # /proc clock ticks (sysconf(_SC_CLK_TCK) on Linux)
 
 
 def with_readings(case: Case, busy: dict, period_s: float = 0.02,
-                  runq: Optional[dict] = None) -> Case:
+                  runq: Optional[dict] = None, others_cores: Optional[float] = None) -> Case:
     """``case`` with sampler readings over its run: worker w's process uses
     ``busy[w]`` cores (utime ticks at TICKS_PER_S), the main process a
     tenth of one; ``runq`` (role -> seconds in the run queue per second,
-    -1 the main process; default none) the time each waits for a CPU; the
-    epochs' facts name the PIDs and say the sampler watched them."""
+    -1 the main process; default none) the time each waits for a CPU;
+    ``others_cores`` (None: no host readings) what other programs ran,
+    the host's readings (pid 0) then counting the job's cores and theirs;
+    the epochs' facts name the PIDs and say the sampler watched them."""
     runq = runq or {}
     rec = case.records
     t = np.arange(int(rec["begin_ns"].min()) - 2 * int(period_s * 1e9),
@@ -418,6 +420,14 @@ def with_readings(case: Case, busy: dict, period_s: float = 0.02,
         part["majflt"] = 0
         part["cpu_ns"] = (t - t[0]) * cores
         part["runq_ns"] = (t - t[0]) * runq.get(role, 0.0)
+    if others_cores is not None:
+        host = np.zeros(len(t), dtype=_core.SAMPLE_DTYPE)
+        host["t_ns"], host["pid"], host["role"] = t, 0, _core.HOST_ROLE
+        cores = 0.1 + sum(busy.values()) + others_cores
+        host["utime_ticks"] = np.floor((t - t[0]) * 1e-9 * TICKS_PER_S * cores)
+        host["cpu_ns"] = (t - t[0]) * cores
+        host["runq_ns"] = host["read_bytes"] = host["majflt"] = -1
+        rows = np.r_[rows, host]
     rows = rows[np.argsort(rows["t_ns"], kind="stable")]
     pids = [MAIN_PID + 1 + w for w in sorted(busy)]
     for src in case.sources.values():
@@ -1121,6 +1131,23 @@ def sim_workers_take_cores(seed: int, runq_share: float, n: int = 120) -> Case:
                             handover_parts_ms=(0.6, 0.2), body_runq_share=runq_share)
 
 
+def handover_beside_other_programs(seed: int, others_cores: float, n: int = 120) -> Case:
+    """sim_handover's busy host (the loop's thread waits 5 ms for a core in
+    each 6 ms hand-over, 0.8 s a second in the run queue) with the host
+    read: other programs ran ``others_cores`` cores meanwhile.  The most
+    of the job's wait for a core they can account for is min(1, others /
+    0.8): at 1.5 cores all of it, so the largest part is the host's
+    (HOST-BOUND); at 0.2 a quarter, and the loop's own wait for a core
+    stays the largest part (HAND-OVER)."""
+    case = sim_handover(10 + seed, "cpu_wait", num_workers=2, n=n)
+    host = others_cores >= 0.8
+    truth = ({"diagnosis": "HOST-BOUND", "wait_parts.largest.part": "host_cpu_wait"} if host
+             else {"diagnosis": "HAND-OVER", "wait_parts.largest.part": "cpu_wait"})
+    case = dataclasses.replace(case, name=f"handover-beside-others-{others_cores:g}cores-s{seed}",
+                               truth=truth)
+    return with_readings(case, {0: 0.05, 1: 0.05}, runq={-1: 0.8}, others_cores=others_cores)
+
+
 def healthy_on_a_busy_host(seed: int, waits: int, queued_ms: float, n: int = 100,
                            num_workers: int = 4) -> Case:
     """A loader that keeps up (~0.3 ms waits against an 8 ms step) whose
@@ -1219,6 +1246,8 @@ def corpus() -> list[Case]:
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",
                                                                "in_transit"))]
     cases += [sim_handover(3, "main_cpu", num_workers=4), sim_handover(4, "cpu_wait", n=60)]
+    cases += [handover_beside_other_programs(0, 1.5), handover_beside_other_programs(1, 1.0),
+              handover_beside_other_programs(2, 0.2), handover_beside_other_programs(3, 0.0)]
     cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02)]
     cases += [healthy_on_a_busy_host(0, 6, 12.0), healthy_on_a_busy_host(1, 25, 6.0),
               healthy_on_a_busy_host(2, 10, 14.0, num_workers=2),

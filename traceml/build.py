@@ -203,9 +203,12 @@ def build(
     decided = input_bound.production_share(production) is not None
     clocked_making = _clocked_making(steps, clocks, making_ns if decided else None, met,
                                      delivery)
-    parts_all = _wait_split(steps, w.steady, clocks, clocked_making)
+    host_in_waits = _others_in_clocked_waits(steps, w.steady, clocks, samples, src,
+                                             sampler_info, main_pid)
+    host_share = host_in_waits["host_share"] if host_in_waits else None
+    parts_all = _wait_split(steps, w.steady, clocks, clocked_making, host_share)
     split = (wait_parts.production_fraction(parts_all),
-             wait_parts.other_largest_fraction(parts_all))
+             wait_parts.other_largest_fraction(parts_all), wait_parts.host_leads(parts_all))
     summary.update(_durations(w, production, unmarked, *split))
     summary["diagnosis_support"] = _diagnosis_support(w, summary["diagnosis"], production,
                                                       making_ns, loader, *split)
@@ -226,9 +229,10 @@ def build(
     summary.update(stalls)
     summary["wait_parts"] = (None if parts_all is None else {
         "all": parts_all,
-        "stalls": _wait_split(steps, mask, clocks, clocked_making),
+        "stalls": _wait_split(steps, mask, clocks, clocked_making, host_share),
         "largest": wait_parts.next_for(parts_all),
-        "compute": _body_split(steps, w.steady, clocks)})
+        "compute": _body_split(steps, w.steady, clocks),
+        "host": host_in_waits})
     if summary.get("gpu") is not None:
         # NVML's utilisation in the input waits against the rest (needs the
         # stalls).
@@ -433,12 +437,32 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
     return making, queued
 
 
+def _others_in_clocked_waits(steps: np.ndarray, steady: np.ndarray,
+                             clocks: Optional[tuple], samples: Optional[np.ndarray], src,
+                             sampler_info: Optional[dict],
+                             main_pid: Optional[int]) -> Optional[dict]:
+    """evidence.others_in_waits over the clocked steady fetches' waits
+    (the fetches the split reads), for the main process and the source's
+    workers; None without clocks, readings or such fetches."""
+    if clocks is None or samples is None or sampler_info is None:
+        return None
+    ok = _clocked_in(clocks[0], steady, True)
+    if not ok.any():
+        return None
+    at = clocks[0][ok]
+    main, workers = evidence.job_pids(src, sampler_info, main_pid)
+    return evidence.others_in_waits(samples, steps["begin_ns"][at], steps["fetch_done_ns"][at],
+                                    main, workers)
+
+
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
-                clocked_making: Optional[tuple]) -> Optional[dict]:
+                clocked_making: Optional[tuple],
+                host_share: Optional[float] = None) -> Optional[dict]:
     """wait_split.split over the clocked steps in ``mask`` (a mask over
     the source's steps); None without clocks or without such steps.
     ``clocked_making``: :func:`_clocked_making`'s (None: no worker
-    timing)."""
+    timing); ``host_share``: the share of the waits for a core that is
+    other programs' (:func:`_others_in_clocked_waits`; None: not read)."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
@@ -448,9 +472,9 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     at = pos[ok]
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
     if clocked_making is None:
-        return wait_split.split(wait, cpu[ok], runq[ok])
+        return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share)
     return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
-                            clocked_making[1][ok])
+                            clocked_making[1][ok], host_share)
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
@@ -504,12 +528,14 @@ def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
 def _durations(w: _Steady, production: Optional[dict] = None,
                unmarked: Optional[tuple] = None,
                production_fraction: Optional[float] = None,
-               other_largest_fraction: Optional[float] = None) -> dict:
+               other_largest_fraction: Optional[float] = None,
+               host_leads: bool = False) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
     it covers the steady steps, the clocked split of the wait, as
     fractions of it (wait_parts.production_fraction and
-    other_largest_fraction), and the probe steps without a fetch mark:
+    other_largest_fraction) and whether its largest part is the host's
+    (wait_parts.host_leads), and the probe steps without a fetch mark:
     input_bound.diagnose)."""
     total_step = int(w.step.sum())
     share = float(w.wait.sum()) / total_step if total_step > 0 else None
@@ -518,7 +544,7 @@ def _durations(w: _Steady, production: Optional[dict] = None,
     if produced is not None and production_fraction is not None and share is not None:
         produced = share * production_fraction
     diagnosis = input_bound.diagnose(share, produced, unmarked, mean_step_ns,
-                                     other_largest_fraction)
+                                     other_largest_fraction, host_leads)
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),
@@ -532,7 +558,8 @@ def _durations(w: _Steady, production: Optional[dict] = None,
 def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
                        making_ns: Optional[np.ndarray], loader: Optional[dict],
                        production_fraction: Optional[float] = None,
-                       other_largest_fraction: Optional[float] = None) -> Optional[dict]:
+                       other_largest_fraction: Optional[float] = None,
+                       host_leads: bool = False) -> Optional[dict]:
     """label_support.support of the diagnosis over the steady steps, with
     the workers' production per step where it decided the label (or its
     clocked fraction of the wait, held fixed)."""
@@ -545,7 +572,7 @@ def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
     nw = (loader or {}).get("num_workers") or 0
     mean_step = float(w.step.mean()) if len(w.step) else None
     return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step,
-                                 other_largest_fraction, production_fraction)
+                                 other_largest_fraction, production_fraction, host_leads)
 
 
 def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],

@@ -279,6 +279,54 @@ COUNTERS = (
 )
 
 
+def job_pids(src, info: dict, main_pid: Optional[int] = None
+             ) -> tuple[Optional[int], list[int]]:
+    """(main process PID, the workers' PIDs over every epoch, sorted) of a
+    DataLoader source: ``main_pid`` if given, else the main process the
+    sampler read (role -1 in ``info["procs"]``), else None."""
+    facts = getattr(src, "epoch_facts", None) or {}
+    pids = sorted({p for f in facts.values() for p in (f["worker_pids"] or [])})
+    if main_pid is None:
+        main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
+        main_pid = main[0] if main else None
+    return main_pid, pids
+
+
+def others_in_waits(samples: Optional[np.ndarray], starts_ns: np.ndarray,
+                    ends_ns: np.ndarray, main_pid: Optional[int],
+                    worker_pid_list: list[int]) -> Optional[dict]:
+    """What other programs ran against what the job waited for a core, over
+    the windows [starts_ns, ends_ns) (ns, shape (m,): the clocked fetches'
+    input waits).
+
+    {others_cpu_s: every core's busy time (/proc/stat, the sampler's pid
+    0) less the main process's and the workers' CPU, at least 0;
+    job_runq_s: the main process's and the workers' run-queue wait (their
+    threads' schedstat); wall_s; host_share: min(1, others_cpu_s /
+    job_runq_s), the most of the job's wait for a core that other programs
+    can account for (a CPU-second another program runs while one of the
+    job's threads waits delays the job by at most that second;
+    findings.host_contention), None where the job did not wait for a
+    core}; None where the host or the main process was not read."""
+    if samples is None or len(samples) == 0 or not len(starts_ns) or main_pid is None:
+        return None
+    a = np.asarray(starts_ns, dtype=np.float64)
+    b = np.asarray(ends_ns, dtype=np.float64)
+
+    def total(pid: int, field: str) -> Optional[float]:
+        s = _cpu_series(samples, pid) if field == "cpu" else _series(samples, pid, field, 1e-9)
+        return None if s is None or not len(s[0]) else float(_window_deltas(s, a, b).sum())
+
+    host, main_cpu = total(HOST_PID, "cpu"), total(main_pid, "cpu")
+    if host is None or main_cpu is None:
+        return None
+    job_cpu = main_cpu + sum(total(p, "cpu") or 0.0 for p in worker_pid_list)
+    runq = sum(total(p, "runq_ns") or 0.0 for p in [main_pid, *worker_pid_list])
+    others = max(0.0, host - job_cpu)
+    return {"others_cpu_s": others, "job_runq_s": runq, "wall_s": float((b - a).sum()) * 1e-9,
+            "host_share": min(1.0, others / runq) if runq > 0 else None}
+
+
 def slow_fast_windows(steps: np.ndarray, stall: np.ndarray,
                       steady: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{"slow": (starts, ends), "fast": (starts, ends)} (ns): the slow
@@ -549,10 +597,7 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
     facts = getattr(src, "epoch_facts", None)
     if not facts or src.loader is None:
         return None
-    pids = sorted({p for f in facts.values() for p in (f["worker_pids"] or [])})
-    if main_pid is None:
-        main = [p["pid"] for p in info.get("procs", []) if p["role"] == -1]
-        main_pid = main[0] if main else None
+    main_pid, pids = job_pids(src, info, main_pid)
     # Readings of this run were lost when the ring wrapped after it began.
     lost = False
     if len(steps) and any(f.get("watched") for f in facts.values()):

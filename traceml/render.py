@@ -137,6 +137,7 @@ _BADGE = {
     "INPUT-BOUND": "#b42318",
     "BALANCED": "#b54708",
     "HAND-OVER": "#93370d",
+    "HOST-BOUND": "#6941c6",
     "COMPUTE-BOUND": "#067647",
     "NO-DATA": "#475467",
 }

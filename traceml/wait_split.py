@@ -22,6 +22,13 @@ CPU time and run-queue wait inside the fetch split each wait into
   the sleep is one part, ``asleep`` (with ``num_workers=0``: I/O, locks,
   sleep()).
 
+Where the sampler read the host (``host_share``: at most that share of the
+job's run-queue wait in the clocked fetches is other programs',
+evidence.others_in_waits), that share of ``cpu_wait`` and of
+``worker_cpu_wait`` is ``host_cpu_wait``: the loop or the awaited worker
+waiting for a core that other programs held.  The rest stays the job's
+own (more processes than cores).
+
 The parts of a fetch add up to its wait: the CPU time is capped at the
 wait, the run-queue wait at what is left.
 
@@ -40,6 +47,8 @@ import numpy as np
 
 PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "in_transit")
 PARTS_UNTIMED = ("main_cpu", "cpu_wait", "asleep")
+# Where the host was read: after cpu_wait in either list.
+HOST_PART = "host_cpu_wait"
 PARTS_BODY = ("main_cpu", "cpu_wait", "off_cpu")
 
 
@@ -64,7 +73,8 @@ def clocked_positions(clock_steps: np.ndarray, selected: Optional[np.ndarray],
 
 def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
           making_ns: Optional[np.ndarray] = None,
-          making_queued_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+          making_queued_ns: Optional[np.ndarray] = None,
+          host_share: Optional[float] = None) -> Optional[dict]:
     """The summed parts of the clocked fetches' waits.
 
     ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
@@ -74,9 +84,12 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     ``making_ns`` (shape (m,), -1 unknown; None: no worker timing): the ns
     of the wait during which the awaited worker made its batch;
     ``making_queued_ns`` (shape (m,), -1 unknown reads 0; None: 0) the ns
-    of those during which it waited for a core.  None when no fetch is
-    left.  Returns {fetches, wait_s, parts_s ({part: s}, in
-    PARTS_TIMED or PARTS_UNTIMED order), runq_known}."""
+    of those during which it waited for a core; ``host_share`` (0 to 1;
+    None: the host not read) the share of those waits for a core that is
+    other programs', moved to HOST_PART (left out where None).  None when
+    no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
+    runq_known}."""
     wait = np.asarray(wait_ns, dtype=np.int64)
     cpu = np.asarray(cpu_ns, dtype=np.int64)
     runq = np.asarray(runq_ns, dtype=np.int64)
@@ -101,9 +114,19 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
                  "main_cpu": on_cpu, "cpu_wait": queued, "in_transit": asleep - made}
     else:
         parts = {"main_cpu": on_cpu, "cpu_wait": queued, "asleep": asleep}
+    parts_s = {k: float(v.sum()) * 1e-9 for k, v in parts.items()}
+    if host_share is not None:
+        h = min(1.0, max(0.0, float(host_share)))
+        hosts = 0.0
+        for k in ("worker_cpu_wait", "cpu_wait"):
+            if k in parts_s:
+                hosts += h * parts_s[k]
+                parts_s[k] *= 1.0 - h
+        at = list(parts_s).index("cpu_wait") + 1
+        items = list(parts_s.items())
+        parts_s = dict(items[:at] + [(HOST_PART, hosts)] + items[at:])
     return {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9,
-            "parts_s": {k: float(v.sum()) * 1e-9 for k, v in parts.items()},
-            "runq_known": runq_known}
+            "parts_s": parts_s, "runq_known": runq_known}
 
 
 def body_split(compute_ns: np.ndarray, cpu_ns: np.ndarray,

@@ -118,6 +118,10 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             out.append(("compute_bound_stalls", {"step_share": conc["stall_step_share"],
                                                  "wait_share": conc["stall_wait_share"]}))
         return out
+    if diag == input_bound.HOST_BOUND:
+        # The host's wait: its next step (host_contention's host_bound)
+        # leads; the loader's pattern and trend are moot.
+        return out
     trend_ = s.get("trend")
     if diag == input_bound.HAND_OVER:
         # The measured parts decided the label: the largest part's next
@@ -264,13 +268,16 @@ EXPERIMENTS = frozenset((
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
     "compare_in_order", "split_shards", "slow_sample", "fewer_bytes", "predicted_no_workers",
-    "host_contention", "look_at_function", "look_at_path", "wait_for_core"))
+    "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core"))
 # Which experiment leads where several are advised: the measured evidence
 # before the pattern's experiments, the code that makes the batches first
 # (it answers what the loader's pattern only points at), then a full host
 # (it makes the loader's pattern moot), the prediction's cost, the bytes,
 # the worker attribution; the base advice's experiments after, in order.
 LEAD_ORDER = ("slow_code", "host_contention", "prediction_check", "hand_over", "attribution")
+# The diagnosis's own next step where the diagnosis names the largest
+# measured part as the host's (HOST-BOUND): it leads before any family.
+LEAD_FIRST = frozenset(("host_bound",))
 
 
 # The bottom line's items (a stuck fetch, epoch starts that hold the
@@ -294,6 +301,8 @@ def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
     def rank(pair):
         i, it = pair
         fam = family_of.get(it[0])
+        if it[0] in LEAD_FIRST:
+            return (-1, i)
         return (LEAD_ORDER.index(fam) if fam in LEAD_ORDER else len(LEAD_ORDER), i)
 
     out = head + why + [it for _, it in sorted(enumerate(tried), key=rank)]

@@ -77,7 +77,7 @@ def gpu_diagnosis(host: input_bound.Diagnosis, gpu_share: Optional[float], cover
     HAND-OVER but the GPU waited under INPUT_BOUND_SHARE of its step, the
     host waited while the GPU worked (GPU_DID_NOT_WAIT: the GPU-visible
     label); when both are input-bound the host's label stays (HAND-OVER
-    says more); any other difference takes the GPU-visible label
+    and HOST-BOUND say more); any other difference takes the GPU-visible label
     (GPU_DIFFERS: e.g. a host-to-device copy marked with input_ready()
     that the host wait does not hold).
     """
@@ -86,7 +86,8 @@ def gpu_diagnosis(host: input_bound.Diagnosis, gpu_share: Optional[float], cover
             or host.label == input_bound.NO_DATA):
         return host, GPU_NOT_USED
     gpu = input_bound.diagnose(gpu_share)
-    host_input = host.label in (input_bound.INPUT_BOUND, input_bound.HAND_OVER)
+    host_input = host.label in (input_bound.INPUT_BOUND, input_bound.HAND_OVER,
+                                input_bound.HOST_BOUND)
     if host_input and gpu.label == input_bound.INPUT_BOUND:
         return host, GPU_AGREES
     if host_input:

@@ -46,6 +46,7 @@ loader's pattern.
 from __future__ import annotations
 
 from ..fmt import fmt_s, pct
+from . import input_bound
 from ._types import Finding, Words
 
 # "The larger part": at least half of the stall time waiting for a CPU,
@@ -61,7 +62,7 @@ _PATTERN_CODES = frozenset((
     "slow_samples_one_loader", "overtaking", "overtaking_round", "one_worker",
     "split_shards", "slow_sample", "vary_workers_around", "vary_workers_or_prefetch",
     "trend", "trend_next"))
-SUPERSEDES = {"host_contention": _PATTERN_CODES}
+SUPERSEDES = {"host_contention": _PATTERN_CODES, "host_bound": _PATTERN_CODES}
 ONLY_REPLACING: frozenset = frozenset()
 
 
@@ -109,16 +110,41 @@ def superseded_by(f: Finding) -> frozenset:
 
 
 def advise(s: dict) -> list[Finding]:
-    """``host_contention`` where waiting for a CPU that other programs can
-    have taken is HOST_WAIT_SHARE or more of the stall time (see
+    """``host_bound`` where the diagnosis is HOST-BOUND (the largest
+    measured part of the input wait is the host's: wait_parts.host_leads);
+    else ``host_contention`` where waiting for a CPU that other programs
+    can have taken is HOST_WAIT_SHARE or more of the stall time (see
     :func:`measure`); else nothing."""
+    if s.get("diagnosis") == input_bound.HOST_BOUND:
+        wp = s.get("wait_parts") or {}
+        parts, host = (wp.get("all") or {}).get("parts_s") or {}, wp.get("host") or {}
+        total = sum(parts.values())
+        return [Finding("host_bound", {
+            "share": s["input_share"],
+            "host_share": parts.get("host_cpu_wait", 0.0) / total if total > 0 else 0.0,
+            "others_cores": (host["others_cpu_s"] / host["wall_s"]
+                             if host.get("wall_s") else None),
+            "num_workers": (s.get("loader") or {}).get("num_workers"),
+            "cpus": (s.get("host") or {}).get("usable_cpus")})]
     m = measure(s)
     if m is None or m["host_share"] < HOST_WAIT_SHARE:
         return []
     return [Finding("host_contention", m)]
 
 
+def _host_bound_words(p: dict) -> str:
+    others = (f" (other programs ran {p['others_cores']:.1f} cores' worth in those waits"
+              + (f", on {p['cpus']} CPUs" if p.get("cpus") else "") + ")"
+              if p.get("others_cores") is not None else "")
+    return (f"Input is {pct(p['share'])} of step time, and the largest measured part of it "
+            f"({pct(p['host_share'])}) is the loop or the awaited worker waiting for a core "
+            f"that other programs held{others}: the host is full, and neither more workers "
+            "nor a cheaper batch shortens that. Next: run beside fewer processes (stop what "
+            "else is running) and compare (traceml.compare) before changing the loader.")
+
+
 WORDS: dict[str, Words] = {
+    "host_bound": _host_bound_words,
     "host_contention": lambda p: (
         f"During the stalls the loop and its workers waited {fmt_s(p['cpu_wait_s'])} a "
         f"stall for a CPU ({pct(p['share'])} of the stall time; the main thread "

@@ -1,5 +1,5 @@
 """The diagnosis: the share of step time spent waiting for input, and its label
-(INPUT-BOUND, BALANCED, COMPUTE-BOUND, HAND-OVER, NO-DATA).
+(INPUT-BOUND, BALANCED, COMPUTE-BOUND, HAND-OVER, HOST-BOUND, NO-DATA).
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ NO_DATA = "NO-DATA"
 # The loop waits INPUT_BOUND_SHARE or more, but not for the workers: each
 # awaited batch was made, and its worker idle, for most of the wait.
 HAND_OVER = "HAND-OVER"
+
+# The loop waits INPUT_BOUND_SHARE or more, and the largest measured part
+# of the wait is the loop or the awaited worker waiting for a core that
+# other programs held (findings.wait_parts.host_leads): the host's wait,
+# not the loader's.
+HOST_BOUND = "HOST-BOUND"
 
 
 # Worker-side timing (traceml.worker_timing) decides INPUT-BOUND only when
@@ -94,7 +100,8 @@ def diagnose(input_share: Optional[float],
              production_share: Optional[float] = None,
              unmarked: Optional[tuple] = None,
              mean_step_ns: Optional[float] = None,
-             other_largest_fraction: Optional[float] = None) -> Diagnosis:
+             other_largest_fraction: Optional[float] = None,
+             host_leads: bool = False) -> Diagnosis:
     """(label, share) for the share of step time spent waiting for input:
     INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
     COMPUTE_BOUND_SHARE, BALANCED between.
@@ -111,7 +118,12 @@ def diagnose(input_share: Optional[float],
     The other parts are the wait less the production, split in the
     proportions the fetch clocks measured: ``other_largest_fraction`` is
     the largest of them over their sum (wait_parts.other_largest_fraction;
-    None: not measured, the rest is one part).
+    None: not measured, the rest is one part).  Where the largest
+    measured part is the host's (``host_leads``: the loop or the awaited
+    worker waiting for a core other programs held, more than the
+    production and than each other part; wait_parts.host_leads), an
+    input-bound wait is HOST-BOUND: neither more workers nor a cheaper
+    hand-over shortens it.
 
     ``unmarked`` (probes only: (steady steps closed without fetch_done(),
     steady steps)) past PROBE_UNMARKED_MAX_SHARE gives NO-DATA: the input
@@ -126,6 +138,8 @@ def diagnose(input_share: Optional[float],
     if mean_step_ns is not None and mean_step_ns < MIN_MEAN_STEP_NS:
         return Diagnosis(NO_DATA, None, None, float(mean_step_ns))
     if input_share >= INPUT_BOUND_SHARE:
+        if host_leads:
+            return Diagnosis(HOST_BOUND, input_share)
         if production_share is not None:
             other = (input_share - production_share) * (
                 1.0 if other_largest_fraction is None else other_largest_fraction)
@@ -167,6 +181,9 @@ def diagnosis_rule(label: str, share: Optional[float],
         return (f"{said} (>= {top}), but a worker still making the batch was a smaller "
                 "part of the wait than the largest other part: the loop waits mostly for "
                 "batches already made")
+    if label == HOST_BOUND:
+        return (f"{said} (>= {top}), but its largest measured part is waiting for a core "
+                "that other programs held: the host's wait, not the loader's")
     if label == COMPUTE_BOUND:
         return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
                 "not input-bound)")

@@ -48,7 +48,7 @@ SUPPORT_MIN_STEPS = input_bound.MIN_STEADY_STEPS
 _Z = 1.2815515655446004   # scipy.stats.norm.ppf(0.9)
 
 LABELS = (input_bound.INPUT_BOUND, input_bound.BALANCED, input_bound.COMPUTE_BOUND,
-          input_bound.HAND_OVER)
+          input_bound.HAND_OVER, input_bound.HOST_BOUND)
 
 
 # At most this many blocks: past about 93k steps (n^(2/3) > 2048) the
@@ -81,7 +81,8 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
             making_ns: Optional[np.ndarray] = None, round_steps: int = 1,
             mean_step_ns: Optional[float] = None,
             other_largest_fraction: Optional[float] = None,
-            production_fraction: Optional[float] = None) -> Optional[dict]:
+            production_fraction: Optional[float] = None,
+            host_leads: bool = False) -> Optional[dict]:
     """The support of ``label`` (the run's diagnosis) under the block
     bootstrap of the steady steps (see above), or None for a label
     it does not apply to (NO-DATA) or under SUPPORT_MIN_STEPS steps.
@@ -95,7 +96,8 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     held fixed across resamples); ``production_fraction``: the clocked
     production's fraction of the wait (wait_parts.production_fraction),
     held fixed too, each resample's production its share times it
-    (``making_ns`` then None).  Returns {label, support (share of resamples
+    (``making_ns`` then None); ``host_leads``: as input_bound.diagnose
+    takes it, held fixed.  Returns {label, support (share of resamples
     giving ``label``), readings ({label: share of resamples}), other (the
     commonest other label, or None), share (the run's input share),
     share_se (the resamples' standard deviation of it), line (the nearest
@@ -129,7 +131,8 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
                            where=known_step > 0)
     readings, other = _readings(label, [input_bound.diagnose(
         float(s), None if prod_r is None or not math.isfinite(prod_r[i]) else float(prod_r[i]),
-        None, mean_step_ns, other_largest_fraction).label for i, s in enumerate(share_r)])
+        None, mean_step_ns, other_largest_fraction, host_leads).label
+        for i, s in enumerate(share_r)])
     share = float(np.sum(wait_ns, dtype=np.float64) / np.sum(step_ns, dtype=np.float64))
     se = float(np.nanstd(share_r))
     line = _line_between(label, other, share)
@@ -189,7 +192,8 @@ def _readings(label: str, labels: list) -> tuple[dict, Optional[str]]:
 def _line_between(label: str, other: Optional[str], share: float) -> Optional[float]:
     """The input-share bound the two labels sit either side of (None when
     the other reading is HAND-OVER against INPUT-BOUND: that line is the
-    production share's, not the input share's)."""
+    production share's, not the input share's; HOST-BOUND sits where
+    INPUT-BOUND does)."""
     bounds = (input_bound.COMPUTE_BOUND_SHARE, input_bound.INPUT_BOUND_SHARE)
     if other is None:
         return min(bounds, key=lambda x: abs(x - share))

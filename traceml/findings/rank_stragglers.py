@@ -114,7 +114,8 @@ def input_matters(summary: dict) -> bool:
     experiment: stalls kept by stalls_matter, or INPUT-BOUND / HAND-OVER."""
     st = summary.get("stalls") or {}
     kept = bool(st.get("count")) and st.get("matter") == stall_threshold.STALLS_KEPT
-    return kept or summary.get("diagnosis") in (input_bound.INPUT_BOUND, input_bound.HAND_OVER)
+    return kept or summary.get("diagnosis") in (input_bound.INPUT_BOUND, input_bound.HAND_OVER,
+                                                input_bound.HOST_BOUND)
 
 
 def echo(stall_mask: np.ndarray, straggler_wait_ns: np.ndarray,
@@ -182,7 +183,7 @@ def straggler_rule() -> str:
             "summed), that wait is at least "
             f"{pct(STRAGGLER_MIN_COST_SHARE)} of the job's step time, and its own "
             "report finds its input wait matters (stalls kept, or "
-            f"{input_bound.INPUT_BOUND} / {input_bound.HAND_OVER})")
+            f"{input_bound.INPUT_BOUND} / {input_bound.HAND_OVER} / {input_bound.HOST_BOUND})")
 
 
 def echo_rule() -> str:

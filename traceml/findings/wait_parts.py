@@ -25,6 +25,8 @@ PART_NAMES = {
     "worker_cpu_wait": "the worker making the batch waiting for a core",
     "main_cpu": "the main process on a CPU inside the fetch",
     "cpu_wait": "the main process waiting for a core",
+    "host_cpu_wait": ("the loop or the awaited worker waiting for a core that other programs "
+                      "held (their CPU in the waits, from /proc/stat)"),
     "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
     "asleep": "the main process asleep (I/O, locks, or workers not timed)",
 }
@@ -41,6 +43,9 @@ PART_NEXT = {
                  "into the workers"),
     "cpu_wait": ("a core for the main process: fewer processes than cores (a lower "
                  "num_workers), or a quieter host"),
+    "host_cpu_wait": ("a quieter host: the same loop with what else runs stopped, compared "
+                      "on step time (traceml.compare); the loader itself is not what to "
+                      "change"),
     "in_transit": ("the transfer: the same loop with fewer processes than cores (a lower "
                    "num_workers): a wait that falls was workers waiting for a core; one that "
                    "stays is the transfer itself, cheaper with fewer or smaller tensors per "
@@ -62,7 +67,9 @@ def largest(split: Optional[dict]) -> Optional[tuple[str, float]]:
 
 def production_fraction(split: Optional[dict]) -> Optional[float]:
     """The workers' production (``worker_making`` and ``worker_cpu_wait``:
-    the awaited worker making the batch, on a core or waiting for one) as
+    the awaited worker making the batch, on a core or waiting for one that
+    the job's own processes held; the share other programs held is
+    ``host_cpu_wait``, not production) as
     a fraction of the split's wait; None without a split with worker
     timing.  Where it is
     known, input_bound.diagnose reads the production from it rather than
@@ -73,6 +80,19 @@ def production_fraction(split: Optional[dict]) -> Optional[float]:
     if not split or "worker_making" not in split["parts_s"] or not split["wait_s"]:
         return None
     return sum(split["parts_s"].get(k, 0.0) for k in PRODUCTION_PARTS) / split["wait_s"]
+
+
+def host_leads(split: Optional[dict]) -> bool:
+    """Whether the split's largest part is the host's (``host_cpu_wait``):
+    more than the workers' production together and at least each other
+    part (input_bound.diagnose's HOST-BOUND)."""
+    parts = (split or {}).get("parts_s") or {}
+    host = parts.get("host_cpu_wait")
+    if not host:
+        return False
+    production = sum(parts.get(k, 0.0) for k in PRODUCTION_PARTS)
+    rest = [v for k, v in parts.items() if k not in PRODUCTION_PARTS and k != "host_cpu_wait"]
+    return host > production and all(host >= v for v in rest)
 
 
 def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
@@ -192,6 +212,7 @@ WORDS: dict[str, Words] = {
 
 _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting for a core",
           "main_cpu": "main CPU", "cpu_wait": "main waiting for a core",
+          "host_cpu_wait": "other programs holding the cores",
           "in_transit": "in transit", "asleep": "asleep"}
 
 

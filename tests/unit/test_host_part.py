@@ -1,0 +1,86 @@
+"""The host's part of the input wait: other programs' CPU against the
+job's wait for a core (evidence.others_in_waits), the split it moves
+(wait_split), and the HOST-BOUND reading it decides."""
+
+import numpy as np
+import pytest
+
+from traceml import _core, evidence, wait_split
+from traceml.findings import input_bound, wait_parts
+
+_TICKS = evidence.CLK_TCK
+
+
+def _readings(pid, role, cores, runq_per_s, t_ns):
+    """Linear counters: ``cores`` CPU-s a second (stat ticks), ``runq_per_s``
+    s a second in the run queue (schedstat ns)."""
+    rows = np.zeros(len(t_ns), dtype=_core.SAMPLE_DTYPE)
+    rows["t_ns"], rows["pid"], rows["role"] = t_ns, pid, role
+    rows["utime_ticks"] = np.round((t_ns - t_ns[0]) * 1e-9 * _TICKS * cores)
+    rows["runq_ns"] = (t_ns - t_ns[0]) * runq_per_s if runq_per_s is not None else -1
+    return rows
+
+
+def test_others_cpu_is_the_hosts_busy_time_less_the_jobs_in_the_windows():
+    t = np.arange(0, 2_000_000_001, 20_000_000, dtype=np.int64)   # 2 s at 20 ms
+    # Main 0.5 cores and 0.25 s/s queued, one worker 0.5 and 0.5 s/s, the
+    # host busy 2.0 cores: other programs 1.0 core.
+    rows = np.r_[_readings(10, -1, 0.5, 0.25, t), _readings(11, 0, 0.5, 0.5, t),
+                 _readings(evidence.HOST_PID, _core.HOST_ROLE, 2.0, None, t)]
+    a = np.array([100_000_000, 1_000_000_000])
+    b = a + 400_000_000                                              # 0.8 s of windows
+    got = evidence.others_in_waits(rows, a, b, 10, [11])
+    assert got["wall_s"] == pytest.approx(0.8)
+    assert got["others_cpu_s"] == pytest.approx(0.8, abs=2 / _TICKS)
+    assert got["job_runq_s"] == pytest.approx(0.6)
+    assert got["host_share"] == pytest.approx(1.0)
+    # Other programs at a fifth of a core: a fifth of the 0.75 s/s queued
+    # at most is theirs.
+    rows["utime_ticks"][rows["pid"] == evidence.HOST_PID] = np.round(
+        t * 1e-9 * _TICKS * 1.2)
+    got = evidence.others_in_waits(rows, a, b, 10, [11])
+    assert got["host_share"] == pytest.approx(0.16 / 0.6, abs=0.03)
+    # No host readings, or no main process: nothing to say.
+    job = rows[rows["pid"] != evidence.HOST_PID]
+    assert evidence.others_in_waits(job, a, b, 10, [11]) is None
+    assert evidence.others_in_waits(rows, a, b, None, [11]) is None
+
+
+def test_the_host_share_moves_the_waits_for_a_core_and_keeps_the_sum():
+    wait = np.array([10, 10], dtype=np.int64)
+    cpu, runq = np.array([2, 2]), np.array([4, 4])
+    making, queued = np.array([4, 4]), np.array([2, 2])
+    plain = wait_split.split(wait, cpu, runq, making, queued)
+    got = wait_split.split(wait, cpu, runq, making, queued, host_share=0.25)
+    p, q = got["parts_s"], plain["parts_s"]
+    assert list(p) == ["worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait",
+                       wait_split.HOST_PART, "in_transit"]
+    assert p[wait_split.HOST_PART] == pytest.approx(0.25 * (q["cpu_wait"] + q["worker_cpu_wait"]))
+    assert p["cpu_wait"] == pytest.approx(0.75 * q["cpu_wait"])
+    assert p["worker_cpu_wait"] == pytest.approx(0.75 * q["worker_cpu_wait"])
+    assert sum(p.values()) == pytest.approx(got["wait_s"]) == pytest.approx(20e-9)
+    # Without worker timing the host part sits after cpu_wait too.
+    got = wait_split.split(wait, cpu, runq, host_share=1.0)
+    assert list(got["parts_s"]) == ["main_cpu", "cpu_wait", wait_split.HOST_PART, "asleep"]
+    assert got["parts_s"]["cpu_wait"] == 0.0
+
+
+@pytest.mark.parametrize("parts, leads", [
+    # The host's part above the production and every other part.
+    ({"worker_making": 1.0, "worker_cpu_wait": 0.5, "main_cpu": 1.0, "host_cpu_wait": 2.0}, True),
+    # Production together (1.5 + 1.0) passes it: the loader's wait.
+    ({"worker_making": 1.5, "worker_cpu_wait": 1.0, "main_cpu": 0.1, "host_cpu_wait": 2.0}, False),
+    # Another part passes it: that part's wait.
+    ({"worker_making": 0.1, "in_transit": 3.0, "host_cpu_wait": 2.0}, False),
+    ({"main_cpu": 1.0, "cpu_wait": 0.2, "host_cpu_wait": 0.0, "asleep": 0.5}, False),
+])
+def test_the_host_leads_only_as_the_largest_measured_part(parts, leads):
+    assert wait_parts.host_leads({"parts_s": parts}) is leads
+
+
+def test_host_bound_needs_an_input_bound_wait():
+    assert input_bound.diagnose(0.3, 0.05, None, None, 0.5, True).label == input_bound.HOST_BOUND
+    assert input_bound.diagnose(0.15, 0.05, None, None, 0.5, True).label == input_bound.BALANCED
+    assert input_bound.diagnose(0.3, 0.25, None, None, 0.5, False).label == input_bound.INPUT_BOUND
+    rule = input_bound.diagnosis_rule(input_bound.HOST_BOUND, 0.3)
+    assert "other programs held" in rule and "30.0%" in rule
