@@ -36,11 +36,44 @@ def test_file_is_readable_without_traceml(run, tmp_path):
     path = run.save(tmp_path / "a.traceml")
     with zipfile.ZipFile(path) as z:
         header = json.loads(z.read("summary.json"))
-    assert header["format"] == "traceml-run" and header["format_version"] == 2
+    assert header["format"] == "traceml-run" and header["format_version"] == 3
     assert header["summary"]["stalls"]["count"] == run["stalls"]["count"]
+    # The words as saved, beside the codes and numbers they come from.
+    assert header["summary"]["next"] == run["next"]
+    assert [code for code, _ in header["summary"]["next_items"]] == [
+        code for code, _ in run["next_items"]]
     arrays = np.load(path)
     np.testing.assert_array_equal(arrays["begin_ns"], run.steps["begin_ns"])
     np.testing.assert_array_equal(arrays["epoch"], run.steps["epoch"])
+
+
+def test_a_saved_run_reads_in_the_loading_traceml_words(run, tmp_path, monkeypatch):
+    from traceml.findings import words_of
+
+    path = run.save(tmp_path / "a.traceml")
+    code, numbers = run["next_items"][0]
+    table = next(t for t in (getattr(f, "WORDS", {}) for f in traceml.findings.REGISTRY)
+                 if code in t)
+    # A later traceml words the same code and numbers otherwise.
+    monkeypatch.setitem(table, code, lambda p: f"reworded, {len(p)} numbers")
+    back = traceml.load(path)
+    assert back["next"][0] == f"reworded, {len(numbers)} numbers"
+    assert back["next"][1:] == run["next"][1:]
+    assert f"reworded, {len(numbers)} numbers" in str(back)
+    assert words_of(code) is table[code]
+    # A format 2 file keeps its words: it has no codes to word again.
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    header = json.loads(members["summary.json"])
+    header["format_version"] = 2
+    for key in ("next_items", "note_items"):
+        header["summary"].pop(key)
+    members["summary.json"] = json.dumps(header).encode()
+    old = tmp_path / "v2.traceml"
+    with zipfile.ZipFile(old, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    assert traceml.load(old)["next"] == run["next"]
 
 
 def test_truncated_file_names_the_file(run, tmp_path):

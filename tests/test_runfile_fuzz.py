@@ -380,10 +380,10 @@ def crafted(good, tmp):
                                   summary__json=b'{"format": "\xff"}'), "summary.json")
     add("json-list", _replace(good, tmp, "list.traceml", summary__json=b"[1, 2]"),
         "not a traceml run file")
-    for v in (0, 3, "2", True, None):
+    for v in (0, 4, "3", True, None):
         add(f"version-{v}", _replace(good, tmp, f"v{v}.traceml",
                                      summary__json=_header(summary, format_version=v)),
-            "written by format version", "this traceml reads 1 and 2")
+            "written by format version", "this traceml reads 1, 2 and 3")
     # Format 2's delivery arrays: a float, a 2-D, a short one, values below -1.
     for tag, arr in (("float", np.zeros(n)), ("2d", np.zeros((n, 1), np.int64)),
                      ("short", np.zeros(n - 1, np.int64)),

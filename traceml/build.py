@@ -275,12 +275,16 @@ def build(
     if summary["memory"] is not None:
         summary["memory"]["findings"] = [code for code, _ in memory_found]
     summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
-    summary["notes"] = findings.sentences(_notes(info, summary, src, source_id, recorded,
-                                                 stuck_events or [], sources, unmarked)
-                                          + findings.family_notes(summary))
+    # Codes and numbers (what a run file keeps and words again on load),
+    # and today's words beside them.
+    summary["note_items"] = findings.stored(
+        _notes(info, summary, src, source_id, recorded, stuck_events or [], sources, unmarked)
+        + findings.family_notes(summary))
+    summary["notes"] = findings.sentences(summary["note_items"])
     arranged, roles = advice.arrange(
         advice.evidence_next_steps(summary, advice.next_steps(summary)) + memory_found)
-    summary["next"] = findings.sentences(arranged)
+    summary["next_items"] = findings.stored(arranged)
+    summary["next"] = findings.sentences(summary["next_items"])
     summary["next_roles"] = roles
     rep = Report(summary, steps, delivery=(
         {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
@@ -746,7 +750,8 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
                                    delivery[1] if delivery is not None else None,
                                    median_batch_bytes, making_ns, runs)
         if workers is not None:
-            workers["evidence"] = findings.sentences(workers.pop("findings"))
+            workers["evidence_items"] = findings.stored(workers.pop("findings"))
+            workers["evidence"] = findings.sentences(workers["evidence_items"])
     return {
         "host": evidence.host(src) if loader_src else None,
         "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,

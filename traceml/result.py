@@ -5,8 +5,13 @@ drawing is delegated to :mod:`traceml.render` and :mod:`traceml.plot`.
 A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
 
 * ``summary.json`` — UTF-8 JSON ``{"format": "traceml-run",
-  "format_version": 1, "summary": <Report.to_dict()>}``, described by the
-  JSON Schema ``traceml/run_schema.json`` (:func:`schema`);
+  "format_version": 3, "summary": <Report.to_dict()>}``, described by the
+  JSON Schema ``traceml/run_schema.json`` (:func:`schema`).  From format
+  3 the next steps, notes and worker evidence are kept as codes and
+  numbers (``next_items``, ``note_items``, ``workers.evidence_items``:
+  ``[code, numbers]`` lists) beside their words; ``Report.load`` words
+  them again (ITEM_WORDS), so a saved run reads in the loading traceml's
+  words;
 * ``begin_ns.npy``, ``fetch_done_ns.npy``, ``end_ns.npy`` (int64,
   ``clock_ns()`` timestamps), ``epoch.npy`` (int32), ``source.npy`` and
   ``flags.npy`` (uint16) — the per-step arrays of ``Report.steps``, in NumPy's
@@ -21,10 +26,11 @@ A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
   ``Report.gpu_step_ns``, each step's GPU-visible input wait and GPU step.
   Readers that do not know them skip them (format 2 unchanged).
 
-``Report.save`` writes format 2 and stores every member uncompressed;
+``Report.save`` writes format 3 and stores every member uncompressed;
 ``Report.load`` reads formats 1 (the delivery lists inside
-``summary.json``) and 2, stored or deflated members, within the limits and
-checks it documents, and raises :class:`RunFileError` on anything else.
+``summary.json``), 2 (sentences without their codes) and 3, stored or
+deflated members, within the limits and checks it documents, and raises
+:class:`RunFileError` on anything else.
 
 Read without traceml::
 
@@ -50,10 +56,18 @@ import numpy as np
 from . import _core
 
 FORMAT = "traceml-run"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # The versions Report.load reads: 1 kept the per-step delivery lists in
-# summary.json.
-READS_VERSIONS = (1, 2)
+# summary.json; 2 kept the report's sentences only, as they were worded
+# when it was built; 3 keeps each sentence's code and numbers beside them
+# (ITEM_WORDS), worded again by the traceml that loads it.
+READS_VERSIONS = (1, 2, 3)
+# (where the items are, where their words go): each a path of keys into the
+# summary.  From format 3, Report.load words the items with this traceml's
+# findings families; the stored words are not read back (they stay where a
+# code is not known here).
+ITEM_WORDS = ((("next_items",), ("next",)), (("note_items",), ("notes",)),
+              (("workers", "evidence_items"), ("workers", "evidence")))
 # Per-step lists of summary["delivery"] stored as int64 .npy members from
 # format 2 (None as -1): (key, member).
 DELIVERY_ARRAYS = (("ranks", "delivery_ranks.npy"), ("workers", "delivery_workers.npy"))
@@ -173,7 +187,9 @@ class Report:
         compute_s, step_s ({mean, median, p90, p95, p99, max, total}, s),
         input_share, diagnosis, diagnosis_rule, shape, shape_rule,
         temporal, concentration, stalls, cadence, trend, epoch_start,
-        loader, host, delivery, workers, stuck, headline, notes, next.
+        loader, host, delivery, workers, stuck, headline, notes, next,
+        note_items, next_items (the notes and next steps as ``[code,
+        numbers]`` pairs, which a saved run keeps and words again on load).
         ``stalls`` holds ``count`` and ``outliers``; ``temporal`` (None
         without stalls) a ``label`` of PERIODIC, IRREGULAR, EVERY-FETCH or
         TOO-FEW with ``period`` and ``p_value``; ``trend`` (None, or
@@ -766,7 +782,7 @@ def _summary(raw: bytes, path: str) -> tuple[dict, int]:
         raise _error(path, f"not a traceml run file (format is not {FORMAT!r})", SUMMARY)
     version = header.get("format_version")
     if isinstance(version, bool) or version not in READS_VERSIONS:
-        reads = " and ".join(str(v) for v in READS_VERSIONS)
+        reads = ", ".join(str(v) for v in READS_VERSIONS[:-1]) + f" and {READS_VERSIONS[-1]}"
         raise _error(path, f"written by format version {version!r}, this traceml reads "
                            f"{reads}", SUMMARY, "format_version")
     _validate(header, path)
@@ -781,7 +797,30 @@ def _summary(raw: bytes, path: str) -> tuple[dict, int]:
             raise _error(path, f"holds step index {max(index)}, past the {steps} steps",
                          SUMMARY, "summary." + ".".join(key))
     _check_ranks(summary, path)
+    if version >= 3:
+        reword(summary)
     return summary, version
+
+
+def reword(summary: dict) -> dict:
+    """Word ``summary``'s stored items (ITEM_WORDS) with this traceml's
+    findings families, in place; an item list with a code no family words
+    here keeps its stored words.  Returns ``summary``."""
+    from . import findings
+
+    for items_at, words_at in ITEM_WORDS:
+        holder = summary
+        for key in items_at[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        items = holder.get(items_at[-1]) if isinstance(holder, dict) else None
+        if not isinstance(items, list):
+            continue
+        try:
+            words = findings.sentences(items)
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
+            continue    # a code or numbers of another version: the words stand
+        holder[words_at[-1]] = words
+    return summary
 
 
 _VALIDATOR = None

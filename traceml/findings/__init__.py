@@ -12,6 +12,8 @@ other families, the C core and :mod:`traceml.fmt`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._types import Finding, Words
 
 from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over,
@@ -21,7 +23,8 @@ from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over
                stall_threshold, stall_timing, startup_once, sweeps, wait_parts, wait_trend,
                worker_evidence, worker_memory)
 
-__all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "words_of"]
+__all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "stored",
+           "words_of"]
 
 # The families in report order: the bottom line, the diagnosis, the stalls'
 # threshold, shape and timing, the trend, what the workers show, then the
@@ -46,6 +49,26 @@ def sentences(items) -> list[str]:
     """The sentences of ``(code, numbers)`` items (Findings or the
     ``[code, numbers]`` pairs a run file stores), in their order."""
     return [words_of(code)(numbers) for code, numbers in items]
+
+
+def stored(items) -> list[list]:
+    """``(code, numbers)`` items as a run file keeps them: ``[code,
+    numbers]`` lists of plain JSON values (NumPy scalars and arrays made
+    Python numbers and lists, tuples lists), the form :func:`sentences`
+    words again when the run is loaded."""
+    return [[code, _plain(numbers)] for code, numbers in items]
+
+
+def _plain(x):
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _plain(x.tolist())
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
 
 
 def family_notes(summary: dict) -> list[Finding]:
