@@ -37,10 +37,15 @@ own CPU, that is the others' CPU).  So of the job's total run-queue wait Q
 is the host's; the measured share above is scaled by that.  The second
 bound is what tells 4 workers pinned to one core (their wait is each
 other's, while the job's other core sits idle: spare is large, the
-others' CPU near 0) from the same loop beside a CPU hog.  When the host's part is the larger part of the stall
-time (HOST_WAIT_SHARE), the report says so and its next step is the
-host's, replacing the readings and experiments that would blame the
-loader's pattern.
+others' CPU near 0) from the same loop beside a CPU hog.  When the
+host's part is the larger part of the stall time (HOST_WAIT_SHARE), the
+report says so and its next step is the host's, replacing the readings
+and experiments that would blame the loader's pattern.
+
+The same bound, over every clocked fetch rather than the stalls, splits
+the input wait's waits for a core (traceml.wait_split's host_cpu_wait);
+where that part is the largest, the diagnosis is HOST-BOUND and this
+family's ``host_bound`` is the next step.
 """
 
 from __future__ import annotations
@@ -74,8 +79,9 @@ def measure(s: dict) -> dict | None:
     own_cores (the job's CPU-s per stall wall-s, or None), others_cores
     (other programs' CPU-s per stall wall-s, from /proc/stat, or None),
     main_s, workers_s (per stall: the main thread's and the workers' mean
-    run-queue wait), stalls, cpus, num_workers} from the sampler's stall windows, or None where the
-    run-queue wait was not read or there were no stalls."""
+    run-queue wait), stalls, cpus, num_workers} from the sampler's stall
+    windows, or None where the run-queue wait was not read or there were
+    no stalls."""
     iv = (s.get("workers") or {}).get("intervals") or {}
     slow = iv.get("slow") or {}
     wall, count = slow.get("wall_s"), slow.get("count")
