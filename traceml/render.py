@@ -1,9 +1,10 @@
 """Drawing results: compact text for terminals and static HTML for
 notebooks, of the plain dicts of a Report, a Comparison and a SweepResult.
 
-Nothing here measures or decides, and no sentence is worded here
-(:mod:`traceml.wording` gives the lines); it orders and marks the lines,
-lays out the tables with one helper, and escapes HTML.
+Nothing here measures or decides, and no sentence is worded here (the
+findings families give the lines, and ``traceml.findings.SECTIONS`` says
+which go where); it walks those sections, marks the lines, lays out the
+tables with one helper, and escapes HTML.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from .findings import attribution, bottom_line, comparison, gpu_wait, hand_over, label_support, prediction_check, rank_stragglers, report_notes, slow_code, slow_samples, stall_timing, sweeps, wait_parts, worker_evidence, worker_memory
+from .findings import (NO_DATA_SECTIONS, bottom_line, comparison, gpu_wait, prediction_check,
+                       rank_stragglers, section_lines, sweeps)
 from .fmt import fmt_s, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -73,17 +75,6 @@ def _stat_rows(s: dict) -> list[list[str]]:
     return [[label, *(fmt_s(s[key][c]) for c in COLS)] for label, key in ROWS]
 
 
-def _fact_lines(s: dict, epoch_start: bool = True) -> list[str]:
-    """The lines under the table: epoch start (optional), loader, processes."""
-    lines = (bottom_line.epoch_start_line(s) if epoch_start else None, report_notes.loader_line(s),
-             hand_over.batch_bytes_line(s), hand_over.production_line(s),
-             wait_parts.wait_parts_line(s), wait_parts.compute_parts_line(s),
-             slow_samples.sample_line(s),
-             worker_memory.memory_line(s),
-             *worker_evidence.process_lines(s))
-    return [line for line in lines if line]
-
-
 def _with_roles(s: dict) -> list[tuple[str, str]]:
     """The next-step lines with their roles (advice.arrange: "why", "lead",
     "also"); a run saved before roles existed reads all as "why"."""
@@ -102,33 +93,32 @@ def next_lines(s: dict) -> list[str]:
 
 
 def report_text(s: dict) -> str:
-    """The terminal report of a Report summary dict."""
+    """The terminal report of a Report summary dict: the first line, the
+    diagnosis, then the registry's sections (findings.SECTIONS) in their
+    slots around the next steps and the table."""
     out = [bottom_line.first_line(s)]
     out.extend(ranks_text(s.get("ranks")))
     if s["diagnosis"] == "NO-DATA":
         out.append(f"NO-DATA: {s['diagnosis_rule']}")
-        out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
-        out.extend(_fact_lines(s, epoch_start=False))
+        out.extend(f"  · {line}" for line in section_lines("evidence", s, NO_DATA_SECTIONS))
+        out.extend(section_lines("facts", s, NO_DATA_SECTIONS))
         out.extend(f"note: {n}" for n in s["notes"])
         return "\n".join(out)
     out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
-    out.extend(f"  ({line})" for line in label_support.diagnosis_lines(s))
-    shape = stall_timing.shape_line(s)
+    out.extend(f"  ({line})" for line in section_lines("diagnosis_support", s))
+    shape = section_lines("shape", s)
     if shape:
-        out.append(shape)
-        out.extend(f"  ({line})" for line in label_support.shape_lines(s))
+        out.extend(shape)
+        out.extend(f"  ({line})" for line in section_lines("shape_support", s))
     out.extend(next_lines(s))
-    out.extend(f"  · {line}" for line in slow_code.evidence_lines(s))
-    out.extend(f"  · {line}" for line in worker_evidence.evidence_lines(s))
-    out.extend(f"  · {line}" for line in slow_samples.evidence_lines(s))
+    out.extend(f"  · {line}" for line in section_lines("evidence", s))
     out.append("")
-    out.extend(stall_timing.stall_lines(s))
-    out.extend(line for line in (attribution.attribution_line(s),) if line)
+    out.extend(section_lines("stalls", s))
     out.append("")
     out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
     out.extend(gpu_text(s))
-    out.extend(_fact_lines(s))
-    out.extend(prediction_check.prediction_lines(s))
+    out.extend(section_lines("facts", s))
+    out.extend(section_lines("prediction", s))
     out.extend(f"note: {n}" for n in s["notes"])
     return "\n".join(out)
 
@@ -166,14 +156,14 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         f"{e(s['diagnosis_rule'])}</div>",
     ]
     parts.extend(f'<div style="color:#b54708">({e(line)})</div>'
-                 for line in label_support.diagnosis_lines(s))
+                 for line in section_lines("diagnosis_support", s))
     parts.append(ranks_html(s.get("ranks")))
     if s["diagnosis"] != "NO-DATA":
-        shape = stall_timing.shape_line(s)
+        shape = section_lines("shape", s)
         if shape:
-            parts.append(f"<div><b>{e(shape)}</b></div>")
+            parts.extend(f"<div><b>{e(line)}</b></div>" for line in shape)
             parts.extend(f'<div style="color:#b54708">({e(line)})</div>'
-                         for line in label_support.shape_lines(s))
+                         for line in section_lines("shape_support", s))
         if s.get("next"):
             parts.append(
                 '<ul style="margin:4px 0 6px 18px;padding:0">'
@@ -182,17 +172,15 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                           else f"<li>{e(line)}</li>" for line, role in _with_roles(s))
                 + "</ul>"
             )
-        ev = (slow_code.evidence_lines(s) + worker_evidence.evidence_lines(s)
-              + slow_samples.evidence_lines(s))
+        ev = section_lines("evidence", s)
         if ev:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
-        parts.extend(f"<div>{e(line)}</div>" for line in stall_timing.stall_lines(s))
-        parts.extend(f"<div>{e(line)}</div>" for line in (attribution.attribution_line(s),) if line)
+        parts.extend(f"<div>{e(line)}</div>" for line in section_lines("stalls", s))
         parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
         parts.append(gpu_html(s))
-        parts.extend(f"<div>{e(line)}</div>" for line in _fact_lines(s))
-        pred = prediction_check.prediction_lines(s)
+        parts.extend(f"<div>{e(line)}</div>" for line in section_lines("facts", s))
+        pred = section_lines("prediction", s)
         if pred:
             parts.append('<div style="margin-top:6px"><b>' + e(pred[0]) + "</b></div>")
             parts.extend(f'<div style="margin-left:12px">{e(line.strip())}</div>'
@@ -200,7 +188,8 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
         parts.append(figure_html(png_uri))
     else:
         parts.extend(f"<div>{e(line)}</div>"
-                     for line in (*worker_evidence.evidence_lines(s), *_fact_lines(s, epoch_start=False)))
+                     for line in (*section_lines("evidence", s, NO_DATA_SECTIONS),
+                                  *section_lines("facts", s, NO_DATA_SECTIONS)))
     parts.extend(f'<div style="color:#b54708">note: {e(n)}</div>' for n in s["notes"])
     parts.append("</div>")
     return "".join(parts)

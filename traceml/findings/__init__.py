@@ -12,6 +12,8 @@ other families, the C core and :mod:`traceml.fmt`.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ._types import Finding, Words
@@ -23,8 +25,8 @@ from . import (advice, attribution, bottom_line, comparison, gpu_wait, hand_over
                stall_threshold, stall_timing, startup_once, sweeps, wait_parts, wait_trend,
                worker_evidence, worker_memory)
 
-__all__ = ["Finding", "REGISTRY", "Words", "family_notes", "sentences", "stored",
-           "words_of"]
+__all__ = ["Finding", "NO_DATA_SECTIONS", "REGISTRY", "SECTIONS", "Words", "family_notes",
+           "section_lines", "sentences", "stored", "words_of"]
 
 # The families in report order: the bottom line, the diagnosis, the stalls'
 # threshold, shape and timing, the trend, what the workers show, then the
@@ -33,6 +35,45 @@ REGISTRY = (bottom_line, startup_once, input_bound, label_support, stall_thresho
             wait_trend, attribution, slow_samples, slow_code, wait_parts, hand_over, host_contention,
             worker_evidence,
             worker_memory, gpu_wait, prediction_check, advice, report_notes, comparison, sweeps, rank_stragglers)
+
+
+# The report's lines by slot, each slot's rules in the order shown: the
+# text and HTML views walk these (traceml.render), so a family's new line
+# is one entry here, not an edit in each renderer.  Each rule takes the
+# summary and gives a line, a list of lines, or None.  Slots: the
+# diagnosis's and the shape's support ("borderline" lines), the shape, the
+# evidence under the next steps, the stall lines, the facts under the
+# table, the prediction.
+SECTIONS = {
+    "diagnosis_support": (label_support.diagnosis_lines,),
+    "shape": (stall_timing.shape_line,),
+    "shape_support": (label_support.shape_lines,),
+    "evidence": (slow_code.evidence_lines, worker_evidence.evidence_lines,
+                 slow_samples.evidence_lines),
+    "stalls": (stall_timing.stall_lines, attribution.attribution_line),
+    "facts": (bottom_line.epoch_start_line, report_notes.loader_line,
+              hand_over.batch_bytes_line, hand_over.production_line,
+              wait_parts.wait_parts_line, wait_parts.compute_parts_line,
+              slow_samples.sample_line, worker_memory.memory_line,
+              worker_evidence.process_lines),
+    "prediction": (prediction_check.prediction_lines,),
+}
+# Without a diagnosis (NO-DATA) a report shows the worker evidence and the
+# facts but the epoch start.
+NO_DATA_SECTIONS = {"evidence": (worker_evidence.evidence_lines,),
+                    "facts": SECTIONS["facts"][1:]}
+
+
+def section_lines(slot: str, summary: dict, sections: Optional[dict] = None) -> list[str]:
+    """The lines of ``slot`` in ``sections`` (SECTIONS by default) for a
+    report ``summary``, empty ones left out.  Raises KeyError for an
+    unknown slot."""
+    out: list[str] = []
+    for rule in (SECTIONS if sections is None else sections)[slot]:
+        got = rule(summary)
+        if got:
+            out.extend([got] if isinstance(got, str) else got)
+    return [line for line in out if line]
 
 
 def words_of(code: str) -> Words:
