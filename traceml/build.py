@@ -1,10 +1,10 @@
 """Building a Report: the recorded steps of one source reduced to numbers
 and verdicts.
 
-``build()`` is a pipeline of stages over explicit inputs (records,
-store info, the sources mapping, sampler readings): the C reducers give
-the numbers, :mod:`traceml.policy` the verdicts, :mod:`traceml.wording`
-the sentences.  ``build`` never reads a recorder or the live process:
+``build()`` is a pipeline of stages (STAGES) over explicit inputs
+(records, store info, the sources mapping, sampler readings): the C
+reducers and the measuring modules give the numbers, the findings
+families (:mod:`traceml.findings`) the verdicts and their words.  ``build`` never reads a recorder or the live process:
 :meth:`traceml.Recorder.report` gathers its inputs.  The :class:`Report`
 itself is in :mod:`traceml.result`.
 """
@@ -161,144 +161,251 @@ def build(
     ``slow_code`` block); ``fetch_clocks`` the store's sampled step
     clocks, (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns) as
     ``Recorder.snapshot_fetch_clocks`` gives them (None: no ``wait_parts``
-    block)."""
-    src = sources.get(source_id)
-    selected = records["source"] == source_id
-    whole = bool(selected.all())
-    # One source (the usual case): the records themselves, no copy.
-    steps = records if whole else records[selected]
-    if delivery is not None and not whole:
-        delivery = (delivery[0][selected], delivery[1][selected])
-    if batch_bytes is not None:
-        batch_bytes = np.asarray(batch_bytes)
-        if not whole:
-            batch_bytes = batch_bytes[selected]
-    clocks = None
-    if fetch_clocks is not None and len(fetch_clocks[0]):
-        pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
-                                           len(records))
-        clocks = (pos, *(np.asarray(a) for a in fetch_clocks[1:]))
-    del selected
-    epoch = steps["epoch"]
-    # Each epoch's run of steps, found once: the epoch column is strided
-    # in the records (48 B a step), so each pass over it costs.
-    runs = evidence.epoch_runs(epoch)
-    epochs = runs[0]
-    first = _epoch_start(steps, src, source_id, epochs)
-    w = _Steady(steps, first)
-    loader = src.loader if src is not None else None
-    recorded = ([{"name": src.name if src is not None else str(source_id),
-                  "steps": len(steps)}] if whole and len(steps)
-                else _recorded(records, sources))
+    block).
 
-    summary = {"version": 1, **_counts(steps, w, epochs, info, source_id, src, recorded)}
-    production, making_ns, met = _production(steps, w.steady, src, delivery,
-                                             worker_batches, loader, epochs,
-                                             _stuck_after_s(sampler_info), worker_items)
-    unmarked = None
-    if source_id == 0 and len(steps):
+    A pipeline: the source's records are gathered once (:class:`_Run`),
+    then each of STAGES runs once, in order (counts, durations and the
+    diagnosis, stalls, temporal, evidence, findings, advice), each adding
+    the summary sections it owns and reading the earlier ones; a stage
+    that would rewrite another's section is a bug (AssertionError)."""
+    run = _Run(records, info, source_id, stall_threshold_s, sources, delivery, samples,
+               sampler_info, stuck_events, main_pid, batch_bytes, worker_batches, gpu,
+               worker_items, stack_input, fetch_clocks)
+    summary: dict = {"version": 1}
+    for stage in STAGES:
+        added = stage(run, summary)
+        owned = added.keys() & summary.keys()
+        if owned:   # each section belongs to one stage
+            raise AssertionError(f"{stage.__name__} rewrites {sorted(owned)}")
+        summary = {**summary, **added}
+    return run.report(summary)
+
+
+class _Run:
+    """One source's records and what the stages hand on, gathered once.
+
+    Built from build()'s arguments: ``steps`` (the source's records, the
+    store's own array when it holds one source), ``delivery``,
+    ``batch_bytes`` and ``clocks`` selected to them, the epochs' runs, the
+    start-up mask and the steady steps (:class:`_Steady`).  Each stage
+    reads these and the summary's earlier sections, returns its own
+    sections, and leaves here what a later stage reads (the stall mask,
+    the workers' production, the delivery ranks, ...)."""
+
+    def __init__(self, records, info, source_id, stall_threshold_s, sources, delivery,
+                 samples, sampler_info, stuck_events, main_pid, batch_bytes, worker_batches,
+                 gpu, worker_items, stack_input, fetch_clocks):
+        self.info, self.source_id, self.sources = info, source_id, sources
+        self.stall_threshold_s = stall_threshold_s
+        self.samples, self.sampler_info = samples, sampler_info
+        self.stuck_events, self.main_pid = stuck_events, main_pid
+        self.worker_batches, self.gpu, self.worker_items = worker_batches, gpu, worker_items
+        self.stack_input = stack_input
+        self.src = src = sources.get(source_id)
+        selected = records["source"] == source_id
+        whole = bool(selected.all())
+        # One source (the usual case): the records themselves, no copy.
+        self.steps = steps = records if whole else records[selected]
+        if delivery is not None and not whole:
+            delivery = (delivery[0][selected], delivery[1][selected])
+        self.delivery = delivery
+        if batch_bytes is not None:
+            batch_bytes = np.asarray(batch_bytes)
+            if not whole:
+                batch_bytes = batch_bytes[selected]
+        self.batch_bytes = batch_bytes
+        self.clocks = None
+        if fetch_clocks is not None and len(fetch_clocks[0]):
+            pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
+                                               len(records))
+            self.clocks = (pos, *(np.asarray(a) for a in fetch_clocks[1:]))
+        del selected
+        self.epoch = steps["epoch"]
+        # Each epoch's run of steps, found once: the epoch column is strided
+        # in the records (48 B a step), so each pass over it costs.
+        self.runs = evidence.epoch_runs(self.epoch)
+        self.epochs = self.runs[0]
+        self.first = _epoch_start(steps, src, source_id, self.epochs)
+        self.w = _Steady(steps, self.first)
+        self.loader = src.loader if src is not None else None
+        self.num_workers = self.loader.get("num_workers") if self.loader else None
+        self.recorded = ([{"name": src.name if src is not None else str(source_id),
+                           "steps": len(steps)}] if whole and len(steps)
+                         else _recorded(records, sources))
+        # Handed on by the stages (see each).
+        self.unmarked = None
+        self.making_ns = self.met = self.clocked_making = None
+        self.host_share = self.host_in_waits = self.parts_all = None
+        self.mask = self.gaps = None
+        self.gpu_steps = None
+        self.ranks_workers = self.bytes_seen = self.batch_top = None
+        self.memory_found: list = []
+
+    def report(self, summary: dict) -> Report:
+        """The Report of ``summary`` with the per-step arrays it keeps."""
+        rw = self.ranks_workers
+        rep = Report(summary, self.steps, delivery=(
+            {"ranks": np.maximum(rw[0], -1, dtype=np.int64),
+             "workers": np.maximum(rw[1], -1, dtype=np.int64)}
+            if summary["delivery"] is not None and rw is not None else None))
+        if self.worker_batches is not None:
+            rep.worker_batches, rep.worker_offsets = self.worker_batches
+        if self.worker_items is not None:
+            rep.worker_items = self.worker_items[0]
+        rep.batch_top = self.batch_top
+        rep.samples = _run_samples(self.samples, self.steps, summary, self.main_pid)
+        if self.gpu_steps is not None:
+            rep.gpu_wait_ns, rep.gpu_step_ns = self.gpu_steps[0], self.gpu_steps[1]
+        return rep
+
+
+# --- the stages, in order: each returns the sections it adds ----------------------
+
+
+def _stage_counts(run: _Run, s: dict) -> dict:
+    """Which source, its steps and epochs, the store's health."""
+    return _counts(run.steps, run.w, run.epochs, run.info, run.source_id, run.src,
+                   run.recorded)
+
+
+def _stage_durations(run: _Run, s: dict) -> dict:
+    """The workers' production, the measured parts of the wait, the
+    duration statistics and the diagnosis with its support."""
+    steps, w = run.steps, run.w
+    production, run.making_ns, run.met = _production(
+        steps, w.steady, run.src, run.delivery, run.worker_batches, run.loader, run.epochs,
+        _stuck_after_s(run.sampler_info), run.worker_items)
+    if run.source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
-        unmarked = (int(np.count_nonzero(no_fetch[w.steady])), int(np.count_nonzero(w.steady)))
+        run.unmarked = (int(np.count_nonzero(no_fetch[w.steady])),
+                        int(np.count_nonzero(w.steady)))
         del no_fetch
     decided = input_bound.production_share(production) is not None
-    clocked_making = _clocked_making(steps, clocks, making_ns if decided else None, met,
-                                     delivery)
-    host_in_waits = _others_in_clocked_waits(steps, w.steady, clocks, samples, src,
-                                             sampler_info, main_pid)
-    host_share = host_in_waits["host_share"] if host_in_waits else None
-    parts_all = _wait_split(steps, w.steady, clocks, clocked_making, host_share)
-    split = (wait_parts.production_fraction(parts_all),
-             wait_parts.other_largest_fraction(parts_all), wait_parts.host_leads(parts_all))
-    summary.update(_durations(w, production, unmarked, *split))
-    summary["diagnosis_support"] = _diagnosis_support(w, summary["diagnosis"], production,
-                                                      making_ns, loader, *split)
-    gpu_steps = gpu_per_step(steps, gpu) if gpu is not None else None
-    if gpu is not None:     # cuda off: no gpu key, the summary as before
-        summary["gpu"] = gpu_block(summary, steps, w.steady, gpu, gpu_steps)
-    summary["production"] = production
-    # The stall rule reads the loader's waits: a clocked fetch's wait less
-    # the loop thread's own wait for a core inside it (the host's part).
+    run.clocked_making = _clocked_making(steps, run.clocks,
+                                         run.making_ns if decided else None, run.met,
+                                         run.delivery)
+    host_in_waits = _others_in_clocked_waits(steps, w.steady, run.clocks, run.samples,
+                                             run.src, run.sampler_info, run.main_pid)
+    run.host_share = host_in_waits["host_share"] if host_in_waits else None
+    run.host_in_waits = host_in_waits
+    run.parts_all = _wait_split(steps, w.steady, run.clocks, run.clocked_making,
+                                run.host_share)
+    split = (wait_parts.production_fraction(run.parts_all),
+             wait_parts.other_largest_fraction(run.parts_all),
+             wait_parts.host_leads(run.parts_all))
+    out = _durations(w, production, run.unmarked, *split)
+    out["diagnosis_support"] = _diagnosis_support(w, out["diagnosis"], production,
+                                                  run.making_ns, run.loader, *split)
+    out["production"] = production
+    return out
+
+
+def _stage_stalls(run: _Run, s: dict) -> dict:
+    """The stall rule over the loader's waits (a clocked fetch's wait less
+    the loop thread's own wait for a core inside it: the host's part), the
+    measured parts of the stalls, and the GPU block where cuda was on."""
+    steps, w, clocks = run.steps, run.w, run.clocks
     real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks)
     if queued is not None:
         w.wait = np.maximum(real_wait - queued, 0)
-    mask, gaps, stalls = _stalls(w, epoch, stall_threshold_s,
-                                 max(1, int((loader or {}).get("num_workers") or 0)))
-    stalls["stalls"]["host_waits"] = _host_waits(real_wait, queued,
-                                                 stalls["stalls"]["threshold_s"])
+    run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
+                                      max(1, int(run.num_workers or 0)))
+    out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"])
     del real_wait, queued
-    summary.update(stalls)
-    summary["wait_parts"] = (None if parts_all is None else {
-        "all": parts_all,
-        "stalls": _wait_split(steps, mask, clocks, clocked_making, host_share),
-        "largest": wait_parts.next_for(parts_all),
+    out["wait_parts"] = (None if run.parts_all is None else {
+        "all": run.parts_all,
+        "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share),
+        "largest": wait_parts.next_for(run.parts_all),
         "compute": _body_split(steps, w.steady, clocks),
-        "host": host_in_waits})
-    if summary.get("gpu") is not None:
-        # NVML's utilisation in the input waits against the rest (needs the
-        # stalls).
-        summary["gpu"]["utilisation"] = evidence.gpu_utilisation(
-            steps, mask, w.steady, gpu.get("utilisation"))
-    num_workers = loader.get("num_workers") if loader else None
-    predicted = _predicted_cadence(steps, w, mask, stalls["stalls"], num_workers, runs)
-    summary.update(_temporal(mask, gaps, epoch, w.wait, num_workers,
-                             stalls["stalls"]["every_fetch_slow"], predicted,
-                             steps["fetch_done_ns"][mask] - steps["begin_ns"][mask]))
+        "host": run.host_in_waits})
+    if run.gpu is not None:     # cuda off: no gpu key
+        run.gpu_steps = gpu_per_step(steps, run.gpu)
+        block = gpu_block(s, steps, w.steady, run.gpu, run.gpu_steps)
+        # NVML's utilisation in the input waits against the rest.
+        block["utilisation"] = evidence.gpu_utilisation(steps, run.mask, w.steady,
+                                                        run.gpu.get("utilisation"))
+        out["gpu"] = block
+    return out
+
+
+def _stage_temporal(run: _Run, s: dict) -> dict:
+    """When the stalls fall (the predicted cadence first), the epochs'
+    start-up, the loader's facts."""
+    steps, w, mask = run.steps, run.w, run.mask
+    stalls = s["stalls"]
+    predicted = _predicted_cadence(steps, w, mask, stalls, run.num_workers, run.runs)
+    out = _temporal(mask, run.gaps, run.epoch, w.wait, run.num_workers,
+                    stalls["every_fetch_slow"], predicted,
+                    steps["fetch_done_ns"][mask] - steps["begin_ns"][mask])
     w.wait = None    # the statistics are taken: 8 B a step
-    summary["epoch_start"] = {
+    first = run.first
+    out["epoch_start"] = {
         "count": int(first.sum()),
         "steps": np.flatnonzero(first).tolist(),
         "input_wait_s": duration_stats_s(w.first_wait),
-        "by_epoch": _start_by_epoch(epoch[first], w.first_wait),
+        "by_epoch": _start_by_epoch(run.epoch[first], w.first_wait),
     }
-    summary["loader"] = dict(loader) if loader is not None else None
-    bytes_seen = evidence.batch_bytes(batch_bytes, w.steady)
+    out["loader"] = dict(run.loader) if run.loader is not None else None
+    return out
+
+
+def _stage_evidence(run: _Run, s: dict) -> dict:
+    """Host, delivery, workers and stuck fetches; the attribution and the
+    batches' bytes; the code that makes the slow batches."""
+    steps, w, src = run.steps, run.w, run.src
+    run.bytes_seen = evidence.batch_bytes(run.batch_bytes, w.steady)
     # Each step's batch rank and worker as arrays, for the delivery
     # evidence and the attribution both.
-    ranks_workers = (evidence.delivery_ranks(steps, *(delivery or (None, None)), src, runs)
-                     if source_id != 0 and getattr(src, "loader", None) is not None else None)
-    summary.update(_evidence(steps, mask, w.steady, src, source_id, delivery, samples,
-                             sampler_info, stuck_events, main_pid,
-                             bytes_seen["median"] if bytes_seen else None, ranks_workers,
-                             making_ns, runs))
-    del making_ns
-    summary.update(_attribution_and_bytes(summary, mask, w.steady, bytes_seen, ranks_workers,
-                                          met, steps))
-    summary["slow_code"], batch_top = _slow_code(stack_input, met, steps, mask, w.steady)
-    del met
-    summary["prediction"] = predict.predict(summary)
-    summary["memory"] = (memory.summarise(samples, steps, getattr(src, "epoch_facts", {}) or {},
-                                          main_pid)
-                         if loader is not None and samples is not None else None)
-    memory_found = worker_memory.memory_findings(
-        summary["memory"], loader.get("num_workers") if loader else None,
-        (summary.get("host") or {}).get("start_method"))
-    if summary["memory"] is not None:
-        summary["memory"]["findings"] = [code for code, _ in memory_found]
-    summary["headline"] = _headline(w, epoch, epochs, summary, sampler_info)
-    # Codes and numbers (what a run file keeps and words again on load),
-    # and today's words beside them.
-    summary["note_items"] = findings.stored(
-        _notes(info, summary, src, source_id, recorded, stuck_events or [], sources, unmarked)
-        + findings.family_notes(summary))
-    summary["notes"] = findings.sentences(summary["note_items"])
+    run.ranks_workers = (
+        evidence.delivery_ranks(steps, *(run.delivery or (None, None)), src, run.runs)
+        if run.source_id != 0 and getattr(src, "loader", None) is not None else None)
+    out = _evidence(steps, run.mask, w.steady, src, run.source_id, run.delivery, run.samples,
+                    run.sampler_info, run.stuck_events, run.main_pid,
+                    run.bytes_seen["median"] if run.bytes_seen else None, run.ranks_workers,
+                    run.making_ns, run.runs)
+    run.making_ns = None
+    out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
+                                      run.ranks_workers, run.met, steps))
+    out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
+                                                 w.steady)
+    run.met = None
+    return out
+
+
+def _stage_findings(run: _Run, s: dict) -> dict:
+    """The prediction, the workers' memory, the bottom line and the notes
+    (codes and numbers, and today's words beside them)."""
+    out = {"prediction": predict.predict(s)}
+    memory_ = (memory.summarise(run.samples, run.steps,
+                                getattr(run.src, "epoch_facts", {}) or {}, run.main_pid)
+               if run.loader is not None and run.samples is not None else None)
+    run.memory_found = worker_memory.memory_findings(
+        memory_, run.num_workers, (s.get("host") or {}).get("start_method"))
+    if memory_ is not None:
+        memory_["findings"] = [code for code, _ in run.memory_found]
+    out["memory"] = memory_
+    out["headline"] = _headline(run.w, run.epoch, run.epochs, {**s, **out}, run.sampler_info)
+    so_far = {**s, **out}
+    out["note_items"] = findings.stored(
+        _notes(run.info, so_far, run.src, run.source_id, run.recorded, run.stuck_events or [],
+               run.sources, run.unmarked)
+        + findings.family_notes(so_far))
+    out["notes"] = findings.sentences(out["note_items"])
+    return out
+
+
+def _stage_advice(run: _Run, s: dict) -> dict:
+    """The next steps, arranged (advice.arrange): codes and numbers, their
+    words and roles."""
     arranged, roles = advice.arrange(
-        advice.evidence_next_steps(summary, advice.next_steps(summary)) + memory_found)
-    summary["next_items"] = findings.stored(arranged)
-    summary["next"] = findings.sentences(summary["next_items"])
-    summary["next_roles"] = roles
-    rep = Report(summary, steps, delivery=(
-        {"ranks": np.maximum(ranks_workers[0], -1, dtype=np.int64),
-         "workers": np.maximum(ranks_workers[1], -1, dtype=np.int64)}
-        if summary["delivery"] is not None and ranks_workers is not None else None))
-    if worker_batches is not None:
-        rep.worker_batches, rep.worker_offsets = worker_batches
-    if worker_items is not None:
-        rep.worker_items = worker_items[0]
-    rep.batch_top = batch_top
-    rep.samples = _run_samples(samples, steps, summary, main_pid)
-    if gpu_steps is not None:
-        rep.gpu_wait_ns, rep.gpu_step_ns = gpu_steps[0], gpu_steps[1]
-    return rep
+        advice.evidence_next_steps(s, advice.next_steps(s)) + run.memory_found)
+    items = findings.stored(arranged)
+    return {"next_items": items, "next": findings.sentences(items), "next_roles": roles}
+
+
+# build()'s pipeline: each stage once, in this order.
+STAGES = (_stage_counts, _stage_durations, _stage_stalls, _stage_temporal, _stage_evidence,
+          _stage_findings, _stage_advice)
 
 
 def _run_samples(samples: Optional[np.ndarray], steps: np.ndarray, s: dict,

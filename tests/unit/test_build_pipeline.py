@@ -1,0 +1,41 @@
+"""build() as a pipeline: each stage once, in order, each adding the
+sections it owns."""
+
+import pytest
+
+import corpus
+from traceml import build as build_module
+
+
+def _case():
+    return next(c for c in corpus.corpus() if c.sources and c.delivery is not None)
+
+
+def test_each_stage_runs_once_in_order_and_adds_its_own_sections(monkeypatch):
+    seen, owners = [], {}
+
+    def watched(stage):
+        def run(r, s):
+            seen.append(stage.__name__)
+            added = stage(r, s)
+            for key in added:
+                owners.setdefault(key, []).append(stage.__name__)
+            return added
+        run.__name__ = stage.__name__
+        return run
+
+    monkeypatch.setattr(build_module, "STAGES", tuple(watched(st) for st in build_module.STAGES))
+    rep = corpus.replay(_case())
+    assert seen == [st.__name__ for st in build_module.STAGES]
+    assert all(len(v) == 1 for v in owners.values()), owners
+    # Every section of the summary but its version comes from one stage.
+    assert set(rep.summary) == set(owners) | {"version"}
+
+
+def test_a_stage_that_rewrites_another_stages_section_is_refused(monkeypatch):
+    def rewrites(r, s):
+        return {"diagnosis": "INPUT-BOUND"}
+
+    monkeypatch.setattr(build_module, "STAGES", build_module.STAGES + (rewrites,))
+    with pytest.raises(AssertionError, match="rewrites .*diagnosis"):
+        corpus.replay(_case())
