@@ -669,6 +669,45 @@ def bursts(seed: int, length: int, period: int, n_bursts: int = 5,
                 num_workers=0, compute_ms=8.0)
 
 
+def spilled_slow_sample(seed: int, every: int, n: int, spill: float,
+                        at_random: bool = False) -> Case:
+    """One worker (num_workers=1: no period of its own), every ``every``-th
+    sample slow (60-100 ms at positions 1, 1 + every, ...), and each slow
+    sample, with probability ``spill``, split across its fetch and the one
+    before or after it in two waits of 40-110 ms: a burnt sample stretched
+    by a loaded host (waits of 103 and 53 ms measured for one 80 ms
+    sample).  The gaps read 1, 2, 3, ...; the positions keep the period.
+    ``at_random``: as many slow samples, spilled alike, at random steady
+    positions (the control, never PERIODIC)."""
+    rng = np.random.default_rng(1900 + seed)
+    k = startup(1)
+    wait = _fast(rng, n, 0.1)
+    position = np.arange(n) + k
+    slow = np.flatnonzero(position % every == 1 % every)
+    if at_random:
+        slow = np.sort(rng.choice(n, size=len(slow), replace=False))
+    for i in slow:
+        j = i + rng.choice((-1, 1))
+        if rng.random() < spill and 0 <= j < n:
+            wait[[i, j]] = rng.uniform(40.0, 110.0, 2)
+        else:
+            wait[i] = rng.uniform(60.0, 100.0)
+    if at_random:
+        truth = {"temporal.label": Not("PERIODIC")}
+    elif n >= 60:
+        truth = {"temporal.label": "PERIODIC", "temporal.period": every}
+    else:
+        # Short: "not yet" is true too, never another period.  At 24
+        # steps with most slow samples spilled no test can tell a period
+        # (IRREGULAR by the gaps: a known limit of the rule, kept visible).
+        truth = {"temporal.label": OneOf("PERIODIC", "UNSETTLED", "IRREGULAR"),
+                 "temporal.period": OneOf(every, None),
+                 "temporal.consistent_period": OneOf(every, None)}
+    kind = "random-" if at_random else ""
+    return make(f"spilled-{kind}every{every}-n{n}-p{spill:g}-s{seed}", wait, truth,
+                num_workers=1, compute_ms=5.0)
+
+
 def trend(seed: int, start_ms: float, end_ms: float, n: int = 80,
           noise: float = 0.15, name: Optional[str] = None) -> Case:
     """Wait moving linearly from ``start_ms`` to ``end_ms`` over n steps,
@@ -1213,6 +1252,11 @@ def corpus() -> list[Case]:
     cases += [bursts(3, 5, 40, n_bursts=3), bursts(4, 4, 36, n_bursts=3),
               bursts(5, 5, 40, n_bursts=3, at_random=True),
               bursts(6, 4, 30, n_bursts=5, at_random=True)]
+    cases += [spilled_slow_sample(s, every, n, spill) for s, every, n, spill in (
+        (0, 3, 60, 0.6), (1, 3, 60, 0.9), (2, 4, 80, 0.5), (3, 5, 100, 0.7), (4, 3, 24, 0.7),
+        (9, 3, 36, 0.5))]
+    cases += [spilled_slow_sample(s, every, n, 0.7, at_random=True)
+              for s, every, n in ((5, 3, 60), (6, 3, 60), (7, 4, 80), (8, 3, 24))]
     cases += [trend(0, 1.0, 40.0), trend(1, 1.0, 40.0), trend(2, 40.0, 1.0),
               trend(3, 40.0, 1.0),
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]

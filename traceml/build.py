@@ -333,10 +333,11 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
     start-up, the loader's facts."""
     steps, w, mask = run.steps, run.w, run.mask
     stalls = s["stalls"]
-    predicted = _predicted_cadence(steps, w, mask, stalls, run.num_workers, run.runs)
+    positions = _positions(steps, w, mask, stalls, run.runs)
+    predicted = _predicted_cadence(positions, run.num_workers)
     out = _temporal(mask, run.gaps, run.epoch, w.wait, run.num_workers,
                     stalls["every_fetch_slow"], predicted,
-                    steps["fetch_done_ns"][mask] - steps["begin_ns"][mask])
+                    steps["fetch_done_ns"][mask] - steps["begin_ns"][mask], positions)
     w.wait = None    # the statistics are taken: 8 B a step
     first = run.first
     out["epoch_start"] = {
@@ -743,20 +744,16 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
     }
 
 
-def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: dict,
-                       num_workers: Optional[int],
-                       runs: Optional[tuple] = None) -> Optional[dict]:
-    """The pre-stated cadence test (stall_timing.predicted_cadence) for
-    the loader's own period max(1, num_workers), over the steady fetches
-    (the phase counted from each epoch's start) and their loader waits
-    (``w.wait``); None without a loader,
-    with one loader in flight, without stalls that matter, or for the
-    probes."""
-    period = stall_timing.effective_workers(num_workers)
-    if period is None or period < 2 or not stalls["count"]:
+def _positions(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: dict,
+               runs: Optional[tuple] = None) -> Optional[stall_timing.Positions]:
+    """Each step's place for the residue tests (stall_timing.Positions):
+    the phase counted from each epoch's start, the steady fetches whose
+    position is known, and the loader waits (``w.wait``) of the first
+    steps; None without stalls that matter."""
+    if not stalls["count"]:
         return None
     position = _epoch_position(steps, runs)
-    # The rank test reads at most RANK_MAX_FETCHES tested fetches: the
+    # The rank tests read at most RANK_MAX_FETCHES tested fetches: the
     # waits of twice as many first steps, not a copy of every step's.
     m = min(len(steps), 2 * stall_timing.RANK_MAX_FETCHES)
     if w.all:
@@ -765,8 +762,20 @@ def _predicted_cadence(steps: np.ndarray, w: _Steady, mask: np.ndarray, stalls: 
         wait = np.zeros(m, dtype=np.int64)
         head = w.steady[:m]
         wait[head] = w.wait[:int(np.count_nonzero(head))]
-    return stall_timing.predicted_cadence(mask, position, period, w.steady & (position >= 0),
-                                          wait)
+    return stall_timing.Positions(mask, position, w.steady & (position >= 0), wait)
+
+
+def _predicted_cadence(positions: Optional[stall_timing.Positions],
+                       num_workers: Optional[int]) -> Optional[dict]:
+    """The pre-stated cadence test (stall_timing.predicted_cadence) for
+    the loader's own period max(1, num_workers); None without a loader,
+    with one loader in flight or without ``positions`` (no stalls that
+    matter)."""
+    period = stall_timing.effective_workers(num_workers)
+    if period is None or period < 2 or positions is None:
+        return None
+    return stall_timing.predicted_cadence(positions.stalled, positions.position, period,
+                                          positions.tested, positions.wait_ns)
 
 
 def _epoch_position(steps: np.ndarray, runs: Optional[tuple] = None) -> np.ndarray:
@@ -794,11 +803,13 @@ def _epoch_position(steps: np.ndarray, runs: Optional[tuple] = None) -> np.ndarr
 def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
               steady_wait: np.ndarray, num_workers: Optional[int],
               every_fetch: bool, predicted: Optional[dict] = None,
-              stall_wait: Optional[np.ndarray] = None) -> dict:
+              stall_wait: Optional[np.ndarray] = None,
+              positions: Optional[stall_timing.Positions] = None) -> dict:
     """The temporal structure of the stalls and their cadence;
-    ``stall_wait``: each stall's wait (ns, in step order)."""
+    ``stall_wait``: each stall's wait (ns, in step order); ``positions``:
+    for the residue tests."""
     temporal = stall_timing.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch,
-                                        predicted, stall_wait)
+                                        predicted, stall_wait, positions)
     period = temporal["period"] if temporal else None
     if temporal and temporal["counted"] == "bursts":
         # The cadence of a period counted per burst is that of the bursts.

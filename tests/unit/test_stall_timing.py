@@ -274,3 +274,99 @@ def test_the_rank_test_reads_the_first_fetches_only(monkeypatch):
     prefix = stall_timing.predicted_cadence(stalled, position, 2, tested, wait[:12])
     assert prefix["rank_p_value"] == first["rank_p_value"]
     assert prefix["fetches"] == whole["fetches"] == 80
+
+
+def test_the_search_pays_for_every_period_and_phase_it_could_test():
+    # n tested fetches: periods 2..n // 3, each with its P phases.
+    for n in (5, 6, 9, 24, 61, 200):
+        pairs = sum(p for p in range(2, n // stall_timing.PREDICTED_MIN_STALLS + 1))
+        assert stall_timing.search_tests(n) == pairs
+
+
+def _spilled(seed, n=60, every=3, spill=0.7):
+    """Waits (ns) of n fetches: every ``every``-th (position 1 mod every)
+    slow, and with probability ``spill`` its wait split with a neighbour;
+    the stall line at 20 ms."""
+    rng = np.random.default_rng(seed)
+    wait = rng.uniform(0.1, 0.3, n) * 1e6
+    for i in range(1, n, every):
+        j = i + rng.choice((-1, 1))
+        if rng.random() < spill and 0 <= j < n:
+            wait[[i, j]] = rng.uniform(40, 110, 2) * 1e6
+        else:
+            wait[i] = 80e6
+    return wait.astype(np.int64)
+
+
+def _tail_by_counting(j, n, slots, k):
+    """P(at least j of k random stalls among n fetches on ``slots`` of
+    them), by counting placements."""
+    return sum(math.comb(slots, i) * math.comb(n - slots, k - i)
+               for i in range(j, min(slots, k) + 1)) / math.comb(n, k)
+
+
+def test_a_searched_period_is_found_by_position_when_the_gaps_blur():
+    from scipy.stats import mannwhitneyu
+
+    wait = _spilled(3)
+    n = len(wait)
+    position, tested = np.arange(n), np.arange(n) >= 1
+    stalled = (wait > 20e6) & tested
+    got = stall_timing.searched_cadence(stalled, position, tested, wait, [2, 3])
+    assert (got["period"], got["phase"], got["periodic"]) == (3, 1, True)
+    # Its p-value: the residue's placement and rank tests, the smaller
+    # doubled, times every (period, phase) pair of the search.
+    on = (position % 3 == 1) & tested
+    k, j, slots = int(stalled.sum()), int((stalled & on).sum()), int(on.sum())
+    hyper = _tail_by_counting(j, int(tested.sum()), slots, k)
+    rank = mannwhitneyu(wait[on], wait[tested & ~on], alternative="greater",
+                        method="exact").pvalue
+    tests = stall_timing.search_tests(int(tested.sum()))
+    assert got["p_value"] == pytest.approx(min(1.0, tests * 2 * min(hyper, rank)))
+    # The gaps alone see no period here; the answer by position does, and
+    # the words say where the stalls sit.
+    epoch = np.zeros(n, dtype=np.int32)
+    mask = stalled
+    gaps_only = stall_timing.temporal_of(mask, epoch, wait[tested], stall_wait_ns=wait[mask])
+    assert gaps_only["label"] != stall_timing.PERIODIC
+    t = stall_timing.temporal_of(mask, epoch, wait[tested], stall_wait_ns=wait[mask],
+                                 positions=stall_timing.Positions(mask, position, tested, wait))
+    assert (t["label"], t["period"], t["counted"]) == (stall_timing.PERIODIC, 3, "position")
+    line = stall_timing.shape_line({"shape": "HEAVY-TAILED", "temporal": t, "trend": None,
+                                    "stalls": {"count": k}, "concentration": {}})
+    assert f"{j} of the {slots} fetches at 1, 4, 7, ... of each epoch stalled" in line
+
+
+@pytest.mark.parametrize("rate", [0.15, 0.4])
+def test_random_stalls_claim_a_searched_period_no_more_often_than_alpha(rate):
+    rng = np.random.default_rng(11)
+    runs, claims, n = 500, 0, 48
+    position, tested = np.arange(n), np.ones(n, dtype=bool)
+    for _ in range(runs):
+        stalled = rng.random(n) < rate
+        candidates = range(2, n // stall_timing.PREDICTED_MIN_STALLS + 1)
+        got = stall_timing.searched_cadence(stalled, position, tested, None, candidates)
+        claims += bool(got and got["periodic"])
+    alpha = stall_timing.PERIOD_ALPHA
+    assert claims / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
+
+
+def test_a_searched_period_short_of_evidence_is_not_yet():
+    # 8 stalls on 1 mod 3 among 24 fetches, one off it: p = 1.3e-5 as a
+    # pre-stated test, times 35 pairs and the two tests' doubling under
+    # 0.01; shorter, 5 on the residue among 15 and the price (14 pairs)
+    # leaves it "not yet", with the steps that would settle it.
+    def case(n, on):
+        position, tested = np.arange(n), np.ones(n, dtype=bool)
+        stalled = np.isin(position, on)
+        return stall_timing.searched_cadence(stalled, position, tested, None, [3])
+
+    long = case(24, [1, 4, 7, 10, 13, 16, 19, 22, 12])
+    assert long["periodic"]
+    short = case(15, [1, 4, 7, 10, 13, 6])
+    assert not short["periodic"] and short["consistent"]
+    single = _tail_by_counting(5, 15, 5, 6)
+    assert short["single_p_value"] == pytest.approx(single) and single < 0.01
+    assert short["p_value"] == pytest.approx(min(1.0, single * stall_timing.search_tests(15)))
+    more = stall_timing.predicted_settle_steps(short)
+    assert more is not None and more > 0

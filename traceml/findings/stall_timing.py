@@ -5,7 +5,7 @@ cadence against num_workers, and the epoch-start fetches kept apart.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -232,16 +232,25 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     known) have shape (steps,); ``wait_ns`` (ns; None: the rank test is
     left out) the waits of the first m <= steps fetches, shape (m,): the
     rank test reads the first RANK_MAX_FETCHES tested fetches among them.  Returns {period,
-    fetches (n), slots (N), stalls (K), on_residue (J), p_value (the
-    hypergeometric and rank tests' smaller p, doubled; without waits the
-    hypergeometric p alone), hypergeom_p_value, rank_p_value (None
-    without waits), best_p_value (the p-value had every stall, up to N,
-    been on the residue: whether this run could show the period at
-    all), periodic
-    (bool), consistent (at least PERIOD_MIN_REPEATS stalls on the residue,
-    at most PREDICTED_OFF_RESIDUE off it, more than PERIOD_MIN_SHARE of
-    its fetches stalled)}."""
-    period = int(period)
+    phase (0), fetches (n), slots (N), stalls (K), on_residue (J), tests
+    (1: one pre-stated test), p_value (the hypergeometric and rank tests'
+    smaller p, doubled; without waits the hypergeometric p alone),
+    hypergeom_p_value, rank_p_value (None without waits), best_p_value
+    (the p-value had every stall, up to N, been on the residue: whether
+    this run could show the period at all), periodic (bool), consistent
+    (at least PERIOD_MIN_REPEATS stalls on the residue, at most
+    PREDICTED_OFF_RESIDUE off it, more than PERIOD_MIN_SHARE of its
+    fetches stalled), every (most of the residue's fetches stall and no
+    smaller period's do: the least period)}."""
+    return _residue_test(stalled, position, int(period), tested, wait_ns, phase=0, tests=1)
+
+
+def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
+                  tested: np.ndarray, wait_ns: Optional[np.ndarray],
+                  phase: Optional[int], tests: int) -> dict:
+    """:func:`predicted_cadence` at residue ``phase`` mod ``period`` (None:
+    the residue holding the most stalls), its p-value multiplied by
+    ``tests`` (Bonferroni: the (period, phase) pairs a search tried)."""
     tested = np.asarray(tested, dtype=bool)
     position = np.asarray(position)
     # Every count below is a sum over residues mod `period`: the fetches
@@ -252,8 +261,12 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     stalls_at = np.bincount(residue[tested & np.asarray(stalled, dtype=bool)],
                             minlength=period)
     del residue
-    n, slots = int(fetches_at.sum()), int(fetches_at[0])
-    k, j = int(stalls_at.sum()), int(stalls_at[0])
+    if phase is None:
+        # The residue with the most stalls, ties to the larger share of
+        # its fetches stalled.
+        phase = int(np.lexsort((stalls_at / np.maximum(fetches_at, 1), stalls_at))[-1])
+    n, slots = int(fetches_at.sum()), int(fetches_at[phase])
+    k, j = int(stalls_at.sum()), int(stalls_at[phase])
     p_hyper = _hypergeom_tail(j, n, slots, k) if k else 1.0
     best = _hypergeom_tail(min(k, slots), n, slots, k) if k else 1.0
     p_rank = None
@@ -262,27 +275,101 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
         m = len(wait_ns)
         head = tested[:m]
         wait = np.asarray(wait_ns)[head][:RANK_MAX_FETCHES].astype(np.float64)
-        first = (position[:m][head][:RANK_MAX_FETCHES] % period) == 0
+        first = (position[:m][head][:RANK_MAX_FETCHES] % period) == phase
         p_rank = _rank_tail(wait[first], wait[~first])
         p, best = min(1.0, 2 * min(p_hyper, p_rank)), min(1.0, 2 * best)
+    single = p
+    p, best = min(1.0, tests * p), min(1.0, tests * best)
     # "A stall every `period` fetches": most of the residue's fetches
     # stall (stalls every other round sit on it too, at twice the period),
     # and `period` is the least such period: for each proper divisor d, the
-    # fetches at 0 mod d off the residue do not (stalls every 2 fetches fill
-    # the residue mod 4 as well).
+    # fetches at the phase mod d off the residue do not (stalls every 2
+    # fetches fill the residue mod 4 as well).
     every = j > PERIOD_MIN_SHARE * slots
     for d in range(1, period):
         if period % d == 0:
-            between = np.arange(d, period, d)
+            between = (phase + np.arange(d, period, d)) % period
             if stalls_at[between].sum() > PERIOD_MIN_SHARE * fetches_at[between].sum():
                 every = False
     consistent = every and j >= PERIOD_MIN_REPEATS and k - j <= PREDICTED_OFF_RESIDUE
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
                 and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))
-    return {"period": period, "fetches": n, "slots": slots, "stalls": k, "on_residue": j,
-            "p_value": p, "hypergeom_p_value": p_hyper, "rank_p_value": p_rank,
-            "best_p_value": best, "periodic": bool(periodic),
-            "consistent": bool(consistent)}
+    return {"period": period, "phase": int(phase), "fetches": n, "slots": slots, "stalls": k,
+            "on_residue": j, "tests": int(tests), "p_value": p, "single_p_value": single,
+            "hypergeom_p_value": p_hyper,
+            "rank_p_value": p_rank, "best_p_value": best, "every": bool(every),
+            "periodic": bool(periodic), "consistent": bool(consistent)}
+
+
+# Searched periods, by position.  Where the loader's own period does not
+# hold (or it has none), the stalls may still come every P fetches of each
+# epoch for another P: a data set whose every P-th sample is slow.  The
+# gaps between stalls show that only while each slow sample makes one
+# stall; on a loaded host a slow sample's wait can spill onto the fetch
+# beside it (waits of 103 and 53 ms for one 80 ms sample), the gaps read
+# 1, 2, 3, ... and the gap test sees no period.  The positions do not
+# move: the residue test above, at the residue holding the most stalls,
+# for each candidate period.  The search pays for itself: its p-value is
+# multiplied by every (period, phase) pair a run of n tested fetches could
+# be tested on, periods 2 to n // PREDICTED_MIN_STALLS (each residue at
+# least PREDICTED_MIN_STALLS fetches), sum(P) pairs (Bonferroni).  The
+# candidates drawn from the gaps only choose which pairs are computed:
+# the bound counts them all, so the choice costs no false alarms.  A
+# searched period is consistent (not yet) where it would hold as a
+# pre-stated one: its own p-value, before the search's price, under
+# PERIOD_ALPHA, most stalls (PERIOD_MIN_SHARE) on its residue, at least
+# PERIOD_MIN_REPEATS, most of the residue's fetches stalled and no
+# smaller period's (the least-period rule).  A longer run at the same
+# rates then settles it.  Where even that does not hold no period is
+# shown; a run too short to show one (slow samples spilling onto their
+# neighbours in 24 steps) is then IRREGULAR by the gaps, a known limit.  Either way a longer run at the same
+# rates settles it; "irregular" is left for runs that could have shown
+# the period and did not.
+SEARCH_CANDIDATES = 4
+# The search reads the first this many steps (a fixed prefix keeps the
+# null's exchangeability, as the rank test's does): at 10M steps four
+# residue counts over every step would cost 0.2 s of report().
+SEARCH_MAX_FETCHES = 2 * RANK_MAX_FETCHES
+
+
+def search_tests(fetches: int) -> int:
+    """How many (period, phase) pairs the search pays for among
+    ``fetches`` tested fetches: sum(P) for P in 2..fetches //
+    PREDICTED_MIN_STALLS (0: too few fetches for any period)."""
+    top = int(fetches) // PREDICTED_MIN_STALLS
+    return top * (top + 1) // 2 - 1 if top >= 2 else 0
+
+
+def searched_cadence(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray,
+                     wait_ns: Optional[np.ndarray], candidates) -> Optional[dict]:
+    """The residue test of each candidate period (ints, each at least 2),
+    paying for the search (see above); arrays as :func:`predicted_cadence`
+    takes them, read over their first SEARCH_MAX_FETCHES steps.  Returns
+    the periodic answer with the smallest p-value, else the consistent one
+    with the smallest, else None; the answer is predicted_cadence's with
+    ``searched`` True and ``consistent`` by the share rule above."""
+    m = min(len(stalled), SEARCH_MAX_FETCHES)
+    stalled = np.asarray(stalled, dtype=bool)[:m]
+    position, tested = np.asarray(position)[:m], np.asarray(tested, dtype=bool)[:m]
+    n = int(np.count_nonzero(tested))
+    tests = search_tests(n)
+    if wait_ns is not None:
+        wait_ns = wait_ns[:m]
+    found = []
+    for period in dict.fromkeys(int(c) for c in candidates):
+        if not 2 <= period <= n // PREDICTED_MIN_STALLS:
+            continue
+        t = _residue_test(stalled, position, period, tested, wait_ns, phase=None, tests=tests)
+        k, j = t["stalls"], t["on_residue"]
+        t["consistent"] = bool(t["every"] and j >= PERIOD_MIN_REPEATS
+                               and j >= PERIOD_MIN_SHARE * k
+                               and t["single_p_value"] < PERIOD_ALPHA)
+        t["searched"] = True
+        if t["periodic"] or t["consistent"]:
+            found.append(t)
+    if not found:
+        return None
+    return min(found, key=lambda t: (not t["periodic"], t["p_value"], t["period"]))
 
 
 def _settle_steps(steps: int, p_of) -> Optional[int]:
@@ -301,21 +388,24 @@ def _settle_steps(steps: int, p_of) -> Optional[int]:
 
 
 def predicted_settle_steps(test: dict) -> Optional[int]:
-    """How many more steps would let :func:`predicted_cadence` conclude
-    if the run went on as it is: the same stall rate and the same share of
-    the stalls on the residue; None if not within SETTLE_MAX_GROWTH."""
+    """How many more steps would let :func:`predicted_cadence` (or
+    :func:`searched_cadence`) conclude if the run went on as it is: the
+    same stall rate and the same share of the stalls on the residue; None
+    if not within SETTLE_MAX_GROWTH."""
     n, k, j, period = test["fetches"], test["stalls"], test["on_residue"], test["period"]
     if not n or not k or not j:
         return None
 
     # With the rank test beside it, the hypergeometric test concludes at
-    # half the level (the doubling in predicted_cadence).
+    # half the level (the doubling in predicted_cadence); a searched
+    # period pays for the search at each length (search_tests).
     both = 2.0 if test.get("rank_p_value") is not None else 1.0
 
     def p_of(m: int) -> float:
         kk = max(PREDICTED_MIN_STALLS, round(k * m / n))
         jj = min(round(j * kk / k), m // period)
-        return (both * _hypergeom_tail(jj, m, m // period, kk)
+        tests = search_tests(m) if test.get("searched") else 1
+        return (both * tests * _hypergeom_tail(jj, m, m // period, kk)
                 if jj >= PERIOD_MIN_REPEATS else 1.0)
 
     got = _settle_steps(n, p_of)
@@ -343,10 +433,23 @@ def gap_settle_steps(period: int, stalls: int, steps: int, bursts: int = 0) -> O
     return None if got is None else max(got - steps, 1)
 
 
+class Positions(NamedTuple):
+    """Where each step sits, for the residue tests (shapes (steps,) but
+    ``wait_ns``): ``stalled`` (bool), ``position`` (0-based in its epoch,
+    -1 unknown), ``tested`` (bool: steady, position known), ``wait_ns``
+    (the first m <= steps fetches' waits, ns, or None)."""
+
+    stalled: np.ndarray
+    position: np.ndarray
+    tested: np.ndarray
+    wait_ns: Optional[np.ndarray]
+
+
 def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
                 steady_wait_ns: np.ndarray, steady_steps: Optional[int] = None,
                 every_fetch: bool = False, predicted: Optional[dict] = None,
-                stall_wait_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+                stall_wait_ns: Optional[np.ndarray] = None,
+                positions: Optional[Positions] = None) -> Optional[dict]:
     """Temporal structure of the stalls (see :func:`temporal`), counted per
     stall, or per burst when that alone shows a period; None without
     stalls.
@@ -367,7 +470,9 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     ``predicted`` (:func:`predicted_cadence` for the loader's own period,
     or None) is answered first: PERIODIC at that period when it holds
     (``tested`` "predicted").  Otherwise the period is searched
-    (``tested`` "searched").  With no period shown, the answer is
+    (``tested`` "searched"): in the gaps, then, with ``positions``, by
+    residue (:func:`searched_cadence`, ``counted`` "position", the test in
+    ``searched``).  With no period shown, the answer is
     UNSETTLED (``consistent_period``, ``settle_steps``: about how many more
     steps would settle it) where the stalls fit the predicted period or
     one gap holds at least PERIOD_MIN_SHARE of the gaps, IRREGULAR only
@@ -378,7 +483,7 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     """
     anchors = burst_anchors(stall_mask, epoch, stall_wait_ns)
     found = _temporal_of(stall_mask, epoch, steady_wait_ns, steady_steps, every_fetch, predicted,
-                         anchors)
+                         anchors, positions)
     if found is not None and found.get("counted") == "bursts":
         values, counts = _core.gap_histogram(_core.stall_gaps(anchors, epoch))
         found["burst_gap_histogram"] = np.stack([values, counts], axis=1).tolist()
@@ -387,7 +492,8 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
 
 def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.ndarray,
                  steady_steps: Optional[int], every_fetch: bool,
-                 predicted: Optional[dict], anchors: np.ndarray) -> Optional[dict]:
+                 predicted: Optional[dict], anchors: np.ndarray,
+                 positions: Optional[Positions]) -> Optional[dict]:
     """:func:`temporal_of` before the bursts' gap histogram is added."""
     n = len(steady_wait_ns) if steady_steps is None else int(steady_steps)
     k = int(np.count_nonzero(stall_mask))
@@ -395,7 +501,7 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
         return None
     gaps = _core.stall_gaps(stall_mask, epoch)
     extra = {"predicted": predicted, "tested": "searched", "consistent_period": None,
-             "settle_steps": None}
+             "settle_steps": None, "searched": None}
     if every_fetch or k >= n:
         return {**_label_only(EVERY_FETCH, gaps), "counted": "stalls", **extra}
     if predicted is not None and predicted["periodic"]:
@@ -425,11 +531,24 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
         if per_burst["label"] == PERIODIC:
             return {**per_burst, "counted": "bursts", **extra}
     out = {**per_stall, "counted": "stalls", **extra}
+    searched = None
+    if positions is not None and per_stall["label"] != TOO_FEW:
+        searched = searched_cadence(*positions, _candidates(gaps, onsets, epoch))
+        if searched is not None and searched["periodic"]:
+            lag = searched["period"]
+            ac = _core.autocorr(steady_wait_ns, lag) if lag < len(steady_wait_ns) else float("nan")
+            return {**out, "label": PERIODIC, "period": lag, "p_value": searched["p_value"],
+                    "autocorrelation": None if math.isnan(ac) else ac, "counted": "position",
+                    "searched": searched}
     if predicted is not None and predicted["consistent"]:
         return {**out, "label": UNSETTLED, "consistent_period": predicted["period"],
                 "settle_steps": predicted_settle_steps(predicted)}
     if per_stall["label"] == TOO_FEW:
         return out
+    if searched is not None:
+        return {**out, "label": UNSETTLED, "counted": "position", "searched": searched,
+                "consistent_period": searched["period"],
+                "settle_steps": predicted_settle_steps(searched)}
     if per_burst is not None and per_stall["modal_gap"] == 1:
         # Back-to-back stalls are the commonest gap: the stalls come in
         # bursts, and the question of a period is the bursts' (a gap of 1
@@ -444,6 +563,17 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
         return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
                 "settle_steps": gap_settle_steps(out["modal_gap"], k, n, bursts=k_gap)}
     return out
+
+
+def _candidates(gaps: np.ndarray, anchors: np.ndarray, epoch: np.ndarray) -> list[int]:
+    """The periods the residue search computes: the SEARCH_CANDIDATES
+    commonest gaps of at least 2 between stalls and between bursts' anchors
+    (counts added), commonest first."""
+    values, counts = _core.gap_histogram(np.r_[gaps, _core.stall_gaps(anchors, epoch)]
+                                         .astype(np.int64))
+    keep = values >= 2
+    order = np.argsort(-counts[keep], kind="stable")[:SEARCH_CANDIDATES]
+    return [int(v) for v in values[keep][order]]
 
 
 def _label_only(label: str, gaps: np.ndarray) -> dict:
@@ -549,12 +679,29 @@ def unsettled_part(tmp: dict) -> str:
     p-value that does not yet reach PERIOD_ALPHA, and the steps to settle."""
     period = tmp["consistent_period"]
     pred = tmp.get("predicted") or {}
-    p = pred.get("p_value") if pred.get("period") == period else tmp.get("p_value")
-    what = " (the period num_workers predicts)" if pred.get("period") == period else ""
+    searched = tmp.get("searched") if tmp.get("counted") == "position" else None
+    if pred.get("period") == period:
+        p, what = pred.get("p_value"), " (the period num_workers predicts)"
+    elif searched:
+        p, what = searched["p_value"], f" ({position_part(searched)})"
+    else:
+        p, what = tmp.get("p_value"), ""
     which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
     return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, not yet "
             f"told from random stalls (p = {p:.2g}, not under {PERIOD_ALPHA:g}); "
             + settle_words(tmp.get("settle_steps")))
+
+
+def position_part(test: dict) -> str:
+    """Where a searched period's stalls sit: "7 of the 8 fetches at 1, 4,
+    7, ... of each epoch stalled, 7 of 9 stalls; searched over periods
+    2-7"."""
+    period, phase = test["period"], test["phase"]
+    at = ", ".join(str(phase + i * period) for i in range(3))
+    top = test["fetches"] // PREDICTED_MIN_STALLS
+    return (f"{test['on_residue']} of the {test['slots']} fetches at {at}, ... of each epoch "
+            f"stalled, {test['on_residue']} of {plural(test['stalls'], 'stall')}; "
+            f"searched over periods 2-{top}")
 
 
 # How many distinct gaps the histogram line lists before "…".
@@ -588,6 +735,8 @@ def shape_line(s: dict) -> Optional[str]:
         if tmp.get("counted") == "bursts":
             text += " (counting back-to-back stalls as one burst)"
         evidence = []
+        if tmp.get("counted") == "position" and tmp.get("searched"):
+            evidence.append(position_part(tmp["searched"]))
         if tmp["autocorrelation"] is not None:
             evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
                             f"at lag {tmp['period']}")
@@ -597,6 +746,10 @@ def shape_line(s: dict) -> Optional[str]:
                             + (", or waits ranked as high," if ranks else "")
                             + f" fall on fetches 0, {tmp['period']}, {2 * tmp['period']}, ... "
                             "of each epoch, "
+                            f"< {PERIOD_ALPHA:g}")
+        elif tmp.get("p_value") is not None and tmp.get("counted") == "position":
+            evidence.append(f"p = {tmp['p_value']:.1g} that random stalls, or waits ranked as "
+                            "high, line up so on one position of any period, "
                             f"< {PERIOD_ALPHA:g}")
         elif tmp.get("p_value") is not None:
             evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "
@@ -641,7 +794,9 @@ def stall_lines(s: dict) -> list[str]:
     cad = s["cadence"]
     tmp = s.get("temporal") or {}
     if cad["period"] is not None and cad["period"] > 1:
-        text = f"cadence: a stall every {cad['period']} steps (modal gap)"
+        text = (f"cadence: a stall every {cad['period']} steps "
+                + ("(by position in the epoch)" if tmp.get("counted") == "position"
+                   else "(modal gap)"))
     elif tmp.get("label") == EVERY_FETCH or cad["period"] == 1:
         text = "cadence: every fetch waits, no period"
     elif tmp.get("label") == TOO_FEW:
