@@ -551,11 +551,11 @@ class _SleepEvery:
 def test_every_third_sample_slow_keeps_its_period_across_num_workers():
     # One index in 3 sleeps 80 ms: the period is 3 whatever num_workers
     # is, set by the data.  (The median-gap column read 3, 3, 6, 9 here and
-    # the correlation "confirmed" r = 1.000.)  Slept, not burnt: a burn
-    # stretched by a loaded host splits across two fetches, and the
-    # 1-worker row then read IRREGULAR (3 of 12 sweeps beside two CPU
-    # spinners on this 2-core host), a known miss of the searched period
-    # test, not what this test checks.
+    # the correlation "confirmed" r = 1.000.)  Slept, not burnt: beside
+    # two CPU spinners on this 2-core host a burn splits across two
+    # fetches (the positions still show period 3 at 1 worker, 8 of 8
+    # sweeps) and the two workers' turns can make the 2-worker row's
+    # period 6 (5 of 8): what the host does, not what this test checks.
     def make(num_workers):
         return torch.utils.data.DataLoader(_SleepEvery(60, 3, 0.08), batch_size=1,
                                            num_workers=num_workers)
