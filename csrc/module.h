@@ -57,12 +57,26 @@ typedef struct {
     int64_t fetch_done_ns;
     int open;
     int fetched;
+    /* Which steps are clocked (TM_PROBE_CLOCKED of the step's index k
+       since the recording began): the steps to begin before the next clocked one,
+       counted down (step_begin() runs every step: no division there), and
+       that one's k. */
+    uint64_t clock_in;
+    uint64_t clock_k;
+    int clocked;
     uint64_t begin_while_open;
     uint64_t fetch_without_step;
     uint64_t fetch_repeated;
     uint64_t end_without_step;
     uint64_t end_without_fetch;
     uint64_t abandoned;       /* open steps dropped by abandon_step() */
+    /* The open step's thread clocks (clocked steps only): read at
+       step_begin() and at its first fetch_done(); its fetch's CPU and
+       run-queue ns (-1 unknown) go to the store when it closes, with its
+       body's from fetch_done() to the close. */
+    int64_t begin_cpu_ns, begin_runq_ns;
+    int64_t done_cpu_ns, done_runq_ns;
+    int64_t fetch_cpu_ns, fetch_runq_ns;
 } tm_probes;
 
 typedef struct tm_state tm_state;
@@ -88,6 +102,7 @@ typedef struct tm_recorder {
     tm_test_clock clock;
     tm_store store;
     tm_probes probes;
+    tm_thread_clocks probe_clocks;  /* the probing thread's (probes.c) */
     tm_state *st;             /* module state; NULL once cleared (below) */
     PyObject *module;         /* held, so that st outlives the recorder even
                                  when a garbage cycle clears the type first */

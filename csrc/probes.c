@@ -57,14 +57,43 @@ refuse_args(const char *name, Py_ssize_t nargs)
     return NULL;
 }
 
+/* The difference of two thread-clock readings, -1 where either is
+   unknown, the thread moved between them or the clock went back. */
+static inline int64_t
+clock_delta(int64_t before, int64_t after, int moved)
+{
+    return (!moved && before >= 0 && after >= before) ? after - before : -1;
+}
+
+/* The clocked step just closed gets its fetch's clocks and its body's,
+   read now, where it was pushed (the store's length was `before`) and its
+   fetch was done. */
+static TM_COLD void
+add_probe_clock(tm_recorder *rec, size_t before)
+{
+    tm_probes *p = &rec->probes;
+    int64_t cpu, runq;
+    int moved;
+
+    p->clocked = 0;
+    if (!p->fetched || rec->store.len == before) {
+        return;
+    }
+    moved = tm_thread_clocks_read(&rec->probe_clocks, &cpu, &runq);
+    tm_store_add_clock(&rec->store, rec->store.len - 1, p->fetch_cpu_ns,
+                       p->fetch_runq_ns, clock_delta(p->done_cpu_ns, cpu, moved),
+                       clock_delta(p->done_runq_ns, runq, moved));
+}
+
 /* Close the open step at now.  A step without fetch_done() waited 0 ns
-   (its misuse is counted by the probe that closed it).  Inlined:
-   step_end() runs it every step. */
+   (its misuse is counted by the probe that closed it) and has no clocks.
+   Inlined: step_end() runs it every step. */
 TM_HOT_INLINE void
 close_step(tm_recorder *rec, int64_t now, uint16_t flags)
 {
     tm_probes *p = &rec->probes;
     int64_t fetch_done_ns = p->fetch_done_ns;
+    size_t before = rec->store.len;
 
     if (!p->fetched) {
         flags |= TM_FLAG_NO_FETCH;
@@ -72,8 +101,29 @@ close_step(tm_recorder *rec, int64_t now, uint16_t flags)
     }
     tm_store_push(&rec->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags,
                   -1, -1, -1);
+    if (TM_UNLIKELY(p->clocked)) {
+        add_probe_clock(rec, before);
+    }
     p->open = 0;
     p->fetched = 0;
+}
+
+/* The step beginning is clocked (its index is p->clock_k): read its
+   starting clocks, and count down to the next k with TM_PROBE_CLOCKED(k). */
+static TM_COLD void
+begin_clocked(tm_recorder *rec)
+{
+    tm_probes *p = &rec->probes;
+    uint64_t next = p->clock_k + 1;
+
+    while (!TM_PROBE_CLOCKED(next)) {
+        next++;
+    }
+    p->clock_in = next - p->clock_k - 1;
+    p->clock_k = next;
+    p->clocked = 1;
+    (void)tm_thread_clocks_read(&rec->probe_clocks, &p->begin_cpu_ns,
+                                &p->begin_runq_ns);
 }
 
 TM_HOT PyObject *
@@ -105,7 +155,28 @@ tm_probe_step_begin(tm_recorder *rec, Py_ssize_t nargs)
     p->open = 1;
     p->fetched = 0;
     p->begin_ns = now;
+    if (TM_UNLIKELY(p->clock_in == 0)) {
+        begin_clocked(rec);
+    }
+    else {
+        p->clock_in--;
+    }
     Py_RETURN_NONE;
+}
+
+/* A clocked step's first fetch_done(): its fetch's CPU and run-queue ns. */
+static TM_COLD void
+fetch_clocked(tm_recorder *rec)
+{
+    tm_probes *p = &rec->probes;
+    int moved = tm_thread_clocks_read(&rec->probe_clocks, &p->done_cpu_ns,
+                                      &p->done_runq_ns);
+
+    p->fetch_cpu_ns = clock_delta(p->begin_cpu_ns, p->done_cpu_ns, moved);
+    p->fetch_runq_ns = clock_delta(p->begin_runq_ns, p->done_runq_ns, moved);
+    if (moved) {
+        p->done_cpu_ns = p->done_runq_ns = -1;
+    }
 }
 
 TM_HOT PyObject *
@@ -123,6 +194,9 @@ tm_probe_fetch_done(tm_recorder *rec, Py_ssize_t nargs)
     }
     if (p->fetched) {
         p->fetch_repeated++;
+    }
+    else if (TM_UNLIKELY(p->clocked)) {
+        fetch_clocked(rec);
     }
     p->fetched = 1;
     p->fetch_done_ns = now;
@@ -166,6 +240,7 @@ tm_probe_abandon_step(tm_recorder *rec, Py_ssize_t nargs)
         p->abandoned++;
         p->open = 0;
         p->fetched = 0;
+        p->clocked = 0;
     }
     Py_RETURN_NONE;
 }

@@ -550,6 +550,43 @@ tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns)
     return 0;
 }
 
+void
+tm_thread_clocks_init(tm_thread_clocks *c)
+{
+    c->fd = -1;
+    c->tid = 0;
+}
+
+int
+tm_thread_clocks_read(tm_thread_clocks *c, int64_t *cpu_ns, int64_t *runq_ns)
+{
+    int64_t ignored;
+    int tid = tm_thread_id();
+    int moved = tid != c->tid;
+
+    if (moved) {
+        if (c->fd >= 0) {
+            close(c->fd);
+        }
+        c->fd = tm_schedstat_open_thread();
+        c->tid = tid;
+    }
+    *cpu_ns = tm_thread_cpu_ns();
+    if (c->fd < 0 || tm_schedstat_read(c->fd, &ignored, runq_ns) != 0) {
+        *runq_ns = -1;
+    }
+    return moved;
+}
+
+void
+tm_thread_clocks_close(tm_thread_clocks *c)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    tm_thread_clocks_init(c);
+}
+
 /* ------------------------------------------------------------------ */
 /* the host: /proc/stat                                               */
 

@@ -134,6 +134,25 @@ int tm_schedstat_open_thread(void);
    -1 with errno set. */
 int tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns);
 
+/* One thread's fetch clocks: its CPU clock and its schedstat run-queue
+   wait, for a loop's fetch (wrap.c) or a probe's (probes.c).  fd is the
+   schedstat of thread tid (-1: none open; tid 0: never read). */
+typedef struct {
+    int fd;
+    int tid;
+} tm_thread_clocks;
+
+/* The clocks before any read: set before the first tm_thread_clocks_read. */
+void tm_thread_clocks_init(tm_thread_clocks *c);
+/* The calling thread's CPU clock (ns, -1 when unreadable) and run-queue
+   wait so far (ns, -1 when the kernel keeps none).  The schedstat file is
+   the thread's own: opened again when another thread reads, or in a
+   forked child (its thread has another TID).  Returns 1 when the thread
+   is not the last read's (the two readings are not comparable), else 0. */
+int tm_thread_clocks_read(tm_thread_clocks *c, int64_t *cpu_ns, int64_t *runq_ns);
+/* Close the schedstat descriptor, if open (c is then as initialised). */
+void tm_thread_clocks_close(tm_thread_clocks *c);
+
 /* The role of the host's readings (pid 0): /proc/stat's first line, the
    CPU time of every core, whoever ran it. */
 #define TM_ROLE_HOST (-2)

@@ -56,6 +56,8 @@ tm_recorder_after_fork(tm_recorder *rec)
     tm_store_free(&rec->store);
     tm_store_clear(&rec->store);
     tm_probes_clear(&rec->probes);
+    /* The parent's thread's schedstat: not this process's to keep open. */
+    tm_thread_clocks_close(&rec->probe_clocks);
 }
 
 static PyObject *
@@ -87,6 +89,7 @@ recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->id = st->next_recorder_id;
     tm_store_init(&self->store);
     tm_probes_clear(&self->probes);
+    tm_thread_clocks_init(&self->probe_clocks);
     link_recorder(st, self);
     return (PyObject *)self;
 }
@@ -136,6 +139,7 @@ recorder_dealloc(tm_recorder *self)
     PyObject_GC_UnTrack(self);
     (void)recorder_clear(self);
     tm_store_free(&self->store);
+    tm_thread_clocks_close(&self->probe_clocks);
     clear_test_clock(self);
     tp->tp_free(self);
     Py_DECREF(tp);

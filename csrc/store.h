@@ -51,8 +51,29 @@ typedef struct {
     int64_t bytes;
 } tm_batch_bytes;
 
+/* The fetching thread's CPU clock and run-queue wait are read around the
+   first TM_CLOCKS_FIRST fetches of an epoch (of a recording, for the
+   probes) and, after, around two fetches in a row every TM_CLOCKS_EVERY
+   (so that the step between them has its body clocked too, from its batch in hand to the next fetch): the four
+   reads (two clock_gettime of the thread's CPU clock, two
+   preads of its schedstat) cost about 2.5 us (measured on the 2-core
+   build host), noise beside a DataLoader's fetch (tens of us and up) but
+   not beside wrap's own 50-200 ns a step: two fetches every 1021 add
+   about 5 ns a step to a long epoch.  The stride is prime: a stall every
+   2, 4 or 8 fetches falls on every residue of it, where a stride of 1024
+   would read one residue. */
+#define TM_CLOCKS_FIRST 1024
+#define TM_CLOCKS_EVERY 1021
+#define TM_CLOCKED(k) ((k) < TM_CLOCKS_FIRST || (k) % TM_CLOCKS_EVERY <= 1)
+/* The probes clock their first TM_CLOCKS_FIRST steps alike, then two in a
+   row every TM_PROBE_CLOCKS_EVERY (prime too): a clocked probe step reads
+   both clocks three times (begin, fetch_done, the close), 3.5 us here,
+   which at wrap's stride added 14 ns to a 110 ns begin+fetch+end triple
+   (bench_ab_probes); at this one, under 1 ns. */
+#define TM_PROBE_CLOCKS_EVERY 8191
+#define TM_PROBE_CLOCKED(k) ((k) < TM_CLOCKS_FIRST || (k) % TM_PROBE_CLOCKS_EVERY <= 1)
 /* A step's clocks in the thread that ran it (sampled steps only, see
-   TM_CLOCKS_* in wrap.c): the step (index in the store), the thread's CPU
+   TM_CLOCKS_* above): the step (index in the store), the thread's CPU
    time inside the fetch (CLOCK_THREAD_CPUTIME_ID) and its wait for a core
    inside the fetch (schedstat's run-queue field; -1 where the kernel keeps
    none), then the same two for the step's body, from the batch in hand to

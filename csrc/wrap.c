@@ -57,20 +57,6 @@
    which on every batch would double wrap's cost over a DataLoader. */
 #define TM_BYTES_FIRST 8
 #define TM_BYTES_EVERY 64
-/* The fetching thread's CPU clock and run-queue wait are read around the
-   first TM_CLOCKS_FIRST fetches of an epoch and, after, around two fetches
-   in a row every TM_CLOCKS_EVERY (so that the step between them has its
-   body clocked too, from its batch in hand to the next fetch): the four
-   reads (two clock_gettime of the thread's CPU clock, two
-   preads of its schedstat) cost about 2.5 us (measured on the 2-core
-   build host), noise beside a DataLoader's fetch (tens of us and up) but
-   not beside wrap's own 50-200 ns a step: two fetches every 1021 add
-   about 5 ns a step to a long epoch.  The stride is prime: a stall every
-   2, 4 or 8 fetches falls on every residue of it, where a stride of 1024
-   would read one residue. */
-#define TM_CLOCKS_FIRST 1024
-#define TM_CLOCKS_EVERY 1021
-#define TM_CLOCKED(k) ((k) < TM_CLOCKS_FIRST || (k) % TM_CLOCKS_EVERY <= 1)
 /* How far a batch is walked: nesting depth and leaves looked at. */
 #define TM_BYTES_DEPTH 4
 #define TM_BYTES_LEAVES 256
@@ -132,8 +118,7 @@ typedef struct {
     int64_t open_body_runq_ns;
     int64_t last_cpu_ns;
     int64_t last_runq_ns;
-    int schedstat_fd;          /* schedstat_tid's schedstat, or -1 */
-    int schedstat_tid;         /* the thread it was opened in (0: none) */
+    tm_thread_clocks clocks;   /* the fetching thread's */
 } tm_wrapiter;
 
 /* The step just pushed (the last record) gets its clocks, when they were
@@ -154,32 +139,6 @@ add_clock(tm_wrapiter *self)
     self->open_body_runq_ns = -1;
 }
 
-/* The calling thread's CPU clock (ns, -1 when unreadable) and its
-   run-queue wait so far (schedstat, ns; -1 when the kernel keeps none).
-   The schedstat file is the thread's own: opened again when another
-   thread fetches, or in a forked child (its thread has another TID). */
-static TM_COLD int
-fetch_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
-{
-    int64_t ignored;
-    int tid = tm_thread_id();
-    int moved = tid != self->schedstat_tid;
-
-    if (moved) {
-        if (self->schedstat_fd >= 0) {
-            close(self->schedstat_fd);
-        }
-        self->schedstat_fd = tm_schedstat_open_thread();
-        self->schedstat_tid = tid;
-    }
-    *cpu_ns = tm_thread_cpu_ns();
-    if (self->schedstat_fd < 0
-            || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
-        *runq_ns = -1;
-    }
-    return moved;
-}
-
 /* Before a clocked fetch: its starting clocks, and the open step's body
    (from the last clocked fetch's end to now) for add_clock, unknown where
    another thread fetched then or a clock was unreadable.  Where the last
@@ -188,7 +147,7 @@ fetch_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
 static TM_COLD void
 body_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
 {
-    int moved = fetch_clocks(self, cpu_ns, runq_ns);
+    int moved = tm_thread_clocks_read(&self->clocks, cpu_ns, runq_ns);
 
     self->open_body_cpu_ns = (!moved && *cpu_ns >= 0 && self->last_cpu_ns >= 0
                               && *cpu_ns >= self->last_cpu_ns)
@@ -620,7 +579,7 @@ wrapiter_next(tm_wrapiter *self)
     item = Py_TYPE(inner)->tp_iternext(inner);
     done_ns = tm_rec_clock(self->rec);
     if (TM_UNLIKELY(clocked)) {
-        fetch_clocks(self, &cpu1, &runq1);
+        (void)tm_thread_clocks_read(&self->clocks, &cpu1, &runq1);
         self->last_cpu_ns = cpu1;
         self->last_runq_ns = runq1;
     }
@@ -776,7 +735,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL) {
         return NULL;
     }
-    self->schedstat_fd = -1;
+    tm_thread_clocks_init(&self->clocks);
     self->open_cpu_ns = -1;
     self->open_runq_ns = -1;
     self->open_body_cpu_ns = -1;
@@ -872,9 +831,7 @@ wrapiter_dealloc(tm_wrapiter *self)
     Py_CLEAR(self->gpu_done);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
-    if (self->schedstat_fd >= 0) {
-        close(self->schedstat_fd);
-    }
+    tm_thread_clocks_close(&self->clocks);
     tp->tp_free(self);
     Py_DECREF(tp);
 }

@@ -91,15 +91,52 @@ def test_a_worker_still_making_the_batch_is_input_bound():
     assert r["diagnosis"] == input_bound.INPUT_BOUND
 
 
-def test_probe_steps_carry_no_clocks():
+def test_probe_steps_carry_their_fetch_and_body_clocks():
+    # The fetch (step_begin to fetch_done) burns 3 ms of CPU, the body
+    # (fetch_done to step_end) sleeps 2 ms: the clocks hold the fetch's CPU
+    # and a body off the CPU, and the wait's largest part is the main
+    # process's CPU.
     rec = traceml.Recorder()
     for _ in range(12):
         rec.step_begin()
-        time.sleep(0.001)
+        burn_cpu(0.003)
+        rec.fetch_done()
+        time.sleep(0.002)
+        rec.step_end()
+    step, cpu, runq, body_cpu, body_runq = rec.snapshot_fetch_clocks()
+    assert step.tolist() == list(range(12))
+    assert (cpu >= 2_900_000).all(), cpu
+    assert (body_cpu >= 0).all() and (body_cpu < 1_000_000).all(), body_cpu
+    assert (runq >= 0).all() and (body_runq >= 0).all()
+    r = rec.report()
+    assert r["wait_parts"]["largest"]["part"] == "main_cpu", r["wait_parts"]
+    assert r["wait_parts"]["all"]["fetches"] == 12
+
+
+def test_probe_clocks_are_sampled_past_the_first_fetches_and_skip_misuse():
+    # The first 1024 steps clocked, then two in a row every 8191; a step
+    # closed without fetch_done() or abandoned has no clocks, and the count
+    # starts again at reset().
+    rec = traceml.Recorder()
+    n = 16500
+    for i in range(n):
+        rec.step_begin()
+        if i == 7:
+            rec.abandon_step()
+            continue
+        if i != 5:
+            rec.fetch_done()
+        rec.step_end()
+    step = rec.snapshot_fetch_clocks()[0].tolist()
+    kept = [k for k in range(n) if k != 7]            # the store's steps
+    clocked = [i for i, k in enumerate(kept) if (k < 1024 or k % 8191 <= 1) and k != 5]
+    assert step == clocked
+    rec.reset()
+    for _ in range(3):
+        rec.step_begin()
         rec.fetch_done()
         rec.step_end()
-    assert len(rec.snapshot_fetch_clocks()[0]) == 0
-    assert rec.report()["wait_parts"] is None
+    assert rec.snapshot_fetch_clocks()[0].tolist() == [0, 1, 2]
 
 
 def _spin_on(core):
