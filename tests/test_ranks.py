@@ -124,7 +124,8 @@ def test_echo_exact_values():
     flat = np.full(n, 5 * MS, dtype=np.int64)
     assert rank_stragglers.echo(stall, straggler_wait, steady, flat, steady)["echo"] is False
     # Too few stall steps shared with the other rank: unknown.
-    assert rank_stragglers.echo(stall, straggler_wait, steady, compute[:5], steady[:5]) is None
+    few = rank_stragglers.echo(stall, straggler_wait, steady, compute[:5], steady[:5])
+    assert (few["echo"], few["unknown"]) == (None, "few_stalls")
 
 
 def test_combine_names_the_straggler_its_cadence_and_the_echo():
@@ -389,3 +390,33 @@ def test_a_rank_that_dies_inside_the_gather_is_stated_not_waited_for(dying_rank)
     assert "checked in, then sent nothing" in r["missing"][0]["reason"]
     assert np.array_equal(rep.input_wait_ns, _waits(local[0]))
     assert r["per_rank"][0]["period"] == 4
+
+
+def test_echo_of_a_straggler_that_stalls_on_most_steps_is_read_as_a_slope():
+    # Rank 0 stalls on every steady step, its waits 20-80 ms; rank 1 waits
+    # for it in the all-reduce: its compute is 5 ms plus rank 0's wait.  No
+    # calm step is left for the medians: the Theil-Sen slope of rank 1's
+    # compute against rank 0's wait reads the echo.
+    rng = np.random.default_rng(4)
+    n = 30
+    stall = np.ones(n, dtype=bool)
+    wait = rng.integers(20, 80, n).astype(np.int64) * MS
+    steady = np.ones(n, dtype=bool)
+    waited = 5 * MS + wait + rng.integers(0, 2, n) * MS // 10
+    e = rank_stragglers.echo(stall, wait, steady, waited, steady)
+    from scipy.stats import theilslopes
+    slope = theilslopes(waited.astype(float), wait.astype(float)).slope
+    assert (e["read"], e["stall_steps"], e["echo"]) == ("slope", n, True)
+    assert e["absorbed"] == pytest.approx(slope) and 0.9 < slope < 1.1
+    # A rank that overlapped the stalls: its compute does not follow them.
+    flat = (5 * MS + rng.integers(0, 3, n) * MS // 10).astype(np.int64)
+    e = rank_stragglers.echo(stall, wait, steady, flat, steady)
+    assert e["read"] == "slope" and e["echo"] is False and abs(e["absorbed"]) < 0.1
+    # Waits that do not vary on the stall steps: unknown, and said so.
+    e = rank_stragglers.echo(stall, np.full(n, 50 * MS), steady, waited, steady)
+    assert (e["echo"], e["unknown"]) == (None, "flat_waits")
+    lines = rank_stragglers.ranks_lines({
+        "world_size": 2, "gathered": [0, 1], "aligned_steps": n,
+        "max_wait": {"median": 0.05, "total": 1.5}, "missing": [], "per_rank": [],
+        "stragglers": [], "straggler_rule": "", "echo": [{"straggler": 0, "rank": 1, **e}]})
+    assert "do not vary" in lines[-1] and "too few of its stall steps" not in lines[-1]

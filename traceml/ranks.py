@@ -528,7 +528,7 @@ def combine(records: dict, facts: dict, *, world_size: Optional[int] = None,
                 continue
             e = rank_stragglers.echo(stall, recs[i]["fetch_done_ns"] - recs[i]["begin_ns"], steady[s],
                             recs[j]["end_ns"] - recs[j]["fetch_done_ns"], steady[r])
-            echoes.append({"straggler": s, "rank": r, **(e or {"echo": None})})
+            echoes.append({"straggler": s, "rank": r, **e})
     unique = np.where(holder >= 0, top - second, 0)
     block = {
         "world_size": world,

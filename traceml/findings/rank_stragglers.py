@@ -43,6 +43,18 @@ STRAGGLER_MIN_COST_SHARE = stall_threshold.STALL_MIN_COST_SHARE
 # attribution: ATTR_MIN_STALLS), else unknown.
 ECHO_MIN_ABSORBED = 0.5
 ECHO_MIN_STALLS = attribution.ATTR_MIN_STALLS
+# When the straggler stalls on most steps, fewer than ECHO_MIN_STALLS calm
+# steps are left to set against its stalls, and the medians say nothing.
+# The echo is then read on the stall steps themselves: a rank that waits
+# for the straggler in the all-reduce grows its compute with the
+# straggler's wait, step by step (slope about 1); one that overlapped it
+# does not (slope about 0).  The slope is Theil-Sen's (the median of the
+# pairwise slopes, scipy.stats.theilslopes: one outlying step cannot move
+# it) of the other rank's compute against the straggler's wait; echo when
+# it is at least ECHO_MIN_ABSORBED and its confidence interval at level
+# 1 - ECHO_SLOPE_ALPHA lies above 0 (the slope is told from none at
+# ECHO_SLOPE_ALPHA).  Waits that do not vary leave it unknown.
+ECHO_SLOPE_ALPHA = 0.05
 
 
 def max_across_ranks(waits, n: Optional[int] = None) -> tuple[np.ndarray, np.ndarray,
@@ -120,7 +132,7 @@ def input_matters(summary: dict) -> bool:
 
 def echo(stall_mask: np.ndarray, straggler_wait_ns: np.ndarray,
          straggler_steady: np.ndarray, compute_ns: np.ndarray,
-         steady: np.ndarray) -> Optional[dict]:
+         steady: np.ndarray) -> dict:
     """The all-reduce echo on one other rank of a straggler's stalls (rule
     above).  ``stall_mask``, ``straggler_wait_ns`` and ``straggler_steady``
     are the straggler's per-step stall mask, input wait (ns) and
@@ -128,17 +140,26 @@ def echo(stall_mask: np.ndarray, straggler_wait_ns: np.ndarray,
     per-step compute (ns) and steady mask; aligned by index, lengths may
     differ (the common prefix counts).
 
-    Returns {stall_steps, compute_on_stalls_s, compute_other_s, growth_s,
-    stall_excess_s, absorbed (growth / stall excess), echo (bool)}, or
-    None with fewer than ECHO_MIN_STALLS shared stall steps or no other
-    steady step."""
+    Returns {read ("medians", or "slope" where fewer than ECHO_MIN_STALLS
+    calm steps are left), stall_steps, compute_on_stalls_s,
+    compute_other_s (None for "slope"), growth_s, stall_excess_s (None for
+    "slope"), absorbed (growth / stall excess, or the slope), echo (bool;
+    None unknown), unknown (None, "few_stalls": fewer than ECHO_MIN_STALLS
+    shared stall steps, "flat_waits": no calm steps to set against them
+    and the straggler's waits on them do not vary)}."""
     m = min(len(stall_mask), len(compute_ns))
     stall = stall_mask[:m] & steady[:m]
     other = ~stall_mask[:m] & steady[:m] & straggler_steady[:m]
     k = int(np.count_nonzero(stall))
-    if k < ECHO_MIN_STALLS or not other.any():
-        return None
+    out = {"read": "medians", "stall_steps": k, "compute_on_stalls_s": None,
+           "compute_other_s": None, "growth_s": None, "stall_excess_s": None,
+           "absorbed": None, "echo": None, "unknown": None}
+    if k < ECHO_MIN_STALLS:
+        return {**out, "unknown": "few_stalls"}
     on = float(_numbers.int_median(compute_ns[:m][stall]))
+    out["compute_on_stalls_s"] = on * 1e-9
+    if int(np.count_nonzero(other)) < ECHO_MIN_STALLS:
+        return {**out, **_echo_slope(straggler_wait_ns[:m][stall], compute_ns[:m][stall])}
     off = float(_numbers.int_median(compute_ns[:m][other]))
     calm = straggler_wait_ns[~stall_mask & straggler_steady]
     stalled = straggler_wait_ns[stall_mask & straggler_steady]
@@ -146,15 +167,25 @@ def echo(stall_mask: np.ndarray, straggler_wait_ns: np.ndarray,
               if len(stalled) else 0.0)
     growth = on - off
     absorbed = growth / excess if excess > 0 else None
-    return {
-        "stall_steps": k,
-        "compute_on_stalls_s": on * 1e-9,
-        "compute_other_s": off * 1e-9,
-        "growth_s": growth * 1e-9,
-        "stall_excess_s": excess * 1e-9,
-        "absorbed": absorbed,
-        "echo": bool(absorbed is not None and absorbed >= ECHO_MIN_ABSORBED),
-    }
+    return {**out, "compute_other_s": off * 1e-9, "growth_s": growth * 1e-9,
+            "stall_excess_s": excess * 1e-9, "absorbed": absorbed,
+            "echo": bool(absorbed is not None and absorbed >= ECHO_MIN_ABSORBED)}
+
+
+def _echo_slope(wait_ns: np.ndarray, compute_ns: np.ndarray) -> dict:
+    """The echo read as a slope over the stall steps (rule above): {read,
+    absorbed (the slope), growth_s (the slope times the spread of the
+    waits, their p90 - p10), echo, unknown}."""
+    from scipy.stats import theilslopes
+
+    wait = np.asarray(wait_ns, dtype=np.float64)
+    if np.ptp(wait) == 0:
+        return {"read": "slope", "unknown": "flat_waits"}
+    slope, _, low, _ = theilslopes(np.asarray(compute_ns, dtype=np.float64), wait,
+                                   alpha=1 - ECHO_SLOPE_ALPHA)
+    spread = float(np.percentile(wait, 90) - np.percentile(wait, 10))
+    return {"read": "slope", "absorbed": float(slope), "growth_s": float(slope) * spread * 1e-9,
+            "echo": bool(slope >= ECHO_MIN_ABSORBED and low > 0)}
 
 
 def rank_missing_reason(kind: str, *, timeout_s: float, got: int = 0, of: int = 0) -> str:
@@ -191,7 +222,10 @@ def echo_rule() -> str:
     return (f"a rank echoes a straggler's stalls when its median compute on the "
             f"straggler's stall steps exceeds its median on the other steady steps by at "
             f"least {_words._of_the(ECHO_MIN_ABSORBED)} straggler's median stall "
-            f"(at least {ECHO_MIN_STALLS} stall steps): it waited for that rank "
+            f"(at least {ECHO_MIN_STALLS} stall steps), or, with fewer than "
+            f"{ECHO_MIN_STALLS} other steps, when its compute on the stall steps grows with "
+            f"the straggler's wait (Theil-Sen slope at least {ECHO_MIN_ABSORBED:g}, above 0 "
+            f"at alpha {ECHO_SLOPE_ALPHA:g}): it waited for that rank "
             "inside the gradient all-reduce")
 
 
@@ -225,11 +259,20 @@ def ranks_lines(r: dict) -> list[str]:
             f"job's step time) · {p['diagnosis']} · {_rank_cadence(p)}")
     for e in r["echo"]:
         if e.get("echo") is None:
-            out.append(f"  echo on rank {e['rank']}: too few of rank {e['straggler']}'s "
-                       "stall steps to tell")
+            why = ("its stall steps do not vary in wait and it has too few other steps"
+                   if e.get("unknown") == "flat_waits" else "too few of its stall steps")
+            out.append(f"  echo on rank {e['rank']}: unknown, rank {e['straggler']}: {why} "
+                       "to tell")
             continue
         verb = ("waited for it in the all-reduce" if e["echo"]
                 else "no echo (it did not wait for it)")
+        if e.get("read") == "slope":
+            out.append(
+                f"  echo on rank {e['rank']}: {verb}: on rank {e['straggler']}'s "
+                f"{e['stall_steps']} stall steps (too few other steps to compare), its "
+                f"compute grew {e['absorbed']:.2f} ms per ms of rank {e['straggler']}'s wait "
+                "(Theil-Sen slope)")
+            continue
         out.append(
             f"  echo on rank {e['rank']}: {verb}: compute {fmt_s(e['compute_on_stalls_s'])} "
             f"(median) on rank {e['straggler']}'s {e['stall_steps']} stall steps against "
