@@ -234,7 +234,8 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     rank test reads the first RANK_MAX_FETCHES tested fetches among them.  Returns {period,
     phase (0), fetches (n), slots (N), stalls (K), on_residue (J), tests
     (1: one pre-stated test), p_value (the hypergeometric and rank tests'
-    smaller p, doubled; without waits the hypergeometric p alone),
+    smaller p, doubled; without waits the hypergeometric p alone; times
+    ``tests``), single_p_value (before that product),
     hypergeom_p_value, rank_p_value (None without waits), best_p_value
     (the p-value had every stall, up to N, been on the residue: whether
     this run could show the period at all), periodic (bool), consistent
@@ -322,9 +323,7 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
 # smaller period's (the least-period rule).  A longer run at the same
 # rates then settles it.  Where even that does not hold no period is
 # shown; a run too short to show one (slow samples spilling onto their
-# neighbours in 24 steps) is then IRREGULAR by the gaps, a known limit.  Either way a longer run at the same
-# rates settles it; "irregular" is left for runs that could have shown
-# the period and did not.
+# neighbours in 24 steps) is then IRREGULAR by the gaps, a known limit.
 SEARCH_CANDIDATES = 4
 # The search reads the first this many steps (a fixed prefix keeps the
 # null's exchangeability, as the rank test's does): at 10M steps four
