@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from traceml import _core
+from traceml.fmt import fmt_s
 from traceml.findings import advice, stall_shape, stall_threshold, stall_timing
 from traceml.findings import sentences
 
@@ -299,8 +300,13 @@ def test_one_long_wait_in_a_slow_run_is_a_hiccup_not_a_group(loader_source, hicc
 
 
 @pytest.mark.parametrize("slow_steps,tail", [
-    ([7, 19], "On top, 2 larger stalls, too few to show a pattern."),
-    ([3, 5, 12, 20, 31, 33, 41, 50], "On top, 8 larger stalls at irregular intervals."),
+    ([7, 19], "On top, 2 stalls past the stall line ({}), too few to show a pattern."),
+    ([3, 5, 12, 20, 31, 33, 41, 50],
+     "On top, 8 stalls past the stall line ({}) at irregular intervals."),
+    # Two gaps of 20: they fit a period the run cannot yet tell from random
+    # stalls, and the sentence says so (the label reads UNSETTLED).
+    ([10, 30, 50], "On top, 3 stalls past the stall line ({}), consistent with one every "
+                   "20 steps but not yet told from random stalls."),
 ])
 def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,
                                                                    slow_steps, tail):
@@ -314,7 +320,7 @@ def test_stalls_on_top_of_slow_fetches_are_never_called_no_stalls(loader_source,
     assert r["stalls"]["steps"] == slow_steps
     assert r["shape"] == "UNIFORMLY-SLOW"
     assert r["next"][0].endswith("slow input on every batch.")
-    assert r["next"][1] == tail
+    assert r["next"][1] == tail.format(fmt_s(r["stalls"]["threshold_s"]))
     assert not any("rather than stalls" in line for line in r["next"])
 
 

@@ -1023,15 +1023,25 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
                         "slow_other_thread": weigh(1, stacks.KIND_OTHER),
                         "fast_other_thread": weigh(0, stacks.KIND_OTHER),
                         "outside_batches": float(weight[group < 0].sum())}
+    # Each sample stands for interval_us of the process's CPU.
+    sample_ns = stacks.INTERVAL_US * 1e3
     if in_main and stalled.any():
-        # The sampled thread's CPU in the fetches, from its samples: each
-        # stands for interval_us of CPU.
+        # The sampled thread's CPU in the fetches, from its samples.
         wait = steps["fetch_done_ns"] - steps["begin_ns"]
         for key, which, n in (("slow_cpu_share", stalled, block["samples"]["slow"]),
                               ("fast_cpu_share", steady & ~stalled, block["samples"]["fast"])):
             wait_ns = float(wait[which].sum())
             if wait_ns > 0:
-                block[key] = min(1.0, n * stacks.INTERVAL_US * 1e3 / wait_ns)
+                block[key] = min(1.0, n * sample_ns / wait_ns)
+        slow_ns = float(wait[stalled].sum())
+    else:
+        slow_ns = float(make[slow_rec].sum()) if block.get("slow_batches") else 0.0
+    # The other threads' sampled CPU over the slow batches' time (the
+    # stalls' waits in the main process): whether work outside the
+    # sampled thread could have made them slow.
+    block["slow_other_cpu_share"] = (
+        min(1.0, block["samples"]["slow_other_thread"] * sample_ns / slow_ns)
+        if slow_ns > 0 else None)
     block["hot_path"] = stacks.hot_path(d, group)
     counts = stacks.function_counts(d, group)
     gap = np.zeros(len(counts.keys))

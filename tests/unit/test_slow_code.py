@@ -216,3 +216,20 @@ def test_one_group_of_make_times_says_so_not_every_fetch():
     assert not f.numbers["every_fetch"]
     said = slow_code.WORDS[f.code](f.numbers)
     assert said.startswith("the batches' make times form one group"), said
+
+
+def test_other_threads_are_named_only_where_their_cpu_could_make_the_batches_slow():
+    # 6 samples outside the dataset's thread against 2 inside: a sleeping
+    # sample, whose stall held torch's threads' few samples, not a helper's
+    # work (6 x 5 ms against 720 ms of slow batches: 4%): off CPU, as its
+    # clock says.
+    b = _block([_fn("query_rows", 2, 3, 2)], 2, 3, slow_cpu_share=0.05,
+               slow_other_cpu_share=6 * 5e-3 / 0.72)
+    b["samples"]["slow_other_thread"] = 6
+    assert slow_code.judge(b).code == "slow_code_off_cpu"
+    # A helper thread doing the work: its samples cover most of the time.
+    b["slow_other_cpu_share"] = 0.8
+    assert slow_code.judge(b).code == "slow_code_other_thread"
+    # A run saved before the share was kept: the samples alone decide.
+    del b["slow_other_cpu_share"]
+    assert slow_code.judge(b).code == "slow_code_other_thread"

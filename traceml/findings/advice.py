@@ -166,9 +166,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         if on_top and periodic:
             out.append(("periodic_on_top", {"period": tmp["period"], "num_workers": nw}))
         elif on_top:
-            out.append(("stalls_on_top", {"count": count,
-                                          "pattern_known": tmp is not None
-                                          and tmp["label"] != stall_timing.TOO_FEW}))
+            out.append(("stalls_on_top", {
+                "count": count, "threshold_s": st.get("threshold_s"),
+                "pattern_known": tmp is not None and tmp["label"] != stall_timing.TOO_FEW,
+                "pattern": tmp["label"] if tmp is not None else None,
+                "period": tmp.get("consistent_period") if tmp is not None else None}))
         elif periodic:
             out.append(("periodic_slow", {"period": tmp["period"], "num_workers": nw}))
         out.append(_more_workers(s, nw))
@@ -324,6 +326,21 @@ def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
 EVIDENCE_FAMILIES = (attribution, hand_over, prediction_check, host_contention, slow_code)
 
 
+def _stalls_on_top(p: dict) -> str:
+    """The stalls past the line beside a uniformly slow wait, and when
+    they fall, as the temporal answer has it (PERIODIC has its own code)."""
+    past = (f" past the stall line ({fmt_s(p['threshold_s'])})"
+            if p.get("threshold_s") is not None else " larger")
+    head = f"On top, {plural(p['count'], 'stall')}{past}"
+    pattern = p.get("pattern")
+    if pattern == stall_timing.UNSETTLED and p.get("period"):
+        return (f"{head}, consistent with one every {p['period']} steps but not yet told "
+                "from random stalls.")
+    if pattern == stall_timing.IRREGULAR or (pattern is None and p["pattern_known"]):
+        return f"{head} at irregular intervals."
+    return f"{head}, too few to show a pattern."
+
+
 def _uniformly_slow(p: dict) -> str:
     of_step = f", {pct(p['step_share'])} of the median step" if p["step_share"] else ""
     every = p["every"]
@@ -396,10 +413,7 @@ WORDS: dict[str, Words] = {
     "uniformly_slow": _uniformly_slow,
     "periodic_on_top": lambda p: (f"On top, larger stalls recur every {p['period']} steps"
                                   f"{_workers_in(p)}."),
-    "stalls_on_top": lambda p: (f"On top, {p['count']} larger stall"
-                                f"{'s' if p['count'] != 1 else ''}"
-                                + (" at irregular intervals." if p["pattern_known"]
-                                   else ", too few to show a pattern.")),
+    "stalls_on_top": lambda p: _stalls_on_top(p),
     "try_workers": lambda p: ("num_workers=0 loads in the main process: next, try num_workers "
                               ">= 1 (traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))."),
     "vary_workers_around": lambda p: (

@@ -153,7 +153,11 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     if block.get("slow_batches_in_making") == 0:
         return Finding("slow_code_not_making", {"stalls": block.get("stalls")})
     other = s.get("slow_other_thread", 0)
-    if other > s["slow"]:
+    # Outside the sampled thread only where that CPU could have made the
+    # slow batches slow: at least OFF_CPU_SHARE of their time (a sleeping
+    # sample leaves a few samples of torch's threads, not a helper's work).
+    other_share = block.get("slow_other_cpu_share")
+    if other > s["slow"] and (other_share is None or other_share >= OFF_CPU_SHARE):
         return Finding("slow_code_other_thread", {
             "share": other / (other + s["slow"]), "samples": other + s["slow"]})
     cpu_share = block.get("slow_cpu_share")

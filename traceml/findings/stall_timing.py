@@ -758,10 +758,17 @@ def shape_line(s: dict) -> Optional[str]:
         parts.append(text)
     else:
         between = " between bursts" if tmp.get("counted") == "bursts" else ""
-        parts.append(
-            f"{IRREGULAR} (commonest gap{between} {tmp['modal_gap']} holds "
-            f"{pct(tmp['modal_share'])} of gaps)"
-        )
+        hist = (tmp.get("burst_gap_histogram") if tmp.get("counted") == "bursts"
+                else (s.get("stalls") or {}).get("gap_histogram"))
+        if tmp.get("modal_leads") is False and hist:
+            # A tie for the commonest gap: no gap stands out to name.
+            parts.append(f"{IRREGULAR} (no gap{between} commoner than another: "
+                         f"{len(hist)} distinct gaps among {tmp['gaps']})")
+        else:
+            parts.append(
+                f"{IRREGULAR} (commonest gap{between} {tmp['modal_gap']} holds "
+                f"{pct(tmp['modal_share'])} of gaps)"
+            )
     conc = s.get("concentration") or {}
     if conc.get("stall_wait_share") is not None and s["stalls"]["count"]:
         parts.append(
