@@ -729,6 +729,12 @@ def test_sweep_next_keeps_a_clear_winner_or_asks_for_a_repeat():
     items = sweeps.sweep_next(conds, 0.005)
     assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_MORE_WORKERS]
     assert sweeps.sweep_next(conds[:1], None) == []
+    # One direction only: the lead is kept, and the words say the order's
+    # effect was not set against it.
+    (code, numbers), *_ = sweeps.sweep_next(conds, None, order_measured=False)
+    assert code == sweeps.SWEEP_KEEP_BEST
+    assert "one direction only" in sweeps.WORDS[code](numbers)
+    assert "one direction only" not in sweeps.WORDS[code](items[0][1])
 
 
 def test_the_seed_sweep_at_16_steps_concludes():

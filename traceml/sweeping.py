@@ -177,7 +177,8 @@ class SweepResult:
         spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
                   if e["differs"] and e["forward_mean_s"] is not None
                   and e["backward_mean_s"] is not None]
-        return sweeps.sweep_next(summary, max(spread) if spread else None)
+        measured = any(r["direction"] == "backward" for r in self.rows if not r["error"])
+        return sweeps.sweep_next(summary, max(spread) if spread else None, measured)
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:

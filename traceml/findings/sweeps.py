@@ -47,14 +47,18 @@ SWEEP_MORE_WORKERS = "more_workers"    # still input-bound, and best at the most
 SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
 
 
-def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple[str, dict]]:
+def sweep_next(conds: list[dict], order_spread_s: Optional[float],
+               order_measured: bool = True) -> list[tuple[str, dict]]:
     """The next step a sweep's numbers support, as (code, numbers) items.
 
     ``conds``: one dict per condition, {name, workers (the loader's
     num_workers, None unknown), mean_s (mean input wait per step over its
     rows), input_share (mean over its rows)}; ``order_spread_s``: the
     largest |forward - backward| mean wait among the conditions whose
-    order effect differs beyond compare's tolerance (None: none differs).
+    order effect differs beyond compare's tolerance (None: none differs);
+    ``order_measured``: some condition ran backward too (False: one
+    direction, and a kept best says its lead was not set against an order
+    effect).
 
     Rules: the conditions within REL_TOL (compare's tolerance) of the
     lowest mean wait do not differ; among them the one with the fewest
@@ -95,7 +99,8 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float]) -> list[tuple
         lead = runner["mean_s"] - best["mean_s"]
         params = {"best": best["name"], "best_mean_s": best["mean_s"],
                   "runner": runner["name"], "runner_mean_s": runner["mean_s"],
-                  "lead_s": lead, "order_spread_s": order_spread_s}
+                  "lead_s": lead, "order_spread_s": order_spread_s,
+                  "order_measured": bool(order_measured)}
         if order_spread_s is not None and lead <= order_spread_s:
             out.append((SWEEP_UNDECIDED, params))
             return out
@@ -322,7 +327,10 @@ WORDS: dict[str, Words] = {
         f"{fmt_s(p['lead_s'])} under the next, {p['runner']} ({fmt_s(p['runner_mean_s'])}), "
         f"beyond {pct(comparison.REL_TOL)}"
         + (f" and beyond the order effect ({fmt_s(p['order_spread_s'])})"
-           if p["order_spread_s"] is not None else "") + "."),
+           if p["order_spread_s"] is not None else "")
+        + ("; one direction only, so the run order's effect was not measured "
+           "(both_directions=True sets the lead against it)"
+           if p.get("order_measured") is False else "") + "."),
     SWEEP_UNDECIDED: lambda p: (
         f"Next: run again with passes=2 before choosing: {p['best']} leads {p['runner']} by "
         f"{fmt_s(p['lead_s'])}, no more than the order effect ({fmt_s(p['order_spread_s'])})."),
