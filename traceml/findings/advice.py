@@ -333,12 +333,17 @@ def _stalls_on_top(p: dict) -> str:
             if p.get("threshold_s") is not None else " larger")
     head = f"On top, {plural(p['count'], 'stall')}{past}"
     pattern = p.get("pattern")
+    if pattern is None:
+        # A run saved before the label was kept with this item.
+        pattern = stall_timing.IRREGULAR if p["pattern_known"] else stall_timing.TOO_FEW
     if pattern == stall_timing.UNSETTLED and p.get("period"):
         return (f"{head}, consistent with one every {p['period']} steps but not yet told "
                 "from random stalls.")
-    if pattern == stall_timing.IRREGULAR or (pattern is None and p["pattern_known"]):
-        return f"{head} at irregular intervals."
-    return f"{head}, too few to show a pattern."
+    if pattern == stall_timing.TOO_FEW:
+        return f"{head}, too few to show a pattern."
+    if pattern == stall_timing.EVERY_FETCH:
+        return f"{head}, on every fetch."
+    return f"{head} at irregular intervals."
 
 
 def _uniformly_slow(p: dict) -> str:
