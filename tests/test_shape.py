@@ -171,6 +171,22 @@ def test_stalls_in_pairs_keep_the_period_of_their_bursts(loader_source):
     assert "counting back-to-back stalls as one burst" in str(r)
 
 
+def test_a_spread_wait_without_a_loader_speaks_of_no_workers():
+    """The same waits from the probes, or from a wrapped iterable that is
+    no DataLoader: no workers, hand-over or prefetch to vary; the next step
+    is to wrap the loader itself."""
+    wait = np.full(60, 10 * MS)
+    rec = records(wait, np.full(60, 150 * MS), source=0)
+    probes = build(rec, INFO, 0, None)
+    assert probes["shape"] == "FAST" and probes["source"] == "probes"
+    assert "between step_begin() and fetch_done()" in probes["next"][0]
+    other = build(records(wait, np.full(60, 150 * MS)), INFO, SYNTHETIC, None)
+    assert "the wrapped iterable's next()" in other["next"][0]
+    for r in (probes, other):
+        assert "workers" not in r["next"][0] and "prefetch_factor" not in " ".join(r["next"])
+        assert r["next"][1].startswith("Next: wrap the DataLoader itself")
+
+
 def test_every_step_stalling_is_every_fetch_not_a_period(loader_source):
     loader_source(1)
     r = build(records(np.full(40, 80 * MS), np.full(40, 5 * MS)), INFO, SYNTHETIC, None)
@@ -178,9 +194,10 @@ def test_every_step_stalling_is_every_fetch_not_a_period(loader_source):
     assert r["cadence"]["period"] is None
 
 
-def test_next_for_even_small_waits_names_both_explanations():
+def test_next_for_even_small_waits_names_both_explanations(loader_source):
     """BALANCED with no stall: the numbers cannot tell a per-batch hand-over
     cost from a loader at its limit, so the sentence names both."""
+    loader_source(2)
     wait = np.full(60, 10 * MS)
     r = build(records(wait, np.full(60, 150 * MS)), INFO, SYNTHETIC, None)
     assert r["diagnosis"] == "BALANCED" and r["shape"] == "FAST"

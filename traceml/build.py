@@ -458,7 +458,8 @@ def _counts(steps: np.ndarray, w: _Steady, epochs: np.ndarray, info: dict, sourc
     """Which source, how many steps and epochs, and the store's health."""
     n = len(steps)
     return {
-        "source": src.name if src is not None else str(source_id),
+        "source": (src.name if src is not None
+                   else "probes" if source_id == 0 else str(source_id)),
         "sources": recorded,
         "steps": n,
         "steady_steps": len(w.wait),

@@ -178,6 +178,14 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if shp == stall_shape.FAST:
         if st.get("outliers"):
             return out
+        if not loader:
+            # Probes around code traceml does not see into: no workers,
+            # hand-over or prefetch to speak of.
+            out.append(("spread_wait", {"share": share, "median_s": wait["median"],
+                                        "probes": s.get("source") == "probes",
+                                        "no_loader": True}))
+            out.append(("wrap_and_sweep", {}))
+            return out
         out.append(("spread_wait", {"share": share, "median_s": wait["median"]}))
         out.append(("vary_workers_or_prefetch", {}))
         return out
@@ -431,9 +439,13 @@ WORDS: dict[str, Words] = {
     "wait_for_core": wait_parts.wait_for_core_words,
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
-        f"time, spread over every fetch (median {fmt_s(p['median_s'])}): a cost paid per "
-        "batch (handing it over from the workers, collate, pin_memory) or a loader only "
-        "just keeping up."),
+        f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "
+        + ("a cost paid on every fetch by the code between step_begin() and fetch_done()."
+           if p.get("probes") else
+           "a cost paid on every fetch by the wrapped iterable's next()."
+           if p.get("no_loader") else
+           "a cost paid per batch (handing it over from the workers, collate, pin_memory) "
+           "or a loader only just keeping up.")),
     "vary_workers_or_prefetch": lambda p: (
         "Next: vary num_workers or prefetch_factor (traceml.sweep): a wait that stays put "
         "is per-batch hand-over cost; one that falls with more workers is loader throughput."),
