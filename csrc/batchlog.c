@@ -171,7 +171,7 @@ batchlog_fetch_begin(PyObject *op, PyObject *Py_UNUSED(ignored))
 {
     tm_batchlog *self = (tm_batchlog *)op;
 
-    self->open_cpu_ns = tm_thread_cpu_ns();
+    self->open_cpu_ns = tm_process_cpu_ns();
     self->open_begin_ns = tm_clock_ns();
     self->open = 1;
     Py_RETURN_NONE;
@@ -275,7 +275,7 @@ batchlog_fetch_end(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     self->open = 0;
     {
         int64_t end_ns = tm_clock_ns();
-        int64_t cpu_ns = tm_thread_cpu_ns();
+        int64_t cpu_ns = tm_process_cpu_ns();
 
         batchlog_write(self, self->open_begin_ns, end_ns,
                        (cpu_ns >= 0 && self->open_cpu_ns >= 0)
@@ -545,11 +545,15 @@ typedef struct {
     vectorcallfunc vectorcall;
 } tm_timedfetch;
 
-/* The calling thread's CPU time (its CPU clock: schedstat's on-CPU figure
-   moves only at scheduler ticks and switches, so a batch shorter than a
-   tick could read 0) and its run-queue wait (schedstat, which the kernel
-   adds to when the thread gets a core; opened on first use, in the thread
-   that fetches; -1 when the kernel keeps none). */
+/* The worker process's CPU time, every thread's (its CPU clock:
+   schedstat's on-CPU figure moves only at scheduler ticks and switches, so
+   a batch shorter than a tick could read 0; every thread, so that work a
+   dataset hands to its own threads counts as the batch's, as the cores it
+   takes do), and the fetching thread's run-queue wait (schedstat, which
+   the kernel adds to when the thread gets a core; opened on first use, in
+   the thread that fetches; -1 when the kernel keeps none).  The process's
+   CPU over a batch also holds its queue's feeder thread sending earlier
+   batches: CPU the worker spends all the same. */
 static void
 timedfetch_clocks(tm_timedfetch *self, int64_t *cpu_ns, int64_t *runq_ns)
 {
@@ -561,7 +565,7 @@ timedfetch_clocks(tm_timedfetch *self, int64_t *cpu_ns, int64_t *runq_ns)
             self->schedstat_fd = -2;
         }
     }
-    *cpu_ns = tm_thread_cpu_ns();
+    *cpu_ns = tm_process_cpu_ns();
     if (self->schedstat_fd < 0
             || tm_schedstat_read(self->schedstat_fd, &ignored, runq_ns) != 0) {
         *runq_ns = -1;

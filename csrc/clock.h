@@ -34,4 +34,17 @@ tm_thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
 }
 
+/* The calling process's CPU time in ns, every thread's
+   (CLOCK_PROCESS_CPUTIME_ID), or -1 when it cannot be read. */
+static inline int64_t
+tm_process_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) {
+        return -1;
+    }
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
 #endif  /* TRACEML_CLOCK_H */

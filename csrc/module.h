@@ -20,8 +20,9 @@
 typedef struct {
     int64_t begin_ns;         /* clock_ns() when the worker began the batch */
     int64_t end_ns;           /* ... and when it was made */
-    int64_t cpu_ns;           /* the worker thread's CPU over it; -1 unknown */
-    int64_t runq_ns;          /* ... and its wait for a core; -1 unknown */
+    int64_t cpu_ns;           /* the worker process's CPU over it, every
+                                 thread's; -1 unknown */
+    int64_t runq_ns;          /* the fetching thread's wait for a core; -1 unknown */
     int64_t seq;              /* its number among the worker's batches of the epoch */
     int32_t epoch;            /* the owner's epoch when the fetcher was made */
     int32_t worker;           /* the DataLoader worker id */

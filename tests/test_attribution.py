@@ -433,7 +433,7 @@ def test_a_slow_shard_is_one_worker_not_lock_step():
     ticks = r["workers"]["cpu_ticks_by_worker"]
     assert ticks[1] >= attribution.BUSIER_RATIO * np.median([ticks[0], ticks[2]])
     text = str(r)
-    assert "worker 1's share of the data, not num_workers" in text
+    assert "look at what worker 1 has that the others do not, not at num_workers" in text
     assert "consistent with the workers finishing their batches together" not in text
     assert "vary num_workers" not in " ".join(r["next"])
     assert f"attribution: {attribution.ONE_WORKER} worker 1" in text

@@ -6,8 +6,8 @@ Pure functions of a report summary (numbers only; the sentences are in
 steps, in seconds, measured inside the workers (:mod:`traceml.worker_timing`)
 or by the step clock:
 
-* ``T`` wall time a worker takes to make one batch, ``c`` its thread's CPU
-  over it, ``q`` its wait for a core (the kernel's schedstat), and
+* ``T`` wall time a worker takes to make one batch, ``c`` its process's CPU
+  over it (every thread's: a dataset's own threads take cores too), ``q`` its wait for a core (the kernel's schedstat), and
   ``o = T - c - q`` the rest: I/O, sleeps, locks;
 * ``s`` the step's compute (step minus input wait) and ``h`` the hand-over
   per step (input wait while the awaited worker was not making batches);

@@ -13,7 +13,8 @@ How: for each iter() of a wrapped DataLoader whose workers are forked,
 (torch's private factory of the per-worker fetcher, called once at worker
 start and again at each epoch of persistent workers) with one that times
 every ``fetcher.fetch(index)``: its wall begin and end on the same
-monotonic clock as the steps, and the worker thread's CPU time.  Records go
+monotonic clock as the steps, and the worker process's CPU time (every
+thread's: work a dataset hands to its own threads counts).  Records go
 to a :class:`traceml._core.BatchLog`, a shared anonymous mapping the
 forked workers inherit.  Nothing is pickled, nothing crosses the data
 queue, the batch is untouched, and the main process pays nothing per step.
@@ -459,8 +460,8 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
 
     Numbers (seconds; shares of the matched steady steps' total step time):
     ``make_s`` wall per batch in the worker (production time, including
-    waits for a core, I/O, sleeps), ``cpu_s`` the worker thread's CPU per
-    batch, ``runq_s`` its wait for a core (schedstat; None when the
+    waits for a core, I/O, sleeps), ``cpu_s`` the worker process's CPU per
+    batch (every thread), ``runq_s`` the fetching thread's wait for a core (schedstat; None when the
     kernel keeps none) (each {median, p95, mean}), ``handover_s`` per step the input
     wait outside production (same), ``workers`` per worker id {batches, make_median_s,
     cpu_median_s}, ``busy_share`` the workers' time making batches over

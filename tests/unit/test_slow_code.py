@@ -160,12 +160,27 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("decode", 39, 58, 2)]
     path = [_path_entry("DS.__getitem__", 1.0), _path_entry("read_rows", 0.98),
             _path_entry("inflate", 0.9)]
-    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path, one_group=True),
+         "diagnosis": "INPUT-BOUND"}
     (adv,) = slow_code.advise(s)
     assert adv.code == "look_at_path"
     said = slow_code.WORDS[adv.code](adv.numbers)
     assert "`read_rows` in `data/ds.py:3` holds 98%" in said and "down to `inflate`" in said, said
     s["diagnosis"] = "HAND-OVER"
+    assert slow_code.advise(s) == []
+
+
+def test_slow_batches_of_the_same_code_get_no_next_step_of_their_own():
+    # Two groups of make times (one slow worker, or slow samples) that run
+    # the same code: no function tells them apart, and "every batch costs
+    # alike" would be false; the evidence says so, the attribution leads.
+    fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("burn", 39, 58, 2)]
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("burn", 0.98)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    f = slow_code.judge(s["slow_code"])
+    assert f.code == "slow_code_same" and not f.numbers["one_group"]
+    said = slow_code.WORDS[f.code](f.numbers)
+    assert "they run the same code, only longer" in said and "every batch's" not in said
     assert slow_code.advise(s) == []
 
 

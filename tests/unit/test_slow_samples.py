@@ -172,3 +172,25 @@ def test_a_source_without_items_says_why():
                                        "its workers are not forked (start method 'spawn')")
     assert "spawn" in block["unavailable"]
     assert slow_samples.rule(block) == []
+
+
+def test_an_index_slow_once_and_fast_after_is_said_not_to_be_the_samples():
+    # Two workers' first samples (index 0 and 1) carry a 300 ms start-up
+    # in epoch 0; the same indices cost 2 ms in epochs 1 and 2.
+    index = np.tile(np.arange(20), 3)
+    wall = np.full(60, 2_000_000, dtype=np.int64)
+    wall[[0, 1]] = 300_000_000
+    arrays = {"wall_ns": wall, "cpu_ns": wall.copy(), "index": index,
+              "batch_share": np.ones(60)}
+    out = slow_samples.slow_of(arrays)
+    assert out["indices"] == [0, 1] and out["stride"] is None
+    assert (out["slow_timings"], out["timings"]) == (2, 6)
+    block = {"available": True, "kind": "map", "slow": out}
+    (f,) = slow_samples.rule(block)
+    said = slow_samples.WORDS[f.code](f.numbers)
+    assert "fast in 4 of their 6 timings" in said and "not of the samples" in said
+    # Slow every time they were made: no such clause.
+    wall[[20, 21, 40, 41]] = 300_000_000
+    out = slow_samples.slow_of({**arrays, "wall_ns": wall, "cpu_ns": wall.copy()})
+    (f,) = slow_samples.rule({**block, "slow": out})
+    assert "timings" not in slow_samples.WORDS[f.code](f.numbers)

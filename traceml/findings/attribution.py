@@ -491,9 +491,12 @@ def advise(s: dict) -> list[Finding]:
 WORDS: dict[str, Words] = {
     "one_worker": _one_worker,
     "split_shards": lambda p: (
-        f"Next: look at worker {p['worker']}'s share of the data, not num_workers: with an "
-        "IterableDataset, the shard it reads (split by get_worker_info().id) is larger or "
-        "slower than the others'; balance the split."),
+        f"Next: look at what worker {p['worker']} has that the others do not, not at "
+        "num_workers: with an IterableDataset, the shard it reads (split by "
+        "get_worker_info().id) is larger or slower than the others' (balance the split); "
+        "with a map-style dataset every worker runs the same code, so its own "
+        "worker_init_fn, a per-worker resource (a file, a connection, a cache) or the core "
+        "it runs on."),
     "slow_sample": lambda p: (
         _slow_made(p) if p.get("period_from") == PERIOD_FROM_MAKE_TIMES else (
             f"The stalled batches share rank % {p['period']} == {p['residue']} "

@@ -246,15 +246,19 @@ def superseded_by(f: Finding) -> frozenset:
 
 def advise(s: dict) -> list[Finding]:
     """``look_at_function`` where a function tells the slow batches
-    apart; ``look_at_path`` where every batch costs the same and the loop
-    is INPUT-BOUND (making batches is the limit): the hot path's first
-    callee under the dataset's entry and its innermost function."""
+    apart; ``look_at_path`` where every batch costs the same (one group of
+    make times, or every fetch stalled) and the loop is INPUT-BOUND (making
+    batches is the limit): the hot path's first callee under the dataset's
+    entry and its innermost function.  Slow batches that run the same code
+    as the fast ones, only longer, get no next step here: what makes them
+    slow is their data or their worker (the attribution's to say)."""
     f = judge(s.get("slow_code"))
     if f is None:
         return []
     if f.code == "slow_code_named":
         return [Finding("look_at_function", f.numbers)]
-    if f.code == "slow_code_same" and s.get("diagnosis") == "INPUT-BOUND":
+    alike = f.code == "slow_code_same" and (f.numbers["one_group"] or f.numbers["every_fetch"])
+    if alike and s.get("diagnosis") == "INPUT-BOUND":
         path = f.numbers["path"]
         head = path[1] if len(path) > 1 else path[0]
         return [Finding("look_at_path", {"head": head, "tail": path[-1],
@@ -310,8 +314,11 @@ WORDS: dict[str, Words] = {
          if p.get("one_group") else
          "every fetch stalled, so no batch is fast to compare with"
          if p["every_fetch"] else "no function tells the slow batches from the fast ones")
-        + f" ({p['samples']:.0f} samples): the cost is every batch's; most of "
-        f"{_whose(p)} CPU went down " + _path(p["path"])),
+        + f" ({p['samples']:.0f} samples): "
+        + ("the cost is every batch's" if p.get("one_group") or p["every_fetch"] else
+           "they run the same code, only longer (their data or their worker makes them "
+           "slow, not a code path of their own)")
+        + f"; most of {_whose(p)} CPU went down " + _path(p["path"])),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
         "too few to name a function; a longer run would"),

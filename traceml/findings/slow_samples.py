@@ -59,7 +59,9 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     fast_s (wall medians of the slow and the other samples), slow_cpu_s,
     time_share (the slow samples' part of all sample wall time),
     batch_share (their median share of their batch's make time), indices
-    (the distinct slow indices, sorted; -1 left out), stride, residue
+    (the distinct slow indices, sorted; -1 left out), slow_timings (the
+    slow samples with a known index), timings (every timing of those
+    indices, slow or fast), stride, residue
     (None: no stride holds), checked (timed indices of the stride's
     class)}."""
     if arrays is None or len(arrays["wall_ns"]) == 0:
@@ -94,6 +96,12 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     })
     slow_idx = np.unique(index[slow & (index >= 0)])
     out["indices"] = slow_idx.tolist()
+    # How often those indices were timed, slow or not: an index slow in one
+    # epoch and fast in the others is not a slow sample (a worker's first
+    # sample carries its start-up, whatever its index).
+    known = slow & (index >= 0)
+    out["slow_timings"] = int(known.sum())
+    out["timings"] = int(np.isin(index, slow_idx).sum())
     out.update(_stride(slow_idx, np.unique(index[fast & (index >= 0)])))
     return out
 
@@ -129,6 +137,7 @@ def rule(block: Optional[dict]) -> list[Finding]:
     slow = block.get("slow") or {}
     if slow.get("count"):
         numbers = {"what": what, "indices": slow["indices"][:INDICES_SHOWN],
+                   "slow_timings": slow.get("slow_timings"), "timings": slow.get("timings"),
                    "distinct": len(slow["indices"]), "count": slow["count"], "of": slow["of"],
                    "slow_s": slow["slow_s"], "fast_s": slow["fast_s"],
                    "basis": slow["basis"], "threshold_s": slow["threshold_s"],
@@ -169,7 +178,19 @@ def _slow_body(p: dict) -> str:
             f"at least {fmt_s(SLOW_MIN_EXCESS_CPU_S if p['basis'] == 'cpu' else SLOW_MIN_EXCESS_WALL_S)} "
             "over it), "
             f"{pct(p['batch_share'])} of their batch's time, {pct(p['time_share'])} of all "
-            "sample time")
+            "sample time" + _not_the_index(p))
+
+
+def _not_the_index(p: dict) -> str:
+    """Where the slow indices were also timed fast: the slowness was the
+    moment's, not the samples'."""
+    slow, timed = p.get("slow_timings"), p.get("timings")
+    if not slow or not timed or timed <= slow:
+        return ""
+    whats = "indices" if p["what"] == "index" else f"{p['what']}s"
+    return (f"; yet those {whats} were fast in {timed - slow} of their {timed} timings: "
+            "a cost of when they were made (a worker's first sample carries its start-up), "
+            f"not of the samples")
 
 
 WORDS: dict[str, Words] = {
