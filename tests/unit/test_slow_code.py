@@ -160,8 +160,7 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("decode", 39, 58, 2)]
     path = [_path_entry("DS.__getitem__", 1.0), _path_entry("read_rows", 0.98),
             _path_entry("inflate", 0.9)]
-    s = {"slow_code": _block(fns, 40, 60, hot_path=path, one_group=True),
-         "diagnosis": "INPUT-BOUND"}
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
     (adv,) = slow_code.advise(s)
     assert adv.code == "look_at_path"
     said = slow_code.WORDS[adv.code](adv.numbers)
@@ -176,12 +175,19 @@ def test_slow_batches_of_the_same_code_get_no_next_step_of_their_own():
     # alike" would be false; the evidence says so, the attribution leads.
     fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("burn", 39, 58, 2)]
     path = [_path_entry("DS.__getitem__", 1.0), _path_entry("burn", 0.98)]
-    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND",
+         "attribution": {"label": "ONE-WORKER"}}
     f = slow_code.judge(s["slow_code"])
     assert f.code == "slow_code_same" and not f.numbers["one_group"]
-    said = slow_code.WORDS[f.code](f.numbers)
+    (said,) = slow_code.evidence_lines(s)
     assert "they run the same code, only longer" in said and "every batch's" not in said
     assert slow_code.advise(s) == []
+    # A lock-step round (or no attribution) makes batches wait, not cost
+    # more: every batch's cost, and the hot path is the next step.
+    for label in ("LOCK-STEP", None):
+        s["attribution"] = {"label": label}
+        assert "the cost is every batch's" in slow_code.evidence_lines(s)[0]
+        assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
 
 
 def test_off_cpu_names_the_larger_measured_part():

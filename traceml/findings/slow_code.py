@@ -44,7 +44,7 @@ from scipy import stats
 
 from .. import _core
 from ..fmt import pct, plural
-from . import stall_threshold
+from . import attribution, stall_threshold
 from ._types import Finding, Words
 
 # The false-naming rate across the functions of one report: 1 in 100
@@ -197,6 +197,17 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
                                       "one_group": bool(block.get("one_group"))})
 
 
+def alike(s: dict, f: Finding) -> bool:
+    """Whether the ``slow_code_same`` finding ``f`` means every batch
+    costs alike: the make times form one group, every fetch stalled, or
+    the attribution does not pin the slow batches on one worker or on
+    particular samples (a lock-step round makes some batches wait, not
+    cost more)."""
+    label = (s.get("attribution") or {}).get("label")
+    return bool(f.numbers.get("one_group") or f.numbers.get("every_fetch")
+                or label not in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE))
+
+
 def held_path(path: list[dict], total: float) -> list[dict]:
     """The entries of a hot path (traceml.stacks.hot_path: outermost
     first, each with its ``share`` of ``total`` samples) that hold most of
@@ -221,7 +232,10 @@ def evidence_lines(s: dict) -> list[str]:
     f = judge(s.get("slow_code"))
     if f is None:
         return []
-    out = [WORDS[f.code](f.numbers)]
+    numbers = f.numbers
+    if f.code == "slow_code_same":
+        numbers = {**numbers, "alike": alike(s, f)}
+    out = [WORDS[f.code](numbers)]
     if f.code == "slow_code_named":
         rows = [r for r in tested(s["slow_code"]) if r["named"]
                 and (r["function"], r["file"]) != (f.numbers["function"], f.numbers["file"])]
@@ -246,19 +260,18 @@ def superseded_by(f: Finding) -> frozenset:
 
 def advise(s: dict) -> list[Finding]:
     """``look_at_function`` where a function tells the slow batches
-    apart; ``look_at_path`` where every batch costs the same (one group of
-    make times, or every fetch stalled) and the loop is INPUT-BOUND (making
-    batches is the limit): the hot path's first callee under the dataset's
-    entry and its innermost function.  Slow batches that run the same code
-    as the fast ones, only longer, get no next step here: what makes them
-    slow is their data or their worker (the attribution's to say)."""
+    apart; ``look_at_path`` where every batch costs alike (:func:`alike`)
+    and the loop is INPUT-BOUND (making batches is the limit): the hot
+    path's first callee under the dataset's entry and its innermost
+    function.  Slow batches that run the same code as the fast ones, only
+    longer, because of one worker or particular samples get no next step
+    here: the attribution's leads."""
     f = judge(s.get("slow_code"))
     if f is None:
         return []
     if f.code == "slow_code_named":
         return [Finding("look_at_function", f.numbers)]
-    alike = f.code == "slow_code_same" and (f.numbers["one_group"] or f.numbers["every_fetch"])
-    if alike and s.get("diagnosis") == "INPUT-BOUND":
+    if f.code == "slow_code_same" and alike(s, f) and s.get("diagnosis") == "INPUT-BOUND":
         path = f.numbers["path"]
         head = path[1] if len(path) > 1 else path[0]
         return [Finding("look_at_path", {"head": head, "tail": path[-1],
@@ -315,9 +328,9 @@ WORDS: dict[str, Words] = {
          "every fetch stalled, so no batch is fast to compare with"
          if p["every_fetch"] else "no function tells the slow batches from the fast ones")
         + f" ({p['samples']:.0f} samples): "
-        + ("the cost is every batch's" if p.get("one_group") or p["every_fetch"] else
-           "they run the same code, only longer (their data or their worker makes them "
-           "slow, not a code path of their own)")
+        + ("they run the same code, only longer (their data or their worker makes them "
+           "slow, not a code path of their own)" if p.get("alike") is False else
+           "the cost is every batch's")
         + f"; most of {_whose(p)} CPU went down " + _path(p["path"])),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
