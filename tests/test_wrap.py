@@ -768,8 +768,20 @@ def test_fetch_clocks_read_the_fetching_threads_cpu():
     assert (runq_ns >= -1).all()
     r = rec.report()
     parts = r["wait_parts"]["all"]
-    assert r["wait_parts"]["largest"]["part"] == "main_cpu"
-    assert parts["parts_s"]["main_cpu"] >= 0.5 * parts["wait_s"]
+    # The split's main CPU is the clocked CPU inside each wait (the steady
+    # fetches: the last parts["fetches"] of them), computed here apart.
+    tail = slice(12 - parts["fetches"], 12)
+    on_cpu = float(np.minimum(cpu_ns[tail], wait[tail]).sum()) * 1e-9
+    assert parts["parts_s"]["main_cpu"] == pytest.approx(on_cpu, rel=1e-6)
+    assert sum(parts["parts_s"].values()) == pytest.approx(parts["wait_s"], rel=1e-6)
+    # It leads unless the thread waited for a core longer than it ran (this
+    # test beside the other Pythons' suites in .ci/run: then that wait is
+    # the largest part, the host's where other programs held the cores).
+    queued = sum(parts["parts_s"].get(k, 0.0) for k in ("cpu_wait", "host_cpu_wait"))
+    if queued < parts["parts_s"]["main_cpu"]:
+        assert r["wait_parts"]["largest"]["part"] == "main_cpu"
+    else:
+        assert r["wait_parts"]["largest"]["part"] in ("cpu_wait", "host_cpu_wait")
 
 
 def test_fetch_clocks_cover_each_epochs_first_fetches_then_a_prime_stride():
