@@ -21,17 +21,24 @@ tm_clock_ns(void)
     return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
 }
 
+/* A CPU clock's time in ns, or -1 when it cannot be read. */
+static inline int64_t
+tm_cpu_clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+
+    if (clock_gettime(clock, &ts) != 0) {
+        return -1;
+    }
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
 /* The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID, a system
    call here), or -1 when it cannot be read. */
 static inline int64_t
 tm_thread_cpu_ns(void)
 {
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
-        return -1;
-    }
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+    return tm_cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* The calling process's CPU time in ns, every thread's
@@ -39,12 +46,7 @@ tm_thread_cpu_ns(void)
 static inline int64_t
 tm_process_cpu_ns(void)
 {
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) {
-        return -1;
-    }
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+    return tm_cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 #endif  /* TRACEML_CLOCK_H */
