@@ -276,8 +276,9 @@ def _run(loader, pace_s, epochs=1, rec=None):
 
 @pytest.mark.parametrize("in_order", [True, False])
 def test_each_step_meets_the_batch_its_worker_made(in_order):
-    # 4 items of 2 ms CPU a batch: the worker thread's CPU per batch is
-    # known (8 ms); the wall may stretch on a busy host, never shrink.
+    # 4 items of 2 ms CPU a batch: the CPU per batch is known (8 ms, and
+    # the feeder's sending); the wall may stretch on a busy host, never
+    # shrink.
     loader = DataLoader(BurnDataset(4 * 16, 0.002), batch_size=4, num_workers=2,
                         in_order=in_order)
     r, _ = _run(loader, 0.002)
@@ -286,7 +287,10 @@ def test_each_step_meets_the_batch_its_worker_made(in_order):
     assert p["batches"] == r["steady_steps"]
     assert sorted(p["workers"]) == [0, 1]
     assert sum(v["batches"] for v in p["workers"].values()) == p["batches"]
-    assert p["cpu_s"]["median"] == pytest.approx(0.008, rel=0.15)
+    # The worker process's CPU over a batch: the 8 ms burnt, plus what its
+    # queue's feeder thread spends sending the batch before (pickling 4
+    # small tensors: under a millisecond quiet, 1.7 ms under the sanitizer).
+    assert 0.85 * 0.008 <= p["cpu_s"]["median"] <= 1.5 * 0.008, p["cpu_s"]
     assert p["make_s"]["median"] >= 0.95 * p["cpu_s"]["median"]
     assert "workers made a batch in" in str(r)
 
