@@ -592,8 +592,7 @@ timedfetch_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
         end = tm_clock_ns();
         timedfetch_clocks(self, &cpu1, &runq1);
         batchlog_write((tm_batchlog *)self->log, begin, end,
-                       (cpu0 >= 0 && cpu1 >= cpu0) ? cpu1 - cpu0 : -1,
-                       (runq0 >= 0 && runq1 >= runq0) ? runq1 - runq0 : -1,
+                       tm_clock_delta(cpu0, cpu1, 0), tm_clock_delta(runq0, runq1, 0),
                        self->epoch, self->worker, self->seq++);
     }
     return batch;

@@ -57,14 +57,6 @@ refuse_args(const char *name, Py_ssize_t nargs)
     return NULL;
 }
 
-/* The difference of two thread-clock readings, -1 where either is
-   unknown, the thread moved between them or the clock went back. */
-static inline int64_t
-clock_delta(int64_t before, int64_t after, int moved)
-{
-    return (!moved && before >= 0 && after >= before) ? after - before : -1;
-}
-
 /* The clocked step just closed gets its fetch's clocks and its body's,
    read now, where it was pushed (the store's length was `before`) and its
    fetch was done. */
@@ -81,8 +73,8 @@ add_probe_clock(tm_recorder *rec, size_t before)
     }
     moved = tm_thread_clocks_read(&rec->probe_clocks, &cpu, &runq);
     tm_store_add_clock(&rec->store, rec->store.len - 1, p->fetch_cpu_ns,
-                       p->fetch_runq_ns, clock_delta(p->done_cpu_ns, cpu, moved),
-                       clock_delta(p->done_runq_ns, runq, moved));
+                       p->fetch_runq_ns, tm_clock_delta(p->done_cpu_ns, cpu, moved),
+                       tm_clock_delta(p->done_runq_ns, runq, moved));
 }
 
 /* Close the open step at now.  A step without fetch_done() waited 0 ns
@@ -172,8 +164,8 @@ fetch_clocked(tm_recorder *rec)
     int moved = tm_thread_clocks_read(&rec->probe_clocks, &p->done_cpu_ns,
                                       &p->done_runq_ns);
 
-    p->fetch_cpu_ns = clock_delta(p->begin_cpu_ns, p->done_cpu_ns, moved);
-    p->fetch_runq_ns = clock_delta(p->begin_runq_ns, p->done_runq_ns, moved);
+    p->fetch_cpu_ns = tm_clock_delta(p->begin_cpu_ns, p->done_cpu_ns, moved);
+    p->fetch_runq_ns = tm_clock_delta(p->begin_runq_ns, p->done_runq_ns, moved);
     if (moved) {
         p->done_cpu_ns = p->done_runq_ns = -1;
     }

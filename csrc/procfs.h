@@ -153,6 +153,16 @@ int tm_thread_clocks_read(tm_thread_clocks *c, int64_t *cpu_ns, int64_t *runq_ns
 /* Close the schedstat descriptor, if open (c is then as initialised). */
 void tm_thread_clocks_close(tm_thread_clocks *c);
 
+/* The growth of a clock between two readings (ns), -1 where either is
+   unknown (-1), the clock went back, or the thread moved between them
+   (`moved`: tm_thread_clocks_read's answer; 0 where both are one
+   thread's by construction). */
+static inline int64_t
+tm_clock_delta(int64_t before, int64_t after, int moved)
+{
+    return (!moved && before >= 0 && after >= before) ? after - before : -1;
+}
+
 /* The role of the host's readings (pid 0): /proc/stat's first line, the
    CPU time of every core, whoever ran it. */
 #define TM_ROLE_HOST (-2)

@@ -149,12 +149,8 @@ body_clocks(tm_wrapiter *self, int64_t *cpu_ns, int64_t *runq_ns)
 {
     int moved = tm_thread_clocks_read(&self->clocks, cpu_ns, runq_ns);
 
-    self->open_body_cpu_ns = (!moved && *cpu_ns >= 0 && self->last_cpu_ns >= 0
-                              && *cpu_ns >= self->last_cpu_ns)
-                             ? *cpu_ns - self->last_cpu_ns : -1;
-    self->open_body_runq_ns = (!moved && *runq_ns >= 0 && self->last_runq_ns >= 0
-                               && *runq_ns >= self->last_runq_ns)
-                              ? *runq_ns - self->last_runq_ns : -1;
+    self->open_body_cpu_ns = tm_clock_delta(self->last_cpu_ns, *cpu_ns, moved);
+    self->open_body_runq_ns = tm_clock_delta(self->last_runq_ns, *runq_ns, moved);
 }
 
 TM_HOT_INLINE void
@@ -602,8 +598,8 @@ wrapiter_next(tm_wrapiter *self)
         return NULL;
     }
     if (TM_UNLIKELY(clocked)) {
-        self->open_cpu_ns = (cpu0 >= 0 && cpu1 >= cpu0) ? cpu1 - cpu0 : -1;
-        self->open_runq_ns = (runq0 >= 0 && runq1 >= runq0) ? runq1 - runq0 : -1;
+        self->open_cpu_ns = tm_clock_delta(cpu0, cpu1, 0);
+        self->open_runq_ns = tm_clock_delta(runq0, runq1, 0);
     }
     self->open_bytes = -1;
     if (TM_UNLIKELY(self->steps <= TM_BYTES_FIRST
