@@ -970,6 +970,7 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     block["stalls"] = int(np.count_nonzero(stalled))
     batch_at = None     # each sample's batch record (workers only)
     block["slow_cpu_share"] = block["fast_cpu_share"] = None
+    slow_ns = 0.0       # the slow batches' time (make time, or stalled waits)
     if in_main:
         # num_workers=0: each fetch makes its batch in this process, so a
         # stalled fetch is a slow batch; only samples inside fetches count.
@@ -1002,6 +1003,7 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             batch_at = stacks.batch_of(d.samples, records)
             group = np.where(batch_at >= 0, group_of[np.maximum(batch_at, 0)], -1)
             block["slow_batches"] = int(np.count_nonzero(slow_rec))
+            slow_ns = float(make[slow_rec].sum())
             cpu, runq = records["cpu_ns"], records["runq_ns"]
             for key, which in (("slow_cpu_share", slow_rec), ("fast_cpu_share", fast_rec)):
                 if which.any() and (cpu[which] >= 0).all() and make[which].sum() > 0:
@@ -1035,10 +1037,8 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             if wait_ns > 0:
                 block[key] = min(1.0, n * sample_ns / wait_ns)
         slow_ns = float(wait[stalled].sum())
-    else:
-        slow_ns = float(make[slow_rec].sum()) if block.get("slow_batches") else 0.0
-    # The other threads' sampled CPU over the slow batches' time (the
-    # stalls' waits in the main process): whether work outside the
+    # The other threads' sampled CPU over the slow batches' time (their
+    # make time; the stalls' waits in the main process): whether work outside the
     # sampled thread could have made them slow.
     block["slow_other_cpu_share"] = (
         min(1.0, block["samples"]["slow_other_thread"] * sample_ns / slow_ns)
