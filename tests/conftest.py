@@ -1,5 +1,8 @@
+import gc
 import os
 import sys
+import threading
+import time
 
 import pytest
 
@@ -10,6 +13,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import traceml
 from traceml import _core
 
+# How long a test's leftover threads get to end before the next test
+# (threads_ended): a closed queue's feeder ends within milliseconds; a
+# live persistent loader's never does, and costs the next test this much.
+THREADS_WAIT_S = 1.0
+
 
 @pytest.fixture(autouse=True)
 def fresh_record():
@@ -19,6 +27,29 @@ def fresh_record():
     yield
     traceml.reset()
     _core.default_recorder()._set_capacity_limit(None)
+
+
+@pytest.fixture(autouse=True)
+def threads_ended():
+    """Threads a test started (a DataLoader's queue feeders, a sampler)
+    have ended before the next test forks, or at most THREADS_WAIT_S
+    later.
+
+    A feeder thread of a queue just closed is still freeing its buffers
+    for a moment; a fork then copies its allocator lock held.  glibc's
+    malloc resets its locks in the child, AddressSanitizer's (GCC 12) does
+    not, and the child waits forever (tools/sanitize.sh, seen in CI on
+    2026-12-03: a DataLoader worker waiting on ASan's size-class mutex
+    right after fork, the test after a persistent-workers test)."""
+    before = set(threading.enumerate())
+    yield
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    if not left:
+        return
+    gc.collect()  # a loader in a reference cycle shuts its workers down now
+    deadline = time.monotonic() + THREADS_WAIT_S
+    for t in left:
+        t.join(max(0.0, deadline - time.monotonic()))
 
 
 @pytest.fixture

@@ -25,6 +25,10 @@
 #   SANITIZE_DIR  scratch directory to use (default: a new mktemp -d; kept
 #                 only when the run fails or KEEP=1)
 #   KEEP=1        keep the scratch copy
+#   SANITIZE_TEST_TIMEOUT  seconds one test may run (default 180; the
+#                 slowest takes about 20 s) before pytest-timeout fails it:
+#                 a hang becomes a failure, tried once more alone like any
+#                 other (below), instead of holding the whole run
 #   SANITIZE_EXTRA_CFLAGS  appended to the sanitizer flags (for example
 #                 -fno-sanitize=nonnull-attribute to look past one finding)
 #
@@ -59,6 +63,19 @@ if [ "${1:-}" = "--quick" ]; then
     done
 fi
 pytest_args+=("$@")
+# GCC 12's AddressSanitizer does not reset its allocator's locks in a
+# forked child: a DataLoader worker forked while another thread of the
+# test process holds one waits on it forever (seen in CI, 2026-12-03, and
+# here beside a CPU hog: the worker in ASan's size-class mutex under
+# CPython's after-fork lock reinit).  tests/conftest.py lets a test's
+# threads end before the next test forks; a fork inside one test can still
+# meet its own feeder threads, so a hung test is failed and retried.
+timeout_args=()
+if "$py" -c 'import pytest_timeout' 2>/dev/null; then
+    timeout_args=(--timeout="${SANITIZE_TEST_TIMEOUT:-180}" --timeout-method=signal)
+else
+    echo "sanitize.sh: pytest-timeout not installed; a hung test holds the run" >&2
+fi
 
 cc=${CC:-gcc}
 asan_rt=$("$cc" -print-file-name=libasan.so)
@@ -137,7 +154,8 @@ run_pytest() {  # run_pytest LOG ARGS...: the exit status of pytest
     local log=$1
     shift
     set +e
-    (cd "$scratch" && "$py" -m pytest -p no:cacheprovider --capture=sys -q "$@") \
+    (cd "$scratch" && "$py" -m pytest -p no:cacheprovider --capture=sys -q \
+        ${timeout_args[@]+"${timeout_args[@]}"} "$@") \
         2>&1 | tee "$log"
     local status=${PIPESTATUS[0]}
     set -e
