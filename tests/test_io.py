@@ -76,6 +76,46 @@ def test_a_saved_run_reads_in_the_loading_traceml_words(run, tmp_path, monkeypat
     assert traceml.load(old)["next"] == run["next"]
 
 
+def test_the_rules_behind_the_labels_read_in_the_loading_traceml_words(run, tmp_path,
+                                                                       monkeypatch):
+    from traceml.findings import input_bound, stall_shape, stall_threshold
+
+    path = run.save(tmp_path / "a.traceml")
+    items = {key: run[key + "_item"] for key in ("diagnosis_rule", "shape_rule")}
+    items["rule"] = run["stalls"]["rule_item"]
+    # Each item is the code and numbers its saved words came from.
+    assert input_bound.WORDS[items["diagnosis_rule"][0]](items["diagnosis_rule"][1]) \
+        == run["diagnosis_rule"]
+    assert items["diagnosis_rule"][1]["share"] == run["input_share"]
+    assert stall_shape.WORDS[items["shape_rule"][0]]({}) == run["shape_rule"]
+    assert stall_threshold.WORDS[items["rule"][0]](items["rule"][1]) == run["stalls"]["rule"]
+    # A later traceml words them otherwise: the loaded run reads its words.
+    for table, (code, _) in ((input_bound.WORDS, items["diagnosis_rule"]),
+                             (stall_shape.WORDS, items["shape_rule"]),
+                             (stall_threshold.WORDS, items["rule"])):
+        monkeypatch.setitem(table, code, lambda p, code=code: f"today's words for {code}")
+    back = traceml.load(path)
+    assert back["diagnosis_rule"] == f"today's words for {items['diagnosis_rule'][0]}"
+    assert back["shape_rule"] == f"today's words for {items['shape_rule'][0]}"
+    assert back["stalls"]["rule"] == f"today's words for {items['rule'][0]}"
+    assert f"{back['diagnosis']}: today's words for" in str(back)
+    # A format 3 file saved before the items were kept keeps its words.
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    header = json.loads(members["summary.json"])
+    for key in ("diagnosis_rule_item", "shape_rule_item"):
+        header["summary"].pop(key)
+    header["summary"]["stalls"].pop("rule_item")
+    members["summary.json"] = json.dumps(header).encode()
+    older = tmp_path / "older.traceml"
+    with zipfile.ZipFile(older, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    kept = traceml.load(older)
+    assert (kept["diagnosis_rule"], kept["shape_rule"], kept["stalls"]["rule"]) == (
+        run["diagnosis_rule"], run["shape_rule"], run["stalls"]["rule"])
+
+
 def test_truncated_file_names_the_file(run, tmp_path):
     path = run.save(tmp_path / "a.traceml")
     data = open(path, "rb").read()

@@ -48,6 +48,15 @@ def duration_stats_s(x_ns: np.ndarray) -> dict:
     }
 
 
+def _worded(key: str, finding: Optional[findings.Finding]) -> dict:
+    """``{key: its words, key + "_item": [code, numbers]}`` for one
+    finding (both None without one): the sentence for today's views, the
+    item a run file keeps and Report.load words again (result.RULE_WORDS)."""
+    if finding is None:
+        return {key: None, key + "_item": None}
+    return {key: findings.sentences([finding])[0], key + "_item": findings.stored([finding])[0]}
+
+
 def _check_threshold(stall_threshold_s: Any) -> Optional[float]:
     if stall_threshold_s is None:
         return None
@@ -664,7 +673,7 @@ def _durations(w: _Steady, production: Optional[dict] = None,
         "step_s": duration_stats_s(w.step),
         "input_share": share,
         "diagnosis": diagnosis.label,
-        "diagnosis_rule": input_bound.diagnosis_rule(*diagnosis),
+        **_worded("diagnosis_rule", input_bound.diagnosis_finding(*diagnosis)),
     }
 
 
@@ -716,13 +725,13 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
     outlier_count = int(np.count_nonzero(outliers_s))
     return mask, gaps, {
         "shape": shape[0] if shape else None,
-        "shape_rule": stall_shape.shape_rule(shape[1]) if shape else None,
+        **_worded("shape_rule", stall_shape.shape_finding(shape[1]) if shape else None),
         "shape_support": shape_support,
         "concentration": stall_shape.concentration(w.wait, mask_s),
         "trend": trend,
         "stalls": {
             "threshold_s": rule.threshold_ns * NS,
-            "rule": stall_threshold.stall_rule(rule),
+            **_worded("rule", stall_threshold.stall_finding(rule)),
             "rule_code": rule.code,
             "all_slow": rule.all_slow,
             "count": stall_count,
@@ -1238,8 +1247,8 @@ def gpu_block(summary: dict, steps: np.ndarray, steady: np.ndarray, gpu: Optiona
         "host_diagnosis": host.label,
         "rule": code,
     }
-    block["rule_text"] = gpu_wait.gpu_rule(code, block)
+    block.update(_worded("rule_text", gpu_wait.gpu_finding(code, block)))
     if diagnosis.label != host.label:
         summary["diagnosis"] = diagnosis.label
-        summary["diagnosis_rule"] = block["rule_text"]
+        summary.update(_worded("diagnosis_rule", gpu_wait.gpu_finding(code, block)))
     return block

@@ -9,9 +9,11 @@ A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
   JSON Schema ``traceml/run_schema.json`` (:func:`schema`).  From format
   3 the next steps, notes and worker evidence are kept as codes and
   numbers (``next_items``, ``note_items``, ``workers.evidence_items``:
-  ``[code, numbers]`` lists) beside their words; ``Report.load`` words
-  them again (ITEM_WORDS), so a saved run reads in the loading traceml's
-  words;
+  ``[code, numbers]`` lists) beside their words, and so are the rules
+  behind the labels (``diagnosis_rule_item``, ``shape_rule_item``,
+  ``stalls.rule_item``, ``gpu.rule_text_item``: one pair each);
+  ``Report.load`` words them again (ITEM_WORDS, RULE_WORDS), so a saved
+  run reads in the loading traceml's words;
 * ``begin_ns.npy``, ``fetch_done_ns.npy``, ``end_ns.npy`` (int64,
   ``clock_ns()`` timestamps), ``epoch.npy`` (int32), ``source.npy`` and
   ``flags.npy`` (uint16) — the per-step arrays of ``Report.steps``, in NumPy's
@@ -68,6 +70,13 @@ READS_VERSIONS = (1, 2, 3)
 # code is not known here).
 ITEM_WORDS = ((("next_items",), ("next",)), (("note_items",), ("notes",)),
               (("workers", "evidence_items"), ("workers", "evidence")))
+# The same for the rules behind the labels, each one ``[code, numbers]``
+# item worded as one sentence (absent from format 3 files saved before
+# they were kept: their words stand).
+RULE_WORDS = ((("diagnosis_rule_item",), ("diagnosis_rule",)),
+              (("shape_rule_item",), ("shape_rule",)),
+              (("stalls", "rule_item"), ("stalls", "rule")),
+              (("gpu", "rule_text_item"), ("gpu", "rule_text")))
 # Per-step lists of summary["delivery"] stored as int64 .npy members from
 # format 2 (None as -1): (key, member).
 DELIVERY_ARRAYS = (("ranks", "delivery_ranks.npy"), ("workers", "delivery_workers.npy"))
@@ -803,12 +812,13 @@ def _summary(raw: bytes, path: str) -> tuple[dict, int]:
 
 
 def reword(summary: dict) -> dict:
-    """Word ``summary``'s stored items (ITEM_WORDS) with this traceml's
-    findings families, in place; an item list with a code no family words
-    here keeps its stored words.  Returns ``summary``."""
+    """Word ``summary``'s stored items (ITEM_WORDS, RULE_WORDS) with this
+    traceml's findings families, in place; an item with a code no family
+    words here keeps its stored words.  Returns ``summary``."""
     from . import findings
 
-    for items_at, words_at in ITEM_WORDS:
+    for (items_at, words_at), one in ([(at, False) for at in ITEM_WORDS]
+                                      + [(at, True) for at in RULE_WORDS]):
         holder = summary
         for key in items_at[:-1]:
             holder = holder.get(key) if isinstance(holder, dict) else None
@@ -816,10 +826,10 @@ def reword(summary: dict) -> dict:
         if not isinstance(items, list):
             continue
         try:
-            words = findings.sentences(items)
+            words = findings.sentences([items] if one else items)
         except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
             continue    # a code or numbers of another version: the words stand
-        holder[words_at[-1]] = words
+        holder[words_at[-1]] = words[0] if one else words
     return summary
 
 

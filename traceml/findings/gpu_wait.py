@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..fmt import fmt_s, pct
 from . import input_bound
+from ._types import Finding, Words
 
 
 # The GPU-visible input share (GPU-visible wait / GPU step, over the steady
@@ -106,23 +107,41 @@ def _pct_or_dash(share: Optional[float], digits: int = 0) -> str:
     return "-" if share is None else pct(share, digits)
 
 
+def _shares(p: dict) -> tuple[str, str]:
+    return _pct_or_dash(p.get("host_share"), 1), _pct_or_dash(p.get("gpu_share"), 1)
+
+
+# The words of the rule that decided the diagnosis once GPU-visible waits
+# were read, by gpu_diagnosis's code.
+WORDS: dict[str, Words] = {
+    GPU_NOT_USED: lambda p: (
+        f"GPU-visible waits read on {_pct_or_dash(p.get('coverage'))} of the steady steps "
+        f"({p.get('steps_read', 0)}); under {pct(GPU_MIN_COVERAGE)} "
+        f"or {input_bound.MIN_STEADY_STEPS} steps they do not decide the diagnosis"),
+    GPU_DID_NOT_WAIT: lambda p: (
+        "the host waited {} of its step for input, but the GPU waited only {} of its step "
+        "(< {}): the host waited while the GPU was still working on the previous step, so "
+        "faster input would gain little").format(*_shares(p), pct(input_bound.INPUT_BOUND_SHARE)),
+    GPU_AGREES: lambda p: (
+        "the GPU saw the same: it waited {1} of its step for input (host {0})".format(*_shares(p))),
+    GPU_DIFFERS: lambda p: (
+        "the GPU waited {1} of its step for input (host {0}, same steps); the GPU-visible "
+        "share decides".format(*_shares(p))),
+}
+
+
+def gpu_finding(code: str, g: dict) -> Finding:
+    """The rule behind the diagnosis once GPU-visible waits are read, as a
+    Finding: gpu_diagnosis's ``code`` and the numbers of the report's
+    ``gpu`` block ``g`` its words quote (shares as fractions)."""
+    return Finding(code, {k: g.get(k) for k in ("host_share", "gpu_share", "coverage",
+                                                "steps_read")})
+
+
 def gpu_rule(code: str, g: dict) -> str:
-    """Why the diagnosis is what it is once GPU-visible waits are read
-    (policy.gpu_diagnosis's code; ``g`` the report's ``gpu`` block)."""
-    host, gpu = _pct_or_dash(g.get("host_share"), 1), _pct_or_dash(g.get("gpu_share"), 1)
-    top = pct(input_bound.INPUT_BOUND_SHARE)
-    if code == GPU_NOT_USED:
-        return (f"GPU-visible waits read on {_pct_or_dash(g.get('coverage'))} of the steady steps "
-                f"({g.get('steps_read', 0)}); under {pct(GPU_MIN_COVERAGE)} "
-                f"or {input_bound.MIN_STEADY_STEPS} steps they do not decide the diagnosis")
-    if code == GPU_DID_NOT_WAIT:
-        return (f"the host waited {host} of its step for input, but the GPU waited only "
-                f"{gpu} of its step (< {top}): the host waited while the GPU was still "
-                f"working on the previous step, so faster input would gain little")
-    if code == GPU_AGREES:
-        return f"the GPU saw the same: it waited {gpu} of its step for input (host {host})"
-    return (f"the GPU waited {gpu} of its step for input (host {host}, same steps); "
-            "the GPU-visible share decides")
+    """The words of :func:`gpu_finding` (same arguments).  Raises KeyError
+    for a code not in WORDS."""
+    return WORDS[code](gpu_finding(code, g).numbers)
 
 
 def gpu_lines(s: dict) -> list[str]:

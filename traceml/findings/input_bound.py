@@ -9,6 +9,7 @@ from typing import NamedTuple, Optional
 
 
 from ..fmt import fmt_s, pct
+from ._types import Finding, Words
 
 
 # Share of step time spent waiting for input.  TensorFlow's input-pipeline
@@ -155,37 +156,74 @@ def diagnose(input_share: Optional[float],
 MIN_STEADY_STEPS = 8
 
 
+def _said(p: dict) -> str:
+    return f"input wait is {pct(p['share'], 1)} of step time"
+
+
+def _top() -> str:
+    return pct(INPUT_BOUND_SHARE)
+
+
+def _low() -> str:
+    return pct(COMPUTE_BOUND_SHARE)
+
+
+# The words of the rule behind each diagnosis, by rule code (RULE_CODES):
+# what the share was measured against and where the line comes from.
+WORDS: dict[str, Words] = {
+    "diagnosis_unmarked": lambda p: (
+        f"fetch_done() was not called in {p['steps']} of {p['steady']} steady-state steps, "
+        "so their input wait is unknown (recorded as 0); call traceml.fetch_done() once the "
+        "batch is in hand, between step_begin() and step_end()"),
+    "diagnosis_short_steps": lambda p: (
+        f"steps average {fmt_s(p['mean_step_ns'] * 1e-9)}, under "
+        f"{fmt_s(MIN_MEAN_STEP_NS * 1e-9)}: traceml's own timing (up to "
+        f"{fmt_s(TIMING_OWN_COST_NS * 1e-9)} a step) could move the input share across "
+        f"{_low()}, so none is read"),
+    "diagnosis_no_steps": lambda p: "no steady-state steps recorded",
+    "diagnosis_input_bound": lambda p: (
+        f"{_said(p)} (>= {_top()}: TensorFlow's input-pipeline analyzer calls this "
+        "highly input-bound)"),
+    "diagnosis_hand_over": lambda p: (
+        f"{_said(p)} (>= {_top()}), but a worker still making the batch was a smaller part of "
+        "the wait than the largest other part: the loop waits mostly for batches already "
+        "made"),
+    "diagnosis_host_bound": lambda p: (
+        f"{_said(p)} (>= {_top()}), but its largest measured part is waiting for a core that "
+        "other programs held: the host's wait, not the loader's"),
+    "diagnosis_compute_bound": lambda p: (
+        f"{_said(p)} (< {_low()}: TensorFlow's input-pipeline analyzer calls this not "
+        "input-bound)"),
+    "diagnosis_balanced": lambda p: (
+        f"{_said(p)} ({_low()} to {_top()}: moderately input-bound in TensorFlow's "
+        "input-pipeline analyzer)"),
+}
+# The rule code of each label read from the input share.
+RULE_CODES = {INPUT_BOUND: "diagnosis_input_bound", HAND_OVER: "diagnosis_hand_over",
+              HOST_BOUND: "diagnosis_host_bound", COMPUTE_BOUND: "diagnosis_compute_bound",
+              BALANCED: "diagnosis_balanced"}
+
+
+def diagnosis_finding(label: str, share: Optional[float],
+                      unmarked: Optional[tuple] = None,
+                      mean_step_ns: Optional[float] = None) -> Finding:
+    """The rule behind a diagnosis as a Finding (a WORDS code and its
+    numbers), from :func:`diagnose`'s label, input share (a fraction),
+    unmarked steps ``(steps, steady)`` and mean step (ns).  Raises
+    KeyError for a label no rule words."""
+    if label == NO_DATA and unmarked is not None:
+        return Finding("diagnosis_unmarked", {"steps": int(unmarked[0]),
+                                              "steady": int(unmarked[1])})
+    if label == NO_DATA and mean_step_ns is not None:
+        return Finding("diagnosis_short_steps", {"mean_step_ns": float(mean_step_ns)})
+    if label == NO_DATA:
+        return Finding("diagnosis_no_steps", {})
+    return Finding(RULE_CODES[label], {"share": float(share)})
+
+
 def diagnosis_rule(label: str, share: Optional[float],
                    unmarked: Optional[tuple] = None,
                    mean_step_ns: Optional[float] = None) -> str:
-    """The rule behind a diagnosis (policy.diagnose's label, share,
-    unmarked steps and too-short mean step)."""
-    if label == NO_DATA and unmarked is not None:
-        return (f"fetch_done() was not called in {unmarked[0]} of {unmarked[1]} steady-state "
-                "steps, so their input wait is unknown (recorded as 0); call "
-                "traceml.fetch_done() once the batch is in hand, between step_begin() and "
-                "step_end()")
-    if label == NO_DATA and mean_step_ns is not None:
-        return (f"steps average {fmt_s(mean_step_ns * 1e-9)}, under "
-                f"{fmt_s(MIN_MEAN_STEP_NS * 1e-9)}: traceml's own timing (up to "
-                f"{fmt_s(TIMING_OWN_COST_NS * 1e-9)} a step) could move the input share "
-                f"across {pct(COMPUTE_BOUND_SHARE)}, so none is read")
-    if label == NO_DATA:
-        return "no steady-state steps recorded"
-    said = f"input wait is {pct(share, 1)} of step time"
-    top, low = pct(INPUT_BOUND_SHARE), pct(COMPUTE_BOUND_SHARE)
-    if label == INPUT_BOUND:
-        return (f"{said} (>= {top}: TensorFlow's input-pipeline analyzer calls this "
-                "highly input-bound)")
-    if label == HAND_OVER:
-        return (f"{said} (>= {top}), but a worker still making the batch was a smaller "
-                "part of the wait than the largest other part: the loop waits mostly for "
-                "batches already made")
-    if label == HOST_BOUND:
-        return (f"{said} (>= {top}), but its largest measured part is waiting for a core "
-                "that other programs held: the host's wait, not the loader's")
-    if label == COMPUTE_BOUND:
-        return (f"{said} (< {low}: TensorFlow's input-pipeline analyzer calls this "
-                "not input-bound)")
-    return (f"{said} ({low} to {top}: moderately input-bound in TensorFlow's "
-            "input-pipeline analyzer)")
+    """The words of :func:`diagnosis_finding` (same arguments)."""
+    code, numbers = diagnosis_finding(label, share, unmarked, mean_step_ns)
+    return WORDS[code](numbers)

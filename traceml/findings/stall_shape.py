@@ -11,6 +11,7 @@ import numpy as np
 from .. import _core
 from ..fmt import fmt_s, pct
 from . import _numbers, _words, stall_threshold
+from ._types import Finding, Words
 
 
 # Shape tells "uniformly slow input" from "mostly fast input with large
@@ -142,20 +143,42 @@ def concentration(wait_ns: np.ndarray, stall_mask: np.ndarray) -> dict:
     }
 
 
+def _most() -> str:
+    return _words._part(stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE)
+
+
+def _floor() -> str:
+    return stall_threshold._floor("the ")
+
+
+# The words of the rule behind each shape, by rule code ("shape_" + the
+# shape code of :func:`shape`); the rules quote constants only.
+WORDS: dict[str, Words] = {
+    "shape_" + SHAPE_NO_STALLS: lambda p: "no fetch waited past the stall threshold",
+    "shape_" + SHAPE_EVERY_SLOW: lambda p: (
+        f"at least {pct(1 - stall_threshold.ALL_SLOW_PERCENTILE / 100)} of fetches wait past "
+        "the stall threshold"),
+    "shape_" + SHAPE_MOST_STALL: lambda p: f"more than {_most()} of the fetches are stalls",
+    "shape_" + SHAPE_SLOW_BETWEEN: lambda p: (
+        f"the fetches between stalls are slow too (median wait above {_floor()}), stalls on "
+        "top"),
+    "shape_" + SHAPE_HEAVY_TAIL: lambda p: (
+        f"at most {_most()} of the fetches are stalls; the rest are fast"),
+    "shape_" + SHAPE_SLOW_MEDIAN: lambda p: (
+        f"the median fetch is itself slow (a stall, or past {_floor()} beside stalls; without "
+        f"stalls, past max({fmt_s(stall_threshold.STALL_FLOOR_S)}, "
+        f"{_words._of_the(stall_threshold.STALL_MIN_STEP_SHARE)} median step), or past "
+        f"{_floor()} in a wait that trends): not mostly fast"),
+}
+
+
+def shape_finding(code: str) -> Finding:
+    """The rule behind a shape as a Finding (:func:`shape`'s code, no
+    numbers)."""
+    return Finding("shape_" + code, {})
+
+
 def shape_rule(code: str) -> str:
-    """The rule behind a shape (policy.shape's code)."""
-    most = _words._part(stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE)
-    return {
-        SHAPE_NO_STALLS: "no fetch waited past the stall threshold",
-        SHAPE_EVERY_SLOW: (f"at least {pct(1 - stall_threshold.ALL_SLOW_PERCENTILE / 100)} of "
-                                  "fetches wait past the stall threshold"),
-        SHAPE_MOST_STALL: f"more than {most} of the fetches are stalls",
-        SHAPE_SLOW_BETWEEN: ("the fetches between stalls are slow too (median wait "
-                                    f"above {stall_threshold._floor('the ')}), stalls on top"),
-        SHAPE_HEAVY_TAIL: f"at most {most} of the fetches are stalls; the rest are fast",
-        SHAPE_SLOW_MEDIAN: (
-            f"the median fetch is itself slow (a stall, or past {stall_threshold._floor('the ')} "
-            "beside stalls; without stalls, past max("
-            f"{fmt_s(stall_threshold.STALL_FLOOR_S)}, {_words._of_the(stall_threshold.STALL_MIN_STEP_SHARE)} median "
-            f"step), or past {stall_threshold._floor('the ')} in a wait that trends): not mostly fast"),
-    }[code]
+    """The words of :func:`shape_finding`.  Raises KeyError for an unknown
+    shape code."""
+    return WORDS["shape_" + code]({})

@@ -12,6 +12,7 @@ import numpy as np
 from .. import _core
 from ..fmt import fmt_s, pct
 from . import _numbers, _words, input_bound
+from ._types import Finding, Words
 
 
 # A stall must be material next to the step it delays: at least 20% of the
@@ -371,18 +372,43 @@ def _threshold_basis(code: str, all_slow: bool) -> str:
             else "Otsu split between fast and slow fetches")
 
 
-def stall_rule(rule: StallRule) -> str:
-    """The stall threshold rule that applied (policy.stall_threshold_ns)."""
-    slow = f"every fetch is slow ({_words._p(ALL_SLOW_PERCENTILE)} wait > floor)"
+def _slow() -> str:
+    return f"every fetch is slow ({_words._p(ALL_SLOW_PERCENTILE)} wait > floor)"
+
+
+def _auto(code: str) -> Words:
+    return lambda p: "auto: " + _threshold_basis(code, False)
+
+
+# The words of the stall threshold rule that applied, by rule code
+# ("threshold_" + StallRule.code).
+WORDS: dict[str, Words] = {
+    "threshold_" + RULE_GIVEN: lambda p: f"given: wait > {p['given_s']:g} s",
+    "threshold_" + RULE_NO_STEPS: lambda p: "auto: no steady-state steps",
+    "threshold_" + RULE_ALL_SLOW: lambda p: f"auto: {_slow()}; floor {_floor()}",
+    "threshold_" + RULE_ALL_SLOW_SPLIT: lambda p: (
+        f"auto: {_slow()} and a separate group of large waits stands out (at least "
+        f"{MIN_GROUP_ON_TOP}, at most {_words._of_the(HEAVY_TAIL_MAX_STALL_SHARE)} "
+        f"fetches, typically {BIMODAL_MIN_RATIO:g}x the rest); "
+        + _threshold_basis(p["basis"], True)),
+    **{"threshold_" + code: _auto(code)
+       for code in (RULE_FLOOR, RULE_OTSU, RULE_STEP, RULE_RATIO, RULE_COMPUTE, RULE_P95)},
+}
+
+
+def stall_finding(rule: StallRule) -> Finding:
+    """The stall threshold rule that applied (:func:`stall_threshold_ns`'s
+    StallRule) as a Finding: its code, the caller's threshold (s) for
+    RULE_GIVEN, the candidate that set it for RULE_ALL_SLOW_SPLIT."""
+    numbers: dict = {}
     if rule.code == RULE_GIVEN:
-        return f"given: wait > {rule.given_s:g} s"
-    if rule.code == RULE_NO_STEPS:
-        return "auto: no steady-state steps"
-    if rule.code == RULE_ALL_SLOW:
-        return f"auto: {slow}; floor {_floor()}"
+        numbers["given_s"] = float(rule.given_s)
     if rule.code == RULE_ALL_SLOW_SPLIT:
-        return (f"auto: {slow} and a separate group of large waits stands out (at least "
-                f"{MIN_GROUP_ON_TOP}, at most {_words._of_the(HEAVY_TAIL_MAX_STALL_SHARE)} "
-                f"fetches, typically {BIMODAL_MIN_RATIO:g}x the rest); "
-                + _threshold_basis(rule.basis, True))
-    return "auto: " + _threshold_basis(rule.code, False)
+        numbers["basis"] = rule.basis
+    return Finding("threshold_" + rule.code, numbers)
+
+
+def stall_rule(rule: StallRule) -> str:
+    """The words of :func:`stall_finding`."""
+    code, numbers = stall_finding(rule)
+    return WORDS[code](numbers)
