@@ -196,6 +196,27 @@ def test_combine_save_load_and_compare(tmp_path):
     assert "straggler: rank 1" in str(cmp)
 
 
+def test_each_ranks_rule_and_next_steps_read_in_the_loading_traceml_words(tmp_path,
+                                                                         monkeypatch):
+    from traceml import findings
+
+    a, _ = stalling_job(stall_rank=1)
+    path = a.save(tmp_path / "a.run")
+    straggler = a.to_dict()["ranks"]["per_rank"][1]
+    code, numbers = straggler["diagnosis_rule_item"]
+    # The items are what the rank's saved words were made from.
+    assert findings.words_of(code)(numbers) == straggler["diagnosis_rule"]
+    assert findings.sentences(straggler["next_items"]) == straggler["next"]
+    assert straggler["next_items"], "the stalling rank has next steps"
+    next_code = straggler["next_items"][0][0]
+    for c in (code, next_code):
+        table = next(f.WORDS for f in findings.REGISTRY if c in getattr(f, "WORDS", {}))
+        monkeypatch.setitem(table, c, lambda p, c=c: f"today's words for {c}")
+    back = traceml.load(path).to_dict()["ranks"]["per_rank"][1]
+    assert back["diagnosis_rule"] == f"today's words for {code}"
+    assert back["next"][0] == f"today's words for {next_code}"
+
+
 def test_run_file_with_a_bad_ranks_block_is_refused(tmp_path):
     a, _ = stalling_job(stall_rank=1)
     a.summary["ranks"]["held_by"] = a.summary["ranks"]["held_by"][:-1]

@@ -371,7 +371,8 @@ def _receive(dist, group, present: list, steps: np.ndarray, facts: dict, timeout
 
 # The keys of a rank's own report kept for the job's report.
 _LOCAL_KEYS = ("source", "steps", "steady_steps", "epochs", "wall_s", "input_share",
-               "diagnosis", "diagnosis_rule", "shape", "dropped_steps", "next")
+               "diagnosis", "diagnosis_rule", "diagnosis_rule_item", "shape", "dropped_steps",
+               "next", "next_items")
 
 
 def local_facts(rep: Report, src: Any = None) -> dict:
@@ -584,6 +585,7 @@ def _rank_entry(rank: int, facts: dict, held: dict, matters: bool) -> dict:
         "steady_steps": s.get("steady_steps"),
         "diagnosis": s.get("diagnosis"),
         "diagnosis_rule": s.get("diagnosis_rule"),
+        "diagnosis_rule_item": s.get("diagnosis_rule_item"),
         "input_share": s.get("input_share"),
         "shape": s.get("shape"),
         "temporal": tmp.get("label"),
@@ -596,6 +598,7 @@ def _rank_entry(rank: int, facts: dict, held: dict, matters: bool) -> dict:
         "step_median_s": (s.get("step_s") or {}).get("median"),
         "loader": s.get("loader"),
         "next": list(s.get("next") or []),
+        "next_items": list(s.get("next_items") or []),
         "input_matters": bool(matters),
         **{k: v for k, v in held.items() if k != "rank"},
     }

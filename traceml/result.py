@@ -813,12 +813,24 @@ def _summary(raw: bytes, path: str) -> tuple[dict, int]:
 
 def reword(summary: dict) -> dict:
     """Word ``summary``'s stored items (ITEM_WORDS, RULE_WORDS) with this
-    traceml's findings families, in place; an item with a code no family
-    words here keeps its stored words.  Returns ``summary``."""
+    traceml's findings families, in place, and each gathered rank's
+    (``ranks.per_rank``: its ``next_items`` and ``diagnosis_rule_item``);
+    an item with a code no family words here keeps its stored words.
+    Returns ``summary``."""
+    _reword(summary, ITEM_WORDS, RULE_WORDS)
+    for entry in (summary.get("ranks") or {}).get("per_rank") or []:
+        if isinstance(entry, dict):
+            _reword(entry, ITEM_WORDS[:1], RULE_WORDS[:1])
+    return summary
+
+
+def _reword(summary: dict, lists, singles) -> None:
+    """:func:`reword` over one dict: ``lists`` as ITEM_WORDS (item lists),
+    ``singles`` as RULE_WORDS (one item each)."""
     from . import findings
 
-    for (items_at, words_at), one in ([(at, False) for at in ITEM_WORDS]
-                                      + [(at, True) for at in RULE_WORDS]):
+    for (items_at, words_at), one in ([(at, False) for at in lists]
+                                      + [(at, True) for at in singles]):
         holder = summary
         for key in items_at[:-1]:
             holder = holder.get(key) if isinstance(holder, dict) else None
@@ -830,7 +842,6 @@ def reword(summary: dict) -> dict:
         except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
             continue    # a code or numbers of another version: the words stand
         holder[words_at[-1]] = words[0] if one else words
-    return summary
 
 
 _VALIDATOR = None
