@@ -94,12 +94,16 @@ MAX_BLOCKS = 150
 MAX_BYTES = 16 * 1024
 
 
-def measure(scenario, warmup=2, rounds=ROUNDS, exclude=(), depth=32):
+def measure(scenario, warmup=2, rounds=ROUNDS, exclude=(), depth=32, exclude_inner=()):
     """[(objects, blocks, traced bytes)] after each measured round.
 
     With ``exclude`` (filename patterns), blocks and bytes count only the
     traced allocations with none of those files in their traceback: for
     third-party code with caches of its own that fill up slowly (torch).
+    ``exclude_inner`` (patterns too) leaves out only the allocations made
+    directly in those files, their innermost frame: for a library whose
+    C calls keep small blocks (NumPy), where leaving out every trace that
+    passes through it would hide what traceml keeps of its results.
     The traceback kept is the innermost ``depth`` frames: torch's caches
     are filled deep inside torch and need 32 (at 12 the DataLoader epochs
     grew 160 blocks under ASan, past MAX_BLOCKS); scipy's and jsonschema's
@@ -109,15 +113,17 @@ def measure(scenario, warmup=2, rounds=ROUNDS, exclude=(), depth=32):
         scenario()
     gc.collect()
     readings = []
-    tracemalloc.start(depth if exclude else 1)
+    exclude_any = bool(exclude or exclude_inner)
+    tracemalloc.start(depth if exclude_any else 1)
     try:
         for _ in range(rounds):
             scenario()
             gc.collect()
-            if exclude:
+            if exclude_any:
                 objects = len(gc.get_objects())
                 snap = tracemalloc.take_snapshot().filter_traces(
-                    [tracemalloc.Filter(False, pat, all_frames=True) for pat in exclude])
+                    [tracemalloc.Filter(False, pat, all_frames=True) for pat in exclude]
+                    + [tracemalloc.Filter(False, pat) for pat in exclude_inner])
                 stats = snap.statistics("filename")
                 readings.append((objects, sum(st.count for st in stats),
                                  sum(st.size for st in stats)))

@@ -300,8 +300,17 @@ def test_reports_leak_nothing(tmp_path):
     # 41990 bytes in CI): objects a round replaces, made before tracing
     # began.  A leak grows every round, so growth is read from the second
     # reading on.
+    # NumPy's reductions keep small blocks too (52-59 bytes each, made
+    # inside cumsum, any and the like): a loop of NumPy alone, cumsum and
+    # any over arrays of random lengths with float64.item(), kept 49, 81,
+    # 87, 202, 318, 410, 414, 414 traced blocks after rounds of 2000 calls
+    # (numpy 2.4.5 and 2.4.6 alike); here, 190 blocks over three rounds in
+    # CI (2026-12-04), 161 of them made directly in numpy's files.  Those
+    # are left out (only where numpy's frame is the innermost): a result
+    # traceml kept would still show as what holds it (the list, dict or
+    # object counted at traceml's own lines and in the object count).
     readings = measure(scenario, exclude=("*/scipy/*", "*/jsonschema/*"), rounds=ROUNDS + 1,
-                       depth=12)
+                       depth=12, exclude_inner=("*/numpy/*",))
     assert_no_growth(readings[1:], "reports")
 
 
