@@ -6,6 +6,7 @@ process."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -150,6 +151,23 @@ def test_combine_names_the_straggler_its_cadence_and_the_echo():
     assert "STRAGGLER rank 1" in text and "echo on rank 0: waited for it" in text
     html = render.report_html(rep.summary)
     assert "STRAGGLER rank 1" in html and "<table" in html
+
+
+def test_the_rank_table_fits_100_columns_one_unit_a_column():
+    r, _ = stalling_job(stall_rank=1)
+    lines = str(r).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("rank "))
+    head, rows = lines[at], lines[at + 1:at + 4]
+    assert lines[at - 1] == render.RANK_LEGEND
+    assert all(len(line) <= 100 for line in (head, *rows))
+    wait_unit = re.search(r"wait \((\w+)\)", head).group(1)
+    per = r.to_dict()["ranks"]["per_rank"]
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}[wait_unit]
+    for p, line in zip(per, rows):
+        cells = line.split()
+        assert cells[0] == f"{p['rank']}*" if p["straggler"] else str(p["rank"])
+        assert float(cells[8]) * scale == pytest.approx(p["input_wait_median_s"], rel=5e-3)
+    assert [p["straggler"] for p in per] == [False, True, False]
 
 
 def test_combine_healthy_ranks_name_no_straggler():

@@ -1,11 +1,13 @@
 """Number formatting: durations, shares and byte counts as text.
 
-Pure functions of one number each; they know nothing of thresholds,
-reports or what the numbers mean.
+Pure functions of numbers (one each, or a table's column of durations
+put in one unit); they know nothing of thresholds, reports or what the
+numbers mean.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 
@@ -24,6 +26,49 @@ def fmt_s(seconds: Optional[float]) -> str:
     if a >= 1e-6:
         return f"{seconds * 1e6:.3g} µs"
     return f"{seconds * 1e9:.3g} ns"
+
+
+# The units a column of durations may read in, largest first: (name,
+# seconds per unit).
+DURATION_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def duration_unit(seconds) -> tuple[str, float]:
+    """The one unit a column of durations (seconds; None ignored) reads
+    in: the largest of DURATION_UNITS that its largest magnitude reaches
+    (ns for a column of zeros or Nones).  Returns (name, seconds per
+    unit)."""
+    top = max((abs(v) for v in seconds if v is not None), default=0.0)
+    for name, size in DURATION_UNITS:
+        if top >= size:
+            return name, size
+    return DURATION_UNITS[-1]
+
+
+def fmt_in(seconds: Optional[float], size: float) -> str:
+    """``seconds`` as a number of units of ``size`` seconds, 3 significant
+    digits in fixed notation (0.000412, 1.23, 1234); "-" for None."""
+    if seconds is None:
+        return "-"
+    x = seconds / size
+    if x == 0:
+        return "0"
+    if abs(x) >= 999.5:
+        return f"{x:.0f}"
+    x = float(f"{x:.3g}")       # rounded first: 9.996 reads 10.0, not 10.00
+    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"
+
+
+def duration_columns(head, rows):
+    """A table of durations with one unit a column: ``head`` the column
+    names, ``rows`` (label, [seconds or None, one per column]) pairs.
+    Returns (header, cells): each name followed by its column's unit
+    (duration_unit), each value in it (fmt_in)."""
+    units = [duration_unit([r[1][i] for r in rows]) for i in range(len(head))]
+    header = [f"{h} ({u})" for h, (u, _) in zip(head, units)]
+    cells = [[label, *(fmt_in(v, size) for v, (_, size) in zip(values, units))]
+             for label, values in rows]
+    return header, cells
 
 
 def pct(share: float, digits: int = 0) -> str:

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from .findings import (NO_DATA_SECTIONS, bottom_line, comparison, gpu_wait, prediction_check,
                        rank_stragglers, section_lines, sweeps)
-from .fmt import fmt_s, pct
+from .fmt import duration_columns, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
 COLS = ("mean", "median", "p90", "p95", "p99", "max", "total")
@@ -70,9 +70,12 @@ def _ms(x) -> str:
 # --- Report ----------------------------------------------------------------------
 
 
-def _stat_rows(s: dict) -> list[list[str]]:
-    """The table of input wait, compute and step statistics."""
-    return [[label, *(fmt_s(s[key][c]) for c in COLS)] for label, key in ROWS]
+def _stat_table(s: dict) -> tuple[list[str], list[list[str]]]:
+    """The table of input wait, compute and step statistics: (header,
+    cells), one unit a column (fmt.duration_columns)."""
+    head, cells = duration_columns(COLS, [(label, [s[key][c] for c in COLS])
+                                          for label, key in ROWS])
+    return ["", *head], cells
 
 
 def _with_roles(s: dict) -> list[tuple[str, str]]:
@@ -115,7 +118,7 @@ def report_text(s: dict) -> str:
     out.append("")
     out.extend(section_lines("stalls", s))
     out.append("")
-    out.extend(table_text(("", *COLS), _stat_rows(s), sep="", min_widths=(12, *[11] * len(COLS))))
+    out.extend(table_text(*_stat_table(s), sep="", min_widths=(12, *[12] * len(COLS))))
     out.extend(gpu_text(s))
     out.extend(section_lines("facts", s))
     out.extend(section_lines("prediction", s))
@@ -177,7 +180,7 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
             parts.append('<ul style="margin:0 0 6px 18px;padding:0;color:#344054">'
                          + "".join(f"<li>{e(line)}</li>" for line in ev) + "</ul>")
         parts.extend(f"<div>{e(line)}</div>" for line in section_lines("stalls", s))
-        parts.append(table_html(("", *COLS), _stat_rows(s), row_heads=True))
+        parts.append(table_html(*_stat_table(s), row_heads=True))
         parts.append(gpu_html(s))
         parts.extend(f"<div>{e(line)}</div>" for line in section_lines("facts", s))
         pred = section_lines("prediction", s)
@@ -334,9 +337,11 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
 
 # --- GPU-visible input wait (traceml.gpu) --------------------------------------------
 
-def _gpu_rows(g: dict) -> list[list[str]]:
-    return [[label, *(fmt_s(g[key][c]) for c in gpu_wait.GPU_COLS)]
-            for label, key in gpu_wait.GPU_ROWS]
+def _gpu_table(g: dict) -> tuple[list[str], list[list[str]]]:
+    """The host-vs-GPU wait table: (header, cells), one unit a column."""
+    head, cells = duration_columns(gpu_wait.GPU_COLS, [
+        (label, [g[key][c] for c in gpu_wait.GPU_COLS]) for label, key in gpu_wait.GPU_ROWS])
+    return ["", *head], cells
 
 
 def gpu_text(s: dict) -> list[str]:
@@ -344,8 +349,8 @@ def gpu_text(s: dict) -> list[str]:
     g = s.get("gpu")
     if not g:
         return []
-    return ([""] + table_text(("", *gpu_wait.GPU_COLS), _gpu_rows(g), sep="",
-                              min_widths=(18, *[11] * len(gpu_wait.GPU_COLS)))
+    return ([""] + table_text(*_gpu_table(g), sep="",
+                              min_widths=(18, *[12] * len(gpu_wait.GPU_COLS)))
             + gpu_wait.gpu_lines(s))
 
 
@@ -356,25 +361,39 @@ def gpu_html(s: dict) -> str:
     if not g:
         return ""
     e = html.escape
-    return (table_html(("", *gpu_wait.GPU_COLS), _gpu_rows(g), row_heads=True)
+    return (table_html(*_gpu_table(g), row_heads=True)
             + "".join(f"<div>{e(line.strip())}</div>" for line in gpu_wait.gpu_lines(s)))
 
 
 # --- many ranks ------------------------------------------------------------------
 
-RANK_COLUMNS = ("rank", "host", "steps", "diagnosis", "input share", "shape", "period",
-                "stalls", "median wait", "median compute", "held max", "unique wait",
-                "straggler")
+# Within 100 columns: each rank's input share of step time ("input"), its
+# median input wait and compute (one unit a column), the share of aligned
+# steps on which it held the job's largest wait ("held") and its share of
+# the wait only one rank had ("unique"), a straggler's rank starred; the
+# legend line says so.
+RANK_COLUMNS = ("rank", "host", "steps", "diagnosis", "input", "shape", "period",
+                "stalls", "wait", "compute", "held", "unique")
+RANK_LEGEND = ("per rank: input = input wait's share of step time; wait, compute = "
+               "medians; held = steps holding the job's largest wait; unique = "
+               "share of the wait only one rank had; * = a straggler")
+# The columns of durations, each in one unit (fmt.duration_columns).
+_RANK_TIMES = (("wait", "input_wait_median_s"), ("compute", "compute_median_s"))
 
 
-def _rank_cells(r: dict) -> list[list[str]]:
-    return [[
-        str(p["rank"]), p.get("host") or "-", _cell(p["steps"]), p["diagnosis"] or "-",
+def _rank_table(r: dict) -> tuple[list[str], list[list[str]]]:
+    """The per-rank table: (header, cells), the times one unit a column."""
+    per = r["per_rank"]
+    times_head, times = duration_columns([h for h, _ in _RANK_TIMES], [
+        ("", [p[key] for _, key in _RANK_TIMES]) for p in per])
+    head = [dict(zip([h for h, _ in _RANK_TIMES], times_head)).get(c, c) for c in RANK_COLUMNS]
+    return head, [[
+        f"{p['rank']}*" if p["straggler"] else str(p["rank"]), p.get("host") or "-", _cell(p["steps"]), p["diagnosis"] or "-",
         _cell(p["input_share"], lambda x: pct(x, 1)), p["shape"] or "-",
-        _cell(p["period"]), _cell(p["stalls"]), fmt_s(p["input_wait_median_s"]),
-        fmt_s(p["compute_median_s"]), _cell(p["held_share"], lambda x: pct(x)),
-        _cell(p["unique_share"], lambda x: pct(x)), "yes" if p["straggler"] else "",
-    ] for p in r["per_rank"]]
+        _cell(p["period"]), _cell(p["stalls"]), *t[1:],
+        _cell(p["held_share"], lambda x: pct(x)),
+        _cell(p["unique_share"], lambda x: pct(x)),
+    ] for p, t in zip(per, times)]
 
 
 def ranks_text(r: Optional[dict]) -> list[str]:
@@ -383,7 +402,8 @@ def ranks_text(r: Optional[dict]) -> list[str]:
     if not r:
         return []
     out = rank_stragglers.ranks_lines(r)
-    out.extend(table_text(RANK_COLUMNS, _rank_cells(r)))
+    out.append(RANK_LEGEND)
+    out.extend(table_text(*_rank_table(r), sep=" "))
     out.extend(f"  → {line}" for line in r.get("next") or [])
     out.append("job (largest input wait across ranks per step):")
     return out
@@ -398,7 +418,8 @@ def ranks_html(r: Optional[dict]) -> str:
     parts = ['<div class="traceml-ranks" style="margin:4px 0">']
     parts.extend(f"<div><b>{e(line)}</b></div>" if line.startswith(("STRAGGLER", "MISSING"))
                  else f"<div>{e(line)}</div>" for line in lines)
-    parts.append(table_html(RANK_COLUMNS, _rank_cells(r)))
+    parts.append(f"<div>{e(RANK_LEGEND)}</div>")
+    parts.append(table_html(*_rank_table(r)))
     if r.get("next"):
         parts.append('<ul style="margin:4px 0 6px 18px;padding:0">'
                      + "".join(f"<li>{e(line)}</li>" for line in r["next"]) + "</ul>")
