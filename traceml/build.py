@@ -1247,8 +1247,9 @@ def gpu_block(summary: dict, steps: np.ndarray, steady: np.ndarray, gpu: Optiona
         "host_diagnosis": host.label,
         "rule": code,
     }
-    block.update(_worded("rule_text", gpu_wait.gpu_finding(code, block)))
+    rule = gpu_wait.gpu_finding(code, block)
+    block.update(_worded("rule_text", rule))
     if diagnosis.label != host.label:
         summary["diagnosis"] = diagnosis.label
-        summary.update(_worded("diagnosis_rule", gpu_wait.gpu_finding(code, block)))
+        summary.update(_worded("diagnosis_rule", rule))
     return block

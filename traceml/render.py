@@ -70,12 +70,18 @@ def _ms(x) -> str:
 # --- Report ----------------------------------------------------------------------
 
 
-def _stat_table(s: dict) -> tuple[list[str], list[list[str]]]:
-    """The table of input wait, compute and step statistics: (header,
-    cells), one unit a column (fmt.duration_columns)."""
-    head, cells = duration_columns(COLS, [(label, [s[key][c] for c in COLS])
-                                          for label, key in ROWS])
+def _duration_table(block: dict, rows, cols) -> tuple[list[str], list[list[str]]]:
+    """A table of duration statistics: ``rows`` (label, key) pairs, each
+    key's dict in ``block`` read at ``cols``; (header, cells), one unit a
+    column (fmt.duration_columns)."""
+    head, cells = duration_columns(cols, [(label, [block[key][c] for c in cols])
+                                          for label, key in rows])
     return ["", *head], cells
+
+
+def _stat_table(s: dict) -> tuple[list[str], list[list[str]]]:
+    """The table of input wait, compute and step statistics."""
+    return _duration_table(s, ROWS, COLS)
 
 
 def _with_roles(s: dict) -> list[tuple[str, str]]:
@@ -338,10 +344,8 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
 # --- GPU-visible input wait (traceml.gpu) --------------------------------------------
 
 def _gpu_table(g: dict) -> tuple[list[str], list[list[str]]]:
-    """The host-vs-GPU wait table: (header, cells), one unit a column."""
-    head, cells = duration_columns(gpu_wait.GPU_COLS, [
-        (label, [g[key][c] for c in gpu_wait.GPU_COLS]) for label, key in gpu_wait.GPU_ROWS])
-    return ["", *head], cells
+    """The host-vs-GPU wait table."""
+    return _duration_table(g, gpu_wait.GPU_ROWS, gpu_wait.GPU_COLS)
 
 
 def gpu_text(s: dict) -> list[str]:

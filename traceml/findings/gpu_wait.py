@@ -138,12 +138,6 @@ def gpu_finding(code: str, g: dict) -> Finding:
                                                 "steps_read")})
 
 
-def gpu_rule(code: str, g: dict) -> str:
-    """The words of :func:`gpu_finding` (same arguments).  Raises KeyError
-    for a code not in WORDS."""
-    return WORDS[code](gpu_finding(code, g).numbers)
-
-
 def gpu_lines(s: dict) -> list[str]:
     """The lines under the GPU table: coverage, the shares, what the
     readings mean, and the rule; [] without a ``gpu`` block."""
