@@ -140,7 +140,12 @@ def test_a_known_80_20_split_comes_out_within_ten_points():
     table = {f["function"]: f["share"] for f in r["slow_code"]["functions"]}
     assert table["heavy"] == pytest.approx(0.8, abs=0.10), table
     assert table["light"] == pytest.approx(0.2, abs=0.10), table
-    assert table["TwoFunctions.__getitem__"] == pytest.approx(1.0, abs=0.05), table
+    # __getitem__ holds heavy and light, and nearly all the rest: outside it
+    # a worker only collates and pickles two 1-element tensors a batch (well
+    # under 1 ms of its 20 ms), and ~96 samples at a true share of 0.97 give
+    # a standard error of 0.017 (0.947 read in one CI run): at least 0.88.
+    getitem = table["TwoFunctions.__getitem__"]
+    assert getitem >= max(0.88, table["heavy"] + table["light"] - 1e-9), table
     assert not any("worker_loop" in name for name in table), table
 
 
