@@ -18,6 +18,7 @@ from traceml import stacks  # noqa: E402 - after importorskip("torch")
 from traceml.findings import slow_code  # noqa: E402 - after importorskip("torch")
 
 from burn import burn_cpu  # noqa: E402 - after importorskip("torch")
+import support  # noqa: E402 - after importorskip("torch")
 
 
 def query_rows(i):
@@ -212,9 +213,10 @@ def test_a_dataset_error_reaches_the_loop_unchanged_with_the_sampler_on():
             return super().__getitem__(i)
 
     rec = traceml.Recorder()
-    with pytest.raises(KeyError, match="row 5 is missing"):
+    with pytest.raises(KeyError, match="row 5 is missing") as info:
         for _ in rec.wrap(DataLoader(Broken(n=16), batch_size=1, num_workers=2)):
             pass
+    support.release_frames(info.tb)
 
 
 @pytest.mark.slow

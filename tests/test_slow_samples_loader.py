@@ -3,7 +3,6 @@ _core.TimedDataset, TimedIter and TimedCall): items of known CPU cost,
 every 8th index slow, a collate_fn that sleeps a known time, an iterable
 dataset, a dataset with __getitems__, errors passing through, and spawn."""
 
-import gc
 import os
 import time
 import warnings
@@ -18,6 +17,7 @@ from traceml import _core  # noqa: E402 - after importorskip("torch")
 from traceml.findings import slow_samples  # noqa: E402 - after importorskip("torch")
 
 from burn import BurnDataset, BurnIterable  # noqa: E402 - after importorskip("torch")
+import support  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 DataLoader = torch.utils.data.DataLoader
@@ -150,8 +150,7 @@ def test_an_error_in_collate_reaches_the_loop_unchanged():
     in_loop = [f.filename for f in traceback.extract_tb(info.tb)]
     assert [f for f in in_worker + in_loop
             if os.path.commonpath([os.path.abspath(f), ours]) == ours] == []
-    del info
-    gc.collect()
+    support.release_frames(info.tb)
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ spawn or forkserver), one line a case."""
 import operator
 import sys
 import time
+import traceback
 import warnings
 
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
@@ -95,6 +96,11 @@ def _failure(loader):
         for b in loader:
             got.append(b.tolist())
     except Exception as exc:  # noqa: BLE001 - what torch raises is the value compared
+        # The traceback's frames hold the DataLoader iterator: cleared, it
+        # shuts its workers down now.  Left to a later gc pass, torch's
+        # shutdown waits 5 s a worker (the queues' finalizers have closed
+        # their feeder threads first, so the workers never get their None).
+        traceback.clear_frames(exc.__traceback__)
         return [got, type(exc).__name__, str(exc)]
     return [got, None, None]
 
