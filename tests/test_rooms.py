@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import traceml
-from traceml import wrapping
+from traceml import findings, wrapping
 from traceml.findings import comparison, input_bound, stall_shape, stall_threshold, sweeps
 from traceml.build import build
 
@@ -142,8 +142,10 @@ def _threshold_sentences(rule):
     """Sentences that quote policy constants: diagnosis, stall rule, shape
     rule, and the sweep's "within REL_TOL" line."""
     best = {"condition": {"num_workers": 2}, "mean_s": 0.01, "close": ["num_workers=4"]}
-    return (input_bound.diagnosis_rule(input_bound.INPUT_BOUND, 0.54), stall_threshold.stall_rule(rule),
-            stall_shape.shape_rule(stall_shape.SHAPE_MOST_STALL), sweeps.sweep_best(best, 2))
+    return (*findings.sentences([input_bound.diagnosis_finding(input_bound.INPUT_BOUND, 0.54),
+                                 stall_threshold.stall_finding(rule),
+                                 stall_shape.shape_finding(stall_shape.SHAPE_MOST_STALL)]),
+            sweeps.sweep_best(best, 2))
 
 
 def test_changing_a_policy_constant_changes_the_sentence(monkeypatch):

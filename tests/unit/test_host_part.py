@@ -5,7 +5,7 @@ job's wait for a core (evidence.others_in_waits), the split it moves
 import numpy as np
 import pytest
 
-from traceml import _core, evidence, wait_split
+from traceml import _core, evidence, findings, wait_split
 from traceml.findings import input_bound, wait_parts
 
 _TICKS = evidence.CLK_TCK
@@ -82,5 +82,5 @@ def test_host_bound_needs_an_input_bound_wait():
     assert input_bound.diagnose(0.3, 0.05, None, None, 0.5, True).label == input_bound.HOST_BOUND
     assert input_bound.diagnose(0.15, 0.05, None, None, 0.5, True).label == input_bound.BALANCED
     assert input_bound.diagnose(0.3, 0.25, None, None, 0.5, False).label == input_bound.INPUT_BOUND
-    rule = input_bound.diagnosis_rule(input_bound.HOST_BOUND, 0.3)
+    rule = findings.sentences([input_bound.diagnosis_finding(input_bound.HOST_BOUND, 0.3)])[0]
     assert "other programs held" in rule and "30.0%" in rule

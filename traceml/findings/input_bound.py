@@ -219,11 +219,3 @@ def diagnosis_finding(label: str, share: Optional[float],
     if label == NO_DATA:
         return Finding("diagnosis_no_steps", {})
     return Finding(RULE_CODES[label], {"share": float(share)})
-
-
-def diagnosis_rule(label: str, share: Optional[float],
-                   unmarked: Optional[tuple] = None,
-                   mean_step_ns: Optional[float] = None) -> str:
-    """The words of :func:`diagnosis_finding` (same arguments)."""
-    code, numbers = diagnosis_finding(label, share, unmarked, mean_step_ns)
-    return WORDS[code](numbers)

@@ -176,9 +176,3 @@ def shape_finding(code: str) -> Finding:
     """The rule behind a shape as a Finding (:func:`shape`'s code, no
     numbers)."""
     return Finding("shape_" + code, {})
-
-
-def shape_rule(code: str) -> str:
-    """The words of :func:`shape_finding`.  Raises KeyError for an unknown
-    shape code."""
-    return WORDS["shape_" + code]({})

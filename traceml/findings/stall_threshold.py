@@ -406,9 +406,3 @@ def stall_finding(rule: StallRule) -> Finding:
     if rule.code == RULE_ALL_SLOW_SPLIT:
         numbers["basis"] = rule.basis
     return Finding("threshold_" + rule.code, numbers)
-
-
-def stall_rule(rule: StallRule) -> str:
-    """The words of :func:`stall_finding`."""
-    code, numbers = stall_finding(rule)
-    return WORDS[code](numbers)
