@@ -27,6 +27,8 @@ def _series(n, every, slow_ms, fast_ms, compute_ms, seed=0):
     (4, 1.1, 0.18, 2.2),    # the probe loop: 1.1 ms under half a 2.4 ms step
     (3, 0.7, 0.12, 1.6),    # a slow group under the 1 ms floor
     (5, 3.0, 0.3, 9.0),     # a 3 ms group against a 9 ms step
+    (4, 1.1, 0.3, 3.0),     # 3.7x apart: time.sleep's 0.1 ms on every fetch
+    (4, 2.5, 1.0, 5.0),     # 2.5x apart, 1.5 ms past the fast group
 ])
 def test_a_separate_slow_group_past_a_fifth_of_compute_is_the_stalls(every, slow_ms, fast_ms,
                                                                      compute_ms):
@@ -68,9 +70,36 @@ def test_one_noisy_group_keeps_half_a_step_and_the_ratio():
     rng = np.random.default_rng(5)
     wait = (rng.lognormal(np.log(1.0), 0.35, 200) * MS).astype(np.int64)
     step = wait + 10 * MS
-    assert st.bimodal_split(wait) is None
+    assert st.bimodal_split(wait) is None and st.bimodal_split(wait, min_ratio=1.0) is None
     rule = st.stall_threshold_ns(wait, step, None)
     half_step = st.STALL_MIN_STEP_SHARE * np.median(step)
     ratio = st.STALL_MIN_RATIO * np.sort(wait)[(len(wait) - 1) // 2]
     assert rule.threshold_ns == int(max(half_step, ratio, st.STALL_P95_SHARE
                                         * _core.percentiles(wait, 95.0)))
+
+
+def test_eta_critical_is_one_groups_eta_at_the_alpha_quantile():
+    # Fresh draws (another seed than the rule's) of one Gaussian group of
+    # log waits pass the line about BIMODAL_ALPHA of the time: binomial
+    # (3000, 0.01) exceeds 55 with chance under 1e-9.
+    rng = np.random.default_rng(123)
+    for n in (12, 30):
+        line = st.eta_critical(n)
+        draws = (np.exp(rng.standard_normal((3000, n))) * MS).astype(np.int64)
+        passed = sum(_core.log_otsu(d)["eta"] > line for d in draws)
+        assert 5 <= passed <= 55, (n, line, passed)
+    assert st.eta_critical(10_000) == st.BIMODAL_MIN_ETA
+
+
+def test_one_tight_group_in_a_short_run_is_not_two_groups():
+    # 12 waits of one lognormal group around 1 ms (sigma 0.3), compute
+    # 2 ms: a fixed eta of 0.8 split 14% of such runs into two groups
+    # 1.4x apart; at the run's size about 1% pass.  Binomial (400, 0.01)
+    # exceeds 12 with chance under 1e-3.
+    rng = np.random.default_rng(9)
+    split = 0
+    for _ in range(400):
+        wait = (rng.lognormal(np.log(1.0), 0.3, 12) * MS).astype(np.int64)
+        rule = st.stall_threshold_ns(wait, wait + 2 * MS, None)
+        split += rule.code in (st.RULE_OTSU, st.RULE_COMPUTE)
+    assert split <= 12, split

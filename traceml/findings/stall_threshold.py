@@ -4,6 +4,7 @@ against the step time.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Optional
 
@@ -75,17 +76,45 @@ STALL_MIN_RATIO = BIMODAL_MIN_RATIO
 STALL_MIN_STEP_SHARE = 0.5
 
 
-def bimodal_split(wait_ns: np.ndarray) -> Optional[dict]:
+def bimodal_split(wait_ns: np.ndarray, min_ratio: float = BIMODAL_MIN_RATIO) -> Optional[dict]:
     """:func:`traceml._core.log_otsu`'s split of log(wait) when the waits
-    form two well-separated groups (eta >= 0.8 and geometric means >= 4x
-    apart), else None."""
+    form two well-separated groups (eta >= BIMODAL_MIN_ETA and geometric
+    means at least ``min_ratio`` apart), else None."""
     split = _core.log_otsu(wait_ns)
     eta = split["eta"]
     if not math.isfinite(eta) or eta < BIMODAL_MIN_ETA:
         return None
-    if split["upper_mean_ns"] < BIMODAL_MIN_RATIO * split["lower_mean_ns"]:
+    if split["upper_mean_ns"] < min_ratio * split["lower_mean_ns"]:
         return None
     return split
+
+
+# Two groups closer than BIMODAL_MIN_RATIO need eta beyond what one group
+# gives at the run's own size.  Under the null the log waits are one
+# Gaussian group, whose eta is free of its mean and spread and depends on
+# the count n alone; a short run's eta scatters high (measured over 4000
+# draws: 0.886 at the 99th percentile for n = 12, 0.786 at 32, 0.743 at
+# 64), so a fixed 0.8 would read two groups in 14% of 12-fetch healthy
+# runs.  The test: eta above the (1 - BIMODAL_ALPHA) quantile of
+# ETA_NULL_DRAWS seeded draws of n Gaussian values; past ETA_NULL_MAX_N
+# fetches the quantile at that n (it only falls with n), and never under
+# BIMODAL_MIN_ETA.
+BIMODAL_ALPHA = 0.01
+ETA_NULL_DRAWS = 4000
+ETA_NULL_MAX_N = 64
+
+
+@functools.lru_cache(maxsize=None)
+def eta_critical(n: int) -> float:
+    """The eta that one Gaussian group of ``n`` values exceeds with chance
+    BIMODAL_ALPHA (seeded simulation, see above), at least
+    BIMODAL_MIN_ETA; n counts the waits (>= 2)."""
+    n = max(2, min(int(n), ETA_NULL_MAX_N))
+    rng = np.random.default_rng(n)
+    draws = (np.exp(rng.standard_normal((ETA_NULL_DRAWS, n))) * 1e6).astype(np.int64)
+    eta = np.array([_core.log_otsu(row)["eta"] for row in draws])
+    eta = np.nan_to_num(eta, nan=0.0)
+    return max(BIMODAL_MIN_ETA, float(np.quantile(eta, 1.0 - BIMODAL_ALPHA)))
 
 
 def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
@@ -105,7 +134,13 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
 # then: both are guards against single waits that stand out of one noisy
 # group, and a probe loop whose every 4th fetch waits 1.1 ms against
 # 0.18 ms (input 18% of a 2.4 ms step) lost its whole slow group under
-# half a step.  Whether the group matters as a whole is stalls_matter's.
+# half a step.  Nor does BIMODAL_MIN_RATIO: what makes the upper group
+# stalls is what each adds to its step, which this share of the compute
+# judges; a fixed 4x between the groups lost the same loop at 1.1 against
+# 0.3 ms (3.65x, eta 0.99: time.sleep's own 0.1 ms on every fetch), whose
+# slow group adds 27% of the compute.  Groups closer than 4x must show
+# eta beyond one group's at the run's size instead (eta_critical).  Whether the group matters as a
+# whole is stalls_matter's.
 STALL_MIN_COMPUTE_SHARE = STALL_FLOOR_STEP_SHARE
 
 
@@ -196,10 +231,19 @@ def stall_threshold_ns(
         # group in log(wait) and hide the other two.
         split = bimodal_split_ns(wait_ns[wait_ns > floor])
     else:
-        groups = bimodal_split(wait_ns)
+        # Two groups, the upper a minority: the stalls against the compute
+        # (STALL_MIN_COMPUTE_SHARE), at any ratio between the groups where
+        # eta shows two groups at this size (eta_critical).
+        groups = bimodal_split(wait_ns, min_ratio=1.0)
+        if (groups is not None
+                and groups["upper_mean_ns"] < BIMODAL_MIN_RATIO * groups["lower_mean_ns"]
+                and groups["eta"] <= eta_critical(len(wait_ns))):
+            groups = None
         if groups is not None and _is_minority(wait_ns, groups["threshold_ns"]):
             return _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
-        split = None if groups is None else groups["threshold_ns"]
+        split = (None if groups is None
+                 or groups["upper_mean_ns"] < BIMODAL_MIN_RATIO * groups["lower_mean_ns"]
+                 else groups["threshold_ns"])
     if split is not None:
         candidates[RULE_OTSU] = split
     elif not every_slow and not _stands_out(wait_ns, max(candidates.values())):
