@@ -83,11 +83,67 @@ def test_too_few_stalls_are_not_yet_with_the_steps_that_would_settle_it():
     n = t["fetches"]
 
     def p(m):
-        k = max(stall_timing.PREDICTED_MIN_STALLS, round(t["stalls"] * m / n))
+        # The stalls grow with the steps (2 in 8 now); no test before 3.
+        k = round(t["stalls"] * m / n)
+        if k < stall_timing.PREDICTED_MIN_STALLS:
+            return 1.0
         jj = min(round(t["on_residue"] * k / t["stalls"]), m // 4)
         return stall_timing._hypergeom_tail(jj, m, m // 4, k)
 
     assert p(n + more) < stall_timing.PERIOD_ALPHA <= p(n + more - 1)
+
+
+def _continued(gaps, first, n):
+    """A stall mask of n steps: the first stall at ``first``, then the
+    gaps repeated."""
+    mask, at, i = np.zeros(n, dtype=bool), first, 0
+    while at < n:
+        mask[at] = True
+        at += gaps[i % len(gaps)]
+        i += 1
+    return mask
+
+
+def test_steps_to_settle_keep_the_runs_own_mix_of_gaps():
+    # Gaps 5, 10, 10 in 44 steps: consistent with a stall every 10, not
+    # yet.  Counting every later gap as 10 promised "about 1 more step";
+    # at the run's own mix it takes more than half its length again, and
+    # a run that goes on with that mix does settle by then.
+    n = 44
+    mask = _continued([5, 10, 10], 3, 29)
+    mask = np.r_[mask, np.zeros(n - 29, dtype=bool)]
+    wait = np.where(mask, 50_000_000, 1_000_000).astype(np.int64)
+    t = stall_timing.temporal_of(mask, np.zeros(n, dtype=np.int32), wait)
+    assert (t["label"], t["consistent_period"]) == (stall_timing.UNSETTLED, 10)
+    more = t["settle_steps"]
+    assert more >= n // 2, more
+    m = n + more + 10
+    longer = _continued([5, 10, 10], 3, m)
+    lw = np.where(longer, 50_000_000, 1_000_000).astype(np.int64)
+    got = stall_timing.temporal_of(longer, np.zeros(m, dtype=np.int32), lw)
+    assert (got["label"], got["period"]) == (stall_timing.PERIODIC, 10), got["p_value"]
+
+
+def test_not_yet_quotes_the_test_that_found_the_period():
+    # 2 workers, stalls at 3, 5, 7, 9, 10, 13, 14 of 16 (two held out as
+    # start-up): the gaps fit a stall every 2 fetches, the predicted
+    # residue (0 mod 2) holds 2 of 7.  The sentence quotes the gap test's
+    # p, not the predicted test's, and does not call 2 the predicted
+    # period's finding.
+    pos = np.arange(16)
+    tested = pos >= 2
+    stalled = np.isin(pos, [3, 5, 7, 9, 10, 13, 14])
+    wait = np.where(stalled, 50_000_000, 1_000_000).astype(np.int64)
+    pred = stall_timing.predicted_cadence(stalled, pos, 2, tested, wait[tested])
+    assert not pred["consistent"] and pred["p_value"] == 1.0
+    t = stall_timing.temporal_of(stalled[tested], np.zeros(14, dtype=np.int32), wait[tested],
+                                 predicted=pred,
+                                 positions=stall_timing.Positions(stalled, pos, tested,
+                                                                  wait[tested]))
+    assert (t["label"], t["consistent_period"]) == (stall_timing.UNSETTLED, 2)
+    text = stall_timing.unsettled_part(t)
+    assert f"p = {t['p_value']:.2g}," in text and "p = 1," not in text
+    assert "num_workers predicts" not in text
 
 
 def test_the_seed_table_reads_in_the_report():

@@ -104,7 +104,7 @@ ETA_NULL_DRAWS = 4000
 ETA_NULL_MAX_N = 64
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def eta_critical(n: int) -> float:
     """The eta that one Gaussian group of ``n`` values exceeds with chance
     BIMODAL_ALPHA (seeded simulation, see above), at least

@@ -118,12 +118,20 @@ def period_p_value(gaps: np.ndarray, stalls: int, steps: int, bursts: bool = Fal
     as often as the modal gap does here (the union bound above; 1.0
     without gaps).  ``bursts``: the gaps are between onsets of runs of
     back-to-back stalls."""
-    from scipy.stats import binom
-
     m = int(len(gaps))
     if m == 0 or steps <= 1:
         return 1.0
     c = int(np.max(np.unique(gaps, return_counts=True)[1]))
+    return _modal_count_p(c, m, stalls, steps, bursts)
+
+
+def _modal_count_p(c: int, m: int, stalls: int, steps: int, bursts: bool) -> float:
+    """:func:`period_p_value` for a modal gap seen ``c`` times among ``m``
+    gaps."""
+    from scipy.stats import binom
+
+    if m == 0 or steps <= 1:
+        return 1.0
     rate = stalls / steps
     top = min(int(steps), PERIOD_EXACT_GAPS)
     g = np.arange(2, top + 1)
@@ -401,7 +409,11 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     both = 2.0 if test.get("rank_p_value") is not None else 1.0
 
     def p_of(m: int) -> float:
-        kk = max(PREDICTED_MIN_STALLS, round(k * m / n))
+        # The stall count grows with the steps; a test needs at least
+        # PREDICTED_MIN_STALLS of them (never assumed sooner).
+        kk = round(k * m / n)
+        if kk < PREDICTED_MIN_STALLS:
+            return 1.0
         jj = min(round(j * kk / k), m // period)
         tests = search_tests(m) if test.get("searched") else 1
         return (both * tests * _hypergeom_tail(jj, m, m // period, kk)
@@ -411,22 +423,27 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     return None if got is None else max(got - n, 1)
 
 
-def gap_settle_steps(period: int, stalls: int, steps: int, bursts: int = 0) -> Optional[int]:
+def gap_settle_steps(modal_share: float, stalls: int, steps: int, bursts: int = 0) -> Optional[int]:
     """How many more steps would let the searched test (period_p_value)
-    conclude for stalls every ``period`` steps at this run's rate
-    (``stalls`` in ``steps``), or, with ``bursts`` (the runs of
-    back-to-back stalls among them), for a burst every ``period`` steps at
-    this run's rates of stalls and bursts; None if not within
-    SETTLE_MAX_GROWTH."""
+    conclude if the run went on as it is: stalls at this run's rate
+    (``stalls`` in ``steps``), the same share ``modal_share`` of their gaps
+    at the modal gap, or, with ``bursts`` (the runs of back-to-back stalls
+    among them), bursts at this run's rate and that share of their gaps;
+    None if not within SETTLE_MAX_GROWTH.  (Every later gap at the period
+    would settle a 44-step run with gaps 5, 10, 10 in one more step; at
+    the run's own mix it takes twice the steps.)"""
     if stalls < 1 or steps < 1:
         return None
 
     def p_of(m: int) -> float:
-        kk = max(PREDICTED_MIN_STALLS, round(stalls * m / steps))
-        if bursts:
-            bb = max(PREDICTED_MIN_STALLS, round(bursts * m / steps))
-            return period_p_value(np.full(bb - 1, period), max(kk, bb), m, bursts=True)
-        return period_p_value(np.full(kk - 1, period), kk, m)
+        kk = round(stalls * m / steps)
+        bb = round(bursts * m / steps) if bursts else kk
+        if bb < PREDICTED_MIN_STALLS:
+            return 1.0
+        # The modal count the share gives, rounded down: "about M more
+        # steps" should not promise a conclusion sooner than the mix does.
+        c = max(PERIOD_MIN_REPEATS, int(modal_share * (bb - 1) + 1e-9))
+        return _modal_count_p(min(c, bb - 1), bb - 1, max(kk, bb), m, bool(bursts))
 
     got = _settle_steps(steps, p_of)
     return None if got is None else max(got - steps, 1)
@@ -560,7 +577,7 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
     if (out["modal_share"] >= PERIOD_MIN_SHARE and out["modal_gap"] > 1
             and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"]):
         return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
-                "settle_steps": gap_settle_steps(out["modal_gap"], k, n, bursts=k_gap)}
+                "settle_steps": gap_settle_steps(out["modal_share"], k, n, bursts=k_gap)}
     return out
 
 
@@ -679,7 +696,10 @@ def unsettled_part(tmp: dict) -> str:
     period = tmp["consistent_period"]
     pred = tmp.get("predicted") or {}
     searched = tmp.get("searched") if tmp.get("counted") == "position" else None
-    if pred.get("period") == period:
+    # The test that found the period consistent gives the p: the predicted
+    # one only where it did (the gaps can fit num_workers' period while the
+    # predicted residue does not).
+    if pred.get("period") == period and pred.get("consistent"):
         p, what = pred.get("p_value"), " (the period num_workers predicts)"
     elif searched:
         p, what = searched["p_value"], f" ({position_part(searched)})"
