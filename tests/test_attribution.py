@@ -285,6 +285,22 @@ def test_the_samples_period_comes_from_the_make_times_before_the_stalls():
     assert a["label"] == attribution.LOCK_STEP and a["period"] == 4 and a["period_from"] is None
 
 
+def test_slow_samples_on_one_workers_place_are_not_lock_step():
+    # Every 6th sample slow on 2 workers: all on worker 0, so every stall
+    # falls on an even fetch and the pre-stated test reads a stall every
+    # 2 fetches, num_workers; the make times name the samples' period, 6,
+    # and the lock-step reading and its sweep give way to it.
+    ranks = np.arange(2, 100)
+    made = attribution.made_period(ranks, _made(ranks, lambda r: r % 6 == 2), 2)
+    a = _made_attr(list(range(2, 100, 6)), 2, 2, made)
+    assert a["label"] == attribution.SLOW_SAMPLE and (a["period"], a["residue"]) == (6, 2)
+    assert a["stall_period"] == 2
+    items = [("lockstep", {"period": 2, "num_workers": 2}),
+             ("vary_workers_then_in_order", {"grid": (2, 1)})]
+    s = {"attribution": a, "diagnosis": input_bound.INPUT_BOUND, "steady_steps": 98}
+    assert [c for c, _ in advice.evidence_next_steps(s, items)] == ["slow_sample"]
+
+
 def test_the_words_say_where_the_period_comes_from():
     ranks = np.arange(4, 100)
     made = attribution.made_period(ranks, _made(ranks, lambda r: r % 5 == 0), 4)

@@ -445,14 +445,20 @@ ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_w
 # The next-step codes each of this family's items replaces.  SLOW-SAMPLE
 # replaces "confirm the period"; when the workers' make times give the
 # samples a period other than the stalls' cadence, also the items that
-# read a period off the stalls (they would name the wrong one).
+# read a period off the stalls (they would name the wrong one), lock-step
+# among them: every 6th sample slow on 2 workers lands on one worker and
+# stalls every 2nd fetch, the stall period equal to num_workers by the
+# round-robin, not because the workers finish together (2 of 5 such runs
+# printed "lock-step" and "vary num_workers" beside "SLOW-SAMPLE, rank %
+# 6 == 2").
 SUPERSEDES = {
     "one_worker": ROUND_CODES,
     "split_shards": ROUND_CODES,
     "slow_sample": frozenset(("confirm_period", "compare_in_order")),
 }
 SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES = frozenset(("period_not_workers", "period",
-                                               "wrap_to_compare_period"))
+                                               "wrap_to_compare_period", "lockstep",
+                                               "vary_workers_then_in_order"))
 ONLY_REPLACING: frozenset = frozenset()
 
 
