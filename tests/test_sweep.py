@@ -193,6 +193,24 @@ def test_correlation_says_what_it_rests_on():
     assert "num_workers did not vary" in str(res)
 
 
+def test_a_period_at_one_worker_refutes_the_rule_alone():
+    # Every 6th sample slow: period 6 at 1 and 0 workers (both directions),
+    # the 2- and 4-worker rows without a settled period.  "period ==
+    # max(1, num_workers)" says 1 there: one such row refutes it.
+    from traceml.sweeping import _row
+
+    rows = [dict(_row({"num_workers": k}, 0, d, None, None), stalls=s, period=p,
+                 mean_s=0.02)
+            for d in ("forward", "backward")
+            for k, s, p in [(4, 4, None), (2, 5, None), (1, 6, 6), (0, 6, 6)]]
+    res = traceml.SweepResult(rows, [None] * len(rows), False)
+    c = res.correlation
+    assert (c["distinct_workers"], c["mismatched"], c["follows"]) == (1, 4, False)
+    assert ("the period does not follow num_workers (period != max(1, num_workers) in 4 of 4 "
+            "rows)") in str(res)
+    assert "nothing to correlate" not in str(res)
+
+
 def test_a_period_set_by_the_data_does_not_follow_num_workers():
     """Every 3rd sample slow: period 3 at 4, 2, 1 and 0 workers.  The old
     median-gap column gave 3, 3, 6, 9 and r = 1.000; the period says 3

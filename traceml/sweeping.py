@@ -270,8 +270,8 @@ def correlation(rows: list[dict]) -> dict:
 
     ``follows`` is True when the period equals max(1, num_workers) in every
     row used and those rows span at least sweeps.SWEEP_MIN_DISTINCT_WORKERS
-    distinct num_workers; False when it differs in any row used (with 2 or
-    more distinct num_workers); None otherwise (too few to tell).
+    distinct num_workers; False when it differs in any row used; None
+    otherwise (too few to tell).
     ``same_period`` is True when every row used has the same period over 2
     or more distinct num_workers (the period is set by the data).
     ``points`` counts the rows used, ``rows`` lists their [max(1, n),
@@ -312,6 +312,11 @@ def correlation(rows: list[dict]) -> dict:
          r.get("predicted")) for r in rows if not r["error"] and _workers(r) is not None])
     if out["pooled"]["follows"] and not out["mismatched"]:
         out["follows"] = True
+    if out["mismatched"]:
+        # One settled row whose period is not max(1, num_workers) refutes
+        # "the period follows num_workers", whatever the other rows show
+        # (period 6 at 0 and 1 workers read "nothing to correlate").
+        out["follows"] = False
     if distinct < 2:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
