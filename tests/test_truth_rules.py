@@ -508,3 +508,18 @@ def test_a_steady_per_batch_cost_without_stalls_stays_fast():
     r = build(records(wait, np.full(120, 8 * MS)), INFO, SYNTHETIC, None)
     assert r["stalls"]["count"] == 0 and r["shape"] == "FAST"
     assert "spread over every fetch" in r["next"][0]
+
+
+def test_a_burst_period_is_said_as_bursts_in_the_cadence_line():
+    # 4 back-to-back stalls every 30 steps: the gaps between stalls are
+    # 1 (most) and 27; the period is the bursts', and the cadence line
+    # says so beside both histograms.
+    wait = np.full(300, 100_000)
+    for start in range(5, 300, 30):
+        wait[start:start + 4] = 40 * MS
+    r = build(records(wait, np.full(300, 10 * MS)), INFO, SYNTHETIC, None)
+    t = r["temporal"]
+    assert (t["label"], t["period"], t["counted"]) == ("PERIODIC", 30, "bursts")
+    text = str(r)
+    assert "cadence: a burst of stalls every 30 steps (modal gap between bursts)" in text
+    assert "a stall every 30 steps" not in text

@@ -820,9 +820,12 @@ def stall_lines(s: dict) -> list[str]:
     cad = s["cadence"]
     tmp = s.get("temporal") or {}
     if cad["period"] is not None and cad["period"] > 1:
-        text = (f"cadence: a stall every {cad['period']} steps "
-                + ("(by position in the epoch)" if tmp.get("counted") == "position"
-                   else "(modal gap)"))
+        # The period's own words: the bursts' gap where the stalls come in
+        # bursts (the histogram of gaps between stalls then peaks at 1).
+        how = {"position": "a stall every {} steps (by position in the epoch)",
+               "bursts": "a burst of stalls every {} steps (modal gap between bursts)"}
+        text = "cadence: " + how.get(tmp.get("counted"),
+                                     "a stall every {} steps (modal gap)").format(cad["period"])
     elif tmp.get("label") == EVERY_FETCH or cad["period"] == 1:
         text = "cadence: every fetch waits, no period"
     elif tmp.get("label") == TOO_FEW:
