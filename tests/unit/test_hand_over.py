@@ -33,3 +33,16 @@ def test_a_trend_does_not_displace_the_measured_hand_over():
     # Without HAND-OVER the trend's next step is the one, as before.
     s["diagnosis"] = input_bound.INPUT_BOUND
     assert [c for c, _ in advice._steady_steps(s, False)] == ["trend", "trend_next"]
+
+
+def test_main_process_work_names_the_sampler_and_the_experiment():
+    # The main process on a CPU inside the fetch is the sampler, receiving
+    # the batch or the iterator: a slow Sampler with 128-byte batches was
+    # told "fewer or smaller tensors".  The words name the sampler first
+    # and the experiment that tells the parts apart.
+    p = {"share": 0.63, "production_share": 0.01, "busy_share": 0.05,
+         "ready_before_fetch": 1.0, "median_s": 0.0095, "num_workers": 2,
+         "largest": {"part": "main_cpu", "share": 0.65}}
+    text = hand_over._hand_over_next(p)
+    assert "the sampler's next()" in text and "loader.batch_sampler" in text
+    assert "fewer or smaller tensors" not in text

@@ -37,10 +37,18 @@ PART_NEXT = {
     "worker_cpu_wait": ("a core for the workers: fewer processes than cores (a lower "
                         "num_workers), or a quieter host, compared on step time "
                         "(traceml.compare)"),
-    "main_cpu": ("the main process's own work on each batch, receiving it (unpickling and "
-                 "rebuilding its tensors, or work a custom collate_fn or iterator leaves to "
-                 "the main process): fewer or smaller tensors per batch, or that work moved "
-                 "into the workers"),
+    # The main process's CPU inside a fetch is the sampler's next() (a
+    # custom Sampler or batch_sampler runs here, not in the workers),
+    # receiving the batch (a cost per tensor as much as per byte), or work
+    # an iterator leaves here: the parts are not told apart by the clock,
+    # so the next step is the experiment that does (a slow sampler with
+    # 128-byte batches was told "fewer or smaller tensors").
+    "main_cpu": ("the main process's own work in the fetch: the sampler's next() (a custom "
+                 "Sampler or batch_sampler runs in the main process), receiving the batch "
+                 "(unpickling and rebuilding its tensors, a cost per tensor), or work an "
+                 "iterator leaves here; time the sampler alone (iterate "
+                 "loader.batch_sampler): what it does not explain is receiving, cheaper with "
+                 "fewer tensors per batch"),
     "cpu_wait": ("a core for the main process: fewer processes than cores (a lower "
                  "num_workers), or a quieter host"),
     "host_cpu_wait": ("a quieter host: the same loop with what else runs stopped, compared "
