@@ -78,7 +78,7 @@ def test_a_batch_costly_to_receive_is_hand_over_by_its_measured_part():
     lead = " ".join(r["next"])
     assert "More workers will not shorten this wait" in lead
     assert "the main process on a CPU inside the fetch" in lead
-    assert "receiving it" in lead
+    assert "receiving the batch" in lead
 
 
 @pytest.mark.slow
