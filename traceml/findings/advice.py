@@ -389,7 +389,8 @@ WORDS: dict[str, Words] = {
         "first steps), or record longer."),
     "outliers": lambda p: (
         (f"One outlier ({fmt_s(p['max_s'])}, the median fetch {fmt_s(p['median_s'])}): a "
-         "single long wait is a hiccup (a preempted process, a GC pause), not a pattern"
+         "single long wait is no pattern, whatever made it (slow samples, a preempted "
+         "process, a GC pause: the lines below say which were measured)"
          if p["count"] == 1 else
          f"{p['count']} outliers (largest {fmt_s(p['max_s'])}, the median fetch "
          f"{fmt_s(p['median_s'])}): too small together to be stalls"
