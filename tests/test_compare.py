@@ -257,4 +257,17 @@ def test_workers_that_take_the_models_cores_are_not_an_improvement():
     row = traceml.compare(base, run_, labels=["0 workers", "2 workers"]).rows[1]
     assert row["moved"]["mean_wait"] == "better" and row["moved"]["input_share"] == "better"
     assert row["moved"]["step_time"] == "worse" and row["verdict"] == "MIXED"
-    assert "mean step 60 ms -> 70 ms (+10 ms; tolerance 6 ms): worse" in row["why"]
+    assert "mean step 60 ms -> 70 ms (+10 ms; tolerance 2 ms): worse" in row["why"]
+
+
+def test_a_step_longer_than_the_waits_tolerance_is_not_an_improvement():
+    # The wait falls 5 -> 3 ms (tolerance max(0.5, 0.57) ms of a 28.7 ms
+    # step) while compute rises 23.7 -> 27.9 ms: each step 2.2 ms longer,
+    # 7.7% of it, under a tenth of the step yet past the wait's tolerance.
+    base = build(records(np.full(N, 5 * MS), np.full(N, int(23.7 * MS))), INFO, SYNTHETIC,
+                 None)
+    run_ = build(records(np.full(N, 3 * MS), np.full(N, int(27.9 * MS))), INFO, SYNTHETIC,
+                 None)
+    row = traceml.compare(base, run_).rows[1]
+    assert row["moved"]["mean_wait"] == "better" and row["moved"]["step_time"] == "worse"
+    assert row["verdict"] == "MIXED"

@@ -28,8 +28,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     mean input wait per steady-state step (comparison.compare_means), input
     share (comparison.SHARE_TOL), stalls per 100 steady-state steps
     (``*_stalls`` = (count, steady steps) at the baseline's threshold; not
-    judged when None) and the mean step (comparison.REL_TOL of the
-    baseline's).  The verdict is IMPROVEMENT (some better, none
+    judged when None) and the mean step (the mean wait's tolerance, in
+    seconds).  The verdict is IMPROVEMENT (some better, none
     worse), REGRESSION (some worse, none better), MIXED (both), EQUIVALENT
     (none moved) or NO_DATA when either summary has no steady-state mean
     wait; ``why`` says which measure moved, by how much, against which
