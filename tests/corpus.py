@@ -1235,7 +1235,10 @@ def corpus() -> list[Case]:
     cases += [small_two_groups(0, 4, 1.1, 0.18, 2.2), small_two_groups(1, 3, 0.7, 0.12, 1.6),
               small_two_groups(2, 5, 3.0, 0.3, 9.0),
               small_two_groups(3, 4, 1.1, 0.18, 2.2, periodic=False),
-              small_two_groups(4, 3, 0.7, 0.12, 1.6, periodic=False)]
+              small_two_groups(4, 3, 0.7, 0.12, 1.6, periodic=False),
+              # 3.7x apart (time.sleep's own 0.1 ms on every fetch), and its control.
+              small_two_groups(5, 4, 1.1, 0.3, 3.0),
+              small_two_groups(6, 4, 1.1, 0.3, 3.0, periodic=False)]
     cases += [isolated_blip(0, 40), isolated_blip(1, 5, num_workers=0),
               isolated_blip(2, 70, num_workers=4)]
     cases += [uniformly_slow(0, 25.0, 0), uniformly_slow(1, 40.0, 1),
