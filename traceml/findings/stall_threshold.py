@@ -139,8 +139,8 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
 # judges; a fixed 4x between the groups lost the same loop at 1.1 against
 # 0.3 ms (3.65x, eta 0.99: time.sleep's own 0.1 ms on every fetch), whose
 # slow group adds 27% of the compute.  Groups closer than 4x must show
-# eta beyond one group's at the run's size instead (eta_critical).  Whether the group matters as a
-# whole is stalls_matter's.
+# eta beyond one group's at the run's size instead (eta_critical).
+# Whether the group matters as a whole is stalls_matter's.
 STALL_MIN_COMPUTE_SHARE = STALL_FLOOR_STEP_SHARE
 
 
@@ -235,15 +235,14 @@ def stall_threshold_ns(
         # (STALL_MIN_COMPUTE_SHARE), at any ratio between the groups where
         # eta shows two groups at this size (eta_critical).
         groups = bimodal_split(wait_ns, min_ratio=1.0)
-        if (groups is not None
-                and groups["upper_mean_ns"] < BIMODAL_MIN_RATIO * groups["lower_mean_ns"]
-                and groups["eta"] <= eta_critical(len(wait_ns))):
+        close = (groups is not None
+                 and groups["upper_mean_ns"] < BIMODAL_MIN_RATIO * groups["lower_mean_ns"])
+        if close and groups["eta"] <= eta_critical(len(wait_ns)):
             groups = None
         if groups is not None and _is_minority(wait_ns, groups["threshold_ns"]):
             return _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
-        split = (None if groups is None
-                 or groups["upper_mean_ns"] < BIMODAL_MIN_RATIO * groups["lower_mean_ns"]
-                 else groups["threshold_ns"])
+        # Otherwise an Otsu candidate only from groups 4x apart, as before.
+        split = None if groups is None or close else groups["threshold_ns"]
     if split is not None:
         candidates[RULE_OTSU] = split
     elif not every_slow and not _stands_out(wait_ns, max(candidates.values())):
