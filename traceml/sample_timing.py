@@ -74,6 +74,18 @@ def _call_block(dur: np.ndarray, make_total: int) -> Optional[dict]:
             "share": float(dur.sum()) / make_total if make_total > 0 else None}
 
 
+def _first_of_worker(epoch: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray
+                     ) -> np.ndarray:
+    """Whether each sample (shape (n,), bool) is the first its worker made
+    in its epoch (the earliest ``begin_ns`` of its (epoch, worker))."""
+    order = np.lexsort((begin_ns, worker, epoch))
+    first = np.zeros(len(order), dtype=bool)
+    if len(order):
+        e, w = epoch[order], worker[order]
+        first[order] = np.concatenate(([True], (e[1:] != e[:-1]) | (w[1:] != w[:-1])))
+    return first
+
+
 def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndarray],
               lost: int = 0, unavailable: Optional[str] = None
               ) -> tuple[dict, Optional[dict]]:
@@ -93,7 +105,10 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     ``collate`` and ``getitems`` ({calls, median_s, share} or None),
     ``slowest`` (up to SLOWEST_SHOWN: index, s, cpu_s, batch_share,
     worker, epoch, step), ``table`` (columns of up to TABLE_MAX samples:
-    all in claim order, or the slowest), ``lost``."""
+    all in claim order, or the slowest), ``lost``.  The arrays (shape
+    (samples,) each): ``wall_ns``, ``cpu_ns`` (the sampling thread's; -1
+    unknown), ``index``, ``batch_share``, ``first`` (the first sample its
+    worker made in its epoch), and ``kind``."""
     block: dict = {"available": False, "unavailable": unavailable, "lost": int(lost)}
     if len(items) == 0:
         if unavailable is None:
@@ -159,5 +174,5 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
         "epoch": epoch[rows].tolist(), "step": step[rows].tolist(),
     }
     arrays = {"wall_ns": s_dur, "cpu_ns": s_cpu, "index": index, "batch_share": share,
-              "kind": kind}
+              "kind": kind, "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
     return block, arrays

@@ -463,7 +463,7 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
     waits for a core, I/O, sleeps), ``cpu_s`` the worker process's CPU per
     batch (every thread), ``runq_s`` the fetching thread's wait for a core (schedstat; None when the
     kernel keeps none) (each {median, p95, mean}), ``handover_s`` per step the input
-    wait outside production (same), ``workers`` per worker id {batches, make_median_s,
+    wait outside production (same), ``workers`` per worker id {batches, make_median_s, make_mean_s,
     cpu_median_s}, ``busy_share`` the workers' time making batches over
     num_workers times the epochs' span, ``production_share`` the input wait
     during which the awaited worker was making batches, ``handover_share``
@@ -513,6 +513,7 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
         per_worker[int(w)] = {
             "batches": int(sel.sum()),
             "make_median_s": _core.percentiles(make[sel], 50.0) * 1e-9,
+            "make_mean_s": float(make[sel].mean()) * 1e-9,
             "cpu_median_s": _core.percentiles(c, 50.0) * 1e-9 if len(c) else None,
         }
     # The workers' busy share over the epochs the matched steps belong to.

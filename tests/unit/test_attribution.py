@@ -30,3 +30,32 @@ def test_cpu_is_compared_per_batch_made():
     assert attribution.cpu_ratio({0: 300, 1: 100}, 0, made) == 1.5
     # A worker with no batch delivered cannot be put per batch.
     assert attribution.cpu_ratio(ticks, 0, {0: 20}) is None
+
+
+def _on_worker_0(per_worker):
+    """2 workers, a stall on each of worker 0's 16 batches (ranks 2, 4, ...),
+    its batches timed as ``per_worker`` says."""
+    ranks = np.arange(2, 34, 2)
+    return attribution.attribution(ranks, ranks % 2, np.arange(2, 34) % 2, 2, 2, None,
+                                   per_worker=per_worker, making=True)
+
+
+def test_lock_step_needs_the_round_to_cost_its_workers_alike():
+    # Every 3rd of worker 0's batches takes 160 ms against 20 ms (a slow
+    # sample every 6th index at num_workers=2): its median is the others',
+    # its mean 3.3x theirs; its round is not what makes the loop wait.
+    slow = np.where(np.arange(16) % 3 == 0, 0.160, 0.020)
+    heavy = {0: {"batches": 16, "make_median_s": float(np.median(slow)),
+                 "make_mean_s": float(slow.mean())},
+             1: {"batches": 16, "make_median_s": 0.020, "make_mean_s": 0.020}}
+    assert attribution.make_ratio(heavy, 0) == pytest.approx(1.0)
+    assert attribution.make_ratio(heavy, 0, "make_mean_s") == pytest.approx(
+        slow.mean() / 0.020)
+    assert _on_worker_0(heavy) is None
+    # A round whose batches cost every worker alike stays LOCK-STEP.
+    alike = {w: {"batches": 16, "make_median_s": 0.1, "make_mean_s": 0.1 * (1 + 0.2 * w)}
+             for w in (0, 1)}
+    assert _on_worker_0(alike)["label"] == "LOCK-STEP"
+    # A file written before make_mean_s was kept: the median alone decides.
+    old = {w: {k: v for k, v in d.items() if k != "make_mean_s"} for w, d in heavy.items()}
+    assert _on_worker_0(old)["label"] == "LOCK-STEP"

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from traceml import _core, stacks
-from traceml.findings import slow_code
+from traceml.findings import slow_code, slow_samples
 
 CODES = [("/data/ds.py", "DS.__getitem__", 10), ("/data/ds.py", "query_rows", 30),
          ("/data/ds.py", "burn", 2), (stacks._OWN_DIR + "wrapping.py", "own", 1)]
@@ -188,6 +188,14 @@ def test_slow_batches_of_the_same_code_get_no_next_step_of_their_own():
         s["attribution"] = {"label": label}
         assert "the cost is every batch's" in slow_code.evidence_lines(s)[0]
         assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
+    # Without an attribution, the workers' per-sample timing finding slow
+    # samples (every 6th index, most of their batch's time) says the same.
+    s["attribution"] = None
+    s["production"] = {"samples": {"slow": {"count": 7, "batch_share": 0.98}}}
+    assert "they run the same code, only longer" in slow_code.evidence_lines(s)[0]
+    assert slow_code.advise(s) == []
+    s["production"]["samples"]["slow"]["count"] = slow_samples.STRIDE_MIN_SLOW - 1
+    assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
 
 
 def test_off_cpu_names_the_larger_measured_part():

@@ -96,6 +96,50 @@ def test_sleeping_samples_are_slow_on_the_wall_clock():
     assert got["basis"] == "wall" and got["stride"] == 8
 
 
+def test_samples_slow_on_cpu_do_not_hide_samples_slow_on_the_wall_clock():
+    # Work handed to a helper thread (or a sleep) every 8th index: 25 ms of
+    # wall, no CPU on the worker's thread; and two samples (33, 50) that
+    # burned 3 ms of CPU on it (a lazily built cache).
+    x = _costs(slow=25.0)
+    cpu = np.full(len(x), 0.05)
+    cpu[[33, 50]] = x[[33, 50]] = 3.0
+    got = slow_samples.slow_of(_arrays(x, cpu_ms=cpu))
+    assert got["basis"] == "cpu+wall" and got["count"] == 8 + 2
+    assert got["threshold_s"] == pytest.approx(max(5 * 0.05, 0.05 + 1.0) * 1e-3)
+    assert got["wall_threshold_s"] == pytest.approx(
+        max(5 * np.median(x), np.median(x) + 10.0) * 1e-3)
+    assert set(range(0, 64, 8)) | {33, 50} == set(got["indices"])
+    (f,) = slow_samples.rule({"available": True, "kind": "map", "slow": got})
+    assert "of CPU or" in slow_samples.WORDS[f.code](f.numbers)
+
+
+def test_each_workers_first_sample_is_left_out_as_its_start_up():
+    # 2 workers, 32 samples each; each worker's first sample (index 0 and
+    # 1) carries 300 ms of start-up, the rest cost 2 ms.
+    wall = np.full(64, 2.0)
+    wall[[0, 1]] = 300.0
+    first = np.zeros(64, dtype=bool)
+    first[[0, 1]] = True
+    arrays = {**_arrays(wall), "first": first}
+    got = slow_samples.slow_of(arrays)
+    assert got["count"] == 0 and got["of"] == 62 and got["first_left_out"] == 2
+    # Without the mark they are slow samples.
+    assert slow_samples.slow_of(_arrays(wall))["indices"] == [0, 1]
+
+
+def test_first_of_worker_marks_each_epoch_and_workers_earliest_sample():
+    rng = np.random.default_rng(5)
+    epoch, worker = rng.integers(0, 3, 200), rng.integers(0, 4, 200)
+    begin = rng.permutation(200).astype(np.int64)
+    got = sample_timing._first_of_worker(epoch, worker, begin)
+    for e in range(3):
+        for w in range(4):
+            sel = np.flatnonzero((epoch == e) & (worker == w))
+            assert got[sel].sum() == (1 if len(sel) else 0)
+            if len(sel):
+                assert got[sel[np.argmin(begin[sel])]]
+
+
 def test_uniform_samples_have_none_slow_and_too_few_say_so():
     rng = np.random.default_rng(1)
     got = slow_samples.slow_of(_arrays(0.5 * rng.lognormal(0, 0.3, 200)))
@@ -117,8 +161,15 @@ def test_corpus_every_8th_index_is_named_with_its_stride_and_share():
     assert code == "slow_samples_stride" and numbers["stride"] == 8
     # Batch of 4: one 12 ms sample beside three of ~0.5 ms.
     assert numbers["batch_share"] == pytest.approx(12 / 13.5, abs=0.02)
+    # Each worker's first sample is left out of the test (its start-up):
+    # index 0, worker 0's first, among them.
+    t = b["table"]
+    firsts = {min((e, w, i) for i, e, w in zip(range(t["of"]), t["epoch"], t["worker"])
+                  if (e, w) == ew) for ew in set(zip(t["epoch"], t["worker"]))}
+    assert b["slow"]["first_left_out"] == len(firsts)
+    assert b["slow"]["of"] == 256 - len(firsts) and b["slow"]["count"] == 32 - 1
     (line,) = slow_samples.evidence_lines(s)
-    assert line.startswith("slow samples: index 0, 8, 16, 24, 32, 40 ...: 12 ms each")
+    assert line.startswith("slow samples: index 8, 16, 24, 32, 40, 48 ...: 12 ms each")
     assert "every 8th index (index % 8 == 0, and no other)" in line
     assert b["slowest"][0]["s"] == pytest.approx(0.012, rel=0.03)
     assert b["table"]["rows"] == b["table"]["of"] == 256 and b["table"]["order"] == "claim"

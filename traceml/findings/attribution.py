@@ -212,15 +212,18 @@ def made_period(ranks: np.ndarray, make_ns: np.ndarray,
     return None
 
 
-def make_ratio(per_worker: Optional[dict], worker: int) -> Optional[float]:
+def make_ratio(per_worker: Optional[dict], worker: int,
+               key: str = "make_median_s") -> Optional[float]:
     """Worker ``worker``'s median time to make a batch (measured in the
     worker: traceml.worker_timing) over the other workers' median of
-    theirs; None without it and at least one other."""
-    if not per_worker or worker not in per_worker or len(per_worker) < 2:
+    theirs (``key="make_mean_s"``: its mean over the median of their
+    means); None without it and at least one other."""
+    if (not per_worker or worker not in per_worker or len(per_worker) < 2
+            or any(v.get(key) is None for v in per_worker.values())):
         return None
-    others = [v["make_median_s"] for w, v in per_worker.items() if w != worker]
+    others = [v[key] for w, v in per_worker.items() if w != worker]
     median = float(np.median(others))
-    mine = per_worker[worker]["make_median_s"]
+    mine = per_worker[worker][key]
     return float("inf") if median <= 0 else mine / median
 
 
@@ -275,7 +278,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     making the batches during the stalls where that was measured
     (``making``: busy by the sampler or by their own batch timing; None:
     not measured): the round's cost is per-batch work inside the workers,
-    which idle workers do not do (``ambiguous`` when the stalls sit on one
+    which idle workers do not do; and, where the workers timed their
+    batches, the worker holding the most stalls taking under BUSIER_RATIO
+    times the others' mean time a batch (a round costs its workers alike)
+    (``ambiguous`` when the stalls sit on one
     worker but neither CPU readings nor batch timing tell it from the
     others).  None when too few stalls or no rule holds:
     {label, worker (ONE-WORKER's k, else None), top_worker (the worker
@@ -356,7 +362,14 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 return {**out, "label": SLOW_SAMPLE, "worker": None,
                         "period_from": PERIOD_FROM_STALLS}
         return None
-    if nw >= 2 and period == k and making is not False:
+    # A round made in lock-step costs each worker alike: where the worker
+    # holding the stalls takes BUSIER_RATIO times the others' mean time a
+    # batch (some of its batches slow: samples every num_workers-th index
+    # land on one worker in round-robin order), the round does not explain
+    # the stalls, whatever its median says.
+    heavier = make_ratio(per_worker, out["top_worker"], "make_mean_s")
+    if nw >= 2 and period == k and making is not False and not (
+            heavier is not None and heavier >= BUSIER_RATIO):
         # Stalls on one worker with no CPU readings to tell it from the
         # rest: a slow worker and drifted lock-step look alike here.
         ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE

@@ -44,7 +44,7 @@ from scipy import stats
 
 from .. import _core
 from ..fmt import pct, plural
-from . import attribution, stall_threshold
+from . import attribution, slow_samples, stall_threshold
 from ._types import Finding, Words
 
 # The false-naming rate across the functions of one report: 1 in 100
@@ -204,8 +204,19 @@ def alike(s: dict, f: Finding) -> bool:
     particular samples (a lock-step round makes some batches wait, not
     cost more)."""
     label = (s.get("attribution") or {}).get("label")
+    if label not in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE) and _samples_slow(s):
+        return False
     return bool(f.numbers.get("one_group") or f.numbers.get("every_fetch")
                 or label not in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE))
+
+
+def _samples_slow(s: dict) -> bool:
+    """Whether the workers' per-sample timing found particular samples slow
+    (findings.slow_samples): at least its STRIDE_MIN_SLOW samples, most of
+    their batches' make time."""
+    slow = (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
+    return bool(slow.get("count", 0) >= slow_samples.STRIDE_MIN_SLOW
+                and (slow.get("batch_share") or 0.0) > 0.5)
 
 
 def held_path(path: list[dict], total: float) -> list[dict]:
