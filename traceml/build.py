@@ -1126,8 +1126,12 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             _making_in_stalls(s, workers_busy), making_ranks)
     bb = out["batch_bytes"]
     if bb is not None:
-        bb["handover"] = hand_over.handover(bb["median"], s["diagnosis"], workers_busy, main_busy,
-                                            (s.get("loader") or {}).get("num_workers"))
+        samples = (s.get("production") or {}).get("samples") or {}
+        bb["handover"] = hand_over.handover(
+            bb["median"], s["diagnosis"], workers_busy, main_busy,
+            (s.get("loader") or {}).get("num_workers"),
+            samples.get("sample_share") if samples.get("available") else None,
+            (s.get("wait_parts") or {}).get("all"))
     return out
 
 

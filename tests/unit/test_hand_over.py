@@ -46,3 +46,20 @@ def test_main_process_work_names_the_sampler_and_the_experiment():
     text = hand_over._hand_over_next(p)
     assert "the sampler's next()" in text and "loader.batch_sampler" in text
     assert "fewer or smaller tensors" not in text
+
+
+def test_bytes_advice_only_where_the_bytes_are_measured_to_be_the_cost():
+    # 9.6 MB float32 images whose __getitem__ burns 4 ms each: the samples
+    # hold 90% of the workers' batch time, receiving 9% of the wait.
+    parts = {"parts_s": {"worker_making": 0.74, "worker_cpu_wait": 0.05, "main_cpu": 0.09,
+                         "cpu_wait": 0.12, "in_transit": 0.0}}
+    args = (BIG, input_bound.INPUT_BOUND, True, False, 2)
+    assert hand_over.handover(*args, 0.9, parts) is None
+    # Ready tensors: collate's copy is most of the batch time.
+    assert hand_over.handover(*args, 0.1, parts) == "handover_bytes"
+    # Costly samples, but the batch in transit is most of the wait.
+    moving = {"parts_s": {**parts["parts_s"], "in_transit": 1.5}}
+    assert hand_over.handover(*args, 0.9, moving) == "handover_bytes"
+    # Not measured (spawned workers time nothing): as before.
+    assert hand_over.handover(*args, None, parts) == "handover_bytes"
+    assert hand_over.handover(*args, 0.9, None) is None

@@ -22,8 +22,18 @@ from . import input_bound, wait_parts
 HANDOVER_MIN_BYTES = 8e6
 
 
+# The bytes are measured not to be the cost when the samples' own
+# processing holds more than half of the workers' batch time (the rest is
+# collate, with its copy into shared memory) and receiving the batch (the
+# main process on a CPU in the fetch, and the batch in transit) holds less
+# than half of the input wait: the larger part of both is elsewhere.
+BYTES_PART_SHARE = 0.5
+
+
 def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Optional[bool],
-             main_busy: Optional[bool], num_workers: Optional[int] = None) -> Optional[str]:
+             main_busy: Optional[bool], num_workers: Optional[int] = None,
+             sample_share: Optional[float] = None,
+             parts: Optional[dict] = None) -> Optional[str]:
     """Whether large batches may be the wait, as a code: None when the
     median batch is under HANDOVER_MIN_BYTES, input is not a concern
     (COMPUTE-BOUND, NO-DATA), no bytes cross processes (num_workers=0:
@@ -31,11 +41,17 @@ def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Option
     anything); "handover_main" when the workers idle while the main
     process is busy (the hand-over's receiving end is the cost); else
     "handover_bytes" (the workers' CPU may be collate's copy rather than
-    the samples' processing).  The measured parts of the wait
-    (findings.wait_parts) do not gate it: collate's copy into shared
+    the samples' processing), unless that is measured not to be so:
+    ``sample_share`` (the samples' part of the workers' batch time,
+    production.samples; None: not measured) above BYTES_PART_SHARE and the
+    receiving parts of ``parts`` (findings.wait_parts' split of the input
+    wait: main_cpu and in_transit; None: not measured, and the samples'
+    share decides) under it.  The
+    receiving parts alone do not gate it: collate's copy into shared
     memory runs in the workers, where it is part of making the batch, and
     the cores it takes show as the main process waiting for one (measured
-    on 59 MB batches here), so no part is free of the bytes' cost."""
+    on 59 MB batches here); the per-sample timing is what tells that copy
+    from the samples' processing."""
     if median_bytes is None or median_bytes < HANDOVER_MIN_BYTES:
         return None
     if num_workers == 0:
@@ -44,6 +60,12 @@ def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Option
         return None
     if workers_busy is False and main_busy:
         return "handover_main"
+    if sample_share is not None and sample_share > BYTES_PART_SHARE:
+        p = (parts or {}).get("parts_s") or {}
+        total = sum(p.values())
+        receiving = (p.get("main_cpu", 0.0) + p.get("in_transit", 0.0)) / total if total else 0.0
+        if receiving < BYTES_PART_SHARE:
+            return None
     return "handover_bytes"
 
 

@@ -220,7 +220,7 @@ def _not_the_index(p: dict) -> str:
         return ""
     whats = "indices" if p["what"] == "index" else f"{p['what']}s"
     return (f"; yet those {whats} were fast in {timed - slow} of their {timed} timings: "
-            "a cost of when they were made (a worker's first sample carries its start-up), "
+            "a cost of when they were made (a busy host, a cache filled once), "
             f"not of the samples")
 
 
