@@ -90,3 +90,16 @@ def test_a_full_host_replaces_the_loaders_pattern_advice():
     s = _summary(None, None)
     assert host_contention.measure(s) is None
     assert advice.evidence_next_steps(s, items) == items
+
+
+def test_a_full_host_keeps_the_workers_compared_with_each_other():
+    # Worker 1 making its batches 3x slower beside a full host: a host
+    # delays every worker alike, so the attribution to one worker (and to
+    # particular samples) follows the host's next step; the waits' pattern
+    # does not.
+    items = [("heavy_tailed", {}), ("one_worker", {}), ("split_shards", {}),
+             ("slow_sample", {}), ("vary_workers_around", {})]
+    got = [c for c, _ in advice.evidence_next_steps(_summary(0.1, 0.8), items)]
+    assert got == ["one_worker", "split_shards", "slow_sample", "host_contention"]
+    arranged, roles = advice.arrange(advice.evidence_next_steps(_summary(0.1, 0.8), items))
+    assert [c for (c, _), r in zip(arranged, roles) if r == "lead"] == ["host_contention"]

@@ -59,14 +59,18 @@ from ._types import Finding, Words
 HOST_WAIT_SHARE = 0.5
 
 # The readings and experiments about the loader's own pattern that a full
-# host makes moot (traceml.findings.advice and the evidence families).
+# host makes moot (traceml.findings.advice and the evidence families): the
+# waits' shape, cadence and trend, which a host's waits for a core make
+# and unmake.  Not the attribution to one worker or to particular samples
+# (one_worker, split_shards, slow_sample): those compare the workers'
+# batches with each other, and a full host delays every worker alike, so
+# they follow the host's next step as further readings.
 _PATTERN_CODES = frozenset((
     "heavy_tailed", "periodic_on_top", "stalls_on_top", "too_few_stalls", "irregular",
     "unsettled", "lockstep", "vary_workers_then_in_order", "period_not_workers",
     "confirm_period", "period", "wrap_to_compare_period", "compare_in_order",
-    "slow_samples_one_loader", "overtaking", "overtaking_round", "one_worker",
-    "split_shards", "slow_sample", "vary_workers_around", "vary_workers_or_prefetch",
-    "trend", "trend_next"))
+    "slow_samples_one_loader", "overtaking", "overtaking_round",
+    "vary_workers_around", "vary_workers_or_prefetch", "trend", "trend_next"))
 SUPERSEDES = {"host_contention": _PATTERN_CODES, "host_bound": _PATTERN_CODES}
 ONLY_REPLACING: frozenset = frozenset()
 
@@ -144,8 +148,8 @@ def _host_bound_words(p: dict) -> str:
               if p.get("others_cores") is not None else "")
     return (f"Input is {pct(p['share'])} of step time, and the largest measured part of it "
             f"({pct(p['host_share'])}) is the loop or the awaited worker waiting for a core "
-            f"that other programs held{others}: the host is full, and neither more workers "
-            "nor a cheaper batch shortens that. Next: run beside fewer processes (stop what "
+            f"that other programs held{others}: the host is full, and more workers would "
+            "only queue for the same cores. Next: run beside fewer processes (stop what "
             "else is running) and compare (traceml.compare) before changing the loader.")
 
 
