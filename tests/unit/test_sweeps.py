@@ -91,3 +91,24 @@ def test_more_workers_is_said_only_where_num_workers_varied():
     assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_STILL_INPUT]
     text = sweeps.sweep_next_lines(items)[-1]
     assert "more cores" not in text and "num_workers did not vary" in text
+
+
+def test_the_footers_speak_only_of_what_varied():
+    # prefetch_factor swept at num_workers=2: no row is "left out of the
+    # correlation", as there is none; where num_workers varied, they are.
+    left = [{"condition": {"num_workers": 2, "prefetch_factor": 1}, "pass_": 0,
+             "direction": "forward", "reason": "few_stalls", "stalls": 0}]
+    assert sweeps.sweep_left_out({"workers_varied": False, "left_out": left}) is None
+    said = sweeps.sweep_left_out({"workers_varied": True, "left_out": left})
+    assert said.startswith("left out of the correlation: num_workers=2 prefetch_factor=1")
+
+
+def test_the_prediction_footer_counts_the_runs_it_was_checked_on():
+    from traceml.findings import prediction_check
+
+    rows = [{"condition": {"num_workers": k}, "predicted_error": e}
+            for k, e in ((4, None), (2, 0.22), (1, -0.08))]
+    one = prediction_check.sweep_prediction({"basis": 0, "rows": [0, 1]}, rows)
+    assert one.endswith("; off by 22% on the other run.")
+    two = prediction_check.sweep_prediction({"basis": 0, "rows": [0, 1, 2]}, rows)
+    assert two.endswith("; off by 8% to 22% on the other 2 runs.")

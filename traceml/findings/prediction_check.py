@@ -166,8 +166,11 @@ def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
     errors = [abs(rows[i]["predicted_error"]) for i in pred["rows"]
               if rows[i].get("predicted_error") is not None and i != pred["basis"]]
     basis = sweeps.condition(rows[pred["basis"]]["condition"])
-    off = (f"; off by {pct(min(errors))} to {pct(max(errors))} on the other runs"
-           if errors else "")
+    off = ""
+    if errors:
+        low, high = pct(min(errors)), pct(max(errors))
+        where = "the other run" if len(errors) == 1 else f"the other {len(errors)} runs"
+        off = f"; off by {low if low == high else f'{low} to {high}'} on {where}"
     return (f"predicted: mean wait per step for each num_workers from the workers' batch "
             f"timing of the run {basis} (traceml.predict){off}.")
 

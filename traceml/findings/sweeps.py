@@ -282,9 +282,11 @@ _LEFT_OUT = {
 
 
 def sweep_left_out(c: dict) -> Optional[str]:
-    """The rows the correlation left out, each with its reason."""
+    """The rows the correlation left out, each with its reason; None where
+    none was, or where num_workers did not vary (there is no correlation
+    to leave a row out of)."""
     left = c.get("left_out") or []
-    if not left:
+    if not left or c.get("workers_varied") is False:
         return None
     return "left out of the correlation: " + "; ".join(
         f"{condition(r['condition'])} pass {r['pass_']} {r['direction']} "
