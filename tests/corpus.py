@@ -1055,6 +1055,27 @@ def sim_random_slow(seed: int, rate: float = 0.12, num_workers: int = 4,
                             num_workers=num_workers, compute_ms=rng.uniform(9.5, 10.5, n))
 
 
+# A draw of 22 slow indices among 66 (numpy's default_rng(1000), kept as
+# drawn): 13 of them even, so with 2 workers in turn worker 0 gets more of
+# them and the loop's stalls gather on its turns.
+UNEVEN_DRAW = (4, 8, 10, 12, 14, 15, 22, 23, 27, 29, 31, 34, 42, 43, 50, 51, 52, 54, 55,
+               60, 64, 65)
+
+
+def sim_random_slow_on_turns(seed: int, slow_ms: float = 60.0) -> Case:
+    """2 workers, the UNEVEN_DRAW indices ``slow_ms`` against ~1.2 ms: the
+    stalls fall every 2 steps (on worker 0's turns, behind its slow
+    batches), yet no round of equal batches makes them: LOCK-STEP would be
+    wrong, and the batches' make times say so (two groups ~50x apart)."""
+    rng = np.random.default_rng(2600 + seed)
+    n = 66
+    cost = _fast(rng, n, 1.2, 0.3)
+    cost[list(UNEVEN_DRAW)] = slow_ms * rng.uniform(0.97, 1.03, len(UNEVEN_DRAW))
+    truth = {"attribution.label": Not("LOCK-STEP"), "batch_cost.alike": False}
+    return simulated_loader(f"sim-random-slow-on-turns-2w-s{seed}", cost, truth,
+                            num_workers=2, compute_ms=rng.uniform(7.5, 8.5, n), handover_ms=1.0)
+
+
 def sim_lockstep(seed: int, num_workers: int = 4, make_ms: float = 100.0,
                  n: int = 96) -> Case:
     """Every batch costs about ``make_ms`` (sigma 0.05), the workers started
@@ -1287,6 +1308,7 @@ def corpus() -> list[Case]:
               sim_slow_items(2, collate_ms=4.0, getitems=True)]
     cases += [sim_random_slow(s) for s in range(3)]
     cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
+    cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
     cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]

@@ -86,7 +86,7 @@ def test_corpus_is_well_formed():
             assert path.split(".")[0] in (
                 "diagnosis", "shape", "stalls", "temporal", "trend",
                 "attribution", "headline", "production", "diagnosis_support",
-                "shape_support", "wait_parts"), (c.name, path)
+                "shape_support", "wait_parts", "batch_cost"), (c.name, path)
 
 
 def test_labels_read_missing_keys_as_not_found():

@@ -1089,8 +1089,10 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            met: Optional[tuple] = None,
                            steps: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (attribution.attribution: which worker held the
-    stalled batches, the workers' round, or the samples) and
-    ``batch_bytes`` ({median, max, measured, handover}) sections, from the
+    stalled batches, the workers' round, or the samples), ``batch_cost``
+    (attribution.batch_cost of the steady batches' make times, taken with
+    the attribution; None otherwise) and ``batch_bytes`` ({median, max,
+    measured, handover}) sections, from the
     delivery record, the per-worker CPU ticks and the measured batch
     bytes (``bytes_seen``: evidence.batch_bytes); ``ranks_workers`` are
     the per-step arrays the delivery record was made from (no attribution
@@ -1100,7 +1102,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     for an attribution) give the slow batches' rank period
     (attribution.made_period), which names the samples' period before the
     stalls do."""
-    out: dict = {"attribution": None, "batch_bytes": bytes_seen}
+    out: dict = {"attribution": None, "batch_bytes": bytes_seen, "batch_cost": None}
     workers_busy, main_busy = _busy_in_stalls(s)
     dlv = s.get("delivery")
     if dlv is not None and dlv["known"] and ranks_workers is not None:
@@ -1112,18 +1114,23 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             return np.maximum(a, -1, dtype=np.int64)
 
         nw = (s.get("loader") or {}).get("num_workers")
-        period_of_made = making_ranks = None
+        period_of_made = making_ranks = made_alike = None
         # Only where the stalls are enough for an attribution at all.
         if met is not None and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS:
             made = worker_timing.made_ns(*met)
             period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw)
+            timed = made[steady]
+            timed = timed[timed >= 0]
+            if len(timed) >= attribution.ATTR_MIN_STALLS:
+                out["batch_cost"] = attribution.batch_cost(timed)
+                made_alike = out["batch_cost"]["alike"]
             if steps is not None:
                 making_ranks = _making_ranks(steps, mask, known(ranks), *met)
         out["attribution"] = attribution.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,
             (s.get("production") or {}).get("workers"), period_of_made,
-            _making_in_stalls(s, workers_busy), making_ranks)
+            _making_in_stalls(s, workers_busy), making_ranks, made_alike)
     bb = out["batch_bytes"]
     if bb is not None:
         samples = (s.get("production") or {}).get("samples") or {}

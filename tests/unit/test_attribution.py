@@ -59,3 +59,32 @@ def test_lock_step_needs_the_round_to_cost_its_workers_alike():
     # A file written before make_mean_s was kept: the median alone decides.
     old = {w: {k: v for k, v in d.items() if k != "make_mean_s"} for w, d in heavy.items()}
     assert _on_worker_0(old)["label"] == "LOCK-STEP"
+
+
+def test_lock_step_needs_the_batches_made_alike():
+    # Slow samples at random indices: their batches cost more, and the loop
+    # stalls behind each on its worker's turn (period num_workers); the
+    # make times form two groups, which no round of equal batches does.
+    ranks = np.arange(4, 52, 4)
+    args = (ranks, ranks % 4, np.arange(4, 52) % 4, 4, 4, None)
+    assert attribution.attribution(*args, making=True, made_alike=False) is None
+    assert attribution.attribution(*args, making=True, made_alike=True)["label"] == "LOCK-STEP"
+    assert attribution.attribution(*args, making=True)["label"] == "LOCK-STEP"
+
+
+def test_batch_cost_needs_two_groups_apart_in_size():
+    rng = np.random.default_rng(4)
+    # A lock-step round beside a hog: 16 batches of 202-215 ms.
+    round_ = (rng.uniform(202, 215, 16) * 1e6).astype(np.int64)
+    assert attribution.batch_cost(round_)["alike"]
+    # Random slow samples: 6 of 40 batches 80 ms against 1-3 ms.
+    mixed = (rng.uniform(1, 3, 40) * 1e6).astype(np.int64)
+    mixed[rng.choice(40, 6, replace=False)] = 80_000_000
+    cost = attribution.batch_cost(mixed)
+    assert not cost["alike"] and cost["slow"] == 6 and cost["batches"] == 40
+    fast = np.sort(mixed)[:34]
+    assert cost["ratio"] == pytest.approx(80e6 / np.exp(np.log(fast).mean()), rel=1e-9)
+    # Two tight groups 1.2x apart: eta is high, the gap is not.
+    near = np.array([100] * 8 + [120] * 8, dtype=np.int64) * 1_000_000
+    assert attribution.batch_cost(near)["alike"]
+    assert not attribution.batch_cost(near * np.repeat([1, 2], 8))["alike"]

@@ -262,3 +262,31 @@ def test_other_threads_are_named_only_where_their_cpu_could_make_the_batches_slo
     # A run saved before the share was kept: the samples alone decide.
     del b["slow_other_cpu_share"]
     assert slow_code.judge(b).code == "slow_code_other_thread"
+
+
+def test_without_a_round_stalled_batches_apart_do_not_cost_alike():
+    # num_workers=0, 2 of every 9 items burning 20 ms against 0.5 ms: the
+    # stalled fetches are the costly ones; no lock-step round to blame.
+    fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("burn", 39, 58, 2)]
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("burn", 0.98)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND",
+         "attribution": None, "loader": {"num_workers": 0}}
+    assert "they run the same code, only longer" in slow_code.evidence_lines(s)[0]
+    assert slow_code.advise(s) == []
+    s["loader"]["num_workers"] = 2
+    assert "the cost is every batch's" in slow_code.evidence_lines(s)[0]
+
+
+def test_one_group_is_not_said_beside_one_slow_worker():
+    # 3 workers, worker 2 at 3x under load: the make times' split finds one
+    # group (eta under the line) while the workers' own timing pins worker 2.
+    fns = [_fn("DS.__iter__", 40, 60, 1)]
+    path = [_path_entry("DS.__iter__", 1.0)]
+    block = _block(fns, 40, 60, hot_path=path)
+    block["one_group"] = True
+    s = {"slow_code": block, "attribution": {"label": "ONE-WORKER"},
+         "loader": {"num_workers": 3}}
+    (said,) = slow_code.evidence_lines(s)
+    assert "one group" not in said and "they run the same code, only longer" in said
+    s["attribution"] = None
+    assert "form one group" in slow_code.evidence_lines(s)[0]

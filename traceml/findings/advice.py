@@ -211,7 +211,15 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if tmp["label"] == stall_timing.PERIODIC:
         p = tmp["period"]
         k = stall_timing.effective_workers(nw)
-        if k is not None and p == k:
+        cost = s.get("batch_cost") or {}
+        if k is not None and p == k and cost.get("alike") is False:
+            # Measured: the batches do not cost alike, so no round of equal
+            # batches makes the cadence (attribution.batch_cost).
+            out.append(("uneven_batches", {"period": p, "num_workers": nw,
+                                           "slow": cost["slow"], "batches": cost["batches"],
+                                           "ratio": cost["ratio"]}))
+            out.append(("compare_in_order", {}))
+        elif k is not None and p == k:
             out.append(("lockstep", {"period": p, "num_workers": nw}))
             out.append(("vary_workers_then_in_order", {"grid": sweeps.sweep_grid(nw)}))
         elif k is not None:
@@ -464,6 +472,11 @@ WORDS: dict[str, Words] = {
         "line, but the workers' round; next, check worker CPU against storage reads."),
     "overtaking": lambda p: (f"With in_order=False, {p['overtaking']} deliveries overtook a "
                              "slower batch: single slow samples hold batches back."),
+    "uneven_batches": lambda p: (
+        f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}, "
+        f"but not from a round of equal batches: {p['slow']} of {p['batches']} batches took "
+        f"{p['ratio']:.1f}x the others' time to make (geometric means), and the loop, taking "
+        "batches in order, waits behind each slow one on its worker's turn."),
     "lockstep": lambda p: (
         f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}: "
         "consistent with the workers finishing their batches together (lock-step), so the "

@@ -212,6 +212,33 @@ def made_period(ranks: np.ndarray, make_ns: np.ndarray,
     return None
 
 
+def batch_cost(make_ns: np.ndarray) -> dict:
+    """Whether batches of make times ``make_ns`` (shape (n,), ns; n >= 2)
+    cost alike, as a lock-step round's do: {alike, slow (batches in the
+    upper group), batches, ratio (the upper group's geometric mean over
+    the lower's; None without a split)}.  Not alike when they form two
+    groups: Otsu's split of log(make time) beyond what one Gaussian group
+    of n reaches at alpha 0.01 (stall_threshold.eta_critical), and the
+    upper group's geometric mean at least BUSIER_RATIO times the lower's.
+    The ratio keeps out a round's own spread: lock-step batches of 202-215
+    ms split with eta 0.82-0.87 at 16 batches (measured beside a CPU hog),
+    1.02x apart."""
+    m = np.asarray(make_ns, dtype=np.int64)
+    out = {"alike": True, "slow": 0, "batches": int(len(m)), "ratio": None}
+    split = _core.log_otsu(m)
+    eta, threshold = split["eta"], split["threshold_ns"]
+    if not (math.isfinite(eta) and math.isfinite(threshold)):
+        return out
+    above = m > threshold
+    if not above.any() or above.all():
+        return out
+    gap = stall_threshold._mean_log(m[above]) - stall_threshold._mean_log(m[~above])
+    out.update(slow=int(np.count_nonzero(above)), ratio=math.exp(gap))
+    out["alike"] = bool(eta < stall_threshold.eta_critical(len(m))
+                        or gap < math.log(BUSIER_RATIO))
+    return out
+
+
 def make_ratio(per_worker: Optional[dict], worker: int,
                key: str = "make_median_s") -> Optional[float]:
     """Worker ``worker``'s median time to make a batch (measured in the
@@ -238,7 +265,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 per_worker: Optional[dict] = None,
                 made: Optional[dict] = None,
                 making: Optional[bool] = None,
-                making_ranks: Optional[np.ndarray] = None) -> Optional[dict]:
+                making_ranks: Optional[np.ndarray] = None,
+                made_alike: Optional[bool] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -251,7 +279,9 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     such period, or no worker timing); ``making_ranks``: per stall, the
     rank of the batch its worker was making during the wait (the received
     one, or the next one when the received batch was made before the wait:
-    worker_timing.in_the_making; -1 unknown; None: not measured).
+    worker_timing.in_the_making; -1 unknown; None: not measured);
+    ``made_alike``: whether the steady batches cost alike
+    (:func:`batch_cost`'s ``alike``; None: not measured).
 
     SLOW-SAMPLE from the make times comes first: with ``made`` and more
     than MADE_STALL_SHARE of the known stalls waiting on a batch of its
@@ -279,8 +309,11 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     (``making``: busy by the sampler or by their own batch timing; None:
     not measured): the round's cost is per-batch work inside the workers,
     which idle workers do not do; and, where the workers timed their
-    batches, the worker holding the most stalls taking under BUSIER_RATIO
-    times the others' mean time a batch (a round costs its workers alike)
+    batches, the batches costing alike (``made_alike``, :func:`batch_cost`:
+    slow samples at random indices make some batches cost more, and the
+    loop stalls behind them on each worker's turn) and the worker holding
+    the most stalls taking under BUSIER_RATIO times the others' mean time
+    a batch (a round costs its workers alike)
     (``ambiguous`` when the stalls sit on one
     worker but neither CPU readings nor batch timing tell it from the
     others).  None when too few stalls or no rule holds:
@@ -368,7 +401,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     # land on one worker in round-robin order), the round does not explain
     # the stalls, whatever its median says.
     heavier = make_ratio(per_worker, out["top_worker"], "make_mean_s")
-    if nw >= 2 and period == k and making is not False and not (
+    if nw >= 2 and period == k and making is not False and made_alike is not False and not (
             heavier is not None and heavier >= BUSIER_RATIO):
         # Stalls on one worker with no CPU readings to tell it from the
         # rest: a slow worker and drifted lock-step look alike here.
@@ -451,7 +484,7 @@ def attribution_line(s: dict) -> Optional[str]:
 # The next-step codes (traceml.findings.advice) that point at the workers'
 # round or at varying num_workers: an attribution to one worker replaces
 # them.
-ROUND_CODES = frozenset(("lockstep", "vary_workers_then_in_order", "period_not_workers",
+ROUND_CODES = frozenset(("lockstep", "uneven_batches", "vary_workers_then_in_order", "period_not_workers",
                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
                          "compare_in_order", "vary_workers_around", "overtaking_round",
                          "unsettled"))

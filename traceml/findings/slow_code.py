@@ -199,15 +199,19 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
 
 def alike(s: dict, f: Finding) -> bool:
     """Whether the ``slow_code_same`` finding ``f`` means every batch
-    costs alike: the make times form one group, every fetch stalled, or
-    the attribution does not pin the slow batches on one worker or on
-    particular samples (a lock-step round makes some batches wait, not
-    cost more)."""
+    costs alike.  Not where the attribution pins the slow batches on one
+    worker or on particular samples, or the per-sample timing finds slow
+    samples (:func:`_samples_slow`): whatever the make times' split, those
+    batches cost more.  Else alike where the make times form one group,
+    every fetch stalled, or with 2 or more workers (a lock-step round makes
+    some batches wait, not cost more); with 0 or 1 worker there is no
+    round, so stalled fetches apart from the rest cost more."""
     label = (s.get("attribution") or {}).get("label")
-    if label not in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE) and _samples_slow(s):
+    if label in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE) or _samples_slow(s):
         return False
+    nw = (s.get("loader") or {}).get("num_workers")
     return bool(f.numbers.get("one_group") or f.numbers.get("every_fetch")
-                or label not in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE))
+                or nw is None or nw >= 2)
 
 
 def _samples_slow(s: dict) -> bool:
@@ -335,7 +339,7 @@ WORDS: dict[str, Words] = {
         f"Fisher p = {p['p_value']:.1g})"),
     "slow_code_same": lambda p: (
         ("the batches' make times form one group, none slow apart from the rest"
-         if p.get("one_group") else
+         if p.get("one_group") and p.get("alike") is not False else
          "every fetch stalled, so no batch is fast to compare with"
          if p["every_fetch"] else "no function tells the slow batches from the fast ones")
         + f" ({p['samples']:.0f} samples): "
