@@ -113,6 +113,22 @@ def test_samples_slow_on_cpu_do_not_hide_samples_slow_on_the_wall_clock():
     assert "of CPU or" in slow_samples.WORDS[f.code](f.numbers)
 
 
+def test_a_host_blip_on_the_wall_clock_does_not_break_the_cpu_stride():
+    # Every 8th index burns 12 ms; a loaded host stretched index 13's wall
+    # to 15 ms (its CPU 0.5 ms): the union has no stride, the CPU set has.
+    x = _costs()
+    wall = x.copy()
+    wall[13] = 15.0
+    got = slow_samples.slow_of(_arrays(wall, cpu_ms=x))
+    assert got["basis"] == "cpu" and (got["stride"], got["residue"]) == (8, 0)
+    assert 13 not in got["indices"]
+    # Without a stride in the CPU set either, the union stands.
+    y = x.copy()
+    y[[0, 8]] = 0.5
+    got = slow_samples.slow_of(_arrays(np.where(np.arange(64) == 13, 15.0, y), cpu_ms=y))
+    assert got["basis"] == "cpu+wall" and 13 in got["indices"] and got["stride"] is None
+
+
 def test_each_workers_first_sample_is_left_out_as_its_start_up():
     # 2 workers, 32 samples each; each worker's first sample (index 0 and
     # 1) carries 300 ms of start-up, the rest cost 2 ms.
