@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import _core, evidence, memory, predict, sample_timing, stacks, wait_split, worker_timing
+from . import _core, evidence, memory, predict, sample_timing, stacks, torch_private, wait_split, worker_timing
 from . import findings
 from .findings import advice, attribution, bottom_line, gpu_wait, hand_over, input_bound, label_support, stall_shape, stall_threshold, slow_code, slow_samples, stall_timing, wait_parts, wait_trend, worker_evidence, worker_memory
 from .result import Report
@@ -986,6 +986,9 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
         group = stacks.in_steps(d.samples, steps, stalled, steady, fetch_only=True)
         group[d.samples[:, stacks.WORKER] >= 0] = -1
         block["slow_batches"] = block["stalls"]
+        # The part of it the sampler's next() holds: that runs here at any
+        # num_workers.
+        block["sampler_share"] = stacks.under_frame_share(d, group, torch_private.SAMPLER_FRAME)
     else:
         # Workers: each sample belongs to the batch its worker was making;
         # the batches split in two by their own make time where those form

@@ -280,6 +280,29 @@ def _machinery_mask(codes: list) -> np.ndarray:
                     + [False])
 
 
+def under_frame_share(d: Drained, group: np.ndarray, frame: tuple) -> Optional[float]:
+    """The share of the sampled CPU (sample weight) of the stack samples
+    with ``group >= 0`` whose stack passes through ``frame`` ((file
+    suffix, function name suffix), e.g. torch_private.SAMPLER_FRAME: what
+    runs under it, a user's Sampler included); None without such
+    samples."""
+    samples, frames, codes = d.samples, d.frames, d.codes
+    keep = (group >= 0) & (samples[:, KIND] == KIND_STACK) if len(samples) else np.zeros(0, bool)
+    if not keep.any() or not len(frames):
+        return None
+    target = np.array([c is not None and c[0].replace("\\", "/").endswith(frame[0])
+                       and c[1].endswith(frame[1]) for c in codes] + [False])
+    depth = samples[:, DEPTH]
+    sample_of = np.repeat(np.arange(len(samples)), depth)
+    c = frames[:, 0].astype(np.int64)
+    on = target[np.where((c >= 0) & (c < len(codes)), c, len(codes))]
+    through = np.zeros(len(samples), dtype=bool)
+    through[sample_of[on]] = True
+    weight = samples[:, WEIGHT].astype(np.float64)
+    total = float(weight[keep].sum())
+    return float(weight[keep & through].sum()) / total if total > 0 else None
+
+
 def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionCounts:
     """Count the stack samples of ``d`` by function and ``group`` (per
     sample, 0 .. groups-1, or -1 to leave it out; shape (n,)).  A function

@@ -17,6 +17,9 @@ alone.  As of torch 2.13:
 * ``torch.utils.data._DatasetKind.create_fetcher``: the factory of each
   worker's fetcher, replaced in forked workers to time their batches
   (:func:`dataset_kind`);
+* ``_BaseDataLoaderIter._next_index`` in ``torch/utils/data/dataloader.py``:
+  where the iterator asks its sampler for the next indices, a frame name
+  the stack sampler reads (:data:`SAMPLER_FRAME`);
 * ``torch.distributed.distributed_c10d._get_default_store``: the default
   group's store, through which ``traceml.gather`` hears who is present
   (:func:`default_store_getter`).
@@ -26,6 +29,12 @@ from __future__ import annotations
 
 import sys
 from typing import Any, Callable, Optional
+
+
+# (file suffix, function name suffix) of the frame through which a
+# DataLoader iterator calls its sampler (or batch_sampler): sampled stacks
+# whose innermost frame of torch.utils.data is this one are the sampler's.
+SAMPLER_FRAME = ("torch/utils/data/dataloader.py", "_next_index")
 
 
 def is_loader_iterator(obj: Any) -> bool:

@@ -290,3 +290,42 @@ def test_one_group_is_not_said_beside_one_slow_worker():
     assert "one group" not in said and "they run the same code, only longer" in said
     s["attribution"] = None
     assert "form one group" in slow_code.evidence_lines(s)[0]
+
+
+def test_the_samplers_share_is_the_weight_under_the_iterators_call_to_it():
+    from traceml import torch_private
+
+    codes = [("/s/torch/utils/data/dataloader.py", "_BaseDataLoaderIter._next_index", 700),
+             ("/s/torch/utils/data/sampler.py", "BatchSampler.__iter__", 320),
+             ("/data/sampler.py", "SlowSampler.__iter__", 8),
+             ("/s/torch/utils/data/_utils/fetch.py", "_MapDatasetFetcher.fetch", 50),
+             ("/data/ds.py", "DS.__getitem__", 3)]
+    rows = [  # (weight, frames innermost first)
+        (3, [(2, 10), (1, 330), (0, 705)]),          # the user's sampler, under _next_index
+        (1, [(4, 5), (3, 52)]),                      # the dataset, under fetch
+        (2, [(2, 11), (1, 331), (0, 705)]),
+        (4, [(4, 6), (3, 52)])]
+    samples, frames = [], []
+    for t, (weight, fr) in enumerate(rows):
+        samples.append([t, 100, -1, weight, stacks.KIND_STACK, len(fr)])
+        frames.extend(fr)
+    d = stacks.Drained(np.array(samples, np.int64), np.array(frames, np.int32), codes, {})
+    share = stacks.under_frame_share(d, np.zeros(4, np.int64), torch_private.SAMPLER_FRAME)
+    assert share == pytest.approx(5 / 10)
+    assert stacks.under_frame_share(d, np.array([0, -1, 0, -1]),
+                                    torch_private.SAMPLER_FRAME) == 1.0
+    assert stacks.under_frame_share(d, np.full(4, -1), torch_private.SAMPLER_FRAME) is None
+
+
+def test_a_sampler_that_holds_the_fetch_replaces_try_workers():
+    fns = [_fn("SlowSampler.__iter__", 100, 0, 1), _fn("burn", 99, 0, 2)]
+    path = [_path_entry("SlowSampler.__iter__", 1.0), _path_entry("burn", 0.94)]
+    s = {"slow_code": _block(fns, 100, 0, hot_path=path, sampler_share=0.9),
+         "diagnosis": "INPUT-BOUND", "loader": {"num_workers": 0}}
+    (adv,) = slow_code.advise(s)
+    assert slow_code.superseded_by(adv) == {"try_workers"}
+    assert "runs in the main process at any num_workers" in slow_code.WORDS[adv.code](adv.numbers)
+    s["slow_code"]["sampler_share"] = 0.1
+    (adv,) = slow_code.advise(s)
+    assert slow_code.superseded_by(adv) == frozenset()
+    assert "sampler" not in slow_code.WORDS[adv.code](adv.numbers)

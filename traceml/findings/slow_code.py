@@ -266,10 +266,19 @@ def evidence_lines(s: dict) -> list[str]:
 # loader still say why the cost reaches the loop in that pattern.
 SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset()}
 ONLY_REPLACING: frozenset = frozenset()
+# At num_workers=0, where the sampler's next() holds most (more than this
+# share) of the main process's sampled CPU in the fetches, the work runs in
+# the main process at any num_workers: "try num_workers >= 1" goes.
+SAMPLER_SHARE = 0.5
+_WORKERS_WONT_HELP = frozenset(("try_workers",))
 
 
 def superseded_by(f: Finding) -> frozenset:
-    """The next-step codes the item ``f`` replaces (none)."""
+    """The next-step codes the item ``f`` replaces: "try num_workers"
+    where the sampler holds most of the main process's fetch CPU
+    (SAMPLER_SHARE), else none."""
+    if (f.numbers.get("sampler_share") or 0.0) > SAMPLER_SHARE:
+        return SUPERSEDES.get(f.code, frozenset()) | _WORKERS_WONT_HELP
     return SUPERSEDES.get(f.code, frozenset())
 
 
@@ -284,15 +293,29 @@ def advise(s: dict) -> list[Finding]:
     f = judge(s.get("slow_code"))
     if f is None:
         return []
+    sampler = (s.get("slow_code") or {}).get("sampler_share")
     if f.code == "slow_code_named":
-        return [Finding("look_at_function", f.numbers)]
+        return [Finding("look_at_function", {**f.numbers, "sampler_share": sampler})]
     if f.code == "slow_code_same" and alike(s, f) and s.get("diagnosis") == "INPUT-BOUND":
         path = f.numbers["path"]
         head = path[1] if len(path) > 1 else path[0]
         return [Finding("look_at_path", {"head": head, "tail": path[-1],
                                          "samples": f.numbers["samples"],
-                                         "main": f.numbers["main"]})]
+                                         "main": f.numbers["main"],
+                                         "sampler_share": sampler})]
     return []
+
+
+def _in_the_sampler(p: dict) -> str:
+    """Where the sampler's next() holds most of the main process's fetch
+    CPU: that it stays in the main process at any num_workers."""
+    share = p.get("sampler_share")
+    if share is None or share <= SAMPLER_SHARE:
+        return ""
+    return (f" The sampler's next() holds {pct(share)} of it: the sampler runs in the main "
+            "process at any num_workers, so more workers leave this wait as it is; time the "
+            "sampler alone (iterate loader.batch_sampler) and make it cheaper (its indices "
+            "computed once an epoch).")
 
 
 def _where(p: dict) -> str:
@@ -373,10 +396,11 @@ WORDS: dict[str, Words] = {
            else "a helper thread, the queue's feeder") + "): their code is not sampled"),
     "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
-        f"Look at {_where(p)}: {_shares(p)}."),
+        f"Look at {_where(p)}: {_shares(p)}." + _in_the_sampler(p)),
     "look_at_path": lambda p: (
         "Every batch costs alike; make it cheaper where its CPU goes: "
         f"{_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
         + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
-           f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})") + "."),
+           f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})") + "."
+        + _in_the_sampler(p)),
 }
