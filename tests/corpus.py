@@ -1160,6 +1160,19 @@ def sim_handover(seed: int, part: str, num_workers: int = 2, n: int = 120) -> Ca
                             handover_parts_ms=split)
 
 
+def sim_small_handover(seed: int, num_workers: int = 2, n: int = 120) -> Case:
+    """Cheap batches made long before their fetch and a 1.5 ms hand-over
+    (1.2 ms of it the main process on a CPU) against a 9-11 ms step body:
+    input about 13% of the step (BALANCED), no stalls, and the measured
+    parts say it is receiving the batch, not the workers' throughput."""
+    rng = np.random.default_rng(2200 + seed)
+    truth = {"diagnosis": "BALANCED", "shape": "FAST", "wait_parts.largest.part": "main_cpu"}
+    return simulated_loader(f"sim-small-handover-{num_workers}w-s{seed}",
+                            _fast(rng, n, 0.2, 0.3), truth, num_workers=num_workers,
+                            compute_ms=rng.uniform(9.0, 11.0, n), handover_ms=1.5,
+                            handover_parts_ms=(1.2, 0.1))
+
+
 def sim_production_most_of_wait(seed: int, slow_ms: float = 108.0, n: int = 160) -> Case:
     """Every 8th batch slow (``slow_ms``, the others ~0.2 ms) behind 4
     workers and a 10 ms step body, each fetch handing over in 1.5 ms (1 ms
@@ -1315,6 +1328,7 @@ def corpus() -> list[Case]:
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",
                                                                "in_transit"))]
     cases += [sim_handover(3, "main_cpu", num_workers=4), sim_handover(4, "cpu_wait", n=60)]
+    cases += [sim_small_handover(0), sim_small_handover(1, num_workers=4)]
     cases += [handover_beside_other_programs(0, 1.5), handover_beside_other_programs(1, 1.0),
               handover_beside_other_programs(2, 0.2), handover_beside_other_programs(3, 0.0)]
     cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02)]

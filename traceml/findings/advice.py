@@ -187,7 +187,12 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             out.append(("wrap_and_sweep", {}))
             return out
         out.append(("spread_wait", {"share": share, "median_s": wait["median"]}))
-        out.append(("vary_workers_or_prefetch", {}))
+        if largest:
+            # Measured (wait_parts): the parts say which of the two the
+            # experiment below would tell apart.
+            out.append(("largest_part", dict(largest)))
+        else:
+            out.append(("vary_workers_or_prefetch", {}))
         return out
     # HEAVY-TAILED: mostly fast input with large stalls.
     out.append(("heavy_tailed", {"step_share": conc["stall_step_share"],
@@ -286,7 +291,8 @@ EXPERIMENTS = frozenset((
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
     "compare_in_order", "split_shards", "slow_sample", "fewer_bytes", "predicted_no_workers",
-    "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core"))
+    "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core",
+    "largest_part"))
 # Which experiment leads where several are advised: the measured evidence
 # before the pattern's experiments, the code that makes the batches first
 # (it answers what the loader's pattern only points at), then a full host
@@ -446,6 +452,10 @@ WORDS: dict[str, Words] = {
                                  "(traceml.sweep) to see whether more workers shorten the wait."),
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
+    "largest_part": lambda p: (
+        f"Next: the largest measured part of the wait ({pct(p['share'])}) is "
+        f"{wait_parts.PART_NAMES[p['part']]}; what shortens it is "
+        f"{wait_parts.PART_NEXT[p['part']]}."),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "
