@@ -281,8 +281,15 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     """The workers' production, the measured parts of the wait, the
     duration statistics and the diagnosis with its support."""
     steps, w = run.steps, run.w
+    batches = run.worker_batches
+    if batches is not None:
+        # Each batch's wait for a core from every thread of its worker (the
+        # record keeps the fetching thread's; the Report keeps the record).
+        batches = (evidence.every_thread_runq(batches[0], run.samples,
+                                              getattr(run.src, "epoch_facts", None) or {}),
+                   batches[1])
     production, run.making_ns, run.met = _production(
-        steps, w.steady, run.src, run.delivery, run.worker_batches, run.loader, run.epochs,
+        steps, w.steady, run.src, run.delivery, batches, run.loader, run.epochs,
         _stuck_after_s(run.sampler_info), run.worker_items)
     if run.source_id == 0 and len(steps):
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0

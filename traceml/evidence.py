@@ -250,6 +250,49 @@ def _window_deltas(series, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.interp(b, t, v) - np.interp(a, t, v)
 
 
+def every_thread_runq(records: np.ndarray, samples: Optional[np.ndarray],
+                      facts: dict) -> np.ndarray:
+    """The workers' batch records (BATCH_RECORD_DTYPE) with each batch's
+    run-queue wait taken from every thread of its worker: the record's own
+    ``runq_ns`` is the fetching thread's (schedstat), which misses work a
+    dataset hands to a helper thread (a pool, a decoder's threads) that
+    then waits for a core.  The sampler reads each worker's threads
+    (/proc/PID/task/TID/schedstat, their run-queue waits summed); that
+    cumulative count, linear between readings, grows over the batch's
+    [begin, end] by an amount that becomes the batch's wait, kept at least
+    the record's own and at most its make time less its CPU (every
+    thread's), so that CPU and wait never exceed the make time.  A worker
+    without readings, or a record whose CPU is unknown, keeps its own.
+    Returns a copy where anything changed, else ``records`` itself.
+    ``facts``: the source's epoch facts ({epoch: {"worker_pids": [pid by
+    worker id] or None}})."""
+    if samples is None or not len(samples) or not len(records):
+        return records
+    out = None
+    make = records["end_ns"] - records["begin_ns"]
+    for e, f in facts.items():
+        pids = f.get("worker_pids") or []
+        for w, pid in enumerate(pids):
+            series = _series(samples, pid, "runq_ns", 1.0)
+            if series is None or len(series[0]) < 2:
+                continue
+            sel = np.flatnonzero((records["epoch"] == int(e)) & (records["worker"] == w)
+                                 & (records["cpu_ns"] >= 0))
+            if not len(sel):
+                continue
+            r = records[sel]
+            grew = _window_deltas(series, r["begin_ns"].astype(np.float64),
+                                  r["end_ns"].astype(np.float64))
+            room = np.maximum(make[sel] - r["cpu_ns"], 0).astype(np.float64)
+            got = np.maximum(np.minimum(grew, room), np.maximum(r["runq_ns"], 0))
+            got = np.round(got).astype(np.int64)
+            if (got != r["runq_ns"]).any():
+                if out is None:
+                    out = records.copy()
+                out["runq_ns"][sel] = got
+    return records if out is None else out
+
+
 def _reason(info: dict, pids: list[int], file: str) -> Optional[str]:
     for p in info.get("procs", []):
         if p["pid"] in pids and p["errors"].get(file):
