@@ -268,28 +268,35 @@ def every_thread_runq(records: np.ndarray, samples: Optional[np.ndarray],
     worker id] or None}})."""
     if samples is None or not len(samples) or not len(records):
         return records
+    # Each record's worker PID, through its (epoch, worker) pair; then one
+    # series per distinct PID (a persistent worker serves many epochs).
+    pid_of = {(int(e), w): int(pid) for e, f in facts.items()
+              for w, pid in enumerate(f.get("worker_pids") or [])}
+    if not pid_of:
+        return records
+    pairs, inverse = np.unique(np.stack([records["epoch"].astype(np.int64),
+                                         records["worker"].astype(np.int64)], axis=1),
+                               axis=0, return_inverse=True)
+    rec_pid = np.array([pid_of.get((int(e), int(w)), -1) for e, w in pairs],
+                       dtype=np.int64)[inverse.reshape(-1)]
+    rec_pid[records["cpu_ns"] < 0] = -1
     out = None
     make = records["end_ns"] - records["begin_ns"]
-    for e, f in facts.items():
-        pids = f.get("worker_pids") or []
-        for w, pid in enumerate(pids):
-            series = _series(samples, pid, "runq_ns", 1.0)
-            if series is None or len(series[0]) < 2:
-                continue
-            sel = np.flatnonzero((records["epoch"] == int(e)) & (records["worker"] == w)
-                                 & (records["cpu_ns"] >= 0))
-            if not len(sel):
-                continue
-            r = records[sel]
-            grew = _window_deltas(series, r["begin_ns"].astype(np.float64),
-                                  r["end_ns"].astype(np.float64))
-            room = np.maximum(make[sel] - r["cpu_ns"], 0).astype(np.float64)
-            got = np.maximum(np.minimum(grew, room), np.maximum(r["runq_ns"], 0))
-            got = np.round(got).astype(np.int64)
-            if (got != r["runq_ns"]).any():
-                if out is None:
-                    out = records.copy()
-                out["runq_ns"][sel] = got
+    for pid in np.unique(rec_pid[rec_pid >= 0]).tolist():
+        series = _series(samples, pid, "runq_ns", 1.0)
+        if series is None or len(series[0]) < 2:
+            continue
+        sel = np.flatnonzero(rec_pid == pid)
+        r = records[sel]
+        grew = _window_deltas(series, r["begin_ns"].astype(np.float64),
+                              r["end_ns"].astype(np.float64))
+        room = np.maximum(make[sel] - r["cpu_ns"], 0).astype(np.float64)
+        got = np.maximum(np.minimum(grew, room), np.maximum(r["runq_ns"], 0))
+        got = np.round(got).astype(np.int64)
+        if (got != r["runq_ns"]).any():
+            if out is None:
+                out = records.copy()
+            out["runq_ns"][sel] = got
     return records if out is None else out
 
 

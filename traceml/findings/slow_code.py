@@ -214,13 +214,18 @@ def alike(s: dict, f: Finding) -> bool:
                 or nw is None or nw >= 2)
 
 
+# Slow samples make their batches cost more where they hold most of their
+# batch's make time (more than this share, median over the slow samples).
+SLOW_SAMPLES_BATCH_SHARE = 0.5
+
+
 def _samples_slow(s: dict) -> bool:
     """Whether the workers' per-sample timing found particular samples slow
     (findings.slow_samples): at least its STRIDE_MIN_SLOW samples, most of
-    their batches' make time."""
+    their batches' make time (SLOW_SAMPLES_BATCH_SHARE)."""
     slow = (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
     return bool(slow.get("count", 0) >= slow_samples.STRIDE_MIN_SLOW
-                and (slow.get("batch_share") or 0.0) > 0.5)
+                and (slow.get("batch_share") or 0.0) > SLOW_SAMPLES_BATCH_SHARE)
 
 
 def held_path(path: list[dict], total: float) -> list[dict]:

@@ -98,12 +98,13 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     hit = [name for name in found if found[name][2].any()]
     if hit == ["cpu", "wall"] and not (found["wall"][2] & ~found["cpu"][2]).any():
         hit = ["cpu"]
-    out = _slow_set(hit, found, wall, cpu, index, arrays["batch_share"][keep])
+    share = arrays["batch_share"][keep]
+    out = _slow_set(hit, found, wall, cpu, index, share)
     if hit == ["cpu", "wall"] and out["stride"] is None:
         # A busy host stretches a fast sample's wall time past the floor
         # now and then (one index off the stride breaks it); the CPU
         # clock's own slow set, where it holds a stride, is the finding.
-        alone = _slow_set(["cpu"], found, wall, cpu, index, arrays["batch_share"][keep])
+        alone = _slow_set(["cpu"], found, wall, cpu, index, share)
         if alone["stride"] is not None:
             out = alone
     out["first_left_out"] = int(len(keep) - n)

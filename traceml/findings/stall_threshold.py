@@ -241,7 +241,7 @@ def stall_threshold_ns(
             groups = None
         if groups is not None and _is_minority(wait_ns, groups["threshold_ns"]):
             return _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
-        # Otherwise an Otsu candidate only from groups 4x apart, as before.
+        # Otherwise an Otsu candidate only from groups BIMODAL_MIN_RATIO apart.
         split = None if groups is None or close else groups["threshold_ns"]
     if split is not None:
         candidates[RULE_OTSU] = split
