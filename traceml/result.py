@@ -6,7 +6,9 @@ A run file is a zip archive (``np.load`` opens it as an ``.npz``) holding:
 
 * ``summary.json`` — UTF-8 JSON ``{"format": "traceml-run",
   "format_version": 3, "summary": <Report.to_dict()>}``, described by the
-  JSON Schema ``traceml/run_schema.json`` (:func:`schema`).  From format
+  JSON Schema ``traceml/run_schema.json`` (:func:`schema`), generated
+  from the summary's types (:mod:`traceml.summary_types`,
+  ``tools/gen_schema.py``).  From format
   3 the next steps, notes and worker evidence are kept as codes and
   numbers (``next_items``, ``note_items``, ``workers.evidence_items``:
   ``[code, numbers]`` lists) beside their words, and so are the rules
@@ -51,11 +53,14 @@ import math
 import os
 import stat
 import zipfile
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from . import _core
+
+if TYPE_CHECKING:
+    from .summary_types import Summary
 
 FORMAT = "traceml-run"
 FORMAT_VERSION = 3
@@ -138,7 +143,7 @@ class Report:
         self.rank_steps: Optional[dict] = None
 
     @property
-    def summary(self) -> dict:
+    def summary(self) -> Summary:
         """The dict :meth:`to_dict` returns (not a copy: changes show in
         the text, the HTML and :meth:`save`)."""
         if self._delivery is not None:
@@ -188,8 +193,11 @@ class Report:
     def __getitem__(self, key: str) -> Any:
         return (self.summary if key == "delivery" else self._summary)[key]
 
-    def to_dict(self) -> dict:
-        """The summary as plain JSON-serialisable data (a deep copy).
+    def to_dict(self) -> Summary:
+        """The summary as plain JSON-serialisable data (a deep copy), of
+        the type :class:`traceml.summary_types.Summary`: every key with
+        its type and range (``traceml/run_schema.json`` is generated from
+        those types).
 
         Keys: version, source, sources, steps, steady_steps, epochs,
         wall_s, dropped_steps, out_of_memory, misuse, input_wait_s,
@@ -849,7 +857,8 @@ _VALIDATOR = None
 
 def schema() -> dict:
     """The JSON Schema (Draft 2020-12) of summary.json in this format
-    version, shipped as traceml/run_schema.json."""
+    version, shipped as traceml/run_schema.json (generated from
+    :mod:`traceml.summary_types` by tools/gen_schema.py)."""
     from importlib import resources
 
     return json.loads(resources.files(__package__).joinpath("run_schema.json")
