@@ -85,6 +85,15 @@ cmp_int64(const void *a, const void *b)
 }
 
 static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int
 cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a;
@@ -829,9 +838,10 @@ typedef struct {
     int64_t lo;          /* smallest and largest value (clamped to >= 1) */
     int64_t hi;
     double anchor;       /* log of the first value binned here */
-    long double sum;     /* of log(value) */
-    long double dev;     /* of log(value) - anchor, and of its square: */
-    long double dev2;    /* small terms, for a precise variance */
+    double dev;          /* of log(value) - anchor, and of its square: */
+    double dev2;         /* small terms (a bin is under 2^-10 wide in
+                            log), so double keeps them precise */
+    long double sum;     /* of log(value): count anchor + dev, after */
     size_t slot;         /* gathered bins: the start of its slice */
     size_t fill;         /* ... and its write cursor */
     int refine;
@@ -896,11 +906,60 @@ otsu_inside_bound(const otsu_bin *b, size_t c0, long double s0,
     return num * num / den;
 }
 
+/* Below this many keys a bin sorts by qsort; above, by radix passes,
+   whose 64K-entry count table costs more than qsort's comparisons of a
+   few thousand keys. */
+#define TM_RADIX_MIN 4096
+
+/* Sorts keys[0..m) ascending: LSD radix, 16 bits a pass, as many passes
+   as ``span`` (the largest key) needs, through ``tmp`` (m keys) and
+   ``count`` (65536 entries).  O(m) a pass, where qsort's comparator calls
+   cost about 100 ns a key at a million keys (a bin of one wait repeated
+   with nanosecond jitter). */
+static void
+radix_sort_u64(uint64_t *keys, uint64_t *tmp, size_t *count, size_t m,
+               uint64_t span)
+{
+    uint64_t *src = keys, *dst = tmp, *swap;
+    unsigned shift = 0;
+
+    if (m < TM_RADIX_MIN) {
+        qsort(keys, m, sizeof(uint64_t), cmp_u64);
+        return;
+    }
+    do {
+        size_t i, at = 0;
+
+        memset(count, 0, 65536 * sizeof(size_t));
+        for (i = 0; i < m; i++) {
+            count[(src[i] >> shift) & 0xFFFF]++;
+        }
+        for (i = 0; i < 65536; i++) {
+            size_t c = count[i];
+
+            count[i] = at;
+            at += c;
+        }
+        for (i = 0; i < m; i++) {
+            dst[count[(src[i] >> shift) & 0xFFFF]++] = src[i];
+        }
+        swap = src;
+        src = dst;
+        dst = swap;
+        shift += 16;
+    } while (shift < 64 && (span >> shift) != 0);
+    if (src != keys) {
+        memcpy(keys, src, m * sizeof(uint64_t));
+    }
+}
+
 static int
 log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
 {
     otsu_bin *bins;
-    double *buf = NULL;
+    uint64_t *buf = NULL, *tmp = NULL;   /* refined bins' values less lo */
+    size_t *count = NULL;                /* radix_sort_u64's table */
+    size_t widest = 0;                   /* the largest refined bin */
     long double total = 0.0L, mean, var = 0.0L, best = -1.0L, left;
     long double best_m0 = 0.0L, best_m1 = 0.0L;
     double v_lo = 0.0, v_hi = 0.0;    /* the logs either side of the split */
@@ -916,7 +975,7 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
         int64_t v = x[i] > 1 ? x[i] : 1;
         otsu_bin *bin = &bins[otsu_key(v)];
         double lv = log((double)v);
-        long double d;
+        double d;
 
         if (bin->count == 0) {
             bin->lo = bin->hi = v;
@@ -929,11 +988,18 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
             bin->hi = v;
         }
         bin->count++;
-        bin->sum += lv;
-        d = (long double)lv - (long double)bin->anchor;
+        /* double, not long double: x87 loads and stores of each bin's
+           sums in this loop cost more than the rest of it. */
+        d = lv - bin->anchor;
         bin->dev += d;
         bin->dev2 += d * d;
-        total += lv;
+    }
+    for (b = 0; b < TM_OTSU_BINS; b++) {
+        if (bins[b].count != 0) {
+            bins[b].sum = (long double)bins[b].count * (long double)bins[b].anchor
+                          + (long double)bins[b].dev;
+            total += bins[b].sum;
+        }
     }
     mean = total / (long double)n;
     /* sum (v - mean)^2 = sum over bins of dev2 + 2 a dev + count a^2,
@@ -982,14 +1048,24 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
             bin->slot = gathered;
             bin->fill = gathered;
             gathered += bin->count;
+            if (bin->count > widest) {
+                widest = bin->count;
+            }
         }
         c0 += bin->count;
         left += bin->sum;
     }
     if (gathered > 0) {
-        buf = PyMem_RawMalloc(gathered * sizeof(double));
+        buf = PyMem_RawMalloc(gathered * sizeof(uint64_t));
         if (buf == NULL) {
             goto done;
+        }
+        if (widest >= TM_RADIX_MIN) {
+            tmp = PyMem_RawMalloc(widest * sizeof(uint64_t));
+            count = PyMem_RawMalloc(65536 * sizeof(size_t));
+            if (tmp == NULL || count == NULL) {
+                goto done;
+            }
         }
         for (i = 0; i < n; i++) {
             int64_t v = x[i] > 1 ? x[i] : 1;
@@ -997,8 +1073,9 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
 
             /* Bounded: x may change between passes (no GIL); the answer
                is then meaningless, never a memory error. */
-            if (bin->refine && bin->fill < bin->slot + bin->count) {
-                buf[bin->fill++] = log((double)v);
+            if (bin->refine && bin->fill < bin->slot + bin->count
+                    && v >= bin->lo && v <= bin->hi) {
+                buf[bin->fill++] = (uint64_t)(v - bin->lo);
             }
         }
     }
@@ -1015,15 +1092,21 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
             continue;
         }
         if (bin->refine) {
-            double *s = buf + bin->slot;
+            uint64_t *s = buf + bin->slot;
             size_t m = bin->fill - bin->slot;
             long double part = left;
+            double here, next;
             size_t k;
 
-            qsort(s, m, sizeof(double), cmp_double);
+            /* Sorted as integers (log is increasing), each log taken once
+               in order. */
+            radix_sort_u64(s, tmp, count, m, (uint64_t)(bin->hi - bin->lo));
+            next = m ? log((double)(bin->lo + (int64_t)s[0])) : 0.0;
             for (k = 0; k + 1 < m; k++) {
-                part += s[k];
-                if (s[k] == s[k + 1]) {
+                here = next;
+                next = log((double)(bin->lo + (int64_t)s[k + 1]));
+                part += here;
+                if (here == next) {
                     continue;
                 }
                 between = otsu_between(part, c0 + k + 1, total, n);
@@ -1032,8 +1115,8 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
                     best_n0 = c0 + k + 1;
                     best_m0 = part / (long double)best_n0;
                     best_m1 = (total - part) / (long double)(n - best_n0);
-                    v_lo = s[k];
-                    v_hi = s[k + 1];
+                    v_lo = here;
+                    v_hi = next;
                 }
             }
         }
@@ -1069,6 +1152,8 @@ log_otsu_binned(const int64_t *x, size_t n, tm_otsu *out)
     rc = 0;
 
 done:
+    PyMem_RawFree(count);
+    PyMem_RawFree(tmp);
     PyMem_RawFree(buf);
     PyMem_RawFree(bins);
     return rc;

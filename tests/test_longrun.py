@@ -57,6 +57,13 @@ def _otsu_inputs():
     yield "one_apart", np.r_[np.full(70_000, 1000), np.full(30_000, 1001)]
     # Dense bins on both sides of the split: the refinement does the work.
     yield "dense", rng.integers(1_000_000, 1_003_000, 120_000)
+    # Two groups each inside one bin, tens of thousands of values a bin,
+    # spanning more than 2^16 and 2^32: the refinement's radix sort takes
+    # two and three passes.
+    yield "wide_bins", np.r_[rng.integers(2**30, 2**30 + 2**20, 150_000),
+                             rng.integers(2**36, 2**36 + 2**26, 50_000)]
+    yield "wider_bins", np.r_[rng.integers(2**43, 2**43 + 2**33, 80_000),
+                              rng.integers(2**50, 2**50 + 2**40, 40_000)]
 
 
 @pytest.mark.parametrize("name,x", list(_otsu_inputs()), ids=lambda v: v if isinstance(v, str) else "")
