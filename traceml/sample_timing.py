@@ -108,7 +108,9 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     all in claim order, or the slowest), ``lost``.  The arrays (shape
     (samples,) each): ``wall_ns``, ``cpu_ns`` (the sampling thread's; -1
     unknown), ``index``, ``batch_share``, ``first`` (the first sample its
-    worker made in its epoch), and ``kind``."""
+    worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
+    core, every thread of the worker where the build measured it; -1
+    unknown), and ``kind``."""
     block: dict = {"available": False, "unavailable": unavailable, "lost": int(lost)}
     if len(items) == 0:
         if unavailable is None:
@@ -174,5 +176,5 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
         "epoch": epoch[rows].tolist(), "step": step[rows].tolist(),
     }
     arrays = {"wall_ns": s_dur, "cpu_ns": s_cpu, "index": index, "batch_share": share,
-              "kind": kind, "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
+              "batch_runq_ns": records["runq_ns"][s_at], "kind": kind, "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
     return block, arrays

@@ -129,6 +129,34 @@ def test_a_host_blip_on_the_wall_clock_does_not_break_the_cpu_stride():
     assert got["basis"] == "cpu+wall" and 13 in got["indices"] and got["stride"] is None
 
 
+def test_a_wait_for_a_core_measured_in_the_batch_is_not_a_slow_sample():
+    # Healthy samples of 0.5 ms CPU on a full host: index 21's wall reads
+    # 15 ms, of which its batch waited 14 ms for a core (the run queue).
+    x = 0.5 * np.random.default_rng(3).lognormal(0, 0.3, 64)   # none slow
+    wall = x.copy()
+    wall[21] = 15.0
+    arrays = _arrays(wall, cpu_ms=x)
+    runq = np.zeros(64, dtype=np.int64)
+    runq[21] = 14 * MS
+    got = slow_samples.slow_of({**arrays, "batch_runq_ns": runq})
+    assert got["count"] == 0
+    # Unmeasured (-1), the wall clock alone cannot tell it: slow.
+    got = slow_samples.slow_of({**arrays, "batch_runq_ns": np.full(64, -1)})
+    assert got["basis"] == "wall" and got["indices"] == [21]
+    # A sample that sleeps 15 ms while its batch waited 1 ms for a core
+    # stays slow: only the measured wait comes off.
+    runq[21] = 1 * MS
+    got = slow_samples.slow_of({**arrays, "batch_runq_ns": runq})
+    assert got["indices"] == [21]
+    # The wait taken off is at most the sample's time off CPU: a batch's
+    # 40 ms of waiting does not clear a sample that burned 14 ms of CPU.
+    cpu = x.copy()
+    cpu[21] = 14.0
+    runq[21] = 40 * MS
+    got = slow_samples.slow_of({**_arrays(wall, cpu_ms=cpu), "batch_runq_ns": runq})
+    assert got["indices"] == [21] and got["basis"] == "cpu"
+
+
 def test_each_workers_first_sample_is_left_out_as_its_start_up():
     # 2 workers, 32 samples each; each worker's first sample (index 0 and
     # 1) carries 300 ms of start-up, the rest cost 2 ms.

@@ -15,7 +15,11 @@ times that clock's median sample cost and the median plus a floor:
 - the wall clock (floor SLOW_MIN_EXCESS_WALL_S, above a loaded host's
   scheduling blips): a sample that waits on storage, sleeps, or hands its
   work to a helper thread (a thread pool, a decoder's own threads) holds
-  no CPU on the worker's thread, and only this clock sees it.
+  no CPU on the worker's thread, and only this clock sees it.  Its time
+  is taken less the most of it that was a wait for a core: its batch's
+  measured run-queue wait (every thread of the worker), at most the
+  sample's time off CPU.  What a full host stretches is then not read
+  as a sample's cost.
 
 Both are tested and either suffices: a few samples slow on CPU (a worker's
 lazy set-up) do not hide others slow on the wall clock.  Each worker's
@@ -85,7 +89,8 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     n = len(wall)
     if n < SLOW_MIN_SAMPLES:
         return {"too_few": int(n)}
-    clocks = [("wall", wall, SLOW_MIN_EXCESS_WALL_S)]
+    clocks = [("wall", _off_runq(wall, cpu, arrays.get("batch_runq_ns"), keep),
+               SLOW_MIN_EXCESS_WALL_S)]
     if (cpu >= 0).all():
         clocks.insert(0, ("cpu", cpu, SLOW_MIN_EXCESS_CPU_S))
     found = {}
@@ -109,6 +114,19 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
             out = alone
     out["first_left_out"] = int(len(keep) - n)
     return out
+
+
+def _off_runq(wall: np.ndarray, cpu: np.ndarray, runq: Optional[np.ndarray],
+              keep: np.ndarray) -> np.ndarray:
+    """Each sample's wall time (ns) less the most of it that can have
+    been a wait for a core: its batch's measured run-queue wait, at most
+    the sample's time off CPU (its wall less its CPU, where known); where
+    the wait is unknown (-1), the wall time as it is."""
+    if runq is None:
+        return wall
+    runq = np.asarray(runq)[keep]
+    off_cpu = np.maximum(wall - np.maximum(cpu, 0), 0)
+    return wall - np.where(runq > 0, np.minimum(runq, off_cpu), 0)
 
 
 def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: np.ndarray,
