@@ -1140,7 +1140,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,
             (s.get("production") or {}).get("workers"), period_of_made,
-            _making_in_stalls(s, workers_busy), making_ranks, made_alike)
+            _making_in_stalls(s, workers_busy), making_ranks, made_alike,
+            ((s.get("production") or {}).get("samples") or {}).get("by_worker"))
     bb = out["batch_bytes"]
     if bb is not None:
         samples = (s.get("production") or {}).get("samples") or {}

@@ -105,7 +105,11 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     ``collate`` and ``getitems`` ({calls, median_s, share} or None),
     ``slowest`` (up to SLOWEST_SHOWN: index, s, cpu_s, batch_share,
     worker, epoch, step), ``table`` (columns of up to TABLE_MAX samples:
-    all in claim order, or the slowest), ``lost``.  The arrays (shape
+    all in claim order, or the slowest), ``by_worker`` ({worker id:
+    {samples, median_s, p25_s}}: each worker's sample wall times; a slow
+    worker makes even its cheaper samples slower, where particular slow
+    samples landing on its turn leave them as cheap as the others'),
+    ``lost``.  The arrays (shape
     (samples,) each): ``wall_ns``, ``cpu_ns`` (the sampling thread's; -1
     unknown), ``index``, ``batch_share``, ``first`` (the first sample its
     worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
@@ -164,6 +168,11 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
                 "batch_share": float(share[j]), "worker": int(worker[j]),
                 "epoch": int(epoch[j]), "step": int(step[j])}
 
+    block["by_worker"] = {
+        int(w): {"samples": int(np.count_nonzero(worker == w)),
+                 "median_s": float(np.median(s_dur[worker == w])) * 1e-9,
+                 "p25_s": float(np.percentile(s_dur[worker == w], 25)) * 1e-9}
+        for w in np.unique(worker)}
     by_time = np.argsort(-s_dur, kind="stable")
     block["slowest"] = [row(int(j)) for j in by_time[:SLOWEST_SHOWN]]
     rows = by_time[:TABLE_MAX] if len(s_dur) > TABLE_MAX else np.arange(len(s_dur))

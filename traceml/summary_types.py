@@ -437,6 +437,7 @@ class Attribution(TypedDict):
     others_share: NotRequired[ShareOrNull]
     cpu_ratio: NotRequired[NumberOrNull]
     make_ratio: NotRequired[NumberOrNull]
+    sample_ratio: NotRequired[NumberOrNull]
 
 
 @schema('batch_bytes')
@@ -526,6 +527,15 @@ class SamplesSlow(TypedDict):
     batch_share: NotRequired[Share]
 
 
+class WorkerSamples(TypedDict, total=False):
+    """One worker's timed samples (sample_timing.summarise): how many, and
+    the median and 25th percentile of their wall time (s)."""
+
+    samples: Count
+    median_s: Seconds
+    p25_s: Seconds
+
+
 @schema('samples')
 class Samples(TypedDict):
     """Per-sample and collate times inside the workers (traceml.sample_timing,
@@ -548,6 +558,7 @@ class Samples(TypedDict):
     table: NotRequired[Optional[SamplesTable]]
     slow: NotRequired[Optional[SamplesSlow]]
     findings: NotRequired[list[Item]]
+    by_worker: NotRequired[dict[int, WorkerSamples]]
 
 
 class WorkerMaking(TypedDict, total=False):

@@ -61,6 +61,38 @@ def test_lock_step_needs_the_round_to_cost_its_workers_alike():
     assert _on_worker_0(old)["label"] == "LOCK-STEP"
 
 
+def _worker_0_slow(samples_by_worker):
+    """4 workers, a stall on each of worker 0's 12 batches, its batches
+    made 12x slower than the others' (every 8th index at batch size 2
+    lands in worker 0's turn; or worker 0 itself is slow)."""
+    ranks = np.arange(4, 52, 4)
+    per_worker = {w: {"batches": 12, "make_median_s": 0.060 if w == 0 else 0.005,
+                      "make_mean_s": 0.060 if w == 0 else 0.005} for w in range(4)}
+    return attribution.attribution(ranks, ranks % 4, np.arange(4, 52) % 4, 4, 4, None,
+                                   per_worker=per_worker, making=True,
+                                   samples_by_worker=samples_by_worker)
+
+
+def test_one_worker_needs_its_cheaper_samples_slower_too():
+    # Worker 0's batches each hold one 115 ms sample and one 2.5 ms one:
+    # its median sample is between, its 25th percentile the others'.
+    turn = {w: {"samples": 24, "median_s": 0.058 if w == 0 else 0.0025, "p25_s": 0.0025}
+            for w in range(4)}
+    assert attribution.sample_ratio(turn, 0) == pytest.approx(1.0)
+    a = _worker_0_slow(turn)
+    assert a is None or a["label"] != "ONE-WORKER"
+    # A worker whose every sample costs 3x (its shard, its core): ONE-WORKER.
+    slow = {w: {"samples": 24, "median_s": 0.0075 if w == 0 else 0.0025,
+                "p25_s": 0.0075 if w == 0 else 0.0025} for w in range(4)}
+    assert attribution.sample_ratio(slow, 0) == pytest.approx(3.0)
+    assert _worker_0_slow(slow)["label"] == "ONE-WORKER"
+    # Samples not timed, or too few a worker: the batches decide as before.
+    assert _worker_0_slow(None)["label"] == "ONE-WORKER"
+    few = {w: {**v, "samples": 3} for w, v in turn.items()}
+    assert attribution.sample_ratio(few, 0) is None
+    assert _worker_0_slow(few)["label"] == "ONE-WORKER"
+
+
 def test_lock_step_needs_the_batches_made_alike():
     # Slow samples at random indices: their batches cost more, and the loop
     # stalls behind each on its worker's turn (period num_workers); the

@@ -51,6 +51,11 @@ ONE_WORKER_OTHERS_SHARE = 0.10
 # below 1/1.5 of it (6 against 26 for a shard that sleeps).
 BUSIER_RATIO = 1.5
 
+# A worker's sample quartile needs this many of its samples timed: with
+# fewer, one sample moves it (the slow-sample test's own floor,
+# slow_samples.SLOW_MIN_SAMPLES, is per run; this is per worker).
+SAMPLE_RATIO_MIN = 8
+
 
 # Below 10 clock ticks (0.1 s at 100 Hz) one tick of jitter is 10% or more:
 # the readings cannot tell busier from not.
@@ -239,6 +244,26 @@ def batch_cost(make_ns: np.ndarray) -> dict:
     return out
 
 
+def sample_ratio(samples_by_worker: Optional[dict], worker: int) -> Optional[float]:
+    """Worker ``worker``'s 25th percentile sample time over the other
+    workers' median of theirs (the report's ``production.samples.by_worker``);
+    None without per-sample timing of it and another worker, each with at
+    least SAMPLE_RATIO_MIN samples.
+
+    The quartile, not the median: a slow worker (its shard, its resource,
+    its core) makes its cheaper samples slower too, while slow samples that
+    land on its turn (every num_workers-th batch holding one) leave its
+    cheaper samples at the others' cost, whatever share of its samples they
+    are short of three quarters."""
+    got = {w: v for w, v in (samples_by_worker or {}).items()
+           if (v.get("samples") or 0) >= SAMPLE_RATIO_MIN and v.get("p25_s") is not None}
+    if worker not in got or len(got) < 2:
+        return None
+    median = float(np.median([v["p25_s"] for w, v in got.items() if w != worker]))
+    mine = got[worker]["p25_s"]
+    return float("inf") if median <= 0 else mine / median
+
+
 def make_ratio(per_worker: Optional[dict], worker: int,
                key: str = "make_median_s") -> Optional[float]:
     """Worker ``worker``'s median time to make a batch (measured in the
@@ -266,7 +291,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 made: Optional[dict] = None,
                 making: Optional[bool] = None,
                 making_ranks: Optional[np.ndarray] = None,
-                made_alike: Optional[bool] = None) -> Optional[dict]:
+                made_alike: Optional[bool] = None,
+                samples_by_worker: Optional[dict] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -281,7 +307,9 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     one, or the next one when the received batch was made before the wait:
     worker_timing.in_the_making; -1 unknown; None: not measured);
     ``made_alike``: whether the steady batches cost alike
-    (:func:`batch_cost`'s ``alike``; None: not measured).
+    (:func:`batch_cost`'s ``alike``; None: not measured);
+    ``samples_by_worker``: each worker's per-sample times (the report's
+    ``production.samples.by_worker``; None: not measured).
 
     SLOW-SAMPLE from the make times comes first: with ``made`` and more
     than MADE_STALL_SHARE of the known stalls waiting on a batch of its
@@ -334,7 +362,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
     out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
            "known": int(known.sum()), "share": None, "own_share": None,
-           "others_share": None, "cpu_ratio": None, "make_ratio": None, "period": period,
+           "others_share": None, "cpu_ratio": None, "make_ratio": None,
+           "sample_ratio": None, "period": period,
            "residue": None, "residue_share": None, "ambiguous": False,
            "period_from": None, "stall_period": period, "made": None}
     if len(ranks) < ATTR_MIN_STALLS:
@@ -353,11 +382,16 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                                                                 return_counts=True))}
         ratio = cpu_ratio(ticks, top, delivered)
         slower = make_ratio(per_worker, top)
+        cheap = sample_ratio(samples_by_worker, top)
         out.update(worker=top, top_worker=top, share=share, own_share=own_share,
-                   others_share=others_share, cpu_ratio=ratio, make_ratio=slower)
+                   others_share=others_share, cpu_ratio=ratio, make_ratio=slower,
+                   sample_ratio=cheap)
         concentrated = (share >= ATTR_SHARE and own_share > ONE_WORKER_OWN_SHARE
                         and others_share <= ONE_WORKER_OTHERS_SHARE)
-        one_worker = concentrated and (
+        # Where its samples were timed, a slow worker makes its cheaper
+        # samples slower too; a worker whose batches are slow only through
+        # the slow samples its turn holds is not one.
+        one_worker = concentrated and (cheap is None or cheap >= BUSIER_RATIO) and (
             (slower is not None and slower >= BUSIER_RATIO)
             or (slower is None and ratio is not None and (
                 ratio >= BUSIER_RATIO
