@@ -103,3 +103,29 @@ def test_a_full_host_keeps_the_workers_compared_with_each_other():
     assert got == ["one_worker", "split_shards", "slow_sample", "host_contention"]
     arranged, roles = advice.arrange(advice.evidence_next_steps(_summary(0.1, 0.8), items))
     assert [c for (c, _), r in zip(arranged, roles) if r == "lead"] == ["host_contention"]
+
+
+def test_the_stalls_clocks_count_only_the_waits_in_the_loops_way():
+    # The sampler's stall windows: the main thread and 4 workers queued 1.6
+    # s over 0.5 s of stalls (all of the stall time waiting, by the main
+    # thread's and a mean worker's), the job used 0.15 of its 1.0 CPU-s and
+    # a hog ran beside: 0.85 / 1.6 of the waiting reads as the host's.
+    s = _summary(0.2, 1.4, main_cpu_s=0.05, workers_cpu_s=0.1, others_cpu_s=1.0)
+    assert host_contention.measure(s)["host_share"] == pytest.approx(0.85 / 1.6)
+    assert [c for c, _ in host_contention.advise(s)] == ["host_contention"]
+    # But the stalls' own clocks: the batches were made (in transit 60%),
+    # the loop's thread on a CPU receiving them 30%, and only 10% of the
+    # wait a core the loop or the awaited worker waited for, held by
+    # other programs.  The workers queued beside batches already made.
+    s["wait_parts"] = {"stalls": {"fetches": 10, "wait_s": 0.5, "runq_known": True,
+                                  "parts_s": {"worker_making": 0.0, "worker_cpu_wait": 0.0,
+                                              "main_cpu": 0.15, "cpu_wait": 0.0,
+                                              "host_cpu_wait": 0.05, "in_transit": 0.3}}}
+    assert host_contention.advise(s) == []
+    # Clocked stalls whose waits for a core were other programs': the host.
+    s["wait_parts"]["stalls"]["parts_s"].update(host_cpu_wait=0.3, in_transit=0.05)
+    assert [c for c, _ in host_contention.advise(s)] == ["host_contention"]
+    # No run-queue reading on the clocks: the sampler's windows decide.
+    s["wait_parts"]["stalls"]["runq_known"] = False
+    s["wait_parts"]["stalls"]["parts_s"].update(host_cpu_wait=0.0)
+    assert [c for c, _ in host_contention.advise(s)] == ["host_contention"]

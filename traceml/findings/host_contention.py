@@ -46,6 +46,15 @@ The same bound, over every clocked fetch rather than the stalls, splits
 the input wait's waits for a core (traceml.wait_split's host_cpu_wait);
 where that part is the largest, the diagnosis is HOST-BOUND and this
 family's ``host_bound`` is the next step.
+
+The sampler's stall windows hold every worker's wait for a core, the
+awaited worker's or not; where the stalls' own clocks were read
+(``wait_parts.stalls``, with the host), they say which waits were in the
+loop's way: the loop's thread waiting for a core, and the awaited worker
+while it made the batch.  A worker queued beside a batch already made
+delays nothing.  There, the host's share of the stall time is the clocked
+stalls' ``host_cpu_wait`` over their wait, and the sampler's figure only
+words it.
 """
 
 from __future__ import annotations
@@ -137,7 +146,14 @@ def advise(s: dict) -> list[Finding]:
             "num_workers": (s.get("loader") or {}).get("num_workers"),
             "cpus": (s.get("host") or {}).get("usable_cpus")})]
     m = measure(s)
-    if m is None or m["host_share"] < HOST_WAIT_SHARE:
+    if m is None:
+        return []
+    clocked = (s.get("wait_parts") or {}).get("stalls") or {}
+    parts = clocked.get("parts_s") or {}
+    if clocked.get("runq_known") and "host_cpu_wait" in parts and clocked.get("wait_s"):
+        # The stalls' clocks: only the waits for a core in the loop's way.
+        m["host_share"] = parts["host_cpu_wait"] / clocked["wait_s"]
+    if m["host_share"] < HOST_WAIT_SHARE:
         return []
     return [Finding("host_contention", m)]
 
