@@ -1022,11 +1022,19 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             batch_at = stacks.batch_of(d.samples, records)
             group = np.where(batch_at >= 0, group_of[np.maximum(batch_at, 0)], -1)
             block["slow_batches"] = int(np.count_nonzero(slow_rec))
+            block["fast_batches"] = int(np.count_nonzero(fast_rec))
             slow_ns = float(make[slow_rec].sum())
             cpu, runq = records["cpu_ns"], records["runq_ns"]
             for key, which in (("slow_cpu_share", slow_rec), ("fast_cpu_share", fast_rec)):
                 if which.any() and (cpu[which] >= 0).all() and make[which].sum() > 0:
                     block[key] = float(cpu[which].sum() / make[which].sum())
+            # The slow batches' median CPU over the fast ones': whether
+            # their own code cost more, whatever stretched them.
+            if (slow_rec.any() and fast_rec.any() and (cpu[slow_rec] >= 0).all()
+                    and (cpu[fast_rec] >= 0).all()):
+                fast_cpu = float(np.median(cpu[fast_rec]))
+                block["slow_cpu_ratio"] = (float(np.median(cpu[slow_rec])) / fast_cpu
+                                           if fast_cpu > 0 else None)
             # Of the slow batches' make time, the part their worker waited
             # for a CPU (its thread's schedstat run-queue delay).
             block["slow_runq_share"] = (

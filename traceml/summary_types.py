@@ -817,6 +817,7 @@ class SlowCode(TypedDict):
     lost: NotRequired[Count]
     samples: SlowCodeSamples
     slow_batches: NotRequired[Count]
+    fast_batches: NotRequired[Count]
     slow_batches_in_making: NotRequired[Count]
     slow_cpu_share: NotRequired[NumberOrNull]
     fast_cpu_share: NotRequired[NumberOrNull]
@@ -828,6 +829,10 @@ class SlowCode(TypedDict):
     functions: NotRequired[list[SlowCodeFunctions]]
     stalls: NotRequired[Count]
     slow_runq_share: NotRequired[NumberOrNull]
+    slow_cpu_ratio: NotRequired[Annotated[NumberOrNull, Schema(description=(
+        "The slow batches' median worker CPU over the fast ones' "
+        "(findings/slow_code.py: at BUSIER_RATIO or more, their own code "
+        "cost more, whatever stretched them)."))]]
     slow_other_cpu_share: NotRequired[NumberOrNull]
 
 

@@ -211,6 +211,36 @@ def test_off_cpu_names_the_larger_measured_part():
     assert f.code == "slow_code_off_cpu"
 
 
+def test_slow_batches_that_burn_more_cpu_name_their_code_even_when_stretched():
+    # Every 5th index burns 30 ms of CPU against 0.3 ms (batch size 1), on
+    # a host whose run queue stretched the slow batches: 30% of their
+    # make time on CPU, 50% queued, against 90% on CPU for the others.
+    # Yet each burned 100x the others' CPU: their own code is the cost.
+    fns = [_fn("decode", 36, 3, 2)]
+    stretched = dict(slow_cpu_share=0.3, fast_cpu_share=0.9, slow_runq_share=0.5)
+    assert slow_code.judge(_block(fns, 40, 60, **stretched)).code == "slow_code_cpu_wait"
+    f = slow_code.judge(_block(fns, 40, 60, slow_cpu_ratio=100.0, **stretched))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "decode"
+    # Batches queued as long with the same CPU as the others: the queue.
+    f = slow_code.judge(_block(fns, 40, 60, slow_cpu_ratio=1.1, **stretched))
+    assert f.code == "slow_code_cpu_wait"
+
+
+def test_fast_batches_too_short_to_sample_are_not_every_batch_alike():
+    # 3 slow batches of 30 ms among 14 (every 5th index, batch size 1):
+    # the 11 fast ones, 0.4 ms each, drew no stack sample.  No fast
+    # sample is not "every fetch stalled": the answer is not yet.
+    fns = [_fn("burn", 15, 0, 1)]
+    path = [{"file": "/data/ds.py", "function": "burn", "first_line": 1, "line": 7,
+             "share": 1.0}]
+    b = _block(fns, 15, 0, slow_batches=3, fast_batches=11, hot_path=path)
+    f = slow_code.judge(b)
+    assert f.code == "slow_code_too_few" and f.numbers["samples"] == 15
+    # Every batch slow (no fast batch at all): the cost is every batch's.
+    b = _block(fns, 15, 0, slow_batches=14, fast_batches=0, hot_path=path)
+    assert slow_code.judge(b).code == "slow_code_same"
+
+
 def test_top_of_batches_takes_a_frame_whose_line_is_unknown():
     # PyFrame_GetLineNumber can give -1: the batch's top function still comes out.
     d = _drained([(1, 0, 2, 0, [(2, -1), (0, 12)]), (2, 0, 1, 0, [(2, -1), (0, 12)])])

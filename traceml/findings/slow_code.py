@@ -28,7 +28,10 @@ OFF_CPU_SHARE of the other batches' (workers sharing cores get less than a
 core whatever they run) the workers were mostly off CPU and no function is
 to blame, and of the time off CPU the larger measured part is named:
 the run queue (waiting for a CPU: the host, or more workers than cores)
-or the rest (blocked: sleep, I/O, a lock).  Before that, the ticks that
+or the rest (blocked: sleep, I/O, a lock); not where the slow batches
+also burned BUSIER_RATIO times the others' CPU a batch (``slow_cpu_ratio``,
+medians): their own code made them costlier, and the functions say which.
+Before that, the ticks that
 fell in another thread (a helper
 decoding, the queue's feeder) are said when they outweigh the sampled
 thread's: the batch's thread then waits on CPU spent elsewhere.
@@ -164,7 +167,11 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     # Against the other batches' share: workers sharing cores get less
     # than a core each whatever they run, and that is not "off CPU".
     fast_share = block.get("fast_cpu_share") or 1.0
-    if cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share:
+    # Slow batches that also burned BUSIER_RATIO times the others' CPU a
+    # batch were made slow by their own code too: the run queue or a sleep
+    # stretched them, and their functions are the finding.
+    costlier = (block.get("slow_cpu_ratio") or 0.0) >= attribution.BUSIER_RATIO
+    if cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share and not costlier:
         numbers = {"cpu_share": cpu_share, "fast_cpu_share": block.get("fast_cpu_share"),
                    "batches": block["slow_batches"], "one_group": bool(block.get("one_group"))}
         # Off CPU, the larger measured part decides: waiting for a CPU (the
@@ -184,6 +191,11 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
             "samples_fast": s["fast"]})
+    if not s["fast"] and block.get("fast_batches"):
+        # Fast batches were made, but none was sampled (each shorter than
+        # the sampling interval): not "every batch alike", not yet anything.
+        return Finding("slow_code_too_few", {"samples": s["slow"], "slow": s["slow"],
+                                             "fast": 0.0})
     if s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m:
         return Finding("slow_code_too_few", {"samples": s["slow"] + s["fast"],
                                              "slow": s["slow"], "fast": s["fast"]})
