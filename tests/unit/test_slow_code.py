@@ -241,6 +241,20 @@ def test_fast_batches_too_short_to_sample_are_not_every_batch_alike():
     assert slow_code.judge(b).code == "slow_code_same"
 
 
+def test_too_few_worker_samples_are_not_said_where_the_wait_is_outside_the_workers():
+    # A slow Sampler at num_workers=2: the main process's CPU is 85% of the
+    # wait; the workers' few stack samples cannot name it, however long
+    # the run, so "a longer run would" is not said.
+    block = _block([_fn("decode", 3, 5, 1)], 3, 5, slow_batches=2, fast_batches=30)
+    s = {"slow_code": block, "loader": {"num_workers": 2},
+         "wait_parts": {"largest": {"part": "main_cpu", "share": 0.85}}}
+    assert slow_code.judge(block).code == "slow_code_too_few"
+    assert slow_code.evidence_lines(s) == []
+    # The workers making the batches are the largest part: not yet, said.
+    s["wait_parts"]["largest"] = {"part": "worker_making", "share": 0.7}
+    assert "a longer run would" in slow_code.evidence_lines(s)[0]
+
+
 def test_top_of_batches_takes_a_frame_whose_line_is_unknown():
     # PyFrame_GetLineNumber can give -1: the batch's top function still comes out.
     d = _drained([(1, 0, 2, 0, [(2, -1), (0, 12)]), (2, 0, 1, 0, [(2, -1), (0, 12)])])

@@ -47,7 +47,7 @@ from scipy import stats
 
 from .. import _core
 from ..fmt import pct, plural
-from . import attribution, slow_samples, stall_threshold
+from . import attribution, slow_samples, stall_threshold, wait_parts
 from ._types import Finding, Words
 
 # The false-naming rate across the functions of one report: 1 in 100
@@ -256,13 +256,24 @@ def held_path(path: list[dict], total: float) -> list[dict]:
     return out
 
 
+def _outside_the_workers(s: dict) -> bool:
+    """Whether the wait's largest measured part is outside the workers'
+    making (wait_parts: the main process's CPU, the transit, a wait for a
+    core), with workers: their stacks cannot name it, however long the run,
+    so "too few samples; a longer run would" would mislead."""
+    block = s.get("slow_code") or {}
+    largest = (s.get("wait_parts") or {}).get("largest") or {}
+    return (not block.get("in_main") and largest.get("part") is not None
+            and largest["part"] not in wait_parts.PRODUCTION_PARTS)
+
+
 def evidence_lines(s: dict) -> list[str]:
     """The report's evidence lines: the finding, then (where one was
     named) the next functions of the table with their two shares.  They
     lead the evidence: the code that makes the slow batches answers what
     the loader's pattern only points at."""
     f = judge(s.get("slow_code"))
-    if f is None:
+    if f is None or (f.code == "slow_code_too_few" and _outside_the_workers(s)):
         return []
     numbers = f.numbers
     if f.code == "slow_code_same":
