@@ -1029,6 +1029,18 @@ def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: 
     return case
 
 
+def sim_slow_items_on_one_turn(seed: int, slow_ms: float = 60.0) -> Case:
+    """Every 8th index slow at batch size 2 and 4 workers: each slow index
+    (8k) lies in batch 4k, worker 0's turn, so every batch of worker 0 is
+    slow and the loop stalls on its turns; yet worker 0 is like the others
+    (its other samples cost theirs): slow samples, not ONE-WORKER."""
+    case = sim_slow_items(10 + seed, every=8, batch_size=2, num_workers=4,
+                          slow_ms=slow_ms, fast_ms=2.5, n=80)
+    case.name = f"sim-slow-items-on-one-turn-{slow_ms:g}ms-s{seed}"
+    case.truth = {**case.truth, "attribution.label": Not("ONE-WORKER")}
+    return case
+
+
 def sim_uniform_make(seed: int, num_workers: int = 2, make_ms: float = 30.0,
                      n: int = 100) -> Case:
     """Every batch costs about ``make_ms`` (lognormal noise, sigma 0.15),
@@ -1323,6 +1335,7 @@ def corpus() -> list[Case]:
     cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
+    cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
     cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",
