@@ -345,7 +345,7 @@ def test_a_report_names_the_samples_period_and_keeps_the_stall_cadence():
     assert ("The workers made 19 of 96 batches slow, 100% of them with rank % 5 == 0, and 100% "
             "of the stalls are among them; the loop stalled on only some of them, every 10 "
             "batches (prefetch made the others in time). Particular samples are slow, one in "
-            "5, not a worker; next: time __getitem__ on the indices with rank % 5 == 0."
+            "5, not a worker; next: time __getitem__ on the indices of those batches with rank % 5 == 0."
             ) in r["next"]
     assert not any("a slow sample every 10 batches" in t for t in r["next"]), r["next"]
     text = str(r)
@@ -610,7 +610,7 @@ def test_every_fifth_sample_slow_at_four_workers_keeps_period_five():
     tmp = r["temporal"]
     if tmp["label"] == stall_timing.PERIODIC:
         assert a["stall_period"] == tmp["period"], (a, tmp)
-    assert any("time __getitem__ on the indices with rank % 5 == 0" in t for t in r["next"])
+    assert any("time __getitem__ on the indices of those batches with rank % 5 == 0" in t for t in r["next"])
 
 
 def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):

@@ -120,3 +120,15 @@ def test_batch_cost_needs_two_groups_apart_in_size():
     near = np.array([100] * 8 + [120] * 8, dtype=np.int64) * 1_000_000
     assert attribution.batch_cost(near)["alike"]
     assert not attribution.batch_cost(near * np.repeat([1, 2], 8))["alike"]
+
+
+def test_slow_sample_words_time_an_iterable_by_position_not_by_index():
+    attr = {"label": "SLOW-SAMPLE", "period": 3, "residue": 1, "residue_share": 0.95,
+            "stall_workers": {0: 6, 1: 6}, "made": None}
+    (f,) = attribution.advise({"attribution": attr})
+    assert "__getitem__ on the indices" in attribution.WORDS[f.code](f.numbers)
+    (f,) = attribution.advise({"attribution": attr,
+                               "production": {"samples": {"kind": "iterable"}}})
+    words = attribution.WORDS[f.code](f.numbers)
+    assert "__getitem__" not in words and "__next__ at the positions" in words
+

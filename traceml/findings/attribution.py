@@ -475,13 +475,21 @@ def _stalls_against_made(p: dict) -> str:
     return f"the stalls recur every {sp} batches"
 
 
+def _time_them(p: dict) -> str:
+    """How to time the slow samples: by index, or for an IterableDataset
+    by position in each worker's stream."""
+    if p.get("iterable"):
+        return "time the dataset's __next__ at the positions of those batches"
+    return "time __getitem__ on the indices of those batches"
+
+
 def _slow_made(p: dict) -> str:
     """SLOW-SAMPLE from the workers' make times (policy.made_period)."""
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
             f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == {p['residue']}, "
             f"and {pct(p['share'])} of the stalls are among them; "
             f"{_stalls_against_made(p)}. Particular samples are slow, one in {p['period']}, "
-            f"not a worker; next: time __getitem__ on the indices with rank % {p['period']} "
+            f"not a worker; next: {_time_them(p)} with rank % {p['period']} "
             f"== {p['residue']}.")
 
 
@@ -564,7 +572,11 @@ def advise(s: dict) -> list[Finding]:
                 Finding("split_shards", {"worker": attr["worker"]})]
     if attr and attr["label"] == SLOW_SAMPLE:
         params = {"period": attr["period"], "residue": attr["residue"],
-                  "share": attr["residue_share"], "workers": len(attr["stall_workers"])}
+                  "share": attr["residue_share"], "workers": len(attr["stall_workers"]),
+                  # An IterableDataset has no indices: its samples are the
+                  # positions in each worker's stream (sample_timing).
+                  "iterable": (((s.get("production") or {}).get("samples") or {})
+                               .get("kind") == "iterable")}
         made = attr.get("made")
         if made is not None:
             params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
@@ -587,5 +599,5 @@ WORDS: dict[str, Words] = {
         _slow_made(p) if p.get("period_from") == PERIOD_FROM_MAKE_TIMES else (
             f"The stalled batches share rank % {p['period']} == {p['residue']} "
             f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
-            "samples are slow, not a worker; next: time __getitem__ on those indices.")),
+            f"samples are slow, not a worker; next: {_time_them(p)}.")),
 }
