@@ -105,11 +105,14 @@ def generate(root: type, **top: Any) -> dict:
     does not map (the table above) and ValueError for two types kept under
     one name."""
     defs: dict[str, dict] = {}
-    body = _Walk(defs).object(root, inline=True)
+    body = _Walk(defs).of_object(root)
     return {**top, **body, "$defs": defs}
 
 
 class _Walk:
+    """One generation: the definitions made so far (``defs``, by name) and
+    the type each was made from (``made``)."""
+
     def __init__(self, defs: dict):
         self.defs = defs
         self.made: dict[str, object] = {}
@@ -118,14 +121,15 @@ class _Walk:
         """``{"$ref": ...}`` to ``name``, made once by ``make()``."""
         if name in self.made:
             if self.made[name] != of:
-                raise ValueError(f"two types are kept under $defs/{name}: {self.made[name]!r} and {of!r}")
+                raise ValueError(f"two types are kept under $defs/{name}: "
+                                 f"{self.made[name]!r} and {of!r}")
         else:
             self.made[name] = of
             self.defs[name] = None          # keeps first-met order
             self.defs[name] = make()
         return {"$ref": f"#/$defs/{name}"}
 
-    def type(self, tp: Any) -> dict:
+    def of_type(self, tp: Any) -> dict:
         origin = typing.get_origin(tp)
         if origin is typing.Annotated:
             # Annotated[Annotated[X, a, Def(n)], b] flattens to
@@ -134,9 +138,9 @@ class _Walk:
             inner, *metas = typing.get_args(tp)
             at = max((i for i, m in enumerate(metas) if isinstance(m, Def)), default=None)
             if at is None:
-                return {**self.type(inner), **_keywords(metas)}
+                return {**self.of_type(inner), **_keywords(metas)}
             ref = self.keep(metas[at].name, (inner, *metas[:at + 1]),
-                            lambda: {**self.type(inner), **_keywords(metas[:at])})
+                            lambda: {**self.of_type(inner), **_keywords(metas[:at])})
             beside = _keywords(metas[at + 1:])
             # A reference with keywords beside it is wrapped, so that each
             # bare {"$ref": ...} can be inlined (result._inlined).
@@ -152,8 +156,8 @@ class _Walk:
         if _is_typeddict(tp):
             name = getattr(tp, "__json_def__", None)
             if name:
-                return self.keep(name, tp, lambda: self.object(tp))
-            return self.object(tp)
+                return self.keep(name, tp, lambda: self.of_object(tp))
+            return self.of_object(tp)
         if origin is Literal:
             values = list(typing.get_args(tp))
             return {"const": values[0]} if len(values) == 1 else {"enum": values}
@@ -161,9 +165,9 @@ class _Walk:
             return self.union(typing.get_args(tp))
         if origin is list:
             (item,) = typing.get_args(tp)
-            return {"type": "array", "items": self.type(item)}
+            return {"type": "array", "items": self.of_type(item)}
         if origin is tuple:
-            return {"type": "array", "prefixItems": [self.type(a) for a in typing.get_args(tp)]}
+            return {"type": "array", "prefixItems": [self.of_type(a) for a in typing.get_args(tp)]}
         if origin is dict:
             key, value = typing.get_args(tp)
             out: dict = {"type": "object"}
@@ -175,14 +179,14 @@ class _Walk:
                 out["propertyNames"] = {"pattern": "^[0-9]{1,9}$"}
             elif key is not str:
                 raise TypeError(f"dict keys must be str or a Literal, not {key!r}")
-            out["additionalProperties"] = self.type(value)
+            out["additionalProperties"] = self.of_type(value)
             return out
         raise TypeError(f"no JSON Schema for {tp!r}")
 
     def union(self, args: tuple) -> dict:
         nullable = type(None) in args
         rest = [a for a in args if a is not type(None)]
-        parts = [self.type(a) for a in rest]
+        parts = [self.of_type(a) for a in rest]
         # Bare types (no other keyword but object/array details) join in one
         # type list: {"type": ["number", "null"], ...}.
         if len(parts) == 1 and isinstance(parts[0].get("type"), str):
@@ -191,7 +195,7 @@ class _Walk:
             return {"type": [p["type"] for p in parts] + (["null"] if nullable else [])}
         return {"anyOf": parts + ([{"type": "null"}] if nullable else [])}
 
-    def object(self, cls: type, inline: bool = False) -> dict:
+    def of_object(self, cls: type) -> dict:
         hints = typing.get_type_hints(cls, include_extras=True)
         out: dict = {}
         doc = inspect.cleandoc(cls.__doc__) if cls.__doc__ else None
@@ -201,7 +205,7 @@ class _Walk:
         required = [k for k in hints if k in cls.__required_keys__]
         if required:
             out["required"] = required
-        out["properties"] = {k: self.type(_required_part(v)) for k, v in hints.items()}
+        out["properties"] = {k: self.of_type(_required_part(v)) for k, v in hints.items()}
         out.update(getattr(cls, "__json_keywords__", {}))
         return out
 
