@@ -123,6 +123,18 @@ def test_a_sweep_row_gets_the_basis_runs_prediction():
     assert predict.against_runs(rows, [None, None, None]) is None
 
 
+def test_a_sweep_that_kept_num_workers_gets_no_prediction():
+    # prefetch_factor varied at num_workers=2, forward and back: the model
+    # predicts across num_workers only, so it has nothing to check here (a
+    # sweep printed "predicted ... for each num_workers; off by 80% on the
+    # other run", the other run being the same condition's backward pass).
+    p = predict.predict(_summary(wait=0.008))
+    rows = [{"condition": {"num_workers": 2, "prefetch_factor": f}, "loader_num_workers": 2,
+             "mean_s": 0.004} for f in (1, 2, 4, 4, 2, 1)]
+    assert predict.against_runs(rows, [p] + [None] * 5) is None
+    assert not any("predicted_s" in r for r in rows)
+
+
 torch = pytest.importorskip("torch")
 
 

@@ -29,10 +29,11 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     share (comparison.SHARE_TOL), stalls per 100 steady-state steps
     (``*_stalls`` = (count, steady steps) at the baseline's threshold; not
     judged when None) and the mean step (the mean wait's tolerance, in
-    seconds).  The verdict is IMPROVEMENT (some better, none
-    worse), REGRESSION (some worse, none better), MIXED (both), EQUIVALENT
-    (none moved) or NO_DATA when either summary has no steady-state mean
-    wait; ``why`` says which measure moved, by how much, against which
+    seconds).  The verdict is REGRESSION where the mean step grew by more
+    than comparison.STEP_REGRESSION_TOL of the baseline's (a slower loop,
+    whatever else moved); else IMPROVEMENT (some better, none worse),
+    REGRESSION (some worse, none better), MIXED (both), EQUIVALENT (none
+    moved); NO_DATA when either summary has no steady-state mean wait; ``why`` says which measure moved, by how much, against which
     tolerance."""
     v = comparison.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
                              base["step_s"]["mean"])

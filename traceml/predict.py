@@ -205,17 +205,22 @@ def against_runs(rows: list[dict], predictions: list[Optional[dict]]) -> Optiona
     differs from the basis's in num_workers alone gets ``predicted_s`` and
     ``predicted_error`` (relative to its measured mean wait).  Returns
     {basis (row index), rows (indices predicted)} or None without a
-    basis."""
+    basis, or where those rows hold one num_workers only (a sweep of
+    prefetch_factor or in_order: the model predicts across num_workers
+    alone, so it has nothing to say about what was varied)."""
     basis = next((i for i, p in enumerate(predictions) if p), None)
     if basis is None:
         return None
     base_cond = {k: v for k, v in rows[basis]["condition"].items() if k != "num_workers"}
+    same = [i for i, row in enumerate(rows)
+            if {k: v for k, v in row["condition"].items() if k != "num_workers"} == base_cond
+            and row.get("loader_num_workers") is not None and row.get("mean_s") is not None]
+    if len({rows[i]["loader_num_workers"] for i in same}) < 2:
+        return None
     done = []
-    for i, row in enumerate(rows):
-        cond = {k: v for k, v in row["condition"].items() if k != "num_workers"}
-        k = row.get("loader_num_workers")
-        if cond != base_cond or k is None or row.get("mean_s") is None:
-            continue
+    for i in same:
+        row = rows[i]
+        k = row["loader_num_workers"]
         predicted = wait_for(predictions[basis], k)
         row["predicted_s"] = predicted
         row["predicted_error"] = ((predicted - row["mean_s"]) / row["mean_s"]
