@@ -82,7 +82,7 @@ import dataclasses
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -491,6 +491,32 @@ def healthy_cheap_workers(seed: int, n: int = 80, ripple: bool = False) -> Case:
     else:
         name, truth = f"healthy-cheap-4w-s{seed}", dict(HEALTHY)
     return make(name, wait, truth, num_workers=4, compute_ms=rng.uniform(9.0, 11.0, n))
+
+
+class _Ended(NamedTuple):
+    """A worker process as torch keeps it (pid, exit code; None while it
+    runs); the pid is no child of this process, so its code is read here."""
+
+    pid: int
+    exitcode: Optional[int]
+
+
+def worker_exited(seed: int, exitcode: int, n: int = 40) -> Case:
+    """A healthy loader (2 workers, cheap items, 10 ms steps) whose worker 1
+    died with ``exitcode`` (< 0: minus a signal) before the loop's last
+    step, which made the DataLoader raise: whatever the steady state reads,
+    the run ended there, and that is the bottom line."""
+    rng = np.random.default_rng(3100 + seed)
+    case = with_readings(
+        make(f"worker-exited-{exitcode}-s{seed}", _fast(rng, n, 0.1, 0.5),
+             {"headline.label": "WORKER-EXITED", "headline.exited.worker": 1,
+              "headline.exited.exitcode": exitcode},
+             num_workers=2, compute_ms=rng.uniform(9.0, 11.0, n)), {0: 0.05, 1: 0.05})
+    facts = case.sources[SOURCE_ID].epoch_facts[0]
+    pids = facts["worker_pids"]
+    facts["worker_exits"] = wrapping.WorkerExits([_Ended(pids[0], None),
+                                                  _Ended(pids[1], exitcode)])
+    return case
 
 
 def on_the_line(seed: int, line: float, n: int = 60, num_workers: int = 2) -> Case:
@@ -1336,6 +1362,7 @@ def corpus() -> list[Case]:
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
+    cases += [worker_exited(0, 3), worker_exited(4, -9)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
     cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",

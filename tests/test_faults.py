@@ -18,7 +18,7 @@ import pytest
 
 import traceml
 from traceml import evidence, wrapping
-from traceml.findings import worker_evidence
+from traceml.findings import bottom_line
 from traceml.build import build
 
 try:
@@ -332,7 +332,7 @@ def test_dead_workers_from_exit_codes_and_the_sampler():
         {"worker": 1, "pid": pids[1][1], "epoch": 1, "exitcode": None, "signal": None,
          "step": 4, "when": "near"},
     ]
-    assert [worker_evidence.dead_worker_line(d) for d in got] == [
+    assert [bottom_line.dead_worker_line(d) for d in got] == [
         f"worker 1 (pid {pids[0][1]}) was killed by SIGKILL (exit code -9) after step 2, "
         "the last recorded of epoch 0",
         f"worker 2 (pid {pids[0][2]}) exited with code 3 after step 2, the last recorded "

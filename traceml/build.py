@@ -856,14 +856,17 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
     stuck_after = _stuck_after_s(sampler_info)
     stuck = s.get("stuck") or []
     longest = float(w.max_wait) * NS if w.max_wait is not None else None
+    exited = (s.get("workers") or {}).get("exited") or []
     rule = bottom_line.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
-        any(ev["still_waiting"] for ev in stuck), longest, stuck_after)
+        any(ev["still_waiting"] for ev in stuck), longest, stuck_after, bool(exited))
     return {"label": rule.label, "code": rule.code,
             "epoch_start_share": rule.epoch_start_share,
             "epoch_start_s_per_epoch": per_epoch,
             "stuck_after_s": stuck_after,
-            "longest_wait_s": longest}
+            "longest_wait_s": longest,
+            # The first worker that died: the event that ended the run.
+            "exited": exited[0] if exited else None}
 
 
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,

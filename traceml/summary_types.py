@@ -253,17 +253,33 @@ class EpochFacts(Loader, total=False):
     worker_pids: Optional[list[int]]
 
 
+class WorkersExited(TypedDict):
+    """A worker that died during its epoch (evidence.dead_workers): its
+    id, pid and epoch, its exit code (< 0: minus the signal) and the
+    signal's name, the step near or after which it died, and ``when``:
+    "near" (the sampler saw it go) or "after" (its exit code alone)."""
+
+    worker: IntOrNull
+    pid: IntOrNull
+    step: IntOrNull
+    epoch: NotRequired[IntOrNull]
+    exitcode: NotRequired[IntOrNull]
+    signal: NotRequired[StringOrNull]
+    when: NotRequired[Literal['near', 'after']]
+
+
 @schema("headline",
         when(label_is("EPOCH-START"), {"required": ["epoch_start_share"],
                                        "properties": {"epoch_start_share": SHARE}}),
         when(label_is("STUCK"), {"required": ["longest_wait_s", "stuck_after_s"]}))
 class Headline(TypedDict):
-    label: Literal['STEADY', 'STUCK', 'EPOCH-START']
+    label: Literal['STEADY', 'STUCK', 'EPOCH-START', 'WORKER-EXITED']
     code: str
     epoch_start_share: NotRequired[ShareOrNull]
     epoch_start_s_per_epoch: NotRequired[list[float]]
     stuck_after_s: NotRequired[SecondsOrNull]
     longest_wait_s: NotRequired[NumberOrNull]
+    exited: NotRequired[Optional[WorkersExited]]
 
 
 @schema('stuck')
@@ -285,12 +301,6 @@ class WorkersPidChanges(TypedDict):
     epoch: IntOrNull
     old: NotRequired[list[int]]
     new: NotRequired[list[int]]
-
-
-class WorkersExited(TypedDict):
-    worker: IntOrNull
-    pid: IntOrNull
-    step: IntOrNull
 
 
 @schema(None,

@@ -47,6 +47,8 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
     head = s.get("headline")
     if not head or head["label"] == bottom_line.STEADY:
         return []
+    if head["label"] == bottom_line.WORKER_EXITED and head.get("exited"):
+        return [("worker_exited", dict(head["exited"]))]
     if head["label"] == bottom_line.STUCK:
         return [("stuck", {"now": head["code"] == bottom_line.HEADLINE_STUCK_NOW,
                            "waited_s": head["longest_wait_s"],
@@ -287,7 +289,7 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
 # The items that propose an experiment or a change (their words hold a
 # "Next:" or "Look at"); the others explain what the numbers show.
 EXPERIMENTS = frozenset((
-    "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
+    "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
     "compare_in_order", "split_shards", "slow_sample", "fewer_bytes", "predicted_no_workers",
@@ -306,7 +308,7 @@ LEAD_FIRST = frozenset(("host_bound",))
 
 # The bottom line's items (a stuck fetch, epoch starts that hold the
 # run): they come first, and an experiment among them leads.
-BOTTOM_LINE_CODES = frozenset(("stuck", "epoch_start", "epoch_start_once"))
+BOTTOM_LINE_CODES = frozenset(("worker_exited", "stuck", "epoch_start", "epoch_start_once"))
 
 
 def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
@@ -384,6 +386,7 @@ def _workers_in(p: dict) -> str:
 
 WORDS: dict[str, Words] = {
     "stuck": bottom_line._stuck_next,
+    "worker_exited": bottom_line._worker_exited_next,
     "epoch_start": bottom_line._epoch_start_next,
     "epoch_start_once": lambda p: (
         f"Epoch starts hold {pct(p['wall_share'])} of the wall time, {pct(p['share'])} of "

@@ -12,7 +12,10 @@ from . import input_bound
 
 
 # What holds the run's wall time, over the whole run rather than steady
-# state alone.  STUCK: a fetch is stuck now, or one waited at least the
+# state alone.  WORKER-EXITED: a DataLoader worker died during its epoch
+# (evidence.dead_workers: an exit code other than 0, or gone before the
+# epoch's last fetch), which makes the DataLoader raise: the event that
+# ended the run, whatever its steady state was.  STUCK: a fetch is stuck now, or one waited at least the
 # stuck watch's stuck_after_s (configure(); its default lives in
 # csrc/sampler.c).  EPOCH-START: the epoch starts (the first
 # max(1, num_workers) fetches of each epoch: iter(), worker start-up) hold
@@ -23,8 +26,10 @@ from . import input_bound
 EPOCH_START = "EPOCH-START"
 STUCK = "STUCK"
 STEADY = "STEADY"
+WORKER_EXITED = "WORKER-EXITED"
 EPOCH_START_MAX_SHARE = 0.5
 
+HEADLINE_WORKER_EXITED = "worker_exited"  # a worker died mid-epoch
 HEADLINE_STUCK_NOW = "stuck_now"          # a stuck event still waiting
 HEADLINE_STUCK_WAITED = "stuck_waited"    # a recorded fetch waited past stuck_after_s
 HEADLINE_MOST_WALL = "most_wall"          # epoch starts > EPOCH_START_MAX_SHARE of wall
@@ -43,11 +48,14 @@ class Headline(NamedTuple):
 
 def headline(wall_s: float, epoch_start_s: float, steady_wait_s: float,
              stuck_now: bool, longest_wait_s: Optional[float],
-             stuck_after_s: Optional[float]) -> Headline:
+             stuck_after_s: Optional[float], worker_exited: bool = False) -> Headline:
     """The headline by the rule above: ``epoch_start_s`` is the input wait
     of every epoch's start-up fetches, ``steady_wait_s`` that of the
-    steady-state ones, ``longest_wait_s`` the longest recorded fetch."""
+    steady-state ones, ``longest_wait_s`` the longest recorded fetch,
+    ``worker_exited`` whether a worker died during its epoch."""
     share = epoch_start_s / wall_s if wall_s > 0 else None
+    if worker_exited:
+        return Headline(WORKER_EXITED, HEADLINE_WORKER_EXITED, share)
     if stuck_now:
         return Headline(STUCK, HEADLINE_STUCK_NOW, share)
     if (longest_wait_s is not None and stuck_after_s is not None and stuck_after_s > 0
@@ -70,6 +78,32 @@ def _stuck_next(p: dict) -> str:
             "that one fetch holds the run's time, whatever the steady state says; find what "
             "it waited on (a lock, a network read, a worker that hung) before tuning the "
             "loader.")
+
+
+def dead_worker_line(d: dict) -> str:
+    """A worker that died during its epoch (evidence.dead_workers)."""
+    code = d.get("exitcode")
+    if code is None:
+        how = "exited mid-run"
+    elif code < 0:
+        how = f"was killed by {d['signal']} (exit code {code})"
+    else:
+        how = f"exited with code {code}"
+    if d.get("when") == "after":
+        at = f"after step {d['step']}, the last recorded of epoch {d['epoch']}"
+    else:
+        at = f"near step {d['step']}" + (f" (epoch {d['epoch']})" if "epoch" in d else "")
+    return f"worker {d['worker']} (pid {d['pid']}) {how} {at}"
+
+
+def _worker_exited_next(p: dict) -> str:
+    killed = p.get("exitcode") is not None and p["exitcode"] < 0
+    return (f"The run ended when {dead_worker_line(p)}: whatever the steady "
+            "state says, find why it died before tuning the loader. "
+            + ("A kill by SIGKILL is often the kernel's out-of-memory killer (dmesg shows it); "
+               if killed and p.get("signal") == "SIGKILL" else "")
+            + "num_workers=0 runs the dataset in the main process, where its own traceback "
+            "shows (the DataLoader's message loses it).")
 
 
 def _epoch_start_next(p: dict) -> str:
@@ -134,6 +168,10 @@ def headline_part(head: Optional[dict]) -> str:
     for the first line; empty for a STEADY run."""
     if not head or head["label"] == STEADY:
         return ""
+    if head["label"] == WORKER_EXITED:
+        exited = head.get("exited")
+        return (f" · {WORKER_EXITED}: " + dead_worker_line(exited) if exited
+                else f" · {WORKER_EXITED}")
     if head["label"] == STUCK:
         if head["code"] == HEADLINE_STUCK_NOW:
             return f" · {STUCK}: a fetch is stuck now"

@@ -216,22 +216,6 @@ def evidence_lines(s: dict) -> list[str]:
     return out
 
 
-def dead_worker_line(d: dict) -> str:
-    """A worker that died during its epoch (evidence.dead_workers)."""
-    code = d.get("exitcode")
-    if code is None:
-        how = "exited mid-run"
-    elif code < 0:
-        how = f"was killed by {d['signal']} (exit code {code})"
-    else:
-        how = f"exited with code {code}"
-    if d.get("when") == "after":
-        at = f"after step {d['step']}, the last recorded of epoch {d['epoch']}"
-    else:
-        at = f"near step {d['step']}" + (f" (epoch {d['epoch']})" if "epoch" in d else "")
-    return f"worker {d['worker']} (pid {d['pid']}) {how} {at}"
-
-
 def pid_changes_line(changes: list[dict], epochs: int) -> str:
     """The epochs whose worker PIDs changed: each one, or past
     PID_CHANGES_SHOWN their count among the epoch starts after the first,
@@ -266,7 +250,7 @@ def process_lines(s: dict) -> list[str]:
             out.append(pid_changes_line(changes, len(w["pids_by_epoch"])))
         elif len(w["pids_by_epoch"]) > 1:
             out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
-        out.extend(dead_worker_line(e) for e in w["exited"])
+        out.extend(bottom_line.dead_worker_line(e) for e in w["exited"])
         smp = w["sampler"]
         if smp["samples"]:
             share = smp["cpu_share"]
