@@ -190,3 +190,15 @@ def test_the_clocked_production_decides_where_it_is_measured():
     assert got["support"] == 1.0
     assert wait_parts.production_fraction({"wait_s": 1.0, "parts_s": {"main_cpu": 1.0}}) is None
 
+
+
+def test_main_cpu_at_no_workers_is_the_dataset_not_receiving():
+    # At num_workers=0 nothing is handed over: the main process's CPU in
+    # the fetch makes the batch (a helper's 30-step loop was told to time
+    # the sampler against "receiving the batch, unpickling").
+    from traceml.findings import advice
+    with_workers = advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.8,
+                                                 "num_workers": 2})
+    alone = advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.8, "num_workers": 0})
+    assert "receiving the batch" in with_workers
+    assert "receiving" not in alone and "num_workers >= 1" in alone

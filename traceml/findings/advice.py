@@ -192,7 +192,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         if largest:
             # Measured (wait_parts): the parts say which of the two the
             # experiment below would tell apart.
-            out.append(("largest_part", dict(largest)))
+            out.append(("largest_part", {**largest, "num_workers": nw}))
         else:
             out.append(("vary_workers_or_prefetch", {}))
         return out
@@ -458,7 +458,7 @@ WORDS: dict[str, Words] = {
     "largest_part": lambda p: (
         f"Next: the largest measured part of the wait ({pct(p['share'])}) is "
         f"{wait_parts.PART_NAMES[p['part']]}; what shortens it is "
-        f"{wait_parts.PART_NEXT[p['part']]}."),
+        f"{wait_parts.part_next(p['part'], p.get('num_workers'))}."),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "

@@ -245,8 +245,25 @@ def wait_for_core_words(p: dict) -> str:
             "(traceml.compare).")
 
 
+# At num_workers=0 nothing is handed over: the main process's CPU inside
+# the fetch is the dataset and collate_fn making the batch there.
+MAIN_CPU_NO_WORKERS_NEXT = (
+    "the dataset's own work: at num_workers=0 the main process makes each batch inside "
+    "the fetch (__getitem__ and collate_fn; the slow-code line says where its CPU goes), "
+    "so num_workers >= 1 moves it to worker processes, or a cheaper batch shortens it")
+
+
+def part_next(part: str, num_workers: Optional[int] = None) -> str:
+    """What shortens the measured part ``part`` (PART_NEXT), with
+    ``num_workers`` where it changes the answer (main_cpu at 0 workers)."""
+    if part == "main_cpu" and num_workers == 0:
+        return MAIN_CPU_NO_WORKERS_NEXT
+    return PART_NEXT[part]
+
+
 def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
     return (f"The largest measured part of the wait ({pct(p['share'])}) is "
-            f"{PART_NAMES[p['part']]}: what shortens it is {PART_NEXT[p['part']]}.")
+            f"{PART_NAMES[p['part']]}: what shortens it is "
+            f"{part_next(p['part'], p.get('num_workers'))}.")
