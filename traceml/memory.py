@@ -53,11 +53,13 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
     epochs: [{epoch, main: {rss, uss}, workers: [{worker, pid, rss,
     uss}]}], worker_uss_growth: the median over workers and epochs of the
     unshared memory's growth within an epoch (bytes; None without two deep
-    readings of any worker in an epoch), epoch_jumps: [{epoch, rss_bytes}]
+    readings of any worker in an epoch), worker_rss_growth: the median of
+    their resident memory's growth over the same spans (bytes, or None),
+    epoch_jumps: [{epoch, rss_bytes}]
     of the main process between one epoch's last reading and the next's
     first}.  A span is {first, last, max, growth, readings} in bytes."""
     out: dict = {"available": False, "unavailable": None, "main": None, "epochs": [],
-                 "worker_uss_growth": None, "epoch_jumps": []}
+                 "worker_uss_growth": None, "worker_rss_growth": None, "epoch_jumps": []}
     if samples is None or len(samples) == 0 or len(steps) == 0:
         out["unavailable"] = "no sampler readings"
         return out
@@ -68,7 +70,7 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
     if main_pid is not None:
         out["main"] = {f: _span(_readings(samples, main_pid, t0, t1, f"{f}_bytes"))
                        for f in ("rss", "uss")}
-    growths = []
+    growths, rss_growths = [], []
     prev_last = None
     for e in np.unique(steps["epoch"]).tolist():
         sel = steps["epoch"] == e
@@ -91,10 +93,17 @@ def summarise(samples: Optional[np.ndarray], steps: np.ndarray, facts: dict,
                                      "uss": _span(uss)})
             if uss.shape[1] >= 2:
                 growths.append(float(uss[1][-1] - uss[1][0]))
+                # RSS over the same span: from the first USS reading's time
+                # to the last's.
+                rss = _readings(samples, pid, int(uss[0][0]), int(uss[0][-1]), "rss_bytes")
+                if rss.shape[1] >= 2:
+                    rss_growths.append(float(rss[1][-1] - rss[1][0]))
         out["epochs"].append(entry)
     out["available"] = out["main"] is not None or any(en["workers"] for en in out["epochs"])
     if not out["available"]:
         out["unavailable"] = "no reading of the run's processes"
     if growths:
         out["worker_uss_growth"] = float(np.median(growths))
+    if rss_growths:
+        out["worker_rss_growth"] = float(np.median(rss_growths))
     return out

@@ -663,6 +663,7 @@ class Memory(TypedDict):
     unavailable: NotRequired[StringOrNull]
     main: NotRequired[Optional[MemoryMain]]
     worker_uss_growth: NotRequired[NumberOrNull]
+    worker_rss_growth: NotRequired[NumberOrNull]
     epochs: NotRequired[list]
     epoch_jumps: NotRequired[list]
     findings: NotRequired[Strings]

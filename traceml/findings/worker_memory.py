@@ -1,4 +1,11 @@
-"""The workers' memory: copy-on-read growth and epoch jumps.
+"""The workers' memory: copy-on-read growth, memory the workers keep,
+and epoch jumps.
+
+Copy-on-read and a worker that keeps what it allocates both grow a
+worker's unshared memory (USS).  They part on its resident memory (RSS):
+a page the parent shared and the worker now writes (a reference count)
+was resident before and stays resident, so RSS stays flat while USS
+grows; new allocations grow both alike.
 """
 
 from __future__ import annotations
@@ -20,6 +27,13 @@ from ._types import Words
 MEM_COW_GROWTH_BYTES = 32 * 2**20
 
 
+# Copy-on-read leaves RSS flat: the workers' RSS growth over the same span
+# under half their USS growth.  At half or more, the workers allocated the
+# growth themselves (a 1 MB list append a sample: RSS +261 MB beside USS
+# +215 MB, a helper's probe).
+COW_RSS_SHARE = 0.5
+
+
 # A step of the main process's RSS from one epoch's last reading to the
 # next epoch's first, worth naming: at least this much.
 MEM_EPOCH_JUMP_BYTES = 256 * 2**20
@@ -31,16 +45,23 @@ def memory_findings(mem: Optional[dict], num_workers: Optional[int],
                     start_method: Optional[str]) -> list[tuple[str, dict]]:
     """What the memory block (traceml.memory.summarise) shows, as (code,
     numbers): "copy_on_read" when forked workers' unshared memory grew by
-    MEM_COW_GROWTH_BYTES or more within an epoch (median), "epoch_jump"
+    MEM_COW_GROWTH_BYTES or more within an epoch (median) while their
+    resident memory grew under COW_RSS_SHARE of that (unknown: copy-on-read
+    as before), "workers_keep_memory" when it grew as much, "epoch_jump"
     for each epoch whose start the main process's RSS reached
     MEM_EPOCH_JUMP_BYTES above the previous epoch's end."""
     out: list[tuple[str, dict]] = []
     if not mem or not mem.get("available"):
         return out
     growth = mem.get("worker_uss_growth")
+    rss = mem.get("worker_rss_growth")
     if (growth is not None and growth >= MEM_COW_GROWTH_BYTES and (num_workers or 0) > 0
             and start_method in (None, "fork")):
-        out.append(("copy_on_read", {"growth_bytes": growth, "num_workers": num_workers}))
+        if rss is not None and rss >= COW_RSS_SHARE * growth:
+            out.append(("workers_keep_memory", {"growth_bytes": growth, "rss_bytes": rss,
+                                                "num_workers": num_workers}))
+        else:
+            out.append(("copy_on_read", {"growth_bytes": growth, "num_workers": num_workers}))
     for jump in mem.get("epoch_jumps") or []:
         if jump["rss_bytes"] >= MEM_EPOCH_JUMP_BYTES:
             out.append(("epoch_jump", dict(jump)))
@@ -72,6 +93,13 @@ WORDS: dict[str, Words] = {
         "copies the parent's pages into every worker). Hold the dataset in NumPy arrays or "
         "Arrow rather than lists or dicts of Python objects; with num_workers="
         f"{p['num_workers']} the copies add up, and persistent workers keep them."),
+    "workers_keep_memory": lambda p: (
+        f"Each worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an epoch "
+        f"and its resident memory {fmt_bytes(p['rss_bytes'])} with it: the workers allocate "
+        "memory and keep it (a cache or a list that grows with each sample, tensors kept "
+        "alive), not copy-on-read, which leaves resident memory flat. Look for what the "
+        f"dataset keeps per sample; with num_workers={p['num_workers']} each worker keeps "
+        "its own."),
     "epoch_jump": lambda p: (
         f"The main process's memory stepped up {fmt_bytes(p['rss_bytes'])} at the start of "
         f"epoch {p['epoch']}: something is built or kept per epoch (a new iterator's state, "
