@@ -519,6 +519,18 @@ def worker_exited(seed: int, exitcode: int, n: int = 40) -> Case:
     return case
 
 
+def one_long_fetch(seed: int, hang_ms: float, num_workers: int = 0, n: int = 80) -> Case:
+    """Fetches of ~2 ms under 5 ms steps, and one that hangs ``hang_ms``
+    (a sleep, a lock, a read that stalls), far short of the stuck watch's
+    30 s yet most of the run's wall time: that fetch is the bottom line."""
+    rng = np.random.default_rng(3200 + seed)
+    wait = _fast(rng, n, 2.0, 0.1)
+    wait[n // 2] = hang_ms
+    return make(f"one-long-fetch-{hang_ms:g}ms-{num_workers}w-s{seed}", wait,
+                {"headline.label": "STUCK", "headline.code": "one_fetch"},
+                num_workers=num_workers, compute_ms=5.0)
+
+
 def on_the_line(seed: int, line: float, n: int = 60, num_workers: int = 2) -> Case:
     """Lognormal waits (sigma 0.8) scaled so that input is ``line`` of step
     time exactly (20%: INPUT-BOUND against BALANCED; 5%: BALANCED against
@@ -1363,6 +1375,7 @@ def corpus() -> list[Case]:
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
     cases += [worker_exited(0, 3), worker_exited(4, -9)]
+    cases += [one_long_fetch(0, 8000.0), one_long_fetch(1, 2500.0, num_workers=2)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
     cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",

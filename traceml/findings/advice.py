@@ -50,9 +50,12 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
     if head["label"] == bottom_line.WORKER_EXITED and head.get("exited"):
         return [("worker_exited", dict(head["exited"]))]
     if head["label"] == bottom_line.STUCK:
+        one = head["code"] == bottom_line.HEADLINE_ONE_FETCH and s.get("wall_s")
         return [("stuck", {"now": head["code"] == bottom_line.HEADLINE_STUCK_NOW,
                            "waited_s": head["longest_wait_s"],
-                           "stuck_after_s": head["stuck_after_s"]})]
+                           "stuck_after_s": head["stuck_after_s"],
+                           **({"wall_share": head["longest_wait_s"] / s["wall_s"]}
+                              if one else {})})]
     loader = s.get("loader") or {}
     nw = loader.get("num_workers")
     once = startup_once.notes(s)

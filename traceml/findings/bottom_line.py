@@ -22,6 +22,9 @@ from . import input_bound
 # more than EPOCH_START_MAX_SHARE of the wall time, or at least
 # INPUT_BOUND_SHARE of it (TensorFlow's "highly input-bound" line, taken
 # for the wall time) while costing more than the steady input wait.
+# Then STUCK again where one fetch holds more than EPOCH_START_MAX_SHARE of
+# the wall time, however short of stuck_after_s (a helper's 8 s hang in an
+# 8.5 s run read "no pattern: record longer"): that fetch is the run.
 # STEADY otherwise: the diagnosis of the steady state speaks for the run.
 EPOCH_START = "EPOCH-START"
 STUCK = "STUCK"
@@ -32,6 +35,7 @@ EPOCH_START_MAX_SHARE = 0.5
 HEADLINE_WORKER_EXITED = "worker_exited"  # a worker died mid-epoch
 HEADLINE_STUCK_NOW = "stuck_now"          # a stuck event still waiting
 HEADLINE_STUCK_WAITED = "stuck_waited"    # a recorded fetch waited past stuck_after_s
+HEADLINE_ONE_FETCH = "one_fetch"          # one fetch holds most of the wall time
 HEADLINE_MOST_WALL = "most_wall"          # epoch starts > EPOCH_START_MAX_SHARE of wall
 HEADLINE_OVER_STEADY = "over_steady"      # >= INPUT_BOUND_SHARE and > steady input wait
 HEADLINE_STEADY = "steady"
@@ -65,6 +69,8 @@ def headline(wall_s: float, epoch_start_s: float, steady_wait_s: float,
         return Headline(EPOCH_START, HEADLINE_MOST_WALL, share)
     if share is not None and share >= input_bound.INPUT_BOUND_SHARE and epoch_start_s > steady_wait_s:
         return Headline(EPOCH_START, HEADLINE_OVER_STEADY, share)
+    if longest_wait_s is not None and wall_s > 0 and longest_wait_s > EPOCH_START_MAX_SHARE * wall_s:
+        return Headline(STUCK, HEADLINE_ONE_FETCH, share)
     return Headline(STEADY, HEADLINE_STEADY, share)
 
 
@@ -74,6 +80,11 @@ def _stuck_next(p: dict) -> str:
         return ("A fetch is stuck now (see the STUCK line): whatever the steady state says, "
                 "the run is waiting there; look at the worker holding the batch "
                 "(py-spy dump --pid PID) before anything else.")
+    if p.get("wall_share") is not None:
+        return (f"One fetch waited {waited}, {pct(p['wall_share'])} of the run's wall time: "
+                "that one fetch is the run, whatever the steady state says; find what it "
+                "waited on (a lock, a network read, a worker that hung, a sleep) before "
+                "tuning the loader.")
     return (f"A fetch waited {waited}, past the stuck watch's {fmt_s(p['stuck_after_s'])}: "
             "that one fetch holds the run's time, whatever the steady state says; find what "
             "it waited on (a lock, a network read, a worker that hung) before tuning the "
@@ -159,11 +170,11 @@ def first_line(s: dict) -> str:
     return (
         f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
         f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
-        + headline_part(s.get("headline"))
+        + headline_part(s.get("headline"), s.get("wall_s"))
     )
 
 
-def headline_part(head: Optional[dict]) -> str:
+def headline_part(head: Optional[dict], wall_s: Optional[float] = None) -> str:
     """" · EPOCH-START: epoch starts hold 86% of the wall time" (or STUCK)
     for the first line; empty for a STEADY run."""
     if not head or head["label"] == STEADY:
@@ -175,6 +186,9 @@ def headline_part(head: Optional[dict]) -> str:
     if head["label"] == STUCK:
         if head["code"] == HEADLINE_STUCK_NOW:
             return f" · {STUCK}: a fetch is stuck now"
+        if head["code"] == HEADLINE_ONE_FETCH and wall_s:
+            return (f" · {STUCK}: one fetch waited {fmt_s(head['longest_wait_s'])}, "
+                    f"{pct(head['longest_wait_s'] / wall_s)} of the wall time")
         return (f" · {STUCK}: a fetch waited {fmt_s(head['longest_wait_s'])} "
                 f"(stuck after {fmt_s(head['stuck_after_s'])})")
     return (f" · {EPOCH_START}: epoch starts hold "
