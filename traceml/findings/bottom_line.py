@@ -15,16 +15,16 @@ from . import input_bound
 # state alone.  WORKER-EXITED: a DataLoader worker died during its epoch
 # (evidence.dead_workers: an exit code other than 0, or gone before the
 # epoch's last fetch), which makes the DataLoader raise: the event that
-# ended the run, whatever its steady state was.  STUCK: a fetch is stuck now, or one waited at least the
-# stuck watch's stuck_after_s (configure(); its default lives in
-# csrc/sampler.c).  EPOCH-START: the epoch starts (the first
+# ended the run, whatever its steady state was.  STUCK: a fetch is stuck
+# now, or one waited at least the stuck watch's stuck_after_s
+# (configure(); its default lives in csrc/sampler.c).  EPOCH-START: the epoch starts (the first
 # max(1, num_workers) fetches of each epoch: iter(), worker start-up) hold
 # more than EPOCH_START_MAX_SHARE of the wall time, or at least
 # INPUT_BOUND_SHARE of it (TensorFlow's "highly input-bound" line, taken
 # for the wall time) while costing more than the steady input wait.
 # Then STUCK again where one fetch holds more than EPOCH_START_MAX_SHARE of
-# the wall time, however short of stuck_after_s (a helper's 8 s hang in an
-# 8.5 s run read "no pattern: record longer"): that fetch is the run.
+# the wall time, however short of stuck_after_s (an 8 s hang in an 8.5 s
+# run): that one fetch is the run, not an outlier of its steady state.
 # STEADY otherwise: the diagnosis of the steady state speaks for the run.
 EPOCH_START = "EPOCH-START"
 STUCK = "STUCK"
