@@ -33,7 +33,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     than comparison.STEP_REGRESSION_TOL of the baseline's (a slower loop,
     whatever else moved); else IMPROVEMENT (some better, none worse),
     REGRESSION (some worse, none better), MIXED (both), EQUIVALENT (none
-    moved); NO_DATA when either summary has no steady-state mean wait; ``why`` says which measure moved, by how much, against which
+    moved); NO_DATA when either summary has no steady-state mean wait.
+    ``why`` says which measure moved, by how much, against which
     tolerance."""
     v = comparison.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
                              base["step_s"]["mean"])

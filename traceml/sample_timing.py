@@ -168,11 +168,12 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
                 "batch_share": float(share[j]), "worker": int(worker[j]),
                 "epoch": int(epoch[j]), "step": int(step[j])}
 
-    block["by_worker"] = {
-        int(w): {"samples": int(np.count_nonzero(worker == w)),
-                 "median_s": float(np.median(s_dur[worker == w])) * 1e-9,
-                 "p25_s": float(np.percentile(s_dur[worker == w], 25)) * 1e-9}
-        for w in np.unique(worker)}
+    block["by_worker"] = {}
+    for w in np.unique(worker).tolist():
+        mine = s_dur[worker == w]
+        p25, p50 = np.percentile(mine, [25, 50])
+        block["by_worker"][int(w)] = {"samples": int(len(mine)), "median_s": float(p50) * 1e-9,
+                                      "p25_s": float(p25) * 1e-9}
     by_time = np.argsort(-s_dur, kind="stable")
     block["slowest"] = [row(int(j)) for j in by_time[:SLOWEST_SHOWN]]
     rows = by_time[:TABLE_MAX] if len(s_dur) > TABLE_MAX else np.arange(len(s_dur))
@@ -185,5 +186,6 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
         "epoch": epoch[rows].tolist(), "step": step[rows].tolist(),
     }
     arrays = {"wall_ns": s_dur, "cpu_ns": s_cpu, "index": index, "batch_share": share,
-              "batch_runq_ns": records["runq_ns"][s_at], "kind": kind, "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
+              "batch_runq_ns": records["runq_ns"][s_at], "kind": kind,
+              "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
     return block, arrays

@@ -256,12 +256,8 @@ def sample_ratio(samples_by_worker: Optional[dict], worker: int) -> Optional[flo
     cheaper samples at the others' cost, whatever share of its samples they
     are short of three quarters."""
     got = {w: v for w, v in (samples_by_worker or {}).items()
-           if (v.get("samples") or 0) >= SAMPLE_RATIO_MIN and v.get("p25_s") is not None}
-    if worker not in got or len(got) < 2:
-        return None
-    median = float(np.median([v["p25_s"] for w, v in got.items() if w != worker]))
-    mine = got[worker]["p25_s"]
-    return float("inf") if median <= 0 else mine / median
+           if (v.get("samples") or 0) >= SAMPLE_RATIO_MIN}
+    return make_ratio(got, worker, "p25_s")
 
 
 def make_ratio(per_worker: Optional[dict], worker: int,
@@ -269,7 +265,8 @@ def make_ratio(per_worker: Optional[dict], worker: int,
     """Worker ``worker``'s median time to make a batch (measured in the
     worker: traceml.worker_timing) over the other workers' median of
     theirs (``key="make_mean_s"``: its mean over the median of their
-    means); None without it and at least one other."""
+    means; any other per-worker figure by its key); None without it and
+    at least one other."""
     if (not per_worker or worker not in per_worker or len(per_worker) < 2
             or any(v.get(key) is None for v in per_worker.values())):
         return None

@@ -108,11 +108,10 @@ def dead_worker_line(d: dict) -> str:
 
 
 def _worker_exited_next(p: dict) -> str:
-    killed = p.get("exitcode") is not None and p["exitcode"] < 0
     return (f"The run ended when {dead_worker_line(p)}: whatever the steady "
             "state says, find why it died before tuning the loader. "
             + ("A kill by SIGKILL is often the kernel's out-of-memory killer (dmesg shows it); "
-               if killed and p.get("signal") == "SIGKILL" else "")
+               if p.get("signal") == "SIGKILL" else "")
             + "num_workers=0 runs the dataset in the main process, where its own traceback "
             "shows (the DataLoader's message loses it).")
 
