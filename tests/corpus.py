@@ -794,6 +794,25 @@ def trend_noise(seed: int, n: int, median_ms: float = 2.0, phi: float = 0.8,
                 {"trend.label": None}, num_workers=2, compute_ms=rng.uniform(9.5, 10.5, n))
 
 
+def rising_in_rounds(seed: int, num_workers: int, rounds: int, start_ms: float,
+                     end_ms: float) -> Case:
+    """Workers in lock-step whose cost per sample grows over the run (a
+    list kept in the dataset): each round's one unmade batch waits from
+    ``start_ms`` rising to ``end_ms``, the round's other fetches
+    prefetched.  Fetch by fetch the waits alternate between the two; the
+    loop's mean wait per step rises by (end - start) / (steps - 1) /
+    num_workers a step."""
+    rng = np.random.default_rng(860 + seed)
+    n = rounds * num_workers
+    wait = _fast(rng, n, 0.08)
+    unmade = _rank_of_steady(n, num_workers) % num_workers == 0
+    wait[unmade] = np.linspace(start_ms, end_ms, n)[unmade] * rng.lognormal(0.0, 0.1, unmade.sum())
+    slope = (end_ms - start_ms) / (n - 1) / num_workers
+    truth = {"trend.label": "RISING", "trend.slope_ms_per_step": Approx(slope, 0.3)}
+    return make(f"rising-in-rounds-{num_workers}w-{start_ms:g}to{end_ms:g}ms-s{seed}", wait,
+                truth, num_workers=num_workers, compute_ms=rng.uniform(4.5, 5.5, n))
+
+
 def step_after_first_epoch(seed: int, first_ms: float, later_ms: float, per: int,
                            epochs: int = 3, drain: int = 0) -> Case:
     """Epoch 0's steady waits around ``first_ms``, every later epoch's
@@ -1350,6 +1369,8 @@ def corpus() -> list[Case]:
     cases += [small_drift_beside_stalls(s) for s in range(3)]
     cases += [trend_noise(s, n) for s, n in ((0, 60), (1, 60), (2, 100), (3, 100), (4, 200),
                                              (5, 200))]
+    cases += [rising_in_rounds(0, 2, 100, 2.0, 10.0), rising_in_rounds(1, 4, 60, 3.0, 15.0),
+              rising_in_rounds(2, 2, 60, 2.0, 8.0)]
     cases += [step_after_first_epoch(0, 5.0, 1.0, 30),
               step_after_first_epoch(1, 8.0, 2.0, 300, epochs=4),
               step_after_first_epoch(2, 2.9, 1.2, 40, epochs=2, drain=2),

@@ -713,7 +713,7 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
 
     def trending(rule) -> bool:
         trends.append(wait_trend.trend(w.wait, epoch if w.all else epoch[w.steady],
-                                       rule.floor_ns))
+                                       rule.floor_ns, round_steps))
         return trends[0] is not None
 
     found = stall_shape.classify(w.wait, w.step, threshold_s, trending)

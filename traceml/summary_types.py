@@ -215,6 +215,9 @@ class Trend(TypedDict):
     first_epoch_median_s: NotRequired[Seconds]
     later_epochs_median_s: NotRequired[Seconds]
     after_first_epoch: NotRequired[IntOrNull]
+    round_steps: NotRequired[Annotated[int, Schema(minimum=1, description=(
+        "Fetches a round (max(1, num_workers)): > 1, the rule read each round's mean wait "
+        'and the tenths\' medians are of those means; absent: 1.'))]]
     tau: NotRequired[NumberOrNull]
     p_value: NotRequired[NumberOrNull]
 

@@ -187,3 +187,54 @@ def test_the_null_series_are_seeded_and_stationary():
     # The sieve keeps the noise's dependence: lag-1 correlation near phi.
     lag1 = np.mean([np.corrcoef(row[1:], row[:-1])[0, 1] for row in a])
     assert 0.6 < lag1 < 0.95
+
+
+def _lockstep_rising(seed: int, rounds: int, workers: int) -> np.ndarray:
+    """Each round's first fetch waits 2 ms rising 1% a step (lognormal
+    noise, sd 0.1), the round's other fetches 50-65 us (ns, int64)."""
+    rng = np.random.default_rng(seed)
+    n = rounds * workers
+    k = np.arange(n)
+    stall = 2 * MS * (1 + 0.01 * k) * rng.lognormal(0.0, 0.1, n)
+    calm = 50_000 * (1 + 0.3 * rng.random(n))
+    return np.where(k % workers == 0, stall, calm).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cost_growing_in_lockstep_rounds_is_read_by_round(seed):
+    """Two workers in lock-step: fetch by fetch the waits alternate and the
+    rise hides (no trend, or a slope a hundredth of the true one); by round
+    it is RISING, the slope the mean wait's per step."""
+    wait = _lockstep_rising(seed, 100, 2)
+    epoch = np.zeros(len(wait), dtype=np.int64)
+    mean_slope_ms = 2 * 0.01 / 2      # the stall's 20 us a step, over a round of 2
+    by_fetch = wait_trend.trend(wait, epoch, 1 * MS)
+    assert by_fetch is None or by_fetch["slope_ms_per_step"] < 0.5 * mean_slope_ms
+    found = wait_trend.trend(wait, epoch, 1 * MS, round_steps=2)
+    assert found["label"] == wait_trend.RISING and found["round_steps"] == 2
+    assert found["slope_ms_per_step"] == pytest.approx(mean_slope_ms, rel=0.15)
+    low, high = found["slope_interval_ms_per_step"]
+    assert low <= found["slope_ms_per_step"] <= high
+    assert "median over rounds of 2 fetches" in wait_trend._trend_next_line(found)
+
+
+def test_round_means_are_each_epochs_whole_rounds():
+    x = np.arange(11, dtype=np.int64) * 10
+    epoch = np.array([0] * 7 + [1] * 4)
+    means, epochs = wait_trend._round_means(x, epoch, 3)
+    # epoch 0: rounds (0, 10, 20), (30, 40, 50), 60 left over; epoch 1: (70, 80, 90), 100 left.
+    np.testing.assert_array_equal(means, [10.0, 40.0, 80.0])
+    np.testing.assert_array_equal(epochs, [0, 0, 1])
+
+
+def test_stationary_lockstep_rounds_claim_no_trend():
+    """Lock-step rounds of 4 without a trend (lognormal stalls, sd 0.3):
+    the round test stays at its false-alarm rate."""
+    claims = 0
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        k = np.arange(200)
+        stall = 3 * MS * rng.lognormal(0.0, 0.3, 200)
+        wait = np.where(k % 4 == 0, stall, 50_000 * (1 + rng.random(200))).astype(np.int64)
+        claims += wait_trend.trend(wait, np.zeros(200, dtype=np.int64), 1 * MS, 4) is not None
+    assert claims <= _most_false_alarms(SEEDS)
