@@ -114,7 +114,7 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     unknown), ``index``, ``batch_share``, ``first`` (the first sample its
     worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
     core, every thread of the worker where the build measured it; -1
-    unknown), and ``kind``."""
+    unknown), ``batch`` (its batch's row in ``records``), and ``kind``."""
     block: dict = {"available": False, "unavailable": unavailable, "lost": int(lost)}
     if len(items) == 0:
         if unavailable is None:
@@ -186,6 +186,6 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
         "epoch": epoch[rows].tolist(), "step": step[rows].tolist(),
     }
     arrays = {"wall_ns": s_dur, "cpu_ns": s_cpu, "index": index, "batch_share": share,
-              "batch_runq_ns": records["runq_ns"][s_at], "kind": kind,
+              "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
               "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
     return block, arrays

@@ -538,6 +538,8 @@ class SamplesSlow(TypedDict):
     slow_cpu_s: NotRequired[SecondsOrNull]
     time_share: NotRequired[Share]
     batch_share: NotRequired[Share]
+    batches_holding: NotRequired[Count]
+    batches_tested: NotRequired[Count]
 
 
 class WorkerSamples(TypedDict, total=False):

@@ -196,6 +196,14 @@ def test_slow_batches_of_the_same_code_get_no_next_step_of_their_own():
     assert slow_code.advise(s) == []
     s["production"]["samples"]["slow"]["count"] = slow_samples.STRIDE_MIN_SLOW - 1
     assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
+    # One slow sample in every batch (every 4th index at batch size 4):
+    # each batch bears it, so the cost is every batch's.
+    s["production"]["samples"]["slow"].update(count=62, batches_holding=62,
+                                               batches_tested=64)
+    assert "the cost is every batch's" in slow_code.evidence_lines(s)[0]
+    assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
+    s["production"]["samples"]["slow"].update(batches_holding=16)
+    assert slow_code.advise(s) == []
 
 
 def test_off_cpu_names_the_larger_measured_part():
@@ -209,6 +217,29 @@ def test_off_cpu_names_the_larger_measured_part():
     f = slow_code.judge(_block(fns, 40, 60, slow_cpu_share=0.3, fast_cpu_share=0.9,
                                slow_runq_share=0.1))
     assert f.code == "slow_code_off_cpu"
+
+
+def test_one_group_waiting_for_a_cpu_still_names_the_code_every_batch_runs():
+    # 4 workers on 2 cores, every batch 40 ms of decode: each batch on CPU
+    # 24% of its make time and queued 70% (other programs beside).  The
+    # cores were shared; the batches' CPU is still decode's, and it leads.
+    fns = [_fn("DS.__getitem__", 60, 0, 1), _fn("decode", 59, 0, 2)]
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("decode", 0.98)]
+    queued = dict(one_group=True, slow_batches=12, fast_batches=0, hot_path=path,
+                  slow_cpu_share=0.24, fast_cpu_share=None, slow_runq_share=0.70)
+    s = {"slow_code": _block(fns, 60, 0, **queued), "diagnosis": "INPUT-BOUND",
+         "attribution": {"label": "LOCK-STEP"}}
+    f = slow_code.judge(s["slow_code"])
+    assert f.code == "slow_code_same" and f.numbers["runq_share"] == 0.70
+    (said,) = slow_code.evidence_lines(s)
+    assert "`decode` in `data/ds.py:3` 98%" in said and "waiting for it 70%" in said, said
+    assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
+    # Queued less than on CPU: the queue goes unsaid.
+    s["slow_code"].update(slow_cpu_share=0.6, slow_runq_share=0.3)
+    assert "waiting for it" not in slow_code.evidence_lines(s)[0]
+    # Blocked most of the make time (24% on CPU, 10% queued): off CPU.
+    s["slow_code"].update(slow_cpu_share=0.24, slow_runq_share=0.10)
+    assert slow_code.judge(s["slow_code"]).code == "slow_code_off_cpu"
 
 
 def test_slow_batches_that_burn_more_cpu_name_their_code_even_when_stretched():

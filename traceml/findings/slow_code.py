@@ -25,8 +25,9 @@ function in every slow sample and no fast one could not reach that level
 (too few samples), the answer is *not yet*.  Before any function: the slow
 batches' CPU over their wall time (the worker's own clock, BatchLog); below
 OFF_CPU_SHARE of the other batches' (workers sharing cores get less than a
-core whatever they run) the workers were mostly off CPU and no function is
-to blame, and of the time off CPU the larger measured part is named:
+core whatever they run; with one group of make times, no other batches:
+on CPU and waiting for one together under OFF_CPU_SHARE) the workers
+were mostly off CPU and no function is to blame, and of the time off CPU the larger measured part is named:
 the run queue (waiting for a CPU: the host, or more workers than cores)
 or the rest (blocked: sleep, I/O, a lock); not where the slow batches
 also burned BUSIER_RATIO times the others' CPU a batch (``slow_cpu_ratio``,
@@ -171,12 +172,22 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     # batch were made slow by their own code too: the run queue or a sleep
     # stretched them, and their functions are the finding.
     costlier = (block.get("slow_cpu_ratio") or 0.0) >= attribution.BUSIER_RATIO
-    if cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share and not costlier:
+    runq = block.get("slow_runq_share")
+    one_group = bool(block.get("one_group"))
+    if one_group and cpu_share is not None and runq is not None:
+        # One group: no other batches to compare with, and a batch that
+        # waited for a CPU still ran its own code on it (4 workers on 2
+        # cores are on CPU half their make time, whatever they run): off
+        # CPU only where blocked (neither on CPU nor queued for one) for
+        # most of the make time.
+        off = cpu_share + runq < OFF_CPU_SHARE
+    else:
+        off = cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share
+    if off and not costlier:
         numbers = {"cpu_share": cpu_share, "fast_cpu_share": block.get("fast_cpu_share"),
                    "batches": block["slow_batches"], "one_group": bool(block.get("one_group"))}
         # Off CPU, the larger measured part decides: waiting for a CPU (the
         # run queue) or blocked (sleep, I/O, a lock: the rest).
-        runq = block.get("slow_runq_share")
         if runq is not None and runq > max(0.0, 1.0 - cpu_share - runq):
             return Finding("slow_code_cpu_wait", {**numbers, "runq_share": runq})
         return Finding("slow_code_off_cpu", numbers)
@@ -205,8 +216,9 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         return Finding("slow_code_too_few", {"samples": total, "slow": s["slow"],
                                              "fast": s["fast"]})
     return Finding("slow_code_same", {"path": path, "samples": total,
-                                      "every_fetch": not s["fast"] and not block.get("one_group"),
-                                      "one_group": bool(block.get("one_group"))})
+                                      "every_fetch": not s["fast"] and not one_group,
+                                      "one_group": one_group, "cpu_share": cpu_share,
+                                      "runq_share": runq})
 
 
 def alike(s: dict, f: Finding) -> bool:
@@ -229,15 +241,24 @@ def alike(s: dict, f: Finding) -> bool:
 # Slow samples make their batches cost more where they hold most of their
 # batch's make time (more than this share, median over the slow samples).
 SLOW_SAMPLES_BATCH_SHARE = 0.5
+# ... and where some batches go without one: slow samples in at least
+# this share of the timed batches (one a batch: every 4th index at batch
+# size 4) are every batch's cost; the few without are an epoch's short
+# last batch or a shuffle's chance, not a cheaper kind of batch.
+SLOW_SAMPLES_EVERY_BATCH = 0.9
 
 
 def _samples_slow(s: dict) -> bool:
     """Whether the workers' per-sample timing found particular samples slow
     (findings.slow_samples): at least its STRIDE_MIN_SLOW samples, most of
-    their batches' make time (SLOW_SAMPLES_BATCH_SHARE)."""
+    their batches' make time (SLOW_SAMPLES_BATCH_SHARE), in fewer than
+    SLOW_SAMPLES_EVERY_BATCH of the timed batches (where known)."""
     slow = (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
+    holding, tested = slow.get("batches_holding"), slow.get("batches_tested")
+    in_every_batch = bool(tested) and holding >= SLOW_SAMPLES_EVERY_BATCH * tested
     return bool(slow.get("count", 0) >= slow_samples.STRIDE_MIN_SLOW
-                and (slow.get("batch_share") or 0.0) > SLOW_SAMPLES_BATCH_SHARE)
+                and (slow.get("batch_share") or 0.0) > SLOW_SAMPLES_BATCH_SHARE
+                and not in_every_batch)
 
 
 def held_path(path: list[dict], total: float) -> list[dict]:
@@ -373,6 +394,17 @@ def _whose(p: dict) -> str:
     return "the main process's" if p.get("main") else "the workers'"
 
 
+def _queued(p: dict) -> str:
+    """Where the batches waited longer for a CPU than they ran on one:
+    that, measured, after the code they run."""
+    runq, cpu = p.get("runq_share"), p.get("cpu_share")
+    if runq is None or cpu is None or runq <= cpu:
+        return ""
+    return (f"; on it {pct(cpu)} of their make time and waiting for it {pct(runq)}: the "
+            "cores were shared (other processes, or more workers than cores), which "
+            "stretched each batch past its own CPU")
+
+
 def _which(p: dict) -> str:
     return "the batches (one group of make times)" if p.get("one_group") else "the slow batches"
 
@@ -397,7 +429,7 @@ WORDS: dict[str, Words] = {
         + ("they run the same code, only longer (their data or their worker makes them "
            "slow, not a code path of their own)" if p.get("alike") is False else
            "the cost is every batch's")
-        + f"; most of {_whose(p)} CPU went down " + _path(p["path"])),
+        + f"; most of {_whose(p)} CPU went down " + _path(p["path"]) + _queued(p)),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
         "too few to name a function; a longer run would"),

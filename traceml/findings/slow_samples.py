@@ -76,7 +76,9 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     of (samples tested), first_left_out, slow_s and fast_s (wall medians
     of the slow and the other tested samples), slow_cpu_s, time_share
     (the slow samples' part of all tested sample wall time), batch_share
-    (their median share of their batch's make time), indices (the
+    (their median share of their batch's make time), batches_holding and
+    batches_tested (the batches holding a slow sample, of those holding a
+    tested one; where ``batch`` is given), indices (the
     distinct slow indices, sorted; -1 left out), slow_timings (the slow
     samples with a known index), timings (every tested timing of those
     indices, slow or fast), stride, residue (None: no stride holds),
@@ -104,12 +106,13 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     if hit == ["cpu", "wall"] and not (found["wall"][2] & ~found["cpu"][2]).any():
         hit = ["cpu"]
     share = arrays["batch_share"][keep]
-    out = _slow_set(hit, found, wall, cpu, index, share)
+    batch = arrays["batch"][keep] if arrays.get("batch") is not None else None
+    out = _slow_set(hit, found, wall, cpu, index, share, batch)
     if hit == ["cpu", "wall"] and out["stride"] is None:
         # A busy host stretches a fast sample's wall time past the floor
         # now and then (one index off the stride breaks it); the CPU
         # clock's own slow set, where it holds a stride, is the finding.
-        alone = _slow_set(["cpu"], found, wall, cpu, index, share)
+        alone = _slow_set(["cpu"], found, wall, cpu, index, share, batch)
         if alone["stride"] is not None:
             out = alone
     out["first_left_out"] = int(len(keep) - n)
@@ -130,10 +133,11 @@ def _off_runq(wall: np.ndarray, cpu: np.ndarray, runq: Optional[np.ndarray],
 
 
 def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: np.ndarray,
-              batch_share: np.ndarray) -> dict:
+              batch_share: np.ndarray, batch: Optional[np.ndarray] = None) -> dict:
     """slow_of's numbers for the samples slow on the clocks ``hit`` (names
     in ``found``: {clock: (threshold_ns, median_ns, slow mask)}; none hit:
-    the first clock's threshold, nothing slow)."""
+    the first clock's threshold, nothing slow); ``batch``, each sample's
+    batch where known, adds batches_holding and batches_tested."""
     basis = "+".join(hit) if hit else next(iter(found))
     threshold, med, slow = found[hit[0] if hit else basis]
     for name in hit[1:]:
@@ -153,6 +157,9 @@ def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: 
         "time_share": float(wall[slow].sum()) / max(int(wall.sum()), 1),
         "batch_share": float(np.median(batch_share[slow])),
     })
+    if batch is not None:
+        out["batches_holding"] = int(len(np.unique(batch[slow])))
+        out["batches_tested"] = int(len(np.unique(batch)))
     slow_idx = np.unique(index[slow & (index >= 0)])
     out["indices"] = slow_idx.tolist()
     # How often those indices were timed, slow or not: an index slow in one
