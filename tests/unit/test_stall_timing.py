@@ -426,3 +426,16 @@ def test_a_searched_period_short_of_evidence_is_not_yet():
     assert short["p_value"] == pytest.approx(min(1.0, single * stall_timing.search_tests(15)))
     more = stall_timing.predicted_settle_steps(short)
     assert more is not None and more > 0
+
+
+def test_unsettled_says_why_when_the_p_value_is_under_alpha():
+    """A p-value under PERIOD_ALPHA with fewer stalls than a period is
+    claimed on reads as that, never "p = 0.0091, not under 0.01"."""
+    tmp = {"label": stall_timing.UNSETTLED, "consistent_period": 4, "counted": "position",
+           "settle_steps": 6, "p_value": 0.2,
+           "predicted": {"period": 4, "consistent": True, "p_value": 0.0091, "stalls": 2}}
+    said = stall_timing.unsettled_part(tmp)
+    assert "not under" not in said
+    assert f"from 2 stalls: fewer than the {stall_timing.PREDICTED_MIN_STALLS}" in said
+    tmp["predicted"]["p_value"] = 0.03
+    assert "(p = 0.03, not under 0.01)" in stall_timing.unsettled_part(tmp)

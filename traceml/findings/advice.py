@@ -247,6 +247,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "period": period, "predicted": predicted, "num_workers": nw,
             "stalls": st["count"], "steps": s["steady_steps"],
             "p_value": pred["p_value"] if predicted else tmp["p_value"],
+            "tested_stalls": pred.get("stalls") if predicted else None,
             "settle_steps": tmp["settle_steps"],
             "bursts": tmp.get("counted") == "bursts",
             "grid": sweeps.sweep_grid(nw) if predicted else None}))
@@ -517,9 +518,11 @@ WORDS: dict[str, Words] = {
         f"The stalls fit {'a burst of stalls' if p.get('bursts') else 'a stall'} every "
         f"{p['period']} fetches"
         + (f" (num_workers={p['num_workers']} predicts it)" if p["predicted"] else "")
-        + f", but {plural(p['stalls'], 'stall')} in {p['steps']} steps cannot tell that from "
-        f"random stalls yet (p = {p['p_value']:.2g}, not under "
-        f"{stall_timing.PERIOD_ALPHA:g}); {stall_timing.settle_words(p['settle_steps'])}. "
+        + (f", but {plural(p['stalls'], 'stall')} in {p['steps']} steps cannot tell that from "
+           f"random stalls yet (p = {p['p_value']:.2g}, not under "
+           f"{stall_timing.PERIOD_ALPHA:g})" if p["p_value"] >= stall_timing.PERIOD_ALPHA else
+           f", but {stall_timing.not_yet_part(p['p_value'], p.get('tested_stalls'))}")
+        + f"; {stall_timing.settle_words(p['settle_steps'])}. "
         + (f"Next: vary num_workers (traceml.sweep(make_loader, num_workers={tuple(p['grid'])}))"
            ": the sweep pools every condition's stalls, so a cadence that follows "
            "num_workers settles sooner than a longer run." if p["predicted"] else

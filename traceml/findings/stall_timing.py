@@ -706,9 +706,22 @@ def unsettled_part(tmp: dict) -> str:
     else:
         p, what = tmp.get("p_value"), ""
     which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
-    return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, not yet "
-            f"told from random stalls (p = {p:.2g}, not under {PERIOD_ALPHA:g}); "
-            + settle_words(tmp.get("settle_steps")))
+    test = pred if "(the period" in what else searched or {}
+    return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, "
+            f"{not_yet_part(p, test.get('stalls'))}; " + settle_words(tmp.get("settle_steps")))
+
+
+def not_yet_part(p: float, stalls: Optional[int] = None) -> str:
+    """Why a period that fits is not yet claimed: its p-value not under
+    PERIOD_ALPHA, or (under it) fewer stalls than PREDICTED_MIN_STALLS, the
+    least a period is claimed on."""
+    if p >= PERIOD_ALPHA:
+        return f"not yet told from random stalls (p = {p:.2g}, not under {PERIOD_ALPHA:g})"
+    if stalls is not None and stalls < PREDICTED_MIN_STALLS:
+        return (f"p = {p:.2g} against random stalls, from {plural(stalls, 'stall')}: fewer "
+                f"than the {PREDICTED_MIN_STALLS} a period is claimed on")
+    return (f"p = {p:.2g} against random stalls, from too few stalls on those fetches to "
+            "claim a period")
 
 
 def position_part(test: dict) -> str:
