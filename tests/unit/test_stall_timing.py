@@ -439,3 +439,20 @@ def test_unsettled_says_why_when_the_p_value_is_under_alpha():
     assert f"from 2 stalls: fewer than the {stall_timing.PREDICTED_MIN_STALLS}" in said
     tmp["predicted"]["p_value"] = 0.03
     assert "(p = 0.03, not under 0.01)" in stall_timing.unsettled_part(tmp)
+
+
+def test_irregular_needs_gaps_that_could_have_shown_a_period():
+    """Two gaps (3 and 4) among 3 stalls in 16 steps: even two equal gaps
+    would not reach PERIOD_ALPHA there, so they are no evidence against a
+    period (TOO-FEW); distinct gaps among many stalls in a long run are."""
+    def label(stall_steps, n):
+        mask = np.zeros(n, dtype=bool)
+        mask[stall_steps] = True
+        wait = np.where(mask, 50_000_000, 100_000).astype(np.int64)
+        return stall_timing.temporal_of(mask, np.zeros(n, dtype=np.int32), wait)["label"]
+
+    assert not stall_timing._gaps_could_show_a_period(2, 3, 16, False)
+    assert label([4, 7, 11], 16) == stall_timing.TOO_FEW
+    gaps = [3, 5, 2, 7, 4, 9, 6, 8, 11, 10, 13, 12]
+    assert stall_timing._gaps_could_show_a_period(len(gaps), len(gaps) + 1, 120, False)
+    assert label(np.cumsum([1] + gaps), 120) == stall_timing.IRREGULAR

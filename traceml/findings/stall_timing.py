@@ -578,7 +578,19 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
             and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"]):
         return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
                 "settle_steps": gap_settle_steps(out["modal_share"], k, n, bursts=k_gap)}
+    if out["label"] == IRREGULAR and not _gaps_could_show_a_period(out["gaps"], k, n, k_gap > 0):
+        # No evidence against a period: as many gaps, every one alike,
+        # would not have shown one either.
+        return {**out, "label": TOO_FEW}
     return out
+
+
+def _gaps_could_show_a_period(m: int, stalls: int, steps: int, bursts: bool) -> bool:
+    """Whether ``m`` gaps, every one the same, among ``stalls`` stalls in
+    ``steps`` steps would reach PERIOD_ALPHA under the gap test
+    (:func:`period_p_value`): only then is a mix of gaps evidence against a
+    period (IRREGULAR), not too few gaps to tell (TOO-FEW)."""
+    return _modal_count_p(m, m, stalls, steps, bursts) < PERIOD_ALPHA
 
 
 def _candidates(gaps: np.ndarray, anchors: np.ndarray, epoch: np.ndarray) -> list[int]:
