@@ -1119,7 +1119,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     the per-step arrays the delivery record was made from (no attribution
     without them); ``met`` the workers' batch records and each step's
     index into them (see _production; None: not measured), whose make
-    times (worker_timing.made_ns, taken only when the stalls are enough
+    times (worker_timing.own_made_ns, taken only when the stalls are enough
     for an attribution) give the slow batches' rank period
     (attribution.made_period), which names the samples' period before the
     stalls do."""
@@ -1138,7 +1138,9 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
         period_of_made = making_ranks = made_alike = None
         # Only where the stalls are enough for an attribution at all.
         if met is not None and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS:
-            made = worker_timing.made_ns(*met)
+            # Each batch's own cost: its make time less its wait for a core
+            # (a busy host stretches some batches, not their work).
+            made = worker_timing.own_made_ns(*met)
             period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw)
             timed = made[steady]
             timed = timed[timed >= 0]

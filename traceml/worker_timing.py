@@ -396,6 +396,19 @@ def made_ns(records: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
+def own_made_ns(records: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """:func:`made_ns` less each batch's wait for a core (its record's
+    ``runq_ns``, where measured): the batch's own cost, on CPU or blocked,
+    which a busy host's run queue does not stretch; -1 where the step met
+    no record."""
+    out = made_ns(records, idx)
+    hit = idx >= 0
+    if hit.any():
+        runq = records["runq_ns"][idx[hit]]
+        out[hit] = np.where(runq >= 0, np.maximum(out[hit] - runq, 0), out[hit])
+    return out
+
+
 # How many batches past the one a step received its worker may be making
 # during the wait: prefetch_factor batches in flight per worker (torch's
 # default 2), and the one it is making.

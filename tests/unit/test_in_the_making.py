@@ -46,3 +46,16 @@ def test_another_workers_batch_is_never_the_one_in_the_making():
     got = worker_timing.in_the_making(rec, np.array([0]), np.array([10 * MS]),
                                       np.array([40 * MS]), np.array([0]))
     np.testing.assert_array_equal(got, [-1])
+
+
+def test_a_batch_own_make_time_leaves_out_its_wait_for_a_core():
+    # Two batches of 40 ms of work; the second queued 30 ms for a core on
+    # a busy host (70 ms to make): both cost 40 ms of their own.  Unknown
+    # run-queue waits (-1) leave the make time as it is.
+    rec = _records([(0, 40), (40, 110), (110, 150)])
+    rec["runq_ns"] = [0, 30 * MS, -1]
+    idx = np.array([0, 1, 2, -1])
+    np.testing.assert_array_equal(worker_timing.made_ns(rec, idx),
+                                  [40 * MS, 70 * MS, 40 * MS, -1])
+    np.testing.assert_array_equal(worker_timing.own_made_ns(rec, idx),
+                                  [40 * MS, 40 * MS, 40 * MS, -1])

@@ -492,7 +492,8 @@ WORDS: dict[str, Words] = {
     "uneven_batches": lambda p: (
         f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}, "
         f"but not from a round of equal batches: {p['slow']} of {p['batches']} batches took "
-        f"{p['ratio']:.1f}x the others' time to make (geometric means), and the loop, taking "
+        f"{p['ratio']:.1f}x the others' time to make (less their waits for a core; geometric "
+        "means), and the loop, taking "
         "batches in order, waits behind each slow one on its worker's turn."),
     "lockstep": lambda p: (
         f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}: "
