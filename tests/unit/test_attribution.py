@@ -104,6 +104,18 @@ def test_lock_step_needs_the_batches_made_alike():
     assert attribution.attribution(*args, making=True)["label"] == "LOCK-STEP"
 
 
+def test_slow_samples_from_the_stalls_need_batches_that_cost_more():
+    # 4 workers whose stalls came every 2 batches (workers pairing up on 2
+    # cores), over workers 0 and 2: a period other than num_workers.  Batches
+    # timed alike are no slow samples; untimed, the stalls' period stands.
+    ranks = np.arange(4, 52, 2)
+    args = (ranks, ranks % 4, np.arange(4, 52) % 4, 4, 2, None)
+    assert attribution.attribution(*args, made_alike=True) is None
+    a = attribution.attribution(*args)
+    assert a["label"] == "SLOW-SAMPLE" and a["period_from"] == attribution.PERIOD_FROM_STALLS
+    assert attribution.attribution(*args, made_alike=False)["label"] == "SLOW-SAMPLE"
+
+
 def test_batch_cost_needs_two_groups_apart_in_size():
     rng = np.random.default_rng(4)
     # A lock-step round beside a hog: 16 batches of 202-215 ms.

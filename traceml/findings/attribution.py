@@ -328,7 +328,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     it waits on something) and not the round opener.  SLOW-SAMPLE: a period
     p != max(1, num_workers) (the report's, or without one
     :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
-    residue of rank % p, over at least two workers (when workers are known).
+    residue of rank % p, over at least two workers (when workers are known),
+    unless the workers timed the batches and they cost alike (``made_alike``).
     LOCK-STEP: period == num_workers >= 2, not ONE-WORKER, and the workers
     making the batches during the stalls where that was measured
     (``making``: busy by the sampler or by their own batch timing; None:
@@ -422,7 +423,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             rshare = float(rc.max()) / int(sel.sum())
             out.update(residue=residue, residue_share=rshare)
             spread = nw < 2 or len(by_worker) >= 2
-            if rshare >= ATTR_SHARE and spread:
+            # Slow samples make their batches cost more: where the workers
+            # timed the batches and they cost alike, the stalls' period is
+            # not the data's (workers pairing up on shared cores, say).
+            if rshare >= ATTR_SHARE and spread and made_alike is not True:
                 return {**out, "label": SLOW_SAMPLE, "worker": None,
                         "period_from": PERIOD_FROM_STALLS}
         return None
