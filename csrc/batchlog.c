@@ -93,6 +93,10 @@ typedef struct {
     int open;
     int64_t open_begin_ns;
     int64_t open_cpu_ns;
+    /* A worker's open garbage collection (gc_begin() to gc_end()). */
+    int gc_open;
+    int64_t gc_begin_ns;
+    int64_t gc_cpu_ns;
 } tm_batchlog;
 
 static PyObject *
@@ -177,16 +181,17 @@ batchlog_fetch_begin(PyObject *op, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* An int argument of fetch_end() in [lo, hi]; -1 with an error. */
+/* An int argument ``name`` of method ``fn`` in [lo, hi]; -1 with an
+   error. */
 static int
-int_arg(PyObject *arg, const char *name, long long lo, long long hi,
-        long long *out)
+method_int_arg(const char *fn, PyObject *arg, const char *name, long long lo,
+               long long hi, long long *out)
 {
     long long v;
 
     if (!PyLong_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "fetch_end(): %s must be an int, got %.100s",
-                     name, Py_TYPE(arg)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s(): %s must be an int, got %.100s",
+                     fn, name, Py_TYPE(arg)->tp_name);
         return -1;
     }
     v = PyLong_AsLongLong(arg);
@@ -194,12 +199,20 @@ int_arg(PyObject *arg, const char *name, long long lo, long long hi,
         return -1;
     }
     if (v < lo || v > hi) {
-        PyErr_Format(PyExc_ValueError, "fetch_end(): %s must be %lld to %lld, got %lld",
-                     name, lo, hi, v);
+        PyErr_Format(PyExc_ValueError, "%s(): %s must be %lld to %lld, got %lld",
+                     fn, name, lo, hi, v);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+/* An int argument of fetch_end() in [lo, hi]; -1 with an error. */
+static int
+int_arg(PyObject *arg, const char *name, long long lo, long long hi,
+        long long *out)
+{
+    return method_int_arg("fetch_end", arg, name, lo, hi, out);
 }
 
 /* Claim a slot and publish one record (cpu_ns, runq_ns: the batch's
@@ -282,6 +295,56 @@ batchlog_fetch_end(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
                        ? cpu_ns - self->open_cpu_ns : -1,
                        -1, (int32_t)epoch, (int32_t)worker, (int64_t)seq);
     }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+batchlog_gc_begin(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+
+    self->gc_cpu_ns = tm_thread_cpu_ns();
+    self->gc_begin_ns = tm_clock_ns();
+    self->gc_open = 1;
+    Py_RETURN_NONE;
+}
+
+/* One garbage collection in a worker, as an item record of kind
+   TM_ITEM_GC (count: the generation collected; epoch: the owner's
+   announced epoch). */
+static PyObject *
+batchlog_gc_end(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    tm_batchlog *self = (tm_batchlog *)op;
+    long long worker, generation;
+    tm_item_record rec;
+    int64_t cpu1;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "gc_end() takes 2 arguments (worker, generation), got %zd", nargs);
+        return NULL;
+    }
+    if (method_int_arg("gc_end", args[0], "worker", 0, INT32_MAX, &worker) < 0
+            || method_int_arg("gc_end", args[1], "generation", -1, INT32_MAX,
+                              &generation) < 0) {
+        return NULL;
+    }
+    if (!self->gc_open || self->hdr == NULL) {
+        Py_RETURN_FALSE;
+    }
+    self->gc_open = 0;
+    rec.end_ns = tm_clock_ns();
+    cpu1 = tm_thread_cpu_ns();
+    rec.begin_ns = self->gc_begin_ns;
+    rec.cpu_ns = (self->gc_cpu_ns >= 0 && cpu1 >= self->gc_cpu_ns)
+                 ? cpu1 - self->gc_cpu_ns : -1;
+    rec.index = -1;
+    rec.epoch = (int32_t)__atomic_load_n(&self->hdr->epoch, __ATOMIC_ACQUIRE);
+    rec.worker = (int32_t)worker;
+    rec.kind = TM_ITEM_GC;
+    rec.count = (int32_t)generation;
+    tm_batchlog_write_item(op, &rec);
     Py_RETURN_TRUE;
 }
 
@@ -488,6 +551,16 @@ static PyMethodDef batchlog_methods[] = {
      "clock_ns() nanoseconds, the thread's CPU ns).  Returns False when no "
      "fetch_begin() is open.  Raises TypeError or ValueError on a bad "
      "argument."},
+    {"gc_begin", batchlog_gc_begin, METH_NOARGS,
+     "gc_begin()\n--\n\n"
+     "In a worker, as a garbage collection starts (a gc.callbacks entry): "
+     "reads the clock and this thread's CPU clock."},
+    {"gc_end", (PyCFunction)(void (*)(void))batchlog_gc_end, METH_FASTCALL,
+     "gc_end(worker, generation)\n--\n\n"
+     "In a worker, as that collection stops: writes one item record of kind "
+     "ITEM_GC (begin and end in clock_ns() nanoseconds, the thread's CPU ns, "
+     "index -1, count the generation).  Returns False when no gc_begin() is "
+     "open.  Raises TypeError or ValueError on a bad argument."},
     {"drain", batchlog_drain, METH_NOARGS,
      "drain()\n--\n\n"
      "In the process that made the log: the records written since the last "

@@ -573,6 +573,7 @@ tm_itemlog_add(PyObject *module, tm_state *st)
             || PyModule_AddIntConstant(module, "ITEM_GETITEM", TM_ITEM_GETITEM) < 0
             || PyModule_AddIntConstant(module, "ITEM_NEXT", TM_ITEM_NEXT) < 0
             || PyModule_AddIntConstant(module, "ITEM_GETITEMS", TM_ITEM_GETITEMS) < 0
-            || PyModule_AddIntConstant(module, "ITEM_COLLATE", TM_ITEM_COLLATE) < 0)
+            || PyModule_AddIntConstant(module, "ITEM_COLLATE", TM_ITEM_COLLATE) < 0
+            || PyModule_AddIntConstant(module, "ITEM_GC", TM_ITEM_GC) < 0)
            ? -1 : 0;
 }

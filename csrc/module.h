@@ -51,6 +51,7 @@ typedef struct {
 #define TM_ITEM_NEXT 1
 #define TM_ITEM_GETITEMS 2
 #define TM_ITEM_COLLATE 3
+#define TM_ITEM_GC 4              /* a garbage collection in the worker */
 
 /* The probes' open step and the count of each documented misuse. */
 typedef struct {

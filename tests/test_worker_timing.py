@@ -77,6 +77,26 @@ def test_fetch_end_without_begin_writes_nothing():
     assert len(log.drain()) == 1
 
 
+def test_a_garbage_collection_is_an_item_of_its_own_kind():
+    log = _core.BatchLog(4)
+    assert log.gc_end(0, 2) is False          # no collection open
+    log.gc_begin()
+    end = time.thread_time() + 0.01
+    while time.thread_time() < end:
+        pass
+    assert log.gc_end(3, 2) is True
+    assert log.gc_end(3, 2) is False
+    (r,) = log.drain_items()
+    assert (r["kind"], r["worker"], r["count"], r["index"]) == (_core.ITEM_GC, 3, 2, -1)
+    assert r["cpu_ns"] >= 10_000_000 and r["end_ns"] - r["begin_ns"] >= r["cpu_ns"] - 100_000
+    with pytest.raises(TypeError, match="gc_end\\(\\): worker must be an int"):
+        log.gc_end(1.0, 0)
+    with pytest.raises(ValueError, match="gc_end\\(\\): generation must be -1"):
+        log.gc_end(0, -2)
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        log.gc_end(0)
+
+
 def test_cpu_time_is_the_writers_own():
     log = _core.BatchLog(4)
     log.fetch_begin()

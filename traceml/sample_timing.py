@@ -30,6 +30,30 @@ KIND_NAMES = {_core.ITEM_GETITEM: "map", _core.ITEM_NEXT: "iterable",
               _core.ITEM_GETITEMS: "getitems"}
 
 
+def gc_inside(gc: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray,
+              end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(wall ns, CPU ns) of the garbage collections ``gc`` (item records of
+    kind ITEM_GC, shape (g,)) that ran inside each item [begin_ns, end_ns]
+    of ``worker`` (shapes (n,)): a collection runs in the thread whose
+    allocation set it off, so one that began inside an item and ended by
+    its end was that item's.  Both int64, 0 where none ran."""
+    wall = np.zeros(len(begin_ns), dtype=np.int64)
+    cpu = np.zeros(len(begin_ns), dtype=np.int64)
+    for w in np.unique(gc["worker"]).tolist() if len(gc) else []:
+        g = gc[gc["worker"] == w]
+        g = g[np.argsort(g["begin_ns"], kind="stable")]
+        cum_wall = np.r_[0, np.cumsum(np.maximum(g["end_ns"] - g["begin_ns"], 0))]
+        cum_cpu = np.r_[0, np.cumsum(np.maximum(g["cpu_ns"], 0))]
+        mine = np.flatnonzero(worker == w)
+        lo = np.searchsorted(g["begin_ns"], begin_ns[mine], side="left")
+        hi = np.minimum(np.searchsorted(g["begin_ns"], end_ns[mine], side="left"),
+                        np.searchsorted(g["end_ns"], end_ns[mine], side="right"))
+        hi = np.maximum(hi, lo)
+        wall[mine] = cum_wall[hi] - cum_wall[lo]
+        cpu[mine] = cum_cpu[hi] - cum_cpu[lo]
+    return wall, cpu
+
+
 def join(items: np.ndarray, records: np.ndarray) -> np.ndarray:
     """For each item (ITEM_RECORD_DTYPE), the index into ``records``
     (BATCH_RECORD_DTYPE) of the batch that holds it: same epoch and worker,
@@ -114,8 +138,15 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     unknown), ``index``, ``batch_share``, ``first`` (the first sample its
     worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
     core, every thread of the worker where the build measured it; -1
-    unknown), ``batch`` (its batch's row in ``records``), and ``kind``."""
+    unknown), ``batch`` (its batch's row in ``records``), and ``kind``;
+    ``wall_ns``, ``cpu_ns`` and ``batch_share`` leave out the garbage
+    collections that ran inside the sample (:func:`gc_inside`), which
+    ``gc`` counts: {collections (all the workers timed), s (their wall
+    time), samples (those a collection ran inside), in_samples_s,
+    longest_in_a_sample_s, sample_share (of the samples' wall time)}."""
     block: dict = {"available": False, "unavailable": unavailable, "lost": int(lost)}
+    is_gc = items["kind"] == _core.ITEM_GC
+    gc, items = items[is_gc], items[~is_gc]
     if len(items) == 0:
         if unavailable is None:
             block["unavailable"] = "the workers timed no sample"
@@ -161,6 +192,15 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     index = it["index"][is_sample]
     worker, epoch = it["worker"][is_sample], it["epoch"][is_sample]
     step = step_of[s_at]
+    gc_wall, gc_cpu = gc_inside(gc, worker, it["begin_ns"][is_sample], it["end_ns"][is_sample])
+    block["gc"] = {
+        "collections": int(len(gc)),
+        "s": float(np.maximum(gc["end_ns"] - gc["begin_ns"], 0).sum()) * 1e-9,
+        "samples": int(np.count_nonzero(gc_wall)),
+        "in_samples_s": float(gc_wall.sum()) * 1e-9,
+        "longest_in_a_sample_s": float(gc_wall.max()) * 1e-9,
+        "sample_share": float(gc_wall.sum()) / max(int(s_dur.sum()), 1),
+    }
 
     def row(j: int) -> dict:
         return {"index": int(index[j]), "s": float(s_dur[j]) * 1e-9,
@@ -185,7 +225,12 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
         "batch_share": share[rows].tolist(), "worker": worker[rows].tolist(),
         "epoch": epoch[rows].tolist(), "step": step[rows].tolist(),
     }
-    arrays = {"wall_ns": s_dur, "cpu_ns": s_cpu, "index": index, "batch_share": share,
+    # The slow-sample test reads each sample's own time: the garbage
+    # collections that ran inside it are the process's (set off by
+    # whatever allocated past the threshold), not the sample's cost.
+    own_cpu = np.where(s_cpu >= 0, np.maximum(s_cpu - gc_cpu, 0), s_cpu)
+    arrays = {"wall_ns": s_dur - gc_wall, "cpu_ns": own_cpu, "index": index,
+              "batch_share": (s_dur - gc_wall) / np.maximum(make[s_at], 1),
               "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
               "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
     return block, arrays

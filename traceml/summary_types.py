@@ -542,6 +542,19 @@ class SamplesSlow(TypedDict):
     batches_tested: NotRequired[Count]
 
 
+class SamplesGc(TypedDict):
+    """The workers' garbage collections (gc.callbacks, traceml.worker_timing._time_gc):
+    how many, their wall time, the samples they ran inside and that time, which the
+    slow-sample test leaves out of each sample's own."""
+
+    collections: Count
+    s: Seconds
+    samples: Count
+    in_samples_s: Seconds
+    longest_in_a_sample_s: Seconds
+    sample_share: NonNegative
+
+
 class WorkerSamples(TypedDict, total=False):
     """One worker's timed samples (sample_timing.summarise): how many, and
     the median and 25th percentile of their wall time (s)."""
@@ -569,6 +582,7 @@ class Samples(TypedDict):
     sample_share: NotRequired[NumberOrNull]
     collate: NotRequired[Optional[SampleCall]]
     getitems: NotRequired[Optional[SampleCall]]
+    gc: NotRequired[SamplesGc]
     slowest: NotRequired[list[SampleRow]]
     table: NotRequired[Optional[SamplesTable]]
     slow: NotRequired[Optional[SamplesSlow]]

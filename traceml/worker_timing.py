@@ -32,6 +32,7 @@ the log: the report says so and falls back to the sampler's per-worker CPU.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import weakref
 from typing import Any, Optional
@@ -64,12 +65,30 @@ class WorkerHook:
 
     def __call__(self, worker_id: int) -> None:
         _time_fetches(self.log, worker_id, self.epoch)
+        _time_gc(self.log, worker_id)
         if self.user_fn is not None:
             self.user_fn(worker_id)
         # After the user's own: a SIGPROF handler or timer it set is left
         # alone (the log counts the refusal for the report).
         if self.stack_log is not None:
             stacks.start_in_worker(self.stack_log, worker_id)
+
+
+def _time_gc(log: "_core.BatchLog", worker_id: int) -> None:
+    """In a worker: time each garbage collection into ``log``'s items ring
+    (an ITEM_GC record: its clocks and generation) through
+    ``gc.callbacks``, so a sample that a collection ran inside is not read
+    as slow for it (traceml.sample_timing.gc_inside).  Two C calls a
+    collection; the callback never raises (its arguments are gc's own)."""
+    begin, end = log.gc_begin, log.gc_end
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            begin()
+        else:
+            end(worker_id, info.get("generation", -1))
+
+    gc.callbacks.append(on_gc)
 
 
 def _time_fetches(log: "_core.BatchLog", worker_id: int, first_epoch: int) -> None:

@@ -289,3 +289,22 @@ def test_an_index_slow_once_and_fast_after_is_said_not_to_be_the_samples():
     out = slow_samples.slow_of({**arrays, "wall_ns": wall, "cpu_ns": wall.copy()})
     (f,) = slow_samples.rule({**block, "slow": out})
     assert "timings" not in slow_samples.WORDS[f.code](f.numbers)
+
+
+def test_gc_inside_sums_the_collections_within_each_item_of_its_worker():
+    ms = 1_000_000
+    gc = np.zeros(4, dtype=_core.ITEM_RECORD_DTYPE)
+    # worker 0: collections at 2-5 ms and 6-7 ms; worker 1: 2-4 ms; worker
+    # 0 again at 20-30 ms, past every item.
+    gc["worker"] = [0, 0, 1, 0]
+    gc["begin_ns"] = np.array([2, 6, 2, 20]) * ms
+    gc["end_ns"] = np.array([5, 7, 4, 30]) * ms
+    gc["cpu_ns"] = np.array([3, 1, -1, 10]) * ms
+    worker = np.array([0, 0, 1, 1])
+    begin = np.array([0, 5, 0, 5]) * ms
+    end = np.array([5, 10, 5, 10]) * ms
+    wall, cpu = sample_timing.gc_inside(gc, worker, begin, end)
+    np.testing.assert_array_equal(wall, np.array([3, 1, 2, 0]) * ms)
+    np.testing.assert_array_equal(cpu, np.array([3, 1, 0, 0]) * ms)
+    empty = np.zeros(0, dtype=_core.ITEM_RECORD_DTYPE)
+    assert not sample_timing.gc_inside(empty, worker, begin, end)[0].any()

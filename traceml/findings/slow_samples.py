@@ -194,8 +194,11 @@ def rule(block: Optional[dict]) -> list[Finding]:
     """The findings of a ``production.samples`` block (with its ``slow``
     test): ``slow_samples_stride`` or ``slow_samples`` when samples are
     slow, ``collate_share`` when collate_fn holds at least
-    COLLATE_SHARE_SHOWN of batch time, ``getitems_only`` when the dataset
-    made its batches at once (__getitems__)."""
+    COLLATE_SHARE_SHOWN of batch time, ``gc_in_samples`` when a worker's
+    garbage collection inside one sample took SLOW_MIN_EXCESS_CPU_S or
+    more (what would make a sample slow on the CPU clock; the slow-sample
+    test has left it out), ``getitems_only`` when the dataset made its
+    batches at once (__getitems__)."""
     if not block or not block.get("available"):
         return []
     out: list[Finding] = []
@@ -218,6 +221,9 @@ def rule(block: Optional[dict]) -> list[Finding]:
     if c and c.get("share") is not None and c["share"] >= COLLATE_SHARE_SHOWN:
         out.append(Finding("collate_share", {"share": c["share"], "median_s": c["median_s"],
                                              "calls": c["calls"]}))
+    gc = block.get("gc")
+    if gc and gc.get("longest_in_a_sample_s", 0.0) >= SLOW_MIN_EXCESS_CPU_S:
+        out.append(Finding("gc_in_samples", dict(gc)))
     g = block.get("getitems")
     if g and not block.get("samples"):
         out.append(Finding("getitems_only", {"share": g["share"], "median_s": g["median_s"],
@@ -276,6 +282,14 @@ WORDS: dict[str, Words] = {
     "collate_share": lambda p: (
         f"collate_fn took {pct(p['share'])} of the workers' batch time "
         f"({fmt_s(p['median_s'])} a batch, median of {p['calls']})"),
+    "gc_in_samples": lambda p: (
+        f"the workers' garbage collector ran inside {plural(p['samples'], 'sample')} "
+        f"(the longest {fmt_s(p['longest_in_a_sample_s'])}, {fmt_s(p['in_samples_s'])} in "
+        f"all, {pct(p['sample_share'])} of sample time; {plural(p['collections'], 'collection')}"
+        " timed): left out of each sample's own time before the slow-sample test, since the "
+        "sample that allocates past gc's threshold pays for every object alive; many Python "
+        "objects kept by the dataset make each collection long (gc.freeze() in "
+        "worker_init_fn, after they are built, takes them out of it)"),
     "getitems_only": lambda p: (
         "the dataset makes each batch at once (__getitems__): per-sample time is "
         f"unavailable; __getitems__ took {pct(p['share'] or 0.0)} of the workers' batch time "
