@@ -181,7 +181,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         out.append(_more_workers(s, nw))
         return out
     if shp == stall_shape.FAST:
-        if st.get("outliers"):
+        # Outliers beside a wait that holds the loop (INPUT-BOUND) are a
+        # note; the wait spread over every fetch is still what to work on.
+        if st.get("outliers") and diag != input_bound.INPUT_BOUND:
             return out
         if not loader:
             # Probes around code traceml does not see into: no workers,

@@ -1,0 +1,27 @@
+"""advice: the next steps a summary's evidence calls for."""
+
+import numpy as np
+
+import corpus
+from traceml.findings import advice
+
+
+def _spread_with_outliers(seed: int) -> dict:
+    """num_workers=0, each batch 0.2-9 ms in the main process against a 8 ms
+    step (input about 40% of the step, spread over every fetch), and 3
+    lone 25 ms batches: FAST, no stalls, 3 outliers."""
+    rng = np.random.default_rng(seed)
+    wait = rng.uniform(0.2, 9.0, 150)
+    wait[[40, 90, 130]] = 25.0
+    case = corpus.make(f"spread-plus-outliers-s{seed}", wait, {}, num_workers=0, compute_ms=8.0)
+    return corpus.replay(case).summary
+
+
+def test_outliers_beside_an_input_bound_spread_wait_keep_its_next_step():
+    s = _spread_with_outliers(0)
+    assert s["diagnosis"] == "INPUT-BOUND" and s["shape"] == "FAST"
+    assert s["stalls"]["outliers"] == 3 and s["stalls"]["count"] == 0
+    codes = [code for code, _ in advice.next_steps(s)]
+    # The outliers are a note; the wait spread over every fetch leads.
+    assert codes[0] == "outliers" and "spread_wait" in codes
+    assert any(c in codes for c in ("largest_part", "vary_workers_or_prefetch"))
