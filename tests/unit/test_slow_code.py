@@ -242,6 +242,21 @@ def test_one_group_waiting_for_a_cpu_still_names_the_code_every_batch_runs():
     assert slow_code.judge(s["slow_code"]).code == "slow_code_off_cpu"
 
 
+def test_batches_all_blocked_are_off_cpu_whatever_the_others_did():
+    # Every batch sleeps 10 ms (0.3 ms of CPU): the slow group 3% on CPU
+    # and 2% queued, the fast one 5% on CPU.  Both off CPU: no function's
+    # CPU made them slow, though one holds most of the few samples.
+    fns = [_fn("DS.__getitem__", 20, 9, 1)]
+    path = [_path_entry("DS.__getitem__", 0.76)]
+    b = _block(fns, 20, 9, hot_path=path, slow_cpu_share=0.03, fast_cpu_share=0.05,
+               slow_runq_share=0.02)
+    assert slow_code.judge(b).code == "slow_code_off_cpu"
+    assert slow_code.advise({"slow_code": b, "diagnosis": "INPUT-BOUND"}) == []
+    # Without the run-queue reading the two shares alone cannot say.
+    b["slow_runq_share"] = None
+    assert slow_code.judge(b).code != "slow_code_off_cpu"
+
+
 def test_slow_batches_that_burn_more_cpu_name_their_code_even_when_stretched():
     # Every 5th index burns 30 ms of CPU against 0.3 ms (batch size 1), on
     # a host whose run queue stretched the slow batches: 30% of their

@@ -182,7 +182,13 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         # most of the make time.
         off = cpu_share + runq < OFF_CPU_SHARE
     else:
-        off = cpu_share is not None and cpu_share < OFF_CPU_SHARE * fast_share
+        off = cpu_share is not None and (
+            cpu_share < OFF_CPU_SHARE * fast_share
+            # Blocked (neither on CPU nor queued for one) most of their make
+            # time, measured: off CPU whatever the other batches did (a
+            # loader that sleeps in every batch has no batch on CPU to
+            # compare with).
+            or (runq is not None and cpu_share + runq < OFF_CPU_SHARE))
     if off and not costlier:
         numbers = {"cpu_share": cpu_share, "fast_cpu_share": block.get("fast_cpu_share"),
                    "batches": block["slow_batches"], "one_group": bool(block.get("one_group"))}
