@@ -25,3 +25,16 @@ def test_outliers_beside_an_input_bound_spread_wait_keep_its_next_step():
     # The outliers are a note; the wait spread over every fetch leads.
     assert codes[0] == "outliers" and "spread_wait" in codes
     assert any(c in codes for c in ("largest_part", "vary_workers_or_prefetch"))
+
+
+def test_a_one_off_change_after_the_first_epoch_leads_its_next_step():
+    from traceml.findings import Finding
+
+    named = Finding("look_at_function", {"function": "DS.__getitem__"})
+    step = Finding("trend_next", {"label": "STEP"})
+    items, roles = advice.arrange([named, step])
+    assert [it[0] for it in items] == ["trend_next", "look_at_function"]
+    assert roles == ["lead", "also"]
+    # A rise keeps the named function first.
+    items, roles = advice.arrange([named, Finding("trend_next", {"label": "RISING"})])
+    assert [it[0] for it in items] == ["look_at_function", "trend_next"]

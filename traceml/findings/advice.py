@@ -312,6 +312,15 @@ LEAD_ORDER = ("slow_code", "host_contention", "prediction_check", "hand_over", "
 LEAD_FIRST = frozenset(("host_bound",))
 
 
+def _one_off_change(item) -> bool:
+    """The next step of a STEP trend (the wait changed once, after the
+    first epoch): it leads, since the run's own figures then mix two
+    levels, and a function named from the first epoch's slow batches
+    explains a cost the later epochs no longer pay."""
+    code, numbers = item
+    return code == "trend_next" and numbers.get("label") == wait_trend.STEP
+
+
 # The bottom line's items (a stuck fetch, epoch starts that hold the
 # run): they come first, and an experiment among them leads.
 BOTTOM_LINE_CODES = frozenset(("worker_exited", "stuck", "epoch_start", "epoch_start_once"))
@@ -333,7 +342,7 @@ def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
     def rank(pair):
         i, it = pair
         fam = family_of.get(it[0])
-        if it[0] in LEAD_FIRST:
+        if it[0] in LEAD_FIRST or _one_off_change(it):
             return (-1, i)
         return (LEAD_ORDER.index(fam) if fam in LEAD_ORDER else len(LEAD_ORDER), i)
 
