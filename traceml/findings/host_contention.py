@@ -9,8 +9,12 @@ cause is the host.  The sampler reads every thread's run-queue delay
 evidence.intervals() sums it over the stall windows (each stall's input
 wait).  The measured part of the stall time spent waiting for a CPU is
 
-    (main thread's run-queue wait + the workers' mean run-queue wait)
+    (the main process's run-queue wait + the workers' mean run-queue wait)
     / the stall windows' wall time,
+
+(each process's wait summed over its threads: torch's intra-op threads
+queued beside the loop's count too, so a main process of several busy
+threads can reach the cap of 1 alone),
 
 the workers' mean standing in for the awaited worker's (all of them
 stand in the same run queue).
@@ -91,8 +95,8 @@ def measure(s: dict) -> dict | None:
     out, 1.0 where neither was), host_share (share x others_fraction),
     own_cores (the job's CPU-s per stall wall-s, or None), others_cores
     (other programs' CPU-s per stall wall-s, from /proc/stat, or None),
-    main_s, workers_s (per stall: the main thread's and the workers' mean
-    run-queue wait), stalls, cpus, num_workers} from the sampler's stall
+    main_s, workers_s (per stall: the main process's run-queue wait, its
+    threads summed, and the workers' mean), stalls, cpus, num_workers} from the sampler's stall
     windows, or None where the run-queue wait was not read or there were
     no stalls."""
     iv = (s.get("workers") or {}).get("intervals") or {}
@@ -173,8 +177,8 @@ WORDS: dict[str, Words] = {
     "host_bound": _host_bound_words,
     "host_contention": lambda p: (
         f"During the stalls the loop and its workers waited {fmt_s(p['cpu_wait_s'])} a "
-        f"stall for a CPU ({pct(p['share'])} of the stall time; the main thread "
-        f"{fmt_s(p['main_s'])}, each worker {fmt_s(p['workers_s'])}"
+        f"stall for a CPU ({pct(p['share'])} of the stall time; the main process's threads "
+        f"{fmt_s(p['main_s'])} together, each worker's {fmt_s(p['workers_s'])}"
         + (f", {p['num_workers']} workers on {p['cpus']} CPUs" if p["cpus"] else "")
         + (f"; the job itself used {p['own_cores']:.1f} of the CPUs then"
            if p.get("own_cores") is not None and p["cpus"] else "")
