@@ -242,6 +242,23 @@ def test_one_group_waiting_for_a_cpu_still_names_the_code_every_batch_runs():
     assert slow_code.judge(s["slow_code"]).code == "slow_code_off_cpu"
 
 
+def test_one_workers_slow_batches_in_the_same_function_leave_the_lead_to_it():
+    # Worker 1's shard costs 24x: its batches spend 99% of their samples in
+    # DS.__iter__, the fast ones 82%.  The function is named (its share
+    # differs) but is every worker's code: ONE-WORKER's next step leads.
+    fns = [_fn("DS.__iter__", 198, 82, 1)]
+    b = _block(fns, 200, 100)
+    s = {"slow_code": b, "attribution": {"label": "ONE-WORKER"}}
+    assert slow_code.judge(b).code == "slow_code_named"
+    assert slow_code.advise(s) == []
+    s["attribution"] = {"label": "LOCK-STEP"}
+    assert [a.code for a in slow_code.advise(s)] == ["look_at_function"]
+    # A function the fast batches hardly run is the slow batches' own.
+    b["functions"] = [_fn("decode_shard", 190, 10, 1)]
+    s["attribution"] = {"label": "ONE-WORKER"}
+    assert [a.code for a in slow_code.advise(s)] == ["look_at_function"]
+
+
 def test_batches_all_blocked_are_off_cpu_whatever_the_others_did():
     # Every batch sleeps 10 ms (0.3 ms of CPU): the slow group 3% on CPU
     # and 2% queued, the fast one 5% on CPU.  Both off CPU: no function's

@@ -320,6 +320,9 @@ def evidence_lines(s: dict) -> list[str]:
 # (advice.LEAD_ORDER); it replaces nothing, since the experiments on the
 # loader still say why the cost reaches the loop in that pattern.
 SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset()}
+# A named function that holds at least half the fast batches' sampled CPU
+# too is code every batch runs (most of it), not the slow batches' own.
+SAME_CODE_FAST_SHARE = 0.5
 ONLY_REPLACING: frozenset = frozenset()
 # At num_workers=0, where the sampler's next() holds most (more than this
 # share) of the main process's sampled CPU in the fetches, the work runs in
@@ -344,12 +347,20 @@ def advise(s: dict) -> list[Finding]:
     path's first callee under the dataset's entry and its innermost
     function.  Slow batches that run the same code as the fast ones, only
     longer, because of one worker or particular samples get no next step
-    here: the attribution's leads."""
+    here: the attribution's leads (one worker's slow batches whose named
+    function holds half or more of the fast batches' CPU too are such)."""
     f = judge(s.get("slow_code"))
     if f is None:
         return []
     sampler = (s.get("slow_code") or {}).get("sampler_share")
     if f.code == "slow_code_named":
+        label = (s.get("attribution") or {}).get("label")
+        if (label == attribution.ONE_WORKER
+                and (f.numbers.get("fast_share") or 0.0) >= SAME_CODE_FAST_SHARE):
+            # The fast batches spend most of their CPU in it too: the same
+            # code run longer on one worker (its shard, its resource), which
+            # the attribution's next step names; the evidence line stays.
+            return []
         return [Finding("look_at_function", {**f.numbers, "sampler_share": sampler})]
     if f.code == "slow_code_same" and alike(s, f) and s.get("diagnosis") == "INPUT-BOUND":
         path = f.numbers["path"]
