@@ -35,7 +35,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     REGRESSION (some worse, none better), MIXED (both), EQUIVALENT (none
     moved); NO_DATA when either summary has no steady-state mean wait.
     ``why`` says which measure moved, by how much, against which
-    tolerance."""
+    tolerance, and, where a measure moved, whether the two runs met
+    different host load (comparison.host_note)."""
     v = comparison.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
                              base["step_s"]["mean"])
     if v.label == input_bound.NO_DATA:
@@ -43,7 +44,9 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     moved = comparison.compare_measures(v, base["input_share"], run["input_share"],
                                         base_stalls, run_stalls,
                                         base["step_s"]["mean"], run["step_s"]["mean"])
-    return comparison.overall(v, moved), comparison.compare_why(v, moved), moved
+    label, why = comparison.overall(v, moved), comparison.compare_why(v, moved)
+    host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None
+    return label, why + (f"; {host}" if host else ""), moved
 
 
 def verdict(base: dict, run: dict, base_stalls: Optional[tuple] = None,

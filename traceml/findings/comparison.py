@@ -201,6 +201,43 @@ _MEASURE = {
 }
 
 
+# Two runs whose other programs took CPU differing by more than this share
+# of the host's usable CPUs met different hosts: the job's own share of
+# the machine moved by as much as REL_TOL, the tolerance a mean wait is
+# judged by, so a difference the host made is in their numbers too.
+HOST_LOAD_TOL = REL_TOL
+
+
+def host_load_cores(s: dict) -> Optional[float]:
+    """Other programs' CPU over a run's steady intervals, in cores (the
+    sampler's /proc/stat busy time less the job's own, summed over the
+    slow and fast intervals, over their wall time); None where unread."""
+    iv = (s.get("workers") or {}).get("intervals") or {}
+    cpu = wall = 0.0
+    for kind in ("slow", "fast"):
+        part = iv.get(kind) or {}
+        if part.get("others_cpu_s") is None or not part.get("wall_s"):
+            continue
+        cpu += part["others_cpu_s"]
+        wall += part["wall_s"]
+    return cpu / wall if wall > 0 else None
+
+
+def host_note(base: dict, run: dict) -> Optional[str]:
+    """Where the two runs' other programs took CPU differing by more than
+    HOST_LOAD_TOL of the usable CPUs: a sentence saying so, with both
+    figures; None where they did not, or either was unread."""
+    a, b = host_load_cores(base), host_load_cores(run)
+    cpus = (run.get("host") or {}).get("usable_cpus") or (base.get("host") or {}).get(
+        "usable_cpus")
+    if a is None or b is None or not cpus or abs(b - a) <= HOST_LOAD_TOL * cpus:
+        return None
+    return (f"the host differed: other programs ran {a:.2f} cores during the baseline and "
+            f"{b:.2f} during this run (of {cpus} CPUs), so the host's share is in these "
+            "differences too; rerun both on a quiet host, or alternate them, before "
+            "acting on it")
+
+
 def compare_why(v: Verdict, moved: list) -> str:
     """Why compare() gave its verdict: each measure (policy.compare_measures)
     with both values, the change, its tolerance and whether it moved."""
