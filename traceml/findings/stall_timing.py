@@ -712,13 +712,13 @@ def unsettled_part(tmp: dict) -> str:
     # one only where it did (the gaps can fit num_workers' period while the
     # predicted residue does not).
     if pred.get("period") == period and pred.get("consistent"):
-        p, what = pred.get("p_value"), " (the period num_workers predicts)"
+        test, what = pred, " (the period num_workers predicts)"
     elif searched:
-        p, what = searched["p_value"], f" ({position_part(searched)})"
+        test, what = searched, f" ({position_part(searched)})"
     else:
-        p, what = tmp.get("p_value"), ""
+        test, what = {"p_value": tmp.get("p_value")}, ""
+    p = test.get("p_value")
     which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
-    test = pred if "(the period" in what else searched or {}
     return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, "
             f"{not_yet_part(p, test.get('stalls'))}; " + settle_words(tmp.get("settle_steps")))
 
