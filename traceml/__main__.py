@@ -25,7 +25,8 @@ from .io import load as load_report
 from .result import summary_of
 
 # --fail-on choices: the verdicts of compare() a pipeline may refuse.
-FAIL_ON = {"regression": comparison.REGRESSION, "mixed": comparison.MIXED, "no-data": input_bound.NO_DATA}
+FAIL_ON = {"regression": comparison.REGRESSION, "mixed": comparison.MIXED,
+           "unsettled": comparison.UNSETTLED, "no-data": input_bound.NO_DATA}
 
 
 def main(argv=None) -> int:

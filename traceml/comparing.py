@@ -12,9 +12,12 @@ import collections.abc
 import os
 from typing import Optional, Sequence
 
+import numpy as np
+
 from . import _core, render
 from .findings import comparison, input_bound
-from .findings.comparison import EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION  # noqa: F401 - re-exported
+from .findings.comparison import (  # noqa: F401 - re-exported
+    EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION, UNSETTLED)
 from .findings.input_bound import NO_DATA  # noqa: F401 - re-exported
 from .result import Report, summary_of
 
@@ -22,7 +25,8 @@ BASELINE = "BASELINE"
 
 
 def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
-          run_stalls: Optional[tuple] = None) -> tuple[str, str, list]:
+          run_stalls: Optional[tuple] = None, base_steps: Optional[dict] = None,
+          run_steps: Optional[dict] = None) -> tuple[str, str, list]:
     """(verdict, why, measures) of ``run`` against ``base`` (report
     summaries).  Four measures, each with its tolerance from the findings:
     mean input wait per steady-state step (comparison.compare_means), input
@@ -32,18 +36,30 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     seconds).  The verdict is REGRESSION where the mean step grew by more
     than comparison.STEP_REGRESSION_TOL of the baseline's (a slower loop,
     whatever else moved); else IMPROVEMENT (some better, none worse),
-    REGRESSION (some worse, none better), MIXED (both), EQUIVALENT (none
-    moved); NO_DATA when either summary has no steady-state mean wait.
+    REGRESSION (some worse, none better), MIXED (both), UNSETTLED (none
+    moved, one past its tolerance within the runs' noise: not yet),
+    EQUIVALENT (none moved); NO_DATA when either summary has no
+    steady-state mean wait.
     ``why`` says which measure moved, by how much, against which
     tolerance, and, where a measure moved, whether the two runs met
-    different host load (comparison.host_note)."""
+    different host load (comparison.host_note).  ``*_steps``: each run's
+    steady steps' {"wait": ns, "step": ns} (:func:`steady_series`), where
+    known: the mean wait, the input share (tested on each step's share)
+    and the mean step then move only beyond the two runs' own noise too
+    (comparison.noise_p_value)."""
+    def noise(key: str) -> Optional[float]:
+        if base_steps is None or run_steps is None:
+            return None
+        return comparison.noise_p_value(base_steps[key], run_steps[key])
+
     v = comparison.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
-                             base["step_s"]["mean"])
+                                 base["step_s"]["mean"], noise("wait"))
     if v.label == input_bound.NO_DATA:
         return v.label, comparison.verdict_why(v), []
     moved = comparison.compare_measures(v, base["input_share"], run["input_share"],
                                         base_stalls, run_stalls,
-                                        base["step_s"]["mean"], run["step_s"]["mean"])
+                                        base["step_s"]["mean"], run["step_s"]["mean"],
+                                        noise("step"), noise("share"))
     label, why = comparison.overall(v, moved), comparison.compare_why(v, moved)
     host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None
     return label, why + (f"; {host}" if host else ""), moved
@@ -55,6 +71,22 @@ def verdict(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     MIXED mean a difference beyond the tolerances."""
     label, why, _ = judge(base, run, base_stalls, run_stalls)
     return label, why
+
+
+def steady_series(report) -> Optional[dict]:
+    """{"wait", "step", "share"}: the input wait and the step (ns,
+    float64) of each steady-state step of ``report`` (its epochs' start-up
+    fetches left out), and the wait's share of each step; None where the
+    report has no per-step records."""
+    steps = getattr(report, "steps", None)
+    if steps is None or not len(steps):
+        return None
+    keep = np.ones(len(steps), dtype=bool)
+    keep[summary_of(report)["epoch_start"]["steps"]] = False
+    wait = report.input_wait_ns[keep].astype(np.float64)
+    step = report.step_ns[keep].astype(np.float64)
+    return {"wait": wait, "step": step,
+            "share": np.divide(wait, step, out=np.zeros_like(wait), where=step > 0)}
 
 
 def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
@@ -96,7 +128,7 @@ class Comparison:
     "worse", "same" or None} for mean_wait, input_share, stall_rate),
     verdict, why, ranks and stragglers (for a report gathered over many
     ranks, whose waits are the largest across ranks per step; else None); ``verdict`` is BASELINE for the first row, then
-    IMPROVEMENT, REGRESSION, MIXED, EQUIVALENT or NO-DATA),
+    IMPROVEMENT, REGRESSION, MIXED, UNSETTLED, EQUIVALENT or NO-DATA),
     ``threshold_s`` (the baseline's stall threshold, applied to
     every run so that stall counts and median stall gaps compare; None, and
     no stalls counted, when the baseline has no steady-state steps),
@@ -142,8 +174,11 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         mean wait, comparison.STEP_TOL of its mean step)), input share (within
         comparison.SHARE_TOL) and stalls per 100 steady-state steps at the
         baseline's threshold (within comparison.STALL_RATE_SIGMAS * sqrt(count),
-        at least comparison.STALL_RATE_MIN_TOL): IMPROVEMENT, REGRESSION, MIXED
-        or EQUIVALENT, with ``why`` saying which moved; NO-DATA when the
+        at least comparison.STALL_RATE_MIN_TOL), the mean wait, input share
+        and mean step also beyond the two runs' own noise
+        (comparison.noise_p_value, p < comparison.NOISE_ALPHA): IMPROVEMENT,
+        REGRESSION, MIXED, UNSETTLED (past a tolerance, not past the noise:
+        not yet) or EQUIVALENT, with ``why`` saying which moved; NO-DATA when the
         baseline or the run has no steady-state steps (e.g. a report of
         nothing recorded), with ``why`` naming which.  The first run is
         the baseline by position: passing the same Report twice gives
@@ -194,6 +229,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     rows = []
     counted = [_stalls_over(rep, threshold) if threshold is not None else (None, None)
                for rep in reports]
+    series = [steady_series(rep) for rep in reports]
     base_stalls = ((counted[0][0], base["steady_steps"]) if counted[0][0] is not None
                    else None)
     for i, (name, rep) in enumerate(zip(names, reports)):
@@ -203,7 +239,7 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
         if i == 0:
             v, why, moved = BASELINE, comparison.BASELINE_WHY, []
         else:
-            v, why, moved = judge(base, s, base_stalls, run_stalls)
+            v, why, moved = judge(base, s, base_stalls, run_stalls, series[0], series[i])
         rows.append({
             "label": name,
             "mean_wait_s": s["input_wait_s"]["mean"],

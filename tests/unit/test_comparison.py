@@ -30,3 +30,70 @@ def test_the_host_note_needs_loads_apart_by_a_tenth_of_the_cpus():
     assert comparison.host_note(_summary(1.0), _summary(1.0 + 0.9 * gap)) is None
     assert comparison.host_note(_summary(1.0), _summary(1.0 + 1.1 * gap)) is not None
     assert comparison.host_note(_summary(1.0), {"host": {"usable_cpus": 2}}) is None
+
+
+def test_batch_means_and_the_noise_test_follow_their_definitions():
+    import math
+
+    import numpy as np
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(10.0, 2.0, 150)
+    mean, se, b = comparison.batch_means(x)
+    assert b == 5 and mean == x.mean()          # round(150 ** (1/3)) batches of 30
+    means = x.reshape(5, 30).mean(axis=1)
+    assert se == np.std(means, ddof=1) / math.sqrt(5)
+    y = rng.normal(11.0, 2.0, 200)
+    my, sey, by = comparison.batch_means(y)
+    # Welch's test on the batch means' statistics, as scipy computes it.
+    want = stats.ttest_ind_from_stats(my, sey * math.sqrt(by), by, mean, se * math.sqrt(b), b,
+                                      equal_var=False).pvalue
+    assert comparison.noise_p_value(x, y) == np.float64(want) or abs(
+        comparison.noise_p_value(x, y) - want) < 1e-12
+    assert comparison.batch_means(x[:3]) is None        # 2 batches need 4 values
+    assert comparison.noise_p_value(x[:3], y) is None
+
+
+def test_identical_loops_rarely_differ_beyond_noise():
+    """Two runs of the same autocorrelated loop (AR(1) steps, phi 0.8):
+    the noise test rejects in about NOISE_ALPHA of pairs, where a plain
+    tolerance of 2% of the step flags most of them."""
+    import numpy as np
+
+    def run(seed):
+        rng = np.random.default_rng(seed)
+        z = np.zeros(150)
+        for i in range(1, 150):
+            z[i] = 0.8 * z[i - 1] + rng.normal(0.0, 0.6)
+        return 15.0 + z
+
+    rejected = beyond_tol = 0
+    for seed in range(200):
+        a, b = run(2 * seed), run(2 * seed + 1)
+        rejected += comparison.noise_p_value(a, b) < comparison.NOISE_ALPHA
+        beyond_tol += abs(b.mean() - a.mean()) > comparison.STEP_TOL * a.mean()
+    assert beyond_tol > 60
+    # Measured 1.7% over 300 pairs (see comparison's comment); 8 of 200 is
+    # past twice that with odds under 1 in 100.
+    assert rejected <= 8
+
+
+def test_a_change_past_its_tolerance_but_within_the_noise_is_not_yet():
+    # Wait 4.59 -> 3.31 ms and step 16.6 -> 20.2 ms (a helper's 1 -> 4
+    # workers on a loaded host), both past their tolerance, neither past
+    # the runs' noise: UNSETTLED, and why says what would settle it.
+    v = comparison.compare_means(4.59e-3, 3.31e-3, 16.6e-3, noise_p=0.014)
+    assert v.label == comparison.EQUIVALENT and v.noise_p == 0.014
+    moved = comparison.compare_measures(v, 0.277, 0.164, None, None, 16.6e-3, 20.2e-3,
+                                        step_noise_p=0.095, share_noise_p=0.012)
+    assert [m.direction for m in moved] == ["same", "same", None, "same"]
+    assert comparison.overall(v, moved) == comparison.UNSETTLED
+    assert "within the runs' own noise: p = 0.095" in comparison.compare_why(v, moved)
+    # The same step past the noise: a slower loop, whatever else.
+    moved = comparison.compare_measures(v, 0.277, 0.164, None, None, 16.6e-3, 20.2e-3,
+                                        step_noise_p=0.001, share_noise_p=0.012)
+    assert comparison.overall(v, moved) == comparison.REGRESSION
+    # No noise test made (summaries alone): the tolerances decide, as before.
+    v = comparison.compare_means(4.59e-3, 3.31e-3, 16.6e-3)
+    assert v.label == comparison.IMPROVEMENT

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Optional
 
+import numpy as np
+
 
 from ..fmt import fmt_s, pct
 from . import input_bound
@@ -32,29 +34,90 @@ EQUIVALENT = "EQUIVALENT"
 class Verdict(NamedTuple):
     """A run's mean fetch (s) against the baseline's: IMPROVEMENT,
     REGRESSION, EQUIVALENT, or NO_DATA where either mean is None
-    (``missing`` then says "both", "baseline" or "run")."""
+    (``missing`` then says "both", "baseline" or "run"); ``noise_p`` the
+    two runs' noise test of the difference (:func:`noise_p_value`; None
+    where not made)."""
 
     label: str
     base_s: Optional[float] = None
     run_s: Optional[float] = None
     tolerance_s: Optional[float] = None
     missing: Optional[str] = None
+    noise_p: Optional[float] = None
+
+
+# Noise.  Two runs of the same loop differ by chance: each mean comes from
+# steps that are serially dependent (prefetch, bursts, a busy host's
+# spells).  The null hypothesis: both runs' steady steps have the same
+# mean.  Each run's mean gets its standard error by the method of batch
+# means (the steps cut into round(n ** (1/3)) contiguous batches, at least
+# NOISE_MIN_BATCHES; the batch means' spread over sqrt(batches): Law &
+# Kelton, Simulation Modeling and Analysis, ch. 9), and the difference is
+# tested by Welch's t with Satterthwaite's degrees of freedom, two-sided.
+# Few, long batches keep neighbouring batch means nearly independent:
+# over 300 pairs of 150-step runs of one AR(1) loop, floor(sqrt(n))
+# batches rejected 3.3%, 5% and 20% of pairs at phi 0, 0.8 and 0.95, the
+# cube root 1.7%, 1.7% and 4.3% (a 4% shift of the mean, phi 0.8: found
+# in 27% and 13% of pairs).  A measure moves only where the difference
+# exceeds its tolerance and this test rejects at NOISE_ALPHA (the 1 in
+# 100 of the report's other tests): identical runs on a shared 2-core
+# host differed by 3% of the step, past the tolerance, in 2 of 5 pairs of
+# a helper's trial.
+NOISE_ALPHA = 0.01
+NOISE_MIN_BATCHES = 2
+
+
+def batch_means(x: np.ndarray) -> Optional[tuple[float, float, int]]:
+    """(mean, standard error, batches) of the series ``x`` (shape (n,)) by
+    batch means (round(n ** (1/3)) batches, at least NOISE_MIN_BATCHES, of
+    n // batches values; the remainder left out of the error, not of the
+    mean); None where fewer than 2 values a batch."""
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    b = max(NOISE_MIN_BATCHES, int(round(n ** (1.0 / 3.0))))
+    if n < 2 * b:
+        return None
+    size = n // b
+    means = x[:b * size].reshape(b, size).mean(axis=1)
+    return float(x.mean()), float(means.std(ddof=1) / math.sqrt(b)), b
+
+
+def noise_p_value(base: Optional[np.ndarray], run: Optional[np.ndarray]) -> Optional[float]:
+    """Welch's two-sided p-value that the two series (one value a steady
+    step each) share a mean, from their batch means; None where either
+    has under NOISE_MIN_BATCHES batches, or both errors are 0."""
+    from scipy.stats import t as student_t
+
+    if base is None or run is None:
+        return None
+    a, b = batch_means(base), batch_means(run)
+    if a is None or b is None:
+        return None
+    va, vb = a[1] ** 2, b[1] ** 2
+    if va + vb <= 0.0:
+        return None if a[0] == b[0] else 0.0
+    stat = (b[0] - a[0]) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va ** 2 / (a[2] - 1) if va else 0.0)
+                           + (vb ** 2 / (b[2] - 1) if vb else 0.0))
+    return float(2.0 * student_t.sf(abs(stat), df))
 
 
 def compare_means(base_s: Optional[float], run_s: Optional[float],
-                  base_step_s: Optional[float]) -> Verdict:
+                  base_step_s: Optional[float], noise_p: Optional[float] = None) -> Verdict:
     """The verdict on mean input wait per steady-state step: a difference
     counts beyond max(REL_TOL of the baseline's mean wait, STEP_TOL of its
-    mean step ``base_step_s``)."""
+    mean step ``base_step_s``) and, where ``noise_p`` (:func:`noise_p_value`
+    of the two runs' waits) is given, beyond their noise (p < NOISE_ALPHA)."""
     if base_s is None or run_s is None:
         missing = ("both" if base_s is None and run_s is None
                    else "baseline" if base_s is None else "run")
         return Verdict(input_bound.NO_DATA, base_s, run_s, missing=missing)
     tol = max(REL_TOL * base_s, STEP_TOL * (base_step_s or 0.0))
     delta = run_s - base_s
-    if abs(delta) <= tol:
-        return Verdict(EQUIVALENT, base_s, run_s, tol)
-    return Verdict(IMPROVEMENT if delta < 0 else REGRESSION, base_s, run_s, tol)
+    if abs(delta) <= tol or (noise_p is not None and noise_p >= NOISE_ALPHA):
+        return Verdict(EQUIVALENT, base_s, run_s, tol, noise_p=noise_p)
+    return Verdict(IMPROVEMENT if delta < 0 else REGRESSION, base_s, run_s, tol,
+                   noise_p=noise_p)
 
 
 # compare() judges three measures, each against its own tolerance, and says
@@ -75,27 +138,34 @@ SHARE_TOL = 0.02
 STALL_RATE_SIGMAS = 2.0
 STALL_RATE_MIN_TOL = 1.0
 MIXED = "MIXED"
+# Not yet: a measure moved past its tolerance, but not past the two runs'
+# own noise, and none moved past both (the three answers: yes, no, not
+# yet).
+UNSETTLED = "UNSETTLED"
 BETTER, WORSE, SAME = "better", "worse", "same"
 
 
 class Moved(NamedTuple):
     """One measure of a run against the baseline: BETTER, WORSE or SAME
-    (None: not measured in one of them), both values and the tolerance."""
+    (None: not measured in one of them), both values, the tolerance and
+    the noise test's p-value (None where not made)."""
 
     measure: str
     direction: Optional[str]
     base: Optional[float]
     run: Optional[float]
     tolerance: Optional[float]
+    noise_p: Optional[float] = None
 
 
 def _moved(measure: str, base: Optional[float], run: Optional[float],
-           tol: Optional[float]) -> Moved:
+           tol: Optional[float], noise_p: Optional[float] = None) -> Moved:
     if base is None or run is None or tol is None:
         return Moved(measure, None, base, run, tol)
     delta = run - base
-    return Moved(measure, SAME if abs(delta) <= tol else (BETTER if delta < 0 else WORSE),
-                 base, run, tol)
+    same = abs(delta) <= tol or (noise_p is not None and noise_p >= NOISE_ALPHA)
+    return Moved(measure, SAME if same else (BETTER if delta < 0 else WORSE),
+                 base, run, tol, noise_p)
 
 
 # The mean step is judged beside the input measures: workers that take the
@@ -112,17 +182,21 @@ def _moved(measure: str, base: Optional[float], run: Optional[float],
 def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Optional[float],
                      base_stalls: Optional[tuple], run_stalls: Optional[tuple],
                      base_step_s: Optional[float] = None,
-                     run_step_s: Optional[float] = None) -> list[Moved]:
+                     run_step_s: Optional[float] = None,
+                     step_noise_p: Optional[float] = None,
+                     share_noise_p: Optional[float] = None) -> list[Moved]:
     """The measures: mean wait (``mean``, compare_means), input share
-    (tolerance SHARE_TOL), stalls per 100 steady-state steps (``*_stalls``
+    (tolerance SHARE_TOL; beyond the noise where ``share_noise_p`` is
+    given), stalls per 100 steady-state steps (``*_stalls``
     = (stall count, steady steps) or None; tolerance max(STALL_RATE_MIN_TOL,
     STALL_RATE_SIGMAS * sqrt(base count) per 100 baseline steps)) and the
-    mean step (s; tolerance the mean wait's, ``mean.tolerance_s``; not
-    judged where either is None)."""
+    mean step (s; tolerance the mean wait's, ``mean.tolerance_s``, and
+    beyond the runs' noise where ``step_noise_p`` is given; not judged
+    where either is None)."""
     out = [Moved("mean_wait", None if mean.label == input_bound.NO_DATA else
                  {IMPROVEMENT: BETTER, REGRESSION: WORSE, EQUIVALENT: SAME}[mean.label],
-                 mean.base_s, mean.run_s, mean.tolerance_s)]
-    out.append(_moved("input_share", base_share, run_share, SHARE_TOL))
+                 mean.base_s, mean.run_s, mean.tolerance_s, mean.noise_p)]
+    out.append(_moved("input_share", base_share, run_share, SHARE_TOL, share_noise_p))
     rate = [None, None]
     tol = None
     for i, st in enumerate((base_stalls, run_stalls)):
@@ -133,7 +207,7 @@ def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Opti
                   100.0 * STALL_RATE_SIGMAS * math.sqrt(base_stalls[0]) / base_stalls[1])
     out.append(_moved("stall_rate", rate[0], rate[1], tol))
     out.append(_moved("step_time", base_step_s, run_step_s,
-                      None if base_step_s is None else mean.tolerance_s))
+                      None if base_step_s is None else mean.tolerance_s, step_noise_p))
     return out
 
 
@@ -152,8 +226,9 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     """NO_DATA when the mean wait cannot be compared; REGRESSION when the
     mean step grew by more than STEP_REGRESSION_TOL of the baseline's,
     whatever else moved; else IMPROVEMENT when some measure got better and
-    none worse, REGRESSION the reverse, MIXED when both, EQUIVALENT when
-    none moved."""
+    none worse, REGRESSION the reverse, MIXED when both, UNSETTLED when
+    none moved but one passed its tolerance within the runs' own noise
+    (:func:`held_by_noise`), EQUIVALENT when none moved."""
     if mean.label == input_bound.NO_DATA:
         return input_bound.NO_DATA
     step = next((m for m in moved if m.measure == "step_time"), None)
@@ -167,7 +242,15 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
         return IMPROVEMENT
     if WORSE in dirs:
         return REGRESSION
+    if any(held_by_noise(m) for m in moved):
+        return UNSETTLED
     return EQUIVALENT
+
+
+def held_by_noise(m: Moved) -> bool:
+    """Whether measure ``m`` passed its tolerance but not the noise test."""
+    return (m.direction == SAME and m.noise_p is not None and m.noise_p >= NOISE_ALPHA
+            and abs(m.run - m.base) > m.tolerance)
 
 
 def verdict_why(v: Verdict) -> str:
@@ -247,6 +330,12 @@ def compare_why(v: Verdict, moved: list) -> str:
         if m.direction is None:
             parts.append(f"{name} not compared (not measured in both)")
             continue
+        noise = ""
+        if held_by_noise(m):
+            noise = f", within the runs' own noise: p = {m.noise_p:.2g}, not under {NOISE_ALPHA:g}"
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
-                     f"tolerance {tol(m.tolerance)}): {m.direction}")
+                     f"tolerance {tol(m.tolerance)}{noise}): {m.direction}")
+    if any(held_by_noise(m) for m in moved):
+        parts.append("within the noise is not yet a change: more steps, or the runs "
+                     "alternated, would settle it")
     return "; ".join(parts)
