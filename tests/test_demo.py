@@ -17,7 +17,7 @@ pytest.importorskip("PIL")
 
 import traceml
 from traceml import demo
-from traceml.comparing import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION
+from traceml.comparing import BASELINE, EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION, UNSETTLED
 
 HISTORICAL_WORKERS = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
 DIRECTIONS = ["forward"] * 5 + ["backward"] * 5
@@ -131,7 +131,7 @@ def test_investigation_comparison(investigation):
     assert isinstance(comparison, traceml.Comparison)
     assert [r["label"] for r in comparison.rows] == ["historical", "fixed"]
     assert comparison.rows[0]["verdict"] == BASELINE
-    assert comparison.rows[1]["verdict"] in (IMPROVEMENT, EQUIVALENT, REGRESSION, MIXED)
+    assert comparison.rows[1]["verdict"] in (IMPROVEMENT, EQUIVALENT, REGRESSION, MIXED, UNSETTLED)
     # historical = the sweep's last historical condition (num_workers=4,
     # backward), fixed = the fixed row.
     hist_rep, fixed_rep = sweep.runs[N_HIST - 1], sweep.runs[N_HIST]

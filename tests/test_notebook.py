@@ -195,7 +195,12 @@ def test_executes_quick(tmp_path, monkeypatch):
     assert cmp_html and "<table" in cmp_html[0]
     assert "historical" in cmp_html[0] and "fixed" in cmp_html[0]
     assert "BASELINE" in cmp_html[0]
-    assert any(v in cmp_html[0] for v in ("IMPROVEMENT", "EQUIVALENT", "REGRESSION", "MIXED"))
+    # Any verdict: the quick run's 12 tiny steps may not get past the runs'
+    # own noise (UNSETTLED).
+    from traceml.findings import comparison
+    assert any(v in cmp_html[0] for v in (comparison.IMPROVEMENT, comparison.EQUIVALENT,
+                                         comparison.REGRESSION, comparison.MIXED,
+                                         comparison.UNSETTLED))
 
     # The dataset went to DATA_DIR, not to the user's cache.
     assert any(p.name.startswith("lerobot-") for p in data_dir.iterdir())

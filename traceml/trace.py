@@ -190,12 +190,14 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
 # collate_fn call nest inside their batch's slice); past it, the latest.
 MAX_ITEM_EVENTS = 200_000
 _ITEM_NAMES = {_core.ITEM_GETITEM: "sample", _core.ITEM_NEXT: "sample",
-               _core.ITEM_GETITEMS: "__getitems__", _core.ITEM_COLLATE: "collate_fn"}
+               _core.ITEM_GETITEMS: "__getitems__", _core.ITEM_COLLATE: "collate_fn",
+               _core.ITEM_GC: "gc"}
 
 
 def _item_events(report: Any, lo: int, hi: int, pid: int) -> list[dict]:
-    """Each timed item (worker_timing's per-sample and collate records) in
-    the kept window, on its worker's track; [] without item records."""
+    """Each timed item (worker_timing's per-sample and collate records, and
+    the workers' garbage collections) in the kept window, on its worker's
+    track; [] without item records."""
     items = getattr(report, "worker_items", None)
     if items is None or len(items) == 0:
         return []
@@ -206,6 +208,8 @@ def _item_events(report: Any, lo: int, hi: int, pid: int) -> list[dict]:
         name = _ITEM_NAMES.get(kind, "item")
         if kind in (_core.ITEM_GETITEM, _core.ITEM_NEXT) and r["index"] >= 0:
             name = f"sample {int(r['index'])}"
+        elif kind == _core.ITEM_GC and r["count"] >= 0:
+            name = f"gc generation {int(r['count'])}"
         out.append({"ph": "X", "name": name, "cat": "item", "pid": pid,
                     "tid": WORKER_TID0 + int(r["worker"]), "ts": _us(r["begin_ns"]),
                     "dur": _us(r["end_ns"] - r["begin_ns"]),

@@ -97,3 +97,18 @@ def test_a_change_past_its_tolerance_but_within_the_noise_is_not_yet():
     # No noise test made (summaries alone): the tolerances decide, as before.
     v = comparison.compare_means(4.59e-3, 3.31e-3, 16.6e-3)
     assert v.label == comparison.IMPROVEMENT
+
+
+def test_an_improvement_needs_no_measure_worse_within_the_noise():
+    # A 30% slower loader on a loaded host: input share fell past the noise
+    # (the step grew), the step grew 33% but within the runs' noise.  Not
+    # an improvement: not yet anything.
+    v = comparison.compare_means(3.06e-3, 3.54e-3, 17e-3, noise_p=0.08)
+    moved = comparison.compare_measures(v, 0.18, 0.156, None, None, 17e-3, 22.6e-3,
+                                        step_noise_p=0.033, share_noise_p=0.001)
+    assert [m.direction for m in moved] == ["same", "better", None, "same"]
+    assert comparison.overall(v, moved) == comparison.UNSETTLED
+    # The step past the noise: a slower loop (REGRESSION, whatever else).
+    moved = comparison.compare_measures(v, 0.18, 0.156, None, None, 17e-3, 22.6e-3,
+                                        step_noise_p=0.001, share_noise_p=0.001)
+    assert comparison.overall(v, moved) == comparison.REGRESSION

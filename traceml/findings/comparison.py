@@ -226,9 +226,10 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     """NO_DATA when the mean wait cannot be compared; REGRESSION when the
     mean step grew by more than STEP_REGRESSION_TOL of the baseline's,
     whatever else moved; else IMPROVEMENT when some measure got better and
-    none worse, REGRESSION the reverse, MIXED when both, UNSETTLED when
-    none moved but one passed its tolerance within the runs' own noise
-    (:func:`held_by_noise`), EQUIVALENT when none moved."""
+    none worse, REGRESSION the reverse, MIXED when both, EQUIVALENT when
+    none moved; UNSETTLED where a measure passed its tolerance within the
+    runs' own noise (:func:`held_by_noise`) and none moved, or it went the
+    other way from those that moved (an IMPROVEMENT needs none worse)."""
     if mean.label == input_bound.NO_DATA:
         return input_bound.NO_DATA
     step = next((m for m in moved if m.measure == "step_time"), None)
@@ -236,13 +237,19 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
             and step.run - step.base > STEP_REGRESSION_TOL * step.base):
         return REGRESSION
     dirs = {m.direction for m in moved}
+    held = [m for m in moved if held_by_noise(m)]
+    # Every measure reads higher as worse.  "None worse" (or "none
+    # better") is not shown while a measure went that way past its
+    # tolerance within the noise: not yet.
+    held_worse = any(m.run > m.base for m in held)
+    held_better = any(m.run < m.base for m in held)
     if BETTER in dirs and WORSE in dirs:
         return MIXED
     if BETTER in dirs:
-        return IMPROVEMENT
+        return UNSETTLED if held_worse else IMPROVEMENT
     if WORSE in dirs:
-        return REGRESSION
-    if any(held_by_noise(m) for m in moved):
+        return UNSETTLED if held_better else REGRESSION
+    if held:
         return UNSETTLED
     return EQUIVALENT
 
