@@ -174,21 +174,17 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     costlier = (block.get("slow_cpu_ratio") or 0.0) >= attribution.BUSIER_RATIO
     runq = block.get("slow_runq_share")
     one_group = bool(block.get("one_group"))
-    if one_group and cpu_share is not None and runq is not None:
-        # One group: no other batches to compare with, and a batch that
-        # waited for a CPU still ran its own code on it (4 workers on 2
-        # cores are on CPU half their make time, whatever they run): off
-        # CPU only where blocked (neither on CPU nor queued for one) for
-        # most of the make time.
-        off = cpu_share + runq < OFF_CPU_SHARE
-    else:
-        off = cpu_share is not None and (
-            cpu_share < OFF_CPU_SHARE * fast_share
-            # Blocked (neither on CPU nor queued for one) most of their make
-            # time, measured: off CPU whatever the other batches did (a
-            # loader that sleeps in every batch has no batch on CPU to
-            # compare with).
-            or (runq is not None and cpu_share + runq < OFF_CPU_SHARE))
+    # Blocked (neither on CPU nor queued for one) most of their make time,
+    # measured: off CPU whatever the other batches did (a loader that
+    # sleeps in every batch has no batch on CPU to compare with).
+    blocked = cpu_share is not None and runq is not None and cpu_share + runq < OFF_CPU_SHARE
+    # Against the other batches' share only where there are other batches
+    # or no queue reading: with one group, a batch that waited for a CPU
+    # still ran its own code on it (4 workers on 2 cores are on CPU half
+    # their make time, whatever they run).
+    relative = (cpu_share is not None and not (one_group and runq is not None)
+                and cpu_share < OFF_CPU_SHARE * fast_share)
+    off = blocked or relative
     if off and not costlier:
         numbers = {"cpu_share": cpu_share, "fast_cpu_share": block.get("fast_cpu_share"),
                    "batches": block["slow_batches"], "one_group": bool(block.get("one_group"))}
