@@ -79,6 +79,10 @@ typedef struct {
     int64_t begin_cpu_ns, begin_runq_ns;
     int64_t done_cpu_ns, done_runq_ns;
     int64_t fetch_cpu_ns, fetch_runq_ns;
+    /* The process's CPU clock at step_begin() and the other threads' CPU
+       time inside the fetch (tm_others_cpu_delta, -1 unknown). */
+    int64_t begin_proc_ns, begin_sampler_ns, fetch_others_cpu_ns;
+    clockid_t begin_sampler_clock;
 } tm_probes;
 
 typedef struct tm_state tm_state;
@@ -157,6 +161,44 @@ tm_rec_clock(tm_recorder *rec)
     }
     c->overrun++;
     return c->values[c->n - 1];
+}
+
+/* traceml's sampler thread's CPU clock: a clocked fetch takes that
+   thread's CPU out of the process's other threads' (which are then the
+   user's and torch's).  Reads its time (ns) and the clock it read into
+   *clock; -1 without a running sampler thread. */
+static inline int64_t
+tm_rec_sampler_cpu_ns(tm_recorder *rec, clockid_t *clock)
+{
+    tm_state *st = rec->st;
+    struct timespec ts;
+
+    if (st == NULL || !st->sampler_ok
+        || !__atomic_load_n(&st->sampler.cpu_clock_set, __ATOMIC_ACQUIRE)) {
+        return -1;
+    }
+    *clock = st->sampler.cpu_clock;
+    if (clock_gettime(*clock, &ts) != 0) {
+        return -1;              /* the thread ended meanwhile */
+    }
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+/* The sampler thread's CPU time between two tm_rec_sampler_cpu_ns
+   readings (ns): where the thread started between them (no reading
+   before, or another thread's clock), all of the new thread's CPU time;
+   0 where there is no reading after. */
+static inline int64_t
+tm_sampler_cpu_delta(int64_t before, clockid_t before_clock, int64_t after,
+                     clockid_t after_clock)
+{
+    if (after < 0) {
+        return 0;
+    }
+    if (before < 0 || before_clock != after_clock) {
+        return after;
+    }
+    return after >= before ? after - before : 0;
 }
 
 /* module.c */

@@ -74,7 +74,8 @@ add_probe_clock(tm_recorder *rec, size_t before)
     moved = tm_thread_clocks_read(&rec->probe_clocks, &cpu, &runq);
     tm_store_add_clock(&rec->store, rec->store.len - 1, p->fetch_cpu_ns,
                        p->fetch_runq_ns, tm_clock_delta(p->done_cpu_ns, cpu, moved),
-                       tm_clock_delta(p->done_runq_ns, runq, moved));
+                       tm_clock_delta(p->done_runq_ns, runq, moved),
+                       p->fetch_others_cpu_ns);
 }
 
 /* Close the open step at now.  A step without fetch_done() waited 0 ns
@@ -116,6 +117,8 @@ begin_clocked(tm_recorder *rec)
     p->clocked = 1;
     (void)tm_thread_clocks_read(&rec->probe_clocks, &p->begin_cpu_ns,
                                 &p->begin_runq_ns);
+    p->begin_proc_ns = tm_process_cpu_ns();
+    p->begin_sampler_ns = tm_rec_sampler_cpu_ns(rec, &p->begin_sampler_clock);
 }
 
 TM_HOT PyObject *
@@ -163,9 +166,16 @@ fetch_clocked(tm_recorder *rec)
     tm_probes *p = &rec->probes;
     int moved = tm_thread_clocks_read(&rec->probe_clocks, &p->done_cpu_ns,
                                       &p->done_runq_ns);
+    int64_t proc = tm_process_cpu_ns();
+    clockid_t sampler_clock = 0;
+    int64_t sampler = tm_rec_sampler_cpu_ns(rec, &sampler_clock);
 
     p->fetch_cpu_ns = tm_clock_delta(p->begin_cpu_ns, p->done_cpu_ns, moved);
     p->fetch_runq_ns = tm_clock_delta(p->begin_runq_ns, p->done_runq_ns, moved);
+    p->fetch_others_cpu_ns = tm_others_cpu_delta(
+        p->begin_proc_ns, proc, p->fetch_cpu_ns,
+        tm_sampler_cpu_delta(p->begin_sampler_ns, p->begin_sampler_clock, sampler,
+                             sampler_clock));
     if (moved) {
         p->done_cpu_ns = p->done_runq_ns = -1;
     }

@@ -163,6 +163,25 @@ tm_clock_delta(int64_t before, int64_t after, int moved)
     return (!moved && before >= 0 && after >= before) ? after - before : -1;
 }
 
+/* The CPU time of the process's other threads between two readings of
+   the process's CPU clock (tm_process_cpu_ns, before and after), given
+   the reading thread's own CPU time between them (`thread_ns`, a
+   tm_clock_delta) and the CPU time of threads left out (`excluded_ns`:
+   traceml's sampler's): at least 0 (the clocks are read a few ns apart),
+   -1 where any of them is unknown. */
+static inline int64_t
+tm_others_cpu_delta(int64_t before, int64_t after, int64_t thread_ns,
+                    int64_t excluded_ns)
+{
+    int64_t d;
+
+    if (before < 0 || after < before || thread_ns < 0) {
+        return -1;
+    }
+    d = after - before - thread_ns - (excluded_ns > 0 ? excluded_ns : 0);
+    return d > 0 ? d : 0;
+}
+
 /* The role of the host's readings (pid 0): /proc/stat's first line, the
    CPU time of every core, whoever ran it. */
 #define TM_ROLE_HOST (-2)

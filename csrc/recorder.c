@@ -335,15 +335,15 @@ static PyObject *
 rec_snapshot_fetch_clocks(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     npy_intp n = (npy_intp)self->store.nclocks;
-    PyObject *out[5] = {NULL, NULL, NULL, NULL, NULL};
-    int64_t *col[5];
+    PyObject *out[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int64_t *col[6];
     npy_intp i;
     int k;
 
-    for (k = 0; k < 5; k++) {
+    for (k = 0; k < 6; k++) {
         out[k] = PyArray_SimpleNew(1, &n, NPY_INT64);
         if (out[k] == NULL) {
-            for (k = 0; k < 5; k++) {
+            for (k = 0; k < 6; k++) {
                 Py_XDECREF(out[k]);
             }
             return NULL;
@@ -358,8 +358,10 @@ rec_snapshot_fetch_clocks(tm_recorder *self, PyObject *Py_UNUSED(ignored))
         col[2][i] = c->runq_ns;
         col[3][i] = c->body_cpu_ns;
         col[4][i] = c->body_runq_ns;
+        col[5][i] = c->others_cpu_ns;
     }
-    return Py_BuildValue("(NNNNN)", out[0], out[1], out[2], out[3], out[4]);
+    return Py_BuildValue("(NNNNNN)", out[0], out[1], out[2], out[3], out[4],
+                         out[5]);
 }
 
 static PyObject *
@@ -614,14 +616,18 @@ static PyMethodDef recorder_methods[] = {
      "and every 64th); None when no step carried any of these."},
     {"snapshot_fetch_clocks", (PyCFunction)rec_snapshot_fetch_clocks, METH_NOARGS,
      "snapshot_fetch_clocks()\n--\n\n"
-     "Returns (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns).\n\n"
+     "Returns (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns,\n"
+     "others_cpu_ns).\n\n"
      "The steps whose clocks wrap read (the first 1024 fetches of each\n"
      "epoch, then two in a row every 1021), in step order: the step (index\n"
      "into snapshot()), the fetching thread's CPU time inside the fetch and\n"
      "its wait for a core inside it (schedstat's run-queue time), then the\n"
      "same two over the step's body, from the batch in hand to the next\n"
-     "fetch; int64 ns each, -1 where unreadable or, for the body, where\n"
-     "the next fetch was not clocked.  Probe steps carry none."},
+     "fetch, then the CPU time of the process's other threads inside the\n"
+     "fetch (a thread holding the GIL, the pin-memory thread); int64 ns\n"
+     "each, -1 where unreadable or, for the body, where the next fetch was\n"
+     "not clocked.  The probes clock their steps the same way (the first\n"
+     "1024, then two in a row every 8191)."},
     {"store_info", (PyCFunction)rec_store_info, METH_NOARGS,
      "store_info()\n--\n\nReturns dict.\n\n"
      "steps, capacity, record_bytes, dropped_steps, out_of_memory,\n"

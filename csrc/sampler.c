@@ -200,7 +200,14 @@ sampler_main(void *arg)
 {
     tm_sampler *s = arg;
     int self_tid = tm_thread_id();
+    clockid_t cpu_clock;
 
+    /* This thread's CPU clock, for clocked fetches to leave out
+       (tm_rec_sampler_cpu_ns); unset again before the thread ends. */
+    if (pthread_getcpuclockid(pthread_self(), &cpu_clock) == 0) {
+        s->cpu_clock = cpu_clock;
+        __atomic_store_n(&s->cpu_clock_set, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_lock(&s->lock);
     while (!s->stop) {
         int64_t now, cpu0;
@@ -258,6 +265,7 @@ sampler_main(void *arg)
         }
     }
     pthread_mutex_unlock(&s->lock);
+    __atomic_store_n(&s->cpu_clock_set, 0, __ATOMIC_RELEASE);
     return NULL;
 }
 

@@ -245,7 +245,7 @@ tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
    clocks are a sample. */
 void
 tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns,
-                   int64_t body_cpu_ns, int64_t body_runq_ns)
+                   int64_t body_cpu_ns, int64_t body_runq_ns, int64_t others_cpu_ns)
 {
     tm_fetch_clock *room = sample_room(store->clocks, store->nclocks, &store->clocks_cap,
                                        sizeof(*room), 256);
@@ -259,5 +259,6 @@ tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns, int64_t runq_ns,
     store->clocks[store->nclocks].runq_ns = runq_ns;
     store->clocks[store->nclocks].body_cpu_ns = body_cpu_ns;
     store->clocks[store->nclocks].body_runq_ns = body_runq_ns;
+    store->clocks[store->nclocks].others_cpu_ns = others_cpu_ns;
     store->nclocks++;
 }

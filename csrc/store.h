@@ -77,13 +77,17 @@ typedef struct {
    time inside the fetch (CLOCK_THREAD_CPUTIME_ID) and its wait for a core
    inside the fetch (schedstat's run-queue field; -1 where the kernel keeps
    none), then the same two for the step's body, from the batch in hand to
-   the next fetch (-1 where the next fetch was not clocked). */
+   the next fetch (-1 where the next fetch was not clocked), and the CPU
+   time of the process's other threads inside the fetch
+   (CLOCK_PROCESS_CPUTIME_ID less the thread's own, at least 0; -1
+   unknown): a thread holding the GIL, the pin-memory thread. */
 typedef struct {
     int64_t step;
     int64_t cpu_ns;
     int64_t runq_ns;
     int64_t body_cpu_ns;
     int64_t body_runq_ns;
+    int64_t others_cpu_ns;
 } tm_fetch_clock;
 
 /*
@@ -126,7 +130,7 @@ void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
 void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes);
 void tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns,
                         int64_t runq_ns, int64_t body_cpu_ns,
-                        int64_t body_runq_ns);
+                        int64_t body_runq_ns, int64_t others_cpu_ns);
 void tm_store_clear(tm_store *store);
 void tm_store_free(tm_store *store);
 int tm_store_grow(tm_store *store);

@@ -116,6 +116,7 @@ typedef struct {
     int64_t open_runq_ns;
     int64_t open_body_cpu_ns;
     int64_t open_body_runq_ns;
+    int64_t open_others_cpu_ns;
     int64_t last_cpu_ns;
     int64_t last_runq_ns;
     tm_thread_clocks clocks;   /* the fetching thread's */
@@ -132,7 +133,7 @@ add_clock(tm_wrapiter *self)
     if (self->open_cpu_ns >= 0 && store->len > 0) {
         tm_store_add_clock(store, store->len - 1, self->open_cpu_ns,
                            self->open_runq_ns, self->open_body_cpu_ns,
-                           self->open_body_runq_ns);
+                           self->open_body_runq_ns, self->open_others_cpu_ns);
     }
     /* Read once: a clocked step followed by an unclocked fetch has none. */
     self->open_body_cpu_ns = -1;
@@ -538,6 +539,8 @@ wrapiter_next(tm_wrapiter *self)
     int64_t call_ns;
     int64_t done_ns;
     int64_t cpu0 = -1, runq0 = -1, cpu1 = -1, runq1 = -1;
+    int64_t proc0 = -1, proc1 = -1, sampler0 = -1, sampler1 = -1;
+    clockid_t sampler_clock0 = 0, sampler_clock1 = 0;
     uint64_t generation;
     PyObject *inner;
     PyObject *item;
@@ -560,6 +563,8 @@ wrapiter_next(tm_wrapiter *self)
     clocked = TM_CLOCKED(self->steps);
     if (TM_UNLIKELY(clocked)) {
         body_clocks(self, &cpu0, &runq0);
+        proc0 = tm_process_cpu_ns();
+        sampler0 = tm_rec_sampler_cpu_ns(self->rec, &sampler_clock0);
     }
     close_open_step(self, call_ns);
     if (TM_UNLIKELY(inner == NULL)) {
@@ -576,6 +581,8 @@ wrapiter_next(tm_wrapiter *self)
     done_ns = tm_rec_clock(self->rec);
     if (TM_UNLIKELY(clocked)) {
         (void)tm_thread_clocks_read(&self->clocks, &cpu1, &runq1);
+        proc1 = tm_process_cpu_ns();
+        sampler1 = tm_rec_sampler_cpu_ns(self->rec, &sampler_clock1);
         self->last_cpu_ns = cpu1;
         self->last_runq_ns = runq1;
     }
@@ -600,6 +607,11 @@ wrapiter_next(tm_wrapiter *self)
     if (TM_UNLIKELY(clocked)) {
         self->open_cpu_ns = tm_clock_delta(cpu0, cpu1, 0);
         self->open_runq_ns = tm_clock_delta(runq0, runq1, 0);
+        self->open_others_cpu_ns = tm_others_cpu_delta(proc0, proc1,
+                                                       self->open_cpu_ns,
+                                                       tm_sampler_cpu_delta(
+                                                           sampler0, sampler_clock0,
+                                                           sampler1, sampler_clock1));
     }
     self->open_bytes = -1;
     if (TM_UNLIKELY(self->steps <= TM_BYTES_FIRST
@@ -736,6 +748,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->open_runq_ns = -1;
     self->open_body_cpu_ns = -1;
     self->open_body_runq_ns = -1;
+    self->open_others_cpu_ns = -1;
     self->last_cpu_ns = -1;
     self->last_runq_ns = -1;
     self->inner = Py_NewRef(inner);

@@ -940,7 +940,8 @@ def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers
                      compute_ms: np.ndarray, prefetch: int = 2,
                      handover_ms: float = 0.05,
                      handover_parts_ms: Optional[tuple] = None,
-                     body_runq_share: Optional[float] = None) -> Case:
+                     body_runq_share: Optional[float] = None,
+                     handover_others_ms: Optional[float] = None) -> Case:
     """An in-order multiprocessing DataLoader played out batch by batch as
     torch schedules it (torch/utils/data/dataloader.py,
     ``_MultiProcessingDataLoaderIter``): ``iter()`` sends prefetch *
@@ -959,7 +960,9 @@ def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers
     rest of it in transit): the fetch clocks wrap would read, on every
     step (None: no clocks); ``body_runq_share``: the share of each step's
     compute its thread waited for a core (the rest on a CPU; None: bodies
-    not clocked)."""
+    not clocked); ``handover_others_ms``: the CPU time the main process's
+    other threads took in each fetch (None: the process's clock not
+    read)."""
     n = len(cost_ms)
     cost = np.round(np.asarray(cost_ms, dtype=np.float64) * MS).astype(np.int64)
     compute = np.round(np.asarray(compute_ms, dtype=np.float64) * MS).astype(np.int64)
@@ -1007,6 +1010,8 @@ def simulated_loader(name: str, cost_ms: np.ndarray, truth: dict, *, num_workers
             body_cpu = compute - body_runq
         clocks = (np.arange(n, dtype=np.int64), np.full(n, int(round(cpu_ms * MS))),
                   np.full(n, int(round(runq_ms * MS))), body_cpu, body_runq)
+        if handover_others_ms is not None:
+            clocks += (np.full(n, int(round(handover_others_ms * MS))),)
     return Case(name, records, (rank, worker), sources, truth, batches=batches,
                 clocks=clocks)
 
@@ -1219,14 +1224,39 @@ def sim_handover(seed: int, part: str, num_workers: int = 2, n: int = 120) -> Ca
     the hand-over goes: "main_cpu" (5 ms of it the main process receiving
     the batch on a CPU), "cpu_wait" (5 ms waiting for a core: a busy host)
     or "in_transit" (0.5 ms CPU, 0.5 ms run queue, the rest asleep while
-    the batch is sent).  HAND-OVER, and the largest part is ``part``."""
+    the batch is sent), or "other_threads" (as "in_transit", with the main
+    process's other threads on a CPU for 4 of the 5 ms asleep: a thread
+    holding the GIL).  HAND-OVER, and the largest part is ``part``."""
     rng = np.random.default_rng(2100 + seed)
-    split = {"main_cpu": (5.0, 0.3), "cpu_wait": (0.5, 5.0), "in_transit": (0.5, 0.5)}[part]
+    split = {"main_cpu": (5.0, 0.3), "cpu_wait": (0.5, 5.0), "in_transit": (0.5, 0.5),
+             "other_threads": (0.5, 0.5)}[part]
     truth = {"diagnosis": "HAND-OVER", "wait_parts.largest.part": part}
     return simulated_loader(f"sim-handover-{part}-{num_workers}w-s{seed}",
                             _fast(rng, n, 0.2, 0.3), truth, num_workers=num_workers,
                             compute_ms=rng.uniform(4.0, 6.0, n), handover_ms=6.0,
-                            handover_parts_ms=split)
+                            handover_parts_ms=split,
+                            handover_others_ms=4.0 if part == "other_threads" else 0.0)
+
+
+def gil_held_no_workers(seed: int, n: int = 80) -> Case:
+    """num_workers=0, each fetch 8-10 ms against a 6 ms step, of which the
+    loop's thread is on a CPU 1 ms (the batch itself is cheap) and the
+    main process's other threads run 6.5 ms (a thread of the user's that
+    holds the GIL while the loop waits to run the dataset): INPUT-BOUND,
+    every fetch, and the largest measured part is the other threads, not
+    the dataset's work."""
+    rng = np.random.default_rng(2150 + seed)
+    wait = rng.uniform(8.0, 10.0, n)
+    case = make(f"gil-held-no-workers-s{seed}", wait,
+                {"diagnosis": "INPUT-BOUND", "wait_parts.largest.part": "other_threads"},
+                num_workers=0, compute_ms=rng.uniform(5.5, 6.5, n))
+    total = len(case.records)
+    full = case.records["fetch_done_ns"] - case.records["begin_ns"]
+    cpu = np.minimum(full, int(1.0 * MS))
+    case.clocks = (np.arange(total, dtype=np.int64), cpu, np.zeros(total, dtype=np.int64),
+                   np.full(total, -1), np.full(total, -1),
+                   np.minimum(full - cpu, int(6.5 * MS)))
+    return case
 
 
 def sim_small_handover(seed: int, num_workers: int = 2, n: int = 120) -> Case:
@@ -1402,6 +1432,8 @@ def corpus() -> list[Case]:
     cases += [sim_handover(s, part) for s, part in enumerate(("main_cpu", "cpu_wait",
                                                                "in_transit"))]
     cases += [sim_handover(3, "main_cpu", num_workers=4), sim_handover(4, "cpu_wait", n=60)]
+    cases += [sim_handover(5, "other_threads"), sim_handover(6, "other_threads", num_workers=4),
+              gil_held_no_workers(0), gil_held_no_workers(1, n=40)]
     cases += [sim_small_handover(0), sim_small_handover(1, num_workers=4)]
     cases += [handover_beside_other_programs(0, 1.5), handover_beside_other_programs(1, 1.0),
               handover_beside_other_programs(2, 0.2), handover_beside_other_programs(3, 0.0)]

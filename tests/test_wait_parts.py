@@ -104,7 +104,7 @@ def test_probe_steps_carry_their_fetch_and_body_clocks():
         rec.fetch_done()
         time.sleep(0.002)
         rec.step_end()
-    step, cpu, runq, body_cpu, body_runq = rec.snapshot_fetch_clocks()
+    step, cpu, runq, body_cpu, body_runq, _ = rec.snapshot_fetch_clocks()
     assert step.tolist() == list(range(12))
     assert (cpu >= 2_900_000).all(), cpu
     assert (body_cpu >= 0).all() and (body_cpu < 1_000_000).all(), body_cpu
@@ -184,3 +184,47 @@ def test_the_bodys_wait_for_a_core_is_measured_beside_a_hog_on_its_core():
     assert parts["main_cpu"] + parts["cpu_wait"] >= 0.9 * c["compute_s"], c
     assert parts["cpu_wait"] >= 0.25 * c["compute_s"], c
     assert any("The training step itself waited" in n for n in r["notes"]), r["notes"]
+
+
+def _sleepy_probe_steps(rec, n):
+    for _ in range(n):
+        rec.step_begin()
+        time.sleep(0.004)
+        rec.fetch_done()
+        rec.step_end()
+
+
+def test_a_thread_running_beside_the_wait_is_its_other_threads_part():
+    # The probes' fetch sleeps 4 ms; beside it a thread of the same process
+    # spins in pure Python (it takes the GIL whenever the loop sleeps).
+    # The process's clock less the thread's puts that thread's CPU in the
+    # fetch; without it, the same fetch holds no other thread's CPU.
+    import threading
+
+    quiet = traceml.Recorder()
+    _sleepy_probe_steps(quiet, 20)
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    t = threading.Thread(target=spin, daemon=True)
+    busy = traceml.Recorder()
+    t.start()
+    try:
+        _sleepy_probe_steps(busy, 20)
+    finally:
+        stop.set()
+        t.join()
+    others_quiet = quiet.snapshot_fetch_clocks()[5]
+    others_busy = busy.snapshot_fetch_clocks()[5]
+    wait = busy.snapshot()["fetch_done_ns"] - busy.snapshot()["begin_ns"]
+    assert (others_quiet >= 0).all() and (others_busy >= 0).all()
+    assert others_quiet.sum() < 0.05 * wait.sum(), others_quiet
+    # The spinning thread ran through much of each sleep (a core of its
+    # own on this 2-core host, less what other programs took).
+    assert others_busy.sum() > 0.25 * wait.sum(), (others_busy, wait)
+    parts = busy.report()["wait_parts"]["all"]["parts_s"]
+    assert parts["other_threads"] == pytest.approx(
+        float(np.minimum(others_busy, wait).sum()) * 1e-9, rel=0.05)

@@ -750,7 +750,7 @@ def test_fetch_clocks_read_the_fetching_threads_cpu():
     rec = traceml.Recorder()
     for _ in rec.wrap(_burning(12, 0.002), name=uname("clocks")):
         time.sleep(0.001)
-    step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns = rec.snapshot_fetch_clocks()
+    step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns, others_ns = rec.snapshot_fetch_clocks()
     records = rec.snapshot()
     assert step.tolist() == list(range(12))
     # The body (a 1 ms sleep) holds little CPU; the last step's body ends
@@ -766,6 +766,9 @@ def test_fetch_clocks_read_the_fetching_threads_cpu():
     assert (cpu_ns[1:] <= wait[1:] + MS // 10).all(), (cpu_ns, wait)
     assert (cpu_ns < 4 * MS).all(), cpu_ns
     assert (runq_ns >= -1).all()
+    # No other thread ran: the process's clock less the thread's is the
+    # few us between the two clocks' reads.
+    assert (others_ns >= 0).all() and (others_ns < MS // 10).all(), others_ns
     r = rec.report()
     parts = r["wait_parts"]["all"]
     # The split's main CPU is the clocked CPU inside each wait (the steady
@@ -790,7 +793,7 @@ def test_fetch_clocks_cover_each_epochs_first_fetches_then_a_prime_stride():
     for _ in range(2):
         for _ in w:
             pass
-    step, cpu_ns, _, body_cpu_ns, _ = rec.snapshot_fetch_clocks()
+    step, cpu_ns, _, body_cpu_ns, _, _ = rec.snapshot_fetch_clocks()
     in_epoch = [k for k in range(3500) if k < 1024 or k % 1021 <= 1]
     assert in_epoch[1024:] == [2042, 2043, 3063, 3064]
     assert step.tolist() == in_epoch + [3500 + k for k in in_epoch]
@@ -800,7 +803,7 @@ def test_fetch_clocks_cover_each_epochs_first_fetches_then_a_prime_stride():
     with_body = [k for k in in_epoch if k + 1 in in_epoch]
     assert (step[body_cpu_ns >= 0] % 3500).tolist() == with_body + with_body
     rec.reset()
-    assert [len(a) for a in rec.snapshot_fetch_clocks()] == [0] * 5
+    assert [len(a) for a in rec.snapshot_fetch_clocks()] == [0] * 6
 
 
 def test_fetch_clocks_follow_the_thread_that_fetches():
@@ -814,7 +817,7 @@ def test_fetch_clocks_follow_the_thread_that_fetches():
     t.join()
     for _ in it:
         pass
-    step, cpu_ns, runq_ns, body_cpu_ns, _ = rec.snapshot_fetch_clocks()
+    step, cpu_ns, runq_ns, body_cpu_ns, _, _ = rec.snapshot_fetch_clocks()
     assert step.tolist() == list(range(6))
     # Each thread's own CPU clock: 1 ms burned in each fetch, whichever
     # thread made it.

@@ -168,8 +168,8 @@ def build(
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
     source's sampled stacks (``traceml.stacks.input_for``; None: no
     ``slow_code`` block); ``fetch_clocks`` the store's sampled step
-    clocks, (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns) as
-    ``Recorder.snapshot_fetch_clocks`` gives them (None: no ``wait_parts``
+    clocks, (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns[,
+    others_cpu_ns]) as ``Recorder.snapshot_fetch_clocks`` gives them (None: no ``wait_parts``
     block).
 
     A pipeline: the source's records are gathered once (:class:`_Run`),
@@ -600,10 +600,13 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
         return None
     at = pos[ok]
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
+    # The process's clock beside the thread's (others_cpu_ns), where read.
+    others = clocks[5][ok] if len(clocks) > 5 else None
     if clocked_making is None:
-        return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share)
+        return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share,
+                                others_cpu_ns=others)
     return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
-                            clocked_making[1][ok], host_share)
+                            clocked_making[1][ok], host_share, others)
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
@@ -645,7 +648,7 @@ def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
     body was clocked; None without any."""
     if clocks is None:
         return None
-    pos, _, _, cpu, runq = clocks
+    pos, _, _, cpu, runq = clocks[:5]
     ok = _clocked_in(pos, mask, cpu >= 0)
     if not ok.any():
         return None

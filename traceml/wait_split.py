@@ -21,6 +21,14 @@ CPU time and run-queue wait inside the fetch split each wait into
   ``worker_cpu_wait``, the rest ``worker_making``.  Without worker timing
   the sleep is one part, ``asleep`` (with ``num_workers=0``: I/O, locks,
   sleep()).
+- ``other_threads``: where the process's CPU clock was read beside the
+  thread's (``others_cpu_ns``), the CPU time the main process's other
+  threads took inside the fetch, taken out of the sleep's unexplained
+  part (``in_transit``, or ``asleep``), at most all of it: a thread
+  holding the GIL keeps the loop's thread from taking its batch (a batch
+  made and sent reads as in transit without it), and the pin-memory
+  thread copies each batch there.  Their CPU beside the loop's sleep is
+  measured; that it delayed the loop is the model's reading.
 
 Where the sampler read the host (``host_share``: at most that share of the
 job's run-queue wait in the clocked fetches is other programs',
@@ -45,8 +53,12 @@ from typing import Optional
 import numpy as np
 
 
-PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "in_transit")
-PARTS_UNTIMED = ("main_cpu", "cpu_wait", "asleep")
+PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "other_threads",
+               "in_transit")
+PARTS_UNTIMED = ("main_cpu", "cpu_wait", "other_threads", "asleep")
+# Present only where the process's CPU clock was read (others_cpu_ns).
+OTHERS_PART = "other_threads"
+
 # Where the host was read: after cpu_wait in either list.
 HOST_PART = "host_cpu_wait"
 PARTS_BODY = ("main_cpu", "cpu_wait", "off_cpu")
@@ -74,7 +86,8 @@ def clocked_positions(clock_steps: np.ndarray, selected: Optional[np.ndarray],
 def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
           making_ns: Optional[np.ndarray] = None,
           making_queued_ns: Optional[np.ndarray] = None,
-          host_share: Optional[float] = None) -> Optional[dict]:
+          host_share: Optional[float] = None,
+          others_cpu_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The summed parts of the clocked fetches' waits.
 
     ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
@@ -86,8 +99,10 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     ``making_queued_ns`` (shape (m,), -1 unknown reads 0; None: 0) the ns
     of those during which it waited for a core; ``host_share`` (0 to 1;
     None: the host not read) the share of those waits for a core that is
-    other programs', moved to HOST_PART (left out where None).  None when
-    no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    other programs', moved to HOST_PART (left out where None);
+    ``others_cpu_ns`` (shape (m,), -1 unknown reads 0; None: not read, the
+    part left out) the CPU ns of the process's other threads inside each
+    fetch, the OTHERS_PART.  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
     PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
     runq_known}."""
     wait = np.asarray(wait_ns, dtype=np.int64)
@@ -105,15 +120,26 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     on_cpu = np.minimum(cpu, wait)
     queued = np.minimum(np.maximum(runq_k, 0), wait - on_cpu)
     asleep = wait - on_cpu - queued
+    others = None
     if making is not None:
         made = np.minimum(making[keep], asleep)
         worker_queued = (np.zeros(len(made), dtype=np.int64) if making_queued_ns is None else
                          np.minimum(np.maximum(np.asarray(making_queued_ns,
                                                           dtype=np.int64)[keep], 0), made))
+        rest = asleep - made
+        if others_cpu_ns is not None:
+            others = _others(others_cpu_ns, keep, rest)
+            rest = rest - others
         parts = {"worker_making": made - worker_queued, "worker_cpu_wait": worker_queued,
-                 "main_cpu": on_cpu, "cpu_wait": queued, "in_transit": asleep - made}
+                 "main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
+                 "in_transit": rest}
     else:
-        parts = {"main_cpu": on_cpu, "cpu_wait": queued, "asleep": asleep}
+        if others_cpu_ns is not None:
+            others = _others(others_cpu_ns, keep, asleep)
+            asleep = asleep - others
+        parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others, "asleep": asleep}
+    if others is None:
+        del parts[OTHERS_PART]
     parts_s = {k: float(v.sum()) * 1e-9 for k, v in parts.items()}
     if host_share is not None:
         h = min(1.0, max(0.0, float(host_share)))
@@ -127,6 +153,13 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
         parts_s = dict(items[:at] + [(HOST_PART, hosts)] + items[at:])
     return {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9,
             "parts_s": parts_s, "runq_known": runq_known}
+
+
+def _others(others_cpu_ns: np.ndarray, keep: np.ndarray, room: np.ndarray) -> np.ndarray:
+    """The other threads' CPU ns of the kept fetches, -1 read as 0, at
+    most ``room`` (the sleep they are taken from)."""
+    others = np.maximum(np.asarray(others_cpu_ns, dtype=np.int64)[keep], 0)
+    return np.minimum(others, room)
 
 
 def body_split(compute_ns: np.ndarray, cpu_ns: np.ndarray,

@@ -38,3 +38,15 @@ def test_a_one_off_change_after_the_first_epoch_leads_its_next_step():
     # A rise keeps the named function first.
     items, roles = advice.arrange([named, Finding("trend_next", {"label": "RISING"})])
     assert [it[0] for it in items] == ["look_at_function", "trend_next"]
+
+
+def test_other_threads_holding_the_loop_lead_at_no_workers():
+    # num_workers=0 and the main process's other threads ran through most
+    # of each fetch: their part leads alone, not "try num_workers >= 1".
+    s = corpus.replay(corpus.gil_held_no_workers(0)).summary
+    assert s["diagnosis"] == "INPUT-BOUND"
+    largest = s["wait_parts"]["largest"]
+    assert largest["part"] == "other_threads" and largest["share"] > 0.5
+    steps = advice.next_steps(s)
+    assert [code for code, _ in steps] == ["largest_part"]
+    assert steps[0][1]["part"] == "other_threads"

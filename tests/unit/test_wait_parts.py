@@ -37,10 +37,33 @@ def test_the_parts_of_each_fetch_add_up_to_its_wait():
 
 def test_without_worker_timing_the_sleep_is_one_part():
     got = wait_split.split(np.array([10, 20]), np.array([4, 5]), np.array([-1, -1]))
-    assert list(got["parts_s"]) == list(wait_split.PARTS_UNTIMED)
+    # Without the process's clock the other threads' part is left out.
+    assert list(got["parts_s"]) == [p for p in wait_split.PARTS_UNTIMED
+                                    if p != wait_split.OTHERS_PART]
     assert got["parts_s"] == pytest.approx({"main_cpu": 9e-9, "cpu_wait": 0.0,
                                             "asleep": 21e-9})
     assert not got["runq_known"]
+
+
+def test_other_threads_come_out_of_the_unexplained_sleep():
+    wait = np.array([10, 10, 10], dtype=np.int64)
+    cpu = np.array([2, 2, 2], dtype=np.int64)
+    runq = np.array([1, 1, 1], dtype=np.int64)
+    making = np.array([3, 0, 7], dtype=np.int64)
+    others = np.array([2, 50, -1], dtype=np.int64)   # 50: capped; -1 reads 0
+    got = wait_split.split(wait, cpu, runq, making, others_cpu_ns=others)
+    # Asleep 7 in each; made 3, 0, 7; the rest 4, 7, 0, of which the other
+    # threads take 2, 7 (all of it), 0.
+    assert list(got["parts_s"]) == list(wait_split.PARTS_TIMED)
+    assert got["parts_s"] == pytest.approx({
+        "worker_making": 10e-9, "worker_cpu_wait": 0.0, "main_cpu": 6e-9, "cpu_wait": 3e-9,
+        "other_threads": 9e-9, "in_transit": 2e-9})
+    untimed = wait_split.split(wait, cpu, runq, others_cpu_ns=others)
+    assert list(untimed["parts_s"]) == list(wait_split.PARTS_UNTIMED)
+    assert untimed["parts_s"] == pytest.approx({"main_cpu": 6e-9, "cpu_wait": 3e-9,
+                                                "other_threads": 9e-9, "asleep": 12e-9})
+    assert sum(untimed["parts_s"].values()) == pytest.approx(untimed["wait_s"])
+    assert wait_parts.largest(untimed) == ("asleep", pytest.approx(0.4))
 
 
 def test_nothing_readable_is_no_split():
@@ -55,7 +78,7 @@ def test_nothing_readable_is_no_split():
                 min_size=1, max_size=40))
 def test_the_parts_never_exceed_the_wait_property(rows):
     wait, cpu, runq, making = (np.array(c, dtype=np.int64) for c in zip(*rows))
-    got = wait_split.split(wait, cpu, runq, making, runq[::-1])
+    got = wait_split.split(wait, cpu, runq, making, runq[::-1], others_cpu_ns=cpu[::-1])
     keep = (cpu >= 0) & (making >= 0)
     if not keep.any():
         assert got is None

@@ -152,6 +152,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         out.append(("wait_for_core", {"share": largest["share"], "num_workers": nw,
                                       "cpus": (s.get("host") or {}).get("usable_cpus")}))
         return out
+    if largest and largest["part"] == wait_parts.OTHER_THREADS:
+        # Measured: most of the wait, the main process's other threads ran
+        # (a thread holding the GIL): no loader setting shortens that.
+        out.append(("largest_part", {**largest, "num_workers": nw}))
+        return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:
         out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],

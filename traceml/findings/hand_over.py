@@ -45,7 +45,7 @@ def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Option
     ``sample_share`` (the samples' part of the workers' batch time,
     production.samples; None: not measured) above BYTES_PART_SHARE and the
     receiving parts of ``parts`` (findings.wait_parts' split of the input
-    wait: main_cpu and in_transit; None: not measured, and the samples'
+    wait: main_cpu, other_threads and in_transit; None: not measured, and the samples'
     share decides) under it.  The
     receiving parts alone do not gate it: collate's copy into shared
     memory runs in the workers, where it is part of making the batch, and
@@ -63,7 +63,8 @@ def handover(median_bytes: Optional[float], diagnosis: str, workers_busy: Option
     if sample_share is not None and sample_share > BYTES_PART_SHARE:
         p = (parts or {}).get("parts_s") or {}
         total = sum(p.values())
-        receiving = (p.get("main_cpu", 0.0) + p.get("in_transit", 0.0)) / total if total else 0.0
+        receiving = (sum(p.get(k, 0.0) for k in ("main_cpu", "other_threads", "in_transit"))
+                     / total if total else 0.0)
         if receiving < BYTES_PART_SHARE:
             return None
     return "handover_bytes"

@@ -18,6 +18,9 @@ from ._types import Finding, Words
 # The parts that are the workers' production (traceml.wait_split's names:
 # the awaited worker making the batch, on a core or waiting for one).
 PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
+# The main process's other threads on a CPU in the wait (wait_split's
+# OTHERS_PART): no loader setting shortens it.
+OTHER_THREADS = "other_threads"
 
 # The parts' names in the report, and what each calls for.
 PART_NAMES = {
@@ -27,6 +30,8 @@ PART_NAMES = {
     "cpu_wait": "the main process waiting for a core",
     "host_cpu_wait": ("the loop or the awaited worker waiting for a core that other programs "
                       "held (their CPU in the waits, from /proc/stat)"),
+    "other_threads": ("the main process's other threads on a CPU while the loop waited (a "
+                      "thread holding the GIL, the pin-memory thread)"),
     "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
     "asleep": "the main process asleep (I/O, locks, or workers not timed)",
 }
@@ -58,6 +63,16 @@ PART_NEXT = {
                    "num_workers): a wait that falls was workers waiting for a core; one that "
                    "stays is the transfer itself, cheaper with fewer or smaller tensors per "
                    "batch"),
+    # The loop's thread slept while others of its process ran: one
+    # holding the GIL (pure Python in a thread of the user's, a C call that
+    # keeps it) delays the loop's every step back to Python; the
+    # pin-memory thread's copy is the hand-over itself.
+    "other_threads": ("what the main process's other threads do: a thread of yours (a "
+                      "logger, a writer, a prefetcher) that holds the GIL keeps the loop "
+                      "from taking its batch (py-spy dump --pid <main pid> names it; move "
+                      "its work into a process, or stop it and compare with "
+                      "traceml.compare); with pin_memory=True the pin-memory thread copies "
+                      "each batch (fewer bytes per batch shorten it)"),
     "asleep": ("what the loop sleeps on: I/O, a lock, or workers whose timing is off "
                "(the worker lines say why)"),
 }
@@ -117,6 +132,12 @@ def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
     return max(rest.values()) / total if total > 0 else None
 
 
+# The other threads' part is read on every wrapped loop and is about 0 in
+# most: the line names it where it reaches the 0.5% that pct() shows as
+# more than "0%".
+OTHERS_SHOWN = 0.005
+
+
 def wait_parts_line(s: dict) -> Optional[str]:
     """The measured parts of the input wait, over every clocked steady
     fetch and over the clocked stalls; None when nothing was clocked."""
@@ -127,7 +148,8 @@ def wait_parts_line(s: dict) -> Optional[str]:
     def parts(sp: dict) -> str:
         total = sp["wait_s"]
         return ", ".join(f"{_SHORT[k]} {pct(v / total) if total > 0 else '-'}"
-                         for k, v in sp["parts_s"].items())
+                         for k, v in sp["parts_s"].items()
+                         if k != "other_threads" or (total > 0 and v >= OTHERS_SHOWN * total))
 
     text = (f"input wait by part ({plural(wp['all']['fetches'], 'clocked fetch', 'clocked fetches')}): "
             f"{parts(wp['all'])}")
@@ -221,7 +243,8 @@ WORDS: dict[str, Words] = {
 _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting for a core",
           "main_cpu": "main CPU", "cpu_wait": "main waiting for a core",
           "host_cpu_wait": "other programs holding the cores",
-          "in_transit": "in transit", "asleep": "asleep"}
+          "other_threads": "main's other threads", "in_transit": "in transit",
+          "asleep": "asleep"}
 
 
 def next_for(split: Optional[dict]) -> Optional[dict]:
