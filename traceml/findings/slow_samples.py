@@ -206,6 +206,7 @@ def rule(block: Optional[dict]) -> list[Finding]:
     slow = block.get("slow") or {}
     if slow.get("count"):
         numbers = {"what": what, "indices": slow["indices"][:INDICES_SHOWN],
+                   "range": _contiguous(slow["indices"]),
                    "slow_timings": slow.get("slow_timings"), "timings": slow.get("timings"),
                    "distinct": len(slow["indices"]), "count": slow["count"], "of": slow["of"],
                    "slow_s": slow["slow_s"], "fast_s": slow["fast_s"],
@@ -237,7 +238,19 @@ def _nth(k: int) -> str:
     return f"{k}{tail}"
 
 
+def _contiguous(indices: list) -> Optional[list]:
+    """[first, last] where the sorted distinct ``indices`` are every
+    integer between the two and at least three (one block of the data set:
+    a slow part of a ConcatDataset, a shard), else None."""
+    if len(indices) < 3 or indices[-1] - indices[0] + 1 != len(indices):
+        return None
+    return [int(indices[0]), int(indices[-1])]
+
+
 def _indices(p: dict) -> str:
+    if p.get("range"):
+        lo, hi = p["range"]
+        return f"{p['what']} {lo}-{hi} (every one of the {p['distinct']})"
     shown = ", ".join(str(i) for i in p["indices"])
     more = " ..." if p["distinct"] > len(p["indices"]) else ""
     return f"{p['what']} {shown}{more}" if shown else f"{plural(p['count'], 'sample')}"
@@ -262,15 +275,32 @@ def _slow_body(p: dict) -> str:
 
 
 def _not_the_index(p: dict) -> str:
-    """Where the slow indices were also timed fast: the slowness was the
-    moment's, not the samples'."""
-    slow, timed = p.get("slow_timings"), p.get("timings")
-    if not slow or not timed or timed <= slow:
+    """Whether the slow indices' other timings (each index's timings past
+    the one that made it slow) were slow too: the samples' own cost, or
+    the moment's.  Two models of a repeat timing: slow always (the
+    samples' cost) or slow at the rate any timing was (``count`` of
+    ``of``: the moment's, a busy host or a cache filled once); the repeats'
+    slow share reads as the model it is nearer to, at the midpoint of the
+    two rates.  Nothing where no index was timed twice."""
+    slow, timed, distinct = p.get("slow_timings"), p.get("timings"), p.get("distinct")
+    if not slow or not timed or not distinct or timed <= distinct:
         return ""
     whats = "indices" if p["what"] == "index" else f"{p['what']}s"
+    base = p["count"] / p["of"] if p.get("of") else 0.0
+    repeats_slow = (slow - distinct) / (timed - distinct)
+    if repeats_slow >= (1.0 + base) / 2.0:
+        if timed == slow:
+            return f"; slow in every one of their {timed} timings: the samples' own cost"
+        return f"; slow in {slow} of their {timed} timings: the samples' own cost"
+    if p["what"] == "position":
+        # A position is each worker's n-th sample: its timings span the
+        # workers' different parts of the stream.
+        return (f"; yet those {whats} were fast in {timed - slow} of their {timed} timings: a "
+                "cost of when they were made or of the worker's part of the stream (a busy "
+                "host, a cache filled once, one shard slower), not of the positions")
     return (f"; yet those {whats} were fast in {timed - slow} of their {timed} timings: "
             "a cost of when they were made (a busy host, a cache filled once), "
-            f"not of the samples")
+            "not of the samples")
 
 
 WORDS: dict[str, Words] = {
