@@ -1091,6 +1091,21 @@ def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: 
     return case
 
 
+def sim_slow_items_pinned_to_one_worker(seed: int, num_workers: int = 3,
+                                        slow_ms: float = 40.0) -> Case:
+    """Every ``num_workers``-th index slow at batch size 1: in order,
+    index k goes to worker k % num_workers, so every slow sample is worker
+    0's and worker 0 never makes a fast one.  Worker 0 holds the stalls,
+    and nothing in the run tells a slow worker from the samples it is
+    sent: ONE-WORKER, with the slow indices pinned to it (the next step is
+    the run that moves them)."""
+    case = sim_slow_items(20 + seed, every=num_workers, batch_size=1,
+                          num_workers=num_workers, slow_ms=slow_ms, fast_ms=0.5, n=72)
+    return dataclasses.replace(
+        case, name=f"sim-slow-items-pinned-{num_workers}w-s{seed}",
+        truth={"attribution.label": "ONE-WORKER", "attribution.worker": 0})
+
+
 def sim_slow_items_on_one_turn(seed: int, slow_ms: float = 60.0) -> Case:
     """Every 8th index slow at batch size 2 and 4 workers: each slow index
     (8k) lies in batch 4k, worker 0's turn, so every batch of worker 0 is
@@ -1425,6 +1440,8 @@ def corpus() -> list[Case]:
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
+    cases += [sim_slow_items_pinned_to_one_worker(0),
+              sim_slow_items_pinned_to_one_worker(1, num_workers=4, slow_ms=60.0)]
     cases += [worker_exited(0, 3), worker_exited(4, -9)]
     cases += [one_long_fetch(0, 8000.0), one_long_fetch(1, 2500.0, num_workers=2)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]

@@ -1138,6 +1138,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             return np.maximum(a, -1, dtype=np.int64)
 
         nw = (s.get("loader") or {}).get("num_workers")
+        samples = (s.get("production") or {}).get("samples") or {}
         period_of_made = making_ranks = made_alike = None
         # Only where the stalls are enough for an attribution at all.
         if met is not None and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS:
@@ -1157,7 +1158,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,
             (s.get("production") or {}).get("workers"), period_of_made,
             _making_in_stalls(s, workers_busy), making_ranks, made_alike,
-            ((s.get("production") or {}).get("samples") or {}).get("by_worker"))
+            samples.get("by_worker"),
+            samples.get("slow") if samples.get("kind") == "map" else None)
     bb = out["batch_bytes"]
     if bb is not None:
         samples = (s.get("production") or {}).get("samples") or {}

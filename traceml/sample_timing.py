@@ -138,7 +138,8 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     unknown), ``index``, ``batch_share``, ``first`` (the first sample its
     worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
     core, every thread of the worker where the build measured it; -1
-    unknown), ``batch`` (its batch's row in ``records``), and ``kind``;
+    unknown), ``batch`` (its batch's row in ``records``), ``worker`` (the
+    worker that made it), and ``kind``;
     ``wall_ns``, ``cpu_ns`` and ``batch_share`` leave out the garbage
     collections that ran inside the sample (:func:`gc_inside`), which
     ``gc`` counts: {collections (all the workers timed), s (their wall
@@ -232,5 +233,6 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     arrays = {"wall_ns": s_dur - gc_wall, "cpu_ns": own_cpu, "index": index,
               "batch_share": (s_dur - gc_wall) / np.maximum(make[s_at], 1),
               "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
+              "worker": worker,
               "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
     return block, arrays

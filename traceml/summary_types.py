@@ -451,6 +451,7 @@ class Attribution(TypedDict):
     cpu_ratio: NotRequired[NumberOrNull]
     make_ratio: NotRequired[NumberOrNull]
     sample_ratio: NotRequired[NumberOrNull]
+    pinned_indices: NotRequired[list[int]]
 
 
 @schema('batch_bytes')
@@ -540,6 +541,8 @@ class SamplesSlow(TypedDict):
     batch_share: NotRequired[Share]
     batches_holding: NotRequired[Count]
     batches_tested: NotRequired[Count]
+    slow_workers: NotRequired[list[NonNegativeInt]]
+    indices_moved: NotRequired[Count]
 
 
 class SamplesGc(TypedDict):

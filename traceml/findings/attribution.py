@@ -289,7 +289,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 making: Optional[bool] = None,
                 making_ranks: Optional[np.ndarray] = None,
                 made_alike: Optional[bool] = None,
-                samples_by_worker: Optional[dict] = None) -> Optional[dict]:
+                samples_by_worker: Optional[dict] = None,
+                slow_samples: Optional[dict] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -306,7 +307,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     ``made_alike``: whether the steady batches cost alike
     (:func:`batch_cost`'s ``alike``; None: not measured);
     ``samples_by_worker``: each worker's per-sample times (the report's
-    ``production.samples.by_worker``; None: not measured).
+    ``production.samples.by_worker``; None: not measured);
+    ``slow_samples``: the per-sample test's slow samples of a map-style
+    dataset (the report's ``production.samples.slow``; None: not
+    measured, or an IterableDataset, whose positions are the workers').
 
     SLOW-SAMPLE from the make times comes first: with ``made`` and more
     than MADE_STALL_SHARE of the known stalls waiting on a batch of its
@@ -351,7 +355,12 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     ambiguous, period_from (SLOW-SAMPLE: PERIOD_FROM_MAKE_TIMES or
     PERIOD_FROM_STALLS; else None), stall_period (the stalls' period, as
     above; None when they keep none), made (from the make times: {slow,
-    batches, split_s, slow_on_residue, residue_slow}; else None)}."""
+    batches, split_s, slow_on_residue, residue_slow}; else None),
+    pinned_indices (ONE-WORKER only, where ``slow_samples`` found every
+    slow sample in worker k's batches and none of those indices made by
+    another worker: the slow indices, as many as shown; a worker's cost
+    and the cost of the indices it is sent are then one reading, which
+    a run with the indices on other workers tells apart)}."""
     ranks = np.asarray(stall_ranks, dtype=np.int64)
     wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
@@ -409,7 +418,9 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                              "slow_on_residue": made["slow_on_residue"],
                              "residue_slow": made["residue_slow"]}}
     if one_worker:
-        return {**out, "label": ONE_WORKER}
+        pinned = _pinned_indices(slow_samples, out["worker"])
+        return {**out, "label": ONE_WORKER,
+                **({"pinned_indices": pinned} if pinned is not None else {})}
     if period is None:
         period = rank_period(ranks, k)
         out["period"] = out["stall_period"] = period
@@ -444,6 +455,22 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                          and out["cpu_ratio"] is None and out["make_ratio"] is None)
         return {**out, "label": LOCK_STEP, "worker": None, "ambiguous": ambiguous}
     return None
+
+
+# Slow indices the attribution keeps to name (as slow_samples shows them).
+PINNED_SHOWN = 6
+
+
+def _pinned_indices(slow: Optional[dict], worker: int) -> Optional[list]:
+    """The slow indices (up to PINNED_SHOWN) where every slow sample was
+    made by ``worker`` and none of the slow indices by any other worker
+    (``slow``: slow_samples.slow_of's, with slow_workers and
+    indices_moved); None otherwise or where that was not measured."""
+    if not slow or not slow.get("count") or not slow.get("indices"):
+        return None
+    if slow.get("slow_workers") != [worker] or slow.get("indices_moved", 1) != 0:
+        return None
+    return [int(i) for i in slow["indices"][:PINNED_SHOWN]]
 
 
 def _workers_list(ids) -> str:
@@ -502,6 +529,9 @@ def attribution_line(s: dict) -> Optional[str]:
         return None
     spread = ", ".join(f"{w}:{c}" for w, c in sorted(a["stall_workers"].items()))
     on = f" (stalls by worker {spread}; {a['known']} with a known worker)" if spread else ""
+    if a["label"] == ONE_WORKER and a.get("pinned_indices"):
+        return (f"attribution: {ONE_WORKER} worker {a['worker']}{on}, or the samples it is "
+                "sent: its slow samples were never made by another worker")
     if a["label"] == ONE_WORKER:
         return f"attribution: {ONE_WORKER} worker {a['worker']}{on}"
     if a["label"] == SLOW_SAMPLE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
@@ -542,6 +572,7 @@ ROUND_CODES = frozenset(("lockstep", "uneven_batches", "vary_workers_then_in_ord
 # 6 == 2").
 SUPERSEDES = {
     "one_worker": ROUND_CODES,
+    "one_worker_or_samples": ROUND_CODES,
     "split_shards": ROUND_CODES,
     "slow_sample": frozenset(("confirm_period", "compare_in_order")),
 }
@@ -565,6 +596,12 @@ def advise(s: dict) -> list[Finding]:
     ONE-WORKER names that worker's shard; SLOW-SAMPLE the samples'
     residue (with the workers' make-time figures when they gave it)."""
     attr = s.get("attribution")
+    if attr and attr["label"] == ONE_WORKER and attr.get("pinned_indices"):
+        nw = (s.get("loader") or {}).get("num_workers")
+        return [Finding("one_worker_or_samples", {
+            "worker": attr["worker"], "stalls": attr["stall_workers"].get(attr["worker"], 0),
+            "known": attr["known"], "indices": attr["pinned_indices"],
+            "num_workers": nw})]
     if attr and attr["label"] == ONE_WORKER:
         return [Finding("one_worker", {"worker": attr["worker"],
                                        "stalls": attr["stall_workers"].get(attr["worker"], 0),
@@ -587,8 +624,23 @@ def advise(s: dict) -> list[Finding]:
     return []
 
 
+def _one_worker_or_samples(p: dict) -> str:
+    nw = p.get("num_workers")
+    other = (f"num_workers={nw - 1}" if nw and nw > 2 else
+             f"num_workers={nw + 1}" if nw else "another num_workers")
+    shown = ", ".join(str(i) for i in p["indices"])
+    return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls, and every "
+            f"slow sample the workers timed was in its batches (index {shown} ...), none of "
+            "them ever made by another worker: the order sends those indices to it every "
+            "epoch, so a slow worker and slow samples read the same here. Next: the same "
+            f"loop at {other}, or with shuffle=True: stalls that follow the indices are the "
+            "samples (time __getitem__ on them); stalls that stay on one worker are the "
+            "worker.")
+
+
 WORDS: dict[str, Words] = {
     "one_worker": _one_worker,
+    "one_worker_or_samples": _one_worker_or_samples,
     "split_shards": lambda p: (
         f"Next: look at what worker {p['worker']} has that the others do not, not at "
         "num_workers: with an IterableDataset, the shard it reads (split by "

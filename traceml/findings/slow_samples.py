@@ -82,7 +82,10 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     distinct slow indices, sorted; -1 left out), slow_timings (the slow
     samples with a known index), timings (every tested timing of those
     indices, slow or fast), stride, residue (None: no stride holds),
-    checked (timed indices of the stride's class)}."""
+    checked (timed indices of the stride's class), and where the arrays
+    give each sample's ``worker``: slow_workers (the workers of the slow
+    timings, sorted) and indices_moved (the slow indices timed on more
+    than one worker)}."""
     if arrays is None or len(arrays["wall_ns"]) == 0:
         return None
     first = arrays.get("first")
@@ -107,12 +110,13 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
         hit = ["cpu"]
     share = arrays["batch_share"][keep]
     batch = arrays["batch"][keep] if arrays.get("batch") is not None else None
-    out = _slow_set(hit, found, wall, cpu, index, share, batch)
+    worker = arrays["worker"][keep] if arrays.get("worker") is not None else None
+    out = _slow_set(hit, found, wall, cpu, index, share, batch, worker)
     if hit == ["cpu", "wall"] and out["stride"] is None:
         # A busy host stretches a fast sample's wall time past the floor
         # now and then (one index off the stride breaks it); the CPU
         # clock's own slow set, where it holds a stride, is the finding.
-        alone = _slow_set(["cpu"], found, wall, cpu, index, share, batch)
+        alone = _slow_set(["cpu"], found, wall, cpu, index, share, batch, worker)
         if alone["stride"] is not None:
             out = alone
     out["first_left_out"] = int(len(keep) - n)
@@ -133,7 +137,8 @@ def _off_runq(wall: np.ndarray, cpu: np.ndarray, runq: Optional[np.ndarray],
 
 
 def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: np.ndarray,
-              batch_share: np.ndarray, batch: Optional[np.ndarray] = None) -> dict:
+              batch_share: np.ndarray, batch: Optional[np.ndarray] = None,
+              worker: Optional[np.ndarray] = None) -> dict:
     """slow_of's numbers for the samples slow on the clocks ``hit`` (names
     in ``found``: {clock: (threshold_ns, median_ns, slow mask)}; none hit:
     the first clock's threshold, nothing slow); ``batch``, each sample's
@@ -169,6 +174,16 @@ def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: 
     out["slow_timings"] = int(known.sum())
     out["timings"] = int(np.isin(index, slow_idx).sum())
     out.update(_stride(slow_idx, np.unique(index[fast & (index >= 0)])))
+    if worker is not None and len(slow_idx):
+        # Which workers made the slow timings, and whether any slow index
+        # was made by two workers (shuffled, or a later epoch's other
+        # round): where none was, a worker's cost and its indices' cost are
+        # one reading (attribution's ONE-WORKER).
+        worker = np.asarray(worker)
+        out["slow_workers"] = np.unique(worker[known]).tolist()
+        timed = np.isin(index, slow_idx)
+        pairs = np.unique(np.stack([index[timed], worker[timed]]), axis=1)
+        out["indices_moved"] = int(len(pairs[0]) - len(np.unique(pairs[0])))
     return out
 
 
