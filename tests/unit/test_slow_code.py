@@ -86,9 +86,11 @@ def test_the_named_function_is_the_outermost_of_the_path_that_tells_batches_apar
     assert f.numbers["p_value"] == pytest.approx(_hyper_p(36, 40, 3, 60))
     assert f.numbers["slow_share"] == pytest.approx(0.9)
     assert f.numbers["fast_share"] == pytest.approx(0.05)
-    # It leads the next steps' words.
+    # It leads the next steps' words, down to its callee within 90 %.
     (adv,) = slow_code.advise({"slow_code": _block(fns, 40, 60)})
-    assert adv.code == "look_at_function" and "query_rows" in slow_code.WORDS[adv.code](adv.numbers)
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert adv.code == "look_at_function"
+    assert said.startswith("Look at `query_rows` in `data/ds.py:7`, down to `burn` in")
 
 
 def _path_entry(name, share):
@@ -292,13 +294,24 @@ def test_slow_batches_that_burn_more_cpu_name_their_code_even_when_stretched():
 def test_fast_batches_too_short_to_sample_are_not_every_batch_alike():
     # 3 slow batches of 30 ms among 14 (every 5th index, batch size 1):
     # the 11 fast ones, 0.4 ms each, drew no stack sample.  No fast
-    # sample is not "every fetch stalled": the answer is not yet.
+    # sample is not "every fetch stalled": nothing tells the two apart,
+    # but the slow batches' 15 samples all in `burn` hold it beyond chance
+    # (binomial P(15 of 15 | 1/2) = 3e-5 < 0.01): where their CPU goes.
     fns = [_fn("burn", 15, 0, 1)]
     path = [{"file": "/data/ds.py", "function": "burn", "first_line": 1, "line": 7,
              "share": 1.0}]
     b = _block(fns, 15, 0, slow_batches=3, fast_batches=11, hot_path=path)
     f = slow_code.judge(b)
-    assert f.code == "slow_code_too_few" and f.numbers["samples"] == 15
+    assert f.code == "slow_code_slow_only" and f.numbers["samples"] == 15
+    said = slow_code.WORDS[f.code]({**f.numbers, "main": False})
+    assert said.startswith("the fast batches were too short to be sampled") and "`burn`" in said
+    (adv,) = slow_code.advise({"slow_code": b, "diagnosis": "INPUT-BOUND"})
+    assert adv.code == "look_at_path" and adv.numbers["slow_only"]
+    assert slow_code.WORDS[adv.code](adv.numbers).startswith("Make the slow batches cheaper")
+    # 5 samples, 4 in `burn` (P(>= 4 of 5 | 1/2) = 0.19): not yet.
+    f = slow_code.judge(_block([_fn("burn", 4, 0, 1)], 5, 0, slow_batches=3,
+                               fast_batches=11, hot_path=[{**path[0], "share": 0.8}]))
+    assert f.code == "slow_code_too_few" and f.numbers["samples"] == 5
     # Every batch slow (no fast batch at all): the cost is every batch's.
     b = _block(fns, 15, 0, slow_batches=14, fast_batches=0, hot_path=path)
     assert slow_code.judge(b).code == "slow_code_same"

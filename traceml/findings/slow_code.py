@@ -20,7 +20,9 @@ not, slow or fast) rejects the null at SLOW_CODE_ALPHA / m, m the
 functions tested (Bonferroni).  Among those named, a function and the
 callee carrying nearly all of its samples tell the batches apart equally:
 the outermost of those within CALLEE_SHARE of the largest share gap is the
-one to look at (the caller the dataset's code calls).  When even a
+one to look at (the caller the dataset's code calls), named with the
+innermost of them (``down_to``: where that path spends the CPU, which a
+reader of the caller would otherwise look for).  When even a
 function in every slow sample and no fast one could not reach that level
 (too few samples), the answer is *not yet*.  Before any function: the slow
 batches' CPU over their wall time (the worker's own clock, BatchLog); below
@@ -78,7 +80,7 @@ TABLE_SHOWN = 2
 SLOW_MAKE_MIN_ETA = stall_threshold.BIMODAL_MIN_ETA
 
 # The codes of the evidence line (the next step is look_at_function).
-EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few",
+EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few", "slow_code_slow_only",
                   "slow_code_not_making", "slow_code_off_cpu", "slow_code_cpu_wait",
                   "slow_code_other_thread", "slow_code_off")
 
@@ -199,20 +201,33 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     if named:
         top = max(f["gap"] for f in named)
         near = [f for f in named if f["gap"] >= CALLEE_SHARE * top]
-        lead = min(near, key=lambda f: (math.inf if f["root_distance"] is None
-                                        else f["root_distance"], -f["gap"]))
+        depth = [(-1 if f["root_distance"] is None else f["root_distance"], -f["gap"])
+                 for f in near]
+        lead = near[min(range(len(near)),
+                        key=lambda i: (math.inf if depth[i][0] < 0 else depth[i][0],
+                                       depth[i][1]))]
+        inner = near[max(range(len(near)), key=lambda i: depth[i])]
+        down_to = (None if inner is lead or inner["root_distance"] is None
+                   or lead["root_distance"] is None
+                   or inner["root_distance"] <= lead["root_distance"] else _row(inner))
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
-            "samples_fast": s["fast"]})
-    if not s["fast"] and block.get("fast_batches"):
-        # Fast batches were made, but none was sampled (each shorter than
-        # the sampling interval): not "every batch alike", not yet anything.
-        return Finding("slow_code_too_few", {"samples": s["slow"], "slow": s["slow"],
-                                             "fast": 0.0})
-    if s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m:
-        return Finding("slow_code_too_few", {"samples": s["slow"] + s["fast"],
-                                             "slow": s["slow"], "fast": s["fast"]})
+            "samples_fast": s["fast"], "down_to": down_to})
     total = s["slow"] + s["fast"]
+    if (not s["fast"] and block.get("fast_batches")) or (
+            s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m):
+        # Fast batches were made, but too short to draw enough samples to
+        # test against (none, or too few for any function to reach the
+        # level): nothing tells the slow batches' code from theirs.  Where
+        # the samples, nearly all the slow batches', hold a path beyond
+        # chance, that is where the slow batches' CPU goes.
+        path = held_path(block.get("hot_path") or [], total)
+        if path and s["slow"] > s["fast"]:
+            return Finding("slow_code_slow_only", {"path": path, "samples": total,
+                                                   "fast": s["fast"], "cpu_share": cpu_share,
+                                                   "runq_share": runq})
+        return Finding("slow_code_too_few", {"samples": total, "slow": s["slow"],
+                                             "fast": s["fast"]})
     path = held_path(block.get("hot_path") or [], total)
     if not path:
         return Finding("slow_code_too_few", {"samples": total, "slow": s["slow"],
@@ -358,13 +373,15 @@ def advise(s: dict) -> list[Finding]:
             # the attribution's next step names; the evidence line stays.
             return []
         return [Finding("look_at_function", {**f.numbers, "sampler_share": sampler})]
-    if f.code == "slow_code_same" and alike(s, f) and s.get("diagnosis") == "INPUT-BOUND":
+    slow_only = f.code == "slow_code_slow_only"
+    if ((f.code == "slow_code_same" and alike(s, f)) or slow_only) and (
+            s.get("diagnosis") == "INPUT-BOUND"):
         path = f.numbers["path"]
         head = path[1] if len(path) > 1 else path[0]
         return [Finding("look_at_path", {"head": head, "tail": path[-1],
                                          "samples": f.numbers["samples"],
                                          "main": f.numbers["main"],
-                                         "sampler_share": sampler})]
+                                         "sampler_share": sampler, "slow_only": slow_only})]
     return []
 
 
@@ -445,7 +462,14 @@ WORDS: dict[str, Words] = {
         + f"; most of {_whose(p)} CPU went down " + _path(p["path"]) + _queued(p)),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
-        "too few to name a function; a longer run would"),
+        "too few to name a function; a longer run would give more"),
+    "slow_code_slow_only": lambda p: (
+        ("the fast batches were too short to be sampled" if not p.get("fast") else
+         "the fast batches were too short to draw more than "
+         f"{plural(int(round(p['fast'])), 'stack sample')}")
+        + f", so nothing tells the slow batches' code from theirs; {_whose(p)} CPU "
+        f"({p['samples']:.0f} samples, nearly all in slow batches) went down "
+        + _path(p["path"]) + _queued(p)),
     "slow_code_not_making": lambda p: (
         f"no worker was making a batch during the {p['stalls']} stalls: the wait is not "
         "in the dataset's code (the batches were made; see the hand-over)"),
@@ -460,8 +484,8 @@ WORDS: dict[str, Words] = {
         f"{'the main process' if p.get('main') else 'the workers'} waited for a CPU in "
         f"{_which(p)} ({pct(p['runq_share'])} of their make time in the run queue, "
         f"{pct(p['cpu_share'])} on CPU, over {p['batches']} batches): the cores were "
-        "busy with other work (other processes, or more workers than cores), not with this "
-        "batch's code"),
+        "shared (other processes, or more workers than cores), and the wait for one, not "
+        "more work of their own, set these batches apart"),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset ("
@@ -469,10 +493,13 @@ WORDS: dict[str, Words] = {
            else "a helper thread, the queue's feeder") + "): their code is not sampled"),
     "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
-        f"Look at {_where(p)}: {_shares(p)}." + _in_the_sampler(p)),
+        f"Look at {_where(p)}"
+        + (f", down to {_where(p['down_to'])}" if p.get("down_to") else "")
+        + f": {_shares(p)}." + _in_the_sampler(p)),
     "look_at_path": lambda p: (
-        "Every batch costs alike; make it cheaper where its CPU goes: "
-        f"{_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
+        ("Make the slow batches cheaper where their CPU goes: " if p.get("slow_only") else
+         "Every batch costs alike; make it cheaper where its CPU goes: ")
+        + f"{_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
         + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
            f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})") + "."
         + _in_the_sampler(p)),
