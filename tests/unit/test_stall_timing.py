@@ -456,3 +456,28 @@ def test_irregular_needs_gaps_that_could_have_shown_a_period():
     gaps = [3, 5, 2, 7, 4, 9, 6, 8, 11, 10, 13, 12]
     assert stall_timing._gaps_could_show_a_period(len(gaps), len(gaps) + 1, 120, False)
     assert label(np.cumsum([1] + gaps), 120) == stall_timing.IRREGULAR
+
+
+def test_stalls_a_gap_apart_in_one_stretch_are_not_a_cadence_to_settle():
+    # 45 steady fetches of one epoch, 3 workers in lock-step only inside one
+    # slow stretch: stalls at 13, 16 and 19, nowhere else.  Their gaps (3, 3)
+    # fit "a stall every 3", but that residue's other 12 fetches did not
+    # stall: not UNSETTLED ("more steps would settle it"), too few.
+    n = 45
+    stalled = np.zeros(n, dtype=bool)
+    stalled[[13, 16, 19]] = True
+    epoch = np.zeros(n, dtype=np.int32)
+    wait = np.where(stalled, 800_000_000, 1_000_000).astype(np.int64)
+    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
+    got = stall_timing.temporal_of(stalled, epoch, wait, n, False, None, positions=pos)
+    assert got["label"] == stall_timing.TOO_FEW, got
+    # The same gaps spread over the run (every 3rd fetch from 13 on, 11
+    # stalls, two of them under the line): the residue fills, and the
+    # answer is a period or not yet, never too few.
+    stalled = np.zeros(n, dtype=bool)
+    stalled[np.arange(13, n, 3)] = True
+    stalled[[22, 31]] = False
+    wait = np.where(stalled, 800_000_000, 1_000_000).astype(np.int64)
+    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
+    got = stall_timing.temporal_of(stalled, epoch, wait, n, False, None, positions=pos)
+    assert got["label"] in (stall_timing.PERIODIC, stall_timing.UNSETTLED), got

@@ -575,7 +575,8 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
     else:
         k_gap = 0
     if (out["modal_share"] >= PERIOD_MIN_SHARE and out["modal_gap"] > 1
-            and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"]):
+            and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"]
+            and (k_gap or _fills_its_residue(positions, out["modal_gap"]))):
         return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
                 "settle_steps": gap_settle_steps(out["modal_share"], k, n, bursts=k_gap)}
     if out["label"] == IRREGULAR and not _gaps_could_show_a_period(out["gaps"], k, n, k_gap > 0):
@@ -583,6 +584,23 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
         # would not have shown one either.
         return {**out, "label": TOO_FEW}
     return out
+
+
+def _fills_its_residue(positions: Optional[Positions], period: int) -> bool:
+    """Whether the stalls, at the residue mod ``period`` holding most of
+    them, stall most of that residue's fetches over the run (the residue
+    test's ``every``): what "a stall every ``period`` fetches" predicts.
+    Stalls a gap of 3 apart in one stretch of slow batches (lock-step
+    inside a slow episode) fill 3 of the residue's 15 fetches in 45: one
+    stretch, not a cadence more steps would settle.  True where the
+    positions are not known."""
+    if positions is None:
+        return True
+    m = min(len(positions.stalled), SEARCH_MAX_FETCHES)
+    return bool(_residue_test(np.asarray(positions.stalled, dtype=bool)[:m],
+                              np.asarray(positions.position)[:m], int(period),
+                              np.asarray(positions.tested, dtype=bool)[:m], None,
+                              phase=None, tests=1)["every"])
 
 
 def _gaps_could_show_a_period(m: int, stalls: int, steps: int, bursts: bool) -> bool:
