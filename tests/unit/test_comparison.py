@@ -89,7 +89,9 @@ def test_a_change_past_its_tolerance_but_within_the_noise_is_not_yet():
                                         step_noise_p=0.095, share_noise_p=0.012)
     assert [m.direction for m in moved] == ["same", "same", None, "same"]
     assert comparison.overall(v, moved) == comparison.UNSETTLED
-    assert "within the runs' own noise: p = 0.095" in comparison.compare_why(v, moved)
+    why = comparison.compare_why(v, moved)
+    assert "within the runs' own noise: p = 0.095, not under 0.01): not yet" in why
+    assert "): same" not in why
     # The same step past the noise: a slower loop, whatever else.
     moved = comparison.compare_measures(v, 0.277, 0.164, None, None, 16.6e-3, 20.2e-3,
                                         step_noise_p=0.001, share_noise_p=0.012)

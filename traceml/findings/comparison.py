@@ -337,11 +337,13 @@ def compare_why(v: Verdict, moved: list) -> str:
         if m.direction is None:
             parts.append(f"{name} not compared (not measured in both)")
             continue
-        noise = ""
+        noise, said = "", m.direction
         if held_by_noise(m):
+            # Past its tolerance, within the noise: not yet, never "same".
             noise = f", within the runs' own noise: p = {m.noise_p:.2g}, not under {NOISE_ALPHA:g}"
+            said = "not yet"
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
-                     f"tolerance {tol(m.tolerance)}{noise}): {m.direction}")
+                     f"tolerance {tol(m.tolerance)}{noise}): {said}")
     if any(held_by_noise(m) for m in moved):
         parts.append("within the noise is not yet a change: more steps, or the runs "
                      "alternated, would settle it")
