@@ -249,12 +249,15 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if tmp["label"] == stall_timing.UNSETTLED:
         period = tmp["consistent_period"]
         pred = tmp.get("predicted") or {}
+        # The p of the test the shape line quotes; the sweep is the next
+        # step wherever the period is the one num_workers predicts.
+        test, _ = stall_timing.unsettled_test(tmp)
         predicted = pred.get("period") == period
         out.append(Finding("unsettled", {
             "period": period, "predicted": predicted, "num_workers": nw,
             "stalls": st["count"], "steps": s["steady_steps"],
-            "p_value": pred["p_value"] if predicted else tmp["p_value"],
-            "tested_stalls": pred.get("stalls") if predicted else None,
+            "p_value": test.get("p_value"),
+            "tested_stalls": test.get("stalls"),
             "settle_steps": tmp["settle_steps"],
             "bursts": tmp.get("counted") == "bursts",
             "grid": sweeps.sweep_grid(nw) if predicted else None}))

@@ -720,21 +720,31 @@ def settle_words(more: Optional[int]) -> str:
     return f"about {plural(more, 'more step')} would settle it"
 
 
+def unsettled_test(tmp: dict) -> tuple[dict, str]:
+    """The test that found an UNSETTLED answer's period consistent, and
+    which: ("predicted", the loader's own period's residue test, only
+    where it found it consistent: the gaps can fit num_workers' period
+    while its residue does not), ("searched", the residue search's), or
+    ("gaps", {"p_value": the gap test's}).  The shape line and the next
+    step quote the same one."""
+    period = tmp["consistent_period"]
+    pred = tmp.get("predicted") or {}
+    searched = tmp.get("searched") if tmp.get("counted") == "position" else None
+    if pred.get("period") == period and pred.get("consistent"):
+        return pred, "predicted"
+    if searched:
+        return searched, "searched"
+    return {"p_value": tmp.get("p_value")}, "gaps"
+
+
 def unsettled_part(tmp: dict) -> str:
     """UNSETTLED for the shape line: the period the stalls fit, the
     p-value that does not yet reach PERIOD_ALPHA, and the steps to settle."""
     period = tmp["consistent_period"]
-    pred = tmp.get("predicted") or {}
-    searched = tmp.get("searched") if tmp.get("counted") == "position" else None
-    # The test that found the period consistent gives the p: the predicted
-    # one only where it did (the gaps can fit num_workers' period while the
-    # predicted residue does not).
-    if pred.get("period") == period and pred.get("consistent"):
-        test, what = pred, " (the period num_workers predicts)"
-    elif searched:
-        test, what = searched, f" ({position_part(searched)})"
-    else:
-        test, what = {"p_value": tmp.get("p_value")}, ""
+    test, kind = unsettled_test(tmp)
+    what = {"predicted": " (the period num_workers predicts)",
+            "searched": f" ({position_part(test)})" if kind == "searched" else "",
+            "gaps": ""}[kind]
     p = test.get("p_value")
     which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
     return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, "
