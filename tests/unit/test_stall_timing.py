@@ -481,3 +481,22 @@ def test_stalls_a_gap_apart_in_one_stretch_are_not_a_cadence_to_settle():
     pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
     got = stall_timing.temporal_of(stalled, epoch, wait, n, False, None, positions=pos)
     assert got["label"] in (stall_timing.PERIODIC, stall_timing.UNSETTLED), got
+
+
+def _cadence_line(temporal: dict, period: int) -> str:
+    s = {"stalls": {"count": 9, "threshold_s": 0.01, "rule": "auto", "gaps": 8,
+                    "gap_histogram": [[2, 5], [5, 1]]},
+         "steady_steps": 40, "temporal": temporal,
+         "cadence": {"period": period, "num_workers": 5, "matches_num_workers": True,
+                     "multiple_fraction": 0.09}}
+    return next(x for x in stall_timing.stall_lines(s) if x.startswith("cadence:"))
+
+
+def test_a_predicted_period_whose_modal_gap_differs_is_said_by_position():
+    # The residue test at num_workers=5 found the period; the commonest gap
+    # is 2 (stalls split in two by the threshold): not "(modal gap)".
+    tmp = {"label": "PERIODIC", "counted": "stalls", "tested": "predicted", "modal_gap": 2}
+    assert _cadence_line(tmp, 5).startswith(
+        "cadence: a stall every 5 steps (by position in the epoch)")
+    tmp["modal_gap"] = 5
+    assert _cadence_line(tmp, 5).startswith("cadence: a stall every 5 steps (modal gap)")

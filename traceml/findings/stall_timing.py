@@ -875,9 +875,16 @@ def stall_lines(s: dict) -> list[str]:
     if cad["period"] is not None and cad["period"] > 1:
         # The period's own words: the bursts' gap where the stalls come in
         # bursts (the histogram of gaps between stalls then peaks at 1).
+        # A period the residue test found at the loader's own period whose
+        # commonest gap is another (stalls the threshold split in two)
+        # is said by position, never as the modal gap.
         how = {"position": "a stall every {} steps (by position in the epoch)",
                "bursts": "a burst of stalls every {} steps (modal gap between bursts)"}
-        text = "cadence: " + how.get(tmp.get("counted"),
+        counted = tmp.get("counted")
+        if (counted == "stalls" and tmp.get("tested") == "predicted"
+                and tmp.get("modal_gap") != cad["period"]):
+            counted = "position"
+        text = "cadence: " + how.get(counted,
                                      "a stall every {} steps (modal gap)").format(cad["period"])
     elif tmp.get("label") == EVERY_FETCH or cad["period"] == 1:
         text = "cadence: every fetch waits, no period"
