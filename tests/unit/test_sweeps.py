@@ -112,3 +112,13 @@ def test_the_prediction_footer_counts_the_runs_it_was_checked_on():
     assert one.endswith("; off by 22% on the other run.")
     two = prediction_check.sweep_prediction({"basis": 0, "rows": [0, 1, 2]}, rows)
     assert two.endswith("; off by 8% to 22% on the other 2 runs.")
+
+
+def test_the_pooled_line_speaks_of_0_and_1_workers_only_where_tried():
+    pooled = {"follows": True, "fitting": 4, "distinct_workers": 1, "p_value": 1e-4,
+              "tested": 4}
+    c = {"rows": [[4, 4], [4, 4]], "points": 2, "gaps": 12, "workers_varied": True,
+         "follows": True, "distinct_workers": 1, "pooled": pooled}
+    assert "0 and 1" not in sweeps.sweep_correlation(c, False)
+    c["rows"] = [[4, 4], [1, 1]]
+    assert "(0 and 1: every fetch)" in sweeps.sweep_correlation(c, False)

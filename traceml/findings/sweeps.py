@@ -231,10 +231,13 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
                      "make_loader ignored num_workers, see below)")
         return text
     if c.get("follows") is True and pooled.get("follows") and c["distinct_workers"] < least:
+        # Said of 0 and 1 workers only where the sweep tried them.
+        low = (" (0 and 1: every fetch)"
+               if any(x == 1 for x, _ in c.get("rows", [])) else "")
         return (f"num_workers vs stall period: the period follows num_workers: the stalls "
                 f"fall on every max(1, num_workers)-th fetch from the epoch start in "
                 f"{plural(pooled['fitting'], 'row')}, at {pooled['distinct_workers']} distinct "
-                f"num_workers of 2 or more (0 and 1: every fetch), none at another period; p = "
+                f"num_workers of 2 or more{low}, none at another period; p = "
                 f"{pooled['p_value']:.2g} pooled over the {plural(pooled['tested'], 'tested row')} "
                 f"against random stalls, < {stall_timing.PERIOD_ALPHA:g}")
     if c.get("follows") is True:
