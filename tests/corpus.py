@@ -761,6 +761,24 @@ def trend(seed: int, start_ms: float, end_ms: float, n: int = 80,
     return make(name, wait, truth, num_workers=0)
 
 
+def level_shift(seed: int, before_ms: float, after_ms: float, at: int, n: int = 200,
+                noise: float = 0.3) -> Case:
+    """One epoch whose wait drifts from ``before_ms`` up by a tenth until
+    steady step ``at`` and holds ``after_ms`` from it on (an IterableDataset
+    whose faster worker's shard ran out: a probe's per-20-step medians read
+    1.0, 1.0, 1.0, 1.2, 1.3, then 10.1, 10.9, 9.9, 10.6, 10.2 ms),
+    lognormal noise, against a 20 ms step.  One change of level, never a
+    steady rise: no RISING (the trend test alone read one such run "RISING
+    ... a leak"); STEP at the change where the trend test rejects its null,
+    else nothing."""
+    rng = np.random.default_rng(900 + seed)
+    base = np.where(np.arange(n) < at, np.linspace(before_ms, 1.4 * before_ms, n), after_ms)
+    wait = base * rng.lognormal(0.0, noise, n)
+    truth = {"trend.label": Not("RISING")}
+    return make(f"level-shift-{before_ms:g}to{after_ms:g}ms-at{at}-n{n}-s{seed}", wait, truth,
+                num_workers=2, compute_ms=rng.uniform(19.0, 21.0, n))
+
+
 def small_drift_beside_stalls(seed: int, n: int = 100) -> Case:
     """A slow sample every 5 batches (150-190 ms stalls) at 2 workers, and
     between them waits that fall from about 4 ms to 1 ms over the first
@@ -1412,6 +1430,7 @@ def corpus() -> list[Case]:
               trend(3, 40.0, 1.0),
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]
     cases += [small_drift_beside_stalls(s) for s in range(3)]
+    cases += [level_shift(s, 1.0, 10.0, 100) for s in range(4)]
     cases += [trend_noise(s, n) for s, n in ((0, 60), (1, 60), (2, 100), (3, 100), (4, 200),
                                              (5, 200))]
     cases += [rising_in_rounds(0, 2, 100, 2.0, 10.0), rising_in_rounds(1, 4, 60, 3.0, 15.0),

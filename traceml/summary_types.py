@@ -194,14 +194,17 @@ class Concentration(TypedDict):
 
 @schema("trend",
         when(label_is("STEP"),
-             {"required": ["first_epoch", "first_epoch_median_s", "later_epochs_median_s"]},
+             {"anyOf": [
+                 {"required": ["first_epoch", "first_epoch_median_s", "later_epochs_median_s"]},
+                 {"required": ["changed_at_step", "before_median_s", "after_median_s"]}]},
              {"properties": {"slope_ms_per_step": {"type": "number"}}}))
 class Trend(TypedDict):
     """RISING / FALLING: a trend by the sieve-bootstrap test of traceml/findings/wait_trend.py,
     with its Theil-Sen slope (after_first_epoch, when set: measured within the epochs
     after that one, past a material change of level at its end; the tenths' medians are
     then the later epochs'). STEP: one change of level after the first epoch, no trend
-    within the later epochs; no slope (null), and the two medians."""
+    within the later epochs, or (changed_at_step) one inside the run that two levels fit
+    better than a line, no trend on either side; no slope (null), and the two medians."""
 
     label: Literal['RISING', 'FALLING', 'STEP']
     slope_ms_per_step: NumberOrNull
@@ -215,6 +218,11 @@ class Trend(TypedDict):
     first_epoch_median_s: NotRequired[Seconds]
     later_epochs_median_s: NotRequired[Seconds]
     after_first_epoch: NotRequired[IntOrNull]
+    changed_at_step: NotRequired[Annotated[int, Schema(minimum=0, description=(
+        "STEP inside the run: the steady step (0-based) from which the waits held their "
+        "second level; absent for a STEP after the first epoch."))]]
+    before_median_s: NotRequired[Seconds]
+    after_median_s: NotRequired[Seconds]
     round_steps: NotRequired[Annotated[int, Schema(minimum=1, description=(
         "Fetches a round (max(1, num_workers)): > 1, the rule read each round's mean wait "
         'and the tenths\' medians are of those means; absent: 1.'))]]

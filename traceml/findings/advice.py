@@ -139,10 +139,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "median_s": wait["median"], "num_workers": nw,
             "largest": (s.get("wait_parts") or {}).get("largest")}))
     if trend_ is not None:
-        out.append(("trend", {k: trend_[k] for k in (
+        out.append(("trend", {**{k: trend_[k] for k in (
             "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
-            "last_tenth_median_s")}))
-        out.append(("trend_next", {"label": trend_["label"]}))
+            "last_tenth_median_s")}, "changed_at_step": trend_.get("changed_at_step")}))
+        out.append(("trend_next", {"label": trend_["label"],
+                                   "changed_at_step": trend_.get("changed_at_step")}))
         return out
     if diag == input_bound.HAND_OVER:
         return out
@@ -422,6 +423,10 @@ WORDS: dict[str, Words] = {
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
         "time the dataset's __getitem__ at the start and the end of a run; watch the "
         "workers' memory over the run." if p["label"] == wait_trend.RISING else
+        f"Next: look at what changed at steady step {p['changed_at_step']} (a worker's shard "
+        "of an IterableDataset running out, a data source or file switching, a cache filled "
+        "or dropped), and judge each side on its own (report.input_wait_ns before and after "
+        "it)." if p.get("changed_at_step") is not None else
         "Next: judge the steady state from the later epochs (traceml.reset() after the first "
         "epoch); to see what changed, time the dataset's __getitem__ in the first epoch and "
         "in a later one." if p["label"] == wait_trend.STEP else

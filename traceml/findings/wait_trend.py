@@ -88,6 +88,16 @@ from . import _numbers, input_bound
 # (not yet).  A slope fitted across the change
 # read a 2.9 -> 1.7 ms drop after epoch 0 as "FALLING ... -12.9 us per
 # step, a warm-up" in 3 of 12 runs of a user's trial.
+#
+# A trend the rule finds may still be one change of level inside the run
+# (an IterableDataset whose faster worker's shard runs out at step 100:
+# the wait 1 ms, then 10 ms).  Two models of the block medians, each with
+# its fit: a line, and two levels split at the change point that fits
+# best (least squares over the block medians).  The run reads as one
+# change (STEP, at ``changed_at_step``) where the two levels fit better
+# than the line and neither side trends by itself (the slope test above,
+# without the material check, on each side's block medians); a steady
+# rise fits the line better, and each half of it still rises.
 RISING = "RISING"
 FALLING = "FALLING"
 STEP = "STEP"
@@ -282,6 +292,8 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
         found = _trend_or_step(x, epoch, floor_ns)
         if found is None:
             return None
+        if found.get("changed_at_step") is not None:
+            found["changed_at_step"] *= round_steps
         if found["slope_ms_per_step"] is not None:
             found["slope_ms_per_step"] /= round_steps
             found["slope_interval_ms_per_step"] = [
@@ -345,11 +357,54 @@ def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
         step = np.diff(meds)
         if (step > 0).all() or (step < 0).all():
             per_epoch = float(theilslopes(meds, np.arange(len(meds)))[0]) * 1e-6
+    shift = _one_shift(x, centre, med, floor_ns)
+    if shift is not None:
+        return {**shift, "p_value": test["p_value"]}
     return {"label": label, "slope_ms_per_step": test["slope"] * 1e-6,
             "slope_interval_ms_per_step": [low * 1e-6, high * 1e-6],
             "slope_ms_per_epoch": per_epoch,
             "first_tenth_median_s": first * 1e-9, "last_tenth_median_s": last * 1e-9,
             "tau": tau, "p_value": test["p_value"]}
+
+
+def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
+               floor_ns: float) -> Optional[dict]:
+    """STEP at the change point inside the run where two levels explain
+    the block medians ``med`` (at their ``centre`` steps of ``x``) better
+    than a line and neither side trends (see above); None otherwise."""
+    m = len(med)
+    least = input_bound.MIN_STEADY_STEPS
+    y = med.astype(np.float64)
+    # Two levels split before block c, for every c leaving each side at
+    # least MIN_STEADY_STEPS steps: the residual sum of squares of each.
+    csum, csq = np.cumsum(y), np.cumsum(y * y)
+    c = np.arange(1, m)
+    left = csq[c - 1] - csum[c - 1] ** 2 / c
+    right = (csq[-1] - csq[c - 1]) - (csum[-1] - csum[c - 1]) ** 2 / (m - c)
+    ok = (centre[c] >= least) & (len(x) - centre[c] >= least)
+    if not ok.any():
+        return None
+    sse = np.where(ok, left + right, np.inf)
+    cut = int(c[np.argmin(sse)])
+    slope, icpt = np.polyfit(centre, y, 1)
+    if not sse[cut - 1] < float(((y - (slope * centre + icpt)) ** 2).sum()):
+        return None
+    for part in (slice(0, cut), slice(cut, m)):
+        side = y[part]
+        if np.ptp(side) > 0 and len(side) >= 3:
+            t = _slope_test(centre[part], side)
+            if t["low"] is not None and (t["low"] > 0 or t["high"] < 0):
+                return None
+    at = int(round((centre[cut - 1] + centre[cut]) / 2.0 + 0.5))
+    before, after = _numbers.int_median(x[:at]), _numbers.int_median(x[at:])
+    if not _material(before, after, floor_ns, x):
+        return None
+    first, last = _tenths(x)
+    return {"label": STEP, "slope_ms_per_step": None, "slope_interval_ms_per_step": None,
+            "slope_ms_per_epoch": None,
+            "first_tenth_median_s": first * 1e-9, "last_tenth_median_s": last * 1e-9,
+            "tau": None, "changed_at_step": at,
+            "before_median_s": before * 1e-9, "after_median_s": after * 1e-9}
 
 
 def _level_change_at(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[int]:
@@ -396,6 +451,9 @@ def notes(s: dict) -> list[Finding]:
     t = s.get("trend")
     if not t or t.get("label") != STEP:
         return []
+    if t.get("changed_at_step") is not None:
+        return [Finding("trend_shift", {k: t[k] for k in (
+            "changed_at_step", "before_median_s", "after_median_s")})]
     return [Finding("trend_step", {k: t[k] for k in (
         "first_epoch", "first_epoch_median_s", "later_epochs_median_s")})]
 
@@ -411,12 +469,24 @@ def _step_words(p: dict) -> str:
                ", not a cost that keeps growing"))
 
 
+def _shift_words(p: dict) -> str:
+    return (f"the waits were {fmt_s(p['before_median_s'])} (median) before steady step "
+            f"{p['changed_at_step']} and {fmt_s(p['after_median_s'])} from it on, with no "
+            "trend on either side: one change of level inside the run (two levels fit the "
+            "waits better than a line), not a cost that grows per step")
+
+
 WORDS: dict[str, Words] = {
     "trend_step": _step_words,
+    "trend_shift": _shift_words,
 }
 
 
 def _trend_next_line(p: dict) -> str:
+    if p["label"] == STEP and p.get("changed_at_step") is not None:
+        return (f"The input wait changed once, at steady step {p['changed_at_step']}, and "
+                "held on both sides: a change of level (the note gives both), not a cost per "
+                "step.")
     if p["label"] == STEP:
         return ("The input wait changed once, after the first epoch, and shows no trend in "
                 "the later epochs: a change of level (the note gives both), not a cost per "
@@ -448,6 +518,10 @@ def trend_part(trend: Optional[dict]) -> Optional[str]:
     None without a trend."""
     if not trend:
         return None
+    if trend["label"] == STEP and trend.get("changed_at_step") is not None:
+        return (f"wait {STEP} {fmt_s(trend['before_median_s'])} -> "
+                f"{fmt_s(trend['after_median_s'])} (at steady step {trend['changed_at_step']}, "
+                "no trend on either side)")
     if trend["label"] == STEP:
         return (f"wait {STEP} {fmt_s(trend['first_epoch_median_s'])} -> "
                 f"{fmt_s(trend['later_epochs_median_s'])} (epoch {trend['first_epoch']} to "
