@@ -1109,6 +1109,33 @@ def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: 
     return case
 
 
+def sim_uneven_batch_sizes(seed: int, every: int = 5, big: int = 16, small: int = 4,
+                           num_workers: int = 2, sample_ms: float = 3.0, n: int = 80) -> Case:
+    """A batch_sampler whose every ``every``-th batch holds ``big`` samples
+    and the others ``small``, every sample costing ~``sample_ms`` (lognormal,
+    sigma 0.1), behind ``num_workers`` workers and a 10 ms step: the large
+    batches stall the loop, slow by their size and not by any sample
+    (LARGE-BATCH, at their residue)."""
+    rng = np.random.default_rng(1750 + seed)
+    size = np.where(np.arange(n) % every == every - 1, big, small)
+    per = [sample_ms * rng.lognormal(0.0, 0.1, k) for k in size]
+    cost = np.array([p.sum() for p in per])
+    truth = {"attribution.label": "LARGE-BATCH"}
+    case = simulated_loader(f"sim-uneven-batch-sizes-{big}v{small}-every{every}-s{seed}", cost,
+                            truth, num_workers=num_workers, compute_ms=np.full(n, 10.0))
+    rows, first = [], 0
+    for r, b in enumerate(case.batches):
+        t = int(b["begin_ns"])
+        edges = np.minimum(t + np.round(np.cumsum(np.r_[0.0, per[r]]) * MS).astype(np.int64),
+                           int(b["end_ns"]))
+        for k, (a, z) in enumerate(zip(edges[:-1], edges[1:])):
+            rows.append((int(a), int(z), int(z - a), first + k, 0, int(b["worker"]),
+                         _core.ITEM_GETITEM, 1))
+        first += len(per[r])
+    case.items = np.array(rows, dtype=_core.ITEM_RECORD_DTYPE)
+    return case
+
+
 def sim_slow_items_pinned_to_one_worker(seed: int, num_workers: int = 3,
                                         slow_ms: float = 40.0) -> Case:
     """Every ``num_workers``-th index slow at batch size 1: in order,
@@ -1459,6 +1486,8 @@ def corpus() -> list[Case]:
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
+    cases += [sim_uneven_batch_sizes(0, big=32), sim_uneven_batch_sizes(1, every=4, big=32, small=8,
+                                                                num_workers=3)]
     cases += [sim_slow_items_pinned_to_one_worker(0),
               sim_slow_items_pinned_to_one_worker(1, num_workers=4, slow_ms=60.0)]
     cases += [worker_exited(0, 3), worker_exited(4, -9)]

@@ -243,7 +243,7 @@ class _Run:
                          else _recorded(records, sources))
         # Handed on by the stages (see each).
         self.unmarked = None
-        self.making_ns = self.met = self.clocked_making = None
+        self.making_ns = self.met = self.clocked_making = self.batch_sizes = None
         self.host_share = self.host_in_waits = self.parts_all = None
         self.mask = self.gaps = None
         self.gpu_steps = None
@@ -288,7 +288,7 @@ def _stage_durations(run: _Run, s: dict) -> dict:
         batches = (evidence.every_thread_runq(batches[0], run.samples,
                                               getattr(run.src, "epoch_facts", None) or {}),
                    batches[1])
-    production, run.making_ns, run.met = _production(
+    production, run.making_ns, run.met, run.batch_sizes = _production(
         steps, w.steady, run.src, run.delivery, batches, run.loader, run.epochs,
         _stuck_after_s(run.sampler_info), run.worker_items)
     if run.source_id == 0 and len(steps):
@@ -382,7 +382,7 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                     run.making_ns, run.runs)
     run.making_ns = None
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
-                                      run.ranks_workers, run.met, steps))
+                                      run.ranks_workers, run.met, steps, run.batch_sizes))
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
                                                  w.steady)
     run.met = None
@@ -491,7 +491,8 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
                 worker_batches: Optional[tuple], loader: Optional[dict],
                 epochs: np.ndarray, stuck_after_s: Optional[float] = None,
                 worker_items: Optional[tuple] = None
-                ) -> tuple[Optional[dict], Optional[np.ndarray], Optional[np.ndarray]]:
+                ) -> tuple[Optional[dict], Optional[np.ndarray], Optional[tuple],
+                           Optional[np.ndarray]]:
     """(the worker-side batch timing block, None: not a multiprocessing
     DataLoader; per step, the ns of its input wait during which its worker
     was making batches, -1 unknown, or None: worker_timing.summarise; the
@@ -501,7 +502,7 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     ``stuck_after_s``: the stuck watch's line (the prediction's inputs
     leave out the batches past it)."""
     if not loader or not (loader.get("num_workers") or 0) > 0:
-        return None, None, None
+        return None, None, None, None
     facts = getattr(src, "epoch_facts", None) or {}
     present = set(epochs.tolist())    # once: a unique() per fact cost 0.1 s each at 10M
     why = [f.get("worker_timing") for e, f in sorted(facts.items()) if int(e) in present]
@@ -515,22 +516,26 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     block, busy = worker_timing.summarise(
         records, steps, worker, steady, offsets, loader.get("num_workers"), unavailable,
         None if stuck_after_s is None else int(round(stuck_after_s * 1e9)), idx)
-    block["samples"] = _samples(worker_items, records, idx, block)
-    return block, busy, (records, idx) if idx is not None else None
+    block["samples"], sizes = _samples(worker_items, records, idx, block)
+    return block, busy, (records, idx) if idx is not None else None, sizes
 
 
 def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[np.ndarray],
-             production: dict) -> dict:
+             production: dict) -> tuple[dict, Optional[np.ndarray]]:
     """The ``production.samples`` block: per-sample and collate times in
     the workers (sample_timing.summarise), its slow-sample test and
-    findings (findings.slow_samples)."""
+    findings (findings.slow_samples); and each batch record's count of
+    timed samples (shape (records,); None where no sample was timed)."""
     items, lost = worker_items if worker_items is not None else (
         np.zeros(0, _core.ITEM_RECORD_DTYPE), 0)
     why = None if production.get("available") else production.get("unavailable")
     block, arrays = sample_timing.summarise(items, records, idx, lost, why)
     block["slow"] = slow_samples.slow_of(arrays)
     block["findings"] = [[code, numbers] for code, numbers in slow_samples.rule(block)]
-    return block
+    sizes = None
+    if arrays is not None and block.get("kind") in ("map", "iterable"):
+        sizes = np.bincount(arrays["batch"], minlength=len(records))
+    return block, sizes
 
 
 def _clocked_in(pos: np.ndarray, mask: np.ndarray, read: np.ndarray) -> np.ndarray:
@@ -1111,7 +1116,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
                            ranks_workers: Optional[tuple] = None,
                            met: Optional[tuple] = None,
-                           steps: Optional[np.ndarray] = None) -> dict:
+                           steps: Optional[np.ndarray] = None,
+                           batch_sizes: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (attribution.attribution: which worker held the
     stalled batches, the workers' round, or the samples), ``batch_cost``
     (attribution.batch_cost of the steady batches' make times, taken with
@@ -1125,7 +1131,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     times (worker_timing.own_made_ns, taken only when the stalls are enough
     for an attribution) give the slow batches' rank period
     (attribution.made_period), which names the samples' period before the
-    stalls do."""
+    stalls do; ``batch_sizes`` each batch record's timed samples (None: no
+    per-sample timing), against which made_period weighs the slow batches."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen, "batch_cost": None}
     workers_busy, main_busy = _busy_in_stalls(s)
     dlv = s.get("delivery")
@@ -1145,7 +1152,12 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             # Each batch's own cost: its make time less its wait for a core
             # (a busy host stretches some batches, not their work).
             made = worker_timing.own_made_ns(*met)
-            period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw)
+            sizes = None
+            if batch_sizes is not None:
+                at = met[1]
+                sizes = np.where(at >= 0, batch_sizes[np.maximum(at, 0)], -1)[steady]
+            period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw,
+                                                     sizes)
             timed = made[steady]
             timed = timed[timed >= 0]
             if len(timed) >= attribution.ATTR_MIN_STALLS:

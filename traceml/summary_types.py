@@ -431,6 +431,8 @@ class AttributionMade(TypedDict):
     split_s: Seconds
     slow_on_residue: Share
     residue_slow: Share
+    sizes: NotRequired[Optional[Annotated[list[float], Schema(minItems=2, maxItems=2)]]]
+    sample_cost_ratio: NotRequired[NumberOrNull]
 
 
 @schema("attribution",
@@ -438,10 +440,11 @@ class AttributionMade(TypedDict):
         when(label_is("SLOW-SAMPLE"), {"required": ["period", "residue", "residue_share"],
                                        "properties": {"residue_share": SHARE}}),
         when(label_is("LOCK-STEP"), {"required": ["period"]}),
+        when(label_is("LARGE-BATCH"), {"required": ["period", "residue", "made"]}),
         when({"required": ["ambiguous"], "properties": {"ambiguous": {"const": True}}},
              {"required": ["top_worker"]}))
 class Attribution(TypedDict):
-    label: Literal['ONE-WORKER', 'SLOW-SAMPLE', 'LOCK-STEP']
+    label: Literal['ONE-WORKER', 'SLOW-SAMPLE', 'LOCK-STEP', 'LARGE-BATCH']
     stall_workers: dict[int, Count]
     known: Count
     worker: NotRequired[IntOrNull]

@@ -21,6 +21,9 @@ from . import stall_threshold, stall_timing
 ONE_WORKER = "ONE-WORKER"
 LOCK_STEP = "LOCK-STEP"
 SLOW_SAMPLE = "SLOW-SAMPLE"
+# The batches made slow hold more samples (a batch_sampler of uneven
+# sizes), each sample costing about what the others' do.
+LARGE_BATCH = "LARGE-BATCH"
 
 
 # An attribution rests on at least as many stalls as a period does.
@@ -173,7 +176,8 @@ MADE_STALL_SHARE = 0.5
 
 
 def made_period(ranks: np.ndarray, make_ns: np.ndarray,
-                num_workers: Optional[int]) -> Optional[dict]:
+                num_workers: Optional[int],
+                sizes: Optional[np.ndarray] = None) -> Optional[dict]:
     """The rank period of the batches made slow in the workers, by the rule
     above; None when the make times form no slow group of their own, too
     few are slow, no residue holds them, or the period is the workers' own
@@ -186,10 +190,14 @@ def made_period(ranks: np.ndarray, make_ns: np.ndarray,
     made slow), batches (with rank and make time known), split_ns (the
     make time above which a batch is slow), slow_on_residue (share of the
     slow-made on the residue), residue_slow (share of the residue's batches
-    made slow)}."""
+    made slow), sizes ([the slow batches' median samples, the others'],
+    from ``sizes``, each batch's timed samples, same shape, 0 or less
+    unknown; None without them) and sample_cost_ratio (the slow batches'
+    median make time per sample over the others'; None likewise)}."""
     r = np.asarray(ranks, dtype=np.int64)
     m = np.asarray(make_ns, dtype=np.int64)
     known = (r >= 0) & (m >= 0)
+    size = None if sizes is None else np.asarray(sizes, dtype=np.int64)[known]
     r, m = r[known], m[known]
     if len(m) < 2 * RANK_PERIOD_MIN_STALLS:
         return None
@@ -213,8 +221,36 @@ def made_period(ranks: np.ndarray, make_ns: np.ndarray,
             return None
         return {"period": p, "residue": residue, "slow": count, "batches": int(len(m)),
                 "split_ns": float(split), "slow_on_residue": float(on[residue]) / count,
-                "residue_slow": float(on[residue]) / at_residue}
+                "residue_slow": float(on[residue]) / at_residue, **_sizes(m, slow, size)}
     return None
+
+
+def _larger(made: dict) -> bool:
+    """Whether the batches made slow are slow by their size (LARGE-BATCH):
+    they hold at least BUSIER_RATIO times the others' samples (medians)
+    and cost under BUSIER_RATIO times the others' make time per sample.
+    The model: a batch's make time is its samples' times; a batch slow
+    by its size costs what its samples do, one slow by its samples costs
+    more a sample."""
+    sizes, ratio = made.get("sizes"), made.get("sample_cost_ratio")
+    return bool(sizes and ratio is not None and sizes[0] >= BUSIER_RATIO * sizes[1]
+                and ratio < BUSIER_RATIO)
+
+
+def _sizes(make_ns: np.ndarray, slow: np.ndarray, size: Optional[np.ndarray]) -> dict:
+    """{sizes, sample_cost_ratio} of made_period (None, None where the
+    slow or the other batches have no known size)."""
+    if size is None:
+        return {"sizes": None, "sample_cost_ratio": None}
+    ok = size > 0
+    a, b = slow & ok, ~slow & ok
+    if not a.any() or not b.any():
+        return {"sizes": None, "sample_cost_ratio": None}
+    per = make_ns / np.maximum(size, 1)
+    other_cost = float(np.median(per[b]))
+    return {"sizes": [float(np.median(size[a])), float(np.median(size[b]))],
+            "sample_cost_ratio": (float(np.median(per[a])) / other_cost
+                                  if other_cost > 0 else None)}
 
 
 def batch_cost(make_ns: np.ndarray) -> dict:
@@ -321,7 +357,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     without one :func:`rank_period` of the stalled ranks; prefetch can hide
     every other slow sample and double it).  A made period other than the
     workers' count is never one slow worker's batches (see made_period), so
-    it is read before ONE-WORKER.  Otherwise, from the stalls alone:
+    it is read before ONE-WORKER.  LARGE-BATCH in its place where the
+    batches made slow are slow by their size (:func:`_larger`: the
+    per-sample timing counted their samples).  Otherwise, from the stalls
+    alone:
 
     ONE-WORKER k: at least ATTR_SHARE of the known stalls are worker k's,
     more than ONE_WORKER_OWN_SHARE of k's batches stall and at most
@@ -410,13 +449,16 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         on = float(np.mean(waited_on % made["period"] == made["residue"]))
         if on > MADE_STALL_SHARE:
             stall_period = period if period is not None else rank_period(ranks, k)
-            return {**out, "label": SLOW_SAMPLE, "worker": None, "period": made["period"],
+            return {**out, "label": LARGE_BATCH if _larger(made) else SLOW_SAMPLE,
+                    "worker": None, "period": made["period"],
                     "residue": made["residue"], "residue_share": on,
                     "period_from": PERIOD_FROM_MAKE_TIMES, "stall_period": stall_period,
                     "made": {"slow": made["slow"], "batches": made["batches"],
                              "split_s": made["split_ns"] * 1e-9,
                              "slow_on_residue": made["slow_on_residue"],
-                             "residue_slow": made["residue_slow"]}}
+                             "residue_slow": made["residue_slow"],
+                             "sizes": made.get("sizes"),
+                             "sample_cost_ratio": made.get("sample_cost_ratio")}}
     if one_worker:
         pinned = _pinned_indices(slow_samples, out["worker"])
         return {**out, "label": ONE_WORKER,
@@ -534,6 +576,11 @@ def attribution_line(s: dict) -> Optional[str]:
                 "sent: its slow samples were never made by another worker")
     if a["label"] == ONE_WORKER:
         return f"attribution: {ONE_WORKER} worker {a['worker']}{on}"
+    if a["label"] == LARGE_BATCH:
+        m = a["made"]
+        return (f"attribution: {LARGE_BATCH}, rank % {a['period']} == {a['residue']} from the "
+                f"workers' make times ({m['slow']} of {m['batches']} batches made slow, "
+                f"{m['sizes'][0]:.0f} samples a batch against {m['sizes'][1]:.0f}){on}")
     if a["label"] == SLOW_SAMPLE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
         m = a["made"]
         sp = a.get("stall_period")
@@ -575,6 +622,7 @@ SUPERSEDES = {
     "one_worker_or_samples": ROUND_CODES,
     "split_shards": ROUND_CODES,
     "slow_sample": frozenset(("confirm_period", "compare_in_order")),
+    "large_batches": ROUND_CODES,
 }
 SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES = frozenset(("period_not_workers", "period",
                                                "wrap_to_compare_period", "lockstep",
@@ -608,6 +656,14 @@ def advise(s: dict) -> list[Finding]:
                                        "known": attr["known"], "own_share": attr["own_share"],
                                        "cpu_ratio": attr["cpu_ratio"]}),
                 Finding("split_shards", {"worker": attr["worker"]})]
+    if attr and attr["label"] == LARGE_BATCH:
+        m = attr["made"]
+        return [Finding("large_batches", {
+            "period": attr["period"], "residue": attr["residue"], "slow": m["slow"],
+            "batches": m["batches"], "share": attr["residue_share"],
+            "slow_on_residue": m["slow_on_residue"],
+            "slow_samples": m["sizes"][0], "other_samples": m["sizes"][1],
+            "sample_cost_ratio": m["sample_cost_ratio"]})]
     if attr and attr["label"] == SLOW_SAMPLE:
         params = {"period": attr["period"], "residue": attr["residue"],
                   "share": attr["residue_share"], "workers": len(attr["stall_workers"]),
@@ -638,7 +694,20 @@ def _one_worker_or_samples(p: dict) -> str:
             "worker.")
 
 
+def _large_batches(p: dict) -> str:
+    return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
+            f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == "
+            f"{p['residue']}, and {pct(p['share'])} of the stalls "
+            f"wait on them; those batches hold {p['slow_samples']:.0f} samples against "
+            f"{p['other_samples']:.0f} (medians), each costing "
+            f"{p['sample_cost_ratio']:.1f}x the others' time a sample: they are slow by "
+            "their size, not by particular samples or a worker. Next: even batch sizes (the "
+            "batch_sampler's), or deeper look-ahead (prefetch_factor) so the large ones are "
+            "made ahead of their fetch.")
+
+
 WORDS: dict[str, Words] = {
+    "large_batches": _large_batches,
     "one_worker": _one_worker,
     "one_worker_or_samples": _one_worker_or_samples,
     "split_shards": lambda p: (

@@ -47,7 +47,7 @@ def prediction_trust(predicted_s: Optional[float], measured_s: Optional[float],
             if predicted_s is not None and measured_s is not None and step_s else None)
     if attribution_label == attribution.ONE_WORKER:
         return PREDICT_ONE_WORKER, miss
-    if attribution_label == attribution.SLOW_SAMPLE:
+    if attribution_label in (attribution.SLOW_SAMPLE, attribution.LARGE_BATCH):
         return PREDICT_SLOW_SAMPLE, miss
     if miss is None:
         return PREDICT_UNCHECKED, miss
@@ -112,9 +112,9 @@ def prediction_lines(s: dict) -> list[str]:
         out.append("  no num_workers advice: the stalls are one worker's batches (see the "
                    "attribution), and the model assumes equal workers taking batches in turn.")
     elif trust == PREDICT_SLOW_SAMPLE:
-        out.append("  no num_workers advice: the stalls follow particular samples (see the "
-                   "attribution), and the model works with the mean batch, not the slow ones "
-                   "holding the line.")
+        out.append("  no num_workers advice: the stalls follow particular samples or batches "
+                   "(see the attribution), and the model works with the mean batch, not the "
+                   "slow ones holding the line.")
     run = p["this_run"]
     miss = run.get("miss_of_step")
     assumes = "it assumes " + "; ".join(_ASSUMPTION[a] for a in p["assumptions"]) + "."

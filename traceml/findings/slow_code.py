@@ -248,7 +248,8 @@ def alike(s: dict, f: Finding) -> bool:
     some batches wait, not cost more); with 0 or 1 worker there is no
     round, so stalled fetches apart from the rest cost more."""
     label = (s.get("attribution") or {}).get("label")
-    if label in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE) or _samples_slow(s):
+    if label in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE,
+                 attribution.LARGE_BATCH) or _samples_slow(s):
         return False
     nw = (s.get("loader") or {}).get("num_workers")
     return bool(f.numbers.get("one_group") or f.numbers.get("every_fetch")
@@ -359,13 +360,18 @@ def advise(s: dict) -> list[Finding]:
     function.  Slow batches that run the same code as the fast ones, only
     longer, because of one worker or particular samples get no next step
     here: the attribution's leads (one worker's slow batches whose named
-    function holds half or more of the fast batches' CPU too are such)."""
+    function holds half or more of the fast batches' CPU too are such;
+    LARGE-BATCH's, which run it for more samples, likewise)."""
     f = judge(s.get("slow_code"))
     if f is None:
         return []
     sampler = (s.get("slow_code") or {}).get("sampler_share")
     if f.code == "slow_code_named":
         label = (s.get("attribution") or {}).get("label")
+        if label == attribution.LARGE_BATCH:
+            # The slow batches run their code more times (more samples):
+            # the batch sizes' next step leads, the evidence line stays.
+            return []
         if (label == attribution.ONE_WORKER
                 and (f.numbers.get("fast_share") or 0.0) >= SAME_CODE_FAST_SHARE):
             # The fast batches spend most of their CPU in it too: the same
