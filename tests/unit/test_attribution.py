@@ -144,3 +144,19 @@ def test_slow_sample_words_time_an_iterable_by_position_not_by_index():
     words = attribution.WORDS[f.code](f.numbers)
     assert "__getitem__" not in words and "__next__ at the positions" in words
 
+
+
+def test_deeper_look_ahead_is_advised_only_where_the_workers_keep_up():
+    # 2 workers, prefetch_factor 2, a 30 ms step, stalls of 100 ms (median):
+    # one more batch in flight a worker starts each batch 2 x 30 = 60 ms
+    # earlier, so ceil(100 / 60) = 2 more hide the median stall.
+    s = {"loader": {"num_workers": 2, "prefetch_factor": 2},
+         "prediction": {"keeps_up_with": 2}, "stalls": {"stall_median_s": 0.1},
+         "step_s": {"mean": 0.03}}
+    assert attribution.deeper_look_ahead(s) == {"from": 2, "to": 4, "stall_s": 0.1}
+    # The workers do not keep up on average: look-ahead makes no batch
+    # faster, so none is advised.
+    s["prediction"]["keeps_up_with"] = 3
+    assert attribution.deeper_look_ahead(s) is None
+    s["prediction"] = {"keeps_up_with": None}
+    assert attribution.deeper_look_ahead(s) is None

@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from .. import _core
-from ..fmt import pct, plural
+from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
 from . import stall_threshold, stall_timing
 
@@ -553,6 +553,37 @@ def _time_them(p: dict) -> str:
     return "time __getitem__ on the indices of those batches"
 
 
+def deeper_look_ahead(s: dict) -> Optional[dict]:
+    """The prefetch_factor that would make each batch early enough to hide
+    the median stall, where the workers keep up on average (the
+    prediction's keeps_up_with at most the run's num_workers): {from, to,
+    stall_s}; None otherwise.  The model: in order, each worker holds
+    prefetch_factor batches in flight, so one more starts every batch
+    num_workers steps earlier (num_workers x the mean step); a stall of W
+    is hidden by ceil(W / (num_workers x step)) more.  Deeper look-ahead
+    pays only where production keeps up on average: it moves batches
+    earlier, it makes none faster."""
+    loader = s.get("loader") or {}
+    nw, pf = loader.get("num_workers"), loader.get("prefetch_factor")
+    pred = s.get("prediction") or {}
+    keeps = pred.get("keeps_up_with")
+    stall = (s.get("stalls") or {}).get("stall_median_s")
+    step = (s.get("step_s") or {}).get("mean")
+    if not nw or not pf or keeps is None or keeps > nw or not stall or not step:
+        return None
+    more = math.ceil(stall / (nw * step))
+    return {"from": int(pf), "to": int(pf) + more, "stall_s": stall}
+
+
+def _look_ahead(p: dict) -> str:
+    d = p.get("deeper")
+    if not d:
+        return ""
+    return (f" Or, since the workers keep up on average (the prediction), a deeper "
+            f"look-ahead hides them: prefetch_factor={d['to']} (now {d['from']}) starts each "
+            f"batch early enough for the median stall ({fmt_s(d['stall_s'])}).")
+
+
 def _slow_made(p: dict) -> str:
     """SLOW-SAMPLE from the workers' make times (policy.made_period)."""
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
@@ -560,7 +591,7 @@ def _slow_made(p: dict) -> str:
             f"and {pct(p['share'])} of the stalls are among them; "
             f"{_stalls_against_made(p)}. Particular samples are slow, one in {p['period']}, "
             f"not a worker; next: {_time_them(p)} with rank % {p['period']} "
-            f"== {p['residue']}.")
+            f"== {p['residue']}." + _look_ahead(p))
 
 
 def attribution_line(s: dict) -> Optional[str]:
@@ -663,14 +694,15 @@ def advise(s: dict) -> list[Finding]:
             "batches": m["batches"], "share": attr["residue_share"],
             "slow_on_residue": m["slow_on_residue"],
             "slow_samples": m["sizes"][0], "other_samples": m["sizes"][1],
-            "sample_cost_ratio": m["sample_cost_ratio"]})]
+            "sample_cost_ratio": m["sample_cost_ratio"], "deeper": deeper_look_ahead(s)})]
     if attr and attr["label"] == SLOW_SAMPLE:
         params = {"period": attr["period"], "residue": attr["residue"],
                   "share": attr["residue_share"], "workers": len(attr["stall_workers"]),
                   # An IterableDataset has no indices: its samples are the
                   # positions in each worker's stream (sample_timing).
                   "iterable": (((s.get("production") or {}).get("samples") or {})
-                               .get("kind") == "iterable")}
+                               .get("kind") == "iterable"),
+                  "deeper": deeper_look_ahead(s)}
         made = attr.get("made")
         if made is not None:
             params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
@@ -702,8 +734,7 @@ def _large_batches(p: dict) -> str:
             f"{p['other_samples']:.0f} (medians), each costing "
             f"{p['sample_cost_ratio']:.1f}x the others' time a sample: they are slow by "
             "their size, not by particular samples or a worker. Next: even batch sizes (the "
-            "batch_sampler's), or deeper look-ahead (prefetch_factor) so the large ones are "
-            "made ahead of their fetch.")
+            "batch_sampler's)." + _look_ahead(p))
 
 
 WORDS: dict[str, Words] = {
@@ -721,5 +752,5 @@ WORDS: dict[str, Words] = {
         _slow_made(p) if p.get("period_from") == PERIOD_FROM_MAKE_TIMES else (
             f"The stalled batches share rank % {p['period']} == {p['residue']} "
             f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
-            f"samples are slow, not a worker; next: {_time_them(p)}.")),
+            f"samples are slow, not a worker; next: {_time_them(p)}." + _look_ahead(p))),
 }
