@@ -225,3 +225,15 @@ def test_main_cpu_at_no_workers_is_the_dataset_not_receiving():
     alone = advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.8, "num_workers": 0})
     assert "receiving the batch" in with_workers
     assert "receiving" not in alone and "num_workers >= 1" in alone
+
+
+def test_the_jobs_own_part_beside_a_host_that_leads():
+    # Host 41%, main CPU 35%, in transit 21% (50 tensors a batch beside a
+    # hog): main CPU, at least half the host's part, is named next.
+    split = {"wait_s": 1.0, "parts_s": {"main_cpu": 0.35, "cpu_wait": 0.03,
+                                        "host_cpu_wait": 0.41, "in_transit": 0.21}}
+    assert wait_parts.second_part(split) == {"part": "main_cpu", "share": 0.35}
+    # Host 60%, main CPU 28%: under half; nothing.
+    split["parts_s"].update(host_cpu_wait=0.60, main_cpu=0.28, in_transit=0.09)
+    assert wait_parts.second_part(split) is None
+    assert wait_parts.second_part(None) is None

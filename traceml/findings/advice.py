@@ -125,7 +125,13 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         return out
     if diag == input_bound.HOST_BOUND:
         # The host's wait: its next step (host_contention's host_bound)
-        # leads; the loader's pattern and trend are moot.
+        # leads; the loader's pattern and trend are moot.  The job's own
+        # next part follows where it is comparable (at least half the
+        # host's): a loaded host stretches the job's own work (50 tensors a
+        # batch waited 42 ms beside a hog, one tensor 1.9 ms).
+        second = wait_parts.second_part((s.get("wait_parts") or {}).get("all"))
+        if second is not None:
+            out.append(("largest_part", {**second, "num_workers": nw, "second": True}))
         return out
     trend_ = s.get("trend")
     if diag == input_bound.HAND_OVER:
@@ -484,7 +490,8 @@ WORDS: dict[str, Words] = {
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
     "largest_part": lambda p: (
-        f"Next: the largest measured part of the wait ({pct(p['share'])}) is "
+        f"{'The next' if p.get('second') else 'Next: the'} largest measured part of the wait "
+        f"({pct(p['share'])}) is "
         f"{wait_parts.PART_NAMES[p['part']]}; what shortens it is "
         f"{wait_parts.part_next(p['part'], p.get('num_workers'))}."),
     "spread_wait": lambda p: (

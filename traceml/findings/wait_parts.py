@@ -88,6 +88,23 @@ def largest(split: Optional[dict]) -> Optional[tuple[str, float]]:
     return name, parts[name] / split["wait_s"]
 
 
+def second_part(split: Optional[dict]) -> Optional[dict]:
+    """{part, share} of the largest part after the host's
+    (``host_cpu_wait``) where it is at least half the host's part: the
+    job's own share of a wait the host leads; None otherwise."""
+    if not split or not split.get("wait_s"):
+        return None
+    parts = split["parts_s"]
+    host = parts.get("host_cpu_wait")
+    rest = {k: v for k, v in parts.items() if k != "host_cpu_wait"}
+    if not host or not rest:
+        return None
+    name = max(rest, key=lambda k: rest[k])
+    if rest[name] < 0.5 * host:
+        return None
+    return {"part": name, "share": rest[name] / split["wait_s"]}
+
+
 def production_fraction(split: Optional[dict]) -> Optional[float]:
     """The workers' production (``worker_making`` and ``worker_cpu_wait``:
     the awaited worker making the batch, on a core or waiting for one that
