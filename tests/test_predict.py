@@ -45,6 +45,23 @@ def test_cpu_bound_batches_need_more_workers_than_cores_give_for_free():
     assert p["this_run"]["error"] == pytest.approx(0.0)
 
 
+def test_the_no_workers_row_gives_both_ends_of_the_main_processes_fetch_cpu():
+    # A custom Sampler costing 12 ms of the main process's CPU a fetch at
+    # num_workers=2 (wait_parts: 0.6 s of main CPU over 50 clocked
+    # fetches): at num_workers=0 the batch is made there (20 ms) and the
+    # sampler's part of the 12 ms stays, receiving goes: 20 to 32 ms.
+    s = _summary(wait=0.008, n=2)
+    s["wait_parts"] = {"all": {"fetches": 50, "wait_s": 1.0,
+                               "parts_s": {"main_cpu": 0.6, "cpu_wait": 0.0, "asleep": 0.4}}}
+    p = predict.predict(s)
+    zero = next(row for row in p["by_workers"] if row["num_workers"] == 0)
+    assert zero["wait_s"] == pytest.approx(0.020)
+    assert zero["main_fetch_s"] == pytest.approx(0.012)
+    assert all("main_fetch_s" not in row for row in p["by_workers"] if row["num_workers"])
+    from traceml.fmt import fmt_s
+    assert prediction_check._row_wait(zero).startswith(f"{fmt_s(0.020)} to {fmt_s(0.032)}")
+
+
 def test_a_dataset_too_costly_for_the_host_gets_a_floor_and_a_factor():
     # c = 60 ms on 2 cores against s = 10 ms: c / C = 30 ms per batch at
     # best, so 20 ms of wait per step at any num_workers; 3x cheaper.

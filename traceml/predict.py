@@ -167,6 +167,7 @@ def predict(summary: dict) -> Optional[dict]:
     else:
         measured = (summary.get("input_wait_s") or {}).get("mean")
         step = (summary.get("step_s") or {}).get("mean")
+    main_fetch = _main_fetch_s(summary)
     trust, miss = prediction_check.prediction_trust(predicted_here, measured, step,
                                           (summary.get("attribution") or {}).get("label"))
     return {
@@ -179,7 +180,7 @@ def predict(summary: dict) -> Optional[dict]:
         "wait_floor_s": floor,
         "cheaper_by": (cpu / (cpus * per_step) if keeps_up is None and per_step > 0
                        else None),
-        "by_workers": [{"num_workers": k, "wait_s": wait_with(k, *args)} for k in grid],
+        "by_workers": [_row(k, wait_with(k, *args), main_fetch) for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,
                      "error": ((predicted_here - measured) / measured
@@ -189,6 +190,26 @@ def predict(summary: dict) -> Optional[dict]:
         "trust": trust,
         "assumptions": ["round_robin", "prefetch_deep", "no_shared_lock", "load_steady"],
     }
+
+
+def _main_fetch_s(summary: dict) -> Optional[float]:
+    """The main process's own CPU a clocked fetch (s; wait_parts' main_cpu
+    over its fetches), None where not measured or 0.  At num_workers=0
+    the batch is made in the main process; of this run's main CPU in the
+    fetch, the sampler's next() (a custom Sampler runs there at any
+    num_workers) stays and receiving the batch goes, and the clock does
+    not tell the two apart: the num_workers=0 row gives both ends."""
+    split = ((summary.get("wait_parts") or {}).get("all")) or {}
+    main = (split.get("parts_s") or {}).get("main_cpu")
+    if not main or not split.get("fetches"):
+        return None
+    return main / split["fetches"]
+
+
+def _row(k: int, wait_s: float, main_fetch: Optional[float]) -> dict:
+    if k == 0 and main_fetch:
+        return {"num_workers": 0, "wait_s": wait_s, "main_fetch_s": main_fetch}
+    return {"num_workers": k, "wait_s": wait_s}
 
 
 def wait_for(prediction: dict, num_workers: int) -> float:

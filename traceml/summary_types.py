@@ -639,6 +639,11 @@ class Production(TypedDict):
 class PredictionByWorkers(TypedDict):
     num_workers: WorkerCount
     wait_s: NonNegative
+    main_fetch_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "num_workers=0 only: the main process's own CPU a fetch measured at this run's "
+        "num_workers (wait_parts' main_cpu), which num_workers=0 keeps where it is the "
+        "sampler's and drops where it is receiving: the wait lies between wait_s and "
+        "wait_s + main_fetch_s."))]]
 
 
 class PredictionThisRun(TypedDict):

@@ -54,6 +54,16 @@ def prediction_trust(predicted_s: Optional[float], measured_s: Optional[float],
     return (PREDICT_TRUSTED if miss <= PREDICT_FIT_TOL else PREDICT_MISFIT), miss
 
 
+def _row_wait(row: dict) -> str:
+    """A prediction row's wait; at num_workers=0 with the main process's
+    own fetch CPU measured, both ends (predict._main_fetch_s)."""
+    extra = row.get("main_fetch_s")
+    if not extra:
+        return fmt_s(row["wait_s"])
+    return (f"{fmt_s(row['wait_s'])} to {fmt_s(row['wait_s'] + extra)} (the main process's own "
+            f"{fmt_s(extra)} a fetch now: the sampler's part stays)")
+
+
 _ASSUMPTION = {
     "round_robin": "batches go to the workers in turn",
     "prefetch_deep": "prefetch_factor keeps every worker busy",
@@ -106,8 +116,7 @@ def prediction_lines(s: dict) -> list[str]:
                        f"dataset must get {p['cheaper_by']:.1f}x cheaper per batch, or run on "
                        f"{want} cores besides the main process's.")
         out.append("  predicted wait per step: " + ", ".join(
-            f"num_workers={row['num_workers']}: {fmt_s(row['wait_s'])}"
-            for row in p["by_workers"]))
+            f"num_workers={row['num_workers']}: {_row_wait(row)}" for row in p["by_workers"]))
     elif trust == PREDICT_ONE_WORKER:
         out.append("  no num_workers advice: the stalls are one worker's batches (see the "
                    "attribution), and the model assumes equal workers taking batches in turn.")
