@@ -333,3 +333,20 @@ def test_keeping_up_with_a_large_hand_over_says_what_stays():
                                      wait=0.0002))
     text = "\n".join(prediction_check.prediction_lines({"prediction": quiet}))
     assert "keeps up" in text and "hand-over, " not in text
+
+
+def test_keeping_up_off_cpu_says_it_holds_only_if_the_waits_run_in_parallel():
+    # 33 ms a batch, 1.4 ms of it CPU (a lock or a read: 96% off CPU), 2
+    # workers, 8 ms a step: the model has 5 workers keep up, which holds
+    # only where the waits overlap; the line says so and names the sweep.
+    s = _summary(make=0.033, cpu=0.0014, compute=0.008, n=2, busy=1.0, wait=0.0086)
+    p = predict.predict(s)
+    assert p["trust"] == prediction_check.PREDICT_TRUSTED and p["keeps_up_with"] > 2
+    text = "\n".join(prediction_check.prediction_lines({**s, "prediction": p}))
+    assert "runs in parallel: a lock they share or one disk would serialize it" in text
+    assert f"num_workers=(2, {p['keeps_up_with']})" in text
+    # Mostly on CPU: no such clause.
+    s = _summary(make=0.033, cpu=0.030, compute=0.008, n=2, busy=1.0, wait=0.0086)
+    p = predict.predict(s)
+    text = "\n".join(prediction_check.prediction_lines({**s, "prediction": p}))
+    assert "serialize" not in text

@@ -64,6 +64,12 @@ def _row_wait(row: dict) -> str:
             f"{fmt_s(extra)} a fetch now: the sampler's part stays)")
 
 
+# The workers' make time mostly off CPU (more than this share): sleeps, I/O,
+# a lock.  The model scales that time down with more workers; it cannot
+# tell parallel waits from serialized ones, so its "keeps up" says so.
+OFF_CPU_MAKE_SHARE = 0.5
+
+
 _ASSUMPTION = {
     "round_robin": "batches go to the workers in turn",
     "prefetch_deep": "prefetch_factor keeps every worker busy",
@@ -106,6 +112,16 @@ def prediction_lines(s: dict) -> list[str]:
                 text += (f", making batches as fast as the loop uses them; the hand-over, "
                          f"{fmt_s(p['handover_s'])} a step ({pct(p['handover_s'] / per_step)} "
                          "of it), stays whatever num_workers is")
+            if k > p["num_workers"] and p["off_cpu_s"] > OFF_CPU_MAKE_SHARE * p["make_s"]:
+                # More workers shorten a wait off CPU only where it runs in
+                # parallel: the check at this num_workers cannot tell (a
+                # shared lock: 2 and 5 workers waited 8.6 and 8.4 ms, and
+                # each run's model said more keep up).
+                text += (f", if what the workers wait on off CPU "
+                         f"({pct(p['off_cpu_s'] / p['make_s'])} of their make time) runs in "
+                         "parallel: a lock they share or one disk would serialize it, and "
+                         f"traceml.sweep(make_loader, num_workers=({p['num_workers']}, {k})) "
+                         "tells which")
             out.append(text + ".")
         else:
             want = math.ceil(p["worker_cores_needed"])
