@@ -39,3 +39,20 @@ def test_a_stage_that_rewrites_another_stages_section_is_refused(monkeypatch):
     monkeypatch.setattr(build_module, "STAGES", build_module.STAGES + (rewrites,))
     with pytest.raises(AssertionError, match="rewrites .*diagnosis"):
         corpus.replay(_case())
+
+
+def test_the_stalls_split_decides_whether_the_workers_made_the_awaited_batches():
+    from traceml import build
+
+    # Beside CPU hogs, a healthy loader's stalls: 1% in the making, the
+    # rest in transit or waiting for a core, while the sampler found the
+    # workers busy (prefetching other batches): not making them.
+    split = {"wait_s": 1.0, "fetches": 45, "runq_known": True,
+             "parts_s": {"worker_making": 0.01, "worker_cpu_wait": 0.0, "main_cpu": 0.08,
+                         "cpu_wait": 0.06, "host_cpu_wait": 0.32, "in_transit": 0.53}}
+    s = {"wait_parts": {"stalls": split}, "input_share": 0.49}
+    assert build._making_in_stalls(s, True) is False
+    split["parts_s"].update(worker_making=0.45, worker_cpu_wait=0.1, in_transit=0.0)
+    assert build._making_in_stalls(s, False) is True
+    # Without a split, the sampler's reading stands.
+    assert build._making_in_stalls({"input_share": 0.49}, True) is True
