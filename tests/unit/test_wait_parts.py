@@ -237,3 +237,19 @@ def test_the_jobs_own_part_beside_a_host_that_leads():
     split["parts_s"].update(host_cpu_wait=0.60, main_cpu=0.28, in_transit=0.09)
     assert wait_parts.second_part(split) is None
     assert wait_parts.second_part(None) is None
+
+
+def test_waits_for_a_core_are_one_cause_against_the_transit():
+    # Beside a hog: other programs 35%, the loop's own wait for a core 9%,
+    # in transit 40%.  The cores full (44%) lead, and other programs hold
+    # most of that: HOST-BOUND, not HAND-OVER on the transit.
+    split = {"wait_s": 1.0, "parts_s": {
+        "worker_making": 0.05, "worker_cpu_wait": 0.0, "main_cpu": 0.11, "cpu_wait": 0.09,
+        "host_cpu_wait": 0.35, "in_transit": 0.40}}
+    assert wait_parts.host_leads(split)
+    assert wait_parts.other_largest_fraction(split) == pytest.approx(0.44 / 0.95)
+    # The job's own wait for a core larger than the host's (31% against
+    # 30%): not the host's; the waits for a core still lead the rest.
+    split["parts_s"].update(cpu_wait=0.31, host_cpu_wait=0.30, in_transit=0.18, main_cpu=0.16)
+    assert not wait_parts.host_leads(split)
+    assert wait_parts.other_largest_fraction(split) == pytest.approx(0.61 / 0.95)
