@@ -337,3 +337,19 @@ def test_gc_inside_sums_the_collections_within_each_item_of_its_worker():
     np.testing.assert_array_equal(cpu, np.array([3, 1, 0, 0]) * ms)
     empty = np.zeros(0, dtype=_core.ITEM_RECORD_DTYPE)
     assert not sample_timing.gc_inside(empty, worker, begin, end)[0].any()
+
+
+def test_one_slow_timing_is_a_hiccup_not_slow_samples():
+    # 60 samples at 2 ms, one at 70 ms (a worker's batch made while the
+    # others forked): the test finds it, the rule names no slow samples.
+    wall = np.full(60, 2_000_000, dtype=np.int64)
+    wall[13] = 70_000_000
+    arrays = {"wall_ns": wall, "cpu_ns": wall.copy(), "index": np.arange(60),
+              "batch_share": np.ones(60)}
+    out = slow_samples.slow_of(arrays)
+    assert out["count"] == 1 and out["indices"] == [13]
+    assert slow_samples.rule({"available": True, "kind": "map", "slow": out}) == []
+    wall[40] = 70_000_000
+    out = slow_samples.slow_of({**arrays, "wall_ns": wall, "cpu_ns": wall.copy()})
+    (f,) = slow_samples.rule({"available": True, "kind": "map", "slow": out})
+    assert f.code == "slow_samples" and f.numbers["count"] == 2

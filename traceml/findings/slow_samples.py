@@ -56,6 +56,12 @@ SLOW_MIN_EXCESS_CPU_S = 1e-3
 SLOW_MIN_EXCESS_WALL_S = 10e-3
 # A stride needs at least this many slow indices (two points fit any).
 STRIDE_MIN_SLOW = 3
+# Slow samples are named from this many slow timings on: one long sample
+# is a hiccup (stall_threshold.MIN_GROUP_ON_TOP's reason for stalls); on
+# a host beside CPU hogs a worker's second batch, made while the others
+# still forked, read "slow samples: index 45: 73 ms each" in 7 of 162
+# healthy runs, 1 of 2364 samples.
+SLOW_MIN_TIMINGS = 2
 # collate_fn above this share of the workers' batch time gets its own
 # line in the evidence: a quarter, where collating is a cost of its own
 # beside the samples, not rounding.
@@ -207,8 +213,8 @@ def _stride(slow_idx: np.ndarray, fast_idx: np.ndarray) -> dict:
 
 def rule(block: Optional[dict]) -> list[Finding]:
     """The findings of a ``production.samples`` block (with its ``slow``
-    test): ``slow_samples_stride`` or ``slow_samples`` when samples are
-    slow, ``collate_share`` when collate_fn holds at least
+    test): ``slow_samples_stride`` or ``slow_samples`` when at least
+    SLOW_MIN_TIMINGS samples are slow, ``collate_share`` when collate_fn holds at least
     COLLATE_SHARE_SHOWN of batch time, ``gc_in_samples`` when a worker's
     garbage collection inside one sample took SLOW_MIN_EXCESS_CPU_S or
     more (what would make a sample slow on the CPU clock; the slow-sample
@@ -219,7 +225,7 @@ def rule(block: Optional[dict]) -> list[Finding]:
     out: list[Finding] = []
     what = "position" if block.get("kind") == "iterable" else "index"
     slow = block.get("slow") or {}
-    if slow.get("count"):
+    if slow.get("count", 0) >= SLOW_MIN_TIMINGS:
         numbers = {"what": what, "indices": slow["indices"][:INDICES_SHOWN],
                    "range": _contiguous(slow["indices"]),
                    "slow_timings": slow.get("slow_timings"), "timings": slow.get("timings"),
