@@ -42,7 +42,9 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     steady-state mean wait.
     ``why`` says which measure moved, by how much, against which
     tolerance, and, where a measure moved, whether the two runs met
-    different host load (comparison.host_note).  ``*_steps``: each run's
+    different host load (comparison.host_note); an IMPROVEMENT on a
+    quieter host or a REGRESSION on a busier one is UNSETTLED
+    (comparison.host_went_with).  ``*_steps``: each run's
     steady steps' {"wait": ns, "step": ns} (:func:`steady_series`), where
     known: the mean wait, the input share (tested on each step's share)
     and the mean step then move only beyond the two runs' own noise too
@@ -61,6 +63,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
                                         base["step_s"]["mean"], run["step_s"]["mean"],
                                         noise("step"), noise("share"))
     label, why = comparison.overall(v, moved), comparison.compare_why(v, moved)
+    if comparison.host_went_with(label, base, run):
+        label = comparison.UNSETTLED
     host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None
     return label, why + (f"; {host}" if host else ""), moved
 

@@ -32,6 +32,19 @@ def test_the_host_note_needs_loads_apart_by_a_tenth_of_the_cpus():
     assert comparison.host_note(_summary(1.0), {"host": {"usable_cpus": 2}}) is None
 
 
+def test_a_change_the_host_moved_the_same_way_is_not_yet_the_codes():
+    # Baseline beside 0.96 cores of other programs, the run beside 0.04:
+    # an IMPROVEMENT may be the host's; a REGRESSION against it stands.
+    busy, quiet = _summary(0.96), _summary(0.04)
+    assert comparison.host_went_with(comparison.IMPROVEMENT, busy, quiet)
+    assert not comparison.host_went_with(comparison.REGRESSION, busy, quiet)
+    assert comparison.host_went_with(comparison.REGRESSION, quiet, busy)
+    assert not comparison.host_went_with(comparison.IMPROVEMENT, quiet, busy)
+    # Loads within HOST_LOAD_TOL of the CPUs: the verdict stands.
+    assert not comparison.host_went_with(comparison.IMPROVEMENT, _summary(0.3), _summary(0.2))
+    assert not comparison.host_went_with(comparison.MIXED, busy, quiet)
+
+
 def test_batch_means_and_the_noise_test_follow_their_definitions():
     import math
 

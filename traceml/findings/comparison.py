@@ -313,6 +313,22 @@ def host_load_cores(s: dict) -> Optional[float]:
     return cpu / wall if wall > 0 else None
 
 
+def host_went_with(label: str, base: dict, run: dict) -> bool:
+    """Whether the host's load moved the way the verdict ``label`` did,
+    past HOST_LOAD_TOL of the usable CPUs: quieter in this run beside an
+    IMPROVEMENT, busier beside a REGRESSION.  Then the change may be the
+    host's, and the verdict is not yet the code's (UNSETTLED): a sample
+    made 2x slower read IMPROVEMENT in 3 of 4 pairs whose baseline ran
+    beside 0.96 cores of other programs and the run beside 0.04.  A change
+    against the host's move stands."""
+    a, b = host_load_cores(base), host_load_cores(run)
+    cpus = (run.get("host") or {}).get("usable_cpus") or (base.get("host") or {}).get(
+        "usable_cpus")
+    if a is None or b is None or not cpus or abs(b - a) <= HOST_LOAD_TOL * cpus:
+        return False
+    return (label == IMPROVEMENT and b < a) or (label == REGRESSION and b > a)
+
+
 def host_note(base: dict, run: dict) -> Optional[str]:
     """Where the two runs' other programs took CPU differing by more than
     HOST_LOAD_TOL of the usable CPUs: a sentence saying so, with both
