@@ -726,8 +726,8 @@ def test_sweep_next_keeps_the_fewest_workers_within_tolerance():
             _period_row(1, 23, None, "EVERY-FETCH", 0.0792, "backward", share=0.87)]
     text = str(traceml.SweepResult(rows, [None] * 4, False))
     assert ("Next: keep num_workers=1 (80.7 ms): the lowest, num_workers=4 (74.8 ms), is "
-            "within 10% of it (no real difference): more workers did not shorten the "
-            "wait.") in text
+            "within compare's tolerance (7.48 ms: 10% of the mean fetch or 2% of the step) of "
+            "it (no real difference): more workers did not shorten the wait.") in text
     assert "Even with num_workers=1 input is 87% of step time (INPUT-BOUND)" in text
 
 

@@ -166,19 +166,24 @@ class SweepResult:
                 continue
             c = conds.setdefault(sweeps.condition(r["condition"]), {
                 "name": sweeps.condition(r["condition"]), "workers": _workers(r),
-                "means": [], "shares": []})
+                "batch_size": (r["condition"] or {}).get("batch_size"),
+                "means": [], "shares": [], "steps": []})
             c["means"].append(r["mean_s"])
             if r.get("input_share") is not None:
                 c["shares"].append(r["input_share"])
-        summary = [{"name": c["name"], "workers": c["workers"],
+            if r.get("step_mean_s") is not None:
+                c["steps"].append(r["step_mean_s"])
+        summary = [{"name": c["name"], "workers": c["workers"], "batch_size": c["batch_size"],
                     "mean_s": float(np.mean(c["means"])),
+                    "step_s": float(np.mean(c["steps"])) if c["steps"] else None,
                     "input_share": float(np.mean(c["shares"])) if c["shares"] else None}
                    for c in conds.values()]
         spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
                   if e["differs"] and e["forward_mean_s"] is not None
                   and e["backward_mean_s"] is not None]
         measured = any(r["direction"] == "backward" for r in self.rows if not r["error"])
-        return sweeps.sweep_next(summary, max(spread) if spread else None, measured)
+        passes = 1 + max((r["pass_"] for r in self.rows), default=0)
+        return sweeps.sweep_next(summary, max(spread) if spread else None, measured, passes)
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:

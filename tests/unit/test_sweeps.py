@@ -122,3 +122,38 @@ def test_the_pooled_line_speaks_of_0_and_1_workers_only_where_tried():
     assert "0 and 1" not in sweeps.sweep_correlation(c, False)
     c["rows"] = [[4, 4], [1, 1]]
     assert "(0 and 1: every fetch)" in sweeps.sweep_correlation(c, False)
+
+
+def _c(name, workers, mean_s, share=0.1, step_s=0.011, batch_size=None):
+    return {"name": name, "workers": workers, "mean_s": mean_s, "input_share": share,
+            "step_s": step_s, "batch_size": batch_size}
+
+
+def test_two_passes_do_not_ask_for_a_second_pass():
+    # num_workers 1 leads 0 by 500 us, past compare's tolerance (300 us)
+    # and within a 600 us order effect: one pass asks for a second; two
+    # passes keep the fewest workers.
+    conds = [_c("num_workers=0", 0, 0.0035), _c("num_workers=1", 1, 0.003)]
+    (code, _), = sweeps.sweep_next(conds, 0.0006, passes=1)
+    assert code == sweeps.SWEEP_UNDECIDED
+    (code, p), = sweeps.sweep_next(conds, 0.0006, passes=2)
+    assert code == sweeps.SWEEP_KEEP_FEWEST and p["keep"] == "num_workers=0"
+    assert "within the order effect (600 µs)" in sweeps.WORDS[code](p)
+
+
+def test_a_lead_under_the_steps_tolerance_is_no_difference():
+    # prefetch_factor 2 at 910 us, 4 at 1.1 ms on an 11 ms step: 192 us is
+    # under 2% of the step (222 us): no real difference, the fewest kept.
+    conds = [_c("prefetch_factor=2", 2, 0.000910), _c("prefetch_factor=4", 2, 0.001102)]
+    (code, p), = sweeps.sweep_next(conds, None)
+    assert code == sweeps.SWEEP_KEEP_FEWEST
+
+
+def test_batch_sizes_are_weighed_per_sample():
+    # 4 samples for 1 ms a step against 16 for 2 ms: per sample 250 against
+    # 125 us, the larger batch leads.
+    conds = [_c("batch_size=4", 2, 0.001, step_s=0.004, batch_size=4),
+             _c("batch_size=16", 2, 0.002, step_s=0.016, batch_size=16)]
+    (code, p), *_ = sweeps.sweep_next(conds, None)
+    assert code == sweeps.SWEEP_KEEP_BEST and p["best"] == "batch_size=16"
+    assert "mean fetch per sample" in sweeps.WORDS[code](p)

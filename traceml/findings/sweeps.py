@@ -48,24 +48,33 @@ SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
 
 
 def sweep_next(conds: list[dict], order_spread_s: Optional[float],
-               order_measured: bool = True) -> list[tuple[str, dict]]:
+               order_measured: bool = True, passes: int = 1) -> list[tuple[str, dict]]:
     """The next step a sweep's numbers support, as (code, numbers) items.
 
     ``conds``: one dict per condition, {name, workers (the loader's
     num_workers, None unknown), mean_s (mean input wait per step over its
-    rows), input_share (mean over its rows)}; ``order_spread_s``: the
+    rows), input_share (mean over its rows), and where known step_s (its
+    mean step) and batch_size (where the sweep varied it)}; ``passes``:
+    the sweep's passes; ``order_spread_s``: the
     largest |forward - backward| mean wait among the conditions whose
     order effect differs beyond compare's tolerance (None: none differs);
     ``order_measured``: some condition ran backward too (False: one
     direction, and a kept best says its lead was not set against an order
     effect).
 
-    Rules: the conditions within REL_TOL (compare's tolerance) of the
-    lowest mean wait do not differ; among them the one with the fewest
+    Rules: where batch_size varied, the wait is weighed per sample (mean_s
+    over batch_size: a larger batch carries more samples a step, and the
+    wait per step always favours the smallest).  The conditions within
+    compare's tolerance of the lowest mean wait (REL_TOL of it or
+    STEP_TOL of its mean step, whichever is larger) do not differ; among
+    them the one with the fewest
     workers is kept (workers cost memory and cores), "more workers did not
     help" (SWEEP_KEEP_FEWEST).  Otherwise the best is kept when its lead
     over the runner-up exceeds the order effect (SWEEP_KEEP_BEST), else
-    the sweep is repeated (SWEEP_UNDECIDED: passes=2).  When the kept
+    the sweep is repeated (SWEEP_UNDECIDED: passes=2); where it already
+    ran two passes or more, the conditions within the order effect of the
+    best do not differ either, and the fewest workers among them is kept
+    (SWEEP_KEEP_FEWEST).  When the kept
     condition's input share is still at least INPUT_BOUND_SHARE: if it has
     the most workers of the sweep and led beyond tolerance, more workers
     may help further (SWEEP_MORE_WORKERS, only where num_workers varied),
@@ -74,9 +83,22 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
     conds = [c for c in conds if c.get("mean_s") is not None]
     if len(conds) < 2:
         return []
+    sizes = {c.get("batch_size") for c in conds}
+    per_sample = len(sizes) > 1 and None not in sizes
+    if per_sample:
+        conds = [{**c, "mean_s": c["mean_s"] / c["batch_size"],
+                  "step_s": None if c.get("step_s") is None else c["step_s"] / c["batch_size"]}
+                 for c in conds]
     ranked = sorted(conds, key=lambda c: c["mean_s"])
     best = ranked[0]
-    close = [c for c in ranked if c["mean_s"] <= best["mean_s"] * (1 + comparison.REL_TOL)]
+    tol = max(comparison.REL_TOL * best["mean_s"],
+              comparison.STEP_TOL * (best.get("step_s") or 0.0))
+    order_basis = False
+    if passes >= 2 and order_spread_s is not None and order_spread_s > tol:
+        # Two passes and more already ran: a lead within the order effect
+        # is no difference, and another pass would not make it one.
+        tol, order_basis = order_spread_s, True
+    close = [c for c in ranked if c["mean_s"] <= best["mean_s"] + tol]
     with_workers = [c for c in close if c.get("workers") is not None]
     fewest = (min(with_workers, key=lambda c: (c["workers"], c["mean_s"]))
               if with_workers else best)
@@ -91,6 +113,7 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
             "keep": keep["name"], "keep_mean_s": keep["mean_s"],
             "best": best["name"], "best_mean_s": best["mean_s"],
             "others": [c["name"] for c in others], "tolerance": comparison.REL_TOL,
+            "within_s": tol, "per_sample": per_sample, "order_basis": order_basis,
             "fewer_workers": bool(others) and keep.get("workers") is not None and all(
                 c.get("workers") is not None and c["workers"] > keep["workers"]
                 for c in others)}))
@@ -100,7 +123,9 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
         params = {"best": best["name"], "best_mean_s": best["mean_s"],
                   "runner": runner["name"], "runner_mean_s": runner["mean_s"],
                   "lead_s": lead, "order_spread_s": order_spread_s,
-                  "order_measured": bool(order_measured)}
+                  "order_measured": bool(order_measured), "within_s": tol,
+                  "close": [c["name"] for c in close if c is not best],
+                  "per_sample": per_sample}
         if order_spread_s is not None and lead <= order_spread_s:
             out.append((SWEEP_UNDECIDED, params))
             return out
@@ -317,20 +342,38 @@ def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
     return text
 
 
+def _per(p: dict) -> str:
+    return " per sample" if p.get("per_sample") else ""
+
+
+def _within(p: dict) -> str:
+    """The tolerance two conditions are alike within: compare's (REL_TOL
+    of the mean fetch or STEP_TOL of the step), or the order effect
+    after two passes."""
+    if p.get("within_s") is None:
+        return pct(p["tolerance"])
+    if p.get("order_basis"):
+        return f"the order effect ({fmt_s(p['within_s'])})"
+    return (f"compare's tolerance ({fmt_s(p['within_s'])}: {pct(comparison.REL_TOL)} of the "
+            f"mean fetch or {pct(comparison.STEP_TOL)} of the step)")
+
+
 WORDS: dict[str, Words] = {
     SWEEP_KEEP_FEWEST: lambda p: (
-        f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}): "
+        f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}{_per(p)}): "
         + ("it is the lowest mean fetch" if p["keep"] == p["best"]
            else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
-                f"{pct(p['tolerance'])} of it")
+                f"{_within(p)} of it")
         + (f"; {', '.join(o for o in p['others'] if o != p['best'])} within "
-           f"{pct(p['tolerance'])} too" if [o for o in p["others"] if o != p["best"]] else "")
+           f"{_within(p)} too" if [o for o in p["others"] if o != p["best"]] else "")
         + (" (no real difference): more workers did not shorten the wait"
            if p["fewer_workers"] else " (no real difference)") + "."),
     SWEEP_KEEP_BEST: lambda p: (
-        f"Next: keep {p['best']}: its mean fetch, {fmt_s(p['best_mean_s'])}, is "
-        f"{fmt_s(p['lead_s'])} under the next, {p['runner']} ({fmt_s(p['runner_mean_s'])}), "
-        f"beyond {pct(comparison.REL_TOL)}"
+        f"Next: keep {p['best']}: its mean fetch{_per(p)}, {fmt_s(p['best_mean_s'])}, is "
+        f"{fmt_s(p['lead_s'])} under the nearest condition past {_within(p)}, "
+        f"{p['runner']} ({fmt_s(p['runner_mean_s'])})"
+        + (f"; {', '.join(p['close'])} within it (no real difference)" if p.get("close")
+           else "")
         + (f" and beyond the order effect ({fmt_s(p['order_spread_s'])})"
            if p["order_spread_s"] is not None else "")
         + ("; one direction only, so the run order's effect was not measured "
