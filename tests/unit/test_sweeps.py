@@ -157,3 +157,16 @@ def test_batch_sizes_are_weighed_per_sample():
     (code, p), *_ = sweeps.sweep_next(conds, None)
     assert code == sweeps.SWEEP_KEEP_BEST and p["best"] == "batch_size=16"
     assert "mean fetch per sample" in sweeps.WORDS[code](p)
+
+
+def test_a_sweep_with_no_stall_says_so_and_lists_nothing_left_out():
+    left = [{"condition": {"num_workers": k}, "pass_": 0, "direction": "forward",
+             "reason": "few_stalls", "stalls": 0} for k in (0, 1, 2)]
+    c = {"rows": [], "points": 0, "gaps": 0, "workers_varied": True, "follows": None,
+         "distinct_workers": 0, "left_out": left}
+    assert sweeps.sweep_correlation(c, False) == (
+        "num_workers vs stall period: no condition stalled; nothing to correlate")
+    assert sweeps.sweep_left_out(c) is None
+    left[1]["stalls"] = 2
+    assert "too few to tell" in sweeps.sweep_correlation(c, False)
+    assert sweeps.sweep_left_out(c).startswith("left out of the correlation")

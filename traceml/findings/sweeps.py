@@ -249,6 +249,8 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
              f"in all; max(1, num_workers):period {shown})")
     least = SWEEP_MIN_DISTINCT_WORKERS
     pooled = c.get("pooled") or {}
+    if _none_stalled(c):
+        return "num_workers vs stall period: no condition stalled; nothing to correlate"
     if c.get("workers_varied") is False:
         text = "num_workers vs stall period: num_workers did not vary in this sweep; nothing to correlate"
         if ignored:
@@ -309,12 +311,20 @@ _LEFT_OUT = {
 }
 
 
+def _none_stalled(c: dict) -> bool:
+    """Whether no row of the sweep stalled at all: every row left out of
+    the correlation, none of them with a stall or an error."""
+    left = c.get("left_out") or []
+    return (not c.get("points") and bool(left)
+            and all(r.get("stalls") == 0 and r.get("reason") != "error" for r in left))
+
+
 def sweep_left_out(c: dict) -> Optional[str]:
     """The rows the correlation left out, each with its reason; None where
     none was, or where num_workers did not vary (there is no correlation
     to leave a row out of)."""
     left = c.get("left_out") or []
-    if not left or c.get("workers_varied") is False:
+    if not left or c.get("workers_varied") is False or _none_stalled(c):
         return None
     return "left out of the correlation: " + "; ".join(
         f"{condition(r['condition'])} pass {r['pass_']} {r['direction']} "
