@@ -97,7 +97,7 @@ def test_the_footers_speak_only_of_what_varied():
     # prefetch_factor swept at num_workers=2: no row is "left out of the
     # correlation", as there is none; where num_workers varied, they are.
     left = [{"condition": {"num_workers": 2, "prefetch_factor": 1}, "pass_": 0,
-             "direction": "forward", "reason": "few_stalls", "stalls": 0}]
+             "direction": "forward", "reason": "few_stalls", "stalls": 1}]
     assert sweeps.sweep_left_out({"workers_varied": False, "left_out": left}) is None
     said = sweeps.sweep_left_out({"workers_varied": True, "left_out": left})
     assert said.startswith("left out of the correlation: num_workers=2 prefetch_factor=1")
