@@ -751,6 +751,9 @@ WORDS: dict[str, Words] = {
     "slow_sample": lambda p: (
         _slow_made(p) if p.get("period_from") == PERIOD_FROM_MAKE_TIMES else (
             f"The stalled batches share rank % {p['period']} == {p['residue']} "
-            f"({pct(p['share'])} of them) across {plural(p['workers'], 'worker')}: particular "
-            f"samples are slow, not a worker; next: {_time_them(p)}." + _look_ahead(p))),
+            f"({pct(p['share'])} of them) "
+            + (f"across {plural(p['workers'], 'worker')}" if p["workers"] else
+               "(num_workers=0: made in the main process)")
+            + f": particular samples are slow, not a worker; next: {_time_them(p)}."
+            + _look_ahead(p))),
 }
