@@ -20,6 +20,7 @@ lock-step), and delivery runs on any core.  With 100 ms batches the stall
 
 import itertools
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -181,6 +182,19 @@ def test_loader_facts_without_workers():
         "in_order": True,
     }
     assert d["cadence"]["num_workers"] == 0
+
+
+def test_pin_memory_reads_as_torch_uses_it():
+    # torch pins only where an accelerator is available (and warns
+    # otherwise): the report shows what the iterator does.
+    acc = getattr(torch, "accelerator", None)
+    pins = acc.is_available() if acc is not None else torch.cuda.is_available()
+    loader = DataLoader(BurnDataset(6, 0.0), batch_size=3, pin_memory=True)
+    name = uname()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        list(traceml.wrap(loader, name=name))
+    assert traceml.report(source=name).to_dict()["loader"]["pin_memory"] is bool(pins)
 
 
 def test_loader_facts_absent_for_a_list():

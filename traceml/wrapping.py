@@ -187,13 +187,30 @@ def loader_facts(obj: Any) -> Optional[dict]:
     if inner is None or inner is obj:
         if not _is_dataloader(obj):
             return None
-        return {name: getattr(obj, name, None) for name in LOADER_FIELDS}
-    facts = {name: getattr(inner, name, None) for name in LOADER_FIELDS}
+        return _pinning({name: getattr(obj, name, None) for name in LOADER_FIELDS})
+    facts = _pinning({name: getattr(inner, name, None) for name in LOADER_FIELDS})
     if facts["batch_size"] is None:
         size = getattr(getattr(inner, "batch_sampler", None), "batch_size", None)
         if isinstance(size, int) and not isinstance(size, bool):
             facts["batch_size"] = size
     facts["wrapper"] = _wrapper_name(obj)
+    return facts
+
+
+def _pinning(facts: dict) -> dict:
+    """``facts`` with ``pin_memory`` as the loader's iterator uses it:
+    torch pins only where an accelerator is available, and warns and goes
+    on unpinned otherwise (a CPU-only run showed pin_memory=True)."""
+    if facts.get("pin_memory"):
+        torch = sys.modules.get("torch")
+        acc = getattr(torch, "accelerator", None)
+        try:
+            available = (acc.is_available() if acc is not None and hasattr(acc, "is_available")
+                         else torch.cuda.is_available())
+        except Exception:   # an accelerator query that fails pins nothing either
+            available = False
+        if not available:
+            facts["pin_memory"] = False
     return facts
 
 
