@@ -204,11 +204,8 @@ def _pinning(facts: dict) -> dict:
     if facts.get("pin_memory"):
         torch = sys.modules.get("torch")
         acc = getattr(torch, "accelerator", None)
-        try:
-            available = (acc.is_available() if acc is not None and hasattr(acc, "is_available")
-                         else torch.cuda.is_available())
-        except Exception:   # an accelerator query that fails pins nothing either
-            available = False
+        available = (acc.is_available() if acc is not None and hasattr(acc, "is_available")
+                     else torch.cuda.is_available())
         if not available:
             facts["pin_memory"] = False
     return facts
