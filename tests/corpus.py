@@ -1072,7 +1072,7 @@ def sim_slow_sample(seed: int, every: int, num_workers: int, slow_ms: float,
 
 def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: int = 2,
                    slow_ms: float = 12.0, fast_ms: float = 0.5, collate_ms: float = 0.0,
-                   n: int = 64, getitems: bool = False) -> Case:
+                   n: int = 64, getitems: bool = False, at_random: bool = False) -> Case:
     """A map-style dataset in order (batch r holds indices r * batch_size
     ...), every ``every``-th index costing ``slow_ms`` of CPU and the
     others ~``fast_ms`` (lognormal, sigma 0.3), then ``collate_ms`` of
@@ -1080,16 +1080,20 @@ def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: 
     the workers' item records (ITEM_RECORD_DTYPE) lie inside their batch
     records, back to back, as the C wrappers write them.  ``getitems``: the
     dataset makes each batch at once (one __getitems__ record a batch, no
-    per-sample record)."""
+    per-sample record).  ``at_random``: a fixed random one in ``every``
+    indices slow instead, no stride (the per-sample timing names them)."""
     rng = np.random.default_rng(1700 + seed)
     idx = np.arange(n * batch_size)
-    per = np.where(idx % every == 0, slow_ms * rng.uniform(0.98, 1.02, len(idx)),
+    slow = rng.random(len(idx)) < 1.0 / every if at_random else idx % every == 0
+    per = np.where(slow, slow_ms * rng.uniform(0.98, 1.02, len(idx)),
                    _fast(rng, len(idx), fast_ms, 0.3)).reshape(n, batch_size)
     cost = per.sum(axis=1) + collate_ms
     truth = ({"production.samples.kind": "getitems"} if getitems else
+             {"production.samples.slow.stride": None, "temporal.label": Not("PERIODIC")}
+             if at_random else
              {"production.samples.slow.stride": every, "production.samples.slow.residue": 0})
-    name = (f"sim-slow-items-every{every}-bs{batch_size}-{num_workers}w-c{collate_ms:g}"
-            f"{'-getitems' if getitems else ''}-s{seed}")
+    name = (f"sim-slow-items-{'random1in' if at_random else 'every'}{every}-bs{batch_size}-"
+            f"{num_workers}w-c{collate_ms:g}{'-getitems' if getitems else ''}-s{seed}")
     case = simulated_loader(name, cost, truth, num_workers=num_workers,
                             compute_ms=np.full(n, 10.0))
     rows = []
@@ -1481,6 +1485,8 @@ def corpus() -> list[Case]:
     cases += [sim_uniform_make(0), sim_uniform_make(1, num_workers=4, make_ms=60.0)]
     cases += [sim_slow_items(0), sim_slow_items(1, every=5, batch_size=8, collate_ms=6.0),
               sim_slow_items(2, collate_ms=4.0, getitems=True)]
+    cases += [sim_slow_items(s, every=8, num_workers=2, slow_ms=30.0, n=80, at_random=True)
+              for s in (0, 3)]
     cases += [sim_random_slow(s) for s in range(3)]
     cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]

@@ -49,7 +49,7 @@ import numpy as np
 from scipy import stats
 
 from .. import _core
-from ..fmt import pct, plural
+from ..fmt import fmt_s, pct, plural
 from . import attribution, slow_samples, stall_threshold, wait_parts
 from ._types import Finding, Words
 
@@ -331,11 +331,15 @@ def evidence_lines(s: dict) -> list[str]:
 # The next step, where a function was named: it leads
 # (advice.LEAD_ORDER); it replaces nothing, since the experiments on the
 # loader still say why the cost reaches the loop in that pattern.
-SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset()}
+SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset(),
+                    # Measured: the per-sample timing found the slow samples
+                    # that comparing in_order would only point at.
+                    "time_slow_samples": frozenset(("compare_in_order",
+                                                    "slow_samples_one_loader"))}
 # A named function that holds at least half the fast batches' sampled CPU
 # too is code every batch runs (most of it), not the slow batches' own.
 SAME_CODE_FAST_SHARE = 0.5
-ONLY_REPLACING: frozenset = frozenset()
+ONLY_REPLACING: frozenset = frozenset(("time_slow_samples",))
 # At num_workers=0, where the sampler's next() holds most (more than this
 # share) of the main process's sampled CPU in the fetches, the work runs in
 # the main process at any num_workers: "try num_workers >= 1" goes.
@@ -362,9 +366,10 @@ def advise(s: dict) -> list[Finding]:
     here: the attribution's leads (one worker's slow batches whose named
     function holds half or more of the fast batches' CPU too are such;
     LARGE-BATCH's, which run it for more samples, likewise)."""
+    timed = _time_slow_samples(s)
     f = judge(s.get("slow_code"))
     if f is None:
-        return []
+        return timed
     sampler = (s.get("slow_code") or {}).get("sampler_share")
     if f.code == "slow_code_named":
         label = (s.get("attribution") or {}).get("label")
@@ -378,7 +383,7 @@ def advise(s: dict) -> list[Finding]:
             # code run longer on one worker (its shard, its resource), which
             # the attribution's next step names; the evidence line stays.
             return []
-        return [Finding("look_at_function", {**f.numbers, "sampler_share": sampler})]
+        return [Finding("look_at_function", {**f.numbers, "sampler_share": sampler})] + timed
     slow_only = f.code == "slow_code_slow_only"
     if ((f.code == "slow_code_same" and alike(s, f)) or slow_only) and (
             s.get("diagnosis") == "INPUT-BOUND"):
@@ -387,8 +392,28 @@ def advise(s: dict) -> list[Finding]:
         return [Finding("look_at_path", {"head": head, "tail": path[-1],
                                          "samples": f.numbers["samples"],
                                          "main": f.numbers["main"],
-                                         "sampler_share": sampler, "slow_only": slow_only})]
-    return []
+                                         "sampler_share": sampler,
+                                         "slow_only": slow_only})] + timed
+    return timed
+
+
+def _time_slow_samples(s: dict) -> list[Finding]:
+    """``time_slow_samples`` where the workers' per-sample timing named
+    slow samples (findings.slow_samples) of a map-style dataset with no
+    index stride (a stride has the attribution's SLOW-SAMPLE) and their
+    repeats read as the samples' own cost: the question "compare in_order"
+    asks (do single slow samples hold the loop?) is measured; it replaces
+    that step (ONLY_REPLACING), else nothing."""
+    block = (s.get("production") or {}).get("samples") or {}
+    if block.get("kind") != "map":
+        return []
+    found = {code: n for code, n in block.get("findings") or []}
+    n = found.get("slow_samples")
+    if n is None or slow_samples.moment_not_samples(n):
+        return []
+    return [Finding("time_slow_samples", {
+        "indices": n["indices"], "distinct": n["distinct"], "slow_s": n["slow_s"],
+        "fast_s": n["fast_s"]})]
 
 
 def _in_the_sampler(p: dict) -> str:
@@ -502,6 +527,15 @@ WORDS: dict[str, Words] = {
         f"Look at {_where(p)}"
         + (f", down to {_where(p['down_to'])}" if p.get("down_to") else "")
         + f": {_shares(p)}." + _in_the_sampler(p)),
+    "time_slow_samples": lambda p: (
+        "Next: time __getitem__ on index "
+        + ", ".join(str(i) for i in p["indices"])
+        + (" ..." if p["distinct"] > len(p["indices"]) else "")
+        + f" (the workers timed them at {fmt_s(p['slow_s'])}"
+        + (f" against {fmt_s(p['fast_s'])} for the others" if p.get("fast_s") is not None
+           else "")
+        + "): the per-sample timing has found the slow samples that comparing in_order "
+        "would only point at."),
     "look_at_path": lambda p: (
         ("Make the slow batches cheaper where their CPU goes: " if p.get("slow_only") else
          "Every batch costs alike; make it cheaper where its CPU goes: ")

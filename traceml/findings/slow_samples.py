@@ -295,6 +295,17 @@ def _slow_body(p: dict) -> str:
             "sample time" + _not_the_index(p))
 
 
+def moment_not_samples(p: dict) -> bool:
+    """Whether the slow indices' repeat timings read as the moment's cost,
+    not the samples' (:func:`_not_the_index`'s model); False where no
+    index was timed twice."""
+    slow, timed, distinct = p.get("slow_timings"), p.get("timings"), p.get("distinct")
+    if not slow or not timed or not distinct or timed <= distinct:
+        return False
+    base = p["count"] / p["of"] if p.get("of") else 0.0
+    return (slow - distinct) / (timed - distinct) < (1.0 + base) / 2.0
+
+
 def _not_the_index(p: dict) -> str:
     """Whether the slow indices' other timings (each index's timings past
     the one that made it slow) were slow too: the samples' own cost, or
@@ -307,9 +318,7 @@ def _not_the_index(p: dict) -> str:
     if not slow or not timed or not distinct or timed <= distinct:
         return ""
     whats = "indices" if p["what"] == "index" else f"{p['what']}s"
-    base = p["count"] / p["of"] if p.get("of") else 0.0
-    repeats_slow = (slow - distinct) / (timed - distinct)
-    if repeats_slow >= (1.0 + base) / 2.0:
+    if not moment_not_samples(p):
         if timed == slow:
             return f"; slow in every one of their {timed} timings: the samples' own cost"
         return f"; slow in {slow} of their {timed} timings: the samples' own cost"
