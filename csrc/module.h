@@ -177,7 +177,7 @@ tm_rec_sampler_cpu_ns(tm_recorder *rec, clockid_t *clock)
         || !__atomic_load_n(&st->sampler.cpu_clock_set, __ATOMIC_ACQUIRE)) {
         return -1;
     }
-    *clock = st->sampler.cpu_clock;
+    *clock = __atomic_load_n(&st->sampler.cpu_clock, __ATOMIC_RELAXED);
     if (clock_gettime(*clock, &ts) != 0) {
         return -1;              /* the thread ended meanwhile */
     }

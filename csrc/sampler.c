@@ -205,7 +205,7 @@ sampler_main(void *arg)
     /* This thread's CPU clock, for clocked fetches to leave out
        (tm_rec_sampler_cpu_ns); unset again before the thread ends. */
     if (pthread_getcpuclockid(pthread_self(), &cpu_clock) == 0) {
-        s->cpu_clock = cpu_clock;
+        __atomic_store_n(&s->cpu_clock, cpu_clock, __ATOMIC_RELAXED);
         __atomic_store_n(&s->cpu_clock_set, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_lock(&s->lock);

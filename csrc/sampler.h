@@ -131,8 +131,8 @@ typedef struct {
     uint64_t overwritten;    /* readings dropped by the ring wrapping */
     uint64_t ticks;          /* sampling rounds done */
     int64_t busy_ns;         /* thread CPU time spent sampling */
-    clockid_t cpu_clock;     /* the running thread's CPU clock ... */
-    int cpu_clock_set;       /* ... once this is 1; atomic */
+    clockid_t cpu_clock;     /* the running thread's CPU clock ... (atomic) */
+    int cpu_clock_set;       /* ... once this is 1 (atomic; 0 after a fork) */
     int64_t started_ns;      /* sampling last started (entries 0 -> 1) */
     int64_t run_ns;          /* wall time spent sampling, finished spans */
     /* the watch entries and their union */
