@@ -1222,7 +1222,7 @@ def _making_in_stalls(s: dict, workers_busy: Optional[bool]) -> Optional[bool]:
     """Whether the workers were making the awaited batches during the
     stalls.  Where the clocked stalls were split (wait_parts' ``stalls``,
     with worker timing), that decides: the awaited worker making the
-    batch (worker_making and worker_cpu_wait) for at least
+    batch (on a core or waiting for one: wait_parts.making_fraction) for at least
     worker_evidence.BUSY_SHARE of the stalls' wait (beside three CPU hogs
     a healthy loader's stalls were 1% in the making, 53% in transit, while
     the sampler found the workers busy prefetching).  Otherwise busy by
@@ -1230,7 +1230,7 @@ def _making_in_stalls(s: dict, workers_busy: Optional[bool]) -> Optional[bool]:
     waiting on a batch still being made for at least BUSY_SHARE of its
     input wait; None where neither was measured."""
     stall_split = (s.get("wait_parts") or {}).get("stalls")
-    made = wait_parts.production_fraction(stall_split)
+    made = wait_parts.making_fraction(stall_split)
     if made is not None:
         return made >= worker_evidence.BUSY_SHARE
     share = input_bound.production_share(s.get("production"))

@@ -935,6 +935,7 @@ class WaitSplit(TypedDict):
     wait_s: NonNegative
     parts_s: dict[WaitPart, NonNegative]
     runq_known: bool
+    host_of_workers_s: NotRequired[NonNegative]
 
 
 class WaitPartsLargest(TypedDict):

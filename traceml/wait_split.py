@@ -104,7 +104,9 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     part left out) the CPU ns of the process's other threads inside each
     fetch, the OTHERS_PART.  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
     PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
-    runq_known}."""
+    runq_known, and where the host was read with worker timing
+    host_of_workers_s (the part of HOST_PART that was the awaited worker
+    waiting for a core: still making the batch)}."""
     wait = np.asarray(wait_ns, dtype=np.int64)
     cpu = np.asarray(cpu_ns, dtype=np.int64)
     runq = np.asarray(runq_ns, dtype=np.int64)
@@ -141,18 +143,20 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     if others is None:
         del parts[OTHERS_PART]
     parts_s = {k: float(v.sum()) * 1e-9 for k, v in parts.items()}
+    out = {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9}
     if host_share is not None:
         h = min(1.0, max(0.0, float(host_share)))
         hosts = 0.0
         for k in ("worker_cpu_wait", "cpu_wait"):
             if k in parts_s:
                 hosts += h * parts_s[k]
+                if k == "worker_cpu_wait":
+                    out["host_of_workers_s"] = h * parts_s[k]
                 parts_s[k] *= 1.0 - h
         at = list(parts_s).index("cpu_wait") + 1
         items = list(parts_s.items())
         parts_s = dict(items[:at] + [(HOST_PART, hosts)] + items[at:])
-    return {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9,
-            "parts_s": parts_s, "runq_known": runq_known}
+    return {**out, "parts_s": parts_s, "runq_known": runq_known}
 
 
 def _others(others_cpu_ns: np.ndarray, keep: np.ndarray, room: np.ndarray) -> np.ndarray:

@@ -189,8 +189,8 @@ WORDS: dict[str, Words] = {
         "the wait than the largest other part: the loop waits mostly for batches already "
         "made"),
     "diagnosis_host_bound": lambda p: (
-        f"{_said(p)} (>= {_top()}), but its largest measured part is waiting for a core that "
-        "other programs held: the host's wait, not the loader's"),
+        f"{_said(p)} (>= {_top()}), but its largest measured cause is waiting for a core, "
+        "with other programs holding the cores: the host's wait, not the loader's"),
     "diagnosis_compute_bound": lambda p: (
         f"{_said(p)} (< {_low()}: TensorFlow's input-pipeline analyzer calls this not "
         "input-bound)"),
