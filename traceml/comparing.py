@@ -1,9 +1,8 @@
 """traceml.compare(): runs side by side, each judged against the first.
 
-Holds the comparison workflow and its plain data; the verdict rule and its
-tolerances live in :mod:`traceml.policy`, the sentences in
-:mod:`traceml.wording`, the table in :mod:`traceml.render`.  Never touches
-the recording.
+Holds the comparison workflow and its plain data; the verdict rule, its
+tolerances and its sentences live in :mod:`traceml.findings.comparison`,
+the table in :mod:`traceml.render`.  Never touches the recording.
 """
 
 from __future__ import annotations
@@ -48,7 +47,14 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     steady steps' {"wait": ns, "step": ns} (:func:`steady_series`), where
     known: the mean wait, the input share (tested on each step's share)
     and the mean step then move only beyond the two runs' own noise too
-    (comparison.noise_p_value)."""
+    (comparison.noise_p_value).  Where the two runs' loaders had different
+    batch sizes, the wait, the step and the stall rate are judged per
+    sample (a step of 32 samples against one of 8), and ``why`` says so."""
+    sizes = _batch_sizes(base, run)
+    if sizes is not None:
+        base, base_steps, base_stalls = _per_sample(base, base_steps, base_stalls, sizes[0])
+        run, run_steps, run_stalls = _per_sample(run, run_steps, run_stalls, sizes[1])
+
     def noise(key: str) -> Optional[float]:
         if base_steps is None or run_steps is None:
             return None
@@ -66,7 +72,39 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     if comparison.host_went_with(label, base, run):
         label = comparison.UNSETTLED
     host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None
+    if sizes is not None:
+        why = (f"batch_size {sizes[0]} -> {sizes[1]}: each measure per sample (a step, its "
+               f"wait and the stall rate over its samples); " + why)
     return label, why + (f"; {host}" if host else ""), moved
+
+
+def _batch_sizes(base: dict, run: dict) -> Optional[tuple[int, int]]:
+    """(the baseline's, the run's) batch sizes where both loaders give one
+    and they differ; else None."""
+    a = (base.get("loader") or {}).get("batch_size")
+    b = (run.get("loader") or {}).get("batch_size")
+    if not a or not b or a == b:
+        return None
+    return int(a), int(b)
+
+
+def _per_sample(s: dict, steps: Optional[dict], stalls: Optional[tuple],
+                size: int) -> tuple[dict, Optional[dict], Optional[tuple]]:
+    """The summary's mean wait and step, its steady series' waits and
+    steps, and its (stalls, steps) over ``size`` samples a step."""
+    s = dict(s)
+    for key in ("input_wait_s", "step_s"):
+        if s.get(key):
+            s[key] = {**s[key], "mean": _over(s[key].get("mean"), size)}
+    if steps is not None:
+        steps = {**steps, "wait": steps["wait"] / size, "step": steps["step"] / size}
+    if stalls is not None:
+        stalls = (stalls[0], stalls[1] * size)
+    return s, steps, stalls
+
+
+def _over(x: Optional[float], size: int) -> Optional[float]:
+    return None if x is None else x / size
 
 
 def verdict(base: dict, run: dict, base_stalls: Optional[tuple] = None,

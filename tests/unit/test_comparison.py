@@ -127,3 +127,23 @@ def test_an_improvement_needs_no_measure_worse_within_the_noise():
     moved = comparison.compare_measures(v, 0.18, 0.156, None, None, 17e-3, 22.6e-3,
                                         step_noise_p=0.001, share_noise_p=0.001)
     assert comparison.overall(v, moved) == comparison.REGRESSION
+
+
+def test_runs_of_different_batch_sizes_are_judged_per_sample():
+    from traceml import comparing
+
+    # 8 samples a step of 14 ms (wait 1.5 ms) against 32 a step of 50 ms
+    # (wait 1.5 ms): per step the larger batch is slower; per sample it is
+    # 1.56 against 1.75 ms a sample, and its wait 47 against 188 us.
+    def summary(bs, wait, step):
+        return {"loader": {"batch_size": bs}, "input_wait_s": {"mean": wait},
+                "step_s": {"mean": step}, "input_share": wait / step}
+
+    label, why, moved = comparing.judge(summary(8, 1.5e-3, 14e-3), summary(32, 1.5e-3, 50e-3))
+    assert label == comparison.IMPROVEMENT, why
+    assert why.startswith("batch_size 8 -> 32: each measure per sample")
+    step = next(m for m in moved if m.measure == "step_time")
+    assert (step.base, step.run) == (14e-3 / 8, 50e-3 / 32)
+    # The same batch size: judged per step, a REGRESSION.
+    label, _, _ = comparing.judge(summary(8, 1.5e-3, 14e-3), summary(8, 1.5e-3, 50e-3))
+    assert label == comparison.REGRESSION
