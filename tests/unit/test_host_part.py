@@ -83,4 +83,4 @@ def test_host_bound_needs_an_input_bound_wait():
     assert input_bound.diagnose(0.15, 0.05, None, None, 0.5, True).label == input_bound.BALANCED
     assert input_bound.diagnose(0.3, 0.25, None, None, 0.5, False).label == input_bound.INPUT_BOUND
     rule = findings.sentences([input_bound.diagnosis_finding(input_bound.HOST_BOUND, 0.3)])[0]
-    assert "other programs held" in rule and "30.0%" in rule
+    assert "other programs holding the cores" in rule and "30.0%" in rule
