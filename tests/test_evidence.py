@@ -377,6 +377,19 @@ def test_idle_workers_without_reads_point_elsewhere():
     assert any("the workers were mostly idle" in t for t in text)
 
 
+def test_workers_that_timed_themselves_making_the_batch_are_not_idle():
+    """3 workers on 2 CPUs, one making the awaited batch: 0.8 cores busy,
+    under half the cores, and the busiest worker's share unread.  The
+    workers' own timing (the awaited worker making the stalled batch for
+    most of the wait) says they were not idle."""
+    iv = _iv(0.8, 0.0, busiest=None)
+    idle = sentences(evidence.interval_findings(iv, 3, 2))
+    assert any("mostly idle" in t for t in idle)
+    made = sentences(evidence.interval_findings(iv, 3, 2, making=True))
+    assert not any("mostly idle" in t for t in made)
+    assert any("CPU-side dataset processing" in t for t in made)
+
+
 def test_run_queue_wait_without_oversubscription_blames_other_processes():
     text = _sentences(_iv(0.7, 1.2, busiest=0.9), num_workers=2, cpus=2)
     assert any("although 2 workers fit on 2 CPUs: other threads or processes, the "

@@ -559,7 +559,8 @@ _CPU_SIDE = frozenset(("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads
 
 def interval_findings(iv: Optional[dict], num_workers: Optional[int],
                       cpus: Optional[int], awaited: Optional[dict] = None,
-                      batch_bytes: Optional[float] = None) -> list[tuple[str, dict]]:
+                      batch_bytes: Optional[float] = None,
+                      making: Optional[bool] = None) -> list[tuple[str, dict]]:
     """What the slow/fast comparison of :func:`intervals` says, as
     (code, numbers) items ending with the caveats; :func:`traceml.findings.
     sentences` words them.  Empty without stalls.  ``awaited``
@@ -568,7 +569,11 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     lie elsewhere: that worker sleeps on something).  With batches of at
     least hand_over.HANDOVER_MIN_BYTES (``batch_bytes``, the median), busy
     workers without storage reads read "cpu_handover": their CPU includes
-    collate's copy of the batch into shared memory."""
+    collate's copy of the batch into shared memory.  ``making`` (the
+    workers' own batch timing: the awaited worker made the stalled batch
+    for most of the wait; None unmeasured) counts as busy: one of three
+    workers burning an 80 ms sample keeps 0.8 of 2 cores busy, under half
+    the cores, and read "mostly idle" beside its own CPU line."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
     if num_workers == 0:
@@ -592,7 +597,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     busiest = slow.get("busiest_worker_cores")
     share = worker_evidence.BUSY_SHARE
     busy = ((demand is not None and capacity is not None and demand >= share * capacity)
-            or (busiest is not None and busiest >= share))
+            or (busiest is not None and busiest >= share) or bool(making))
     if busy and busiest is not None and capacity and capacity > 1 and (
             demand is None or demand < share * capacity):
         out.append(("one_worker_busy", {"cores": busiest}))
@@ -687,8 +692,25 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         "awaited": held,
         "findings": interval_findings(iv, (src.loader or {}).get("num_workers"),
                                       facts[max(facts)]["usable_cpus"], awaited=held,
-                                      batch_bytes=median_batch_bytes),
+                                      batch_bytes=median_batch_bytes,
+                                      making=_making_in(steps, stall, making_ns)),
     }
+
+
+def _making_in(steps: np.ndarray, stall: np.ndarray,
+               making_ns: Optional[np.ndarray]) -> Optional[bool]:
+    """Whether the awaited workers were making the stalled batches for at
+    least worker_evidence.BUSY_SHARE of the stalls' wait (the workers' own
+    batch timing, ``making_ns`` per step, -1 unknown); None unmeasured."""
+    if making_ns is None or not stall.any():
+        return None
+    made = np.asarray(making_ns)[stall]
+    known = made >= 0
+    if not known.any():
+        return None
+    wait = (steps["fetch_done_ns"] - steps["begin_ns"])[stall][known]
+    total = int(wait.sum())
+    return total > 0 and int(made[known].sum()) >= worker_evidence.BUSY_SHARE * total
 
 
 def dead_workers(facts: dict, steps: np.ndarray, info: dict,
