@@ -387,7 +387,9 @@ def test_workers_that_timed_themselves_making_the_batch_are_not_idle():
     assert any("mostly idle" in t for t in idle)
     made = sentences(evidence.interval_findings(iv, 3, 2, making=True))
     assert not any("mostly idle" in t for t in made)
-    assert any("CPU-side dataset processing" in t for t in made)
+    # Making the batch is not being on a CPU (it may sleep on I/O): no
+    # CPU-side claim from it either.
+    assert not any("CPU-side" in t for t in made)
 
 
 def test_run_queue_wait_without_oversubscription_blames_other_processes():

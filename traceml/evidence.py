@@ -571,9 +571,10 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     workers without storage reads read "cpu_handover": their CPU includes
     collate's copy of the batch into shared memory.  ``making`` (the
     workers' own batch timing: the awaited worker made the stalled batch
-    for most of the wait; None unmeasured) counts as busy: one of three
+    for most of the wait; None unmeasured) rules out "idle": one of three
     workers burning an 80 ms sample keeps 0.8 of 2 cores busy, under half
-    the cores, and read "mostly idle" beside its own CPU line."""
+    the cores, and read "mostly idle" beside its own CPU line.  It does
+    not make them busy: a worker making its batch may sleep on I/O."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
     if num_workers == 0:
@@ -597,7 +598,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     busiest = slow.get("busiest_worker_cores")
     share = worker_evidence.BUSY_SHARE
     busy = ((demand is not None and capacity is not None and demand >= share * capacity)
-            or (busiest is not None and busiest >= share) or bool(making))
+            or (busiest is not None and busiest >= share))
     if busy and busiest is not None and capacity and capacity > 1 and (
             demand is None or demand < share * capacity):
         out.append(("one_worker_busy", {"cores": busiest}))
@@ -605,7 +606,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     if reads is not None and faults is not None:
         found = _storage_finding("workers", slow, fast, "read_bytes", "major_faults",
                                  busy, capacity is not None)
-        if found and not (blocked and found[0] == "idle"):
+        if found and not ((blocked or making) and found[0] == "idle"):
             if (found[0] in _CPU_SIDE and batch_bytes is not None
                     and batch_bytes >= hand_over.HANDOVER_MIN_BYTES):
                 found = ("cpu_handover", {**found[1], "batch_bytes": batch_bytes})
