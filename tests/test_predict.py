@@ -350,3 +350,10 @@ def test_keeping_up_off_cpu_says_it_holds_only_if_the_waits_run_in_parallel():
     p = predict.predict(s)
     text = "\n".join(prediction_check.prediction_lines({**s, "prediction": p}))
     assert "serialize" not in text
+
+
+def test_how_much_cheaper_is_a_share_under_one_and_a_half_times():
+    # "1.0x cheaper" read as no change: under 1.5x the saving is a share.
+    assert prediction_check._cheaper(2.34) == "2.3x cheaper"
+    assert prediction_check._cheaper(1.06) == "6% cheaper"
+    assert prediction_check._costly(1.06) == "6% too costly"

@@ -70,6 +70,20 @@ def _row_wait(row: dict) -> str:
 OFF_CPU_MAKE_SHARE = 0.5
 
 
+def _cheaper(factor: float) -> str:
+    """How much cheaper a batch must get: "2.3x cheaper", or under 1.5x
+    as the share of its cost to save ("6% cheaper": "1.0x" read as none)."""
+    if factor >= 1.5:
+        return f"{factor:.1f}x cheaper"
+    return f"{pct(1.0 - 1.0 / factor)} cheaper"
+
+
+def _costly(factor: float) -> str:
+    if factor >= 1.5:
+        return f"{factor:.1f}x too costly"
+    return f"{pct(factor - 1.0)} too costly"
+
+
 _ASSUMPTION = {
     "round_robin": "batches go to the workers in turn",
     "prefetch_deep": "prefetch_factor keeps every worker busy",
@@ -129,7 +143,7 @@ def prediction_lines(s: dict) -> list[str]:
                        f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a "
                        f"core), the host has {p['usable_cpus']}; expect at least "
                        f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The "
-                       f"dataset must get {p['cheaper_by']:.1f}x cheaper per batch, or run on "
+                       f"dataset must get {_cheaper(p['cheaper_by'])} per batch, or run on "
                        f"{want} cores besides the main process's.")
         out.append("  predicted wait per step: " + ", ".join(
             f"num_workers={row['num_workers']}: {_row_wait(row)}" for row in p["by_workers"]))
@@ -175,7 +189,7 @@ def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
         trusted = p.get("trust", PREDICT_TRUSTED) == PREDICT_TRUSTED
         keeps = ("the model does not fit this run: no num_workers advice" if not trusted
                  else f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
-                 else f"no num_workers keeps up here, {p['cheaper_by']:.1f}x too costly")
+                 else f"no num_workers keeps up here, {_costly(p['cheaper_by'])}")
         parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
                      f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
     if cpus is None:
@@ -235,6 +249,6 @@ WORDS: dict[str, Words] = {
         f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
         f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
         f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
-        f"make each batch {p['cheaper_by']:.1f}x cheaper (profile __getitem__ and collate), "
+        f"make each batch {_cheaper(p['cheaper_by'])} (profile __getitem__ and collate), "
         f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
 }
