@@ -223,6 +223,9 @@ class Trend(TypedDict):
         "second level; absent for a STEP after the first epoch."))]]
     before_median_s: NotRequired[Seconds]
     after_median_s: NotRequired[Seconds]
+    at_epoch_start: NotRequired[Annotated[IntOrNull, Schema(description=(
+        "STEP inside the run: the epoch whose first step the change came with "
+        "(wait_trend.EPOCH_START_NEAR blocks), null where it came inside an epoch."))]]
     round_steps: NotRequired[Annotated[int, Schema(minimum=1, description=(
         "Fetches a round (max(1, num_workers)): > 1, the rule read each round's mean wait "
         'and the tenths\' medians are of those means; absent: 1.'))]]

@@ -238,3 +238,21 @@ def test_stationary_lockstep_rounds_claim_no_trend():
         wait = np.where(k % 4 == 0, stall, 50_000 * (1 + rng.random(200))).astype(np.int64)
         claims += wait_trend.trend(wait, np.zeros(200, dtype=np.int64), 1 * MS, 4) is not None
     assert claims <= _most_false_alarms(SEEDS)
+
+
+def test_a_change_of_level_at_an_epochs_start_names_the_epoch():
+    # Three epochs of 50 steady steps; the waits drift 1.0 -> 1.3 ms, then
+    # hold 20 ms from epoch 2's first step (a file the dataset reads grew).
+    n = 150
+    rng = np.random.default_rng(0)
+    base = np.where(np.arange(n) < 100, np.linspace(1.0, 1.3, n), 20.0)
+    x = (base * rng.lognormal(0.0, 0.3, n) * 1e6).astype(np.int64)
+    epoch = np.repeat([0, 1, 2], 50)
+    t = wait_trend.trend(x, epoch, 4e6)
+    assert t["label"] == wait_trend.STEP and t["changed_at_step"] == 100
+    assert t["at_epoch_start"] == 2
+    (f,) = wait_trend.notes({"trend": t})
+    assert "before steady step 100, where epoch 2 began" in wait_trend.WORDS[f.code](f.numbers)
+    # The same change 4 blocks into epoch 1: no epoch named.
+    assert wait_trend._epoch_started_at(epoch, 54) is None
+    assert wait_trend._epoch_started_at(epoch, 51) == 1

@@ -149,7 +149,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
             "last_tenth_median_s")}, "changed_at_step": trend_.get("changed_at_step")}))
         out.append(("trend_next", {"label": trend_["label"],
-                                   "changed_at_step": trend_.get("changed_at_step")}))
+                                   "changed_at_step": trend_.get("changed_at_step"),
+                                   "at_epoch_start": trend_.get("at_epoch_start")}))
         return out
     if diag == input_bound.HAND_OVER:
         return out
@@ -430,10 +431,13 @@ WORDS: dict[str, Words] = {
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
         "time the dataset's __getitem__ at the start and the end of a run; watch the "
         "workers' memory over the run." if p["label"] == wait_trend.RISING else
-        f"Next: look at what changed at steady step {p['changed_at_step']} (a worker's shard "
-        "of an IterableDataset running out, a data source or file switching, a cache filled "
-        "or dropped), and judge each side on its own (report.input_wait_ns before and after "
-        "it)." if p.get("changed_at_step") is not None else
+        f"Next: look at what changed at steady step {p['changed_at_step']}"
+        + (f", where epoch {p['at_epoch_start']} began (the data or a file it reads changed "
+           "between epochs, a cache dropped)" if p.get("at_epoch_start") is not None else
+           " (a worker's shard of an IterableDataset running out, a data source or file "
+           "switching, a cache filled or dropped)")
+        + ", and judge each side on its own (report.input_wait_ns before and after it)."
+        if p.get("changed_at_step") is not None else
         "Next: judge the steady state from the later epochs (traceml.reset() after the first "
         "epoch); to see what changed, time the dataset's __getitem__ in the first epoch and "
         "in a later one." if p["label"] == wait_trend.STEP else

@@ -359,7 +359,8 @@ def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
             per_epoch = float(theilslopes(meds, np.arange(len(meds)))[0]) * 1e-6
     shift = _one_shift(x, centre, med, floor_ns)
     if shift is not None:
-        return {**shift, "p_value": test["p_value"]}
+        return {**shift, "p_value": test["p_value"],
+                "at_epoch_start": _epoch_started_at(epoch, shift["changed_at_step"])}
     return {"label": label, "slope_ms_per_step": test["slope"] * 1e-6,
             "slope_interval_ms_per_step": [low * 1e-6, high * 1e-6],
             "slope_ms_per_epoch": per_epoch,
@@ -407,6 +408,24 @@ def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
             "before_median_s": before * 1e-9, "after_median_s": after * 1e-9}
 
 
+# How near an epoch's first step (in steps of the series) a change of
+# level is said to come with that epoch: the change point is fitted over
+# block medians, each up to n // TREND_BLOCKS steps, and the rounds' means
+# group round_steps fetches, so the fit places it within a block or two.
+EPOCH_START_NEAR = 2
+
+
+def _epoch_started_at(epoch: np.ndarray, at: int) -> Optional[int]:
+    """The epoch whose first step lies within EPOCH_START_NEAR blocks of
+    step ``at`` (a change that came with that epoch: the data changed, a
+    file grew, a cache was dropped), else None."""
+    n = len(epoch)
+    starts = np.r_[0, np.flatnonzero(np.diff(epoch)) + 1]
+    near = EPOCH_START_NEAR * max(1, n // TREND_BLOCKS)
+    hit = starts[(starts > 0) & (np.abs(starts - at) <= near)]
+    return int(epoch[hit[0]]) if len(hit) else None
+
+
 def _level_change_at(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[int]:
     """The index of the first step after the first epoch when the waits
     ``x`` change level materially there (see above), else None."""
@@ -452,8 +471,9 @@ def notes(s: dict) -> list[Finding]:
     if not t or t.get("label") != STEP:
         return []
     if t.get("changed_at_step") is not None:
-        return [Finding("trend_shift", {k: t[k] for k in (
-            "changed_at_step", "before_median_s", "after_median_s")})]
+        return [Finding("trend_shift", {
+            **{k: t[k] for k in ("changed_at_step", "before_median_s", "after_median_s")},
+            "at_epoch_start": t.get("at_epoch_start")})]
     return [Finding("trend_step", {k: t[k] for k in (
         "first_epoch", "first_epoch_median_s", "later_epochs_median_s")})]
 
@@ -470,8 +490,10 @@ def _step_words(p: dict) -> str:
 
 
 def _shift_words(p: dict) -> str:
-    return (f"the waits were {fmt_s(p['before_median_s'])} (median) before steady step "
-            f"{p['changed_at_step']} and {fmt_s(p['after_median_s'])} from it on, with no "
+    at = (f"steady step {p['changed_at_step']}" if p.get("at_epoch_start") is None else
+          f"steady step {p['changed_at_step']}, where epoch {p['at_epoch_start']} began")
+    return (f"the waits were {fmt_s(p['before_median_s'])} (median) before {at} and "
+            f"{fmt_s(p['after_median_s'])} from it on, with no "
             "trend on either side: one change of level inside the run (two levels fit the "
             "waits better than a line), not a cost that grows per step")
 
