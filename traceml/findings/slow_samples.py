@@ -328,9 +328,12 @@ def _not_the_index(p: dict) -> str:
         return (f"; yet those {whats} were fast in {timed - slow} of their {timed} timings: a "
                 "cost of when they were made or of the worker's part of the stream (a busy "
                 "host, a cache filled once, one shard slower), not of the positions")
+    # Slow on the CPU clock, the cost was work done then (a busy host
+    # stretches the wall clock, not a sample's CPU time).
+    why = ("their CPU rose then: the data or what it reads changed, a cache was dropped"
+           if p.get("basis", "").startswith("cpu") else "a busy host, a cache filled once")
     return (f"; yet those {whats} were fast in {timed - slow} of their {timed} timings: "
-            "a cost of when they were made (a busy host, a cache filled once), "
-            "not of the samples")
+            f"a cost of when they were made ({why}), not of the samples")
 
 
 WORDS: dict[str, Words] = {
