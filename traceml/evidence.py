@@ -709,7 +709,8 @@ def _making_in(steps: np.ndarray, stall: np.ndarray,
     known = made >= 0
     if not known.any():
         return None
-    wait = (steps["fetch_done_ns"] - steps["begin_ns"])[stall][known]
+    at = np.flatnonzero(stall)[known]
+    wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
     total = int(wait.sum())
     return total > 0 and int(made[known].sum()) >= worker_evidence.BUSY_SHARE * total
 

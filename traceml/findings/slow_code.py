@@ -201,15 +201,12 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     if named:
         top = max(f["gap"] for f in named)
         near = [f for f in named if f["gap"] >= CALLEE_SHARE * top]
-        depth = [(-1 if f["root_distance"] is None else f["root_distance"], -f["gap"])
-                 for f in near]
-        lead = near[min(range(len(near)),
-                        key=lambda i: (math.inf if depth[i][0] < 0 else depth[i][0],
-                                       depth[i][1]))]
-        inner = near[max(range(len(near)), key=lambda i: depth[i])]
-        down_to = (None if inner is lead or inner["root_distance"] is None
-                   or lead["root_distance"] is None
-                   or inner["root_distance"] <= lead["root_distance"] else _row(inner))
+        lead = min(near, key=lambda f: (math.inf if f["root_distance"] is None
+                                        else f["root_distance"], -f["gap"]))
+        placed = [f for f in near if f["root_distance"] is not None]
+        inner = max(placed, key=lambda f: (f["root_distance"], -f["gap"]), default=None)
+        down_to = (_row(inner) if inner is not None and lead["root_distance"] is not None
+                   and inner["root_distance"] > lead["root_distance"] else None)
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
             "samples_fast": s["fast"], "down_to": down_to})

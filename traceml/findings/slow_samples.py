@@ -295,13 +295,13 @@ def _slow_body(p: dict) -> str:
             "sample time" + _not_the_index(p))
 
 
-def moment_not_samples(p: dict) -> bool:
+def moment_not_samples(p: dict) -> Optional[bool]:
     """Whether the slow indices' repeat timings read as the moment's cost,
-    not the samples' (:func:`_not_the_index`'s model); False where no
+    not the samples' (:func:`_not_the_index`'s model); None where no
     index was timed twice."""
     slow, timed, distinct = p.get("slow_timings"), p.get("timings"), p.get("distinct")
     if not slow or not timed or not distinct or timed <= distinct:
-        return False
+        return None
     base = p["count"] / p["of"] if p.get("of") else 0.0
     return (slow - distinct) / (timed - distinct) < (1.0 + base) / 2.0
 
@@ -314,11 +314,12 @@ def _not_the_index(p: dict) -> str:
     ``of``: the moment's, a busy host or a cache filled once); the repeats'
     slow share reads as the model it is nearer to, at the midpoint of the
     two rates.  Nothing where no index was timed twice."""
-    slow, timed, distinct = p.get("slow_timings"), p.get("timings"), p.get("distinct")
-    if not slow or not timed or not distinct or timed <= distinct:
+    moment = moment_not_samples(p)
+    if moment is None:
         return ""
+    slow, timed = p["slow_timings"], p["timings"]
     whats = "indices" if p["what"] == "index" else f"{p['what']}s"
-    if not moment_not_samples(p):
+    if not moment:
         if timed == slow:
             return f"; slow in every one of their {timed} timings: the samples' own cost"
         return f"; slow in {slow} of their {timed} timings: the samples' own cost"
