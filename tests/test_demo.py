@@ -189,7 +189,9 @@ def test_the_historical_path_names_its_real_cost_and_the_fixed_path_none(data_di
     assert block["status"] == "on", block
     names = [f["function"] for f in block["hot_path"]]
     assert "HistoricalDeltaDataset._delta_values" in names, names
-    line = next(x for x in str(hist).splitlines() if "went down" in x or "slow batches' code" in x)
+    lines = [x for x in str(hist).splitlines() if "went down" in x or "slow batches' code" in x]
+    assert lines, str(hist)
+    line = lines[0]
     # Quiet, every batch costs alike and the line names _delta_values (the
     # path most CPU went down).  On a loaded host the batches that got less
     # CPU are slower, and the slow-against-fast test can name a function

@@ -193,7 +193,12 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         # Off CPU, the larger measured part decides: waiting for a CPU (the
         # run queue) or blocked (sleep, I/O, a lock: the rest).
         if runq is not None and runq > max(0.0, 1.0 - cpu_share - runq):
-            return Finding("slow_code_cpu_wait", {**numbers, "runq_share": runq})
+            # The queue set these batches apart, yet every batch still ran
+            # its code on a CPU: where that CPU went, held beyond chance,
+            # is still the code to make cheaper.
+            path = held_path(block.get("hot_path") or [], s["slow"] + s["fast"])
+            return Finding("slow_code_cpu_wait", {**numbers, "runq_share": runq,
+                                                  "path": path})
         return Finding("slow_code_off_cpu", numbers)
     rows = tested(block)
     named = [f for f in rows if f["named"]]
@@ -513,7 +518,9 @@ WORDS: dict[str, Words] = {
         f"{_which(p)} ({pct(p['runq_share'])} of their make time in the run queue, "
         f"{pct(p['cpu_share'])} on CPU, over {p['batches']} batches): the cores were "
         "shared (other processes, or more workers than cores), and the wait for one, not "
-        "more work of their own, set these batches apart"),
+        "more work of their own, set these batches apart"
+        + (f"; most of {_whose(p)} CPU went down " + _path(p["path"]) if p.get("path")
+           else "")),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset ("
