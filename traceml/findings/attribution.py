@@ -12,7 +12,7 @@ import numpy as np
 from .. import _core
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
-from . import stall_threshold, stall_timing
+from . import slow_samples, stall_threshold, stall_timing
 
 
 # From the delivery record (the worker that produced each stalled batch, its
@@ -499,20 +499,17 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     return None
 
 
-# Slow indices the attribution keeps to name (as slow_samples shows them).
-PINNED_SHOWN = 6
-
-
 def _pinned_indices(slow: Optional[dict], worker: int) -> Optional[list]:
-    """The slow indices (up to PINNED_SHOWN) where every slow sample was
-    made by ``worker`` and none of the slow indices by any other worker
-    (``slow``: slow_samples.slow_of's, with slow_workers and
-    indices_moved); None otherwise or where that was not measured."""
+    """The slow indices (up to slow_samples.INDICES_SHOWN, as its finding
+    shows them) where every slow sample was made by ``worker`` and none of
+    the slow indices by any other worker (``slow``: slow_samples.slow_of's,
+    with slow_workers and indices_moved); None otherwise or where that was
+    not measured."""
     if not slow or not slow.get("count") or not slow.get("indices"):
         return None
     if slow.get("slow_workers") != [worker] or slow.get("indices_moved", 1) != 0:
         return None
-    return [int(i) for i in slow["indices"][:PINNED_SHOWN]]
+    return [int(i) for i in slow["indices"][:slow_samples.INDICES_SHOWN]]
 
 
 def _workers_list(ids) -> str:
