@@ -152,9 +152,10 @@ def functions(module) -> list[tuple[str, str]]:
     return [(sig, first) for _, sig, first in sorted(out)]
 
 
-def corpus_examples() -> dict[str, tuple[str, str]]:
+def corpus_examples(summaries: Optional[list] = None) -> dict[str, tuple[str, str]]:
     """code -> (first corpus case whose build words it, the sentence), from
-    one replay of the whole corpus."""
+    one replay of the whole corpus; ``summaries``, where given, gets each
+    case's (name, built summary) appended, so that one replay serves both."""
     _paths()
     import corpus
 
@@ -179,6 +180,8 @@ def corpus_examples() -> dict[str, tuple[str, str]]:
             current[0] = case.name
             rep = corpus.replay(case)
             str(rep)  # a view that words at display time is seen too
+            if summaries is not None:
+                summaries.append((case.name, rep.summary))
     finally:
         findings.words_of = original
     return seen
