@@ -783,3 +783,29 @@ def test_the_seed_sweep_at_16_steps_concludes():
     assert c["pooled"]["p_value"] < 1e-6
     text = str(res)
     assert "the period follows num_workers" in text and "8 rows, at 2 distinct" in text
+
+
+def test_a_batch_size_sweep_weighs_its_order_effect_per_sample(monkeypatch):
+    # batch_size 4 waits 18 ms a fetch, 8 waits 24 ms: per sample 4.5 ms
+    # against 3 ms, so 8 is best.  The order effect, 14 ms on the batch of
+    # 8, is 1.75 ms a sample: the lead (1.5 ms a sample) is within it, and
+    # the repeat is asked in per-sample terms.
+    from traceml.findings import sweeps
+    from traceml.sweeping import _row
+
+    rows = [dict(_row({"num_workers": 2, "batch_size": b}, 0, d, None, None), mean_s=m,
+                 step_mean_s=m + 0.01, input_share=0.5)
+            for b, m in ((4, 0.018), (8, 0.024)) for d in ("forward", "backward")]
+    res = traceml.SweepResult(rows, [None] * 4, False)
+    best = res.best()
+    assert best["condition"]["batch_size"] == 8 and best["per_sample"] is True
+    assert best["mean_s"] == pytest.approx(0.024 / 8)
+    monkeypatch.setattr(traceml.SweepResult, "order_effects", lambda self: [
+        {"condition": {"num_workers": 2, "batch_size": 8}, "pass_": 0, "differs": True,
+         "forward_mean_s": 0.017, "backward_mean_s": 0.031}])
+    (code, p), = res.next_steps()
+    assert code == sweeps.SWEEP_UNDECIDED
+    assert p["order_spread_s"] == pytest.approx(0.014 / 8)
+    assert p["lead_s"] == pytest.approx(0.018 / 4 - 0.024 / 8)
+    said = sweeps.WORDS[code](p)
+    assert "by 1.5 ms per sample, no more than the order effect (1.75 ms per sample)" in said

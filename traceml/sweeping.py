@@ -133,9 +133,10 @@ class SweepResult:
 
     def best(self) -> Optional[dict]:
         """The condition with the lowest mean fetch (averaged over passes
-        and directions): {condition, mean_s, close} where ``close`` lists
-        the other conditions within comparison.REL_TOL of it (compare's
-        relative tolerance)."""
+        and directions; per sample where the conditions' batch sizes
+        differ, sweeps.by_sample): {condition, mean_s, close, per_sample}
+        where ``close`` lists the other conditions within
+        comparison.REL_TOL of it (compare's relative tolerance)."""
         means: dict[str, list] = {}
         conds: dict[str, dict] = {}
         for r in self.rows:
@@ -146,9 +147,13 @@ class SweepResult:
         if not means:
             return None
         avg = {k: float(np.mean(v)) for k, v in means.items()}
+        per_sample = sweeps.by_sample([(c or {}).get("batch_size") for c in conds.values()])
+        if per_sample:
+            avg = {k: v / conds[k]["batch_size"] for k, v in avg.items()}
         top = min(avg, key=avg.get)
         close = [k for k, v in avg.items() if k != top and v <= avg[top] * (1 + comparison.REL_TOL)]
-        return {"condition": conds[top], "mean_s": avg[top], "close": close}
+        return {"condition": conds[top], "mean_s": avg[top], "close": close,
+                "per_sample": per_sample}
 
     def next_steps(self) -> list[tuple[str, dict]]:
         """The next step the sweep's numbers support
@@ -181,6 +186,12 @@ class SweepResult:
         spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
                   if e["differs"] and e["forward_mean_s"] is not None
                   and e["backward_mean_s"] is not None]
+        if sweeps.by_sample([c["batch_size"] for c in summary]):
+            # Weighed per sample as the conditions are (sweeps.sweep_next).
+            spread = [abs(e["forward_mean_s"] - e["backward_mean_s"])
+                      / (e["condition"] or {})["batch_size"] for e in self.order_effects()
+                      if e["differs"] and e["forward_mean_s"] is not None
+                      and e["backward_mean_s"] is not None]
         measured = any(r["direction"] == "backward" for r in self.rows if not r["error"])
         passes = 1 + max((r["pass_"] for r in self.rows), default=0)
         return sweeps.sweep_next(summary, max(spread) if spread else None, measured, passes)

@@ -47,6 +47,14 @@ SWEEP_MORE_WORKERS = "more_workers"    # still input-bound, and best at the most
 SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
 
 
+def by_sample(batch_sizes) -> bool:
+    """Whether a sweep's conditions are weighed per sample: where their
+    batch sizes (one per condition, None unknown) differ and all are
+    known, a wait per batch of 8 samples and one of 4 are not alike."""
+    sizes = set(batch_sizes)
+    return len(sizes) > 1 and None not in sizes
+
+
 def sweep_next(conds: list[dict], order_spread_s: Optional[float],
                order_measured: bool = True, passes: int = 1) -> list[tuple[str, dict]]:
     """The next step a sweep's numbers support, as (code, numbers) items.
@@ -58,6 +66,7 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
     the sweep's passes; ``order_spread_s``: the
     largest |forward - backward| mean wait among the conditions whose
     order effect differs beyond compare's tolerance (None: none differs);
+    per sample where the conditions are (:func:`by_sample`);
     ``order_measured``: some condition ran backward too (False: one
     direction, and a kept best says its lead was not set against an order
     effect).
@@ -83,8 +92,7 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
     conds = [c for c in conds if c.get("mean_s") is not None]
     if len(conds) < 2:
         return []
-    sizes = {c.get("batch_size") for c in conds}
-    per_sample = len(sizes) > 1 and None not in sizes
+    per_sample = by_sample([c.get("batch_size") for c in conds])
     if per_sample:
         conds = [{**c, "mean_s": c["mean_s"] / c["batch_size"],
                   "step_s": None if c.get("step_s") is None else c["step_s"] / c["batch_size"]}
@@ -345,7 +353,8 @@ def sweep_best(best: Optional[dict], rows: int) -> Optional[str]:
     """The condition with the lowest mean fetch (SweepResult.best())."""
     if best is None or rows < 2:
         return None
-    text = f"lowest mean fetch: {condition(best['condition'])} ({fmt_s(best['mean_s'])})"
+    text = (f"lowest mean fetch{_per(best)}: {condition(best['condition'])} "
+            f"({fmt_s(best['mean_s'])})")
     if best["close"]:
         text += (f"; within {pct(comparison.REL_TOL)} of it (no real difference): "
                  + ", ".join(best["close"]))
@@ -391,7 +400,8 @@ WORDS: dict[str, Words] = {
            if p.get("order_measured") is False else "") + "."),
     SWEEP_UNDECIDED: lambda p: (
         f"Next: run again with passes=2 before choosing: {p['best']} leads {p['runner']} by "
-        f"{fmt_s(p['lead_s'])}, no more than the order effect ({fmt_s(p['order_spread_s'])})."),
+        f"{fmt_s(p['lead_s'])}{_per(p)}, no more than the order effect "
+        f"({fmt_s(p['order_spread_s'])}{_per(p)})."),
     SWEEP_MORE_WORKERS: lambda p: (
         f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND), and the "
         "wait fell up to the most workers tried: try more where the host has cores for them "
