@@ -45,6 +45,31 @@ def test_a_change_the_host_moved_the_same_way_is_not_yet_the_codes():
     assert not comparison.host_went_with(comparison.MIXED, busy, quiet)
 
 
+def _timed(others_cores: float, wait_s: float, step_s: float) -> dict:
+    return {**_summary(others_cores), "input_wait_s": {"mean": wait_s},
+            "step_s": {"mean": step_s}}
+
+
+def test_a_change_larger_than_the_hosts_move_can_explain_stands():
+    # 2 CPUs, others 1.00 -> 0.00 cores: the job's work can speed up by at
+    # most (2 - 0) / (2 - 1) = 2x.  A wait 52.3 ms -> 1.57 ms (33x) is the
+    # code's; a wait 40 -> 25 ms with its step 50 -> 35 ms is within it.
+    busy, quiet = 1.0, 0.0
+    assert not comparison.host_went_with(
+        comparison.IMPROVEMENT, _timed(busy, 0.0523, 0.06), _timed(quiet, 0.00157, 0.01))
+    assert comparison.host_went_with(
+        comparison.IMPROVEMENT, _timed(busy, 0.040, 0.050), _timed(quiet, 0.025, 0.035))
+    # 0.69 -> 1.00 cores: at most (2 - 0.69) / (2 - 1) = 1.31x slower; a
+    # step 7.04 -> 12.8 ms (1.82x) stands as REGRESSION.
+    assert not comparison.host_went_with(
+        comparison.REGRESSION, _timed(0.69, 0.0063, 0.00704), _timed(1.0, 0.0062, 0.0128))
+    assert comparison.host_went_with(
+        comparison.REGRESSION, _timed(0.69, 0.0063, 0.00704), _timed(1.0, 0.0072, 0.0080))
+    # Others holding every CPU in the busier run: nothing bounds the host.
+    assert comparison.host_went_with(
+        comparison.REGRESSION, _timed(0.5, 0.001, 0.01), _timed(2.0, 0.1, 0.2))
+
+
 def test_batch_means_and_the_noise_test_follow_their_definitions():
     import math
 

@@ -315,18 +315,46 @@ def host_load_cores(s: dict) -> Optional[float]:
 
 def host_went_with(label: str, base: dict, run: dict) -> bool:
     """Whether the host's load moved the way the verdict ``label`` did,
-    past HOST_LOAD_TOL of the usable CPUs: quieter in this run beside an
-    IMPROVEMENT, busier beside a REGRESSION.  Then the change may be the
-    host's, and the verdict is not yet the code's (UNSETTLED): a sample
-    made 2x slower read IMPROVEMENT in 3 of 4 pairs whose baseline ran
-    beside 0.96 cores of other programs and the run beside 0.04.  A change
-    against the host's move stands."""
+    past HOST_LOAD_TOL of the usable CPUs, by enough to explain it:
+    quieter in this run beside an IMPROVEMENT, busier beside a REGRESSION.
+    Then the change may be the host's, and the verdict is not yet the
+    code's (UNSETTLED): a sample made 2x slower read IMPROVEMENT in 3 of 4
+    pairs whose baseline ran beside 0.96 cores of other programs and the
+    run beside 0.04.  A change against the host's move stands, and so does
+    one larger than the move can explain (:func:`host_can_explain`)."""
     a, b = host_load_cores(base), host_load_cores(run)
     cpus = (run.get("host") or {}).get("usable_cpus") or (base.get("host") or {}).get(
         "usable_cpus")
     if a is None or b is None or not cpus or abs(b - a) <= HOST_LOAD_TOL * cpus:
         return False
-    return (label == IMPROVEMENT and b < a) or (label == REGRESSION and b > a)
+    if not ((label == IMPROVEMENT and b < a) or (label == REGRESSION and b > a)):
+        return False
+    return host_can_explain(base, run, a, b, cpus)
+
+
+def _mean(s: dict, key: str) -> Optional[float]:
+    return (s.get(key) or {}).get("mean")
+
+
+def host_can_explain(base: dict, run: dict, a: float, b: float, cpus: int) -> bool:
+    """Whether other programs' CPU moving from ``a`` to ``b`` cores (of
+    ``cpus``) can explain the two runs' change of mean wait and mean step.
+    The model: other programs take cores from the job one for one, so the
+    job's work stretches by at most (cpus - lo) / (cpus - hi), lo and hi
+    the two loads; a mean that moved by a larger ratio moved for more than
+    the host (a 33x shorter wait beside a host 1 core quieter of 2 is the
+    code's).  Where the busier run's others held every CPU (hi >= cpus),
+    or neither mean is known, nothing bounds the host's part: True."""
+    lo, hi = min(a, b), max(a, b)
+    if hi >= cpus:
+        return True
+    bound = (cpus - lo) / (cpus - hi)
+    ratios = []
+    for key in ("input_wait_s", "step_s"):
+        x, y = _mean(base, key), _mean(run, key)
+        if x and y and x > 0 and y > 0:
+            ratios.append(y / x if b > a else x / y)
+    return not ratios or max(ratios) <= bound
 
 
 def host_note(base: dict, run: dict) -> Optional[str]:
