@@ -16,7 +16,7 @@ import traceml  # noqa: E402 - after importorskip("torch")
 from traceml import _core  # noqa: E402 - after importorskip("torch")
 from traceml.findings import slow_samples  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset, BurnIterable  # noqa: E402 - after importorskip("torch")
+from burn import BurnDataset, BurnIterable, burn_cpu  # noqa: E402 - after importorskip("torch")
 import support  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
@@ -123,6 +123,37 @@ def test_collate_time_comes_out_as_slept():
     assert 0.005 <= c["median_s"] < 0.0075
     assert c["share"] > 0.5
     assert any("collate_fn took" in line for line in slow_samples.evidence_lines(r.summary))
+
+
+class _SlowEveryFifthCollate:
+    """Burns 30 ms of CPU on the batches whose first index is a multiple
+    of 20 (every 5th batch of 4, in order): the batches are slow in
+    collate_fn, their samples are not."""
+
+    def __call__(self, batch):
+        if int(batch[0][0]) % 20 == 0:
+            burn_cpu(0.030)
+        return torch.utils.data.default_collate(batch)
+
+
+@pytest.mark.slow
+def test_batches_slow_in_collate_say_so_not_slow_samples():
+    # 0.1 ms a sample, 30 ms of collate on every 5th batch, a 10 ms step:
+    # the loop stalls on those batches, and the workers timed their
+    # collate_fn at nearly all of their make time.
+    loader = DataLoader(BurnDataset(160, 0.0001), batch_size=4, num_workers=2,
+                        collate_fn=_SlowEveryFifthCollate())
+    rec = traceml.Recorder()
+    for _ in rec.wrap(loader):
+        burn_cpu(0.010)
+    r = rec.report()
+    a = r["attribution"]
+    assert a is not None and a["label"] == "SLOW-SAMPLE", str(r)
+    # Independently: 30 ms of collate CPU against 4 x 0.1 ms of samples.
+    assert a["collate_share"] > 0.8, a
+    text = str(r)
+    assert "particular samples are slow" not in text
+    assert "time collate_fn on those batches" in text
 
 
 def test_an_iterable_dataset_is_timed_by_position():

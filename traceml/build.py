@@ -243,7 +243,7 @@ class _Run:
                          else _recorded(records, sources))
         # Handed on by the stages (see each).
         self.unmarked = None
-        self.making_ns = self.met = self.clocked_making = self.batch_sizes = None
+        self.making_ns = self.met = self.clocked_making = self.per_batch = None
         self.host_share = self.host_in_waits = self.parts_all = None
         self.mask = self.gaps = None
         self.gpu_steps = None
@@ -288,7 +288,7 @@ def _stage_durations(run: _Run, s: dict) -> dict:
         batches = (evidence.every_thread_runq(batches[0], run.samples,
                                               getattr(run.src, "epoch_facts", None) or {}),
                    batches[1])
-    production, run.making_ns, run.met, run.batch_sizes = _production(
+    production, run.making_ns, run.met, run.per_batch = _production(
         steps, w.steady, run.src, run.delivery, batches, run.loader, run.epochs,
         _stuck_after_s(run.sampler_info), run.worker_items)
     if run.source_id == 0 and len(steps):
@@ -382,7 +382,7 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                     run.making_ns, run.runs)
     run.making_ns = None
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
-                                      run.ranks_workers, run.met, steps, run.batch_sizes))
+                                      run.ranks_workers, run.met, steps, run.per_batch))
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
                                                  w.steady)
     run.met = None
@@ -516,26 +516,28 @@ def _production(steps: np.ndarray, steady: np.ndarray, src, delivery: Optional[t
     block, busy = worker_timing.summarise(
         records, steps, worker, steady, offsets, loader.get("num_workers"), unavailable,
         None if stuck_after_s is None else int(round(stuck_after_s * 1e9)), idx)
-    block["samples"], sizes = _samples(worker_items, records, idx, block)
-    return block, busy, (records, idx) if idx is not None else None, sizes
+    block["samples"], per_batch = _samples(worker_items, records, idx, block)
+    return block, busy, (records, idx) if idx is not None else None, per_batch
 
 
 def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[np.ndarray],
-             production: dict) -> tuple[dict, Optional[np.ndarray]]:
+             production: dict) -> tuple[dict, Optional[dict]]:
     """The ``production.samples`` block: per-sample and collate times in
     the workers (sample_timing.summarise), its slow-sample test and
-    findings (findings.slow_samples); and each batch record's count of
-    timed samples (shape (records,); None where no sample was timed)."""
+    findings (findings.slow_samples); and per batch record (shape
+    (records,) each), {sizes: its count of timed samples, collate_ns: its
+    collate_fn time}, None where no sample was timed."""
     items, lost = worker_items if worker_items is not None else (
         np.zeros(0, _core.ITEM_RECORD_DTYPE), 0)
     why = None if production.get("available") else production.get("unavailable")
     block, arrays = sample_timing.summarise(items, records, idx, lost, why)
     block["slow"] = slow_samples.slow_of(arrays)
     block["findings"] = [[code, numbers] for code, numbers in slow_samples.rule(block)]
-    sizes = None
+    per_batch = None
     if arrays is not None and block.get("kind") in ("map", "iterable"):
-        sizes = np.bincount(arrays["batch"], minlength=len(records))
-    return block, sizes
+        per_batch = {"sizes": np.bincount(arrays["batch"], minlength=len(records)),
+                     "collate_ns": arrays["collate_ns"]}
+    return block, per_batch
 
 
 def _clocked_in(pos: np.ndarray, mask: np.ndarray, read: np.ndarray) -> np.ndarray:
@@ -1117,7 +1119,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            ranks_workers: Optional[tuple] = None,
                            met: Optional[tuple] = None,
                            steps: Optional[np.ndarray] = None,
-                           batch_sizes: Optional[np.ndarray] = None) -> dict:
+                           per_batch: Optional[dict] = None) -> dict:
     """The ``attribution`` (attribution.attribution: which worker held the
     stalled batches, the workers' round, or the samples), ``batch_cost``
     (attribution.batch_cost of the steady batches' make times, taken with
@@ -1131,8 +1133,11 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     times (worker_timing.own_made_ns, taken only when the stalls are enough
     for an attribution) give the slow batches' rank period
     (attribution.made_period), which names the samples' period before the
-    stalls do; ``batch_sizes`` each batch record's timed samples (None: no
-    per-sample timing), against which made_period weighs the slow batches."""
+    stalls do; ``per_batch`` each batch record's timed samples (``sizes``,
+    against which made_period weighs the slow batches) and collate_fn
+    time (``collate_ns``: the stalled batches' share of their make time
+    in collate_fn is the attribution's ``collate_share``, where timed);
+    None: no per-sample timing."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen, "batch_cost": None}
     workers_busy, main_busy = _busy_in_stalls(s)
     dlv = s.get("delivery")
@@ -1153,9 +1158,9 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             # (a busy host stretches some batches, not their work).
             made = worker_timing.own_made_ns(*met)
             sizes = None
-            if batch_sizes is not None:
+            if per_batch is not None:
                 at = met[1]
-                sizes = np.where(at >= 0, batch_sizes[np.maximum(at, 0)], -1)[steady]
+                sizes = np.where(at >= 0, per_batch["sizes"][np.maximum(at, 0)], -1)[steady]
             period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw,
                                                      sizes)
             timed = made[steady]
@@ -1172,6 +1177,9 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             _making_in_stalls(s, workers_busy), making_ranks, made_alike,
             samples.get("by_worker"),
             samples.get("slow") if samples.get("kind") == "map" else None)
+        if (out["attribution"] is not None and per_batch is not None and met is not None
+                and steps is not None):
+            out["attribution"]["collate_share"] = _collate_share(steps, mask, per_batch, *met)
     bb = out["batch_bytes"]
     if bb is not None:
         samples = (s.get("production") or {}).get("samples") or {}
@@ -1181,6 +1189,26 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             samples.get("sample_share") if samples.get("available") else None,
             (s.get("wait_parts") or {}).get("all"))
     return out
+
+
+def _collate_share(steps: np.ndarray, mask: np.ndarray, per_batch: dict,
+                   records: np.ndarray, idx: np.ndarray) -> Optional[float]:
+    """The collate_fn time of the batches the stalls waited on over their
+    make time (None where no stall met a batch record, or no collate_fn
+    call was timed).  The batch waited on is the one in the making during
+    the wait (worker_timing.in_the_making: a worker burning its next batch
+    holds the GIL its feeder needs to send the made one), else the one
+    received."""
+    which = np.flatnonzero(mask)
+    making = worker_timing.in_the_making(records, idx, steps["begin_ns"],
+                                         steps["fetch_done_ns"], which)
+    at = np.where(making >= 0, making, idx[which])
+    at = at[at >= 0]
+    collate = per_batch["collate_ns"][at]
+    make = np.maximum(records["end_ns"][at] - records["begin_ns"][at], 0)
+    if not len(at) or not collate.any() or int(make.sum()) <= 0:
+        return None
+    return min(1.0, float(collate.sum()) / float(make.sum()))
 
 
 def _making_ranks(steps: np.ndarray, mask: np.ndarray, ranks: np.ndarray,

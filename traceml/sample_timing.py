@@ -139,7 +139,9 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
     core, every thread of the worker where the build measured it; -1
     unknown), ``batch`` (its batch's row in ``records``), ``worker`` (the
-    worker that made it), and ``kind``;
+    worker that made it), and ``kind``; and ``collate_ns`` (shape
+    (records,)): each batch record's collate_fn time, 0 where none was
+    timed;
     ``wall_ns``, ``cpu_ns`` and ``batch_share`` leave out the garbage
     collections that ran inside the sample (:func:`gc_inside`), which
     ``gc`` counts: {collections (all the workers timed), s (their wall
@@ -230,7 +232,10 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     # collections that ran inside it are the process's (set off by
     # whatever allocated past the threshold), not the sample's cost.
     own_cpu = np.where(s_cpu >= 0, np.maximum(s_cpu - gc_cpu, 0), s_cpu)
+    is_collate = it["kind"] == _core.ITEM_COLLATE
     arrays = {"wall_ns": s_dur - gc_wall, "cpu_ns": own_cpu, "index": index,
+              "collate_ns": np.bincount(at[is_collate], weights=dur[is_collate],
+                                        minlength=len(records)).astype(np.int64),
               "batch_share": (s_dur - gc_wall) / np.maximum(make[s_at], 1),
               "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
               "worker": worker,

@@ -466,6 +466,7 @@ class Attribution(TypedDict):
     make_ratio: NotRequired[NumberOrNull]
     sample_ratio: NotRequired[NumberOrNull]
     pinned_indices: NotRequired[list[int]]
+    collate_share: NotRequired[ShareOrNull]
 
 
 @schema('batch_bytes')

@@ -542,9 +542,33 @@ def _stalls_against_made(p: dict) -> str:
     return f"the stalls recur every {sp} batches"
 
 
+# The stalled batches are slow in collate_fn, not in their samples, where
+# collate_fn holds more than this share (most) of their make time,
+# measured by the workers' per-sample timing (sample_timing).
+COLLATE_SHARE = 0.5
+
+
+def _in_collate(p: dict) -> bool:
+    return (p.get("collate_share") or 0.0) > COLLATE_SHARE
+
+
+def _what_is_slow(p: dict) -> str:
+    """What the residue's batches are: slow samples, or, where collate_fn
+    holds most of the stalled batches' make time (COLLATE_SHARE),
+    batches slow in collate_fn."""
+    if _in_collate(p):
+        return (f"particular batches are slow, not a worker, and collate_fn holds "
+                f"{pct(p['collate_share'])} of the stalled batches' make time, not their "
+                "samples' __getitem__")
+    return "particular samples are slow, not a worker"
+
+
 def _time_them(p: dict) -> str:
     """How to time the slow samples: by index, or for an IterableDataset
-    by position in each worker's stream."""
+    by position in each worker's stream; where collate_fn holds the slow
+    batches' time (COLLATE_SHARE), collate_fn on those batches."""
+    if _in_collate(p):
+        return "time collate_fn on those batches"
     if p.get("iterable"):
         return "time the dataset's __next__ at the positions of those batches"
     return "time __getitem__ on the indices of those batches"
@@ -586,8 +610,10 @@ def _slow_made(p: dict) -> str:
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
             f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == {p['residue']}, "
             f"and {pct(p['share'])} of the stalls are among them; "
-            f"{_stalls_against_made(p)}. Particular samples are slow, one in {p['period']}, "
-            f"not a worker; next: {_time_them(p)} with rank % {p['period']} "
+            f"{_stalls_against_made(p)}. "
+            + (_what_is_slow(p)[0].upper() + _what_is_slow(p)[1:] if _in_collate(p) else
+               f"Particular samples are slow, one in {p['period']}, not a worker")
+            + f"; next: {_time_them(p)} with rank % {p['period']} "
             f"== {p['residue']}." + _look_ahead(p))
 
 
@@ -609,6 +635,9 @@ def attribution_line(s: dict) -> Optional[str]:
         return (f"attribution: {LARGE_BATCH}, rank % {a['period']} == {a['residue']} from the "
                 f"workers' make times ({m['slow']} of {m['batches']} batches made slow, "
                 f"{m['sizes'][0]:.0f} samples a batch against {m['sizes'][1]:.0f}){on}")
+    if a["label"] == SLOW_SAMPLE and _in_collate(a):
+        on += (f"; collate_fn holds {pct(a['collate_share'])} of the stalled batches' make "
+               "time: the batches are slow, not their samples")
     if a["label"] == SLOW_SAMPLE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
         m = a["made"]
         sp = a.get("stall_period")
@@ -699,7 +728,8 @@ def advise(s: dict) -> list[Finding]:
                   # positions in each worker's stream (sample_timing).
                   "iterable": (((s.get("production") or {}).get("samples") or {})
                                .get("kind") == "iterable"),
-                  "deeper": deeper_look_ahead(s)}
+                  "deeper": deeper_look_ahead(s),
+                  "collate_share": attr.get("collate_share")}
         made = attr.get("made")
         if made is not None:
             params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
@@ -751,6 +781,6 @@ WORDS: dict[str, Words] = {
             f"({pct(p['share'])} of them) "
             + (f"across {plural(p['workers'], 'worker')}" if p["workers"] else
                "(num_workers=0: made in the main process)")
-            + f": particular samples are slow, not a worker; next: {_time_them(p)}."
+            + f": {_what_is_slow(p)}; next: {_time_them(p)}."
             + _look_ahead(p))),
 }
