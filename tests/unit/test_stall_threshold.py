@@ -103,3 +103,32 @@ def test_one_tight_group_in_a_short_run_is_not_two_groups():
         rule = st.stall_threshold_ns(wait, wait + 2 * MS, None)
         split += rule.code in (st.RULE_OTSU, st.RULE_COMPUTE)
     assert split <= 12, split
+
+
+@pytest.mark.parametrize("every, slow_ms, fast_ms, compute_ms", [
+    (3, 35.0, 10.0, 10.0),    # 3.5x apart, every fetch past the floor
+    (3, 12.0, 4.0, 10.0),     # 3x: the Otsu bar under half a median step
+    (4, 15.0, 6.0, 10.0),     # 2.5x
+])
+def test_every_fetch_slow_with_a_closer_group_on_top_keeps_it(every, slow_ms, fast_ms,
+                                                              compute_ms):
+    # Every fetch slow, every ``every``-th slower by less than 4x: eta at
+    # this size shows two groups, so the upper one is the stalls (a cadence
+    # to test), not one uniformly slow group.
+    wait, step, slow = _series(60, every, slow_ms, fast_ms, compute_ms)
+    rule = st.stall_threshold_ns(wait, step, None)
+    assert rule.code == st.RULE_ALL_SLOW_SPLIT and rule.all_slow
+    np.testing.assert_array_equal(wait > rule.threshold_ns, slow)
+
+
+def test_every_fetch_slow_in_one_noisy_group_stays_one_group():
+    # 60 waits of one lognormal group around 10 ms (sigma 0.3), compute
+    # 10 ms: every fetch slow, and eta past the line at this size in about
+    # 1% of runs only.  Binomial (300, 0.01) exceeds 10 with chance < 1e-3.
+    rng = np.random.default_rng(21)
+    split = 0
+    for _ in range(300):
+        wait = (rng.lognormal(np.log(10.0), 0.3, 60) * MS).astype(np.int64)
+        rule = st.stall_threshold_ns(wait, wait + 10 * MS, None)
+        split += rule.code == st.RULE_ALL_SLOW_SPLIT
+    assert split <= 10, split

@@ -218,6 +218,7 @@ def stall_threshold_ns(
         return StallRule(threshold, RULE_GIVEN, bool(p10 > threshold), floor,
                          bool(p10 > floor), given_s=given_s)
     every_slow = bool(p10 > floor)
+    tested = False      # the all-slow split passed eta's test at the run's size
     # A stall adds at least STALL_MIN_STEP_SHARE of a median step to the
     # step it delays (see there); this replaces the floor as a candidate.
     least = max(floor, STALL_MIN_STEP_SHARE * median_step)
@@ -229,7 +230,25 @@ def stall_threshold_ns(
         # The split looks at the slow fetches only: the few under the floor
         # (a batch already prefetched, microseconds) would form a third
         # group in log(wait) and hide the other two.
-        split = bimodal_split_ns(wait_ns[wait_ns > floor])
+        # Groups closer than BIMODAL_MIN_RATIO need eta beyond one group's
+        # at this size, as below: every 3rd fetch waiting 35 ms over 10 ms
+        # (3.5x, eta 0.98) is a group on top, not uniformly slow input.
+        slow = wait_ns[wait_ns > floor]
+        groups = bimodal_split(slow, min_ratio=1.0)
+        if (groups is not None
+                and groups["upper_mean_ns"] < BIMODAL_MIN_RATIO * groups["lower_mean_ns"]):
+            tested = groups["eta"] > eta_critical(len(slow))
+            groups = groups if tested else None
+        del slow
+        if tested and _is_minority(wait_ns, groups["threshold_ns"]) and int(
+                np.count_nonzero(wait_ns > groups["threshold_ns"])) >= MIN_GROUP_ON_TOP:
+            # Two groups shown at this size: the upper one against the
+            # compute, as for fetches that are not all slow (_two_groups);
+            # half a median step does not bar it either.
+            r = _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
+            return StallRule(r.threshold_ns, RULE_ALL_SLOW_SPLIT, False, floor, True,
+                             basis=r.code, least_ns=least)
+        split = None if groups is None else groups["threshold_ns"]
     else:
         # Two groups, the upper a minority: the stalls against the compute
         # (STALL_MIN_COMPUTE_SHARE), at any ratio between the groups where
@@ -321,7 +340,8 @@ def _stands_out(wait_ns: np.ndarray, threshold: float) -> bool:
     times that of the rest.  Otsu's eta is not required here: the slow
     fetches of a prefetching loader spread over decades (0.7-36 ms measured
     with one worker), which pulls eta under 0.8 although 200 ms stalls are
-    20x the median."""
+    20x the median.  (Closer groups stand out by eta's test at the run's
+    size instead: stall_threshold_ns.)"""
     above = wait_ns > threshold
     k = int(np.count_nonzero(above))
     if k < MIN_GROUP_ON_TOP or k > HEAVY_TAIL_MAX_STALL_SHARE * len(wait_ns):
@@ -432,7 +452,8 @@ WORDS: dict[str, Words] = {
     "threshold_" + RULE_ALL_SLOW_SPLIT: lambda p: (
         f"auto: {_slow()} and a separate group of large waits stands out (at least "
         f"{MIN_GROUP_ON_TOP}, at most {_words._of_the(HEAVY_TAIL_MAX_STALL_SHARE)} "
-        f"fetches, typically {BIMODAL_MIN_RATIO:g}x the rest); "
+        f"fetches, {BIMODAL_MIN_RATIO:g}x the rest or two groups by Otsu's eta at this "
+        "many fetches); "
         + _threshold_basis(p["basis"], True)),
     **{"threshold_" + code: _auto(code)
        for code in (RULE_FLOOR, RULE_OTSU, RULE_STEP, RULE_RATIO, RULE_COMPUTE, RULE_P95)},
