@@ -357,3 +357,30 @@ def test_how_much_cheaper_is_a_share_under_one_and_a_half_times():
     assert prediction_check._cheaper(2.34) == "2.3x cheaper"
     assert prediction_check._cheaper(1.06) == "6% cheaper"
     assert prediction_check._costly(1.06) == "6% too costly"
+
+
+def test_the_pace_leaves_out_the_computes_wait_for_a_core():
+    # Collate burns 40 ms of CPU a batch on 2 workers; the loop computes
+    # 5 ms of CPU, stretched to 12 ms by the workers holding the cores:
+    # on a CPU 5 ms, waiting for a core 7 ms (the body split).  Quiet, the
+    # loop takes a batch per 5 ms and keeps a core busy doing it, so the
+    # workers have 1 core: 40 / 5 = 8 cores, and a batch must get 8x
+    # cheaper (not 40 / (2 x 12) = 1.7x off the stretched step).
+    s = _summary(make=0.045, cpu=0.040, runq=0.005, compute=0.012, n=2, wait=0.03)
+    s["wait_parts"] = {"compute": {"steps": 40, "compute_s": 0.48, "runq_known": True,
+                                   "parts_s": {"main_cpu": 0.20, "cpu_wait": 0.28,
+                                               "off_cpu": 0.0}}}
+    quiet, main = predict.quiet_compute(0.012, s["wait_parts"]["compute"])
+    assert quiet == pytest.approx(0.012 * (1 - 0.28 / 0.48))
+    assert main == pytest.approx(1.0)
+    p = predict.predict(s)
+    assert p["keeps_up_with"] is None
+    assert p["worker_cores_needed"] == pytest.approx(0.040 / quiet)
+    assert p["cheaper_by"] == pytest.approx(0.040 / (1.0 * quiet))
+    assert p["wait_floor_s"] == pytest.approx(0.040 / 1.0 - quiet)
+    # A sleeping step (off CPU) keeps no core: the workers have both.
+    s["wait_parts"]["compute"]["parts_s"] = {"main_cpu": 0.0, "cpu_wait": 0.28,
+                                             "off_cpu": 0.20}
+    p = predict.predict(s)
+    assert p["main_cores"] == 0.0
+    assert p["cheaper_by"] == pytest.approx(0.040 / (2 * quiet))

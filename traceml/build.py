@@ -244,7 +244,7 @@ class _Run:
         # Handed on by the stages (see each).
         self.unmarked = None
         self.making_ns = self.met = self.clocked_making = self.per_batch = None
-        self.host_share = self.host_in_waits = self.parts_all = None
+        self.host_share = self.host_in_waits = self.parts_all = self.body = None
         self.mask = self.gaps = None
         self.gpu_steps = None
         self.ranks_workers = self.bytes_seen = self.batch_top = None
@@ -306,9 +306,19 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     run.host_in_waits = host_in_waits
     run.parts_all = _wait_split(steps, w.steady, run.clocks, run.clocked_making,
                                 run.host_share)
+    run.body = _body_split(steps, w.steady, run.clocks)
+    facts = getattr(run.src, "epoch_facts", None) or {}
+    cpus = facts[max(facts)].get("usable_cpus") if facts else None
     split = (wait_parts.production_fraction(run.parts_all),
              wait_parts.other_largest_fraction(run.parts_all),
              wait_parts.host_leads(run.parts_all))
+    if (split[2] or (split[0] is not None and split[1] is not None)) and (
+            wait_parts.workers_outrun_cores(production, run.body, cpus)):
+        # The workers need more cores than the host has for them with no
+        # other program: every part of the wait (the cores' waits and the
+        # hand-over stretched by them included) is the loader's production
+        # running short, so the diagnosis reads it as wholly that.
+        split = (1.0, None, False)
     out = _durations(w, production, run.unmarked, *split)
     out["diagnosis_support"] = _diagnosis_support(w, out["diagnosis"], production,
                                                   run.making_ns, run.loader, *split)
@@ -332,7 +342,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
         "all": run.parts_all,
         "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share),
         "largest": wait_parts.next_for(run.parts_all),
-        "compute": _body_split(steps, w.steady, clocks),
+        "compute": run.body,
         "host": run.host_in_waits})
     if run.gpu is not None:     # cuda off: no gpu key
         run.gpu_steps = gpu_per_step(steps, run.gpu)

@@ -90,6 +90,24 @@ def main_cores(summary: dict) -> Optional[float]:
     return cpu / wall if wall > 0 else None
 
 
+def quiet_compute(compute_s: float, body: Optional[dict]) -> tuple[float, float]:
+    """(the loop's compute per step without its wait for a core, the
+    cores its thread keeps busy computing): ``compute_s`` the measured mean
+    compute (s), ``body`` wait_split.body_split of the compute (its parts:
+    on a CPU, waiting for a core, off CPU).  The wait for a core is the
+    host's or the workers', not the model's, and a prediction of what
+    keeps up on a quiet host leaves it out: a 5 ms CPU step stretched to
+    12 ms by two busy workers made "make each batch 1.6x cheaper" of an
+    8x shortfall.  Without a body split: (compute_s, 0.0)."""
+    total = (body or {}).get("compute_s") or 0.0
+    if total <= 0:
+        return compute_s, 0.0
+    parts = body.get("parts_s") or {}
+    quiet = compute_s * max(0.0, 1.0 - parts.get("cpu_wait", 0.0) / total)
+    on_cpu = compute_s * parts.get("main_cpu", 0.0) / total
+    return quiet, (min(1.0, on_cpu / quiet) if quiet > 0 else 0.0)
+
+
 def core_share(k: int, cpus: float, other_runnable: float) -> float:
     """The share of a core each of ``k`` busy workers gets (fair sharing
     of ``cpus`` among them and ``other_runnable`` other threads)."""
@@ -114,7 +132,10 @@ def predict(summary: dict) -> Optional[dict]:
     keeps_up_with (the fewest workers that keep up, None when none up to
     MAX_WORKERS does on this host), worker_cores_needed, enough_cores,
     wait_floor_s (0 when some num_workers keeps up), cheaper_by (None when
-    the dataset need not get cheaper), by_workers [{num_workers, wait_s}],
+    the dataset need not get cheaper; against the cores the loop's own
+    thread leaves the workers), main_cores and quiet_compute_s
+    (:func:`quiet_compute`: the loop's pace and the workers' cores leave
+    out the compute's wait for a core), by_workers [{num_workers, wait_s}],
     this_run {num_workers, predicted_wait_s, measured_wait_s, error
     (relative to the measured wait), measured_step_s, miss_of_step
     (|predicted - measured| over the measured mean step)},
@@ -154,11 +175,15 @@ def predict(summary: dict) -> Optional[dict]:
     else:
         share, other = 1.0, idle_host
         off_cpu = max(0.0, make - cpu)
-    per_step = compute + handover
+    quiet, main_busy = quiet_compute(compute, (summary.get("wait_parts") or {}).get("compute"))
+    per_step = quiet + handover
+    # The cores the workers can have: the host's less what the loop's own
+    # thread keeps busy computing (at most one).
+    cpus_w = max(cpus - main_busy, 1e-9)
     args = (cpu, off_cpu, compute, handover, cpus, other)
     keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
                      if (off_cpu + cpu / core_share(k, cpus, other)) / k <= per_step), None)
-    floor = max(0.0, cpu / cpus - compute) if keeps_up is None else 0.0
+    floor = max(0.0, cpu / cpus_w - quiet) if keeps_up is None else 0.0
     needed = cpu / per_step if per_step > 0 else math.inf
     grid = sorted(set(WORKER_GRID) | {int(n)})
     predicted_here = wait_with(int(n), *args)
@@ -178,8 +203,9 @@ def predict(summary: dict) -> Optional[dict]:
         "worker_cores_needed": needed,
         "enough_cores": keeps_up is not None,
         "wait_floor_s": floor,
-        "cheaper_by": (cpu / (cpus * per_step) if keeps_up is None and per_step > 0
+        "cheaper_by": (cpu / (cpus_w * per_step) if keeps_up is None and per_step > 0
                        else None),
+        "main_cores": main_busy, "quiet_compute_s": quiet,
         "by_workers": [_row(k, wait_with(k, *args), main_fetch) for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,

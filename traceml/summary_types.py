@@ -678,6 +678,8 @@ class Prediction(TypedDict):
     enough_cores: NotRequired[bool]
     wait_floor_s: NonNegative
     cheaper_by: Optional[NonNegative]
+    main_cores: NotRequired[NonNegative]
+    quiet_compute_s: NotRequired[NonNegative]
     by_workers: list[PredictionByWorkers]
     this_run: PredictionThisRun
     assumptions: list[Literal['round_robin', 'prefetch_deep', 'no_shared_lock', 'load_steady']]

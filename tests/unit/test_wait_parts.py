@@ -257,3 +257,34 @@ def test_waits_for_a_core_are_one_cause_against_the_transit():
     # Others hold under a third (10 of 54%): the job's own oversubscription.
     split["parts_s"].update(cpu_wait=0.44, host_cpu_wait=0.10)
     assert not wait_parts.host_leads(split)
+
+
+def _outrun_inputs(cpu_s, step_s, wait_s, main_cpu_s, cpu_wait_s, handover_s=0.0):
+    production = {"model": {"cpu_s": cpu_s, "step_s": step_s, "wait_s": wait_s,
+                            "handover_s": handover_s}}
+    compute = step_s - wait_s
+    body = {"steps": 10, "compute_s": 10 * compute,
+            "parts_s": {"main_cpu": 10 * main_cpu_s, "cpu_wait": 10 * cpu_wait_s,
+                        "off_cpu": 10 * max(compute - main_cpu_s - cpu_wait_s, 0.0)}}
+    return production, body
+
+
+def test_workers_that_outrun_the_cores_make_the_wait_the_loaders():
+    # 30 ms of worker CPU a batch, a 5 ms CPU step stretched to 7 ms by a
+    # 2 ms wait for a core: quiet, the loop takes a batch per 5 ms and
+    # keeps a core, so the workers need 30 / 5 = 6 cores against 2 - 1.
+    production, body = _outrun_inputs(0.030, 0.027, 0.020, 0.005, 0.002)
+    assert wait_parts.workers_outrun_cores(production, body, 2)
+    # 2 ms a batch: 0.4 cores, which the host gives: the host may lead.
+    production, body = _outrun_inputs(0.002, 0.027, 0.020, 0.005, 0.002)
+    assert not wait_parts.workers_outrun_cores(production, body, 2)
+    # 8 ms a batch against a 5 ms sleeping step (no core kept): 1.6 cores
+    # of 2 fit; with the step on a CPU, 1.6 of 1 do not.
+    production, body = _outrun_inputs(0.008, 0.007, 0.002, 0.0, 0.0)
+    assert not wait_parts.workers_outrun_cores(production, body, 2)
+    production, body = _outrun_inputs(0.008, 0.007, 0.002, 0.005, 0.0)
+    assert wait_parts.workers_outrun_cores(production, body, 2)
+    # Anything unmeasured: no claim.
+    assert not wait_parts.workers_outrun_cores(None, body, 2)
+    assert not wait_parts.workers_outrun_cores(production, None, 2)
+    assert not wait_parts.workers_outrun_cores(production, body, None)

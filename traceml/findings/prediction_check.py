@@ -141,7 +141,7 @@ def prediction_lines(s: dict) -> list[str]:
             want = math.ceil(p["worker_cores_needed"])
             out.append(f"  no num_workers keeps up on this host: the workers need about "
                        f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a "
-                       f"core), the host has {p['usable_cpus']}; expect at least "
+                       f"core), {_host_has(p, 'usable_cpus')}; expect at least "
                        f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The "
                        f"dataset must get {_cheaper(p['cheaper_by'])} per batch, or run on "
                        f"{want} cores besides the main process's.")
@@ -240,15 +240,32 @@ def advise(s: dict) -> list[Finding]:
     return [Finding("predicted_no_workers", {
         "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
         "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
-        "num_workers": p["num_workers"]})]
+        "num_workers": p["num_workers"], "main_cores": p.get("main_cores")})]
+
+
+# The loop's own thread is said to keep a core from the workers where it
+# keeps at least half of one busy computing (predict.quiet_compute).
+MAIN_CORES_SAID = 0.5
+
+
+def _host_has(p: dict, cpus_key: str) -> str:
+    """"the host has N", and where the loop's thread computes on at least
+    MAIN_CORES_SAID of a core, how many of them that leaves the workers."""
+    main = p.get("main_cores") or 0.0
+    text = f"the host has {p[cpus_key]}"
+    if main >= MAIN_CORES_SAID:
+        text += (f", {p[cpus_key] - main:.1f} of them left to the workers beside the "
+                 "loop's own compute")
+    return text
 
 
 WORDS: dict[str, Words] = {
     "predicted_no_workers": lambda p: (
         f"Next: not more workers: the prediction (below, its check within "
         f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
-        f"this host: the workers need about {p['cores_needed']:.1f} cores, the host has "
-        f"{p['cpus']} (at least {fmt_s(p['floor_s'])} of wait per step at any num_workers); "
+        f"this host: the workers need about {p['cores_needed']:.1f} cores, "
+        f"{_host_has(p, 'cpus')} (at least {fmt_s(p['floor_s'])} of wait per step at any "
+        "num_workers); "
         f"make each batch {_cheaper(p['cheaper_by'])} (profile __getitem__ and collate), "
         f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
 }

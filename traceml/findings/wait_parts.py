@@ -174,6 +174,39 @@ def host_leads(split: Optional[dict]) -> bool:
     return core > production and all(core >= v for v in causes.values())
 
 
+def workers_outrun_cores(production: Optional[dict], body: Optional[dict],
+                         cpus: Optional[int]) -> bool:
+    """Whether the workers' CPU a batch needs more cores than the host
+    would give them with no other program running: then the loop waits on
+    any host of these cores, and the wait is the loader's (INPUT-BOUND),
+    however much other programs stretch it now (a HOST-BOUND "not the
+    loader's" would send the user to a quiet host that leaves the wait).
+
+    The model: the loop takes a batch per ``pace`` s, its compute less the
+    part it waited for a core (``body``: wait_split.body_split of the
+    compute, measured on the loop's thread) plus the hand-over; the
+    workers need (CPU a batch) / pace cores; the host gives them ``cpus``
+    less what the loop's own thread keeps busy (its CPU in the compute
+    over the pace).  ``production``: worker_timing's block, whose
+    ``model`` means (s) give the CPU a batch, the step, the wait and the
+    hand-over.  False where any input is unmeasured."""
+    model = (production or {}).get("model") or {}
+    cpu, step, wait = model.get("cpu_s"), model.get("step_s"), model.get("wait_s")
+    if not cpu or step is None or wait is None or not cpus or not body:
+        return False
+    total = body.get("compute_s") or 0.0
+    if total <= 0:
+        return False
+    parts = body.get("parts_s") or {}
+    compute = max(step - wait, 0.0)
+    quiet = compute * (1.0 - parts.get("cpu_wait", 0.0) / total)
+    pace = quiet + (model.get("handover_s") or 0.0)
+    if pace <= 0:
+        return True
+    main_cores = compute * parts.get("main_cpu", 0.0) / total / pace
+    return cpu / pace > cpus - min(main_cores, 1.0)
+
+
 def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
     """The largest of the parts other than the workers' production (the
     waits for a core counted as one), as a fraction of those parts together (None: no split with worker timing,
