@@ -93,6 +93,27 @@ def test_the_named_function_is_the_outermost_of_the_path_that_tells_batches_apar
     assert said.startswith("Look at `query_rows` in `data/ds.py:7`, down to `burn` in")
 
 
+def test_a_chain_of_callers_that_tie_is_named_through_to_the_work():
+    # Every 7th sample burns 40 ms in _spin, called by _expensive_transform
+    # < decode < load < __getitem__; the fast batches drew 3 samples, none
+    # on that path: all five tell the batches apart alike, and which is
+    # outermost by a sample is chance.  The words name the path through.
+    fns = [_fn("DS.__getitem__", 40, 0, 1), _fn("load", 40, 0, 2), _fn("decode", 40, 0, 3),
+           _fn("_expensive_transform", 40, 0, 4), _fn("_spin", 40, 0, 5)]
+    f = slow_code.judge(_block(fns, 40, 3))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "DS.__getitem__"
+    assert [r["function"] for r in f.numbers["through"]] == [
+        "load", "decode", "_expensive_transform"]
+    (adv,) = slow_code.advise({"slow_code": _block(fns, 40, 3)})
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert said.startswith("Look at `DS.__getitem__` in `data/ds.py:7`, down through `load`, "
+                           "`decode`, `_expensive_transform` to `_spin` in"), said
+    # Past THROUGH_SHOWN between, the innermost are kept.
+    more = fns[:1] + [_fn(f"step{i}", 40, 0, 2 + i) for i in range(5)] + [_fn("_spin", 40, 0, 9)]
+    said = slow_code.WORDS["look_at_function"](slow_code.judge(_block(more, 40, 3)).numbers)
+    assert "down through ... `step2`, `step3`, `step4` to `_spin`" in said, said
+
+
 def _path_entry(name, share):
     return {"file": "/data/ds.py", "function": name, "first_line": 1, "line": 3, "share": share}
 

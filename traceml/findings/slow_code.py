@@ -212,9 +212,17 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         inner = max(placed, key=lambda f: (f["root_distance"], -f["gap"]), default=None)
         down_to = (_row(inner) if inner is not None and lead["root_distance"] is not None
                    and inner["root_distance"] > lead["root_distance"] else None)
+        # The near functions between the two, outermost first: with fast
+        # batches too short to draw many samples, every caller on the slow
+        # path tells the batches apart about equally, and which of them is
+        # outermost by a sample or two is chance; the path between names
+        # them all (the function that does the work among them).
+        through = ([] if down_to is None else [
+            _row(f) for f in sorted(placed, key=lambda f: f["root_distance"])
+            if lead["root_distance"] < f["root_distance"] < inner["root_distance"]])
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
-            "samples_fast": s["fast"], "down_to": down_to})
+            "samples_fast": s["fast"], "down_to": down_to, "through": through})
     total = s["slow"] + s["fast"]
     if (not s["fast"] and block.get("fast_batches")) or (
             s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m):
@@ -451,6 +459,20 @@ def _path(path: list[dict]) -> str:
     return " > ".join("..." if f is None else f"{_where(f)} {pct(f['share'])}" for f in shown)
 
 
+# Functions named between the one to look at and where its path spends
+# the CPU, at most.
+THROUGH_SHOWN = 3
+
+
+def _through(through: Optional[list]) -> str:
+    """"through `a`, `b` " for the named functions between (up to
+    THROUGH_SHOWN, the innermost kept), or ""."""
+    if not through:
+        return ""
+    shown = [f"`{f['function']}`" for f in through[-THROUGH_SHOWN:]]
+    return "through " + ("... " if len(through) > THROUGH_SHOWN else "") + ", ".join(shown) + " "
+
+
 def _whose(p: dict) -> str:
     """Whose CPU the samples are: the workers', or at num_workers=0 the
     main process's."""
@@ -529,7 +551,8 @@ WORDS: dict[str, Words] = {
     "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
         f"Look at {_where(p)}"
-        + (f", down to {_where(p['down_to'])}" if p.get("down_to") else "")
+        + (f", down {_through(p.get('through'))}to {_where(p['down_to'])}"
+           if p.get("down_to") else "")
         + f": {_shares(p)}." + _in_the_sampler(p)),
     "time_slow_samples": lambda p: (
         "Next: time __getitem__ on index "
