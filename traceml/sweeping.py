@@ -172,8 +172,10 @@ class SweepResult:
             c = conds.setdefault(sweeps.condition(r["condition"]), {
                 "name": sweeps.condition(r["condition"]), "workers": _workers(r),
                 "batch_size": (r["condition"] or {}).get("batch_size"),
-                "means": [], "shares": [], "steps": []})
+                "means": [], "shares": [], "steps": [], "diagnoses": []})
             c["means"].append(r["mean_s"])
+            if r.get("diagnosis") is not None:
+                c["diagnoses"].append(r["diagnosis"])
             if r.get("input_share") is not None:
                 c["shares"].append(r["input_share"])
             if r.get("step_mean_s") is not None:
@@ -181,7 +183,10 @@ class SweepResult:
         summary = [{"name": c["name"], "workers": c["workers"], "batch_size": c["batch_size"],
                     "mean_s": float(np.mean(c["means"])),
                     "step_s": float(np.mean(c["steps"])) if c["steps"] else None,
-                    "input_share": float(np.mean(c["shares"])) if c["shares"] else None}
+                    "input_share": float(np.mean(c["shares"])) if c["shares"] else None,
+                    # The label most of its rows read (ties: the first met).
+                    "diagnosis": (max(c["diagnoses"], key=c["diagnoses"].count)
+                                  if c["diagnoses"] else None)}
                    for c in conds.values()]
         spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
                   if e["differs"] and e["forward_mean_s"] is not None

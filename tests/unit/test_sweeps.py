@@ -170,3 +170,35 @@ def test_a_sweep_with_no_stall_says_so_and_lists_nothing_left_out():
     left[1]["stalls"] = 2
     assert "too few to tell" in sweeps.sweep_correlation(c, False)
     assert sweeps.sweep_left_out(c).startswith("left out of the correlation")
+
+
+def test_alike_conditions_at_the_same_workers_recommend_no_change():
+    # in_order True and False at 4 workers, 910 us against 1.1 ms on an
+    # 11 ms step: within the step's tolerance, so nothing tells the user
+    # to switch to the faster-looking one.
+    conds = [_c("num_workers=4 in_order=True", 4, 0.001102),
+             _c("num_workers=4 in_order=False", 4, 0.000910)]
+    (code, p), = sweeps.sweep_next(conds, None)
+    said = sweeps.WORDS[code](p)
+    assert code == sweeps.SWEEP_KEEP_FEWEST and not p["fewer_workers"]
+    assert said.startswith("Next: keep the condition you run now: num_workers=4 "
+                           "in_order=False (910 µs, the lowest mean fetch) and num_workers=4 "
+                           "in_order=True are within"), said
+    # Fewer workers alike: keep the fewer (they cost memory and cores).
+    conds = [_c("num_workers=2", 2, 0.001102), _c("num_workers=4", 4, 0.000910)]
+    (code, p), = sweeps.sweep_next(conds, None)
+    assert p["keep"] == "num_workers=2" and "more workers did not shorten" in (
+        sweeps.WORDS[code](p))
+
+
+def test_a_kept_condition_whose_runs_read_host_bound_says_so():
+    conds = [{**_c("num_workers=2", 2, 0.05, share=0.83), "diagnosis": "HOST-BOUND"},
+             {**_c("num_workers=3", 3, 0.08, share=0.9), "diagnosis": "HOST-BOUND"}]
+    items = sweeps.sweep_next(conds, None)
+    assert [c for c, _ in items] == [sweeps.SWEEP_KEEP_BEST, sweeps.SWEEP_STILL_INPUT]
+    said = sweeps.sweep_next_lines(items)[-1]
+    assert "(INPUT-BOUND)" not in said and "read HOST-BOUND" in said, said
+    assert "beside fewer processes" in said
+    conds[0]["diagnosis"] = "INPUT-BOUND"
+    said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
+    assert "83% of step time (INPUT-BOUND)" in said

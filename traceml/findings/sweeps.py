@@ -60,7 +60,8 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
     """The next step a sweep's numbers support, as (code, numbers) items.
 
     ``conds``: one dict per condition, {name, workers (the loader's
-    num_workers, None unknown), mean_s (mean input wait per step over its
+    num_workers, None unknown), diagnosis (the label most of its rows
+    read; None unknown), mean_s (mean input wait per step over its
     rows), input_share (mean over its rows), and where known step_s (its
     mean step) and batch_size (where the sweep varied it)}; ``passes``:
     the sweep's passes; ``order_spread_s``: the
@@ -145,12 +146,14 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
         # num_workers to have varied.
         workers = {c["workers"] for c in conds if c.get("workers") is not None}
         varied = len(workers) >= 2
-        if varied and led and keep.get("workers") == max(workers):
+        host = keep.get("diagnosis") == input_bound.HOST_BOUND
+        if varied and led and keep.get("workers") == max(workers) and not host:
             out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
                                              "workers": keep["workers"]}))
         else:
             out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share,
-                                            "workers_varied": varied}))
+                                            "workers_varied": varied,
+                                            "diagnosis": keep.get("diagnosis")}))
     return out
 
 
@@ -379,6 +382,12 @@ def _within(p: dict) -> str:
 
 WORDS: dict[str, Words] = {
     SWEEP_KEEP_FEWEST: lambda p: (
+        # Alike and not fewer workers than the rest: nothing to change to.
+        f"Next: keep the condition you run now: {p['keep']} "
+        f"({fmt_s(p['keep_mean_s'])}{_per(p)}, the lowest mean fetch) and "
+        f"{', '.join(p['others'])} are within {_within(p)} of each other (no real "
+        "difference)."
+        if p["others"] and not p["fewer_workers"] and p["keep"] == p["best"] else
         f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}{_per(p)}): "
         + ("it is the lowest mean fetch" if p["keep"] == p["best"]
            else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
@@ -407,7 +416,13 @@ WORDS: dict[str, Words] = {
         "wait fell up to the most workers tried: try more where the host has cores for them "
         "(each run's report() has a prediction of the num_workers that keeps up)."),
     SWEEP_STILL_INPUT: lambda p: (
-        f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND): no "
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time, and its runs read "
+        f"{input_bound.HOST_BOUND} (the largest measured part of the wait is other programs "
+        "holding the cores): no condition of this sweep removes the wait; the same sweep "
+        "beside fewer processes tells what the loader itself needs."
+        if p.get("diagnosis") == input_bound.HOST_BOUND else
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time "
+        f"({p.get('diagnosis') or input_bound.INPUT_BOUND}): no "
         "condition of this sweep removes the wait; make each batch cheaper (each run's "
         "report() has a prediction of how much)"
         + (" or give the workers more cores." if p.get("workers_varied", True)
