@@ -504,3 +504,26 @@ def test_a_predicted_period_whose_modal_gap_differs_is_said_by_position():
         "cadence: a stall every 5 steps (by position in the epoch)")
     tmp["modal_gap"] = 5
     assert _cadence_line(tmp, 5).startswith("cadence: a stall every 5 steps (modal gap)")
+
+
+def test_even_spacing_is_the_chance_of_an_arithmetic_progression():
+    # Counted by enumerating every placement of k positions among n.
+    import itertools
+
+    for n, k in ((12, 3), (12, 4), (15, 5)):
+        even = sum(len({b - a for a, b in zip(c, c[1:])}) == 1
+                   for c in itertools.combinations(range(n), k))
+        gap, p = stall_timing.even_spacing(list(range(0, k)), n)
+        assert gap == 1 and p == pytest.approx(even / math.comb(n, k))
+    assert stall_timing.even_spacing([0, 5, 10, 15], 40) == (5, pytest.approx(247 / 91390))
+    assert stall_timing.even_spacing([0, 5, 11], 40) is None
+    assert stall_timing.even_spacing([0, 5], 40) is None
+
+
+def test_outliers_that_recur_evenly_are_said_to_recur():
+    from traceml.findings import advice
+
+    p = {"count": 8, "max_s": 0.0031, "cost_share": 0.045, "median_s": 0.00057}
+    assert "Record longer" in advice.WORDS["outliers"]({**p, "every": None})
+    said = advice.WORDS["outliers"]({**p, "every": 5, "p_value": 1e-6})
+    assert "they recur every 5 steps" in said and "Record longer" not in said

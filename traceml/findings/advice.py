@@ -167,8 +167,16 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:
+        # Evenly spaced beyond chance (stall_timing.even_spacing at
+        # PERIOD_ALPHA): they recur, and "record longer" would ask for
+        # what the run already shows.
+        even = stall_timing.even_spacing(st.get("outlier_steps") or [],
+                                         s.get("steps") or s["steady_steps"])
         out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],
-                                 "cost_share": st["cost_share"], "median_s": wait["median"]}))
+                                 "cost_share": st["cost_share"], "median_s": wait["median"],
+                                 "every": (even[0] if even is not None
+                                           and even[1] < stall_timing.PERIOD_ALPHA else None),
+                                 "p_value": even[1] if even is not None else None}))
     if shp == stall_shape.UNIFORMLY_SLOW:
         count = st["count"]
         on_top = (0 < count <= stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE * s["steady_steps"]
@@ -452,7 +460,10 @@ WORDS: dict[str, Words] = {
          f"{fmt_s(p['median_s'])}): too small together to be stalls"
          + (f" ({pct(p['cost_share'])} of the step time)"
             if p["cost_share"] is not None else ""))
-        + ". Record longer to see whether it recurs."),
+        + (f"; they recur every {p['every']} steps (p = {p['p_value']:.1g} that as many at "
+           "random fall evenly spaced), so something that recurs makes them, worth an "
+           "experiment only if they grow." if p.get("every") else
+           ". Record longer to see whether it recurs.")),
     "periodic_slow": lambda p: (f"The slow fetches recur every {p['period']} steps"
                                 f"{_workers_in(p)}."),
     "cpus_saturated": lambda p: (

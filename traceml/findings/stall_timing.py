@@ -50,6 +50,23 @@ PERIOD_EXACT_GAPS = 4096
 PERIOD_BLOCK_GROWTH = 1.05
 
 
+def even_spacing(steps: list, n: int) -> Optional[tuple[int, float]]:
+    """(gap, p) where the ``steps`` (sorted positions among ``n`` steps, at
+    least 3) are evenly spaced, one gap between every two: p is the exact
+    chance that as many positions drawn at random from the n are evenly
+    spaced at some gap (the arithmetic progressions of that length over
+    C(n, k)); None where they are not evenly spaced.  Four outliers every
+    5 steps among 40: 247 progressions in 91,390 draws, p = 0.0027."""
+    k = len(steps)
+    if k < 3 or n < k:
+        return None
+    gaps = np.diff(np.asarray(steps, dtype=np.int64))
+    if len(gaps) == 0 or gaps[0] < 1 or not (gaps == gaps[0]).all():
+        return None
+    progressions = sum(n - (k - 1) * g for g in range(1, (n - 1) // (k - 1) + 1))
+    return int(gaps[0]), progressions / math.comb(n, k)
+
+
 def burst_onsets(stall_mask: np.ndarray, epoch: np.ndarray) -> np.ndarray:
     """The first stall of each run of back-to-back stalls (same epoch)."""
     prev = np.r_[False, stall_mask[:-1]] & np.r_[False, epoch[1:] == epoch[:-1]]
