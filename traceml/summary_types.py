@@ -204,7 +204,8 @@ class Trend(TypedDict):
     after that one, past a material change of level at its end; the tenths' medians are
     then the later epochs'). STEP: one change of level after the first epoch, no trend
     within the later epochs, or (changed_at_step) one inside the run that two levels fit
-    better than a line, no trend on either side; no slope (null), and the two medians."""
+    better than a line, no trend on either side, or that Pettitt's change-point test
+    finds where no slope was (change_point); no slope (null), and the two medians."""
 
     label: Literal['RISING', 'FALLING', 'STEP']
     slope_ms_per_step: NumberOrNull
@@ -226,6 +227,9 @@ class Trend(TypedDict):
     at_epoch_start: NotRequired[Annotated[IntOrNull, Schema(description=(
         "STEP inside the run: the epoch whose first step the change came with "
         "(wait_trend.EPOCH_START_NEAR blocks), null where it came inside an epoch."))]]
+    change_point: NotRequired[Annotated[bool, Schema(description=(
+        "STEP inside the run found by Pettitt's change-point test where no slope was "
+        "(wait_trend._change_point); absent: by the two-levels fit after a slope."))]]
     round_steps: NotRequired[Annotated[int, Schema(minimum=1, description=(
         "Fetches a round (max(1, num_workers)): > 1, the rule read each round's mean wait "
         'and the tenths\' medians are of those means; absent: 1.'))]]
