@@ -384,7 +384,8 @@ def sample_line(s: dict) -> Optional[str]:
     if st:
         cpu = b.get("sample_cpu_s")
         parts.append(f"per-sample time in the workers: median {fmt_s(st['median'])}"
-                     + (f" ({fmt_s(cpu['median'])} CPU)" if cpu else "")
+                     + (f" ({fmt_s(cpu['median'])} CPU on the thread that ran "
+                        "__getitem__)" if cpu else "")
                      + f", p95 {fmt_s(st['p95'])} over {plural(b['samples'], 'sample')} in "
                      f"{plural(b['batches'], 'batch', 'batches')}")
         if b.get("sample_share") is not None:
