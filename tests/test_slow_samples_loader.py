@@ -126,30 +126,32 @@ def test_collate_time_comes_out_as_slept():
 
 
 class _SlowEveryFifthCollate:
-    """Burns 30 ms of CPU on the batches whose first index is a multiple
+    """Burns 80 ms of CPU on the batches whose first index is a multiple
     of 20 (every 5th batch of 4, in order): the batches are slow in
     collate_fn, their samples are not."""
 
     def __call__(self, batch):
         if int(batch[0][0]) % 20 == 0:
-            burn_cpu(0.030)
+            burn_cpu(0.080)
         return torch.utils.data.default_collate(batch)
 
 
 @pytest.mark.slow
 def test_batches_slow_in_collate_say_so_not_slow_samples():
-    # 0.1 ms a sample, 30 ms of collate on every 5th batch, a 10 ms step:
-    # the loop stalls on those batches, and the workers timed their
-    # collate_fn at nearly all of their make time.
-    loader = DataLoader(BurnDataset(160, 0.0001), batch_size=4, num_workers=2,
+    # 0.1 ms a sample, 80 ms of collate on every 5th batch of 80, a 5 ms
+    # step that sleeps (the loop's own CPU would stretch on a loaded host
+    # and hide the stalls): each worker falls behind on its slow batches,
+    # and the workers timed their collate_fn at nearly all of their make
+    # time.
+    loader = DataLoader(BurnDataset(320, 0.0001), batch_size=4, num_workers=2,
                         collate_fn=_SlowEveryFifthCollate())
     rec = traceml.Recorder()
     for _ in rec.wrap(loader):
-        burn_cpu(0.010)
+        time.sleep(0.005)
     r = rec.report()
     a = r["attribution"]
     assert a is not None and a["label"] == "SLOW-SAMPLE", str(r)
-    # Independently: 30 ms of collate CPU against 4 x 0.1 ms of samples.
+    # Independently: 80 ms of collate CPU against 4 x 0.1 ms of samples.
     assert a["collate_share"] > 0.8, a
     text = str(r)
     assert "particular samples are slow" not in text

@@ -113,6 +113,20 @@ def test_samples_slow_on_cpu_do_not_hide_samples_slow_on_the_wall_clock():
     assert "of CPU or" in slow_samples.WORDS[f.code](f.numbers)
 
 
+def test_slow_samples_that_hold_little_of_their_batch_are_no_finding():
+    # The same slow samples, each holding 25% of its batch's make time (the
+    # helper above: a finding), then 1% (a batch that copies 20 MB).
+    arrays = _arrays(_costs())
+    got = slow_samples.slow_of(arrays)
+    assert got["batch_share"] == pytest.approx(0.25)
+    block = {"available": True, "kind": "map", "slow": got}
+    assert [f.code for f in slow_samples.rule(block)] == ["slow_samples_stride"]
+    arrays["batch_share"] = np.full(len(arrays["wall_ns"]), 0.01)
+    block["slow"] = slow_samples.slow_of(arrays)
+    assert block["slow"]["count"] == 8       # measured, kept in the block
+    assert slow_samples.rule(block) == []
+
+
 def test_a_host_blip_on_the_wall_clock_does_not_break_the_cpu_stride():
     # Every 8th index burns 12 ms; a loaded host stretched index 13's wall
     # to 15 ms (its CPU 0.5 ms): the union has no stride, the CPU set has.

@@ -68,6 +68,15 @@ SLOW_MIN_TIMINGS = 2
 COLLATE_SHARE_SHOWN = 0.25
 # Slow indices the words list before "...".
 INDICES_SHOWN = 6
+# A slow sample reaches the loop only through its batch: where the slow
+# samples hold under this share of their batch's make time (median), the
+# samples made as cheap as the rest would shorten their batches by less,
+# and they are not a finding.  The 20% of step time that makes a loop
+# input-bound (TensorFlow's input-pipeline analyzer, input_bound).  Batches
+# of 20 MB read "slow samples: index 1, 2, 3 ...: 1.75 ms each ... 1% of
+# their batch's time" beside a collate copying 20 MB a batch: fresh pages
+# for some 2.5 MB tensors, not particular samples.
+SLOW_MIN_BATCH_SHARE = 0.2
 
 
 def slow_of(arrays: Optional[dict]) -> Optional[dict]:
@@ -214,7 +223,8 @@ def _stride(slow_idx: np.ndarray, fast_idx: np.ndarray) -> dict:
 def rule(block: Optional[dict]) -> list[Finding]:
     """The findings of a ``production.samples`` block (with its ``slow``
     test): ``slow_samples_stride`` or ``slow_samples`` when at least
-    SLOW_MIN_TIMINGS samples are slow, ``collate_share`` when collate_fn holds at least
+    SLOW_MIN_TIMINGS samples are slow and hold at least
+    SLOW_MIN_BATCH_SHARE of their batch's time, ``collate_share`` when collate_fn holds at least
     COLLATE_SHARE_SHOWN of batch time, ``gc_in_samples`` when a worker's
     garbage collection inside one sample took SLOW_MIN_EXCESS_CPU_S or
     more (what would make a sample slow on the CPU clock; the slow-sample
@@ -225,7 +235,8 @@ def rule(block: Optional[dict]) -> list[Finding]:
     out: list[Finding] = []
     what = "position" if block.get("kind") == "iterable" else "index"
     slow = block.get("slow") or {}
-    if slow.get("count", 0) >= SLOW_MIN_TIMINGS:
+    if slow.get("count", 0) >= SLOW_MIN_TIMINGS and (
+            slow.get("batch_share") is None or slow["batch_share"] >= SLOW_MIN_BATCH_SHARE):
         numbers = {"what": what, "indices": slow["indices"][:INDICES_SHOWN],
                    "range": _contiguous(slow["indices"]),
                    "slow_timings": slow.get("slow_timings"), "timings": slow.get("timings"),
