@@ -69,7 +69,7 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
                                         base["step_s"]["mean"], run["step_s"]["mean"],
                                         noise("step"), noise("share"))
     label, why = comparison.overall(v, moved), comparison.compare_why(v, moved)
-    if comparison.host_went_with(label, base, run):
+    if comparison.host_went_with(label, base, run, base_steps, run_steps):
         label = comparison.UNSETTLED
     host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None
     if sizes is not None:

@@ -172,3 +172,30 @@ def test_runs_of_different_batch_sizes_are_judged_per_sample():
     # The same batch size: judged per step, a REGRESSION.
     label, _, _ = comparing.judge(summary(8, 1.5e-3, 14e-3), summary(8, 1.5e-3, 50e-3))
     assert label == comparison.REGRESSION
+
+
+def test_past_the_hosts_bound_only_beyond_the_runs_noise():
+    # Others 1.06 -> 1.40 cores of 2: the job stretches by at most
+    # 0.94 / 0.60 = 1.57x.  A step 1.64x longer whose series scatter
+    # (sd a third of the mean, 100 steps) is within noise of 1.57x: the
+    # host may explain it.  A step 5x longer is past it beyond the noise.
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    base_step = rng.normal(10e6, 3.3e6, 100)
+    base_wait = rng.normal(5e6, 1.6e6, 100)
+
+    def run(factor):
+        return {"step": rng.normal(10e6 * factor, 3.3e6 * factor, 100),
+                "wait": rng.normal(5e6 * factor, 1.6e6 * factor, 100)}
+
+    base = {"step": base_step, "wait": base_wait}
+    for factor, explained in ((1.64, True), (5.0, False)):
+        r = run(factor)
+        a, b = _timed(1.06, base_wait.mean() * 1e-9, base_step.mean() * 1e-9), _timed(
+            1.40, r["wait"].mean() * 1e-9, r["step"].mean() * 1e-9)
+        assert comparison.host_went_with(comparison.REGRESSION, a, b, base, r) is explained
+    # Without the series the means alone decide: 1.64x is past 1.57x.
+    r = run(1.64)
+    a, b = _timed(1.06, 0.005, 0.010), _timed(1.40, 0.0082, 0.0164)
+    assert not comparison.host_went_with(comparison.REGRESSION, a, b)

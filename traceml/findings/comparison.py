@@ -313,7 +313,8 @@ def host_load_cores(s: dict) -> Optional[float]:
     return cpu / wall if wall > 0 else None
 
 
-def host_went_with(label: str, base: dict, run: dict) -> bool:
+def host_went_with(label: str, base: dict, run: dict, base_steps: Optional[dict] = None,
+                   run_steps: Optional[dict] = None) -> bool:
     """Whether the host's load moved the way the verdict ``label`` did,
     past HOST_LOAD_TOL of the usable CPUs, by enough to explain it:
     quieter in this run beside an IMPROVEMENT, busier beside a REGRESSION.
@@ -321,7 +322,9 @@ def host_went_with(label: str, base: dict, run: dict) -> bool:
     code's (UNSETTLED): a sample made 2x slower read IMPROVEMENT in 3 of 4
     pairs whose baseline ran beside 0.96 cores of other programs and the
     run beside 0.04.  A change against the host's move stands, and so does
-    one larger than the move can explain (:func:`host_can_explain`)."""
+    one larger than the move can explain beyond the runs' noise
+    (:func:`host_can_explain`; ``*_steps``: each run's steady series,
+    {"wait": ns, "step": ns}, where known)."""
     a, b = host_load_cores(base), host_load_cores(run)
     cpus = (run.get("host") or {}).get("usable_cpus") or (base.get("host") or {}).get(
         "usable_cpus")
@@ -329,32 +332,52 @@ def host_went_with(label: str, base: dict, run: dict) -> bool:
         return False
     if not ((label == IMPROVEMENT and b < a) or (label == REGRESSION and b > a)):
         return False
-    return host_can_explain(base, run, a, b, cpus)
+    return host_can_explain(base, run, a, b, cpus, base_steps, run_steps)
 
 
 def _mean(s: dict, key: str) -> Optional[float]:
     return (s.get(key) or {}).get("mean")
 
 
-def host_can_explain(base: dict, run: dict, a: float, b: float, cpus: int) -> bool:
+# The summary's means and the steady series compare() tests them on.
+_SERIES_OF = {"input_wait_s": "wait", "step_s": "step"}
+
+
+def host_can_explain(base: dict, run: dict, a: float, b: float, cpus: int,
+                     base_steps: Optional[dict] = None,
+                     run_steps: Optional[dict] = None) -> bool:
     """Whether other programs' CPU moving from ``a`` to ``b`` cores (of
     ``cpus``) can explain the two runs' change of mean wait and mean step.
     The model: other programs take cores from the job one for one, so the
     job's work stretches by at most (cpus - lo) / (cpus - hi), lo and hi
     the two loads; a mean that moved by a larger ratio moved for more than
     the host (a 33x shorter wait beside a host 1 core quieter of 2 is the
-    code's).  Where the busier run's others held every CPU (hi >= cpus),
-    or neither mean is known, nothing bounds the host's part: True."""
+    code's).  Where the steady series are given, a mean past the bound
+    must also be past it beyond the two runs' noise: the baseline's series
+    stretched (or shrunk) by the bound against the run's, Welch's test on
+    batch means (:func:`noise_p_value`) at NOISE_ALPHA; the same code
+    beside one more hog read REGRESSION in 3 of 4 pairs on means alone,
+    its step 1.64x against a bound of 1.57x.  Where the busier run's
+    others held every CPU (hi >= cpus), or neither mean is known, nothing
+    bounds the host's part: True."""
     lo, hi = min(a, b), max(a, b)
     if hi >= cpus:
         return True
     bound = (cpus - lo) / (cpus - hi)
-    ratios = []
-    for key in ("input_wait_s", "step_s"):
+    scale = bound if b > a else 1.0 / bound
+    for key, series in _SERIES_OF.items():
         x, y = _mean(base, key), _mean(run, key)
-        if x and y and x > 0 and y > 0:
-            ratios.append(y / x if b > a else x / y)
-    return not ratios or max(ratios) <= bound
+        if not (x and y and x > 0 and y > 0):
+            continue
+        if (y / x if b > a else x / y) <= bound:
+            continue
+        if base_steps is not None and run_steps is not None:
+            p = noise_p_value(np.asarray(base_steps[series], dtype=np.float64) * scale,
+                              np.asarray(run_steps[series], dtype=np.float64))
+            if p is None or p >= NOISE_ALPHA:
+                continue
+        return False
+    return True
 
 
 def host_note(base: dict, run: dict) -> Optional[str]:
