@@ -388,5 +388,5 @@ def test_overtaking_with_another_period_does_not_blame_the_round(loader_source):
     loader_source(4)
     nxt = sentences(advice.next_steps(_overtaking_summary(8)))
     assert not any("workers' round" in t for t in nxt), nxt
-    assert any("30 deliveries overtook a slower batch: single slow samples" in t for t in nxt)
+    assert any("30 deliveries overtook a slower batch: single slow samples" in t for t in nxt), nxt
     assert any("The stalls recur every 8 steps while num_workers=4" in t for t in nxt)

@@ -165,6 +165,17 @@ def test_the_change_point_statistic_is_pettitts():
     cuts = np.arange(1, 12)
     direct = [sum(np.sign(x[j] - x[i]) for i in range(c) for j in range(c, 12)) for c in cuts]
     assert wait_trend._cut_s(x, cuts).tolist() == direct
+    # Ties count 0 through average ranks: a periodic series of equal waits
+    # has no change point.
+    from scipy.stats import rankdata
+
+    tied = np.array([5, 1, 1, 1, 5, 1, 1, 1, 5, 1, 1, 1])
+    direct = [sum(np.sign(tied[j] - tied[i]) for i in range(c) for j in range(c, 12))
+              for c in cuts]
+    assert wait_trend._cut_s(rankdata(tied) - 1.0, cuts).tolist() == direct
+    periodic = np.full(120, 50_000, dtype=np.int64)
+    periodic[::8] = 300 * MS
+    assert wait_trend.trend(periodic, np.zeros(120, np.int32), 1.0 * MS) is None
     rows = np.stack([x, x[::-1]])
     assert wait_trend._cut_s(rows, cuts)[1].tolist() == [
         sum(np.sign(x[::-1][j] - x[::-1][i]) for i in range(c) for j in range(c, 12))

@@ -411,8 +411,9 @@ def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
 
 def _cut_s(ranks: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     """S between the values before each cut and those after (shape (rows,
-    cuts)), from each row's ranks (0 .. m-1; no ties): twice the pairs
-    where the later value is higher, less the pairs."""
+    cuts)), from each row's 0-based ranks (ties: their average rank):
+    twice the pairs where the later value is higher (a tie half), less
+    the pairs."""
     m = ranks.shape[-1]
     after = m - cuts
     tail = ranks.sum(axis=-1, keepdims=True) - np.cumsum(ranks, axis=-1)[..., cuts - 1]
@@ -441,8 +442,11 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     cuts = cuts[(centre[cuts] >= least) & (n - centre[cuts] >= least)]
     if not len(cuts):
         return None
-    ranks = med.argsort().argsort()
-    s = _cut_s(ranks, cuts)
+    from scipy.stats import rankdata
+
+    # Average ranks: a tie between the two sides counts 0, as in S; ranks
+    # by position would make a series of equal waits trend.
+    s = _cut_s(rankdata(med) - 1.0, cuts)
     best = int(np.argmax(np.abs(s)))
     null = _null_series(med)
     null_k = np.abs(_cut_s(null.argsort(axis=1).argsort(axis=1), cuts)).max(axis=1)
