@@ -364,6 +364,13 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
     out = _temporal(mask, run.gaps, run.epoch, w.wait, run.num_workers,
                     stalls["every_fetch_slow"], predicted,
                     steps["fetch_done_ns"][mask] - steps["begin_ns"][mask], positions)
+    item = stalls.get("rule_item")
+    tmp = out.get("temporal")
+    if (item and item[0] == "threshold_" + stall_threshold.RULE_POSITION and tmp
+            and tmp.get("period") == item[1]["period"] and tmp.get("p_value") is not None):
+        # Stalls chosen by their position: their placement's own p-value
+        # says nothing; the position rule's test is the evidence.
+        tmp["p_value"] = max(tmp["p_value"], item[1]["p_value"])
     w.wait = None    # the statistics are taken: 8 B a step
     first = run.first
     out["epoch_start"] = {

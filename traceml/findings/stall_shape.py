@@ -114,6 +114,16 @@ def classify(wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
     trends = bool(trending(rule)) if trending is not None else False
     above = _core.stall_mask(wait_ns, rule.threshold_ns)
     matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code)
+    if (matter.code != stall_threshold.STALLS_KEPT and rule.all_slow
+            and rule.code != stall_threshold.RULE_ALL_SLOW):
+        # Every fetch slow, and the group on top does not matter by itself:
+        # the fetches are still all slow, every one a stall (RULE_ALL_SLOW),
+        # never "no stalls" (a loop 96% input-bound read FAST).
+        rule = rule._replace(threshold_ns=int(rule.floor_ns),
+                             code=stall_threshold.RULE_ALL_SLOW, every_fetch_slow=True,
+                             basis=None, position=None)
+        above = _core.stall_mask(wait_ns, rule.threshold_ns)
+        matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code)
     if matter.code != stall_threshold.STALLS_KEPT:
         outliers, stalls = above, np.zeros_like(above)
     else:
