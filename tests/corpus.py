@@ -779,6 +779,45 @@ def level_shift(seed: int, before_ms: float, after_ms: float, at: int, n: int = 
                 num_workers=2, compute_ms=rng.uniform(19.0, 21.0, n))
 
 
+def jittered_on_top(seed: int, every: int, slow_ms: float, fast_ms: float, n: int,
+                    periodic: bool = True) -> Case:
+    """Probes whose every ``every``-th fetch waits ``slow_ms`` over
+    ``fast_ms`` (both past the floor), each wait jittered 30% (lognormal),
+    a 10 ms step body: groups 2.5-3x apart whose sizes show no group at
+    this size (Otsu's eta under the one-group line), while every
+    ``every``-th wait ranks above the rest.  PERIODIC at ``every`` (the
+    position rule); with ``periodic=False`` the same slow waits at random
+    fetches: no period."""
+    rng = np.random.default_rng(1500 + seed)
+    slow = (np.arange(n) % every == 0) if periodic else (rng.random(n) < 1.0 / every)
+    wait = np.where(slow, slow_ms, fast_ms) * rng.lognormal(0.0, 0.3, n)
+    truth = ({"temporal.label": "PERIODIC", "temporal.period": every} if periodic
+             else {"temporal.label": Not("PERIODIC")})
+    kind = "every" if periodic else "random"
+    return make(f"jittered-on-top-{kind}{every}-{slow_ms:g}of{fast_ms:g}ms-n{n}-s{seed}", wait,
+                truth, num_workers=None, compute_ms=10.0)
+
+
+def level_change_mid_run(seed: int, n: int = 120, at: int = 60, factor: float = 3.0) -> Case:
+    """One epoch of AR(1) waits (phi 0.5, log sd 0.5, median 4 ms) whose
+    level rises ``factor``-fold at steady step ``at``, against a 20 ms
+    step: too weak a slope for the trend test, one change for Pettitt's
+    (a sample cost that tripled mid-run read nothing in 5 of 10 probe runs
+    before the change point was tested by itself).  The test finds such a
+    change in about 4 of 5 runs (tests/unit/test_wait_trend.py): its truth
+    is STEP or not yet (no trend label), never a slope."""
+    rng = np.random.default_rng(1600 + seed)
+    z = np.empty(n)
+    z[0] = rng.normal(0.0, 0.5)
+    shocks = rng.normal(0.0, 0.5 * np.sqrt(1 - 0.25), n)
+    for i in range(1, n):
+        z[i] = 0.5 * z[i - 1] + shocks[i]
+    wait = 4.0 * np.exp(z) * np.where(np.arange(n) < at, 1.0, factor)
+    truth = {"trend.label": Not("RISING", "FALLING")}
+    return make(f"level-change-mid-run-x{factor:g}-at{at}-n{n}-s{seed}", wait, truth,
+                num_workers=2, compute_ms=rng.uniform(19.0, 21.0, n))
+
+
 def small_drift_beside_stalls(seed: int, n: int = 100) -> Case:
     """A slow sample every 5 batches (150-190 ms stalls) at 2 workers, and
     between them waits that fall from about 4 ms to 1 ms over the first
@@ -1462,6 +1501,11 @@ def corpus() -> list[Case]:
               trend(4, 2.0, 2.0 + 0.3 * 79, noise=0.1, name="trend-ramp-2+0.3ms")]
     cases += [small_drift_beside_stalls(s) for s in range(3)]
     cases += [level_shift(s, 1.0, 10.0, 100) for s in range(4)]
+    cases += [jittered_on_top(0, 4, 15.0, 5.0, 40), jittered_on_top(1, 4, 12.0, 4.0, 64),
+              jittered_on_top(2, 6, 12.0, 4.0, 96),
+              jittered_on_top(3, 4, 15.0, 5.0, 40, periodic=False),
+              jittered_on_top(4, 4, 12.0, 4.0, 64, periodic=False)]
+    cases += [level_change_mid_run(s) for s in range(3)]
     cases += [trend_noise(s, n) for s, n in ((0, 60), (1, 60), (2, 100), (3, 100), (4, 200),
                                              (5, 200))]
     cases += [rising_in_rounds(0, 2, 100, 2.0, 10.0), rising_in_rounds(1, 4, 60, 3.0, 15.0),
