@@ -82,6 +82,12 @@ def fmt_bytes(n: float) -> str:
     return f"{n / 1e6:.1f} MB" if abs(n) >= 1e5 else f"{n:.0f} B"
 
 
+def nth(k: int) -> str:
+    """The ordinal of ``k``: 2nd, 3rd, 8th, 11th, 21st."""
+    tail = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{tail}"
+
+
 def plural(n: int, word: str, many: Optional[str] = None) -> str:
     """``n`` and ``word``, with ``many`` (default word + "s") unless n is 1:
     "1 step", "3 steps"."""

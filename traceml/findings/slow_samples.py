@@ -37,7 +37,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..fmt import fmt_s, pct, plural
+from ..fmt import fmt_s, nth, pct, plural
 from ._types import Finding, Words
 
 # Fewer timed samples than this: no median to stand out from (the same
@@ -264,12 +264,6 @@ def rule(block: Optional[dict]) -> list[Finding]:
     return out
 
 
-def _nth(k: int) -> str:
-    """2nd, 3rd, 8th, 11th, 21st."""
-    tail = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{tail}"
-
-
 def _contiguous(indices: list) -> Optional[list]:
     """[first, last] where the sorted distinct ``indices`` are every
     integer between the two and at least three (one block of the data set:
@@ -350,7 +344,7 @@ def _not_the_index(p: dict) -> str:
 
 WORDS: dict[str, Words] = {
     "slow_samples_stride": lambda p: (
-        f"slow samples: {_slow_body(p)}; every {_nth(p['stride'])} {p['what']} "
+        f"slow samples: {_slow_body(p)}; every {nth(p['stride'])} {p['what']} "
         f"({p['what']} % {p['stride']} == {p['residue']}, and no other)"),
     "slow_samples": lambda p: (
         f"slow samples: {_slow_body(p)}; no common {p['what']} stride"),

@@ -11,7 +11,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import _core
-from ..fmt import fmt_s, pct
+from ..fmt import fmt_s, nth, pct
 from . import _numbers, _words, input_bound
 from ._types import Finding, Words
 
@@ -168,7 +168,8 @@ class StallRule(NamedTuple):
     ``all_slow`` says that even the p10 wait clears it (every fetch is slow, whether or not larger stalls stand out
     on top); ``given_s`` is the caller's threshold (s) for RULE_GIVEN;
     ``least_ns`` the least a stall adds to its step, max(floor,
-    STALL_MIN_STEP_SHARE of the median step) (automatic rules only)."""
+    STALL_MIN_STEP_SHARE of the median step) (automatic rules only);
+    ``position`` the position rule's test (RULE_POSITION only)."""
 
     threshold_ns: int
     code: str
@@ -333,7 +334,8 @@ def _by_size(
 # period 2..POSITION_MAX_PERIOD (at most a quarter of the fetches) and each
 # phase, the one-sided Mann-Whitney test of the
 # waits at that phase against the rest, Bonferroni over every (period,
-# phase) pair tried, at stall_timing's PERIOD_ALPHA.  Runs up to
+# phase) pair tried, at POSITION_ALPHA (a period's false-alarm rate,
+# stall_timing's PERIOD_ALPHA).  Runs up to
 # POSITION_MAX_STEPS steady fetches (the short runs where sizes alone lack
 # power; a long run's eta test has it).  The stalls are then the waits past
 # the geometric mean of the two sides' medians, and the cadence the rule
@@ -568,7 +570,7 @@ WORDS: dict[str, Words] = {
     "threshold_" + RULE_NO_STEPS: lambda p: "auto: no steady-state steps",
     "threshold_" + RULE_ALL_SLOW: lambda p: f"auto: {_slow()}; floor {_floor()}",
     "threshold_" + RULE_POSITION: lambda p: (
-        f"auto: the waits at every {p['period']}th fetch (phase {p['phase']}) rank above the "
+        f"auto: the waits at every {nth(p['period'])} fetch (phase {p['phase']}) rank above the "
         f"rest (Mann-Whitney, p = {p['p_value']:.1g} over {p['tests']} periods and phases "
         f"tried, < {POSITION_ALPHA:g}), where their sizes show no group of their own; past "
         "the geometric mean of the two medians"),
