@@ -448,15 +448,16 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     # by position would make a series of equal waits trend.
     s = _cut_s(rankdata(med) - 1.0, cuts)
     best = int(np.argmax(np.abs(s)))
+    cut = int(cuts[best])
+    at = int(round((centre[cut - 1] + centre[cut]) / 2.0 + 0.5))
+    before, after = _numbers.int_median(x[:at]), _numbers.int_median(x[at:])
+    # Material first (cheap): a healthy run's report pays no bootstrap.
+    if not _material(before, after, floor_ns, x):
+        return None
     null = _null_series(med)
     null_k = np.abs(_cut_s(null.argsort(axis=1).argsort(axis=1), cuts)).max(axis=1)
     k = abs(float(s[best]))
     if k <= _critical(null_k):
-        return None
-    cut = int(cuts[best])
-    at = int(round((centre[cut - 1] + centre[cut]) / 2.0 + 0.5))
-    before, after = _numbers.int_median(x[:at]), _numbers.int_median(x[at:])
-    if not _material(before, after, floor_ns, x):
         return None
     first, last = _tenths(x)
     return {"label": STEP, "slope_ms_per_step": None, "slope_interval_ms_per_step": None,
