@@ -745,8 +745,9 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
 
     found = stall_shape.classify(w.wait, w.step, threshold_s, trending)
     trend = trends[0]
-    shape_support = (label_support.shape_support(w.wait, w.step, found.shape[0], threshold_s,
-                                                  round_steps)
+    shape_support = (label_support.shape_support(
+        w.wait, w.step, found.shape[0], threshold_s, round_steps,
+        position=found.rule.code == stall_threshold.RULE_POSITION)
                      if found.shape else None)
     w.step = None    # not needed past the stall rule: 8 B a step
     rule, matter, mask_s, outliers_s = found.rule, found.matter, found.stalls, found.outliers

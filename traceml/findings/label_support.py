@@ -152,13 +152,16 @@ SHAPE_SUPPORT_MAX_STEPS = 4096
 
 
 def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
-                  given_s: Optional[float] = None, round_steps: int = 1) -> Optional[dict]:
+                  given_s: Optional[float] = None, round_steps: int = 1,
+                  position: bool = False) -> Optional[dict]:
     """The support of the shape ``label`` (FAST, HEAVY-TAILED,
     UNIFORMLY-SLOW) under the same block bootstrap as :func:`support`: each
     resample is the steps of its blocks in order, read again by the stall
     rule and the shape (stall_shape.classify, the caller's threshold
     ``given_s`` too; no trend: resampled blocks carry none).  None under
-    SUPPORT_MIN_STEPS or past SHAPE_SUPPORT_MAX_STEPS steps.  Returns
+    SUPPORT_MIN_STEPS or past SHAPE_SUPPORT_MAX_STEPS steps.  The stall
+    rule's position test runs in the resamples only where the run's own
+    rule was it (``position``): 199 of them a report otherwise.  Returns
     {label, support, readings, other, block, resamples}."""
     from . import stall_shape
 
@@ -173,7 +176,8 @@ def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     names = []
     for row in picks:
         idx = (row[:, None] * b + offsets).ravel()
-        got = stall_shape.classify(wait_ns[idx], step_ns[idx], given_s).shape
+        got = stall_shape.classify(wait_ns[idx], step_ns[idx], given_s,
+                                   position=position).shape
         names.append(got[0] if got else None)
     readings, other = _readings(label, names)
     return {"label": label, "support": readings.get(label, 0.0), "readings": readings,

@@ -104,13 +104,14 @@ class Classified(NamedTuple):
 
 
 def classify(wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
-             trending=None) -> Classified:
+             trending=None, position: bool = True) -> Classified:
     """The stall rule over the steady waits and steps (ns, shape
     (steps,)), whether the waits above it matter, and the shape; ``given_s``
     the caller's threshold (s) or None; ``trending(rule) -> bool``: whether
     the wait trends, given the rule (its floor; see :func:`shape`; None:
-    it does not)."""
-    rule = stall_threshold.stall_threshold_ns(wait_ns, step_ns, given_s)
+    it does not); ``position``: whether the stall rule may use its
+    position test (stall_threshold.stall_threshold_ns)."""
+    rule = stall_threshold.stall_threshold_ns(wait_ns, step_ns, given_s, position)
     trends = bool(trending(rule)) if trending is not None else False
     above = _core.stall_mask(wait_ns, rule.threshold_ns)
     matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code)

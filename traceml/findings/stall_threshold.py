@@ -183,9 +183,10 @@ class StallRule(NamedTuple):
 
 
 def stall_threshold_ns(
-    wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float]
+    wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
+    position: bool = True
 ) -> StallRule:
-    """The stall threshold (see :func:`_by_size`), and where the sizes
+    """The stall threshold (see :func:`_by_size`), and (``position``) where the sizes
     alone show no group of stalls (one slow group, or fewer than
     MIN_GROUP_ON_TOP waits past the bar) in a short run, the position rule
     (:func:`position_test`): larger waits at one phase of a period are the
@@ -196,7 +197,7 @@ def stall_threshold_ns(
     the two-group ones (_BY_GROUPS) whose bar leaves fewer than
     MIN_GROUP_ON_TOP waits, or waits that do not matter (stalls_matter)."""
     rule = _by_size(wait_ns, step_ns, given_s)
-    if given_s is not None or len(wait_ns) > POSITION_MAX_STEPS:
+    if not position or given_s is not None or len(wait_ns) > POSITION_MAX_STEPS:
         return rule
     if rule.code in _BY_GROUPS:
         return rule
