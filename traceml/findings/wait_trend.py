@@ -397,6 +397,14 @@ def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
             t = _slope_test(centre[part], side)
             if t["low"] is not None and (t["low"] > 0 or t["high"] < 0):
                 return None
+    return _step_at(x, centre, cut, floor_ns)
+
+
+def _step_at(x: np.ndarray, centre: np.ndarray, cut: int, floor_ns: float
+             ) -> Optional[dict]:
+    """STEP at the change between block ``cut - 1`` and block ``cut`` (of
+    block centres ``centre`` over the waits ``x``), with the two medians
+    either side, where they differ materially (see above); else None."""
     at = int(round((centre[cut - 1] + centre[cut]) / 2.0 + 0.5))
     before, after = _numbers.int_median(x[:at]), _numbers.int_median(x[at:])
     if not _material(before, after, floor_ns, x):
@@ -448,24 +456,17 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     # by position would make a series of equal waits trend.
     s = _cut_s(rankdata(med) - 1.0, cuts)
     best = int(np.argmax(np.abs(s)))
-    cut = int(cuts[best])
-    at = int(round((centre[cut - 1] + centre[cut]) / 2.0 + 0.5))
-    before, after = _numbers.int_median(x[:at]), _numbers.int_median(x[at:])
     # Material first (cheap): a healthy run's report pays no bootstrap.
-    if not _material(before, after, floor_ns, x):
+    step = _step_at(x, centre, int(cuts[best]), floor_ns)
+    if step is None:
         return None
     null = _null_series(med)
     null_k = np.abs(_cut_s(null.argsort(axis=1).argsort(axis=1), cuts)).max(axis=1)
     k = abs(float(s[best]))
     if k <= _critical(null_k):
         return None
-    first, last = _tenths(x)
-    return {"label": STEP, "slope_ms_per_step": None, "slope_interval_ms_per_step": None,
-            "slope_ms_per_epoch": None,
-            "first_tenth_median_s": first * 1e-9, "last_tenth_median_s": last * 1e-9,
-            "tau": None, "changed_at_step": at,
-            "before_median_s": before * 1e-9, "after_median_s": after * 1e-9,
-            "p_value": _p_value(k, null_k), "at_epoch_start": _epoch_started_at(epoch, at),
+    return {**step, "p_value": _p_value(k, null_k),
+            "at_epoch_start": _epoch_started_at(epoch, step["changed_at_step"]),
             "change_point": True}
 
 
