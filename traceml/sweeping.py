@@ -188,15 +188,13 @@ class SweepResult:
                     "diagnosis": (max(c["diagnoses"], key=c["diagnoses"].count)
                                   if c["diagnoses"] else None)}
                    for c in conds.values()]
-        spread = [abs(e["forward_mean_s"] - e["backward_mean_s"]) for e in self.order_effects()
+        # Weighed per sample where the conditions are (sweeps.sweep_next).
+        per_sample = sweeps.by_sample([c["batch_size"] for c in summary])
+        spread = [abs(e["forward_mean_s"] - e["backward_mean_s"])
+                  / ((e["condition"] or {})["batch_size"] if per_sample else 1)
+                  for e in self.order_effects()
                   if e["differs"] and e["forward_mean_s"] is not None
                   and e["backward_mean_s"] is not None]
-        if sweeps.by_sample([c["batch_size"] for c in summary]):
-            # Weighed per sample as the conditions are (sweeps.sweep_next).
-            spread = [abs(e["forward_mean_s"] - e["backward_mean_s"])
-                      / (e["condition"] or {})["batch_size"] for e in self.order_effects()
-                      if e["differs"] and e["forward_mean_s"] is not None
-                      and e["backward_mean_s"] is not None]
         measured = any(r["direction"] == "backward" for r in self.rows if not r["error"])
         passes = 1 + max((r["pass_"] for r in self.rows), default=0)
         return sweeps.sweep_next(summary, max(spread) if spread else None, measured, passes)
