@@ -189,6 +189,11 @@ def label_of(v: Any) -> str:
 
 
 def _joined(label: Any, detail: Any) -> str:
+    if isinstance(label, OneOf) or isinstance(detail, OneOf):
+        # Alternatives of either: every pairing, as "a|b" alternatives.
+        labels = label if isinstance(label, OneOf) else (label,)
+        details = detail if isinstance(detail, OneOf) else (detail,)
+        return "|".join(dict.fromkeys(_joined(a, d) for a in labels for d in details))
     if label is MISSING or label is None or detail is None or detail is MISSING:
         return label_of(label)
     return f"{label}/{detail}"
@@ -1135,13 +1140,24 @@ def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: 
             f"{num_workers}w-c{collate_ms:g}{'-getitems' if getitems else ''}-s{seed}")
     case = simulated_loader(name, cost, truth, num_workers=num_workers,
                             compute_ms=np.full(n, 10.0))
+    return _with_items(case, per, np.full(n, collate_ms), getitems)
+
+
+def _with_items(case: Case, per: np.ndarray, collate_ms: np.ndarray,
+                getitems: bool = False) -> Case:
+    """``case`` with its workers' item records: batch r's samples (index
+    r * batch_size + k costing ``per[r, k]`` ms; ``getitems``: one
+    __getitems__ record of their sum) then its collate_fn call
+    (``collate_ms[r]``), back to back from the batch's begin, as the C
+    wrappers write them."""
     rows = []
+    batch_size = per.shape[1]
     for r, b in enumerate(case.batches):
         t = int(b["begin_ns"])
         calls = ([(_core.ITEM_GETITEMS, -1, per[r].sum(), batch_size)] if getitems else
                  [(_core.ITEM_GETITEM, r * batch_size + k, per[r, k], 1)
                   for k in range(batch_size)])
-        calls.append((_core.ITEM_COLLATE, -1, collate_ms, batch_size))
+        calls.append((_core.ITEM_COLLATE, -1, collate_ms[r], batch_size))
         # Cumulative rounding, capped at the batch's end: the items fill
         # the batch exactly.
         edges = np.minimum(t + np.round(np.cumsum([0.0] + [c[2] for c in calls]) * MS)
@@ -1150,6 +1166,24 @@ def sim_slow_items(seed: int, every: int = 8, batch_size: int = 4, num_workers: 
             rows.append((int(a), int(z), int(z - a), index, 0, int(b["worker"]), kind, count))
     case.items = np.array(rows, dtype=_core.ITEM_RECORD_DTYPE)
     return case
+
+
+def sim_slow_collate(seed: int, every: int = 5, batch_size: int = 4, num_workers: int = 2,
+                     collate_ms: float = 60.0, sample_ms: float = 0.2, n: int = 80) -> Case:
+    """collate_fn costing ``collate_ms`` on every ``every``-th batch (0.1
+    ms on the others) over samples of ~``sample_ms`` (lognormal, sigma
+    0.3), in order behind ``num_workers`` workers and a 10 ms step: the
+    stalls follow the batches' rank, their make time is collate_fn's and
+    no sample is slow (SLOW-COLLATE at that residue)."""
+    rng = np.random.default_rng(1800 + seed)
+    per = _fast(rng, n * batch_size, sample_ms, 0.3).reshape(n, batch_size)
+    collate = np.where(np.arange(n) % every == 0, collate_ms * rng.uniform(0.98, 1.02, n), 0.1)
+    truth = {"attribution.label": "SLOW-COLLATE", "attribution.period": every,
+             "attribution.residue": 0}
+    case = simulated_loader(f"sim-slow-collate-every{every}-bs{batch_size}-{num_workers}w-"
+                            f"{collate_ms:g}ms-s{seed}", per.sum(axis=1) + collate, truth,
+                            num_workers=num_workers, compute_ms=np.full(n, 10.0))
+    return _with_items(case, per, collate)
 
 
 def sim_uneven_batch_sizes(seed: int, every: int = 5, big: int = 16, small: int = 4,
@@ -1536,6 +1570,7 @@ def corpus() -> list[Case]:
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
+    cases += [sim_slow_collate(0), sim_slow_collate(1, every=3, num_workers=4, collate_ms=90.0)]
     cases += [sim_uneven_batch_sizes(0, big=32), sim_uneven_batch_sizes(1, every=4, big=32, small=8,
                                                                 num_workers=3)]
     cases += [sim_slow_items_pinned_to_one_worker(0),

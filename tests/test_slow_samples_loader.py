@@ -150,7 +150,7 @@ def test_batches_slow_in_collate_say_so_not_slow_samples():
         time.sleep(0.005)
     r = rec.report()
     a = r["attribution"]
-    assert a is not None and a["label"] == "SLOW-SAMPLE", str(r)
+    assert a is not None and a["label"] == "SLOW-COLLATE", str(r)
     # Independently: 80 ms of collate CPU against 4 x 0.1 ms of samples.
     assert a["collate_share"] > 0.8, a
     text = str(r)

@@ -1197,7 +1197,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             samples.get("slow") if samples.get("kind") == "map" else None)
         if (out["attribution"] is not None and per_batch is not None and met is not None
                 and steps is not None):
-            out["attribution"]["collate_share"] = _collate_share(steps, mask, per_batch, *met)
+            out["attribution"] = attribution.with_collate_share(
+                out["attribution"], _collate_share(steps, mask, per_batch, *met))
     bb = out["batch_bytes"]
     if bb is not None:
         samples = (s.get("production") or {}).get("samples") or {}

@@ -446,12 +446,16 @@ class AttributionMade(TypedDict):
         when(label_is("ONE-WORKER"), {"required": ["worker"]}),
         when(label_is("SLOW-SAMPLE"), {"required": ["period", "residue", "residue_share"],
                                        "properties": {"residue_share": SHARE}}),
+        when(label_is("SLOW-COLLATE"), {"required": ["period", "residue", "residue_share",
+                                                     "collate_share"],
+                                        "properties": {"residue_share": SHARE,
+                                                       "collate_share": SHARE}}),
         when(label_is("LOCK-STEP"), {"required": ["period"]}),
         when(label_is("LARGE-BATCH"), {"required": ["period", "residue", "made"]}),
         when({"required": ["ambiguous"], "properties": {"ambiguous": {"const": True}}},
              {"required": ["top_worker"]}))
 class Attribution(TypedDict):
-    label: Literal['ONE-WORKER', 'SLOW-SAMPLE', 'LOCK-STEP', 'LARGE-BATCH']
+    label: Literal['ONE-WORKER', 'SLOW-SAMPLE', 'SLOW-COLLATE', 'LOCK-STEP', 'LARGE-BATCH']
     stall_workers: dict[int, Count]
     known: Count
     worker: NotRequired[IntOrNull]

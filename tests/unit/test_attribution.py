@@ -145,24 +145,29 @@ def test_slow_sample_words_time_an_iterable_by_position_not_by_index():
     assert "__getitem__" not in words and "__next__ at the positions" in words
 
 
-def test_batches_slow_in_collate_are_not_called_slow_samples():
+def test_batches_slow_in_collate_read_slow_collate_not_slow_samples():
     # Every 5th batch's collate_fn burns 50 ms over samples of 12 us: the
     # stalled batches spent 97% of their make time in collate_fn.
-    attr = {"label": "SLOW-SAMPLE", "period": 5, "residue": 0, "residue_share": 1.0,
-            "stall_workers": {0: 3, 1: 4}, "known": 7, "made": None,
-            "collate_share": 0.97}
+    sample = {"label": "SLOW-SAMPLE", "period": 5, "residue": 0, "residue_share": 1.0,
+              "stall_workers": {0: 3, 1: 4}, "known": 7, "made": None}
+    attr = attribution.with_collate_share(sample, 0.97)
+    assert attr["label"] == "SLOW-COLLATE" and sample["label"] == "SLOW-SAMPLE"
     (f,) = attribution.advise({"attribution": attr})
+    assert f.code == "slow_collate"
     words = attribution.WORDS[f.code](f.numbers)
     assert "collate_fn holds 97% of the stalled batches' make time" in words
     assert "time collate_fn on those batches" in words
     assert "particular samples are slow" not in words and "__getitem__ on" not in words
     line = attribution.attribution_line({"attribution": attr})
+    assert line.startswith("attribution: SLOW-COLLATE, rank % 5 == 0"), line
     assert line.endswith("collate_fn holds 97% of the stalled batches' make time: the "
                          "batches are slow, not their samples"), line
-    # Collate half the time or less: the samples' words stand.
+    # Collate half the time or less: the samples' label and words stand.
     for share in (0.5, None):
-        attr["collate_share"] = share
+        attr = attribution.with_collate_share(sample, share)
+        assert attr["label"] == "SLOW-SAMPLE"
         (f,) = attribution.advise({"attribution": attr})
+        assert f.code == "slow_sample"
         assert "particular samples are slow" in attribution.WORDS[f.code](f.numbers)
         assert "collate_fn holds" not in attribution.attribution_line({"attribution": attr})
 

@@ -322,7 +322,8 @@ EXPERIMENTS = frozenset((
     "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
-    "compare_in_order", "split_shards", "one_worker_or_samples", "slow_sample", "large_batches",
+    "compare_in_order", "split_shards", "one_worker_or_samples", "slow_sample", "slow_collate",
+    "large_batches",
     "time_slow_samples", "fewer_bytes", "predicted_no_workers",
     "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core",
     "largest_part"))

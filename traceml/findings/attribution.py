@@ -1,5 +1,6 @@
 """Which worker, the workers' round, or the samples hold the stalls:
-ONE-WORKER, LOCK-STEP, SLOW-SAMPLE.
+ONE-WORKER, LOCK-STEP, SLOW-SAMPLE (SLOW-COLLATE where the slow batches'
+time is collate_fn's), LARGE-BATCH.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from . import slow_samples, stall_threshold, stall_timing
 ONE_WORKER = "ONE-WORKER"
 LOCK_STEP = "LOCK-STEP"
 SLOW_SAMPLE = "SLOW-SAMPLE"
+# SLOW-SAMPLE's residue, where the stalled batches spent most of their
+# make time in collate_fn (with_collate_share): the batches are slow,
+# not their samples.
+SLOW_COLLATE = "SLOW-COLLATE"
+SLOW_RESIDUE = (SLOW_SAMPLE, SLOW_COLLATE)
 # The batches made slow hold more samples (a batch_sampler of uneven
 # sizes), each sample costing about what the others' do.
 LARGE_BATCH = "LARGE-BATCH"
@@ -552,6 +558,22 @@ def _in_collate(p: dict) -> bool:
     return (p.get("collate_share") or 0.0) > COLLATE_SHARE
 
 
+def with_collate_share(attr: Optional[dict], share: Optional[float]) -> Optional[dict]:
+    """``attr`` (:func:`attribution`'s dict, or None) with
+    ``collate_share``: the stalled batches' collate_fn time over their
+    make time (0..1, measured by the workers' per-sample timing; None: not
+    timed).  A SLOW-SAMPLE residue whose stalled batches spent more than
+    COLLATE_SHARE of their make time in collate_fn reads SLOW-COLLATE: the
+    batches are slow, not their samples, and timing __getitem__ on them
+    would find nothing."""
+    if attr is None:
+        return None
+    out = {**attr, "collate_share": share}
+    if out["label"] == SLOW_SAMPLE and _in_collate(out):
+        out["label"] = SLOW_COLLATE
+    return out
+
+
 def _what_is_slow(p: dict) -> str:
     """What the residue's batches are: slow samples, or, where collate_fn
     holds most of the stalled batches' make time (COLLATE_SHARE),
@@ -635,20 +657,20 @@ def attribution_line(s: dict) -> Optional[str]:
         return (f"attribution: {LARGE_BATCH}, rank % {a['period']} == {a['residue']} from the "
                 f"workers' make times ({m['slow']} of {m['batches']} batches made slow, "
                 f"{m['sizes'][0]:.0f} samples a batch against {m['sizes'][1]:.0f}){on}")
-    if a["label"] == SLOW_SAMPLE and _in_collate(a):
+    if a["label"] == SLOW_COLLATE:
         on += (f"; collate_fn holds {pct(a['collate_share'])} of the stalled batches' make "
                "time: the batches are slow, not their samples")
-    if a["label"] == SLOW_SAMPLE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
+    if a["label"] in SLOW_RESIDUE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
         m = a["made"]
         sp = a.get("stall_period")
         stalls = ("no period of their own" if sp is None
                   else f"period {sp}" + (" too" if sp == a["period"] else ""))
-        return (f"attribution: {SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} from "
+        return (f"attribution: {a['label']}, rank % {a['period']} == {a['residue']} from "
                 f"the workers' make times ({m['slow']} of {m['batches']} batches made slow, "
                 f"{pct(m['slow_on_residue'])} of them on that residue); the stalls: "
                 f"{pct(a['residue_share'])} on it, {stalls}{on}")
-    if a["label"] == SLOW_SAMPLE:
-        return (f"attribution: {SLOW_SAMPLE}, rank % {a['period']} == {a['residue']} from "
+    if a["label"] in SLOW_RESIDUE:
+        return (f"attribution: {a['label']}, rank % {a['period']} == {a['residue']} from "
                 f"the stalls, in {pct(a['residue_share'])} of stalled batches{on}")
     text = f"attribution: {LOCK_STEP}, once per round of {a['period']} workers{on}"
     if a.get("ambiguous"):
@@ -679,6 +701,7 @@ SUPERSEDES = {
     "one_worker_or_samples": ROUND_CODES,
     "split_shards": ROUND_CODES,
     "slow_sample": frozenset(("confirm_period", "compare_in_order")),
+    "slow_collate": frozenset(("confirm_period", "compare_in_order")),
     "large_batches": ROUND_CODES,
 }
 SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES = frozenset(("period_not_workers", "period",
@@ -691,7 +714,8 @@ def superseded_by(f: Finding) -> frozenset:
     """The next-step codes the item ``f`` replaces (SUPERSEDES)."""
     out = SUPERSEDES.get(f.code, frozenset())
     n = f.numbers
-    if f.code == "slow_sample" and "stall_period" in n and n["stall_period"] != n["period"]:
+    if (f.code in ("slow_sample", "slow_collate") and "stall_period" in n
+            and n["stall_period"] != n["period"]):
         out = out | SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES
     return out
 
@@ -721,7 +745,7 @@ def advise(s: dict) -> list[Finding]:
             "slow_on_residue": m["slow_on_residue"],
             "slow_samples": m["sizes"][0], "other_samples": m["sizes"][1],
             "sample_cost_ratio": m["sample_cost_ratio"], "deeper": deeper_look_ahead(s)})]
-    if attr and attr["label"] == SLOW_SAMPLE:
+    if attr and attr["label"] in SLOW_RESIDUE:
         params = {"period": attr["period"], "residue": attr["residue"],
                   "share": attr["residue_share"], "workers": len(attr["stall_workers"]),
                   # An IterableDataset has no indices: its samples are the
@@ -735,7 +759,8 @@ def advise(s: dict) -> list[Finding]:
             params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
                           slow=made["slow"], batches=made["batches"],
                           slow_on_residue=made["slow_on_residue"])
-        return [Finding("slow_sample", params)]
+        return [Finding("slow_collate" if attr["label"] == SLOW_COLLATE else "slow_sample",
+                        params)]
     return []
 
 
@@ -775,12 +800,19 @@ WORDS: dict[str, Words] = {
         "with a map-style dataset every worker runs the same code, so its own "
         "worker_init_fn, a per-worker resource (a file, a connection, a cache) or the core "
         "it runs on."),
-    "slow_sample": lambda p: (
+    "slow_sample": lambda p: _slow_residue(p),
+    "slow_collate": lambda p: _slow_residue(p),
+}
+
+
+def _slow_residue(p: dict) -> str:
+    """SLOW-SAMPLE's and SLOW-COLLATE's next step: the residue's batches,
+    what is slow in them (:func:`_what_is_slow`) and how to time it."""
+    return (
         _slow_made(p) if p.get("period_from") == PERIOD_FROM_MAKE_TIMES else (
             f"The stalled batches share rank % {p['period']} == {p['residue']} "
             f"({pct(p['share'])} of them) "
             + (f"across {plural(p['workers'], 'worker')}" if p["workers"] else
                "(num_workers=0: made in the main process)")
             + f": {_what_is_slow(p)}; next: {_time_them(p)}."
-            + _look_ahead(p))),
-}
+            + _look_ahead(p)))

@@ -75,7 +75,7 @@ HOST_WAIT_SHARE = 0.5
 # host makes moot (traceml.findings.advice and the evidence families): the
 # waits' shape, cadence and trend, which a host's waits for a core make
 # and unmake.  Not the attribution to one worker or to particular samples
-# (one_worker, split_shards, slow_sample): those compare the workers'
+# (one_worker, split_shards, slow_sample, slow_collate): those compare the workers'
 # batches with each other, and a full host delays every worker alike, so
 # they follow the host's next step as further readings.
 _PATTERN_CODES = frozenset((

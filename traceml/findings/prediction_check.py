@@ -47,7 +47,7 @@ def prediction_trust(predicted_s: Optional[float], measured_s: Optional[float],
             if predicted_s is not None and measured_s is not None and step_s else None)
     if attribution_label == attribution.ONE_WORKER:
         return PREDICT_ONE_WORKER, miss
-    if attribution_label in (attribution.SLOW_SAMPLE, attribution.LARGE_BATCH):
+    if attribution_label in (*attribution.SLOW_RESIDUE, attribution.LARGE_BATCH):
         return PREDICT_SLOW_SAMPLE, miss
     if miss is None:
         return PREDICT_UNCHECKED, miss

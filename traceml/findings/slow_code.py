@@ -258,7 +258,7 @@ def alike(s: dict, f: Finding) -> bool:
     some batches wait, not cost more); with 0 or 1 worker there is no
     round, so stalled fetches apart from the rest cost more."""
     label = (s.get("attribution") or {}).get("label")
-    if label in (attribution.ONE_WORKER, attribution.SLOW_SAMPLE,
+    if label in (attribution.ONE_WORKER, *attribution.SLOW_RESIDUE,
                  attribution.LARGE_BATCH) or _samples_slow(s):
         return False
     nw = (s.get("loader") or {}).get("num_workers")
