@@ -110,6 +110,21 @@ def _first_of_worker(epoch: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray
     return first
 
 
+def _in_startup(epoch: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray,
+                batch_end_ns: np.ndarray) -> np.ndarray:
+    """Whether each sample (shape (n,), bool) began in its epoch's
+    start-up: before every worker that made a sample of that epoch had
+    ended its first batch of it (``batch_end_ns``: each sample's batch's
+    end).  Until then workers are still forking and importing beside it,
+    which stretches its wall time by work no clock of its own counts."""
+    first = _first_of_worker(epoch, worker, begin_ns)
+    out = np.zeros(len(begin_ns), dtype=bool)
+    for e in np.unique(epoch).tolist():
+        mine = epoch == e
+        out[mine] = begin_ns[mine] < batch_end_ns[mine & first].max()
+    return out
+
+
 def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndarray],
               lost: int = 0, unavailable: Optional[str] = None
               ) -> tuple[dict, Optional[dict]]:
@@ -139,7 +154,8 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     worker made in its epoch), ``batch_runq_ns`` (its batch's wait for a
     core, every thread of the worker where the build measured it; -1
     unknown), ``batch`` (its batch's row in ``records``), ``worker`` (the
-    worker that made it), and ``kind``; and ``collate_ns`` (shape
+    worker that made it), ``startup`` (it began before every worker had
+    made its first batch of the epoch: :func:`_in_startup`), and ``kind``; and ``collate_ns`` (shape
     (records,)): each batch record's collate_fn time, 0 where none was
     timed;
     ``wall_ns``, ``cpu_ns`` and ``batch_share`` leave out the garbage
@@ -239,5 +255,7 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
               "batch_share": (s_dur - gc_wall) / np.maximum(make[s_at], 1),
               "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
               "worker": worker,
-              "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample])}
+              "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample]),
+              "startup": _in_startup(epoch, worker, it["begin_ns"][is_sample],
+                                     records["end_ns"][s_at])}
     return block, arrays

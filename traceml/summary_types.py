@@ -548,6 +548,7 @@ class SamplesSlow(TypedDict):
     threshold_s: NotRequired[Seconds]
     wall_threshold_s: NotRequired[Seconds]
     first_left_out: NotRequired[Count]
+    startup_left_out: NotRequired[Count]
     median_s: NotRequired[Seconds]
     count: NotRequired[Count]
     of: NotRequired[Count]

@@ -185,6 +185,39 @@ def test_each_workers_first_sample_is_left_out_as_its_start_up():
     assert slow_samples.slow_of(_arrays(wall))["indices"] == [0, 1]
 
 
+def test_the_wall_clock_leaves_out_the_start_up_window_and_the_cpu_clock_does_not():
+    # 4 workers, 8 samples a batch: while the last workers still fork,
+    # two samples of the second round wait 30 ms off CPU (wall only) and
+    # one burns 30 ms of CPU; the steady samples cost 0.2 ms.
+    wall = np.full(400, 0.2)
+    cpu = wall.copy()
+    wall[[45, 53]] = 30.0
+    wall[47] = cpu[47] = 30.0
+    startup = np.arange(400) < 64
+    got = slow_samples.slow_of({**_arrays(wall, cpu_ms=cpu), "startup": startup})
+    assert got["indices"] == [47] and got["basis"] == "cpu"
+    assert got["startup_left_out"] == 64 and got["of"] == 400
+    # The same waits past the window are slow samples on the wall clock.
+    wall[[45, 53]], wall[[145, 153]] = 0.2, 30.0
+    got = slow_samples.slow_of({**_arrays(wall, cpu_ms=cpu), "startup": startup})
+    assert got["indices"] == [47, 145, 153] and got["basis"] == "cpu+wall"
+
+
+def test_start_up_ends_when_every_worker_has_made_its_first_batch_of_the_epoch():
+    rng = np.random.default_rng(8)
+    n = 300
+    epoch, worker = rng.integers(0, 2, n), rng.integers(0, 3, n)
+    begin = rng.permutation(n).astype(np.int64) * 10
+    end = begin + rng.integers(5, 400, n)
+    got = sample_timing._in_startup(epoch, worker, begin, end)
+    for e in range(2):
+        mine = epoch == e
+        # Brute force: each worker's earliest sample, its batch's end.
+        ends = [end[mine & (worker == w)][np.argmin(begin[mine & (worker == w)])]
+                for w in range(3) if (mine & (worker == w)).any()]
+        assert (got[mine] == (begin[mine] < max(ends))).all()
+
+
 def test_first_of_worker_marks_each_epoch_and_workers_earliest_sample():
     rng = np.random.default_rng(5)
     epoch, worker = rng.integers(0, 3, 200), rng.integers(0, 4, 200)

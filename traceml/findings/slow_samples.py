@@ -25,7 +25,11 @@ Both are tested and either suffices: a few samples slow on CPU (a worker's
 lazy set-up) do not hide others slow on the wall clock.  Each worker's
 first sample of an epoch is left out of the test: it carries the worker's
 start-up (imports, opened files, a pool started), which the report shows
-as the epoch's start, not as a cost of that sample.  A stride is stated
+as the epoch's start, not as a cost of that sample.  The wall clock also
+leaves out the epoch's start-up window, until every worker has made its
+first batch of the epoch: the workers still forking and importing beside
+a sample stretch its wall time by work that neither its CPU clock nor its
+batch's run-queue wait counts.  A stride is stated
 only when it holds exactly: every slow index is ``residue`` modulo
 ``stride`` and every timed index of that class is slow.
 """
@@ -88,7 +92,9 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     CPU clock did not find; with none found, the CPU
     clock where it was read), threshold_s and median_s (the basis's; for
     cpu+wall the CPU clock's), wall_threshold_s (cpu+wall only), count,
-    of (samples tested), first_left_out, slow_s and fast_s (wall medians
+    of (samples tested), first_left_out, startup_left_out (samples the
+    wall clock left out as the start-up window's, where ``startup`` marks
+    them), slow_s and fast_s (wall medians
     of the slow and the other tested samples), slow_cpu_s, time_share
     (the slow samples' part of all tested sample wall time), batch_share
     (their median share of their batch's make time), batches_holding and
@@ -118,6 +124,11 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
         med = float(np.median(x))
         threshold = max(SLOW_FACTOR * med, med + floor * 1e9)
         found[name] = (threshold, med, x > threshold)
+    startup = arrays.get("startup")
+    startup = (np.zeros(n, dtype=bool) if startup is None
+               else np.asarray(startup, dtype=bool)[keep])
+    threshold, med, wall_slow = found["wall"]
+    found["wall"] = (threshold, med, wall_slow & ~startup)
     # The wall clock counts as a basis of its own only where it finds a
     # sample the CPU clock did not (a CPU-bound slow sample is slow on both).
     hit = [name for name in found if found[name][2].any()]
@@ -135,6 +146,7 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
         if alone["stride"] is not None:
             out = alone
     out["first_left_out"] = int(len(keep) - n)
+    out["startup_left_out"] = int(startup.sum())
     return out
 
 
