@@ -8,6 +8,7 @@ import warnings
 import pytest
 
 from traceml import predict
+from traceml.fmt import fmt_s
 from traceml.findings import advice, input_bound, prediction_check
 from traceml.findings import sentences
 
@@ -377,7 +378,26 @@ def test_the_pace_leaves_out_the_computes_wait_for_a_core():
     assert p["keeps_up_with"] is None
     assert p["worker_cores_needed"] == pytest.approx(0.040 / quiet)
     assert p["cheaper_by"] == pytest.approx(0.040 / (1.0 * quiet))
-    assert p["wait_floor_s"] == pytest.approx(0.040 / 1.0 - quiet)
+    # The least step: both cores busy with a batch's 40 ms of CPU and the
+    # step's 5 (the loop's core is the workers' while it waits), 22.5 ms,
+    # of which the quiet compute is 5: 17.5 ms of wait at any num_workers.
+    assert p["wait_floor_s"] == pytest.approx((0.040 + quiet) / 2 - quiet)
+    assert p["step_floor_s"] == pytest.approx((0.040 + quiet) / 2)
+    # No row with workers makes a step under it with the compute as
+    # measured (12 ms), though the fair-share model alone goes under at 16
+    # workers, where the workers would take the loop's core.
+    fair = predict.wait_with(16, p["cpu_s"], p["off_cpu_s"], p["compute_s"], p["handover_s"],
+                             2, p["other_runnable"])
+    assert fair + 0.012 < p["step_floor_s"]
+    for row in p["by_workers"]:
+        if row["num_workers"]:
+            assert row["wait_s"] + 0.012 >= p["step_floor_s"] - 1e-12, row
+    assert predict.wait_for(p, 16) == pytest.approx(p["step_floor_s"] - 0.012)
+    trusted = {**p, "trust": prediction_check.PREDICT_TRUSTED}
+    (line,) = [t for t in prediction_check.prediction_lines({"prediction": trusted})
+               if "no num_workers keeps up" in t]
+    assert (f"expect a step of at least {fmt_s(p['step_floor_s'])} at any num_workers"
+            in line), line
     # A sleeping step (off CPU) keeps no core: the workers have both.
     s["wait_parts"]["compute"]["parts_s"] = {"main_cpu": 0.0, "cpu_wait": 0.28,
                                              "off_cpu": 0.20}

@@ -29,9 +29,13 @@ step is ``max(h, T_k / k - s)`` for ``k >= 1`` and ``o + c / f_0`` with
 C / max(1, L))``).  The loop keeps up with the fewest ``k`` for which
 ``T_k / k <= s + h``.  As ``k`` grows ``T_k / k`` falls towards ``c / C``
 (every core making batches): when ``c / C > s + h`` no num_workers keeps
-up, the wait per step cannot fall below ``c / C - s``, the dataset must get
-``c / (C (s + h))`` times cheaper per batch, or the loop needs
-``c / (s + h)`` cores for its workers.  Without schedstat (``q`` unknown)
+up, the wait per step cannot fall below ``(c + u s) / C - s`` (every core
+busy with a batch's CPU and a step's, ``u`` the share of the compute on a
+CPU: the loop's thread holds a core only while it computes), the dataset
+must get ``c / (C (s + h) - u s)`` times cheaper per batch (at that pace
+the loop computes all the time and leaves the workers ``C - u s / (s +
+h)`` cores), or the loop needs ``c / (s + h)`` cores for its workers.
+``s`` there is the compute less its wait for a core (:func:`quiet_compute`).  Without schedstat (``q`` unknown)
 the workers are taken to have had a core each (``f = 1``, ``L = M``).
 
 Assumptions (each stated in the report): batches go to workers round
@@ -133,7 +137,11 @@ def predict(summary: dict) -> Optional[dict]:
     MAX_WORKERS does on this host), worker_cores_needed, enough_cores,
     wait_floor_s (0 when some num_workers keeps up), cheaper_by (None when
     the dataset need not get cheaper; against the cores the loop's own
-    thread leaves the workers), main_cores and quiet_compute_s
+    thread leaves the workers), main_cores (the cores the loop's thread
+    keeps busy at the pace that keeps up), step_floor_s (the least step
+    at any num_workers: every core busy with a batch's CPU and a step's
+    compute; no row of ``by_workers`` with workers makes a step under it
+    with the compute as measured) and quiet_compute_s
     (:func:`quiet_compute`: the loop's pace and the workers' cores leave
     out the compute's wait for a core), by_workers [{num_workers, wait_s}],
     this_run {num_workers, predicted_wait_s, measured_wait_s, error
@@ -177,16 +185,31 @@ def predict(summary: dict) -> Optional[dict]:
         off_cpu = max(0.0, make - cpu)
     quiet, main_busy = quiet_compute(compute, (summary.get("wait_parts") or {}).get("compute"))
     per_step = quiet + handover
-    # The cores the workers can have: the host's less what the loop's own
-    # thread keeps busy computing (at most one).
+    # The loop's own CPU a step: its thread holds a core only while it
+    # computes, and while it waits the workers can have that core too.
+    loop_cpu = main_busy * quiet
+    # At the pace that keeps up the loop computes all the time, which
+    # leaves the workers the host's cores less loop_cpu / per_step.
+    main_busy = loop_cpu / per_step if per_step > 0 else 0.0
     cpus_w = max(cpus - main_busy, 1e-9)
     args = (cpu, off_cpu, compute, handover, cpus, other)
     keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
                      if (off_cpu + cpu / core_share(k, cpus, other)) / k <= per_step), None)
-    floor = max(0.0, cpu / cpus_w - quiet) if keeps_up is None else 0.0
+    # The least step at any num_workers: every core busy with one batch's
+    # CPU and one step's compute, (c + loop_cpu) / C; the wait is what of
+    # it the quiet compute leaves.
+    step_floor = (cpu + loop_cpu) / cpus
+    floor = max(0.0, step_floor - quiet) if keeps_up is None else 0.0
     needed = cpu / per_step if per_step > 0 else math.inf
     grid = sorted(set(WORKER_GRID) | {int(n)})
-    predicted_here = wait_with(int(n), *args)
+
+    def at(k: int) -> float:
+        # With workers, never a step (this wait and the compute as
+        # measured) under step_floor: the fair-share model alone lets the
+        # workers take the loop's core while it computes.
+        return _at_least_the_step_floor(k, wait_with(k, *args), step_floor, compute)
+
+    predicted_here = at(int(n))
     if model.get("wait_s") is not None:
         measured, step = model["wait_s"], model.get("step_s")
     else:
@@ -206,7 +229,8 @@ def predict(summary: dict) -> Optional[dict]:
         "cheaper_by": (cpu / (cpus_w * per_step) if keeps_up is None and per_step > 0
                        else None),
         "main_cores": main_busy, "quiet_compute_s": quiet,
-        "by_workers": [_row(k, wait_with(k, *args), main_fetch) for k in grid],
+        "step_floor_s": step_floor,
+        "by_workers": [_row(k, at(k), main_fetch) for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,
                      "error": ((predicted_here - measured) / measured
@@ -216,6 +240,16 @@ def predict(summary: dict) -> Optional[dict]:
         "trust": trust,
         "assumptions": ["round_robin", "prefetch_deep", "no_shared_lock", "load_steady"],
     }
+
+
+def _at_least_the_step_floor(k: int, wait_s: float, step_floor_s: Optional[float],
+                             compute_s: float) -> float:
+    """``wait_s`` with ``k`` workers, raised where it and ``compute_s``
+    make a step under ``step_floor_s`` (every core busy: no num_workers
+    goes under it); at k = 0 the main process makes the batch itself."""
+    if k < 1 or step_floor_s is None:
+        return wait_s
+    return max(wait_s, step_floor_s - compute_s)
 
 
 def _main_fetch_s(summary: dict) -> Optional[float]:
@@ -242,8 +276,11 @@ def wait_for(prediction: dict, num_workers: int) -> float:
     """The wait per step (s) a ``prediction`` block gives for
     ``num_workers`` (any, not only its table's)."""
     p = prediction
-    return wait_with(int(num_workers), p["cpu_s"], p["off_cpu_s"], p["compute_s"],
-                     p["handover_s"], p["usable_cpus"], p["other_runnable"])
+    k = int(num_workers)
+    return _at_least_the_step_floor(
+        k, wait_with(k, p["cpu_s"], p["off_cpu_s"], p["compute_s"], p["handover_s"],
+                     p["usable_cpus"], p["other_runnable"]),
+        p.get("step_floor_s"), p["compute_s"])
 
 
 def against_runs(rows: list[dict], predictions: list[Optional[dict]]) -> Optional[dict]:

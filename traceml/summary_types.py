@@ -686,6 +686,7 @@ class Prediction(TypedDict):
     worker_cores_needed: NonNegative
     enough_cores: NotRequired[bool]
     wait_floor_s: NonNegative
+    step_floor_s: NotRequired[NonNegative]
     cheaper_by: Optional[NonNegative]
     main_cores: NotRequired[NonNegative]
     quiet_compute_s: NotRequired[NonNegative]

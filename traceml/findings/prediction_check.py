@@ -141,8 +141,7 @@ def prediction_lines(s: dict) -> list[str]:
             want = math.ceil(p["worker_cores_needed"])
             out.append(f"  no num_workers keeps up on this host: the workers need about "
                        f"{p['worker_cores_needed']:.1f} cores ({want} workers, each with a "
-                       f"core), {_host_has(p, 'usable_cpus')}; expect at least "
-                       f"{fmt_s(p['wait_floor_s'])} of wait per step at any num_workers. The "
+                       f"core), {_host_has(p, 'usable_cpus')}; {_least_step(p)}. The "
                        f"dataset must get {_cheaper(p['cheaper_by'])} per batch, or run on "
                        f"{want} cores besides the main process's.")
         out.append("  predicted wait per step: " + ", ".join(
@@ -240,12 +239,24 @@ def advise(s: dict) -> list[Finding]:
     return [Finding("predicted_no_workers", {
         "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
         "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
+        "step_floor_s": p.get("step_floor_s"), "quiet_compute_s": p.get("quiet_compute_s"),
         "num_workers": p["num_workers"], "main_cores": p.get("main_cores")})]
 
 
 # The loop's own thread is said to keep a core from the workers where it
 # keeps at least half of one busy computing (predict.quiet_compute).
 MAIN_CORES_SAID = 0.5
+
+
+def _least_step(p: dict) -> str:
+    """The floor no num_workers goes under: the step where known (every
+    core busy with a batch's CPU and a step's compute), else the wait."""
+    if p.get("step_floor_s") is None:
+        return (f"expect at least {fmt_s(p.get('wait_floor_s', p.get('floor_s')))} of wait "
+                "per step at any num_workers")
+    return (f"expect a step of at least {fmt_s(p['step_floor_s'])} at any num_workers, "
+            f"every core busy, {fmt_s(p['quiet_compute_s'])} of it the compute on a free "
+            "core")
 
 
 def _host_has(p: dict, cpus_key: str) -> str:
@@ -264,8 +275,7 @@ WORDS: dict[str, Words] = {
         f"Next: not more workers: the prediction (below, its check within "
         f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
         f"this host: the workers need about {p['cores_needed']:.1f} cores, "
-        f"{_host_has(p, 'cpus')} (at least {fmt_s(p['floor_s'])} of wait per step at any "
-        "num_workers); "
+        f"{_host_has(p, 'cpus')} ({_least_step(p)}); "
         f"make each batch {_cheaper(p['cheaper_by'])} (profile __getitem__ and collate), "
         f"or run on {math.ceil(p['cores_needed'])} cores for the workers."),
 }
