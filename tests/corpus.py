@@ -350,7 +350,7 @@ def source_of(num_workers: Optional[int], epochs: int) -> dict:
     facts = {k: None for k in wrapping.LOADER_FIELDS}
     facts.update(num_workers=num_workers, batch_size=64,
                  prefetch_factor=2 if num_workers else None,
-                 persistent_workers=False, pin_memory=False, in_order=True)
+                 persistent_workers=False, pin_memory=False, in_order=True, shuffle=False)
     src = wrapping.Source(
         SOURCE_ID, "corpus", "DataLoader", loader=facts, epochs=epochs,
         epoch_facts={e: {"loader": facts, "worker_pids": None, "start_method": "fork",

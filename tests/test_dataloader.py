@@ -152,6 +152,7 @@ def test_loader_facts_with_workers():
         persistent_workers=True,
         pin_memory=False,
         in_order=False,
+        shuffle=True,
     )
     name = uname()
     w = traceml.wrap(loader, name=name)
@@ -164,6 +165,7 @@ def test_loader_facts_with_workers():
         "persistent_workers": True,
         "pin_memory": False,
         "in_order": False,
+        "shuffle": True,
     }
     del w, loader  # shuts the persistent worker down
 
@@ -180,6 +182,7 @@ def test_loader_facts_without_workers():
         "persistent_workers": False,
         "pin_memory": False,
         "in_order": True,
+        "shuffle": False,
     }
     assert d["cadence"]["num_workers"] == 0
 

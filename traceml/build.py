@@ -1169,7 +1169,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
 
         nw = (s.get("loader") or {}).get("num_workers")
         samples = (s.get("production") or {}).get("samples") or {}
-        period_of_made = making_ranks = made_alike = None
+        period_of_made = making_ranks = made_alike = by_size = None
         # Only where the stalls are enough for an attribution at all.
         if met is not None and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS:
             # Each batch's own cost: its make time less its wait for a core
@@ -1181,6 +1181,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                 sizes = np.where(at >= 0, per_batch["sizes"][np.maximum(at, 0)], -1)[steady]
             period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw,
                                                      sizes)
+            if sizes is not None:
+                by_size = (known(ranks[steady]), made[steady], sizes)
             timed = made[steady]
             timed = timed[timed >= 0]
             if len(timed) >= attribution.ATTR_MIN_STALLS:
@@ -1194,7 +1196,10 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             (s.get("production") or {}).get("workers"), period_of_made,
             _making_in_stalls(s, workers_busy), making_ranks, made_alike,
             samples.get("by_worker"),
-            samples.get("slow") if samples.get("kind") == "map" else None)
+            # A shuffled loader sends each index to any worker: its slow
+            # samples cannot be pinned to one by the order.
+            samples.get("slow") if samples.get("kind") == "map"
+            and not (s.get("loader") or {}).get("shuffle") else None, by_size)
         if (out["attribution"] is not None and per_batch is not None and met is not None
                 and steps is not None):
             out["attribution"] = attribution.with_collate_share(

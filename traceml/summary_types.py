@@ -252,8 +252,8 @@ class EpochStart(TypedDict):
 
 
 class Loader(TypedDict):
-    """The DataLoader's settings the report shows (wrapping.LOADER_FIELDS;
-    null where the loader has no such attribute)."""
+    """The DataLoader's settings the report shows (wrapping.LOADER_FIELDS
+    and whether it shuffles; null where the loader has no such attribute)."""
 
     num_workers: NotRequired[CountOrNull]
     batch_size: NotRequired[IntOrNull]
@@ -261,6 +261,7 @@ class Loader(TypedDict):
     persistent_workers: NotRequired[Optional[bool]]
     pin_memory: NotRequired[Optional[bool]]
     in_order: NotRequired[Optional[bool]]
+    shuffle: NotRequired[Optional[bool]]
 
 
 class EpochFacts(Loader, total=False):
@@ -435,7 +436,7 @@ class Delivery(TypedDict):
 class AttributionMade(TypedDict):
     slow: Count
     batches: Count
-    split_s: Seconds
+    split_s: Optional[Seconds]
     slow_on_residue: Share
     residue_slow: Share
     sizes: NotRequired[Optional[Annotated[list[float], Schema(minItems=2, maxItems=2)]]]

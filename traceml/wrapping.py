@@ -176,8 +176,9 @@ def _is_dataloader_iterator(obj: Any) -> bool:
 
 
 def loader_facts(obj: Any) -> Optional[dict]:
-    """The DataLoader settings named in LOADER_FIELDS, or None if obj is not
-    a torch DataLoader.  Fields the installed torch lacks are None.
+    """The DataLoader settings named in LOADER_FIELDS and ``shuffle``
+    (:func:`_shuffling`), or None if obj is not a torch DataLoader.
+    Fields the installed torch lacks are None.
 
     A framework's loader wrapper (:func:`torch_loader`) gives the settings
     of the torch DataLoader inside it, ``batch_size`` from its batch
@@ -187,13 +188,28 @@ def loader_facts(obj: Any) -> Optional[dict]:
     if inner is None or inner is obj:
         if not _is_dataloader(obj):
             return None
-        return _pinning({name: getattr(obj, name, None) for name in LOADER_FIELDS})
-    facts = _pinning({name: getattr(inner, name, None) for name in LOADER_FIELDS})
+        return _shuffling(_pinning({name: getattr(obj, name, None) for name in LOADER_FIELDS}),
+                          obj)
+    facts = _shuffling(_pinning({name: getattr(inner, name, None) for name in LOADER_FIELDS}),
+                       inner)
     if facts["batch_size"] is None:
         size = getattr(getattr(inner, "batch_sampler", None), "batch_size", None)
         if isinstance(size, int) and not isinstance(size, bool):
             facts["batch_size"] = size
     facts["wrapper"] = _wrapper_name(obj)
+    return facts
+
+
+def _shuffling(facts: dict, loader: Any) -> dict:
+    """``facts`` with ``shuffle``: whether the loader draws its indices
+    through a ``RandomSampler`` (what ``shuffle=True`` builds; the public
+    ``sampler`` attribute), so that the same index goes to another worker
+    each epoch; None where torch's sampler type is not known."""
+    torch = sys.modules.get("torch")
+    random = getattr(getattr(getattr(torch, "utils", None), "data", None),
+                     "RandomSampler", None)
+    facts["shuffle"] = (None if random is None
+                        else isinstance(getattr(loader, "sampler", None), random))
     return facts
 
 

@@ -50,3 +50,18 @@ def test_other_threads_holding_the_loop_lead_at_no_workers():
     steps = advice.next_steps(s)
     assert [code for code, _ in steps] == ["largest_part"]
     assert steps[0][1]["part"] == "other_threads"
+
+
+def test_irregular_stalls_without_a_loader_get_no_loader_experiment():
+    # Probes around a hand-written loop (no DataLoader facts): 10 stalls of
+    # 40 ms at gaps drawn from 3-17 among 1 ms fetches, 150 steps.
+    gaps = [3, 11, 5, 17, 7, 13, 4, 9, 15]
+    stalls = np.cumsum([6] + gaps)
+    wait = np.full(150, 1.0)
+    wait[stalls] = 40.0
+    s = corpus.replay(corpus.make("probes-irregular", wait, {}, num_workers=None)).summary
+    assert not s.get("loader") and s["temporal"]["label"] == "IRREGULAR", s["temporal"]
+    codes = [code for code, _ in advice.next_steps(s)]
+    assert "wrap_to_see_stalls" in codes and "compare_in_order" not in codes
+    words = advice.WORDS["irregular"](dict(advice.next_steps(s))["irregular"])
+    assert "worker round" not in words

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import corpus
 from traceml.findings import attribution
 
 
@@ -132,6 +133,19 @@ def test_batch_cost_needs_two_groups_apart_in_size():
     near = np.array([100] * 8 + [120] * 8, dtype=np.int64) * 1_000_000
     assert attribution.batch_cost(near)["alike"]
     assert not attribution.batch_cost(near * np.repeat([1, 2], 8))["alike"]
+    # One or two batches apart are hiccups, not a group that costs more:
+    # 60 ms batches with one or two read far cheaper or dearer stay alike;
+    # three of them are a group (ATTR_MIN_STALLS).
+    rng = np.random.default_rng(4)
+    sleep = (60e6 * rng.uniform(0.99, 1.01, 30)).astype(np.int64)
+    for apart in (1, 2):
+        for scale in (0.15, 5.0):
+            odd = sleep.copy()
+            odd[:apart] = (odd[:apart] * scale).astype(np.int64)
+            assert attribution.batch_cost(odd)["alike"], (apart, scale)
+    odd = sleep.copy()
+    odd[:attribution.ATTR_MIN_STALLS] *= 5
+    assert not attribution.batch_cost(odd)["alike"]
 
 
 def test_slow_sample_words_time_an_iterable_by_position_not_by_index():
@@ -187,3 +201,50 @@ def test_deeper_look_ahead_is_advised_only_where_the_workers_keep_up():
     assert attribution.deeper_look_ahead(s) is None
     s["prediction"] = {"keeps_up_with": None}
     assert attribution.deeper_look_ahead(s) is None
+
+
+def test_a_residue_of_large_batches_from_the_stalls_reads_large_batch():
+    # 38 steady batches at 2 workers, every 5th of 16 samples and the rest
+    # of 2, each sample 5 ms: too few slow batches (8) for the make times'
+    # own period, so the stalls name the residue; the residue's batches
+    # hold 8x the samples at the same cost a sample: LARGE-BATCH.
+    ranks = np.arange(2, 40)
+    sizes = np.where(ranks % 5 == 0, 16, 2)
+    make = (sizes * 5_000_000 * np.random.default_rng(2).uniform(0.98, 1.02, len(ranks))
+            ).astype(np.int64)
+    stalled = ranks[ranks % 5 == 0]
+    args = (stalled, stalled % 2, ranks % 2, 2, 5, None)
+    a = attribution.attribution(*args, by_size=(ranks, make, sizes))
+    assert a["label"] == "LARGE-BATCH" and (a["period"], a["residue"]) == (5, 0)
+    assert a["made"]["sizes"] == [16.0, 2.0]
+    assert a["made"]["sample_cost_ratio"] == pytest.approx(1.0, abs=0.05)
+    assert "from the stalls" in attribution.attribution_line({"attribution": a})
+    # The same stalls where every batch holds 2 samples and the residue's
+    # cost 8x a sample: slow samples.
+    a = attribution.attribution(*args, by_size=(ranks, make, np.full(len(ranks), 2)))
+    assert a["label"] == "SLOW-SAMPLE"
+    assert attribution.attribution(*args)["label"] == "SLOW-SAMPLE"
+
+
+def test_a_shuffled_loader_never_pins_slow_samples_to_one_worker():
+    # Every 3rd index slow at batch size 1 and 3 workers, in order: every
+    # slow sample is worker 0's, and the order sends them to it each epoch
+    # (ONE-WORKER, or the samples it is sent).  The same run read from a
+    # loader that shuffles: the order pins nothing, so no such reading and
+    # no "shuffle=True" next step.
+    import dataclasses
+
+    case = corpus.sim_slow_items_pinned_to_one_worker(0)
+    s = corpus.replay(case).summary
+    assert s["attribution"]["label"] == "ONE-WORKER" and s["attribution"]["pinned_indices"]
+    assert "one_worker_or_samples" in [f.code for f in attribution.advise(s)]
+    src = case.sources[corpus.SOURCE_ID]
+    shuffled = {**src.loader, "shuffle": True}
+    epochs = {e: {**f, "loader": shuffled} for e, f in src.epoch_facts.items()}
+    case = dataclasses.replace(case, sources={corpus.SOURCE_ID: dataclasses.replace(
+        src, loader=shuffled, epoch_facts=epochs)})
+    s = corpus.replay(case).summary
+    assert s["loader"]["shuffle"] is True
+    assert "pinned_indices" not in (s["attribution"] or {})
+    codes = [f.code for f in attribution.advise(s)]
+    assert "one_worker_or_samples" not in codes

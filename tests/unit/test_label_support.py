@@ -74,7 +74,12 @@ def test_a_share_on_the_line_is_borderline_with_both_readings():
     d = abs(share - 0.2)
     want = len(wait) * (ls._Z * sup["share_se"] / d) ** 2 if d else math.inf
     assert sup["settle_steps"] == (None if want > 64 * len(wait)
-                                   else max(math.ceil(want - len(wait)), 0))
+                                   else math.ceil(want - len(wait)))
+    # Where the normal approximation says this run would do while the
+    # resamples say it does not, the run's length again, never 0 more.
+    assert ls._settle_steps(60, 0.30, 0.01, 0.2) == 60
+    assert ls._settle_steps(60, 0.21, 0.01, 0.2) == math.ceil(60 * (ls._Z * 0.01 / 0.01) ** 2
+                                                              - 60)
     # The words give both readings and the steps.
     s = {"diagnosis": label, "diagnosis_support": sup}
     (line,) = ls.diagnosis_lines(s)

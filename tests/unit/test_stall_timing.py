@@ -527,3 +527,48 @@ def test_outliers_that_recur_evenly_are_said_to_recur():
     assert "Record longer" in advice.WORDS["outliers"]({**p, "every": None})
     said = advice.WORDS["outliers"]({**p, "every": 5, "p_value": 1e-6})
     assert "they recur every 5 steps" in said and "Record longer" not in said
+
+
+def test_gaps_all_multiples_of_the_commonest_are_no_evidence_against_it():
+    # 45 fetches, stalls at 8, 12, 16, 20, 28 (one at 24 missed): every gap
+    # a multiple of 4, yet the phase's other 7 fetches (0, 4, 24, 32, ...)
+    # did not stall.  Not IRREGULAR (nothing against a period of 4), not a
+    # count of steps to settle (the phase is not filled over the run).
+    n = 45
+    for at in ([8, 12, 16, 20, 28], [0, 4, 8, 12, 20]):
+        stalled = np.zeros(n, dtype=bool)
+        stalled[at] = True
+        wait = np.where(stalled, 20_000_000, 1_000_000).astype(np.int64)
+        pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
+        got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False,
+                                       None, positions=pos)
+        assert got["label"] == stall_timing.UNSETTLED and got["consistent_period"] == 4, got
+        assert got["phase_filled"] is False and got["settle_steps"] is None
+        assert "multiple of 4" in stall_timing.unsettled_part(got)
+    # One gap off the period (4, 4, 4, 5, 4, 7, 4): evidence against it stays.
+    at = np.cumsum([2, 4, 4, 4, 5, 4, 7, 4])
+    stalled = np.zeros(n, dtype=bool)
+    stalled[at] = True
+    wait = np.where(stalled, 20_000_000, 1_000_000).astype(np.int64)
+    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
+    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False,
+                                   None, positions=pos)
+    assert got["label"] != stall_timing.UNSETTLED or got.get("phase_filled") is not False
+
+
+def test_an_unsettled_answer_keeps_the_p_value_its_words_quote():
+    # The loader's own period, 4 workers, stalls on its phase too rarely
+    # to claim: the shape line quotes the predicted test's p, and so does
+    # the summary's p_value.
+    n = 24
+    stalled = np.zeros(n, dtype=bool)
+    stalled[[0, 4, 9, 12, 20]] = True
+    wait = np.where(stalled, 50_000_000, 100_000).astype(np.int64)
+    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
+    pred = stall_timing.predicted_cadence(stalled, np.arange(n), 4, np.ones(n, dtype=bool), wait)
+    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, pred,
+                                   positions=pos)
+    assert got["label"] == stall_timing.UNSETTLED, got
+    test, kind = stall_timing.unsettled_test(got)
+    assert kind == "predicted" and got["p_value"] == test["p_value"] == pred["p_value"]
+    assert f"p = {got['p_value']:.2g}" in stall_timing.unsettled_part(got)

@@ -275,12 +275,18 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "p_value": test.get("p_value"),
             "tested_stalls": test.get("stalls"),
             "settle_steps": tmp["settle_steps"],
+            "phase_filled": tmp.get("phase_filled", True),
             "bursts": tmp.get("counted") == "bursts",
             "grid": sweeps.sweep_grid(nw) if predicted else None}))
         return out
     out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"],
-                              "bursts": tmp.get("counted") == "bursts"}))
-    if nw is not None and stall_timing.effective_workers(nw) < 2:
+                              "bursts": tmp.get("counted") == "bursts",
+                              "no_loader": not loader}))
+    if not loader:
+        # Probes around code traceml does not see into: no workers, round
+        # or in_order to compare.
+        out.append(("wrap_to_see_stalls", {}))
+    elif nw is not None and stall_timing.effective_workers(nw) < 2:
         # One loader in flight: no batch can overtake another, and torch
         # ignores in_order at num_workers=0.
         out.append(("slow_samples_one_loader", {"num_workers": nw}))
@@ -322,7 +328,7 @@ EXPERIMENTS = frozenset((
     "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
-    "compare_in_order", "split_shards", "one_worker_or_samples", "slow_sample", "slow_collate",
+    "compare_in_order", "wrap_to_see_stalls", "split_shards", "one_worker_or_samples", "slow_sample", "slow_collate",
     "large_batches",
     "time_slow_samples", "fewer_bytes", "predicted_no_workers",
     "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core",
@@ -424,6 +430,31 @@ def _uniformly_slow(p: dict) -> str:
 def _workers_in(p: dict) -> str:
     return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
 
+
+
+def _unsettled(p: dict) -> str:
+    """UNSETTLED's words: the period the stalls fit, why it is not yet
+    claimed, and how many more steps would settle it (none where the stalls
+    do not fill the period's phase over the run: ``phase_filled`` False)."""
+    which = "a burst of stalls" if p.get("bursts") else "a stall"
+    if p.get("phase_filled") is False:
+        return (f"Every gap between the stalls is a multiple of {p['period']}: they fit {which} "
+                f"every {p['period']} fetches with some missed, but most fetches at that phase "
+                "did not stall, so the run shows no cadence over its length and none against "
+                f"one. Next: look at what recurs every {p['period']} steps where the stalls "
+                "are, and record longer to see whether it holds over the run.")
+    return (
+        f"The stalls fit {which} every {p['period']} fetches"
+        + (f" (num_workers={p['num_workers']} predicts it)" if p["predicted"] else "")
+        + (f", but {plural(p['stalls'], 'stall')} in {p['steps']} steps cannot tell that from "
+           f"random stalls yet (p = {p['p_value']:.2g}, not under "
+           f"{stall_timing.PERIOD_ALPHA:g})" if p["p_value"] >= stall_timing.PERIOD_ALPHA else
+           f", but {stall_timing.not_yet_part(p['p_value'], p.get('tested_stalls'))}")
+        + f"; {stall_timing.settle_words(p['settle_steps'])}. "
+        + (f"Next: vary num_workers (traceml.sweep(make_loader, num_workers={tuple(p['grid'])}))"
+           ": the sweep pools every condition's stalls, so a cadence that follows "
+           "num_workers settles sooner than a longer run." if p["predicted"] else
+           "Next: record longer before choosing an experiment."))
 
 WORDS: dict[str, Words] = {
     "stuck": bottom_line._stuck_next,
@@ -563,25 +594,18 @@ WORDS: dict[str, Words] = {
     "wrap_to_compare_period": lambda p: (
         "Next: wrap the DataLoader itself so its num_workers can be compared with the "
         f"period, or look at what recurs every {p['period']} steps."),
-    "unsettled": lambda p: (
-        f"The stalls fit {'a burst of stalls' if p.get('bursts') else 'a stall'} every "
-        f"{p['period']} fetches"
-        + (f" (num_workers={p['num_workers']} predicts it)" if p["predicted"] else "")
-        + (f", but {plural(p['stalls'], 'stall')} in {p['steps']} steps cannot tell that from "
-           f"random stalls yet (p = {p['p_value']:.2g}, not under "
-           f"{stall_timing.PERIOD_ALPHA:g})" if p["p_value"] >= stall_timing.PERIOD_ALPHA else
-           f", but {stall_timing.not_yet_part(p['p_value'], p.get('tested_stalls'))}")
-        + f"; {stall_timing.settle_words(p['settle_steps'])}. "
-        + (f"Next: vary num_workers (traceml.sweep(make_loader, num_workers={tuple(p['grid'])}))"
-           ": the sweep pools every condition's stalls, so a cadence that follows "
-           "num_workers settles sooner than a longer run." if p["predicted"] else
-           "Next: record longer before choosing an experiment.")),
+    "unsettled": lambda p: _unsettled(p),
     "irregular": lambda p: (
         f"The stalls have no regular period (the commonest gap"
         f"{' between bursts of back-to-back stalls' if p.get('bursts') else ''}, "
         f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "
-        "point at particular slow samples or outside contention rather than the worker "
-        "round."),
+        + ("point at particular slow fetches or outside contention." if p.get("no_loader")
+           else "point at particular slow samples or outside contention rather than the "
+           "worker round.")),
+    "wrap_to_see_stalls": lambda p: (
+        "Next: wrap the loop's data source (traceml.wrap) so that each stall is set against "
+        "the worker and the samples that made its batch, or time what the fetch runs at the "
+        "stalled steps."),
     "compare_in_order": lambda p: (
         "Next: compare in_order=(True, False) (traceml.sweep(make_loader, in_order=(True, "
         "False))): if later batches overtake a slow one, single slow samples are to blame; "

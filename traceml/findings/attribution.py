@@ -243,6 +243,33 @@ def _larger(made: dict) -> bool:
                 and ratio < BUSIER_RATIO)
 
 
+def _residue_by_size(by_size: Optional[tuple], period: int, residue: int) -> Optional[dict]:
+    """Where the stalls' residue holds the batches slow by their size: its
+    batches made at least BUSIER_RATIO times slower than the others
+    (medians) and :func:`_larger` by their samples.  Then the ``made``
+    block LARGE-BATCH reads ({slow: the residue's batches, batches,
+    split_s None, slow_on_residue 1.0, residue_slow 1.0, sizes,
+    sample_cost_ratio}); None otherwise or without ``by_size`` (see
+    :func:`attribution`).  made_period needs RANK_PERIOD_MIN_STALLS slow
+    batches; a short run's stalls can name the residue with fewer, and
+    every 5th batch of 16 samples against 2 read SLOW-SAMPLE there."""
+    if by_size is None:
+        return None
+    ranks, make, size = (np.asarray(a, dtype=np.int64) for a in by_size)
+    ok = (ranks >= 0) & (make >= 0) & (size > 0)
+    ranks, make, size = ranks[ok], make[ok], size[ok]
+    on = ranks % period == residue
+    if not on.any() or on.all():
+        return None
+    if np.median(make[on]) < BUSIER_RATIO * np.median(make[~on]):
+        return None
+    sizes = _sizes(make, on, size)
+    if not _larger(sizes):
+        return None
+    return {"slow": int(on.sum()), "batches": int(len(make)), "split_s": None,
+            "slow_on_residue": 1.0, "residue_slow": 1.0, **sizes}
+
+
 def _sizes(make_ns: np.ndarray, slow: np.ndarray, size: Optional[np.ndarray]) -> dict:
     """{sizes, sample_cost_ratio} of made_period (None, None where the
     slow or the other batches have no known size)."""
@@ -269,7 +296,11 @@ def batch_cost(make_ns: np.ndarray) -> dict:
     upper group's geometric mean at least BUSIER_RATIO times the lower's.
     The ratio keeps out a round's own spread: lock-step batches of 202-215
     ms split with eta 0.82-0.87 at 16 batches (measured beside a CPU hog),
-    1.02x apart."""
+    1.02x apart.  Each group also holds at least ATTR_MIN_STALLS batches,
+    as many as a pattern rests on: one or two batches apart are hiccups,
+    not batches that cost more (lock-step batches sleeping 60 ms each
+    split 29 against 1 where one batch's wait for a core, read from the
+    worker's every thread, took most of its make time)."""
     m = np.asarray(make_ns, dtype=np.int64)
     out = {"alike": True, "slow": 0, "batches": int(len(m)), "ratio": None}
     split = _core.log_otsu(m)
@@ -281,8 +312,9 @@ def batch_cost(make_ns: np.ndarray) -> dict:
         return out
     gap = stall_threshold._mean_log(m[above]) - stall_threshold._mean_log(m[~above])
     out.update(slow=int(np.count_nonzero(above)), ratio=math.exp(gap))
+    groups = min(int(np.count_nonzero(above)), int(np.count_nonzero(~above)))
     out["alike"] = bool(eta < stall_threshold.eta_critical(len(m))
-                        or gap < math.log(BUSIER_RATIO))
+                        or gap < math.log(BUSIER_RATIO) or groups < ATTR_MIN_STALLS)
     return out
 
 
@@ -332,7 +364,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 making_ranks: Optional[np.ndarray] = None,
                 made_alike: Optional[bool] = None,
                 samples_by_worker: Optional[dict] = None,
-                slow_samples: Optional[dict] = None) -> Optional[dict]:
+                slow_samples: Optional[dict] = None,
+                by_size: Optional[tuple] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
@@ -352,7 +385,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     ``production.samples.by_worker``; None: not measured);
     ``slow_samples``: the per-sample test's slow samples of a map-style
     dataset (the report's ``production.samples.slow``; None: not
-    measured, or an IterableDataset, whose positions are the workers').
+    measured, or an IterableDataset, whose positions are the workers');
+    ``by_size``: (ranks, make_ns, sizes) of the steady batches (int arrays
+    of one shape: rank in the epoch, own make time, timed samples; -1 or
+    less unknown), or None where the samples were not counted.
 
     SLOW-SAMPLE from the make times comes first: with ``made`` and more
     than MADE_STALL_SHARE of the known stalls waiting on a batch of its
@@ -486,6 +522,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             # timed the batches and they cost alike, the stalls' period is
             # not the data's (workers pairing up on shared cores, say).
             if rshare >= ATTR_SHARE and spread and made_alike is not True:
+                larger = _residue_by_size(by_size, period, residue)
+                if larger is not None:
+                    return {**out, "label": LARGE_BATCH, "worker": None,
+                            "period_from": PERIOD_FROM_STALLS, "made": larger}
                 return {**out, "label": SLOW_SAMPLE, "worker": None,
                         "period_from": PERIOD_FROM_STALLS}
         return None
@@ -654,6 +694,11 @@ def attribution_line(s: dict) -> Optional[str]:
         return f"attribution: {ONE_WORKER} worker {a['worker']}{on}"
     if a["label"] == LARGE_BATCH:
         m = a["made"]
+        if a.get("period_from") == PERIOD_FROM_STALLS:
+            return (f"attribution: {LARGE_BATCH}, rank % {a['period']} == {a['residue']} from "
+                    f"the stalls, in {pct(a['residue_share'])} of stalled batches; that "
+                    f"residue's {m['slow']} of {m['batches']} batches made slow by their size, "
+                    f"{m['sizes'][0]:.0f} samples a batch against {m['sizes'][1]:.0f}{on}")
         return (f"attribution: {LARGE_BATCH}, rank % {a['period']} == {a['residue']} from the "
                 f"workers' make times ({m['slow']} of {m['batches']} batches made slow, "
                 f"{m['sizes'][0]:.0f} samples a batch against {m['sizes'][1]:.0f}){on}")

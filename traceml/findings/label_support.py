@@ -214,7 +214,10 @@ def _settle_steps(n: int, share: float, se: float, line: Optional[float]) -> Opt
     to put the share _Z errors from ``line``: n (z se / d)^2 - n; None
     where it cannot (on the line, no spread, no line) or past
     stall_timing.SETTLE_MAX_GROWTH times the run (the same horizon as a
-    period's "not yet")."""
+    period's "not yet").  Where the normal approximation says this run
+    would do (need <= n) while the resamples' support says it does not (a
+    skewed share), the run's own length again: the next length at which
+    to look, never "0 more steps"."""
     if line is None or se <= 0:
         return None
     d = abs(share - line)
@@ -223,7 +226,8 @@ def _settle_steps(n: int, share: float, se: float, line: Optional[float]) -> Opt
     need = n * (_Z * se / d) ** 2
     if need > stall_timing.SETTLE_MAX_GROWTH * n:
         return None
-    return max(int(math.ceil(need - n)), 0)
+    more = int(math.ceil(need - n))
+    return more if more > 0 else n
 
 
 def is_borderline(sup: Optional[dict]) -> bool:

@@ -511,8 +511,12 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     ``searched``).  With no period shown, the answer is
     UNSETTLED (``consistent_period``, ``settle_steps``: about how many more
     steps would settle it) where the stalls fit the predicted period or
-    one gap holds at least PERIOD_MIN_SHARE of the gaps, IRREGULAR only
-    where no gap does (the evidence against a period); ``predicted`` rides
+    one gap holds at least PERIOD_MIN_SHARE of the gaps (``phase_filled``
+    False where the stalls do not stall most of that phase's fetches over
+    the run but every gap is a multiple of it: no count of steps then),
+    IRREGULAR only where no gap does and some gap is off it (the evidence
+    against a period); ``p_value`` is then the quoted test's
+    (:func:`unsettled_test`); ``predicted`` rides
     along in the answer.  Counted in bursts, the answer also holds
     ``burst_gap_histogram``: [[gap, count], ...] between the bursts' first
     stalls, so that the words and the gaps shown are the same gaps.
@@ -523,6 +527,9 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     if found is not None and found.get("counted") == "bursts":
         values, counts = _core.gap_histogram(_core.stall_gaps(anchors, epoch))
         found["burst_gap_histogram"] = np.stack([values, counts], axis=1).tolist()
+    if found is not None and found["label"] == UNSETTLED:
+        # The p-value the words quote (the predicted, searched or gap test's).
+        found["p_value"] = unsettled_test(found)[0].get("p_value")
     return found
 
 
@@ -594,15 +601,23 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
             return out
     else:
         k_gap = 0
-    if (out["modal_share"] >= PERIOD_MIN_SHARE and out["modal_gap"] > 1
-            and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"]
-            and (k_gap or _fills_its_residue(positions, out["modal_gap"]))):
+    fits = (out["modal_share"] >= PERIOD_MIN_SHARE and out["modal_gap"] > 1
+            and out["modal_count"] >= PERIOD_MIN_REPEATS and out["modal_leads"])
+    if fits and (k_gap or _fills_its_residue(positions, out["modal_gap"])):
         return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
                 "settle_steps": gap_settle_steps(out["modal_share"], k, n, bursts=k_gap)}
     if out["label"] == IRREGULAR and not _gaps_could_show_a_period(out["gaps"], k, n, k_gap > 0):
         # No evidence against a period: as many gaps, every one alike,
         # would not have shown one either.
         return {**out, "label": TOO_FEW}
+    if fits and out["multiple_fraction"] == 1.0:
+        # Every gap a multiple of the commonest: one period with stalls
+        # missed at its phase, no evidence against it (IRREGULAR needs
+        # some).  The stalls do not fill that phase over the run (one
+        # stretch, or a phase stalled only now and then), so more steps
+        # of the same would not settle a cadence over the run: no count.
+        return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
+                "settle_steps": None, "phase_filled": False}
     return out
 
 
@@ -767,6 +782,11 @@ def unsettled_part(tmp: dict) -> str:
             "gaps": ""}[kind]
     p = test.get("p_value")
     which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
+    if tmp.get("phase_filled") is False:
+        return (f"{UNSETTLED}: every gap between stalls is a multiple of {period}, so "
+                f"consistent with {which} every {period} fetches with some missed, but most "
+                "fetches at that phase over the run did not stall: no cadence over the run "
+                "yet, and none against one")
     return (f"{UNSETTLED}: consistent with {which} every {period} fetches{what}, "
             f"{not_yet_part(p, test.get('stalls'))}; " + settle_words(tmp.get("settle_steps")))
 
