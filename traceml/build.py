@@ -336,7 +336,8 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
         w.wait = np.maximum(real_wait - queued, 0)
     run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
                                       max(1, int(run.num_workers or 0)))
-    out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"])
+    out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"],
+                                              w)
     del real_wait, queued
     out["wait_parts"] = (None if run.parts_all is None else {
         "all": run.parts_all,
@@ -651,11 +652,12 @@ def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
 
 
 def _host_waits(real_wait: np.ndarray, queued: Optional[np.ndarray],
-                threshold_s: float) -> Optional[dict]:
-    """{count, queued_s (their mean wait for a core)} of the steady fetches
-    that waited past the stall line only through the loop thread's wait
-    for a core inside them (not stalls: the host's); None without clocks
-    or without such fetches."""
+                threshold_s: float, w: _Steady) -> Optional[dict]:
+    """{count, queued_s (their mean wait for a core), steps (their indices
+    among all the source's steps)} of the steady fetches that waited past
+    the stall line only through the loop thread's wait for a core inside
+    them (not stalls: the host's); None without clocks or without such
+    fetches."""
     if queued is None:
         return None
     line = threshold_s / NS
@@ -663,7 +665,8 @@ def _host_waits(real_wait: np.ndarray, queued: Optional[np.ndarray],
     count = int(np.count_nonzero(host))
     if not count:
         return None
-    return {"count": count, "queued_s": float(queued[host].mean()) * NS}
+    return {"count": count, "queued_s": float(queued[host].mean()) * NS,
+            "steps": np.flatnonzero(w.full(host)).tolist()}
 
 
 def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]

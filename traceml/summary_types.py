@@ -91,6 +91,7 @@ ItemOrNull = Annotated[Optional[Item], Schema(description=(
 class StallsHostWaits(TypedDict):
     count: PositiveInt
     queued_s: NonNegative
+    steps: NotRequired[list[Count]]
 
 
 @schema('stalls')
@@ -120,7 +121,7 @@ class Stalls(TypedDict):
     host_waits: NotRequired[Annotated[Optional[StallsHostWaits], Schema(description=(
             'The steady fetches that waited past the stall line only through the loop '
             "thread's wait for a core inside them (traceml/findings/wait_parts.py "
-            'host_waits; not counted as stalls): their count and mean run-queue wait (s).'
+            'host_waits; not counted as stalls): their count, mean run-queue wait (s) and steps.'
             ' null: none, or no clocks.'))]]
 
 

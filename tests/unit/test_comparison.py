@@ -1,5 +1,7 @@
 """comparison: what compare() says beside its verdict."""
 
+import pytest
+
 from traceml.findings import comparison
 
 
@@ -199,3 +201,48 @@ def test_past_the_hosts_bound_only_beyond_the_runs_noise():
     r = run(1.64)
     a, b = _timed(1.06, 0.005, 0.010), _timed(1.40, 0.0082, 0.0164)
     assert not comparison.host_went_with(comparison.REGRESSION, a, b)
+
+
+def test_a_stall_rate_moves_only_beyond_the_two_counts_noise():
+    import math
+
+    # Under one rate, the run's count given both is Binomial(k, its share
+    # of the steps); the two-sided p sums the outcomes no likelier than
+    # the one seen (by hand, here: 11 stalls, equal steps, 1 in the run).
+    k, q = 11, 0.5
+    pmf = [math.comb(k, j) * q ** j * (1 - q) ** (k - j) for j in range(k + 1)]
+    want = sum(x for x in pmf if x <= pmf[1] * (1 + 1e-7))
+    assert comparison.stall_rate_p_value((10, 196), (1, 196)) == pytest.approx(want)
+    assert comparison.stall_rate_p_value((0, 196), (0, 196)) is None
+    assert comparison.stall_rate_p_value(None, (1, 196)) is None
+    # Identical loops beside a busy host: 10 and 1 stalls in 196 steps each,
+    # the mean wait and step unchanged: not a verdict on the stall rate.
+    v = comparison.compare_means(2.0e-3, 2.0e-3, 10e-3)
+    moved = comparison.compare_measures(v, 0.17, 0.17, (10, 196), (1, 196), 10e-3, 10e-3)
+    rate = next(m for m in moved if m.measure == "stall_rate")
+    assert rate.direction == "same" and comparison.held_by_noise(rate)
+    assert comparison.overall(v, moved) == comparison.UNSETTLED
+    # 20 against 1: beyond the noise, better.
+    moved = comparison.compare_measures(v, 0.17, 0.17, (20, 196), (1, 196), 10e-3, 10e-3)
+    assert comparison.overall(v, moved) == comparison.IMPROVEMENT
+
+
+def test_compare_leaves_out_the_fetches_each_report_gave_the_host():
+    # One healthy loop twice: quiet, and on a busy host whose 25 fetches
+    # waited ~6 ms for a core inside them (the host's waits, no stalls in
+    # either report).  Counted at the baseline's line, those fetches are
+    # the host's there too: no stall rate moves.
+    import corpus
+    from traceml import comparing
+
+    busy = corpus.replay(corpus.healthy_on_a_busy_host(1, 25, 6.0))
+    assert busy.summary["stalls"]["count"] == 0
+    hw = busy.summary["stalls"]["host_waits"]
+    assert hw["count"] == 25 and len(hw["steps"]) == 25
+    line = busy.summary["stalls"]["threshold_s"]
+    assert (busy.input_wait_ns[hw["steps"]] > line * 1e9).all()
+    assert comparing._stalls_over(busy, line)[0] == 0
+    quiet = corpus.replay(corpus.healthy_on_a_busy_host(1, 0, 6.0))
+    counted = [comparing._stalls_over(r, quiet.summary["stalls"]["threshold_s"])[0]
+               for r in (quiet, busy)]
+    assert counted == [0, 0], counted
