@@ -397,7 +397,8 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
     out = _evidence(steps, run.mask, w.steady, src, run.source_id, run.delivery, run.samples,
                     run.sampler_info, run.stuck_events, run.main_pid,
                     run.bytes_seen["median"] if run.bytes_seen else None, run.ranks_workers,
-                    run.making_ns, run.runs)
+                    run.making_ns, run.runs,
+                    wait_parts.next_for((s.get("wait_parts") or {}).get("stalls")))
     run.making_ns = None
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
                                       run.ranks_workers, run.met, steps, run.per_batch))
@@ -906,18 +907,20 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
               main_pid: Optional[int], median_batch_bytes: Optional[float] = None,
               ranks_workers: Optional[tuple] = None,
               making_ns: Optional[np.ndarray] = None,
-              runs: Optional[tuple] = None) -> dict:
+              runs: Optional[tuple] = None,
+              stall_largest: Optional[dict] = None) -> dict:
     """Host, delivery, worker and stuck-fetch evidence (DataLoader sources);
     ``ranks_workers``: evidence.delivery_ranks of the steps, if known;
     ``making_ns``: per step, the wait during which its worker was making
     batches (see _production), if known; ``runs``: evidence.epoch_runs of
-    the steps' epochs."""
+    the steps' epochs; ``stall_largest``: the stalls' largest measured
+    part (wait_parts.next_for), if measured."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
         workers = evidence.workers(src, steps, mask, steady, samples, sampler_info, main_pid,
                                    delivery[1] if delivery is not None else None,
-                                   median_batch_bytes, making_ns, runs)
+                                   median_batch_bytes, making_ns, runs, stall_largest)
         if workers is not None:
             workers["evidence_items"] = findings.stored(workers.pop("findings"))
             workers["evidence"] = findings.sentences(workers["evidence_items"])

@@ -560,7 +560,8 @@ _CPU_SIDE = frozenset(("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads
 def interval_findings(iv: Optional[dict], num_workers: Optional[int],
                       cpus: Optional[int], awaited: Optional[dict] = None,
                       batch_bytes: Optional[float] = None,
-                      making: Optional[bool] = None) -> list[tuple[str, dict]]:
+                      making: Optional[bool] = None,
+                      stall_largest: Optional[dict] = None) -> list[tuple[str, dict]]:
     """What the slow/fast comparison of :func:`intervals` says, as
     (code, numbers) items ending with the caveats; :func:`traceml.findings.
     sentences` words them.  Empty without stalls.  ``awaited``
@@ -574,7 +575,11 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     for most of the wait; None unmeasured) rules out "idle": one of three
     workers burning an 80 ms sample keeps 0.8 of 2 cores busy, under half
     the cores, and read "mostly idle" beside its own CPU line.  It does
-    not make them busy: a worker making its batch may sleep on I/O."""
+    not make them busy: a worker making its batch may sleep on I/O.
+    ``stall_largest`` (wait_parts.next_for of the stalls' measured parts:
+    {part, share}; None unmeasured) rides on "idle" as ``largest``: where
+    the wait lies is then measured, not guessed (idle workers beside two
+    CPU hogs read "IPC, the main process, locks")."""
     if iv is None or iv["slow"]["count"] == 0:
         return []
     if num_workers == 0:
@@ -606,6 +611,8 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
     if reads is not None and faults is not None:
         found = _storage_finding("workers", slow, fast, "read_bytes", "major_faults",
                                  busy, capacity is not None)
+        if found and found[0] == "idle" and stall_largest is not None:
+            found = ("idle", {**found[1], "largest": dict(stall_largest)})
         if found and not ((blocked or making) and found[0] == "idle"):
             if (found[0] in _CPU_SIDE and batch_bytes is not None
                     and batch_bytes >= hand_over.HANDOVER_MIN_BYTES):
@@ -640,7 +647,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             delivered_workers: Optional[np.ndarray] = None,
             median_batch_bytes: Optional[float] = None,
             making_ns: Optional[np.ndarray] = None,
-            runs: Optional[tuple] = None) -> Optional[dict]:
+            runs: Optional[tuple] = None,
+            stall_largest: Optional[dict] = None) -> Optional[dict]:
     """The ``workers`` section of a report for a DataLoader source, its
     ``findings`` being :func:`interval_findings` (``evidence``, their
     sentences, is added by the report).  ``main_pid`` is the training
@@ -694,7 +702,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
         "findings": interval_findings(iv, (src.loader or {}).get("num_workers"),
                                       facts[max(facts)]["usable_cpus"], awaited=held,
                                       batch_bytes=median_batch_bytes,
-                                      making=_making_in(steps, stall, making_ns)),
+                                      making=_making_in(steps, stall, making_ns),
+                                      stall_largest=stall_largest),
     }
 
 

@@ -288,3 +288,17 @@ def test_workers_that_outrun_the_cores_make_the_wait_the_loaders():
     assert not wait_parts.workers_outrun_cores(None, body, 2)
     assert not wait_parts.workers_outrun_cores(production, None, 2)
     assert not wait_parts.workers_outrun_cores(production, body, None)
+
+
+def test_idle_workers_say_where_the_measured_wait_lies():
+    from traceml.findings import worker_evidence
+
+    idle = {"who": "workers", "reads": "none", "read_bytes": 0, "major_faults": 0,
+            "wall_s": 0.3, "fast_read_bytes": 0, "fast_wall_s": 0.7}
+    guessed = worker_evidence.WORDS["idle"](idle)
+    assert guessed.endswith("the wait lies elsewhere (IPC, the main process, locks).")
+    measured = worker_evidence.WORDS["idle"](
+        {**idle, "largest": {"part": "host_cpu_wait", "share": 0.62}})
+    assert "IPC" not in measured
+    assert measured.endswith("its largest measured part (62% of the stalls' wait) is "
+                             + wait_parts.PART_NAMES["host_cpu_wait"] + ".")

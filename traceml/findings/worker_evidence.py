@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..fmt import fmt_bytes, fmt_s, pct
 from ._types import Words
-from . import attribution, bottom_line
+from . import attribution, bottom_line, wait_parts
 
 # The reason a worker reading is missing when the loader has no worker processes.
 NO_WORKERS = "no worker processes"
@@ -124,9 +124,15 @@ def _storage(code: str, p: dict) -> str:
     if code == "idle":
         elsewhere = ("a sleep, a lock, the network" if p["who"] == "main"
                      else "IPC, the main process, locks")
+        largest = p.get("largest")
+        if largest:
+            where = (f"; its largest measured part ({pct(largest['share'])} of the stalls' "
+                     f"wait) is {wait_parts.PART_NAMES[largest['part']]}")
+        else:
+            where = f" ({elsewhere})"
         return (f"During stalls {who} {was} mostly idle"
                 + (" and read nothing from storage" if p["reads"] == "none" else lighter)
-                + f": the wait lies elsewhere ({elsewhere}).")
+                + f": the wait lies elsewhere{where}.")
     heavy = (f"{reads / 1e6:.1f} MB from storage ({_rate(reads, p['wall_s'])} against "
              f"{_rate(p['fast_read_bytes'], p['fast_wall_s'])} outside the stalls) with "
              f"{faults:.0f} major faults")
