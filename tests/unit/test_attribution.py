@@ -248,3 +248,23 @@ def test_a_shuffled_loader_never_pins_slow_samples_to_one_worker():
     assert "pinned_indices" not in (s["attribution"] or {})
     codes = [f.code for f in attribution.advise(s)]
     assert "one_worker_or_samples" not in codes
+
+
+def test_every_num_workers_th_batch_larger_reads_large_batch_not_the_round():
+    # 4 workers, every 4th batch of 48 samples against 8 (0.8 ms each):
+    # the large batches all land on worker 0, the stalls keep the workers'
+    # period 4; the batches are slow by their size, not a round or worker.
+    ranks = np.arange(4, 120)
+    sizes = np.where(ranks % 4 == 0, 48, 8)
+    make = (sizes * 800_000 * np.random.default_rng(5).uniform(0.97, 1.03, len(ranks))
+            ).astype(np.int64)
+    stalled = ranks[ranks % 4 == 0]
+    a = attribution.attribution(stalled, np.zeros(len(stalled), dtype=np.int64), ranks % 4,
+                                4, 4, None, by_size=(ranks, make, sizes))
+    assert a["label"] == "LARGE-BATCH" and (a["period"], a["residue"]) == (4, 0)
+    # Equal batches in lock-step: the round, as before.
+    even = np.full(len(ranks), 8)
+    make = (even * 800_000).astype(np.int64)
+    a = attribution.attribution(stalled, stalled % 4, ranks % 4, 4, 4, None,
+                                by_size=(ranks, make, even))
+    assert a["label"] == "LOCK-STEP"

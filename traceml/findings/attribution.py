@@ -529,6 +529,22 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 return {**out, "label": SLOW_SAMPLE, "worker": None,
                         "period_from": PERIOD_FROM_STALLS}
         return None
+    if period == k and k >= 2 and by_size is not None:
+        # Every num_workers-th batch larger (a batch_sampler's) lands on
+        # one worker in round-robin order: the stalls keep the workers'
+        # period, yet the batches are slow by their size, not by the
+        # worker (its samples cost the others') nor by a round.
+        sel = ranks >= 0
+        if sel.sum() >= ATTR_MIN_STALLS:
+            res, rc = np.unique(ranks[sel] % period, return_counts=True)
+            residue = int(res[np.argmax(rc)])
+            rshare = float(rc.max()) / int(sel.sum())
+            larger = (_residue_by_size(by_size, period, residue) if rshare >= ATTR_SHARE
+                      else None)
+            if larger is not None:
+                return {**out, "label": LARGE_BATCH, "worker": None, "residue": residue,
+                        "residue_share": rshare, "period_from": PERIOD_FROM_STALLS,
+                        "made": larger}
     # A round made in lock-step costs each worker alike: where the worker
     # holding the stalls takes BUSIER_RATIO times the others' mean time a
     # batch (some of its batches slow: samples every num_workers-th index
