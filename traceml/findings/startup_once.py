@@ -47,12 +47,24 @@ def notes(s: dict) -> list[Finding]:
         "persistent": bool(loader and loader.get("persistent_workers"))})]
 
 
+def _once(p: dict) -> str:
+    """The one-off part of the first epoch's start-up (its wait less the
+    later epochs' median), and, where the later epochs still wait at their
+    start, that they do: epoch 0 at 200 ms against 78.9 ms in each later
+    epoch (workers not persistent) read "a cost paid once, not at each
+    epoch start" beside the 78.9 ms each epoch pays."""
+    once = max(p["first_s"] - p["later_median_s"], 0.0)
+    persistent = " (persistent_workers=True starts the workers once)" if p["persistent"] else ""
+    if p["later_median_s"] >= ONE_OFF_SHARE * once:
+        return (f"{fmt_s(once)} of epoch {p['epoch']}'s was paid once{persistent}, and "
+                f"{fmt_s(p['later_median_s'])} is paid at each epoch start")
+    return f"a cost paid once{persistent}, not at each epoch start"
+
+
 WORDS: dict[str, Words] = {
     "startup_once": lambda p: (
         f"epoch {p['epoch']}'s start-up fetches waited {fmt_s(p['first_s'])} in all, "
         f"{pct(p['share'])} of every epoch's start-up wait; the later "
         f"{plural(p['later_epochs'], 'epoch')} {fmt_s(p['later_median_s'])} each (median): "
-        "a cost paid once"
-        + (" (persistent_workers=True starts the workers once)" if p["persistent"] else "")
-        + ", not at each epoch start"),
+        + _once(p)),
 }
