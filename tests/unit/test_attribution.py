@@ -268,3 +268,23 @@ def test_every_num_workers_th_batch_larger_reads_large_batch_not_the_round():
     a = attribution.attribution(stalled, stalled % 4, ranks % 4, 4, 4, None,
                                 by_size=(ranks, make, even))
     assert a["label"] == "LOCK-STEP"
+
+
+def test_slow_sample_words_time_the_per_sample_stride_where_it_is_known():
+    # Every 7th index slow at batch size 2: batches at rank % 7 == 0 and
+    # == 3 are slow, the made-time residue holds one of them; the workers'
+    # per-sample timing found index % 7 == 0 exactly, which the next step
+    # names instead of half the batches.
+    attr = {"label": "SLOW-SAMPLE", "period": 7, "residue": 3, "residue_share": 0.95,
+            "stall_workers": {0: 4, 1: 4}, "known": 8, "period_from": "stalls"}
+    s = {"attribution": attr, "production": {"samples": {
+        "kind": "map", "slow": {"stride": 7, "residue": 0}}}}
+    (f,) = attribution.advise(s)
+    words = attribution.WORDS[f.code](f.numbers)
+    assert ("time __getitem__ on index % 7 == 0 (the workers' per-sample timing found every "
+            "7th index slow, and no other)") in words
+    # Without a stride: the batches' indices, as before.
+    s["production"]["samples"]["slow"]["stride"] = None
+    (f,) = attribution.advise(s)
+    assert "time __getitem__ on the indices of those batches" in attribution.WORDS[f.code](
+        f.numbers)

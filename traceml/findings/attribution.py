@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from .. import _core
-from ..fmt import fmt_s, pct, plural
+from ..fmt import fmt_s, nth, pct, plural
 from ._types import Finding, Words
 from . import slow_samples, stall_threshold, stall_timing
 
@@ -647,6 +647,13 @@ def _time_them(p: dict) -> str:
     batches' time (COLLATE_SHARE), collate_fn on those batches."""
     if _in_collate(p):
         return "time collate_fn on those batches"
+    if p.get("index_stride"):
+        # The per-sample timing's own stride names every slow index, where
+        # a batch residue holds only some of them (every 7th index at
+        # batch size 2 makes batches at rank % 7 == 0 and == 3 slow).
+        return (f"time __getitem__ on index % {p['index_stride']} == {p['index_residue']} "
+                f"(the workers' per-sample timing found every {nth(p['index_stride'])} index "
+                "slow, and no other)")
     if p.get("iterable"):
         return "time the dataset's __next__ at the positions of those batches"
     return "time __getitem__ on the indices of those batches"
@@ -691,8 +698,10 @@ def _slow_made(p: dict) -> str:
             f"{_stalls_against_made(p)}. "
             + (_what_is_slow(p)[0].upper() + _what_is_slow(p)[1:] if _in_collate(p) else
                f"Particular samples are slow, one in {p['period']}, not a worker")
-            + f"; next: {_time_them(p)} with rank % {p['period']} "
-            f"== {p['residue']}." + _look_ahead(p))
+            + f"; next: {_time_them(p)}"
+            + ("" if p.get("index_stride") and not _in_collate(p) else
+               f" with rank % {p['period']} == {p['residue']}")
+            + "." + _look_ahead(p))
 
 
 def attribution_line(s: dict) -> Optional[str]:
@@ -814,7 +823,8 @@ def advise(s: dict) -> list[Finding]:
                   "iterable": (((s.get("production") or {}).get("samples") or {})
                                .get("kind") == "iterable"),
                   "deeper": deeper_look_ahead(s),
-                  "collate_share": attr.get("collate_share")}
+                  "collate_share": attr.get("collate_share"),
+                  **_index_stride(s)}
         made = attr.get("made")
         if made is not None:
             params.update(period_from=attr["period_from"], stall_period=attr["stall_period"],
@@ -823,6 +833,17 @@ def advise(s: dict) -> list[Finding]:
         return [Finding("slow_collate" if attr["label"] == SLOW_COLLATE else "slow_sample",
                         params)]
     return []
+
+
+def _index_stride(s: dict) -> dict:
+    """{index_stride, index_residue} where the workers' per-sample timing
+    of a map-style dataset found an exact index stride
+    (slow_samples.slow_of's stride and residue); else {}."""
+    samples = (s.get("production") or {}).get("samples") or {}
+    slow = samples.get("slow") or {}
+    if samples.get("kind") != "map" or slow.get("stride") is None:
+        return {}
+    return {"index_stride": slow["stride"], "index_residue": slow["residue"]}
 
 
 def _one_worker_or_samples(p: dict) -> str:
