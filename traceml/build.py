@@ -1187,8 +1187,7 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                 sizes = np.where(at >= 0, per_batch["sizes"][np.maximum(at, 0)], -1)[steady]
             period_of_made = attribution.made_period(known(ranks[steady]), made[steady], nw,
                                                      sizes)
-            if sizes is not None:
-                by_size = (known(ranks[steady]), made[steady], sizes)
+            by_size = (known(ranks[steady]), made[steady], sizes)
             timed = made[steady]
             timed = timed[timed >= 0]
             if len(timed) >= attribution.ATTR_MIN_STALLS:

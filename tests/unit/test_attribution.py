@@ -288,3 +288,18 @@ def test_slow_sample_words_time_the_per_sample_stride_where_it_is_known():
     (f,) = attribution.advise(s)
     assert "time __getitem__ on the indices of those batches" in attribution.WORDS[f.code](
         f.numbers)
+
+
+def test_stalls_on_a_residue_whose_batches_cost_alike_are_not_slow_samples():
+    # 6 workers pairing up on 2 cores: the stalls gather on even ranks,
+    # yet the workers timed every batch at ~4 ms whatever its rank.
+    ranks = np.arange(6, 126)
+    make = (4_000_000 * np.random.default_rng(9).uniform(0.9, 1.1, len(ranks))).astype(np.int64)
+    stalled = ranks[ranks % 2 == 0][:20]
+    args = (stalled, stalled % 6, ranks % 6, 6, 2, None)
+    assert attribution.attribution(*args)["label"] == "SLOW-SAMPLE"
+    assert attribution.attribution(*args, by_size=(ranks, make, None)) is None
+    # The same stalls where the even ranks' batches took 3x: slow samples.
+    slow = np.where(ranks % 2 == 0, make * 3, make)
+    a = attribution.attribution(*args, by_size=(ranks, slow, None))
+    assert a["label"] == "SLOW-SAMPLE" and (a["period"], a["residue"]) == (2, 0)

@@ -243,6 +243,26 @@ def _larger(made: dict) -> bool:
                 and ratio < BUSIER_RATIO)
 
 
+def _residue_made_slower(by_size: Optional[tuple], period: int, residue: int
+                         ) -> Optional[bool]:
+    """Whether the batches of rank % ``period`` == ``residue`` took at
+    least BUSIER_RATIO times the others' own make time (medians), where
+    the workers timed them (``by_size``'s ranks and make times, see
+    :func:`attribution`); None unmeasured.  Stalls that gather on a residue
+    whose batches cost what the others do are not slow samples: uniform
+    samples beside a CPU hog, 6 workers pairing up on 2 cores, read
+    "SLOW-SAMPLE, rank % 2 == 0 from the stalls" (1 of 65 runs)."""
+    if by_size is None:
+        return None
+    ranks, make = (np.asarray(a, dtype=np.int64) for a in by_size[:2])
+    ok = (ranks >= 0) & (make >= 0)
+    on = ranks[ok] % period == residue
+    made = make[ok]
+    if on.sum() < ATTR_MIN_STALLS or (~on).sum() < ATTR_MIN_STALLS:
+        return None
+    return bool(np.median(made[on]) >= BUSIER_RATIO * np.median(made[~on]))
+
+
 def _residue_by_size(by_size: Optional[tuple], period: int, residue: int) -> Optional[dict]:
     """Where the stalls' residue holds the batches slow by their size: its
     batches made at least BUSIER_RATIO times slower than the others
@@ -253,7 +273,7 @@ def _residue_by_size(by_size: Optional[tuple], period: int, residue: int) -> Opt
     :func:`attribution`).  made_period needs RANK_PERIOD_MIN_STALLS slow
     batches; a short run's stalls can name the residue with fewer, and
     every 5th batch of 16 samples against 2 read SLOW-SAMPLE there."""
-    if by_size is None:
+    if by_size is None or by_size[2] is None:
         return None
     ranks, make, size = (np.asarray(a, dtype=np.int64) for a in by_size)
     ok = (ranks >= 0) & (make >= 0) & (size > 0)
@@ -388,7 +408,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     measured, or an IterableDataset, whose positions are the workers');
     ``by_size``: (ranks, make_ns, sizes) of the steady batches (int arrays
     of one shape: rank in the epoch, own make time, timed samples; -1 or
-    less unknown), or None where the samples were not counted.
+    less unknown; sizes None where the samples were not counted), or None
+    without the workers' batch timing.
 
     SLOW-SAMPLE from the make times comes first: with ``made`` and more
     than MADE_STALL_SHARE of the known stalls waiting on a batch of its
@@ -521,7 +542,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             # Slow samples make their batches cost more: where the workers
             # timed the batches and they cost alike, the stalls' period is
             # not the data's (workers pairing up on shared cores, say).
-            if rshare >= ATTR_SHARE and spread and made_alike is not True:
+            if (rshare >= ATTR_SHARE and spread and made_alike is not True
+                    and _residue_made_slower(by_size, period, residue) is not False):
                 larger = _residue_by_size(by_size, period, residue)
                 if larger is not None:
                     return {**out, "label": LARGE_BATCH, "worker": None,
