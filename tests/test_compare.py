@@ -275,3 +275,21 @@ def test_a_step_longer_than_the_waits_tolerance_is_not_an_improvement():
     row = traceml.compare(base, run_).rows[1]
     assert row["moved"]["mean_wait"] == "better" and row["moved"]["step_time"] == "worse"
     assert row["verdict"] == "MIXED"
+
+
+def test_outliers_a_report_did_not_count_are_not_stalls_to_compare():
+    """Two runs of one healthy loop: 150 steps of 20 ms, waits of 0.3 ms
+    with a few of 8 ms (one run 2, the other 6): under 5% of the step
+    together, so each report counts no stall, only outliers.  Counted at
+    the baseline's line they are not stalls either: no stall rate moves."""
+    def run(blips):
+        wait = np.full(151, 0.3 * MS)
+        wait[np.linspace(10, 140, blips).astype(int)] = 8 * MS
+        return build(records(wait, np.full(151, 20 * MS)), INFO, SYNTHETIC, None)
+
+    a, b = run(2), run(6)
+    for r in (a, b):
+        assert r["stalls"]["count"] == 0 and r["stalls"]["outliers"] > 0, r["stalls"]
+    c = traceml.compare(a, b)
+    assert [row["stalls"] for row in c.rows] == [0, 0]
+    assert c.rows[1]["moved"]["stall_rate"] == "same"

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import _core, render
-from .findings import comparison, input_bound
+from .findings import comparison, input_bound, stall_threshold
 from .findings.comparison import (  # noqa: F401 - re-exported
     EQUIVALENT, IMPROVEMENT, MIXED, REGRESSION, UNSETTLED)
 from .findings.input_bound import NO_DATA  # noqa: F401 - re-exported
@@ -131,9 +131,12 @@ def steady_series(report) -> Optional[dict]:
             "share": np.divide(wait, step, out=np.zeros_like(wait), where=step > 0)}
 
 
-def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
+def _stalls_over(report, threshold_s: float,
+                 rule_code: str = "compare") -> tuple[int, Optional[float]]:
     """(count, median gap in steps) of the steady-state fetches of
-    ``report`` waiting longer than threshold_s; the gap is None with fewer
+    ``report`` waiting longer than threshold_s, where they matter as a
+    group (``rule_code``: the baseline's stall rule, whose all-slow and
+    given thresholds keep every wait past them); the gap is None with fewer
     than two such stalls in one epoch.  (The report's own period is for its
     own stalls; here the gap of stalls at another run's threshold.)  The
     fetches the report itself left out as the host's (``stalls.host_waits``:
@@ -147,6 +150,16 @@ def _stalls_over(report, threshold_s: float) -> tuple[int, Optional[float]]:
     host = ((s.get("stalls") or {}).get("host_waits") or {}).get("steps")
     if host:
         mask[np.asarray(host, dtype=np.int64)] = False
+    # Waits past the line are stalls only where they matter as a group
+    # (stall_threshold.stalls_matter, the rule each report applies):
+    # identical healthy runs whose reports counted 0 stalls and 57
+    # outliers read "stalls per 100 steps 39.0 -> 83.6: worse".
+    steady = np.ones(len(wait), dtype=bool)
+    steady[s["epoch_start"]["steps"]] = False
+    matter = stall_threshold.stalls_matter(wait[steady], report.step_ns[steady], mask[steady],
+                                           rule_code)
+    if matter.code != stall_threshold.STALLS_KEPT:
+        mask[:] = False
     gaps = _core.stall_gaps(mask, report.steps["epoch"])
     return int(mask.sum()), (float(_core.percentiles(gaps, 50.0)) if len(gaps) else None)
 
@@ -276,7 +289,8 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
     # lend (only the rule's 1 ms default): then no stalls are counted.
     threshold = base["stalls"]["threshold_s"] if base["steady_steps"] else None
     rows = []
-    counted = [_stalls_over(rep, threshold) if threshold is not None else (None, None)
+    rule = base["stalls"].get("rule_code") or "compare"
+    counted = [_stalls_over(rep, threshold, rule) if threshold is not None else (None, None)
                for rep in reports]
     series = [steady_series(rep) for rep in reports]
     base_stalls = ((counted[0][0], base["steady_steps"]) if counted[0][0] is not None
