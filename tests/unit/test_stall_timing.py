@@ -572,3 +572,31 @@ def test_an_unsettled_answer_keeps_the_p_value_its_words_quote():
     test, kind = stall_timing.unsettled_test(got)
     assert kind == "predicted" and got["p_value"] == test["p_value"] == pred["p_value"]
     assert f"p = {got['p_value']:.2g}" in stall_timing.unsettled_part(got)
+
+
+def test_alternating_gaps_are_their_sums_period_not_the_commoner_gap():
+    # Stalls at 0 and 3 of every 10 fetches, 200 fetches: the gaps read
+    # 3, 7, 3, 7, ... (3 one more often), yet no phase of 3 holds them.
+    n = 200
+    stalled = np.zeros(n, dtype=bool)
+    stalled[[i for i in range(n) if i % 10 in (0, 3)]] = True
+    wait = np.where(stalled, 10_000_000, 300_000).astype(np.int64)
+    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
+    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, None,
+                                   positions=pos)
+    assert got["label"] == stall_timing.PERIODIC and got["period"] == 10, got
+    assert got["counted"] == "position"
+    # Without the positions the gaps alone decide, as before.
+    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, None)
+    assert got["label"] == stall_timing.PERIODIC and got["period"] == 3
+
+
+def test_every_fetch_never_says_every_one_waited_where_some_did_not():
+    s = {"shape": "UNIFORMLY-SLOW", "temporal": {"label": "EVERY-FETCH", "period": None},
+         "stalls": {"count": 12}, "steady_steps": 13}
+    line = stall_timing.shape_line(s)
+    assert "every steady-state fetch waits" not in line
+    assert "EVERY-FETCH: the fetches are slow throughout (12 of 13 steady-state fetches " \
+        "past the line)" in line
+    s["stalls"]["count"] = 13
+    assert "EVERY-FETCH: every steady-state fetch waits" in stall_timing.shape_line(s)

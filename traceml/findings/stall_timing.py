@@ -563,6 +563,12 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
                 "autocorrelation": None if math.isnan(ac) else ac, "counted": counted,
                 **extra, "tested": "predicted"}
     per_stall = temporal(gaps, steady_wait_ns, stalls=k, steps=n)
+    if per_stall["label"] == PERIODIC and not _holds_one_phase(positions, per_stall["period"]):
+        # Gaps alternating 3, 7, 3, 7 (stalls at 0 and 3 of every 10)
+        # make 3 the commonest gap, yet the stalls keep no one phase of 3:
+        # not a stall every 3 fetches.  The search below tries the pair's
+        # sum.
+        per_stall = {**per_stall, "label": IRREGULAR, "period": None}
     if per_stall["label"] == PERIODIC:
         return {**per_stall, "counted": "stalls", **extra}
     onsets = anchors
@@ -621,6 +627,20 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
     return out
 
 
+def _holds_one_phase(positions: Optional[Positions], period: int) -> bool:
+    """Whether at least PERIOD_MIN_SHARE of the stalls sit on one residue
+    mod ``period`` (the residue test's on_residue over its stalls): what
+    "a stall every ``period`` fetches" means of their positions.  True
+    where the positions are not known."""
+    if positions is None:
+        return True
+    m = min(len(positions.stalled), SEARCH_MAX_FETCHES)
+    t = _residue_test(np.asarray(positions.stalled, dtype=bool)[:m],
+                      np.asarray(positions.position)[:m], int(period),
+                      np.asarray(positions.tested, dtype=bool)[:m], None, phase=None, tests=1)
+    return bool(t["stalls"] and t["on_residue"] >= PERIOD_MIN_SHARE * t["stalls"])
+
+
 def _fills_its_residue(positions: Optional[Positions], period: int) -> bool:
     """Whether the stalls, at the residue mod ``period`` holding most of
     them, stall most of that residue's fetches over the run (the residue
@@ -654,7 +674,12 @@ def _candidates(gaps: np.ndarray, anchors: np.ndarray, epoch: np.ndarray) -> lis
                                          .astype(np.int64))
     keep = values >= 2
     order = np.argsort(-counts[keep], kind="stable")[:SEARCH_CANDIDATES]
-    return [int(v) for v in values[keep][order]]
+    out = [int(v) for v in values[keep][order]]
+    if len(gaps) >= 2:
+        # Two gaps that alternate (3, 7, 3, 7) repeat every their sum.
+        pairs = (gaps[:-1] + gaps[1:]).astype(np.int64)
+        out.append(int(_core.modal_gap(pairs)))
+    return out
 
 
 def _label_only(label: str, gaps: np.ndarray) -> dict:
@@ -839,7 +864,13 @@ def shape_line(s: dict) -> Optional[str]:
     elif tmp["label"] == EVERY_FETCH or tmp.get("period") == 1:
         # (A run saved before EVERY-FETCH existed may hold "PERIODIC" with
         # a period of 1: never said as a period.)
-        parts.append(f"{EVERY_FETCH}: every steady-state fetch waits")
+        count, steady = (s.get("stalls") or {}).get("count"), s.get("steady_steps")
+        if count is not None and steady and count < steady:
+            # The all-slow rule: every fetch slow, a few under its line.
+            parts.append(f"{EVERY_FETCH}: the fetches are slow throughout ({count} of "
+                         f"{steady} steady-state fetches past the line)")
+        else:
+            parts.append(f"{EVERY_FETCH}: every steady-state fetch waits")
     elif tmp["label"] == UNSETTLED:
         parts.append(unsettled_part(tmp))
     elif tmp["label"] == PERIODIC:
