@@ -90,11 +90,12 @@ def _stats_s(x_ns: np.ndarray) -> Optional[dict]:
 
 
 def _call_block(dur: np.ndarray, make_total: int) -> Optional[dict]:
-    """{calls, median_s, share of the batches' make time} of one kind of
-    per-batch call (collate_fn, __getitems__)."""
+    """{calls, median_s, mean_s, share of the batches' make time} of one
+    kind of per-batch call (collate_fn, __getitems__)."""
     if len(dur) == 0:
         return None
     return {"calls": int(len(dur)), "median_s": _core.percentiles(dur, 50.0) * 1e-9,
+            "mean_s": float(dur.mean()) * 1e-9,
             "share": float(dur.sum()) / make_total if make_total > 0 else None}
 
 

@@ -517,6 +517,7 @@ class ProductionModel(TypedDict):
 class SampleCall(TypedDict):
     calls: Count
     median_s: Seconds
+    mean_s: NotRequired[Seconds]
     share: NumberOrNull
 
 

@@ -215,6 +215,8 @@ def test_a_stall_rate_moves_only_beyond_the_two_counts_noise():
     assert comparison.stall_rate_p_value((10, 196), (1, 196)) == pytest.approx(want)
     assert comparison.stall_rate_p_value((0, 196), (0, 196)) is None
     assert comparison.stall_rate_p_value(None, (1, 196)) is None
+    # A run file's nonsense (steps scaled by a negative batch size): no test.
+    assert comparison.stall_rate_p_value((3, -28.0), (1, 196)) is None
     # Identical loops beside a busy host: 10 and 1 stalls in 196 steps each,
     # the mean wait and step unchanged: not a verdict on the stall rate.
     v = comparison.compare_means(2.0e-3, 2.0e-3, 10e-3)

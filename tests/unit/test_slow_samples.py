@@ -403,3 +403,17 @@ def test_one_slow_timing_is_a_hiccup_not_slow_samples():
     out = slow_samples.slow_of({**arrays, "wall_ns": wall, "cpu_ns": wall.copy()})
     (f,) = slow_samples.rule({"available": True, "kind": "map", "slow": out})
     assert f.code == "slow_samples" and f.numbers["count"] == 2
+
+
+def test_a_calls_mean_is_said_beside_its_median_where_a_few_calls_hold_the_time():
+    # collate_fn 40 ms on every 3rd of 30 batches, 0.1 ms on the others.
+    ms = np.where(np.arange(30) % 3 == 0, 40.0, 0.1)
+    dur = np.round(ms * MS).astype(np.int64)
+    c = sample_timing._call_block(dur, int(dur.sum() * 1.2))
+    assert c["median_s"] == pytest.approx(np.median(ms) * 1e-3)
+    assert c["mean_s"] == pytest.approx(ms.mean() * 1e-3)
+    words = slow_samples.WORDS["collate_share"]({**c})
+    assert "median 100 µs, mean 13.4 ms a batch, over 30 calls" in words, words
+    # Calls alike: the median alone.
+    c = sample_timing._call_block(np.full(30, MS // 10), 30 * MS)
+    assert "(100 µs a batch, median, over 30 calls)" in slow_samples.WORDS["collate_share"](c)

@@ -202,3 +202,16 @@ def test_a_kept_condition_whose_runs_read_host_bound_says_so():
     conds[0]["diagnosis"] = "INPUT-BOUND"
     said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
     assert "83% of step time (INPUT-BOUND)" in said
+
+
+def test_a_kept_condition_whose_runs_read_hand_over_asks_for_no_more_workers():
+    # The most workers tried lead, and their runs read HAND-OVER: the wait
+    # is for batches already made, which more workers do not shorten.
+    conds = [{**_c("num_workers=2", 2, 0.08, share=0.4), "diagnosis": "INPUT-BOUND"},
+             {**_c("num_workers=4", 4, 0.02, share=0.25), "diagnosis": "HAND-OVER"}]
+    items = sweeps.sweep_next(conds, None)
+    assert sweeps.SWEEP_MORE_WORKERS not in [c for c, _ in items]
+    said = sweeps.sweep_next_lines(items)[-1]
+    assert "read HAND-OVER" in said and "try more" not in said, said
+    conds[1]["diagnosis"] = "INPUT-BOUND"
+    assert sweeps.SWEEP_MORE_WORKERS in [c for c, _ in sweeps.sweep_next(conds, None)]

@@ -149,7 +149,9 @@ def stall_rate_p_value(base: Optional[tuple], run: Optional[tuple]) -> Optional[
     read 10 and 1 stall in 196 steps each, and "stalls per 100 steps 5.1
     -> 0.5: better" made 11 of 60 such pairs IMPROVEMENT or REGRESSION on
     the stall rate alone; here p = 0.012."""
-    if base is None or run is None or not base[1] or not run[1]:
+    if base is None or run is None or not base[1] > 0 or not run[1] > 0:
+        return None
+    if base[0] < 0 or run[0] < 0:
         return None
     k = int(base[0]) + int(run[0])
     if k == 0:

@@ -146,7 +146,9 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
         # num_workers to have varied.
         workers = {c["workers"] for c in conds if c.get("workers") is not None}
         varied = len(workers) >= 2
-        host = keep.get("diagnosis") == input_bound.HOST_BOUND
+        # HOST-BOUND and HAND-OVER runs wait on what more workers do not
+        # shorten (other programs' cores, batches already made).
+        host = keep.get("diagnosis") in (input_bound.HOST_BOUND, input_bound.HAND_OVER)
         if varied and led and keep.get("workers") == max(workers) and not host:
             out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
                                              "workers": keep["workers"]}))
@@ -421,6 +423,11 @@ WORDS: dict[str, Words] = {
         "holding the cores): no condition of this sweep removes the wait; the same sweep "
         "beside fewer processes tells what the loader itself needs."
         if p.get("diagnosis") == input_bound.HOST_BOUND else
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time, and its runs read "
+        f"{input_bound.HAND_OVER} (the loop waits mostly for batches already made): more "
+        "workers do not shorten that; each run's report names the largest measured part of "
+        "the hand-over, and what shortens it."
+        if p.get("diagnosis") == input_bound.HAND_OVER else
         f"Even with {p['keep']} input is {pct(p['share'])} of step time "
         f"({p.get('diagnosis') or input_bound.INPUT_BOUND}): no "
         "condition of this sweep removes the wait; make each batch cheaper (each run's "
