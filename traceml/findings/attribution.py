@@ -435,7 +435,12 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     p != max(1, num_workers) (the report's, or without one
     :func:`rank_period`'s) with ATTR_SHARE of the stalled ranks on one
     residue of rank % p, over at least two workers (when workers are known),
-    unless the workers timed the batches and they cost alike (``made_alike``).
+    unless the workers timed the batches and they cost alike (``made_alike``)
+    or that residue's batches took under BUSIER_RATIO times the others'
+    make time (:func:`_residue_made_slower`); LARGE-BATCH in its place
+    where the residue's batches are slow by their size
+    (:func:`_residue_by_size`), at that period or at num_workers' own
+    (every num_workers-th batch larger lands on one worker).
     LOCK-STEP: period == num_workers >= 2, not ONE-WORKER, and the workers
     making the batches during the stalls where that was measured
     (``making``: busy by the sampler or by their own batch timing; None:
