@@ -181,6 +181,7 @@ class Temporal(TypedDict):
     searched: NotRequired[Optional[CadenceTest]]
     consistent_period: NotRequired[CountOrNull]
     settle_steps: NotRequired[CountOrNull]
+    phase_filled: NotRequired[bool]
     burst_gap_histogram: NotRequired[list[GapCount]]
 
 
