@@ -328,8 +328,8 @@ EXPERIMENTS = frozenset((
     "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
-    "compare_in_order", "wrap_to_see_stalls", "split_shards", "one_worker_or_samples", "slow_sample", "slow_collate",
-    "large_batches",
+    "compare_in_order", "wrap_to_see_stalls", "split_shards", "one_worker_or_samples",
+    "slow_sample", "slow_collate", "large_batches",
     "time_slow_samples", "fewer_bytes", "predicted_no_workers",
     "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core",
     "largest_part"))
@@ -431,7 +431,6 @@ def _workers_in(p: dict) -> str:
     return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
 
 
-
 def _unsettled(p: dict) -> str:
     """UNSETTLED's words: the period the stalls fit, why it is not yet
     claimed, and how many more steps would settle it (none where the stalls
@@ -455,6 +454,7 @@ def _unsettled(p: dict) -> str:
            ": the sweep pools every condition's stalls, so a cadence that follows "
            "num_workers settles sooner than a longer run." if p["predicted"] else
            "Next: record longer before choosing an experiment."))
+
 
 WORDS: dict[str, Words] = {
     "stuck": bottom_line._stuck_next,
