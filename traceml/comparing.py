@@ -145,8 +145,9 @@ def _stalls_over(report, threshold_s: float,
     fetches and read "stalls per 100 steps 5.1 -> 0.5: better"."""
     s = summary_of(report)
     wait = report.input_wait_ns
-    mask = _core.stall_mask(wait, int(round(threshold_s * 1e9)))
-    mask[s["epoch_start"]["steps"]] = False
+    steady = np.ones(len(wait), dtype=bool)
+    steady[s["epoch_start"]["steps"]] = False
+    mask = _core.stall_mask(wait, int(round(threshold_s * 1e9))) & steady
     host = ((s.get("stalls") or {}).get("host_waits") or {}).get("steps")
     if host:
         mask[np.asarray(host, dtype=np.int64)] = False
@@ -154,8 +155,6 @@ def _stalls_over(report, threshold_s: float,
     # (stall_threshold.stalls_matter, the rule each report applies):
     # identical healthy runs whose reports counted 0 stalls and 57
     # outliers read "stalls per 100 steps 39.0 -> 83.6: worse".
-    steady = np.ones(len(wait), dtype=bool)
-    steady[s["epoch_start"]["steps"]] = False
     matter = stall_threshold.stalls_matter(wait[steady], report.step_ns[steady], mask[steady],
                                            rule_code)
     if matter.code != stall_threshold.STALLS_KEPT:

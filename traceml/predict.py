@@ -190,8 +190,8 @@ def predict(summary: dict) -> Optional[dict]:
     loop_cpu = main_busy * quiet
     # At the pace that keeps up the loop computes all the time, which
     # leaves the workers the host's cores less loop_cpu / per_step.
-    main_busy = loop_cpu / per_step if per_step > 0 else 0.0
-    cpus_w = max(cpus - main_busy, 1e-9)
+    main_at_pace = loop_cpu / per_step if per_step > 0 else 0.0
+    cpus_w = max(cpus - main_at_pace, 1e-9)
     args = (cpu, off_cpu, compute, handover, cpus, other)
     keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
                      if (off_cpu + cpu / core_share(k, cpus, other)) / k <= per_step), None)
@@ -228,7 +228,7 @@ def predict(summary: dict) -> Optional[dict]:
         "wait_floor_s": floor,
         "cheaper_by": (cpu / (cpus_w * per_step) if keeps_up is None and per_step > 0
                        else None),
-        "main_cores": main_busy, "quiet_compute_s": quiet,
+        "main_cores": main_at_pace, "quiet_compute_s": quiet,
         "step_floor_s": step_floor,
         "by_workers": [_row(k, at(k), main_fetch) for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,

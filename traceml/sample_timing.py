@@ -111,14 +111,14 @@ def _first_of_worker(epoch: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray
     return first
 
 
-def _in_startup(epoch: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray,
+def _in_startup(epoch: np.ndarray, first: np.ndarray, begin_ns: np.ndarray,
                 batch_end_ns: np.ndarray) -> np.ndarray:
     """Whether each sample (shape (n,), bool) began in its epoch's
     start-up: before every worker that made a sample of that epoch had
-    ended its first batch of it (``batch_end_ns``: each sample's batch's
-    end).  Until then workers are still forking and importing beside it,
-    which stretches its wall time by work no clock of its own counts."""
-    first = _first_of_worker(epoch, worker, begin_ns)
+    ended its first batch of it (``first``: :func:`_first_of_worker`'s
+    mask; ``batch_end_ns``: each sample's batch's end).  Until then
+    workers are still forking and importing beside it, which stretches
+    its wall time by work no clock of its own counts."""
     out = np.zeros(len(begin_ns), dtype=bool)
     for e in np.unique(epoch).tolist():
         mine = epoch == e
@@ -249,6 +249,8 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     # collections that ran inside it are the process's (set off by
     # whatever allocated past the threshold), not the sample's cost.
     own_cpu = np.where(s_cpu >= 0, np.maximum(s_cpu - gc_cpu, 0), s_cpu)
+    s_begin = it["begin_ns"][is_sample]
+    first = _first_of_worker(epoch, worker, s_begin)
     is_collate = it["kind"] == _core.ITEM_COLLATE
     arrays = {"wall_ns": s_dur - gc_wall, "cpu_ns": own_cpu, "index": index,
               "collate_ns": np.bincount(at[is_collate], weights=dur[is_collate],
@@ -256,7 +258,6 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
               "batch_share": (s_dur - gc_wall) / np.maximum(make[s_at], 1),
               "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
               "worker": worker,
-              "first": _first_of_worker(epoch, worker, it["begin_ns"][is_sample]),
-              "startup": _in_startup(epoch, worker, it["begin_ns"][is_sample],
-                                     records["end_ns"][s_at])}
+              "first": first,
+              "startup": _in_startup(epoch, first, s_begin, records["end_ns"][s_at])}
     return block, arrays

@@ -205,12 +205,17 @@ def _shuffling(facts: dict, loader: Any) -> dict:
     through a ``RandomSampler`` (what ``shuffle=True`` builds; the public
     ``sampler`` attribute), so that the same index goes to another worker
     each epoch; None where torch's sampler type is not known."""
-    torch = sys.modules.get("torch")
-    random = getattr(getattr(getattr(torch, "utils", None), "data", None),
-                     "RandomSampler", None)
+    random = _torch_data("RandomSampler")
     facts["shuffle"] = (None if random is None
                         else isinstance(getattr(loader, "sampler", None), random))
     return facts
+
+
+def _torch_data(name: str) -> Any:
+    """``torch.utils.data.<name>`` of a torch already imported, else None
+    (traceml never imports torch itself)."""
+    torch = sys.modules.get("torch")
+    return getattr(getattr(getattr(torch, "utils", None), "data", None), name, None)
 
 
 def _pinning(facts: dict) -> dict:
@@ -246,9 +251,7 @@ def torch_loader(obj: Any) -> Optional[Any]:
     ``isinstance(obj, DataLoader)`` true); Lightning's ``CombinedLoader``
     keeps its iterables as ``flattened`` (one DataLoader: that one; several:
     None, since one wrap cannot tell whose fetch each step waited for)."""
-    torch = sys.modules.get("torch")
-    loader_type = getattr(getattr(getattr(torch, "utils", None), "data", None),
-                          "DataLoader", None)
+    loader_type = _torch_data("DataLoader")
     if not isinstance(loader_type, type):
         return None
     if isinstance(type(obj), type) and issubclass(type(obj), loader_type):

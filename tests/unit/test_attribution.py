@@ -203,15 +203,21 @@ def test_deeper_look_ahead_is_advised_only_where_the_workers_keep_up():
     assert attribution.deeper_look_ahead(s) is None
 
 
+def _sized(ranks, every, big, small, sample_ns, seed):
+    """Batch sizes (``big`` on every ``every``-th rank, else ``small``) and
+    make times (each sample ``sample_ns``, +-3% a batch) of the ranks."""
+    sizes = np.where(ranks % every == 0, big, small)
+    spread = np.random.default_rng(seed).uniform(0.97, 1.03, len(ranks))
+    return sizes, (sizes * sample_ns * spread).astype(np.int64)
+
+
 def test_a_residue_of_large_batches_from_the_stalls_reads_large_batch():
     # 38 steady batches at 2 workers, every 5th of 16 samples and the rest
     # of 2, each sample 5 ms: too few slow batches (8) for the make times'
     # own period, so the stalls name the residue; the residue's batches
     # hold 8x the samples at the same cost a sample: LARGE-BATCH.
     ranks = np.arange(2, 40)
-    sizes = np.where(ranks % 5 == 0, 16, 2)
-    make = (sizes * 5_000_000 * np.random.default_rng(2).uniform(0.98, 1.02, len(ranks))
-            ).astype(np.int64)
+    sizes, make = _sized(ranks, 5, 16, 2, 5_000_000, seed=2)
     stalled = ranks[ranks % 5 == 0]
     args = (stalled, stalled % 2, ranks % 2, 2, 5, None)
     a = attribution.attribution(*args, by_size=(ranks, make, sizes))
@@ -255,9 +261,7 @@ def test_every_num_workers_th_batch_larger_reads_large_batch_not_the_round():
     # the large batches all land on worker 0, the stalls keep the workers'
     # period 4; the batches are slow by their size, not a round or worker.
     ranks = np.arange(4, 120)
-    sizes = np.where(ranks % 4 == 0, 48, 8)
-    make = (sizes * 800_000 * np.random.default_rng(5).uniform(0.97, 1.03, len(ranks))
-            ).astype(np.int64)
+    sizes, make = _sized(ranks, 4, 48, 8, 800_000, seed=5)
     stalled = ranks[ranks % 4 == 0]
     a = attribution.attribution(stalled, np.zeros(len(stalled), dtype=np.int64), ranks % 4,
                                 4, 4, None, by_size=(ranks, make, sizes))

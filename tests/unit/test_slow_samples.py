@@ -209,7 +209,8 @@ def test_start_up_ends_when_every_worker_has_made_its_first_batch_of_the_epoch()
     epoch, worker = rng.integers(0, 2, n), rng.integers(0, 3, n)
     begin = rng.permutation(n).astype(np.int64) * 10
     end = begin + rng.integers(5, 400, n)
-    got = sample_timing._in_startup(epoch, worker, begin, end)
+    got = sample_timing._in_startup(epoch, sample_timing._first_of_worker(epoch, worker, begin),
+                                    begin, end)
     for e in range(2):
         mine = epoch == e
         # Brute force: each worker's earliest sample, its batch's end.

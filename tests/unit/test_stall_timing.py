@@ -462,28 +462,35 @@ def test_irregular_needs_gaps_that_could_have_shown_a_period():
     assert label(np.cumsum([1] + gaps), 120) == stall_timing.IRREGULAR
 
 
+def _one_epoch(n, at, stall_ns, calm_ns, period=None, positions=True):
+    """temporal_of over ``n`` steady fetches of one epoch, the fetches
+    ``at`` stalled (waits of ``stall_ns``, the rest ``calm_ns``), with
+    their positions 0..n-1 unless ``positions`` is False; ``period``: the
+    period num_workers predicts (its residue test handed in), or None.
+    Returns (the answer, the predicted test or None)."""
+    stalled = np.zeros(n, dtype=bool)
+    stalled[at] = True
+    wait = np.where(stalled, stall_ns, calm_ns).astype(np.int64)
+    tested = np.ones(n, dtype=bool)
+    pred = (None if period is None else
+            stall_timing.predicted_cadence(stalled, np.arange(n), period, tested, wait))
+    pos = stall_timing.Positions(stalled, np.arange(n), tested, wait) if positions else None
+    return stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, pred,
+                                    positions=pos), pred
+
+
 def test_stalls_a_gap_apart_in_one_stretch_are_not_a_cadence_to_settle():
     # 45 steady fetches of one epoch, 3 workers in lock-step only inside one
     # slow stretch: stalls at 13, 16 and 19, nowhere else.  Their gaps (3, 3)
     # fit "a stall every 3", but that residue's other 12 fetches did not
     # stall: not UNSETTLED ("more steps would settle it"), too few.
-    n = 45
-    stalled = np.zeros(n, dtype=bool)
-    stalled[[13, 16, 19]] = True
-    epoch = np.zeros(n, dtype=np.int32)
-    wait = np.where(stalled, 800_000_000, 1_000_000).astype(np.int64)
-    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
-    got = stall_timing.temporal_of(stalled, epoch, wait, n, False, None, positions=pos)
+    got, _ = _one_epoch(45, [13, 16, 19], 800_000_000, 1_000_000)
     assert got["label"] == stall_timing.TOO_FEW, got
     # The same gaps spread over the run (every 3rd fetch from 13 on, 11
     # stalls, two of them under the line): the residue fills, and the
     # answer is a period or not yet, never too few.
-    stalled = np.zeros(n, dtype=bool)
-    stalled[np.arange(13, n, 3)] = True
-    stalled[[22, 31]] = False
-    wait = np.where(stalled, 800_000_000, 1_000_000).astype(np.int64)
-    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
-    got = stall_timing.temporal_of(stalled, epoch, wait, n, False, None, positions=pos)
+    at = [i for i in range(13, 45, 3) if i not in (22, 31)]
+    got, _ = _one_epoch(45, at, 800_000_000, 1_000_000)
     assert got["label"] in (stall_timing.PERIODIC, stall_timing.UNSETTLED), got
 
 
@@ -534,25 +541,13 @@ def test_gaps_all_multiples_of_the_commonest_are_no_evidence_against_it():
     # a multiple of 4, yet the phase's other 7 fetches (0, 4, 24, 32, ...)
     # did not stall.  Not IRREGULAR (nothing against a period of 4), not a
     # count of steps to settle (the phase is not filled over the run).
-    n = 45
     for at in ([8, 12, 16, 20, 28], [0, 4, 8, 12, 20]):
-        stalled = np.zeros(n, dtype=bool)
-        stalled[at] = True
-        wait = np.where(stalled, 20_000_000, 1_000_000).astype(np.int64)
-        pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
-        got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False,
-                                       None, positions=pos)
+        got, _ = _one_epoch(45, at, 20_000_000, 1_000_000)
         assert got["label"] == stall_timing.UNSETTLED and got["consistent_period"] == 4, got
         assert got["phase_filled"] is False and got["settle_steps"] is None
         assert "multiple of 4" in stall_timing.unsettled_part(got)
     # One gap off the period (4, 4, 4, 5, 4, 7, 4): evidence against it stays.
-    at = np.cumsum([2, 4, 4, 4, 5, 4, 7, 4])
-    stalled = np.zeros(n, dtype=bool)
-    stalled[at] = True
-    wait = np.where(stalled, 20_000_000, 1_000_000).astype(np.int64)
-    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
-    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False,
-                                   None, positions=pos)
+    got, _ = _one_epoch(45, np.cumsum([2, 4, 4, 4, 5, 4, 7, 4]), 20_000_000, 1_000_000)
     assert got["label"] != stall_timing.UNSETTLED or got.get("phase_filled") is not False
 
 
@@ -560,14 +555,7 @@ def test_an_unsettled_answer_keeps_the_p_value_its_words_quote():
     # The loader's own period, 4 workers, stalls on its phase too rarely
     # to claim: the shape line quotes the predicted test's p, and so does
     # the summary's p_value.
-    n = 24
-    stalled = np.zeros(n, dtype=bool)
-    stalled[[0, 4, 9, 12, 20]] = True
-    wait = np.where(stalled, 50_000_000, 100_000).astype(np.int64)
-    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
-    pred = stall_timing.predicted_cadence(stalled, np.arange(n), 4, np.ones(n, dtype=bool), wait)
-    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, pred,
-                                   positions=pos)
+    got, pred = _one_epoch(24, [0, 4, 9, 12, 20], 50_000_000, 100_000, period=4)
     assert got["label"] == stall_timing.UNSETTLED, got
     test, kind = stall_timing.unsettled_test(got)
     assert kind == "predicted" and got["p_value"] == test["p_value"] == pred["p_value"]
@@ -577,17 +565,12 @@ def test_an_unsettled_answer_keeps_the_p_value_its_words_quote():
 def test_alternating_gaps_are_their_sums_period_not_the_commoner_gap():
     # Stalls at 0 and 3 of every 10 fetches, 200 fetches: the gaps read
     # 3, 7, 3, 7, ... (3 one more often), yet no phase of 3 holds them.
-    n = 200
-    stalled = np.zeros(n, dtype=bool)
-    stalled[[i for i in range(n) if i % 10 in (0, 3)]] = True
-    wait = np.where(stalled, 10_000_000, 300_000).astype(np.int64)
-    pos = stall_timing.Positions(stalled, np.arange(n), np.ones(n, dtype=bool), wait)
-    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, None,
-                                   positions=pos)
+    at = [i for i in range(200) if i % 10 in (0, 3)]
+    got, _ = _one_epoch(200, at, 10_000_000, 300_000)
     assert got["label"] == stall_timing.PERIODIC and got["period"] == 10, got
     assert got["counted"] == "position"
     # Without the positions the gaps alone decide, as before.
-    got = stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, None)
+    got, _ = _one_epoch(200, at, 10_000_000, 300_000, positions=False)
     assert got["label"] == stall_timing.PERIODIC and got["period"] == 3
 
 

@@ -243,6 +243,16 @@ def _larger(made: dict) -> bool:
                 and ratio < BUSIER_RATIO)
 
 
+def _stalled_residue(ranks: np.ndarray, period: int) -> Optional[tuple[int, float]]:
+    """(the residue of rank % ``period`` holding the most stalled ranks,
+    its share of the known ones); None under ATTR_MIN_STALLS known."""
+    known = ranks[ranks >= 0]
+    if len(known) < ATTR_MIN_STALLS:
+        return None
+    res, rc = np.unique(known % period, return_counts=True)
+    return int(res[np.argmax(rc)]), float(rc.max()) / len(known)
+
+
 def _residue_made_slower(by_size: Optional[tuple], period: int, residue: int
                          ) -> Optional[bool]:
     """Whether the batches of rank % ``period`` == ``residue`` took at
@@ -537,11 +547,9 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         if period is None:
             return None
     if period > 1 and period != k:
-        sel = ranks >= 0
-        if sel.sum() >= ATTR_MIN_STALLS:
-            res, rc = np.unique(ranks[sel] % period, return_counts=True)
-            residue = int(res[np.argmax(rc)])
-            rshare = float(rc.max()) / int(sel.sum())
+        held = _stalled_residue(ranks, period)
+        if held is not None:
+            residue, rshare = held
             out.update(residue=residue, residue_share=rshare)
             spread = nw < 2 or len(by_worker) >= 2
             # Slow samples make their batches cost more: where the workers
@@ -561,11 +569,9 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         # one worker in round-robin order: the stalls keep the workers'
         # period, yet the batches are slow by their size, not by the
         # worker (its samples cost the others') nor by a round.
-        sel = ranks >= 0
-        if sel.sum() >= ATTR_MIN_STALLS:
-            res, rc = np.unique(ranks[sel] % period, return_counts=True)
-            residue = int(res[np.argmax(rc)])
-            rshare = float(rc.max()) / int(sel.sum())
+        held = _stalled_residue(ranks, period)
+        if held is not None:
+            residue, rshare = held
             larger = (_residue_by_size(by_size, period, residue) if rshare >= ATTR_SHARE
                       else None)
             if larger is not None:

@@ -634,11 +634,18 @@ def _holds_one_phase(positions: Optional[Positions], period: int) -> bool:
     where the positions are not known."""
     if positions is None:
         return True
-    m = min(len(positions.stalled), SEARCH_MAX_FETCHES)
-    t = _residue_test(np.asarray(positions.stalled, dtype=bool)[:m],
-                      np.asarray(positions.position)[:m], int(period),
-                      np.asarray(positions.tested, dtype=bool)[:m], None, phase=None, tests=1)
+    t = _residue_of(positions, period)
     return bool(t["stalls"] and t["on_residue"] >= PERIOD_MIN_SHARE * t["stalls"])
+
+
+def _residue_of(positions: Positions, period: int) -> dict:
+    """The residue test (unsearched, without waits) at the residue mod
+    ``period`` holding the most stalls, over the first SEARCH_MAX_FETCHES
+    of ``positions``."""
+    m = min(len(positions.stalled), SEARCH_MAX_FETCHES)
+    return _residue_test(np.asarray(positions.stalled, dtype=bool)[:m],
+                         np.asarray(positions.position)[:m], int(period),
+                         np.asarray(positions.tested, dtype=bool)[:m], None, phase=None, tests=1)
 
 
 def _fills_its_residue(positions: Optional[Positions], period: int) -> bool:
@@ -651,11 +658,7 @@ def _fills_its_residue(positions: Optional[Positions], period: int) -> bool:
     positions are not known."""
     if positions is None:
         return True
-    m = min(len(positions.stalled), SEARCH_MAX_FETCHES)
-    return bool(_residue_test(np.asarray(positions.stalled, dtype=bool)[:m],
-                              np.asarray(positions.position)[:m], int(period),
-                              np.asarray(positions.tested, dtype=bool)[:m], None,
-                              phase=None, tests=1)["every"])
+    return bool(_residue_of(positions, period)["every"])
 
 
 def _gaps_could_show_a_period(m: int, stalls: int, steps: int, bursts: bool) -> bool:
