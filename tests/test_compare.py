@@ -196,10 +196,13 @@ def test_cli_closed_stdout_exits_quietly_after_writing_html(tmp_path):
     assert traceml.load(path)._repr_html_() in html.read_text(encoding="utf-8")
 
 
-def test_a_faster_model_with_a_larger_input_share_is_mixed():
+def test_a_faster_model_with_a_larger_input_share_is_an_improvement():
     """Mean fetch falls 10 -> 8 ms (beyond the 1 ms tolerance) while the
-    input share rises 49% -> 56%: the loop waits a larger part of its time.
-    Mean fetch alone called that an IMPROVEMENT."""
+    input share rises 49% -> 56%: the loop waits a larger part of its time,
+    but each step is 30% shorter (20.4 -> 14.3 ms), past
+    STEP_REGRESSION_TOL: a faster training loop, IMPROVEMENT, as a step
+    that long the other way is a REGRESSION.  The input share's move is
+    still given."""
     base = build(records(np.full(N, 10 * MS), np.full(N, int(10.4 * MS))), INFO, SYNTHETIC, None)
     run_ = build(records(np.full(N, 8 * MS), np.full(N, int(6.3 * MS))), INFO, SYNTHETIC, None)
     b_share = 10 / 20.4
@@ -208,12 +211,27 @@ def test_a_faster_model_with_a_larger_input_share_is_mixed():
     assert run_["input_share"] == pytest.approx(r_share)
     c = traceml.compare(base, run_, labels=["before", "after"])
     row = c.rows[1]
-    assert row["verdict"] == "MIXED"
+    assert row["verdict"] == "IMPROVEMENT"
     assert row["moved"] == {"mean_wait": "better", "input_share": "worse", "stall_rate": "same",
                             "step_time": "better"}
     assert (f"input share {b_share * 100:.1f}% -> {r_share * 100:.1f}% "
             f"(+{(r_share - b_share) * 100:.1f} points; tolerance 2.0 points): worse") in row["why"]
     assert row["why"].startswith("mean fetch 10 ms -> 8 ms (-2 ms; tolerance 1 ms): better")
+    back = traceml.compare(run_, base, labels=["after", "before"]).rows[1]
+    assert back["verdict"] == "REGRESSION"
+
+
+def test_a_step_within_a_tenth_leaves_opposite_measures_mixed():
+    """Mean fetch falls 10 -> 8 ms while the step grows 20.4 -> 21.8 ms
+    (7%, past the wait's 1 ms tolerance, within STEP_REGRESSION_TOL):
+    one measure better, one worse, and the step too little to decide:
+    MIXED."""
+    base = build(records(np.full(N, 10 * MS), np.full(N, int(10.4 * MS))), INFO, SYNTHETIC, None)
+    run_ = build(records(np.full(N, 8 * MS), np.full(N, int(13.8 * MS))), INFO, SYNTHETIC, None)
+    c = traceml.compare(base, run_, labels=["before", "after"])
+    row = c.rows[1]
+    assert row["moved"]["mean_wait"] == "better" and row["moved"]["step_time"] == "worse"
+    assert row["verdict"] == "MIXED"
     assert "after: MIXED: mean fetch" in str(c)
     # MIXED is a difference: a sweep's order effects count it.
     from traceml.sweeping import _SAME

@@ -34,7 +34,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     judged when None) and the mean step (the mean wait's tolerance, in
     seconds).  The verdict is REGRESSION where the mean step grew by more
     than comparison.STEP_REGRESSION_TOL of the baseline's (a slower loop,
-    whatever else moved); else IMPROVEMENT (some better, none worse),
+    whatever else moved), IMPROVEMENT where it fell by more than that (a
+    faster loop); else IMPROVEMENT (some better, none worse),
     REGRESSION (some worse, none better), MIXED (both), UNSETTLED (none
     moved, one past its tolerance within the runs' noise: not yet),
     EQUIVALENT (none moved); NO_DATA when either summary has no
