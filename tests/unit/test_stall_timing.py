@@ -513,6 +513,29 @@ def test_a_predicted_period_whose_modal_gap_differs_is_said_by_position():
     assert _cadence_line(tmp, 5).startswith("cadence: a stall every 5 steps (modal gap)")
 
 
+def test_a_period_found_by_position_quotes_its_residue_not_the_gaps():
+    # Stalls at position 0 mod 6 in 5 of 6 rounds, and a spilled neighbour
+    # (position 1) in each: the gaps read 1 and 5, none a multiple of 6,
+    # while the residue test found the period.  The line gives the
+    # residue's count, never "0% of gaps are multiples of 6".
+    n = 36
+    stalled = np.zeros(n, dtype=bool)
+    stalled[[0, 1, 6, 7, 12, 13, 18, 19, 30, 31]] = True
+    pred = stall_timing.predicted_cadence(stalled, np.arange(n), 6, np.ones(n, dtype=bool))
+    assert (pred["on_residue"], pred["stalls"], pred["phase"]) == (5, 10, 0)
+    tmp = {"label": "PERIODIC", "counted": "stalls", "tested": "predicted", "modal_gap": 1,
+           "predicted": pred}
+    s = {"stalls": {"count": 10, "threshold_s": 0.01, "rule": "auto", "gaps": 9,
+                    "gap_histogram": [[1, 5], [5, 3], [11, 1]]},
+         "steady_steps": n, "temporal": tmp,
+         "cadence": stall_timing.cadence(np.diff(np.flatnonzero(stalled)), 6, 6)}
+    line = next(x for x in stall_timing.stall_lines(s) if x.startswith("cadence:"))
+    assert s["cadence"]["multiple_fraction"] == 0.0
+    assert line == ("cadence: a stall every 6 steps (by position in the epoch); num_workers=6: "
+                    "the cadence follows num_workers (5 of the 10 stalls at position 0 mod 6 "
+                    "of the epoch)")
+
+
 def test_even_spacing_is_the_chance_of_an_arithmetic_progression():
     # Counted by enumerating every placement of k positions among n.
     import itertools

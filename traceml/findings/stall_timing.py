@@ -960,6 +960,7 @@ def stall_lines(s: dict) -> list[str]:
             counted = "position"
         text = "cadence: " + how.get(counted,
                                      "a stall every {} steps (modal gap)").format(cad["period"])
+        by_position = counted == "position"
     elif tmp.get("label") == EVERY_FETCH or cad["period"] == 1:
         text = "cadence: every fetch waits, no period"
     elif tmp.get("label") == TOO_FEW:
@@ -973,11 +974,20 @@ def stall_lines(s: dict) -> list[str]:
         text = "cadence: no period between stalls"
     else:
         text = None
+    if cad["period"] is None or cad["period"] <= 1:
+        by_position = False
     if text and cad["num_workers"] is not None:
         text += f"; num_workers={cad['num_workers']}"
         if cad["matches_num_workers"] and cad["period"] is not None and cad["period"] > 1:
             text += ": the cadence follows num_workers"
-        if cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
+        test = (tmp.get("predicted") if tmp.get("tested") == "predicted"
+                else tmp.get("searched")) if by_position else None
+        if test and test.get("stalls"):
+            # Found by position: the residue's share is the evidence; the
+            # gaps (a stall split in two, neighbours spilled over) are not.
+            text += (f" ({test['on_residue']} of the {test['stalls']} stalls at position "
+                     f"{test['phase']} mod {test['period']} of the epoch)")
+        elif cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
             # Every gap is a multiple of 1: said only when it can fail.
             k = cad["num_workers"]
             text += (
