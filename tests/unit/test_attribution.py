@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import corpus
-from traceml.findings import attribution
+from traceml.findings import attribution, sentences
 
 
 def _lockstep(making):
@@ -254,6 +254,30 @@ def test_a_shuffled_loader_never_pins_slow_samples_to_one_worker():
     assert "pinned_indices" not in (s["attribution"] or {})
     codes = [f.code for f in attribution.advise(s)]
     assert "one_worker_or_samples" not in codes
+
+
+def test_a_fixed_order_keeps_the_slow_worker_and_its_samples_apart_in_words():
+    # The same ONE-WORKER reading where the per-sample timing pinned no
+    # slow index (samples a little slower, under its line): a map-style
+    # dataset in a fixed order still sends worker 0 the same indices each
+    # epoch, so the next step is the run that moves them, not the worker's
+    # shard; a shuffled order, or an IterableDataset, keeps the shard.
+    s = corpus.replay(corpus.sim_slow_items_pinned_to_one_worker(0)).summary
+    s["attribution"] = {k: v for k, v in s["attribution"].items() if k != "pinned_indices"}
+    assert s["production"]["samples"]["kind"] == "map" and s["loader"]["shuffle"] is False
+    (f,) = attribution.advise(s)
+    assert f.code == "one_worker_or_samples" and f.numbers["indices"] is None
+    (text,) = sentences([f])
+    assert "the loader's order is fixed (a map-style dataset, no shuffle)" in text
+    assert "shuffle=True" in text
+    assert attribution.attribution_line(s).endswith(
+        "or the samples it is sent: the loader's fixed order sends it the same indices "
+        "every epoch")
+    for loader, kind in (({**s["loader"], "shuffle": True}, "map"),
+                         (s["loader"], "iterable")):
+        t = {**s, "loader": loader, "production": {
+            **s["production"], "samples": {**s["production"]["samples"], "kind": kind}}}
+        assert [f.code for f in attribution.advise(t)] == ["one_worker", "split_shards"]
 
 
 def test_every_num_workers_th_batch_larger_reads_large_batch_not_the_round():

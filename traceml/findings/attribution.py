@@ -748,6 +748,9 @@ def attribution_line(s: dict) -> Optional[str]:
     if a["label"] == ONE_WORKER and a.get("pinned_indices"):
         return (f"attribution: {ONE_WORKER} worker {a['worker']}{on}, or the samples it is "
                 "sent: its slow samples were never made by another worker")
+    if a["label"] == ONE_WORKER and order_fixed(s):
+        return (f"attribution: {ONE_WORKER} worker {a['worker']}{on}, or the samples it is "
+                "sent: the loader's fixed order sends it the same indices every epoch")
     if a["label"] == ONE_WORKER:
         return f"attribution: {ONE_WORKER} worker {a['worker']}{on}"
     if a["label"] == LARGE_BATCH:
@@ -828,11 +831,12 @@ def advise(s: dict) -> list[Finding]:
     ONE-WORKER names that worker's shard; SLOW-SAMPLE the samples'
     residue (with the workers' make-time figures when they gave it)."""
     attr = s.get("attribution")
-    if attr and attr["label"] == ONE_WORKER and attr.get("pinned_indices"):
+    if attr and attr["label"] == ONE_WORKER and (attr.get("pinned_indices")
+                                                 or order_fixed(s)):
         nw = (s.get("loader") or {}).get("num_workers")
         return [Finding("one_worker_or_samples", {
             "worker": attr["worker"], "stalls": attr["stall_workers"].get(attr["worker"], 0),
-            "known": attr["known"], "indices": attr["pinned_indices"],
+            "known": attr["known"], "indices": attr.get("pinned_indices"),
             "num_workers": nw})]
     if attr and attr["label"] == ONE_WORKER:
         return [Finding("one_worker", {"worker": attr["worker"],
@@ -868,6 +872,19 @@ def advise(s: dict) -> list[Finding]:
     return []
 
 
+def order_fixed(s: dict) -> bool:
+    """Whether the loader sends each worker the same indices every epoch:
+    a map-style dataset (the workers' per-sample timing says so) read in a
+    fixed order (``shuffle`` False: no RandomSampler), where batch rank r
+    goes to worker r % num_workers.  A worker whose batches are slow then
+    cannot be told from the samples it is sent, whatever the per-sample
+    timing found: every 5th index 3x slower at batch size 1 on 5 workers
+    makes every sample of worker 3's slow (helper 27A, ONE-WORKER 3 in 3 of
+    4 runs, with no word of its samples)."""
+    samples = (s.get("production") or {}).get("samples") or {}
+    return samples.get("kind") == "map" and (s.get("loader") or {}).get("shuffle") is False
+
+
 def _index_stride(s: dict) -> dict:
     """{index_stride, index_residue} where the workers' per-sample timing
     of a map-style dataset found an exact index stride
@@ -883,11 +900,16 @@ def _one_worker_or_samples(p: dict) -> str:
     nw = p.get("num_workers")
     other = (f"num_workers={nw - 1}" if nw and nw > 2 else
              f"num_workers={nw + 1}" if nw else "another num_workers")
-    shown = ", ".join(str(i) for i in p["indices"])
-    return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls, and every "
-            f"slow sample the workers timed was in its batches (index {shown} ...), none of "
-            "them ever made by another worker: the order sends those indices to it every "
-            "epoch, so a slow worker and slow samples read the same here. Next: the same "
+    if p.get("indices"):
+        shown = ", ".join(str(i) for i in p["indices"])
+        why = (f"and every slow sample the workers timed was in its batches (index {shown} "
+               "...), none of them ever made by another worker: the order sends those "
+               "indices to it every epoch")
+    else:
+        why = ("and the loader's order is fixed (a map-style dataset, no shuffle): it sends "
+               "worker {} the same indices every epoch").format(p["worker"])
+    return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls, {why}, "
+            "so a slow worker and slow samples read the same here. Next: the same "
             f"loop at {other}, or with shuffle=True: stalls that follow the indices are the "
             "samples (time __getitem__ on them); stalls that stay on one worker are the "
             "worker.")
