@@ -187,6 +187,9 @@ def test_correlation_says_what_it_rests_on():
             "3 distinct num_workers) over 3 conditions with a period (23 stall gaps in all; "
             "max(1, num_workers):period 4:4 2:2 1:1); Pearson r = 1.000, slope 1.00, "
             "intercept 0.00") in text
+    assert c["one_worker_rows"] == 0 and c["rows_with_workers"] == 3
+    held = [dict(r, attribution="ONE-WORKER") for r in rows]
+    assert correlation(held)["one_worker_rows"] == 3
     same = [dict(r, condition={"num_workers": 2}) for r in rows]
     res = traceml.SweepResult(same, [None] * 5, False)
     assert res.correlation["r"] is None

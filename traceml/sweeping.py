@@ -329,6 +329,13 @@ def correlation(rows: list[dict]) -> dict:
     out["pooled"] = sweeps.pooled_cadence([
         (stall_timing.effective_workers(_workers(r)), r.get("temporal"), r.get("period"),
          r.get("predicted")) for r in rows if not r["error"] and _workers(r) is not None])
+    # Rows with 2 or more workers whose stalls one worker holds: a slow
+    # worker's turn also comes every num_workers fetches, so "follows"
+    # does not tell lock-step from it there.
+    out["one_worker_rows"] = sum(1 for r in rows if not r["error"]
+                                 and (_workers(r) or 0) >= 2
+                                 and r.get("attribution") == "ONE-WORKER")
+    out["rows_with_workers"] = sum(1 for r in rows if not r["error"] and (_workers(r) or 0) >= 2)
     if out["pooled"]["follows"] and not out["mismatched"]:
         out["follows"] = True
     if out["mismatched"]:
@@ -370,7 +377,7 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
            "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
-           "slow_major_faults": None, "error": error}
+           "slow_major_faults": None, "attribution": None, "error": error}
     if rep is not None:
         s = summary_of(rep)
         gap = s["stalls"]["median_gap"]
@@ -394,6 +401,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             "input_share": s["input_share"],
             "diagnosis": s["diagnosis"],
             "shape": s["shape"],
+            # Which worker, round or samples the row's stalls follow.
+            "attribution": (s.get("attribution") or {}).get("label"),
         })
         if s.get("delivery"):
             row["overtaking"] = s["delivery"]["overtaking"]

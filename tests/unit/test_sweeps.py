@@ -124,6 +124,25 @@ def test_the_pooled_line_speaks_of_0_and_1_workers_only_where_tried():
     assert "(0 and 1: every fetch)" in sweeps.sweep_correlation(c, False)
 
 
+def test_following_rows_that_name_one_worker_say_it_may_be_that_worker():
+    # 4, 3 and 2 workers, period == num_workers in each, but every row's
+    # stalls held by worker 1: its turn comes every num_workers fetches as
+    # lock-step's does, so the line says so beside "follows".
+    pooled = {"follows": True, "fitting": 3, "distinct_workers": 3, "p_value": 1e-6,
+              "tested": 3}
+    c = {"rows": [[4, 4], [3, 3], [2, 2]], "points": 3, "gaps": 20, "workers_varied": True,
+         "follows": True, "distinct_workers": 3, "pooled": pooled, "r": 1.0, "slope": 1.0,
+         "intercept": 0.0, "one_worker_rows": 3, "rows_with_workers": 3}
+    line = sweeps.sweep_correlation(c, False)
+    assert line.startswith("num_workers vs stall period: the period follows num_workers")
+    assert line.endswith("; but 3 of the 3 rows with 2 or more workers read ONE-WORKER: one "
+                         "slow worker's turn also comes every num_workers fetches, so this "
+                         "does not tell lock-step from that worker (its rows' attribution "
+                         "lines name it)")
+    c["one_worker_rows"] = 0
+    assert "ONE-WORKER" not in sweeps.sweep_correlation(c, False)
+
+
 def _c(name, workers, mean_s, share=0.1, step_s=0.011, batch_size=None):
     return {"name": name, "workers": workers, "mean_s": mean_s, "input_share": share,
             "step_s": step_s, "batch_size": batch_size}

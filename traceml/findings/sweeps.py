@@ -270,6 +270,20 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
             text += (" (counting the workers each loader was built with; "
                      "make_loader ignored num_workers, see below)")
         return text
+    text = _follows_line(c, rests, least, pooled)
+    if text is not None and c.get("one_worker_rows"):
+        text += (f"; but {c['one_worker_rows']} of the {c['rows_with_workers']} rows with 2 or "
+                 "more workers read ONE-WORKER: one slow worker's turn also comes every "
+                 "num_workers fetches, so this does not tell lock-step from that worker (its "
+                 "rows' attribution lines name it)")
+    if text is not None:
+        return text
+    return _not_follows_line(c, rests, least, ignored)
+
+
+def _follows_line(c: dict, rests: str, least: int, pooled: dict) -> Optional[str]:
+    """:func:`sweep_correlation`'s line where the period follows
+    num_workers, else None."""
     if c.get("follows") is True and pooled.get("follows") and c["distinct_workers"] < least:
         # Said of 0 and 1 workers only where the sweep tried them.
         low = (" (0 and 1: every fetch)"
@@ -287,6 +301,12 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
         return (f"num_workers vs stall period: the period follows num_workers (period == "
                 f"max(1, num_workers) in every row, at {c['distinct_workers']} distinct "
                 f"num_workers) {rests}{fit}")
+    return None
+
+
+def _not_follows_line(c: dict, rests: str, least: int, ignored: bool) -> str:
+    """:func:`sweep_correlation`'s line where the period does not follow
+    num_workers, or too few rows tell."""
     if c.get("follows") is False:
         why = ("the same at every num_workers: set by the data" if c.get("same_period")
                else f"period != max(1, num_workers) in {c['mismatched']} of {c['points']} rows")
