@@ -443,6 +443,37 @@ def test_one_group_is_not_said_beside_one_slow_worker():
     assert "form one group" in slow_code.evidence_lines(s)[0]
 
 
+def test_one_group_is_not_said_beside_a_worker_at_three_times_the_cpu():
+    # No attribution (in_order=False: the stalls keep no worker's turn),
+    # one group of make times, but the workers' own CPU a batch: worker 1
+    # at 31.1 ms against 10.5 and 10.6 (7, 10 and 10 batches).  Its
+    # batches cost more: not "every batch costs alike", and the line says
+    # which worker, by how much.
+    fns = [_fn("It.__iter__", 40, 60, 1)]
+    block = _block(fns, 40, 60, hot_path=[_path_entry("It.__iter__", 1.0)])
+    block["one_group"] = True
+    workers = {0: {"batches": 10, "cpu_median_s": 0.0105},
+               1: {"batches": 7, "cpu_median_s": 0.0311},
+               2: {"batches": 10, "cpu_median_s": 0.0106}}
+    s = {"slow_code": block, "attribution": None, "loader": {"num_workers": 3},
+         "diagnosis": "INPUT-BOUND", "production": {"workers": workers}}
+    busier = slow_code.busier_worker(s)
+    assert busier["worker"] == 1
+    assert busier["cpu_ratio"] == pytest.approx(0.0311 / np.median([0.0105, 0.0106]))
+    (said,) = slow_code.evidence_lines(s)
+    assert "form one group" not in said and "they run the same code, only longer" in said
+    assert "; worker 1's batches took 2.9x the other workers' CPU a batch (31.1 ms against " \
+           "10.6 ms, medians)" in said
+    assert slow_code.advise(s) == []
+    # 1.4x is within the others' spread: alike, as before.
+    workers[1]["cpu_median_s"] = 0.0147
+    assert slow_code.busier_worker(s) is None
+    assert "form one group" in slow_code.evidence_lines(s)[0]
+    # Too few batches of that worker to say.
+    workers[1].update(cpu_median_s=0.0311, batches=2)
+    assert slow_code.busier_worker(s) is None
+
+
 def test_the_samplers_share_is_the_weight_under_the_iterators_call_to_it():
     from traceml import torch_private
 

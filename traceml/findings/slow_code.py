@@ -259,11 +259,35 @@ def alike(s: dict, f: Finding) -> bool:
     round, so stalled fetches apart from the rest cost more."""
     label = (s.get("attribution") or {}).get("label")
     if label in (attribution.ONE_WORKER, *attribution.SLOW_RESIDUE,
-                 attribution.LARGE_BATCH) or _samples_slow(s):
+                 attribution.LARGE_BATCH) or _samples_slow(s) or busier_worker(s):
         return False
     nw = (s.get("loader") or {}).get("num_workers")
     return bool(f.numbers.get("one_group") or f.numbers.get("every_fetch")
                 or nw is None or nw >= 2)
+
+
+def busier_worker(s: dict) -> Optional[dict]:
+    """{worker, cpu_ratio, cpu_median_s, others_median_s} of the worker
+    whose batches took at least attribution.BUSIER_RATIO times the other
+    workers' median CPU a batch (each worker's median, measured in the
+    workers: production.workers), with at least attribution.ATTR_MIN_STALLS
+    batches; None otherwise.  Its batches cost more whatever the make
+    times' split: one worker at 3x the CPU a batch on a crowded host made
+    its batches 2.4x as long, under the two-group line, and the report
+    read "every batch costs alike" beside it (helper 27A, in_order=False,
+    4 of 4 runs)."""
+    per = {w: v for w, v in ((s.get("production") or {}).get("workers") or {}).items()
+           if v.get("cpu_median_s") is not None
+           and (v.get("batches") or 0) >= attribution.ATTR_MIN_STALLS}
+    if len(per) < 2:
+        return None
+    top = max(per, key=lambda w: per[w]["cpu_median_s"])
+    ratio = attribution.make_ratio(per, top, "cpu_median_s")
+    if ratio is None or not ratio >= attribution.BUSIER_RATIO:
+        return None
+    others = float(np.median([v["cpu_median_s"] for w, v in per.items() if w != top]))
+    return {"worker": int(top), "cpu_ratio": ratio,
+            "cpu_median_s": per[top]["cpu_median_s"], "others_median_s": others}
 
 
 # Slow samples make their batches cost more where they hold most of their
@@ -326,7 +350,7 @@ def evidence_lines(s: dict) -> list[str]:
         return []
     numbers = f.numbers
     if f.code == "slow_code_same":
-        numbers = {**numbers, "alike": alike(s, f)}
+        numbers = {**numbers, "alike": alike(s, f), "busier": busier_worker(s)}
     out = [WORDS[f.code](numbers)]
     if f.code == "slow_code_named":
         rows = [r for r in tested(s["slow_code"]) if r["named"]
@@ -514,6 +538,9 @@ WORDS: dict[str, Words] = {
         + ("they run the same code, only longer (their data or their worker makes them "
            "slow, not a code path of their own)" if p.get("alike") is False else
            "the cost is every batch's")
+        + (f"; worker {p['busier']['worker']}'s batches took {p['busier']['cpu_ratio']:.1f}x "
+           f"the other workers' CPU a batch ({fmt_s(p['busier']['cpu_median_s'])} against "
+           f"{fmt_s(p['busier']['others_median_s'])}, medians)" if p.get("busier") else "")
         + f"; most of {_whose(p)} CPU went down " + _path(p["path"]) + _queued(p)),
     "slow_code_too_few": lambda p: (
         f"{p['samples']:.0f} stack samples ({p['slow']:.0f} in slow batches): "
