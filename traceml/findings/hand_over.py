@@ -76,8 +76,12 @@ def _hand_over_next(p: dict) -> str:
     ready = (f", and {pct(p['ready_before_fetch'])} of the batches were made before their "
              "fetch began" if p.get("ready_before_fetch") is not None else "")
     # Large batches get their own sentence (hand_over's code).
-    head = (f"Input is {pct(p['share'])} of step time, but the loop waited on a worker still "
-            f"making its batch for only {pct(p['production_share'])} of step time; the "
+    # The production share counts the awaited worker making a batch, its
+    # own or the next (a worker burning its next batch holds the GIL its
+    # queue's feeder needs to send the one made): "still making its
+    # batch" beside "made before their fetch began" read as a contradiction.
+    head = (f"Input is {pct(p['share'])} of step time, but the loop waited while the awaited "
+            f"worker was making a batch for only {pct(p['production_share'])} of step time; the "
             f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
             "hand-over")
     largest = p.get("largest")
