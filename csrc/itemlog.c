@@ -441,6 +441,7 @@ typedef struct {
     PyObject_HEAD
     tm_item_target t;
     int64_t position;         /* items this iterator has given */
+    int clocked_only;         /* time only inside a clocked fetch (wrap.c) */
 } tm_timediter;
 
 static PyObject *
@@ -451,6 +452,14 @@ timediter_next(PyObject *op)
     int64_t cpu0, cpu1, begin, end;
     PyObject *item;
 
+    if (self->clocked_only && tm_clocked_fetch == 0) {
+        /* Outside the fetches whose clocks are read: nothing to time. */
+        item = Py_TYPE(inner)->tp_iternext(inner);
+        if (item != NULL) {
+            self->position++;
+        }
+        return item;
+    }
     cpu0 = tm_thread_cpu_ns();
     begin = tm_clock_ns();
     item = Py_TYPE(inner)->tp_iternext(inner);
@@ -494,12 +503,17 @@ static PyGetSetDef timediter_getset[] = {
 static PyMemberDef timediter_members[] = {
     {"position", Py_T_LONGLONG, offsetof(tm_timediter, position), Py_READONLY,
      "Items given so far (the next item's position in this worker)."},
+    {"clocked_only", Py_T_INT, offsetof(tm_timediter, clocked_only), 0,
+     "Nonzero: time only the items given inside a fetch whose clocks the\n"
+     "wrap iterator reads (the first 1024 of each epoch and two of every\n"
+     "1021 after); the others are counted, not timed.  Default 0."},
     {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(timediter_doc,
 "TimedIter(log, iterator, epoch, worker)\n--\n\n"
-"In a DataLoader worker: an iterator over iterator's items; each item\n"
+"In a DataLoader worker (or, with clocked_only, over the main process's\n"
+"sampler): an iterator over iterator's items; each item\n"
 "given writes one item record (its position among the items this\n"
 "iterator gave, from 0; wall begin and end; the thread's CPU) to the\n"
 "BatchLog log.  The end and exceptions pass through unchanged.  Raises\n"

@@ -201,6 +201,12 @@ tm_sampler_cpu_delta(int64_t before, clockid_t before_clock, int64_t after,
     return after >= before ? after - before : 0;
 }
 
+/* wrap.c: how many clocked fetches (TM_CLOCKED) this thread is inside.
+   Per thread (a GCC thread-local, accepted under -std=c99): a TimedIter
+   set to time only those (itemlog.c: the main process's sampler) reads
+   it on every call at the cost of one load. */
+extern __thread int tm_clocked_fetch;
+
 /* module.c */
 extern struct PyModuleDef tm_module_def;
 tm_state *tm_state_of_type(PyTypeObject *type);

@@ -49,6 +49,8 @@
 
 #include "compat.h"
 #include "module.h"
+
+__thread int tm_clocked_fetch = 0;
 #include "procfs.h"
 
 /* Bytes per batch are measured on the first TM_BYTES_FIRST batches of an
@@ -577,7 +579,9 @@ wrapiter_next(tm_wrapiter *self)
     }
     /* The inner __next__ may run code that releases us or our iterator. */
     Py_INCREF(inner);
+    tm_clocked_fetch += clocked;
     item = Py_TYPE(inner)->tp_iternext(inner);
+    tm_clocked_fetch -= clocked;
     done_ns = tm_rec_clock(self->rec);
     if (TM_UNLIKELY(clocked)) {
         (void)tm_thread_clocks_read(&self->clocks, &cpu1, &runq1);

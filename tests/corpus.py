@@ -314,6 +314,7 @@ class Case:
     batches: Optional[np.ndarray] = None       # worker batch records, or none
     items: Optional[np.ndarray] = None         # their item records (samples, collate), or none
     clocks: Optional[tuple] = None             # step clocks (snapshot_fetch_clocks), or none
+    sampler_items: Optional[np.ndarray] = None  # the sampler's calls in the main process, or none
 
 
 def records_of(epochs) -> np.ndarray:
@@ -1396,6 +1397,40 @@ def gil_held_no_workers(seed: int, n: int = 80) -> Case:
     return case
 
 
+def slow_sampler(seed: int, num_workers: int, n: int = 80) -> Case:
+    """A sampler that sleeps 11-13 ms a batch (a query per batch) in the
+    main process, cheap batches, a 4-6 ms step body: each fetch waits
+    about 12.5 ms, the loop's thread on a CPU 0.4 ms of it, and the
+    sampler's timed calls hold all but 0.5 ms of each wait.  At
+    ``num_workers`` 0 the sampler runs before the batch is made, with
+    workers after it came: either way the largest measured part is the
+    sampler, and the next step is the sampler's, never "try num_workers"
+    (more workers leave it as it is) nor the hand-over's tensors.  (No
+    worker timing here: the workers' production is unknown, so the label
+    stays INPUT-BOUND; a real loader with timed workers reads HAND-OVER,
+    whose line names the same part.)"""
+    rng = np.random.default_rng(2250 + seed)
+    wait = rng.uniform(12.0, 13.5, n)
+    truth = {"diagnosis": "INPUT-BOUND", "wait_parts.largest.part": "sampler"}
+    case = make(f"slow-sampler-{num_workers}w-s{seed}", wait, truth,
+                num_workers=num_workers, compute_ms=rng.uniform(4.0, 6.0, n))
+    rec = case.records
+    total = len(rec)
+    full = rec["fetch_done_ns"] - rec["begin_ns"]
+    case.clocks = (np.arange(total, dtype=np.int64), np.minimum(full, int(0.4 * MS)),
+                   np.zeros(total, dtype=np.int64), np.full(total, -1), np.full(total, -1))
+    items = np.zeros(total, dtype=_core.ITEM_RECORD_DTYPE)
+    items["begin_ns"] = rec["begin_ns"] + int(0.2 * MS)
+    items["end_ns"] = rec["fetch_done_ns"] - int(0.3 * MS)
+    items["cpu_ns"] = int(0.1 * MS)
+    items["index"] = np.arange(total)
+    items["epoch"] = rec["epoch"]
+    items["kind"] = _core.ITEM_NEXT
+    items["count"] = 1
+    case.sampler_items = items
+    return case
+
+
 def sim_small_handover(seed: int, num_workers: int = 2, n: int = 120) -> Case:
     """Cheap batches made long before their fetch and a 1.5 ms hand-over
     (1.2 ms of it the main process on a CPU) against a 9-11 ms step body:
@@ -1585,6 +1620,7 @@ def corpus() -> list[Case]:
     cases += [sim_handover(5, "other_threads"), sim_handover(6, "other_threads", num_workers=4),
               gil_held_no_workers(0), gil_held_no_workers(1, n=40)]
     cases += [sim_small_handover(0), sim_small_handover(1, num_workers=4)]
+    cases += [slow_sampler(0, 0), slow_sampler(1, 2), slow_sampler(2, 4, n=40)]
     cases += [handover_beside_other_programs(0, 1.5), handover_beside_other_programs(1, 1.0),
               handover_beside_other_programs(2, 0.2), handover_beside_other_programs(3, 0.0)]
     cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02)]
@@ -1607,7 +1643,7 @@ def replay(case: Case, build=None):
                  sampler_info=case.sampler_info, main_pid=MAIN_PID,
                  worker_batches=None if case.batches is None else (case.batches, {}),
                  worker_items=None if case.items is None else (case.items, 0),
-                 fetch_clocks=case.clocks)
+                 fetch_clocks=case.clocks, sampler_items=case.sampler_items)
 
 
 def check(case: Case, report: dict) -> list[tuple[str, Any, Any]]:

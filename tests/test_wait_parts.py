@@ -81,6 +81,42 @@ def test_a_batch_costly_to_receive_is_hand_over_by_its_measured_part():
     assert "receiving the batch" in lead
 
 
+class _SleepingBatchSampler(torch.utils.data.Sampler):
+    """Batches of one index, each drawn after a ``sleep_s`` sleep (a
+    sampler that queries something per batch): no CPU, in the main
+    process at any num_workers."""
+
+    def __init__(self, n, sleep_s):
+        self.n, self.sleep_s = n, sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for i in range(self.n):
+            time.sleep(self.sleep_s)
+            yield [i]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_sleeping_sampler_is_the_samplers_part_not_the_hand_over(num_workers):
+    # 6 ms asleep in the batch_sampler per batch, cheap items, a 2 ms body.
+    # Unmeasured, that sleep read "asleep" (num_workers=0: "try num_workers
+    # >= 1") or "in transit" (HAND-OVER: "fewer or smaller tensors").
+    loader = DataLoader(list(range(50)), batch_sampler=_SleepingBatchSampler(50, 0.006),
+                        num_workers=num_workers)
+    r = _run(loader, 0.002)
+    split = r["wait_parts"]["all"]
+    assert r["wait_parts"]["largest"]["part"] == "sampler", split
+    assert split["parts_s"]["sampler"] >= 0.9 * split["fetches"] * 0.006
+    assert split["parts_s"]["sampler"] <= split["wait_s"]
+    codes = [c for c, _ in r["next_items"]]
+    assert "try_workers" not in codes
+    said = " ".join(r["next"])
+    assert "the sampler: it runs in the main process at any num_workers" in said
+    assert "fewer or smaller tensors" not in said
+
+
 @pytest.mark.slow
 def test_a_worker_still_making_the_batch_is_input_bound():
     # One worker burning 10 ms a batch against a 2 ms body: the loop waits

@@ -150,6 +150,7 @@ def build(
     worker_items: Optional[tuple] = None,
     stack_input: Optional["stacks.StackInput"] = None,
     fetch_clocks: Optional[tuple] = None,
+    sampler_items: Optional[np.ndarray] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -170,7 +171,9 @@ def build(
     ``slow_code`` block); ``fetch_clocks`` the store's sampled step
     clocks, (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns[,
     others_cpu_ns]) as ``Recorder.snapshot_fetch_clocks`` gives them (None: no ``wait_parts``
-    block).
+    block); ``sampler_items`` the source's sampler calls in this process
+    (ITEM_RECORD_DTYPE, worker_timing.time_sampler; None: not timed), whose
+    time inside the clocked fetches is the split's ``sampler`` part.
 
     A pipeline: the source's records are gathered once (:class:`_Run`),
     then each of STAGES runs once, in order (counts, durations and the
@@ -179,7 +182,7 @@ def build(
     that would rewrite another's section is a bug (AssertionError)."""
     run = _Run(records, info, source_id, stall_threshold_s, sources, delivery, samples,
                sampler_info, stuck_events, main_pid, batch_bytes, worker_batches, gpu,
-               worker_items, stack_input, fetch_clocks)
+               worker_items, stack_input, fetch_clocks, sampler_items)
     summary: dict = {"version": 1}
     for stage in STAGES:
         added = stage(run, summary)
@@ -203,13 +206,14 @@ class _Run:
 
     def __init__(self, records, info, source_id, stall_threshold_s, sources, delivery,
                  samples, sampler_info, stuck_events, main_pid, batch_bytes, worker_batches,
-                 gpu, worker_items, stack_input, fetch_clocks):
+                 gpu, worker_items, stack_input, fetch_clocks, sampler_items=None):
         self.info, self.source_id, self.sources = info, source_id, sources
         self.stall_threshold_s = stall_threshold_s
         self.samples, self.sampler_info = samples, sampler_info
         self.stuck_events, self.main_pid = stuck_events, main_pid
         self.worker_batches, self.gpu, self.worker_items = worker_batches, gpu, worker_items
         self.stack_input = stack_input
+        self.sampler_items = sampler_items
         self.src = src = sources.get(source_id)
         selected = records["source"] == source_id
         whole = bool(selected.all())
@@ -305,7 +309,7 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     run.host_share = host_in_waits["host_share"] if host_in_waits else None
     run.host_in_waits = host_in_waits
     run.parts_all = _wait_split(steps, w.steady, run.clocks, run.clocked_making,
-                                run.host_share)
+                                run.host_share, run.sampler_items)
     run.body = _body_split(steps, w.steady, run.clocks)
     facts = getattr(run.src, "epoch_facts", None) or {}
     cpus = facts[max(facts)].get("usable_cpus") if facts else None
@@ -341,7 +345,8 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     del real_wait, queued
     out["wait_parts"] = (None if run.parts_all is None else {
         "all": run.parts_all,
-        "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share),
+        "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share,
+                              run.sampler_items),
         "largest": wait_parts.next_for(run.parts_all),
         "compute": run.body,
         "host": run.host_in_waits})
@@ -612,12 +617,15 @@ def _others_in_clocked_waits(steps: np.ndarray, steady: np.ndarray,
 
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
                 clocked_making: Optional[tuple],
-                host_share: Optional[float] = None) -> Optional[dict]:
+                host_share: Optional[float] = None,
+                sampler_items: Optional[np.ndarray] = None) -> Optional[dict]:
     """wait_split.split over the clocked steps in ``mask`` (a mask over
     the source's steps); None without clocks or without such steps.
     ``clocked_making``: :func:`_clocked_making`'s (None: no worker
     timing); ``host_share``: the share of the waits for a core that is
-    other programs' (:func:`_others_in_clocked_waits`; None: not read)."""
+    other programs' (:func:`_others_in_clocked_waits`; None: not read);
+    ``sampler_items``: the sampler's calls in this process (None: not
+    timed), whose time inside each fetch is its ``sampler`` part."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
@@ -628,11 +636,19 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
     # The process's clock beside the thread's (others_cpu_ns), where read.
     others = clocks[5][ok] if len(clocks) > 5 else None
+    sampler = None
+    if sampler_items is not None and len(sampler_items):
+        order = np.argsort(steps["begin_ns"][at], kind="stable")
+        wall, cpu_in = worker_timing.sampler_in_waits(
+            sampler_items, steps["begin_ns"][at][order], steps["fetch_done_ns"][at][order])
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        sampler = (wall[back], cpu_in[back])
     if clocked_making is None:
         return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share,
-                                others_cpu_ns=others)
+                                others_cpu_ns=others, sampler=sampler)
     return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
-                            clocked_making[1][ok], host_share, others)
+                            clocked_making[1][ok], host_share, others, sampler=sampler)
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]

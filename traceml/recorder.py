@@ -98,6 +98,12 @@ class Recorder(_core.Recorder):
         their batches how many of each worker's batches the reset discards,
         and drop the batches of epochs that ended, so that steps recorded
         after the reset still meet their batches (worker_timing.match)."""
+        for src in list(self.sources.by_id.values()):
+            # The sampler's calls of ended epochs meet no fetch again.
+            if src.sampler.log is not None and src.epochs:
+                src.sampler.drain()
+                calls = src.sampler.items()
+                src.sampler.item_chunks = [calls[calls["epoch"] == src.epochs - 1]]
         timed = [s for s in list(self.sources.by_id.values()) if s.timing.log is not None]
         if not timed:
             return
@@ -160,6 +166,10 @@ class Recorder(_core.Recorder):
         timing = src.timing if src is not None else None
         worker_batches = (timing.drain(), dict(timing.offsets)) if timing is not None else None
         worker_items = (timing.items(), timing.items_lost()) if timing is not None else None
+        sampler_items = None
+        if src is not None and src.sampler.log is not None:
+            src.sampler.drain()
+            sampler_items = src.sampler.items()
         timeline = self._gpu.get(sid)
         return build(records, info, sid, threshold, sources=sources,
                      delivery=delivery, samples=_core.sampler_samples(),
@@ -167,6 +177,7 @@ class Recorder(_core.Recorder):
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
                      worker_batches=worker_batches, worker_items=worker_items,
                      stack_input=stacks.input_for(src), fetch_clocks=clocks,
+                     sampler_items=sampler_items,
                      gpu=timeline.readings() if timeline is not None else None)
 
     def _pick_source(self, records: np.ndarray, source: Any, stuck: list,

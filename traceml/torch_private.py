@@ -17,6 +17,9 @@ alone.  As of torch 2.13:
 * ``torch.utils.data._DatasetKind.create_fetcher``: the factory of each
   worker's fetcher, replaced in forked workers to time their batches
   (:func:`dataset_kind`);
+* ``_BaseDataLoaderIter._sampler_iter``: the iterator over the sampler's
+  (or batch_sampler's) indices that ``_next_index`` draws from inside
+  each fetch, replaced by a timed one for the epoch (:func:`time_sampler`);
 * ``_BaseDataLoaderIter._next_index`` in ``torch/utils/data/dataloader.py``:
   where the iterator asks its sampler for the next indices, a frame name
   the stack sampler reads (:data:`SAMPLER_FRAME`);
@@ -83,6 +86,22 @@ def dataset_kind() -> Any:
     except ImportError:
         return None
     return _DatasetKind if hasattr(_DatasetKind, "create_fetcher") else None
+
+
+def time_sampler(inner: Any, wrap: Callable[[Any], Any]) -> bool:
+    """Replace the DataLoader iterator ``inner``'s ``_sampler_iter`` (the
+    iterator its ``_next_index`` calls ``next()`` on, inside each fetch, at
+    any num_workers) with ``wrap(it)``; False where ``inner`` is not a
+    DataLoader iterator or has no such iterator.  A persistent loader's
+    ``_reset`` makes a new one each epoch, so this is done after each
+    ``iter()``."""
+    if not is_loader_iterator(inner):
+        return False
+    it = getattr(inner, "_sampler_iter", None)
+    if it is None or not hasattr(type(it), "__next__"):
+        return False
+    inner._sampler_iter = wrap(it)
+    return True
 
 
 def default_store_getter() -> Optional[Callable[[], Any]]:

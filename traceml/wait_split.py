@@ -37,6 +37,21 @@ evidence.others_in_waits), that share of ``cpu_wait`` and of
 waiting for a core that other programs held.  The rest stays the job's
 own (more processes than cores).
 
+- ``sampler``: where the DataLoader's sampler was timed in this process
+  (worker_timing.time_sampler: each ``next()`` of its indices, wall and
+  thread CPU), the time the loop's thread spent in it inside the fetch.
+  torch draws the next batch's indices inside the fetch at any
+  num_workers (at 0 before making the batch, with workers after the
+  batch came and before the fetch returns), so that time is the wait's
+  whatever else went on beside it.  It is measured on the loop's own
+  thread, so it is taken out of the other parts first: its CPU out of
+  ``main_cpu``, the rest out of the thread's sleep (before the awaited
+  worker's overlap is read from it: a worker making the next batch
+  while the loop sleeps in the sampler does not make the loop wait),
+  then out of ``cpu_wait``.  A sampler that sleeps (a query, a file, a
+  lock) showed as ``in_transit`` without it, and the hand-over's next
+  step ("fewer or smaller tensors") went to 256-byte batches.
+
 The parts of a fetch add up to its wait: the CPU time is capped at the
 wait, the run-queue wait at what is left.
 
@@ -54,8 +69,10 @@ import numpy as np
 
 
 PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "other_threads",
-               "in_transit")
-PARTS_UNTIMED = ("main_cpu", "cpu_wait", "other_threads", "asleep")
+               "sampler", "in_transit")
+PARTS_UNTIMED = ("main_cpu", "cpu_wait", "other_threads", "sampler", "asleep")
+# Present only where the sampler's calls were timed (``sampler``).
+SAMPLER_PART = "sampler"
 # Present only where the process's CPU clock was read (others_cpu_ns).
 OTHERS_PART = "other_threads"
 
@@ -87,7 +104,8 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
           making_ns: Optional[np.ndarray] = None,
           making_queued_ns: Optional[np.ndarray] = None,
           host_share: Optional[float] = None,
-          others_cpu_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+          others_cpu_ns: Optional[np.ndarray] = None,
+          sampler: Optional[tuple] = None) -> Optional[dict]:
     """The summed parts of the clocked fetches' waits.
 
     ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
@@ -102,7 +120,9 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     other programs', moved to HOST_PART (left out where None);
     ``others_cpu_ns`` (shape (m,), -1 unknown reads 0; None: not read, the
     part left out) the CPU ns of the process's other threads inside each
-    fetch, the OTHERS_PART.  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    fetch, the OTHERS_PART; ``sampler`` ((wall_ns, cpu_ns), each shape
+    (m,); None: not timed, the part left out) the sampler's time and CPU
+    inside each fetch, the SAMPLER_PART (see above).  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
     PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
     runq_known, and where the host was read with worker timing
     host_of_workers_s (the part of HOST_PART that was the awaited worker
@@ -123,6 +143,16 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     queued = np.minimum(np.maximum(runq_k, 0), wait - on_cpu)
     asleep = wait - on_cpu - queued
     others = None
+    in_sampler = None
+    if sampler is not None:
+        s_wall = np.minimum(np.maximum(np.asarray(sampler[0], dtype=np.int64)[keep], 0), wait)
+        s_cpu = np.minimum(np.maximum(np.asarray(sampler[1], dtype=np.int64)[keep], 0),
+                           np.minimum(s_wall, on_cpu))
+        off = s_wall - s_cpu
+        from_sleep = np.minimum(off, asleep)
+        from_queue = np.minimum(off - from_sleep, queued)
+        on_cpu, asleep, queued = on_cpu - s_cpu, asleep - from_sleep, queued - from_queue
+        in_sampler = s_cpu + from_sleep + from_queue
     if making is not None:
         made = np.minimum(making[keep], asleep)
         worker_queued = (np.zeros(len(made), dtype=np.int64) if making_queued_ns is None else
@@ -134,14 +164,17 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
             rest = rest - others
         parts = {"worker_making": made - worker_queued, "worker_cpu_wait": worker_queued,
                  "main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
-                 "in_transit": rest}
+                 SAMPLER_PART: in_sampler, "in_transit": rest}
     else:
         if others_cpu_ns is not None:
             others = _others(others_cpu_ns, keep, asleep)
             asleep = asleep - others
-        parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others, "asleep": asleep}
+        parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
+                 SAMPLER_PART: in_sampler, "asleep": asleep}
     if others is None:
         del parts[OTHERS_PART]
+    if in_sampler is None:
+        del parts[SAMPLER_PART]
     parts_s = {k: float(v.sum()) * 1e-9 for k, v in parts.items()}
     out = {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9}
     if host_share is not None:

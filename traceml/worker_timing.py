@@ -139,6 +139,71 @@ def _time_items(fetcher: Any, log: "_core.BatchLog", epoch: int, worker_id: int)
         fetcher.collate_fn = _core.TimedCall(log, fn, epoch, worker_id, _core.ITEM_COLLATE)
 
 
+# The sampler's calls a source keeps in its log between drains (each
+# epoch's start drains it): one a batch.
+SAMPLER_ITEMS = 1 << 16
+# The worker field of the sampler's records (their own log: nothing else
+# shares it, and the field must be a worker id, >= 0).
+SAMPLER_WORKER = 0
+
+
+def time_sampler(inner: Any, timing: "Timing", epoch: int) -> bool:
+    """Time each ``next()`` of the DataLoader iterator ``inner``'s sampler
+    (its indices for one batch, drawn in this process inside the fetch at
+    any num_workers) into ``timing``'s log, item records of kind
+    ITEM_NEXT tagged ``epoch`` and SAMPLER_WORKER: the wall clock and the
+    thread's CPU of each call made inside a fetch whose clocks wrap reads
+    (csrc/itemlog.c's TimedIter, ``clocked_only``: the split reads only
+    those fetches).  False where
+    the iterator exposes no sampler iterator (torch_private.time_sampler)."""
+    if timing.log is None:
+        timing.log = _core.BatchLog(capacity=1, items=SAMPLER_ITEMS)
+    timing.drain()
+    log = timing.log
+
+    def timed(it: Any) -> Any:
+        # Already timed (the same iterator handed back): time it once.
+        if isinstance(it, _core.TimedIter):
+            return it
+        t = _core.TimedIter(log, it, int(epoch), SAMPLER_WORKER)
+        # Only the calls inside the fetches wrap clocks (the split reads no
+        # other): two clock pairs a call cost about 0.5-2 us, past the
+        # per-step budget of a cheap loader (benchmarks/bench_loader.py).
+        t.clocked_only = 1
+        return t
+    return torch_private.time_sampler(inner, timed)
+
+
+def sampler_in_waits(items: np.ndarray, begin_ns: np.ndarray,
+                     end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(wall ns, CPU ns) of the sampler's calls ``items`` (ITEM_RECORD_DTYPE,
+    the main process's, in call order) inside each window [begin_ns,
+    end_ns) (shape (m,), sorted by begin, not overlapping: the fetches'
+    waits): each call's overlap with the window, and its CPU in the same
+    proportion (-1 CPU read as 0).  Both int64, shape (m,)."""
+    begin = np.asarray(begin_ns, dtype=np.int64)
+    end = np.asarray(end_ns, dtype=np.int64)
+    wall = np.zeros(len(begin), dtype=np.int64)
+    cpu = np.zeros(len(begin), dtype=np.int64)
+    if not len(items) or not len(begin):
+        return wall, cpu
+    order = np.argsort(items["begin_ns"], kind="stable")
+    a, b = items["begin_ns"][order], items["end_ns"][order]
+    c = np.maximum(items["cpu_ns"][order], 0)
+    # The windows each call can touch: those begun before it ended and
+    # ending after it began (calls are short beside a fetch: one window).
+    first = np.searchsorted(end, a, side="right")
+    last = np.searchsorted(begin, b, side="left")
+    for k in np.flatnonzero(last > first):
+        for j in range(first[k], last[k]):
+            lap = min(b[k], end[j]) - max(a[k], begin[j])
+            if lap > 0:
+                wall[j] += lap
+                span = b[k] - a[k]
+                cpu[j] += int(c[k] * lap // span) if span > 0 else 0
+    return wall, cpu
+
+
 def start_method_of(loader: Any) -> Optional[str]:
     """The multiprocessing start method a DataLoader's workers use (None:
     not known).  Never fixes the process's start method:

@@ -52,6 +52,9 @@ class Source:
     epoch_facts: dict = field(default_factory=dict)
     # Per-batch times measured in its DataLoader workers (worker_timing).
     timing: Any = field(default_factory=lambda: worker_timing.Timing())
+    # Each call of its DataLoader's sampler in this process (wall and
+    # thread CPU, worker_timing.time_sampler): its log's item records.
+    sampler: Any = field(default_factory=lambda: worker_timing.Timing())
     named: bool = False  # named by the user: kept for the recorder's life
     _lease: Optional[weakref.ref] = field(default=None, repr=False, compare=False)
 
@@ -598,6 +601,8 @@ class Wrapped:
             _iterating.depth -= 1
             if hooked is not None:
                 worker_timing.after_iter(hooked, src.timing, why, user_fn)
+        if hooked is not None:
+            worker_timing.time_sampler(inner, src.sampler, epoch)
         if hooked is not None and not (getattr(hooked, "num_workers", 0) or 0):
             # num_workers=0: the batches are made in this process; its
             # stack is sampled while the epoch's iterator lives (only

@@ -39,7 +39,8 @@ def test_without_worker_timing_the_sleep_is_one_part():
     got = wait_split.split(np.array([10, 20]), np.array([4, 5]), np.array([-1, -1]))
     # Without the process's clock the other threads' part is left out.
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_UNTIMED
-                                    if p != wait_split.OTHERS_PART]
+                                    if p not in (wait_split.OTHERS_PART,
+                                                 wait_split.SAMPLER_PART)]
     assert got["parts_s"] == pytest.approx({"main_cpu": 9e-9, "cpu_wait": 0.0,
                                             "asleep": 21e-9})
     assert not got["runq_known"]
@@ -54,16 +55,43 @@ def test_other_threads_come_out_of_the_unexplained_sleep():
     got = wait_split.split(wait, cpu, runq, making, others_cpu_ns=others)
     # Asleep 7 in each; made 3, 0, 7; the rest 4, 7, 0, of which the other
     # threads take 2, 7 (all of it), 0.
-    assert list(got["parts_s"]) == list(wait_split.PARTS_TIMED)
+    assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
+                                    if p != wait_split.SAMPLER_PART]
     assert got["parts_s"] == pytest.approx({
         "worker_making": 10e-9, "worker_cpu_wait": 0.0, "main_cpu": 6e-9, "cpu_wait": 3e-9,
         "other_threads": 9e-9, "in_transit": 2e-9})
     untimed = wait_split.split(wait, cpu, runq, others_cpu_ns=others)
-    assert list(untimed["parts_s"]) == list(wait_split.PARTS_UNTIMED)
+    assert list(untimed["parts_s"]) == [p for p in wait_split.PARTS_UNTIMED
+                                        if p != wait_split.SAMPLER_PART]
     assert untimed["parts_s"] == pytest.approx({"main_cpu": 6e-9, "cpu_wait": 3e-9,
                                                 "other_threads": 9e-9, "asleep": 12e-9})
     assert sum(untimed["parts_s"].values()) == pytest.approx(untimed["wait_s"])
     assert wait_parts.largest(untimed) == ("asleep", pytest.approx(0.4))
+
+
+def test_the_samplers_time_comes_out_of_the_threads_own_parts_first():
+    # Waits of 10 ns: the thread on a CPU 2, queued 1, asleep 7; the
+    # sampler 6 ns in the first fetch (1 of CPU: out of main_cpu, 5 out of
+    # the sleep, before the worker's overlap of 3 is read from what is
+    # left), 9 in the second (1 of CPU, 7 asleep, 1 queued), none in the
+    # third.  The parts still add up to the wait.
+    wait = np.array([10, 10, 10], dtype=np.int64)
+    cpu = np.array([2, 2, 2], dtype=np.int64)
+    runq = np.array([1, 1, 1], dtype=np.int64)
+    making = np.array([3, 0, 7], dtype=np.int64)
+    sampler = (np.array([6, 9, 0]), np.array([1, 1, 0]))
+    got = wait_split.split(wait, cpu, runq, making, sampler=sampler)
+    assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
+                                    if p != wait_split.OTHERS_PART]
+    assert got["parts_s"] == pytest.approx({
+        "worker_making": (2 + 0 + 7) * 1e-9, "worker_cpu_wait": 0.0,
+        "main_cpu": (1 + 1 + 2) * 1e-9, "cpu_wait": (1 + 0 + 1) * 1e-9,
+        "sampler": (6 + 9 + 0) * 1e-9, "in_transit": 0.0})
+    assert sum(got["parts_s"].values()) == pytest.approx(got["wait_s"])
+    # Without worker timing the sampler comes out of the one sleep.
+    untimed = wait_split.split(wait, cpu, runq, sampler=sampler)
+    assert untimed["parts_s"] == pytest.approx({
+        "main_cpu": 4e-9, "cpu_wait": 2e-9, "sampler": 15e-9, "asleep": 9e-9})
 
 
 def test_nothing_readable_is_no_split():
@@ -302,3 +330,32 @@ def test_idle_workers_say_where_the_measured_wait_lies():
     assert "IPC" not in measured
     assert measured.endswith("its largest measured part (62% of the stalls' wait) is "
                              + wait_parts.PART_NAMES["host_cpu_wait"] + ".")
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_sleeping_sampler_is_its_own_part_and_its_own_next_step(num_workers):
+    """The sampler's timed calls hold all but 0.5 ms of each 12-13.5 ms
+    fetch (0.1 ms of CPU each), the loop's thread 0.4 ms on a CPU: the
+    sampler part is each fetch's call less nothing (its CPU out of
+    main_cpu, the rest out of the sleep), the largest part; the next step
+    is the sampler's, and "try num_workers" is not offered."""
+    import corpus
+    from traceml import _core
+
+    case = corpus.slow_sampler(0, num_workers)
+    s = corpus.replay(case).summary
+    rec = case.records
+    # Each epoch's first max(1, num_workers) fetches are start-up.
+    steady = (rec["flags"] >> _core.FLAG_POS_SHIFT) >= max(1, num_workers)
+    split = s["wait_parts"]["all"]
+    calls = case.sampler_items
+    assert split["parts_s"]["sampler"] == pytest.approx(
+        float((calls["end_ns"] - calls["begin_ns"])[steady].sum()) * 1e-9, rel=1e-6)
+    assert sum(split["parts_s"].values()) == pytest.approx(split["wait_s"], rel=1e-9)
+    assert split["parts_s"]["main_cpu"] == pytest.approx(
+        (0.4e-3 - 0.1e-3) * split["fetches"], rel=1e-6)
+    assert s["wait_parts"]["largest"]["part"] == "sampler"
+    codes = [c for c, _ in s["next_items"]]
+    assert "largest_part" in codes and "try_workers" not in codes
+    (text,) = [t for (c, _), t in zip(s["next_items"], s["next"]) if c == "largest_part"]
+    assert "the sampler: it runs in the main process at any num_workers" in text

@@ -160,9 +160,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         out.append(("wait_for_core", {"share": largest["share"], "num_workers": nw,
                                       "cpus": (s.get("host") or {}).get("usable_cpus")}))
         return out
-    if largest and largest["part"] == wait_parts.OTHER_THREADS:
+    if largest and largest["part"] in (wait_parts.OTHER_THREADS, wait_parts.SAMPLER):
         # Measured: most of the wait, the main process's other threads ran
-        # (a thread holding the GIL): no loader setting shortens that.
+        # (a thread holding the GIL), or its thread was in the sampler's
+        # next() (timed there): no loader setting shortens that, and "try
+        # num_workers >= 1" would leave it as it is.
         out.append(("largest_part", {**largest, "num_workers": nw}))
         return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK

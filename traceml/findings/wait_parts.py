@@ -21,6 +21,9 @@ PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
 # The main process's other threads on a CPU in the wait (wait_split's
 # OTHERS_PART): no loader setting shortens it.
 OTHER_THREADS = "other_threads"
+# The loop's thread in the DataLoader's sampler inside the fetch
+# (wait_split's SAMPLER_PART): no num_workers shortens it either.
+SAMPLER = "sampler"
 
 # The parts' names in the report, and what each calls for.
 PART_NAMES = {
@@ -32,6 +35,8 @@ PART_NAMES = {
                       "held (their CPU in the waits, from /proc/stat)"),
     "other_threads": ("the main process's other threads on a CPU while the loop waited (a "
                       "thread holding the GIL, the pin-memory thread)"),
+    "sampler": ("the main process in the sampler's next() (the DataLoader draws each batch's "
+                "indices here, inside the fetch, at any num_workers)"),
     "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
     "asleep": "the main process asleep (I/O, locks, or workers not timed)",
 }
@@ -59,6 +64,10 @@ PART_NEXT = {
     "host_cpu_wait": ("a quieter host: the same loop with what else runs stopped, compared "
                       "on step time (traceml.compare); the loader itself is not what to "
                       "change"),
+    "sampler": ("the sampler: it runs in the main process at any num_workers, so more "
+                "workers leave this wait as it is; time it alone (iterate "
+                "loader.batch_sampler) and make its next() cheaper (what it reads, waits on "
+                "or computes per batch)"),
     "in_transit": ("the transfer: the same loop with fewer processes than cores (a lower "
                    "num_workers): a wait that falls was workers waiting for a core; one that "
                    "stays is the transfer itself, cheaper with fewer or smaller tensors per "
@@ -332,7 +341,8 @@ WORDS: dict[str, Words] = {
 _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting for a core",
           "main_cpu": "main CPU", "cpu_wait": "main waiting for a core",
           "host_cpu_wait": "other programs holding the cores",
-          "other_threads": "main's other threads", "in_transit": "in transit",
+          "other_threads": "main's other threads", "sampler": "the sampler",
+          "in_transit": "in transit",
           "asleep": "asleep"}
 
 
