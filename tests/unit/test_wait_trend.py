@@ -220,6 +220,29 @@ def test_a_clear_change_of_level_is_found_wherever_it_falls(at):
     assert found >= 8, found
 
 
+@pytest.mark.parametrize("at, lo, hi", [(0.2, 2.3, 8.4), (0.8, 8.5, 2.3)])
+def test_a_small_drift_beside_a_change_of_level_leaves_it_a_step(at, lo, hi):
+    """A 4x change at 20% or 80% of 400 steps whose long side drifts 2%
+    (a loaded host's slow creep), noise 2%: the ranks' best cut moved into
+    the drift and the drift read as a trend of its own (helper 27C: STEP
+    in 8 and 3 of 20, FALLING "a warm-up" beside); the least-squares cut
+    places the change, and a side's drift under SIDE_TREND_SHARE of the
+    change is no trend."""
+    n, found = 400, 0
+    cut = int(at * n)
+    rng = np.random.default_rng(7)
+    for seed in range(10):
+        x = np.r_[np.full(cut, lo), np.full(n - cut, hi)]
+        long_side = slice(cut, n) if at < 0.5 else slice(0, cut)
+        size = x[long_side].size
+        x[long_side] *= 1 + 0.02 * np.linspace(0, 1, size) * (1 if seed % 2 else -1)
+        wait = (x * MS * np.exp(rng.normal(0, 0.02, n))).astype(np.int64)
+        tr = wait_trend.trend(wait, np.zeros(n, np.int32), 2.3 * MS)
+        found += (tr is not None and tr["label"] == wait_trend.STEP
+                  and abs(tr["changed_at_step"] - cut) <= 2)
+    assert found == 10, found
+
+
 def test_a_wandering_level_keeps_the_series_own_null():
     """Stationary AR(1) noise this persistent (phi 0.95, log sd 0.8) leaves
     residuals that stay persistent after the best single shift is taken

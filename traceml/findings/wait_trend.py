@@ -138,6 +138,11 @@ TREND_MIN_WAIT_SHARE = 0.5
 # level at 25%, 50% or 75% of the run found in 38-40 of 40 at phi 0 and
 # 0.5.
 CHANGE_RESIDUAL_MAX_LAG1 = 0.65
+# A side of a change of level trends by itself where its own significant
+# slope moves it by at least this share of the change: a quarter, under
+# which a drift is the change's noise, not a second story (a ramp split
+# in two moves each side by about the whole change).
+SIDE_TREND_SHARE = 0.25
 
 
 def _block_medians(x: np.ndarray, blocks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -404,41 +409,61 @@ def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
     """STEP at the change point inside the run where two levels explain
     the block medians ``med`` (at their ``centre`` steps of ``x``) better
     than a line and neither side trends (see above); None otherwise."""
-    m = len(med)
-    least = input_bound.MIN_STEADY_STEPS
     y = med.astype(np.float64)
-    # Two levels split before block c, for every c leaving each side at
-    # least MIN_STEADY_STEPS steps: the residual sum of squares of each.
-    csum, csq = np.cumsum(y), np.cumsum(y * y)
-    c = np.arange(1, m)
-    left = csq[c - 1] - csum[c - 1] ** 2 / c
-    right = (csq[-1] - csq[c - 1]) - (csum[-1] - csum[c - 1]) ** 2 / (m - c)
-    ok = (centre[c] >= least) & (len(x) - centre[c] >= least)
-    if not ok.any():
-        return None
-    sse = np.where(ok, left + right, np.inf)
-    cut = int(c[np.argmin(sse)])
-    if not _two_levels_fit(centre, y, cut):
+    cut = _least_squares_cut(centre, y, len(x))
+    if cut is None or not _two_levels_fit(x, centre, y, cut, floor_ns):
         return None
     return _step_at(x, centre, cut, floor_ns)
 
 
-def _two_levels_fit(centre: np.ndarray, y: np.ndarray, cut: int) -> bool:
+def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int) -> Optional[int]:
+    """The block index c (1 <= c < len(y)) before which two levels, least
+    squares, fit the block medians ``y`` best, among the cuts leaving each
+    side MIN_STEADY_STEPS of the ``n`` steps; None where none does.  By
+    the sizes of the waits, not their ranks: a drift of 1-2% on the long
+    side of a 4x change moved the rank statistic's best cut into the
+    drift (Pettitt's K at step 269 of a change at 80; helper 27C)."""
+    m = len(y)
+    least = input_bound.MIN_STEADY_STEPS
+    csum, csq = np.cumsum(y), np.cumsum(y * y)
+    c = np.arange(1, m)
+    left = csq[c - 1] - csum[c - 1] ** 2 / c
+    right = (csq[-1] - csq[c - 1]) - (csum[-1] - csum[c - 1]) ** 2 / (m - c)
+    ok = (centre[c] >= least) & (n - centre[c] >= least)
+    if not ok.any():
+        return None
+    return int(c[np.argmin(np.where(ok, left + right, np.inf))])
+
+
+def _two_levels_fit(x: np.ndarray, centre: np.ndarray, y: np.ndarray, cut: int,
+                    floor_ns: float) -> bool:
     """Whether two levels split before block ``cut`` fit the block medians
-    ``y`` (at their ``centre`` steps) better than a line, least squares,
-    and neither side trends by itself (the slope test, without the
-    material check): one change of level, not a ramp."""
+    ``y`` (at their ``centre`` steps of the waits ``x``) better than a
+    line, least squares, and neither side trends by itself: a slope the
+    slope test finds on that side's block medians whose move over the
+    side (Theil-Sen slope times its span) is at least SIDE_TREND_SHARE of
+    the change between the two levels (medians).  A 1-2% drift on one
+    side of a 4x change is no trend of its own, and read as one it turned
+    the change into "FALLING ... a warm-up" (helper 27C); a ramp cut in
+    two moves on each side by about the change itself.  One change of
+    level, not a ramp.  ``x`` and ``floor_ns`` are unused (the caller's
+    waits and floor, kept for the material checks around it)."""
     m = len(y)
     left, right = y[:cut], y[cut:]
     sse = float(((left - left.mean()) ** 2).sum() + ((right - right.mean()) ** 2).sum())
     slope, icpt = np.polyfit(centre, y, 1)
     if not sse < float(((y - (slope * centre + icpt)) ** 2).sum()):
         return False
+    change = abs(float(np.median(right)) - float(np.median(left)))
     for part in (slice(0, cut), slice(cut, m)):
         side = y[part]
         if np.ptp(side) > 0 and len(side) >= 3:
             t = _slope_test(centre[part], side)
-            if t["low"] is not None and (t["low"] > 0 or t["high"] < 0):
+            if t["low"] is None or not (t["low"] > 0 or t["high"] < 0):
+                continue
+            # The side's own move over its length, by its Theil-Sen slope.
+            moved = abs(t["slope"]) * float(centre[part][-1] - centre[part][0])
+            if moved >= SIDE_TREND_SHARE * change:
                 return False
     return True
 
@@ -478,8 +503,10 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     largest |S| between the block medians before a cut and after it over
     every cut leaving each side MIN_STEADY_STEPS steps, against the same
     sieve bootstrap under the null of no change (each null series' own
-    largest |S| over the same cuts), at TREND_ALPHA; the medians either
-    side of the cut must be material (see above).  A level that jumps
+    largest |S| over the same cuts; the sieve fitted to the residuals of
+    the two levels split at the least-squares cut, which also places the
+    change), at TREND_ALPHA; the medians either side of the cut must be
+    material (see above).  A level that jumps
     3x at step 58 of 120 in a noisy lock-step loop was read in only 2 of
     10 runs while it waited on Mann-Kendall's slope test, which a step
     half-way through the run feeds weakly.  None otherwise."""
@@ -498,17 +525,23 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     # Average ranks: a tie between the two sides counts 0, as in S; ranks
     # by position would make a series of equal waits trend.
     s = _cut_s(rankdata(med) - 1.0, cuts)
-    best = int(np.argmax(np.abs(s)))
+    k = float(np.abs(s).max())
+    # The change placed by least squares (the ranks' best cut drifts with
+    # a small drift beside the change), its null fitted to the residuals
+    # of that split; K over every cut tests whether there is a change.
+    y = med.astype(np.float64)
+    cut = _least_squares_cut(centre, y, n)
+    if cut is None:
+        return None
     # Material first (cheap): a healthy run's report pays no bootstrap.
-    step = _step_at(x, centre, int(cuts[best]), floor_ns)
+    step = _step_at(x, centre, cut, floor_ns)
     if step is None:
         return None
-    null = _null_series(med, int(cuts[best]))
+    null = _null_series(med, cut)
     null_k = np.abs(_cut_s(null.argsort(axis=1).argsort(axis=1), cuts)).max(axis=1)
-    k = abs(float(s[best]))
     if k <= _critical(null_k):
         return None
-    if not _two_levels_fit(centre, med.astype(np.float64), int(cuts[best])):
+    if not _two_levels_fit(x, centre, y, cut, floor_ns):
         # A change, but not one of level: a ramp, or a trend on a side.
         return None
     return {**step, "p_value": _p_value(k, null_k),
