@@ -95,9 +95,10 @@ from . import _numbers, input_bound
 # its fit: a line, and two levels split at the change point that fits
 # best (least squares over the block medians).  The run reads as one
 # change (STEP, at ``changed_at_step``) where the two levels fit better
-# than the line and neither side trends by itself (the slope test above,
-# without the material check, on each side's block medians); a steady
-# rise fits the line better, and each half of it still rises.
+# than the line and neither side trends by itself (the slope test above
+# on each side's block medians, moving that side by at least
+# SIDE_TREND_SHARE of the change); a steady rise fits the line better,
+# and each half of it still rises by about the change.
 RISING = "RISING"
 FALLING = "FALLING"
 STEP = "STEP"
@@ -411,7 +412,7 @@ def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
     than a line and neither side trends (see above); None otherwise."""
     y = med.astype(np.float64)
     cut = _least_squares_cut(centre, y, len(x))
-    if cut is None or not _two_levels_fit(x, centre, y, cut, floor_ns):
+    if cut is None or not _two_levels_fit(centre, y, cut):
         return None
     return _step_at(x, centre, cut, floor_ns)
 
@@ -435,10 +436,9 @@ def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int) -> Optional[in
     return int(c[np.argmin(np.where(ok, left + right, np.inf))])
 
 
-def _two_levels_fit(x: np.ndarray, centre: np.ndarray, y: np.ndarray, cut: int,
-                    floor_ns: float) -> bool:
+def _two_levels_fit(centre: np.ndarray, y: np.ndarray, cut: int) -> bool:
     """Whether two levels split before block ``cut`` fit the block medians
-    ``y`` (at their ``centre`` steps of the waits ``x``) better than a
+    ``y`` (at their ``centre`` steps) better than a
     line, least squares, and neither side trends by itself: a slope the
     slope test finds on that side's block medians whose move over the
     side (Theil-Sen slope times its span) is at least SIDE_TREND_SHARE of
@@ -446,8 +446,7 @@ def _two_levels_fit(x: np.ndarray, centre: np.ndarray, y: np.ndarray, cut: int,
     side of a 4x change is no trend of its own, and read as one it turned
     the change into "FALLING ... a warm-up" (helper 27C); a ramp cut in
     two moves on each side by about the change itself.  One change of
-    level, not a ramp.  ``x`` and ``floor_ns`` are unused (the caller's
-    waits and floor, kept for the material checks around it)."""
+    level, not a ramp (the material checks are the callers')."""
     m = len(y)
     left, right = y[:cut], y[cut:]
     sse = float(((left - left.mean()) ** 2).sum() + ((right - right.mean()) ** 2).sum())
@@ -541,7 +540,7 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     null_k = np.abs(_cut_s(null.argsort(axis=1).argsort(axis=1), cuts)).max(axis=1)
     if k <= _critical(null_k):
         return None
-    if not _two_levels_fit(x, centre, y, cut, floor_ns):
+    if not _two_levels_fit(centre, y, cut):
         # A change, but not one of level: a ramp, or a trend on a side.
         return None
     return {**step, "p_value": _p_value(k, null_k),
