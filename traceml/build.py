@@ -248,6 +248,7 @@ class _Run:
         # Handed on by the stages (see each).
         self.unmarked = None
         self.making_ns = self.met = self.clocked_making = self.per_batch = None
+        self.clocked_sampler = None
         self.host_share = self.host_in_waits = self.parts_all = self.body = None
         self.mask = self.gaps = None
         self.gpu_steps = None
@@ -308,8 +309,9 @@ def _stage_durations(run: _Run, s: dict) -> dict:
                                              run.src, run.sampler_info, run.main_pid)
     run.host_share = host_in_waits["host_share"] if host_in_waits else None
     run.host_in_waits = host_in_waits
+    run.clocked_sampler = _clocked_sampler(steps, run.clocks, run.sampler_items)
     run.parts_all = _wait_split(steps, w.steady, run.clocks, run.clocked_making,
-                                run.host_share, run.sampler_items)
+                                run.host_share, run.clocked_sampler)
     run.body = _body_split(steps, w.steady, run.clocks)
     facts = getattr(run.src, "epoch_facts", None) or {}
     cpus = facts[max(facts)].get("usable_cpus") if facts else None
@@ -346,7 +348,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     out["wait_parts"] = (None if run.parts_all is None else {
         "all": run.parts_all,
         "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share,
-                              run.sampler_items),
+                              run.clocked_sampler),
         "largest": wait_parts.next_for(run.parts_all),
         "compute": run.body,
         "host": run.host_in_waits})
@@ -597,6 +599,25 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
     return making, queued
 
 
+def _clocked_sampler(steps: np.ndarray, clocks: Optional[tuple],
+                     sampler_items: Optional[np.ndarray]) -> Optional[tuple]:
+    """Per clock reading (parallel to ``clocks``' arrays), the ns and the
+    CPU ns the sampler's calls ``sampler_items`` spent inside its fetch's
+    wait (worker_timing.sampler_in_waits; 0 for another source's
+    readings); None without clocks or without timed calls.  Computed once
+    for every split that reads it."""
+    if clocks is None or sampler_items is None or not len(sampler_items):
+        return None
+    pos = clocks[0]
+    ok = pos >= 0
+    wall = np.zeros(len(pos), dtype=np.int64)
+    cpu = np.zeros(len(pos), dtype=np.int64)
+    at = pos[ok]
+    wall[ok], cpu[ok] = worker_timing.sampler_in_waits(
+        sampler_items, steps["begin_ns"][at], steps["fetch_done_ns"][at])
+    return wall, cpu
+
+
 def _others_in_clocked_waits(steps: np.ndarray, steady: np.ndarray,
                              clocks: Optional[tuple], samples: Optional[np.ndarray], src,
                              sampler_info: Optional[dict],
@@ -618,14 +639,14 @@ def _others_in_clocked_waits(steps: np.ndarray, steady: np.ndarray,
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
                 clocked_making: Optional[tuple],
                 host_share: Optional[float] = None,
-                sampler_items: Optional[np.ndarray] = None) -> Optional[dict]:
+                clocked_sampler: Optional[tuple] = None) -> Optional[dict]:
     """wait_split.split over the clocked steps in ``mask`` (a mask over
     the source's steps); None without clocks or without such steps.
     ``clocked_making``: :func:`_clocked_making`'s (None: no worker
     timing); ``host_share``: the share of the waits for a core that is
     other programs' (:func:`_others_in_clocked_waits`; None: not read);
-    ``sampler_items``: the sampler's calls in this process (None: not
-    timed), whose time inside each fetch is its ``sampler`` part."""
+    ``clocked_sampler``: :func:`_clocked_sampler`'s (None: the sampler
+    not timed), each fetch's ``sampler`` part."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
@@ -636,14 +657,8 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     wait = steps["fetch_done_ns"][at] - steps["begin_ns"][at]
     # The process's clock beside the thread's (others_cpu_ns), where read.
     others = clocks[5][ok] if len(clocks) > 5 else None
-    sampler = None
-    if sampler_items is not None and len(sampler_items):
-        order = np.argsort(steps["begin_ns"][at], kind="stable")
-        wall, cpu_in = worker_timing.sampler_in_waits(
-            sampler_items, steps["begin_ns"][at][order], steps["fetch_done_ns"][at][order])
-        back = np.empty_like(order)
-        back[order] = np.arange(len(order))
-        sampler = (wall[back], cpu_in[back])
+    sampler = (None if clocked_sampler is None
+               else (clocked_sampler[0][ok], clocked_sampler[1][ok]))
     if clocked_making is None:
         return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share,
                                 others_cpu_ns=others, sampler=sampler)

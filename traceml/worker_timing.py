@@ -177,12 +177,13 @@ def time_sampler(inner: Any, timing: "Timing", epoch: int) -> bool:
 def sampler_in_waits(items: np.ndarray, begin_ns: np.ndarray,
                      end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(wall ns, CPU ns) of the sampler's calls ``items`` (ITEM_RECORD_DTYPE,
-    the main process's, in call order) inside each window [begin_ns,
-    end_ns) (shape (m,), sorted by begin, not overlapping: the fetches'
-    waits): each call's overlap with the window, and its CPU in the same
-    proportion (-1 CPU read as 0).  Both int64, shape (m,)."""
-    begin = np.asarray(begin_ns, dtype=np.int64)
-    end = np.asarray(end_ns, dtype=np.int64)
+    the main process's) inside each window [begin_ns, end_ns) (shape (m),
+    not overlapping, in any order: the fetches' waits): each call's
+    overlap with the window, and its CPU in the same proportion (-1 CPU
+    read as 0).  Both int64, shape (m,), in the windows' order."""
+    windows = np.argsort(np.asarray(begin_ns, dtype=np.int64), kind="stable")
+    begin = np.asarray(begin_ns, dtype=np.int64)[windows]
+    end = np.asarray(end_ns, dtype=np.int64)[windows]
     wall = np.zeros(len(begin), dtype=np.int64)
     cpu = np.zeros(len(begin), dtype=np.int64)
     if not len(items) or not len(begin):
@@ -201,7 +202,9 @@ def sampler_in_waits(items: np.ndarray, begin_ns: np.ndarray,
                 wall[j] += lap
                 span = b[k] - a[k]
                 cpu[j] += int(c[k] * lap // span) if span > 0 else 0
-    return wall, cpu
+    out_wall, out_cpu = np.empty_like(wall), np.empty_like(cpu)
+    out_wall[windows], out_cpu[windows] = wall, cpu
+    return out_wall, out_cpu
 
 
 def start_method_of(loader: Any) -> Optional[str]:

@@ -31,6 +31,9 @@ def test_each_call_counts_by_its_overlap_with_each_window():
                      zip(items["begin_ns"], items["end_ns"]))
         assert wall[j] == inside
     assert worker_timing.sampler_in_waits(items[:0], begin, end)[0].tolist() == [0, 0, 0]
+    # Windows in any order: the answer follows them.
+    back = worker_timing.sampler_in_waits(items, begin[::-1], end[::-1])
+    assert back[0].tolist() == wall[::-1].tolist() and back[1].tolist() == cpu[::-1].tolist()
 
 
 def test_clocked_only_times_the_calls_inside_clocked_fetches_alone():

@@ -132,9 +132,9 @@ TREND_MIN_WAIT_SHARE = 0.5
 # at least CHANGE_RESIDUAL_MAX_LAG1), one shift does not explain the
 # series' persistence (a level that wanders, not one that changes once):
 # the residuals' null then claims too often (stationary AR(1) of 200
-# steps at nominal 1%: phi 0.9, 0.95, 0.98 in 6%, 14%, 22% of 200 seeds),
-# and the series' own null serves (3%, 6%, 9%: at the rule's level, as
-# before).  With the fallback at 0.65: no more claims than before on that
+# steps, log sd 0.8, at nominal 1%: STEP at phi 0.9, 0.95, 0.98 in 6%,
+# 14%, 22% of 200 seeds), and the series' own null serves (0.5%, 2%, 4%,
+# as before).  With the fallback at 0.65: no more claims than before on that
 # noise (phi 0.8-0.98, 200 and 400 steps, 200 seeds each), and a tripled
 # level at 25%, 50% or 75% of the run found in 38-40 of 40 at phi 0 and
 # 0.5.
