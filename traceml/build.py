@@ -304,7 +304,8 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     decided = input_bound.production_share(production) is not None
     run.clocked_making = _clocked_making(steps, run.clocks,
                                          run.making_ns if decided else None, run.met,
-                                         run.delivery)
+                                         run.delivery, run.samples,
+                                         getattr(run.src, "epoch_facts", None))
     host_in_waits = _others_in_clocked_waits(steps, w.steady, run.clocks, run.samples,
                                              run.src, run.sampler_info, run.main_pid)
     run.host_share = host_in_waits["host_share"] if host_in_waits else None
@@ -334,10 +335,11 @@ def _stage_durations(run: _Run, s: dict) -> dict:
 
 def _stage_stalls(run: _Run, s: dict) -> dict:
     """The stall rule over the loader's waits (a clocked fetch's wait less
-    the loop thread's own wait for a core inside it: the host's part), the
+    its waits for a core, the loop thread's and the awaited worker's in the
+    batch's transit: the cores' part), the
     measured parts of the stalls, and the GPU block where cuda was on."""
     steps, w, clocks = run.steps, run.w, run.clocks
-    real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks)
+    real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks, run.clocked_making)
     if queued is not None:
         w.wait = np.maximum(real_wait - queued, 0)
     run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
@@ -577,13 +579,16 @@ def _clocked_in(pos: np.ndarray, mask: np.ndarray, read: np.ndarray) -> np.ndarr
 
 def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
                     making_ns: Optional[np.ndarray], met: Optional[tuple],
-                    delivery: Optional[tuple]) -> Optional[tuple]:
+                    delivery: Optional[tuple], samples: Optional[np.ndarray] = None,
+                    facts: Optional[dict] = None) -> Optional[tuple]:
     """Per clock reading (parallel to ``clocks``' arrays), the ns of its
     fetch's wait during which the awaited worker was making batches
-    (``making_ns`` at that step) and the ns of those it waited for a core
-    (worker_timing.queued_during), -1 unknown; None without clocks or
-    without ``making_ns``.  Only the clocked steps are weighed: the split
-    reads no other."""
+    (``making_ns`` at that step), the ns of those it waited for a core
+    (worker_timing.queued_during), -1 unknown, and the ns its threads
+    waited for a core while its made batch was in transit
+    (evidence.transit_queued over the sampler's ``samples``; 0 unknown);
+    None without clocks or without ``making_ns``.  Only the clocked steps
+    are weighed: the split reads no other."""
     if clocks is None or making_ns is None:
         return None
     pos = clocks[0]
@@ -592,11 +597,16 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
     making = np.full(len(pos), -1, dtype=np.int64)
     making[ok] = np.asarray(making_ns)[at]
     queued = np.full(len(pos), -1, dtype=np.int64)
+    transit = np.zeros(len(pos), dtype=np.int64)
     if met is not None and delivery is not None and ok.any():
         queued[ok] = worker_timing.queued_during(
             met[0], steps["epoch"][at], np.asarray(delivery[1])[at], steps["begin_ns"][at],
             steps["fetch_done_ns"][at])
-    return making, queued
+        per_step = evidence.transit_queued(samples, facts or {}, met[0], met[1],
+                                           steps["begin_ns"], steps["fetch_done_ns"])
+        if per_step is not None:
+            transit[ok] = np.round(per_step[at]).astype(np.int64)
+    return making, queued, transit
 
 
 def _clocked_sampler(steps: np.ndarray, clocks: Optional[tuple],
@@ -663,23 +673,40 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
         return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share,
                                 others_cpu_ns=others, sampler=sampler)
     return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
-                            clocked_making[1][ok], host_share, others, sampler=sampler)
+                            clocked_making[1][ok], host_share, others, sampler=sampler,
+                            transit_queued_ns=clocked_making[2][ok])
 
 
-def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple]
-                     ) -> Optional[np.ndarray]:
-    """Per steady step (shape (steady steps,), int64 ns), the loop thread's
-    run-queue wait inside its fetch where the fetch was clocked, at most
-    its wait, else 0; None when no clocked steady fetch waited for a core."""
+def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],
+                     clocked_making: Optional[tuple] = None) -> Optional[np.ndarray]:
+    """Per steady step (shape (steady steps,), int64 ns), where the fetch
+    was clocked, its waits for a core: the loop thread's run-queue wait
+    inside it, and the awaited worker's threads' while its made batch was
+    in transit (``clocked_making``'s third array: evidence.
+    transit_queued), at most the sleep its CPU, its own wait for a core
+    and its worker's making leave (wait_split's ``transit_cpu_wait``,
+    less the parts taken from the sleep before it); at most its wait,
+    else 0.  None when no clocked steady fetch waited for a core."""
     if clocks is None:
         return None
-    pos, _, runq = clocks[:3]
-    ok = _clocked_in(pos, w.steady, runq > 0)
+    pos, cpu, runq = clocks[:3]
+    transit = None
+    read = runq > 0
+    if clocked_making is not None:
+        transit = clocked_making[2]
+        read |= transit > 0
+    ok = _clocked_in(pos, w.steady, read)
     if not ok.any():
         return None
     at_steady = pos[ok] if w.all else np.cumsum(w.steady)[pos[ok]] - 1
+    wait = w.wait[at_steady]
+    own = np.minimum(np.maximum(runq[ok], 0), wait)
+    if transit is not None:
+        room = wait - own - np.minimum(np.maximum(cpu[ok], 0), wait - own) \
+            - np.maximum(clocked_making[0][ok], 0)
+        own = own + np.minimum(transit[ok], np.maximum(room, 0))
     queued = np.zeros(len(w.wait), dtype=np.int64)
-    queued[at_steady] = np.minimum(runq[ok], w.wait[at_steady])
+    queued[at_steady] = own
     return queued
 
 

@@ -268,17 +268,9 @@ def every_thread_runq(records: np.ndarray, samples: Optional[np.ndarray],
     worker id] or None}})."""
     if samples is None or not len(samples) or not len(records):
         return records
-    # Each record's worker PID, through its (epoch, worker) pair; then one
-    # series per distinct PID (a persistent worker serves many epochs).
-    pid_of = {(int(e), w): int(pid) for e, f in facts.items()
-              for w, pid in enumerate(f.get("worker_pids") or [])}
-    if not pid_of:
-        return records
-    pairs, inverse = np.unique(np.stack([records["epoch"].astype(np.int64),
-                                         records["worker"].astype(np.int64)], axis=1),
-                               axis=0, return_inverse=True)
-    rec_pid = np.array([pid_of.get((int(e), int(w)), -1) for e, w in pairs],
-                       dtype=np.int64)[inverse.reshape(-1)]
+    # Each record's worker PID; then one series per distinct PID (a
+    # persistent worker serves many epochs).
+    rec_pid = _record_pids(records, facts)
     rec_pid[records["cpu_ns"] < 0] = -1
     out = None
     make = records["end_ns"] - records["begin_ns"]
@@ -298,6 +290,112 @@ def every_thread_runq(records: np.ndarray, samples: Optional[np.ndarray],
                 out = records.copy()
             out["runq_ns"][sel] = got
     return records if out is None else out
+
+
+def _record_pids(records: np.ndarray, facts: dict) -> np.ndarray:
+    """Each batch record's worker PID (shape (records,), int64, -1
+    unknown), through its (epoch, worker) pair and the source's epoch
+    facts ({epoch: {"worker_pids": [pid by worker id] or None}})."""
+    pid_of = {(int(e), w): int(pid) for e, f in facts.items()
+              for w, pid in enumerate(f.get("worker_pids") or [])}
+    if not pid_of or not len(records):
+        return np.full(len(records), -1, dtype=np.int64)
+    pairs, inverse = np.unique(np.stack([records["epoch"].astype(np.int64),
+                                         records["worker"].astype(np.int64)], axis=1),
+                               axis=0, return_inverse=True)
+    return np.array([pid_of.get((int(e), int(w)), -1) for e, w in pairs],
+                    dtype=np.int64)[inverse.reshape(-1)]
+
+
+def _cumulative(starts: np.ndarray, ends: np.ndarray):
+    """The running length of the disjoint intervals [starts, ends) (sorted
+    by start) as a function of time: (knots, values) for np.interp."""
+    lengths = ends - starts
+    before = np.cumsum(lengths) - lengths
+    knots = np.empty(2 * len(starts))
+    values = np.empty(2 * len(starts))
+    knots[0::2], knots[1::2] = starts, ends
+    values[0::2], values[1::2] = before, before + lengths
+    return knots, values
+
+
+def transit_queued(samples: Optional[np.ndarray], facts: dict, records: np.ndarray,
+                   idx: np.ndarray, begin_ns: np.ndarray, done_ns: np.ndarray
+                   ) -> Optional[np.ndarray]:
+    """Per step (shape (steps,), float64 ns; 0 where unknown): how long the
+    threads of the worker that made its batch waited for a core while the
+    batch was in transit, from the batch made (its record's ``end_ns``)
+    to the fetch's end (``done_ns``), where that is inside the fetch
+    (from ``begin_ns``).  None without readings or matched steps.
+
+    What is measured: each worker's run-queue wait, every thread's
+    (the sampler's ``runq_ns``: /proc/PID/task/TID/schedstat summed), over
+    each interval between two readings.  The part of it inside the
+    worker's making of batches is the batches' own (every_thread_runq
+    spreads it over their make time); the rest, outside making, is the
+    worker's threads waiting for a core while it made nothing: its queue's
+    feeder thread pickling and sending a batch, the fd sharer thread
+    handing each tensor's shared memory to the main process (a round trip
+    the main thread sleeps through, inside its fetch), and the worker's
+    main thread holding the GIL they need.
+
+    The model: that wait falls in the worker's batches' transit to the
+    loop (the sharer serves only while the main process takes a batch),
+    spread over those transit windows in proportion to their length; it is
+    the model, not a measure, since a reading every 20 ms gives each
+    interval's total, not when in it a thread waited.  The split caps each
+    fetch's figure at its unexplained sleep (wait_split's ``in_transit``).
+    ``idx``: each step's record (worker_timing.match; -1: none), so the
+    windows are every step's, clocked or not (a window left out would
+    concentrate its interval's wait into the others)."""
+    if samples is None or not len(samples) or not len(records) or not len(idx):
+        return None
+    rec_pid = _record_pids(records, facts)
+    hit = idx >= 0
+    step_pid = np.full(len(idx), -1, dtype=np.int64)
+    step_pid[hit] = rec_pid[idx[hit]]
+    made = np.full(len(idx), np.inf)
+    made[hit] = records["end_ns"][idx[hit]]
+    lo = np.maximum(begin_ns.astype(np.float64), made)
+    hi = done_ns.astype(np.float64)
+    out = np.zeros(len(idx))
+    for pid in np.unique(step_pid[step_pid >= 0]).tolist():
+        series = _series(samples, pid, "runq_ns", 1.0)
+        if series is None or len(series[0]) < 2:
+            continue
+        t, runq = series
+        grew = np.diff(runq)
+        recs = records[rec_pid == pid]
+        order = np.argsort(recs["begin_ns"], kind="stable")
+        making = _cumulative(recs["begin_ns"][order].astype(np.float64),
+                             np.maximum(recs["end_ns"], recs["begin_ns"])[order]
+                             .astype(np.float64))
+        span = np.diff(t)
+        made_in = np.diff(np.interp(t, *making))
+        idle_grew = grew * np.clip(1.0 - np.divide(made_in, span, out=np.ones(len(span)),
+                                                   where=span > 0), 0.0, 1.0)
+        mine = np.flatnonzero((step_pid == pid) & (hi > lo))
+        if not len(mine):
+            continue
+        order = mine[np.argsort(lo[mine], kind="stable")]
+        transit = _cumulative(lo[order], np.maximum(hi[order], lo[order]))
+        in_transit = np.diff(np.interp(t, *transit))
+        rate = np.divide(idle_grew, in_transit, out=np.zeros(len(span)),
+                         where=in_transit > 0)
+        out[mine] = np.maximum(_spread_upto(hi[mine], t, transit, rate)
+                               - _spread_upto(lo[mine], t, transit, rate), 0.0)
+    return out
+
+
+def _spread_upto(x: np.ndarray, t: np.ndarray, windows: tuple, rate: np.ndarray) -> np.ndarray:
+    """The wait spread over the windows (``windows``: :func:`_cumulative`
+    of them) at ``rate`` a ns of window in each interval between the
+    readings ``t``, up to each time ``x``: the whole intervals before x,
+    then x's interval's rate over its window time before x."""
+    before = np.r_[0.0, np.cumsum(rate * np.diff(np.interp(t, *windows)))]
+    i = np.clip(np.searchsorted(t, x, side="right") - 1, 0, len(rate) - 1)
+    inside = np.interp(np.clip(x, t[0], t[-1]), *windows) - np.interp(t[i], *windows)
+    return before[i] + rate[i] * np.maximum(inside, 0.0)
 
 
 def _reason(info: dict, pids: list[int], file: str) -> Optional[str]:

@@ -37,6 +37,21 @@ evidence.others_in_waits), that share of ``cpu_wait`` and of
 waiting for a core that other programs held.  The rest stays the job's
 own (more processes than cores).
 
+- ``transit_cpu_wait``: of ``in_transit``, the part the awaited
+  worker's threads waited for a core while its made batch was in transit
+  (evidence.transit_queued: the sampler's reading of the worker's every
+  thread, outside its making, spread over its batches' transit; the
+  model, where the readings give totals a 20 ms): its queue's feeder
+  pickling and sending, the fd sharer handing the main process each
+  tensor's shared memory, the worker's main thread holding the GIL they
+  need.  Beside two CPU hogs on 2 cores, healthy loops of sleeping
+  workers waited 0.13 ms a fetch in transit on a quiet host and 0.85 ms
+  beside the hogs, their workers' threads other than the main one
+  0.05 s and 0.15 s for a core over 300 fetches: the hogs stretch the
+  hand-over by holding the cores its threads need, which no change to
+  the batch shortens.  With the host read, ``host_share`` of it is
+  HOST_PART's, as for the other waits for a core.
+
 - ``sampler``: where the DataLoader's sampler was timed in this process
   (worker_timing.time_sampler: each ``next()`` of its indices, wall and
   thread CPU), the time the loop's thread spent in it inside the fetch.
@@ -69,12 +84,17 @@ import numpy as np
 
 
 PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "other_threads",
-               "sampler", "in_transit")
+               "sampler", "transit_cpu_wait", "in_transit")
 PARTS_UNTIMED = ("main_cpu", "cpu_wait", "other_threads", "sampler", "asleep")
 # Present only where the sampler's calls were timed (``sampler``).
 SAMPLER_PART = "sampler"
 # Present only where the process's CPU clock was read (others_cpu_ns).
 OTHERS_PART = "other_threads"
+
+# Present only where the sampler read the workers (transit_queued_ns).
+TRANSIT_QUEUED_PART = "transit_cpu_wait"
+# The waits for a core that the host's share splits (HOST_PART).
+CORE_WAITS = ("worker_cpu_wait", "cpu_wait", TRANSIT_QUEUED_PART)
 
 # Where the host was read: after cpu_wait in either list.
 HOST_PART = "host_cpu_wait"
@@ -105,7 +125,8 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
           making_queued_ns: Optional[np.ndarray] = None,
           host_share: Optional[float] = None,
           others_cpu_ns: Optional[np.ndarray] = None,
-          sampler: Optional[tuple] = None) -> Optional[dict]:
+          sampler: Optional[tuple] = None,
+          transit_queued_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The summed parts of the clocked fetches' waits.
 
     ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
@@ -122,7 +143,11 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     part left out) the CPU ns of the process's other threads inside each
     fetch, the OTHERS_PART; ``sampler`` ((wall_ns, cpu_ns), each shape
     (m,); None: not timed, the part left out) the sampler's time and CPU
-    inside each fetch, the SAMPLER_PART (see above).  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    inside each fetch, the SAMPLER_PART (see above); ``transit_queued_ns``
+    (shape (m,), ns; None: not read, the part left out) the awaited
+    worker's threads' wait for a core in its batch's transit, at most
+    what is left of ``in_transit``, the TRANSIT_QUEUED_PART.  None when no
+    fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
     PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
     runq_known, and where the host was read with worker timing
     host_of_workers_s (the part of HOST_PART that was the awaited worker
@@ -162,9 +187,16 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
         if others_cpu_ns is not None:
             others = _others(others_cpu_ns, keep, rest)
             rest = rest - others
+        transit_queued = None
+        if transit_queued_ns is not None:
+            transit_queued = _others(transit_queued_ns, keep, rest)
+            rest = rest - transit_queued
         parts = {"worker_making": made - worker_queued, "worker_cpu_wait": worker_queued,
                  "main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
-                 SAMPLER_PART: in_sampler, "in_transit": rest}
+                 SAMPLER_PART: in_sampler, TRANSIT_QUEUED_PART: transit_queued,
+                 "in_transit": rest}
+        if transit_queued is None:
+            del parts[TRANSIT_QUEUED_PART]
     else:
         if others_cpu_ns is not None:
             others = _others(others_cpu_ns, keep, asleep)
@@ -180,7 +212,7 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     if host_share is not None:
         h = min(1.0, max(0.0, float(host_share)))
         hosts = 0.0
-        for k in ("worker_cpu_wait", "cpu_wait"):
+        for k in CORE_WAITS:
             if k in parts_s:
                 hosts += h * parts_s[k]
                 if k == "worker_cpu_wait":
@@ -193,8 +225,9 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
 
 
 def _others(others_cpu_ns: np.ndarray, keep: np.ndarray, room: np.ndarray) -> np.ndarray:
-    """The other threads' CPU ns of the kept fetches, -1 read as 0, at
-    most ``room`` (the sleep they are taken from)."""
+    """The kept fetches' ns of a part taken from the sleep (the other
+    threads' CPU, the transit's wait for a core), -1 read as 0, at most
+    ``room`` (the sleep they are taken from)."""
     others = np.maximum(np.asarray(others_cpu_ns, dtype=np.int64)[keep], 0)
     return np.minimum(others, room)
 

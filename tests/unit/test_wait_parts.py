@@ -56,7 +56,8 @@ def test_other_threads_come_out_of_the_unexplained_sleep():
     # Asleep 7 in each; made 3, 0, 7; the rest 4, 7, 0, of which the other
     # threads take 2, 7 (all of it), 0.
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
-                                    if p != wait_split.SAMPLER_PART]
+                                    if p not in (wait_split.SAMPLER_PART,
+                                                 wait_split.TRANSIT_QUEUED_PART)]
     assert got["parts_s"] == pytest.approx({
         "worker_making": 10e-9, "worker_cpu_wait": 0.0, "main_cpu": 6e-9, "cpu_wait": 3e-9,
         "other_threads": 9e-9, "in_transit": 2e-9})
@@ -82,7 +83,8 @@ def test_the_samplers_time_comes_out_of_the_threads_own_parts_first():
     sampler = (np.array([6, 9, 0]), np.array([1, 1, 0]))
     got = wait_split.split(wait, cpu, runq, making, sampler=sampler)
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
-                                    if p != wait_split.OTHERS_PART]
+                                    if p not in (wait_split.OTHERS_PART,
+                                                 wait_split.TRANSIT_QUEUED_PART)]
     assert got["parts_s"] == pytest.approx({
         "worker_making": (2 + 0 + 7) * 1e-9, "worker_cpu_wait": 0.0,
         "main_cpu": (1 + 1 + 2) * 1e-9, "cpu_wait": (1 + 0 + 1) * 1e-9,
@@ -92,6 +94,36 @@ def test_the_samplers_time_comes_out_of_the_threads_own_parts_first():
     untimed = wait_split.split(wait, cpu, runq, sampler=sampler)
     assert untimed["parts_s"] == pytest.approx({
         "main_cpu": 4e-9, "cpu_wait": 2e-9, "sampler": 15e-9, "asleep": 9e-9})
+
+
+def test_the_transits_wait_for_a_core_comes_out_of_what_is_left_in_transit():
+    # Waits of 10 ns: on a CPU 2, queued 1, asleep 7; made 3, 0, 7; the
+    # other threads 2, 0, 0; in transit then 2, 7, 0, of which the awaited
+    # worker's threads waited for a core 1, 9 (capped at 7), 4 (nothing
+    # left: 0).
+    wait = np.array([10, 10, 10], dtype=np.int64)
+    cpu = np.array([2, 2, 2], dtype=np.int64)
+    runq = np.array([1, 1, 1], dtype=np.int64)
+    making = np.array([3, 0, 7], dtype=np.int64)
+    others = np.array([2, 0, 0], dtype=np.int64)
+    transit = np.array([1, 9, 4], dtype=np.int64)
+    got = wait_split.split(wait, cpu, runq, making, others_cpu_ns=others,
+                           transit_queued_ns=transit)
+    assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
+                                    if p != wait_split.SAMPLER_PART]
+    assert got["parts_s"] == pytest.approx({
+        "worker_making": 10e-9, "worker_cpu_wait": 0.0, "main_cpu": 6e-9, "cpu_wait": 3e-9,
+        "other_threads": 2e-9, "transit_cpu_wait": 8e-9, "in_transit": 1e-9})
+    assert sum(got["parts_s"].values()) == pytest.approx(got["wait_s"])
+    # With the host read, its share of every wait for a core is the host's.
+    hosted = wait_split.split(wait, cpu, runq, making, host_share=0.5, others_cpu_ns=others,
+                              transit_queued_ns=transit)
+    assert hosted["parts_s"]["transit_cpu_wait"] == pytest.approx(4e-9)
+    assert hosted["parts_s"]["host_cpu_wait"] == pytest.approx(0.5 * (3e-9 + 8e-9))
+    assert sum(hosted["parts_s"].values()) == pytest.approx(got["wait_s"])
+    # The loop's and the transit's waits for a core are one cause: the host
+    # leads where they outweigh the rest, its share past a third of them.
+    assert wait_parts.host_leads(hosted)
 
 
 def test_nothing_readable_is_no_split():

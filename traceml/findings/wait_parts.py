@@ -37,6 +37,9 @@ PART_NAMES = {
                       "thread holding the GIL, the pin-memory thread)"),
     "sampler": ("the main process in the sampler's next() (the DataLoader draws each batch's "
                 "indices here, inside the fetch, at any num_workers)"),
+    "transit_cpu_wait": ("the awaited worker's threads waiting for a core while its batch was "
+                         "in transit (its queue's feeder sending it, the fd sharer, the GIL "
+                         "holder)"),
     "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
     "asleep": "the main process asleep (I/O, locks, or workers not timed)",
 }
@@ -68,6 +71,9 @@ PART_NEXT = {
                 "workers leave this wait as it is; time it alone (iterate "
                 "loader.batch_sampler) and make its next() cheaper (what it reads, waits on "
                 "or computes per batch)"),
+    "transit_cpu_wait": ("a core for the workers' threads that send the batches: fewer "
+                         "processes than cores (a lower num_workers), or a quieter host, "
+                         "compared on step time (traceml.compare)"),
     "in_transit": ("the transfer: the same loop with fewer processes than cores (a lower "
                    "num_workers): a wait that falls was workers waiting for a core; one that "
                    "stays is the transfer itself, cheaper with fewer or smaller tensors per "
@@ -144,9 +150,10 @@ def production_fraction(split: Optional[dict]) -> Optional[float]:
     return sum(split["parts_s"].get(k, 0.0) for k in PRODUCTION_PARTS) / split["wait_s"]
 
 
-# The loop's thread waiting for a core, the job's share and the host's:
-# one cause (the cores are full), which the verdict weighs as one part.
-CORE_WAIT_PARTS = ("cpu_wait", "host_cpu_wait")
+# The loop's thread waiting for a core, the job's share and the host's,
+# and the awaited worker's threads waiting for one to send its batch: one
+# cause (the cores are full), which the verdict weighs as one part.
+CORE_WAIT_PARTS = ("cpu_wait", "host_cpu_wait", "transit_cpu_wait")
 # Other programs' share of the waits for a core past which the host is
 # their cause: a third, where the job's own processes (workers beyond the
 # cores) hold the rest; without other programs the wait is the job's own
@@ -175,7 +182,7 @@ def host_leads(split: Optional[dict]) -> bool:
     9% against in transit 40%; host 25% and own 29% against 27%)."""
     parts = (split or {}).get("parts_s") or {}
     host = parts.get("host_cpu_wait")
-    if not host or host < HOST_CORE_SHARE * (host + parts.get("cpu_wait", 0.0)):
+    if not host or host < HOST_CORE_SHARE * sum(parts.get(k, 0.0) for k in CORE_WAIT_PARTS):
         return False
     production = sum(parts.get(k, 0.0) for k in PRODUCTION_PARTS)
     causes = _causes(parts)
@@ -284,10 +291,11 @@ def notes(s: dict) -> list[Finding]:
 
 def host_waits(s: dict) -> list[Finding]:
     """``host_waits`` where clocked fetches waited past the stall line only
-    through the loop thread's own wait for a core inside them: the stall
-    rule reads each clocked fetch's wait less that run-queue wait (the
-    loader's wait; build's ``_queued_in_fetch``), so those are not counted
-    as stalls, and this says so.  Nothing otherwise."""
+    through waits for a core inside them (the loop thread's own, and the
+    awaited worker's threads' while its batch was in transit): the stall
+    rule reads each clocked fetch's wait less those (the loader's wait;
+    build's ``_queued_in_fetch``), so those are not counted as stalls,
+    and this says so.  Nothing otherwise."""
     hw = (s.get("stalls") or {}).get("host_waits")
     if not hw:
         return []
@@ -330,10 +338,11 @@ def _compute_words(p: dict) -> str:
 WORDS: dict[str, Words] = {
     "host_waits": lambda p: (
         f"{plural(p['count'], 'fetch', 'fetches')} waited past the stall line "
-        f"({fmt_s(p['threshold_s'])}) only because the loop's thread waited for a core inside "
+        f"({fmt_s(p['threshold_s'])}) only because the loop's thread, or the awaited "
+        f"worker's threads sending its batch, waited for a core inside "
         f"{'it' if p['count'] == 1 else 'them'} ({fmt_s(p['queued_s'])} on average): the "
-        "host's waits, not the loader's, so they are not counted as stalls (the stall rule "
-        "reads each clocked fetch's wait less its wait for a core)."),
+        "cores' waits, not the loader's, so they are not counted as stalls (the stall rule "
+        "reads each clocked fetch's wait less its waits for a core)."),
     "compute_waits_for_core": _compute_words,
 }
 
@@ -342,8 +351,8 @@ _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting f
           "main_cpu": "main CPU", "cpu_wait": "main waiting for a core",
           "host_cpu_wait": "other programs holding the cores",
           "other_threads": "main's other threads", "sampler": "the sampler",
-          "in_transit": "in transit",
-          "asleep": "asleep"}
+          "transit_cpu_wait": "worker sending, waiting for a core",
+          "in_transit": "in transit", "asleep": "asleep"}
 
 
 def next_for(split: Optional[dict]) -> Optional[dict]:
