@@ -366,7 +366,7 @@ read_threads(tm_watched *w, tm_threads *t, tm_sample *out, int64_t threads,
     int running = out->state == 'R', dormant = out->state == 'D';
     int n = 1, m = 0, complete = 1, self_seen = 0, k, j;
     int dir = w->fd[TM_FILE_TASK];
-    int64_t cpu_total, runq_total, helpers_total;
+    int64_t cpu_total, runq_total;
 
     if (threads != 1 && dir >= 0) {
         m = list_threads(w, self_tid, others, TM_MAX_THREADS - 1, &complete,
@@ -398,12 +398,10 @@ read_threads(tm_watched *w, tm_threads *t, tm_sample *out, int64_t threads,
     cpu_total = t->cpu_total + growth(t, j, cpu[0], j >= 0 ? t->cpu_ns[j] : 0);
     runq_total = t->runq_total
                  + growth(t, j, runq[0], j >= 0 ? t->runq_ns[j] : 0);
-    helpers_total = t->helpers_runq_total;
     for (k = 0; k < m; k++) {
         char name[32], buf[512];
         int len = snprintf(name, sizeof(name), "%d/", (int)others[k]);
         long long c = 0, q = 0, sl = 0;
-        int64_t grew;
         int st = 0;
 
         /* A thread that exits meanwhile fails to open or read (ENOENT,
@@ -430,9 +428,7 @@ read_threads(tm_watched *w, tm_threads *t, tm_sample *out, int64_t threads,
         dormant |= st == 'D';
         if (timed) {
             cpu_total += growth(t, j, c, j >= 0 ? t->cpu_ns[j] : 0);
-            grew = growth(t, j, q, j >= 0 ? t->runq_ns[j] : 0);
-            runq_total += grew;
-            helpers_total += grew;
+            runq_total += growth(t, j, q, j >= 0 ? t->runq_ns[j] : 0);
             tid[n] = others[k];
             cpu[n] = c;
             runq[n] = q;
@@ -452,7 +448,6 @@ read_threads(tm_watched *w, tm_threads *t, tm_sample *out, int64_t threads,
     t->complete = complete;
     t->cpu_total = cpu_total;
     t->runq_total = runq_total;
-    t->helpers_runq_total = helpers_total;
     memcpy(t->tid, tid, (size_t)n * sizeof(tid[0]));
     memcpy(t->cpu_ns, cpu, (size_t)n * sizeof(cpu[0]));
     memcpy(t->runq_ns, runq, (size_t)n * sizeof(runq[0]));
@@ -460,7 +455,6 @@ read_threads(tm_watched *w, tm_threads *t, tm_sample *out, int64_t threads,
     memcpy(t->state, state, (size_t)n);
     out->cpu_ns = cpu_total;
     out->runq_ns = runq_total;
-    out->helpers_runq_ns = helpers_total;
     out->threads = n;
 }
 
@@ -480,7 +474,7 @@ tm_proc_sample(tm_watched *w, tm_threads *t, int64_t now, tm_sample *out,
     out->utime_ticks = out->stime_ticks = TM_UNKNOWN;
     out->minflt = out->majflt = out->starttime = TM_UNKNOWN;
     out->read_bytes = out->rchar = TM_UNKNOWN;
-    out->cpu_ns = out->runq_ns = out->helpers_runq_ns = TM_UNKNOWN;
+    out->cpu_ns = out->runq_ns = TM_UNKNOWN;
     out->rss_bytes = out->pss_bytes = out->uss_bytes = TM_UNKNOWN;
     for (f = 0; f < TM_NFILES; f++) {
         int ok;
@@ -642,7 +636,7 @@ tm_host_sample(int fd, int64_t now, tm_sample *out)
     out->cpu_ns = (out->utime_ticks + out->stime_ticks) * tick_ns;
     out->minflt = out->majflt = out->starttime = TM_UNKNOWN;
     out->read_bytes = out->rchar = TM_UNKNOWN;
-    out->runq_ns = out->helpers_runq_ns = TM_UNKNOWN;
+    out->runq_ns = TM_UNKNOWN;
     out->rss_bytes = out->pss_bytes = out->uss_bytes = TM_UNKNOWN;
     return 0;
 }

@@ -69,9 +69,6 @@ typedef struct {
     int64_t rss_bytes;       /* /proc/PID/stat field 24 times the page size */
     int64_t pss_bytes;       /* /proc/PID/smaps_rollup Pss, deep readings only */
     int64_t uss_bytes;       /* ... Private_Clean + Private_Dirty (unshared) */
-    int64_t helpers_runq_ns; /* the part of runq_ns of the threads other than
-                                the leader (a worker's queue feeder and fd
-                                sharer, a dataset's own threads) */
 } tm_sample;
 
 /* A watched process. */
@@ -100,7 +97,6 @@ typedef struct {
     int32_t pad;
     int64_t cpu_total;       /* what the readings carry as cpu_ns */
     int64_t runq_total;      /* ... as runq_ns */
-    int64_t helpers_runq_total;  /* ... as helpers_runq_ns */
     int32_t tid[TM_MAX_THREADS];
     int64_t cpu_ns[TM_MAX_THREADS];
     int64_t runq_ns[TM_MAX_THREADS];

@@ -24,13 +24,13 @@ tm_build_sample_dtype(tm_state *st)
     st->sample_dtype = tm_struct_dtype(
         Py_BuildValue(
             "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)"
-            "(ss)(ss)(ss)(ss)]",
+            "(ss)(ss)(ss)]",
             "t_ns", "<i8", "pid", "<i4", "role", "<i4",
             "utime_ticks", "<i8", "stime_ticks", "<i8", "minflt", "<i8",
             "majflt", "<i8", "starttime", "<i8", "read_bytes", "<i8",
             "rchar", "<i8", "cpu_ns", "<i8", "runq_ns", "<i8",
             "state", "<i4", "threads", "<i4", "rss_bytes", "<i8",
-            "pss_bytes", "<i8", "uss_bytes", "<i8", "helpers_runq_ns", "<i8"),
+            "pss_bytes", "<i8", "uss_bytes", "<i8"),
         sizeof(tm_sample), "tm_sample");
     if (st->sample_dtype == NULL) {
         return -1;
@@ -571,9 +571,7 @@ PyMethodDef tm_sampler_methods[] = {
      "sampler_info()['procs'][i]['errors']).  cpu_ns and runq_ns sum the\n"
      "schedstat of the process's threads (/proc/PID/task/*, at most 64 of\n"
      "them, `threads` in that reading; a thread's growth since the reading\n"
-     "before, so they never go back when one exits); helpers_runq_ns is the\n"
-     "part of runq_ns of the threads other than the leader (a worker's queue\n"
-     "feeder and fd sharer, a dataset's own threads); state is R when any\n"
+     "before, so they never go back when one exits); state is R when any\n"
      "of those threads runs or waits for a CPU, else D when any is in\n"
      "uninterruptible sleep, else the main thread's.  The sampler's own\n"
      "thread is left out of its process's figures.  Each round also reads\n"
