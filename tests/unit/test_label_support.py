@@ -19,7 +19,26 @@ def test_block_length_follows_its_rule():
     assert ls.block_length(1000) == 10
     n = 10_000_000
     assert ls.block_length(n) == -(-n // ls.SUPPORT_MAX_BLOCKS)       # blocks capped
-    assert ls.block_length(5, round_steps=8) == 5                     # at most n
+    assert ls.block_length(5, round_steps=8) == 2                     # two blocks at least
+    assert ls.block_length(10, round_steps=6) == 5                    # 16 steps, 6 workers
+
+
+def test_a_run_of_one_round_and_a_half_is_resampled_in_halves():
+    # 10 steady steps of 6 workers (a 16-step run), stalls at steps 0 and
+    # 6.  With one block of a round (6 steps) every resample was the first
+    # 6 steps, which hold one stall and read FAST: "HEAVY-TAILED in 0%,
+    # FAST in 100%" under a HEAVY-TAILED label (helper 28A, 6 workers).
+    # In halves of 5, each holding one stall, every resample (AA, AB, BA,
+    # BB) holds two stalls in 10 steps, as the run does.
+    from traceml.findings import stall_shape
+    wait = np.full(10, 200_000, dtype=np.int64)
+    wait[[0, 6]] = 380 * MS
+    step = wait + 10 * MS
+    assert stall_shape.classify(wait, step, None).shape[0] == "HEAVY-TAILED"
+    assert stall_shape.classify(wait[:6], step[:6], None).shape[0] == "FAST"
+    sup = ls.shape_support(wait, step, "HEAVY-TAILED", round_steps=6)
+    assert sup["block"] == 5
+    assert sup["readings"] == {"HEAVY-TAILED": 1.0}
 
 
 def test_block_sums_are_numpys():

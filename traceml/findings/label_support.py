@@ -64,9 +64,13 @@ def block_length(n: int, round_steps: int = 1) -> int:
     that estimates a variance best, Hall, Horowitz & Jing 1995, Biometrika
     82(3)), at least ``round_steps`` (one round of the loader's workers,
     so that a block holds whole rounds) and n / SUPPORT_MAX_BLOCKS, at most
-    n."""
+    n // 2: two blocks are the fewest a resample can vary over (with one,
+    every resample is the run itself, and a label read firm from 10 steps
+    of 6 workers was only the run's own reading again).  A round longer
+    than half the run is cut: such a run holds under two rounds, and its
+    support is that of its halves."""
     least = max(math.ceil(n ** (1.0 / 3.0)), int(round_steps), -(-n // SUPPORT_MAX_BLOCKS))
-    return int(max(1, min(n, least)))
+    return int(max(1, min(n // 2, least)))
 
 
 def _block_sums(x: np.ndarray, b: int) -> tuple[np.ndarray, float]:
@@ -156,7 +160,9 @@ def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
                   position: bool = False) -> Optional[dict]:
     """The support of the shape ``label`` (FAST, HEAVY-TAILED,
     UNIFORMLY-SLOW) under the same block bootstrap as :func:`support`: each
-    resample is the steps of its blocks in order, read again by the stall
+    resample is the steps of its blocks in order, then the steps past the
+    last whole block as they are (so a resample is as long as the run and
+    holds its last steps, as :func:`support`'s do), read again by the stall
     rule and the shape (stall_shape.classify, the caller's threshold
     ``given_s`` too; no trend: resampled blocks carry none).  None under
     SUPPORT_MIN_STEPS or past SHAPE_SUPPORT_MAX_STEPS steps.  The stall
@@ -173,9 +179,10 @@ def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     rng = np.random.default_rng(SUPPORT_SEED + 1)
     picks = rng.integers(0, k, size=(SUPPORT_RESAMPLES, k))
     offsets = np.arange(b)
+    rest = np.arange(k * b, n)
     names = []
     for row in picks:
-        idx = (row[:, None] * b + offsets).ravel()
+        idx = np.concatenate([(row[:, None] * b + offsets).ravel(), rest])
         got = stall_shape.classify(wait_ns[idx], step_ns[idx], given_s,
                                    position=position).shape
         names.append(got[0] if got else None)
