@@ -56,10 +56,12 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
         base, base_steps, base_stalls = _per_sample(base, base_steps, base_stalls, sizes[0])
         run, run_steps, run_stalls = _per_sample(run, run_steps, run_stalls, sizes[1])
 
+    rounds = [max(1, int((s.get("loader") or {}).get("num_workers") or 0)) for s in (base, run)]
+
     def noise(key: str) -> Optional[float]:
         if base_steps is None or run_steps is None:
             return None
-        return comparison.noise_p_value(base_steps[key], run_steps[key])
+        return comparison.noise_p_value(base_steps[key], run_steps[key], *rounds)
 
     v = comparison.compare_means(base["input_wait_s"]["mean"], run["input_wait_s"]["mean"],
                                  base["step_s"]["mean"], noise("wait"))

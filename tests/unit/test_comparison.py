@@ -95,6 +95,28 @@ def test_batch_means_and_the_noise_test_follow_their_definitions():
     assert comparison.noise_p_value(x[:3], y) is None
 
 
+def test_batches_of_whole_rounds_hold_a_lock_step_loops_stalls_alike():
+    import numpy as np
+
+    # 12 steady steps of 4 lock-step workers: a 290 ms stall at the first
+    # fetch of each round, 10 ms steps between (noise of +-1 ms).
+    rng = np.random.default_rng(5)
+    x = 10.0 + rng.uniform(-1, 1, 12)
+    x[0::4] = 290.0 + rng.uniform(-20, 20, 3)
+    # In batches of round(12 ** (1/3)) = 2 (6 steps) the batches hold one
+    # stall and two; in whole rounds (4 steps, 3 batches) one each.
+    mean, se, b = comparison.batch_means(x)
+    assert b == 2 and se == np.std(x.reshape(2, 6).mean(axis=1), ddof=1) / np.sqrt(2)
+    mean4, se4, b4 = comparison.batch_means(x, round_steps=4)
+    assert b4 == 3 and mean4 == mean
+    assert se4 == np.std(x.reshape(3, 4).mean(axis=1), ddof=1) / np.sqrt(3)
+    assert se4 < se / 5
+    # Too few values for two batches of a round: no test.
+    assert comparison.batch_means(x[:7], round_steps=4) is None
+    fixed = 10.7 + rng.uniform(-1, 1, 12)
+    assert comparison.noise_p_value(x, fixed, 4, 4) < comparison.noise_p_value(x, fixed)
+
+
 def test_identical_loops_rarely_differ_beyond_noise():
     """Two runs of the same autocorrelated loop (AR(1) steps, phi 0.8):
     the noise test rejects in about NOISE_ALPHA of pairs, where a plain
