@@ -240,6 +240,27 @@ def test_without_workers_the_main_process_is_sampled_inside_the_fetches():
     assert stacks.MAIN.live == 0 and not stacks.MAIN.stacks.log.info()["running"]
 
 
+def test_without_workers_fetches_too_fast_to_sample_are_not_every_fetch_stalled():
+    # Every 4th sample burns 40 ms, the others nothing: the fast fetches
+    # draw no stack sample, yet they are batches made fast, not stalls
+    # (helper 28A: "every fetch stalled, so no batch is fast to compare
+    # with" beside "16 of 63 steady-state fetches waited > 24.2 ms").
+    class Quarter(EveryEighth):
+        def __getitem__(self, i):
+            if i % 4 == 0:
+                query_rows(i)
+            return torch.tensor([i])
+
+    r, _ = _run(DataLoader(Quarter(n=64), batch_size=1, num_workers=0), pace_s=0.0)
+    block = r["slow_code"]
+    steady, stalls = r["steady_steps"], r["stalls"]["count"]
+    assert 0 < stalls < steady, r["stalls"]
+    assert block["fast_batches"] == steady - stalls
+    f = slow_code.judge(block)
+    assert not (f.code == "slow_code_same" and f.numbers["every_fetch"]), (f, block["samples"])
+    assert "every fetch stalled" not in str(r)
+
+
 _TWO_LOADERS = """
 import time, torch, traceml
 from torch.utils.data import DataLoader

@@ -412,7 +412,8 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
                                       run.ranks_workers, run.met, steps, run.per_batch))
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
-                                                 w.steady)
+                                                 w.steady,
+                                                 (s.get("wait_parts") or {}).get("stalls"))
     run.met = None
     return out
 
@@ -1033,7 +1034,8 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
 
 
 def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps: np.ndarray,
-               mask: np.ndarray, steady: np.ndarray) -> tuple[Optional[dict], Optional[dict]]:
+               mask: np.ndarray, steady: np.ndarray,
+               stall_split: Optional[dict] = None) -> tuple[Optional[dict], Optional[dict]]:
     """(the ``slow_code`` block, findings.slow_code judges it; per worker
     batch record index its samples' commonest innermost function, for the
     trace, or None).  ``given``: the source's stack samples
@@ -1048,8 +1050,11 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     finding).  ``slow_cpu_share``: the slow batches' CPU over their make
     time (BatchLog; at num_workers=0 the main thread's sampled CPU over
     the stalled waits; None unknown), ``fast_cpu_share`` the same of the
-    others; ``slow_batches_in_making``: batches in the making during the
-    stalls.  ``status``
+    others; ``slow_runq_share`` the slow batches' wait for a core over
+    their make time (BatchLog; at num_workers=0 the clocked stalls' waits
+    for a core, ``stall_split``: wait_split.split over them, the loop's
+    and the host's part); ``slow_batches_in_making``: batches in the
+    making during the stalls.  ``status``
     "on", or why the stacks were not sampled; the block is None where
     there is nothing to say (not a DataLoader, or workers that were never
     hooked)."""
@@ -1088,6 +1093,9 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
         group = stacks.in_steps(d.samples, steps, stalled, steady, fetch_only=True)
         group[d.samples[:, stacks.WORKER] >= 0] = -1
         block["slow_batches"] = block["stalls"]
+        # The fetches that did not stall made their batches too, if too
+        # fast to draw samples: "every fetch stalled" only where none did.
+        block["fast_batches"] = int(np.count_nonzero(steady & ~mask))
         # The part of it the sampler's next() holds: that runs here at any
         # num_workers.
         block["sampler_share"] = stacks.under_frame_share(d, group, torch_private.SAMPLER_FRAME)
@@ -1159,6 +1167,15 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             if wait_ns > 0:
                 block[key] = min(1.0, n * sample_ns / wait_ns)
         slow_ns = float(wait[stalled].sum())
+        if stall_split and stall_split.get("runq_known") and stall_split.get("wait_s"):
+            # Waiting for a core is not blocked: a dataset squeezed off the
+            # cores by other programs read "not on CPU ... look for
+            # sleeps, I/O or locks" beside "other programs holding the
+            # cores 73%" (helper 28A, num_workers=0).
+            parts = stall_split["parts_s"]
+            block["slow_runq_share"] = min(1.0, sum(
+                parts.get(k, 0.0) for k in ("cpu_wait", wait_split.HOST_PART))
+                / stall_split["wait_s"])
     # The other threads' sampled CPU over the slow batches' time (their
     # make time; the stalls' waits in the main process): whether work outside the
     # sampled thread could have made them slow.
