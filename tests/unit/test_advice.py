@@ -27,6 +27,25 @@ def test_outliers_beside_an_input_bound_spread_wait_keep_its_next_step():
     assert any(c in codes for c in ("largest_part", "vary_workers_or_prefetch"))
 
 
+def test_an_outlier_that_holds_most_of_the_wait_is_not_a_spread_wait():
+    # 40 fetches of 2 ms and 10 ms steps, one of them 300 ms: input is
+    # about half the step time, 80% of it the outlier's.
+    wait = np.full(40, 2.0)
+    wait[25] = 300.0
+    case = corpus.make("one-outlier-holds-the-wait", wait, {}, num_workers=0, compute_ms=10.0)
+    s = corpus.replay(case).summary
+    assert s["diagnosis"] == "INPUT-BOUND" and s["shape"] == "FAST"
+    assert s["stalls"]["outliers"] == 1 and s["stalls"]["count"] == 0
+    held = s["stalls"]["cost_share"] / s["input_share"]
+    assert held > advice.OUTLIERS_HOLD
+    codes = [code for code, _ in advice.next_steps(s)]
+    assert codes[0] == "outliers" and "spread_wait" not in codes
+    # Where the rest of the wait holds most of it, the spread leads still
+    # (the test above): its outliers hold under half.
+    s2 = _spread_with_outliers(0)
+    assert s2["stalls"]["cost_share"] <= advice.OUTLIERS_HOLD * s2["input_share"]
+
+
 def test_a_one_off_change_after_the_first_epoch_leads_its_next_step():
     from traceml.findings import Finding
 
