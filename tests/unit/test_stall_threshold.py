@@ -168,3 +168,22 @@ def test_the_position_test_is_mann_whitney_over_every_period_and_phase():
     claims = sum(st.position_test((rng.lognormal(0, 0.5, 60) * MS).astype(np.int64))
                  is not None for _ in range(300))
     assert claims <= 8, claims
+
+
+def test_stalls_by_position_must_delay_their_step_as_two_groups_do():
+    # Every 6th wait 2.2x the rest (0.88 against 0.40 ms, 30% jitter) on a
+    # 10 ms compute: the phase ranks above the rest far beyond chance, yet
+    # each such wait adds 0.48 ms to a 10.4 ms step, under a fifth of the
+    # compute: no stalls by position.
+    rng = np.random.default_rng(4)
+    n = 120
+    wait = (rng.lognormal(0, 0.3, n) * 0.40 * MS).astype(np.int64)
+    wait[5::6] = (rng.lognormal(0, 0.3, n // 6) * 0.88 * MS).astype(np.int64)
+    step = wait + 10 * MS
+    assert st.position_test(wait) is not None
+    assert st.stall_threshold_ns(wait, step, None).code != st.RULE_POSITION
+    # The same phase on a 2 ms compute adds a quarter of it: stalls.
+    short = wait + 2 * MS
+    rule = st.stall_threshold_ns(wait, short, None)
+    assert rule.code == st.RULE_POSITION
+    assert np.count_nonzero(wait > rule.threshold_ns) >= 0.8 * (n // 6)

@@ -195,7 +195,9 @@ def stall_threshold_ns(
     MIN_GROUP_ON_TOP and at most HEAVY_TAIL_MAX_STALL_SHARE of the fetches.
     "No group": one slow group (RULE_ALL_SLOW), or a size rule other than
     the two-group ones (_BY_GROUPS) whose bar leaves fewer than
-    MIN_GROUP_ON_TOP waits, or waits that do not matter (stalls_matter)."""
+    MIN_GROUP_ON_TOP waits, or waits that do not matter (stalls_matter).
+    The phase's median wait must also pass the others' by
+    STALL_MIN_COMPUTE_SHARE of the median compute, as two groups' must."""
     rule = _by_size(wait_ns, step_ns, given_s)
     if not position or given_s is not None or len(wait_ns) > POSITION_MAX_STEPS:
         return rule
@@ -208,6 +210,14 @@ def stall_threshold_ns(
             return rule     # the sizes found stalls that matter
     pos = position_test(wait_ns)
     if pos is None:
+        return rule
+    # Each stall by position must delay its step as a stall of two groups
+    # does (STALL_MIN_COMPUTE_SHARE of the median compute past the other
+    # fetches' median): a phase whose waits rank above the rest by 0.47 ms
+    # on a 10.7 ms step (the round's own order among 6 healthy workers)
+    # read "120 stalls ... PERIODIC every 3 steps" (helper 28B).
+    compute = _core.percentiles(step_ns - wait_ns, 50.0)
+    if pos.on_median_ns - pos.off_median_ns < STALL_MIN_COMPUTE_SHARE * max(compute, 0.0):
         return rule
     bar = math.sqrt(max(pos.on_median_ns, 1.0) * max(pos.off_median_ns, 1.0))
     above = int(np.count_nonzero(wait_ns > bar))
