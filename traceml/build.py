@@ -316,9 +316,12 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     run.body = _body_split(steps, w.steady, run.clocks)
     facts = getattr(run.src, "epoch_facts", None) or {}
     cpus = facts[max(facts)].get("usable_cpus") if facts else None
+    total_step = float(w.step.sum())
+    share = float(w.wait.sum()) / total_step if total_step > 0 else None
     split = (wait_parts.production_fraction(run.parts_all),
              wait_parts.other_largest_fraction(run.parts_all),
-             wait_parts.host_leads(run.parts_all))
+             wait_parts.host_leads(run.parts_all)
+             and wait_parts.host_explains(run.parts_all, share))
     if (split[2] or (split[0] is not None and split[1] is not None)) and (
             wait_parts.workers_outrun_cores(production, run.body, cpus)):
         # The workers need more cores than the host has for them with no
@@ -351,7 +354,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
         "all": run.parts_all,
         "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share,
                               run.clocked_sampler),
-        "largest": wait_parts.next_for(run.parts_all),
+        "largest": wait_parts.next_for(run.parts_all, s.get("input_share")),
         "compute": run.body,
         "host": run.host_in_waits})
     if run.gpu is not None:     # cuda off: no gpu key
@@ -443,8 +446,12 @@ def _stage_findings(run: _Run, s: dict) -> dict:
 def _stage_advice(run: _Run, s: dict) -> dict:
     """The next steps, arranged (advice.arrange): codes and numbers, their
     words and roles."""
-    arranged, roles = advice.arrange(
-        advice.evidence_next_steps(s, advice.next_steps(s)) + run.memory_found)
+    arranged, roles = advice.arrange(advice.evidence_next_steps(s, advice.next_steps(s)))
+    # The workers' memory after the input wait's lines: a finding about
+    # memory, not about the wait (copy-on-read led a HAND-OVER report whose
+    # own next step came below it, helper 28B).
+    arranged = arranged + list(run.memory_found)
+    roles = roles + ["why"] * len(run.memory_found)
     items = findings.stored(arranged)
     return {"next_items": items, "next": findings.sentences(items), "next_roles": roles}
 

@@ -192,6 +192,17 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     assert slow_code.advise(s) == []
 
 
+def test_a_named_function_does_not_lead_where_the_loop_waits_on_the_hand_over():
+    fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("query_rows", 38, 2, 2)]
+    s = {"slow_code": _block(fns, 40, 60), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    assert adv.code == "look_at_function" and adv.numbers["function"] == "query_rows"
+    # Batches already made when the loop waited: not the code to look at.
+    s["diagnosis"] = "HAND-OVER"
+    assert slow_code.advise(s) == []
+    assert slow_code.judge(s["slow_code"]).code == "slow_code_named"     # the evidence stays
+
+
 def test_slow_batches_of_the_same_code_get_no_next_step_of_their_own():
     # Two groups of make times (one slow worker, or slow samples) that run
     # the same code: no function tells them apart, and "every batch costs

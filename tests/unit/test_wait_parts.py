@@ -391,3 +391,21 @@ def test_a_sleeping_sampler_is_its_own_part_and_its_own_next_step(num_workers):
     assert "largest_part" in codes and "try_workers" not in codes
     (text,) = [t for (c, _), t in zip(s["next_items"], s["next"]) if c == "largest_part"]
     assert "the sampler: it runs in the main process at any num_workers" in text
+
+
+def test_the_host_explains_a_wait_only_where_the_rest_would_not_hold_the_loop():
+    # The host's part 52% of a wait that is 94% of the step: without it the
+    # wait is 0.94 x 0.48 / (1 - 0.94 x 0.52) = 88% of the step, the
+    # loader's own (1,200 small tensors a batch).  At 25% with the host's
+    # 42%: 0.25 x 0.58 / (1 - 0.25 x 0.42) = 16%, the host's.
+    split = {"wait_s": 1.0, "fetches": 10, "runq_known": True,
+             "parts_s": {"worker_making": 0.02, "worker_cpu_wait": 0.0, "main_cpu": 0.41,
+                         "cpu_wait": 0.02, "host_cpu_wait": 0.52, "in_transit": 0.03}}
+    assert not wait_parts.host_explains(split, 0.94)
+    assert wait_parts.host_explains(split, 0.25)
+    want = 0.94 * 0.48 / (1 - 0.94 * 0.52)
+    assert want > wait_parts.LOADER_OWN_SHARE
+    # The next step then is the largest of the loader's own parts.
+    assert wait_parts.next_for(split, 0.94) == {"part": "main_cpu", "share": 0.41}
+    assert wait_parts.next_for(split, 0.25)["part"] == "host_cpu_wait"
+    assert wait_parts.next_for(split)["part"] == "host_cpu_wait"

@@ -392,7 +392,8 @@ def superseded_by(f: Finding) -> frozenset:
 
 def advise(s: dict) -> list[Finding]:
     """``look_at_function`` where a function tells the slow batches
-    apart; ``look_at_path`` where every batch costs alike (:func:`alike`)
+    apart, unless the loop waits for batches already made (HAND-OVER);
+    ``look_at_path`` where every batch costs alike (:func:`alike`)
     and the loop is INPUT-BOUND (making batches is the limit): the hot
     path's first callee under the dataset's entry and its innermost
     function.  Slow batches that run the same code as the fast ones, only
@@ -405,6 +406,13 @@ def advise(s: dict) -> list[Finding]:
     if f is None:
         return timed
     sampler = (s.get("slow_code") or {}).get("sampler_share")
+    if f.code == "slow_code_named" and s.get("diagnosis") == "HAND-OVER":
+        # The loop waits for batches already made: the workers' slow
+        # batches are not what it waits on, and the hand-over's step
+        # leads; the evidence line stays (1,200 small tensors a batch led
+        # with "Look at DS.__getitem__" above "more workers will not
+        # shorten this wait: it is the hand-over", helper 28B).
+        return timed
     if f.code == "slow_code_named":
         label = (s.get("attribution") or {}).get("label")
         if label == attribution.LARGE_BATCH:

@@ -89,9 +89,11 @@ def memory_line(s: dict) -> Optional[str]:
 WORDS: dict[str, Words] = {
     "copy_on_read": lambda p: (
         f"Each forked worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an "
-        "epoch: copy-on-read (reading Python objects writes their reference counts, which "
-        "copies the parent's pages into every worker). Hold the dataset in NumPy arrays or "
-        "Arrow rather than lists or dicts of Python objects; with num_workers="
+        "epoch while its resident memory stayed flat: pages it shared with the parent were "
+        "written, by copy-on-read (reading Python objects writes their reference counts) or "
+        "by the worker's own short-lived objects reusing memory the parent had freed (many "
+        "small tensors or dicts a sample). If the dataset holds lists or dicts of Python "
+        "objects, hold them in NumPy arrays or Arrow; with num_workers="
         f"{p['num_workers']} the copies add up, and persistent workers keep them."),
     "workers_keep_memory": lambda p: (
         f"Each worker's unshared memory grew {fmt_bytes(p['growth_bytes'])} within an epoch "
