@@ -240,7 +240,44 @@ def advise(s: dict) -> list[Finding]:
         "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
         "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
         "step_floor_s": p.get("step_floor_s"), "quiet_compute_s": p.get("quiet_compute_s"),
-        "num_workers": p["num_workers"], "main_cores": p.get("main_cores")})]
+        "num_workers": p["num_workers"], "main_cores": p.get("main_cores"),
+        "shorter": _shorter_with_more(p)})]
+
+
+# More workers than now "shorten" the wait where the model puts it at
+# least this share under the wait it predicts for this run's num_workers
+# (its own tolerance, PREDICT_FIT_TOL, is what it can tell apart).
+MORE_WORKERS_SHORTER = 0.15
+
+
+def _shorter_with_more(p: dict) -> Optional[dict]:
+    """{num_workers, wait_s, now_s}: the fewest workers past this run's
+    whose predicted wait is the least of the rows (within
+    MORE_WORKERS_SHORTER of it) and at least MORE_WORKERS_SHORTER under
+    this run's predicted wait; None where no row with more workers is.
+    One worker of 80 ms batches on 2 cores read "not more workers" beside
+    its own rows, 78 ms at num_workers=1 and 54 ms at 2 (helper 28A)."""
+    rows = p.get("by_workers") or []
+    now = next((r["wait_s"] for r in rows if r["num_workers"] == p["num_workers"]), None)
+    more = [r for r in rows if r["num_workers"] > (p["num_workers"] or 0)]
+    if now is None or not more:
+        return None
+    least = min(r["wait_s"] for r in more)
+    if least > (1.0 - MORE_WORKERS_SHORTER) * now:
+        return None
+    first = next(r for r in more if r["wait_s"] <= least * (1.0 + MORE_WORKERS_SHORTER))
+    return {"num_workers": first["num_workers"], "wait_s": first["wait_s"], "now_s": now}
+
+
+def _more_words(p: dict) -> str:
+    """The head of ``predicted_no_workers``: "not more workers", or where
+    more still shorten the wait (``shorter``), how far."""
+    m = p.get("shorter")
+    if not m:
+        return "Next: not more workers: "
+    return (f"Next: num_workers={m['num_workers']} shortens the wait to about "
+            f"{fmt_s(m['wait_s'])} a step ({fmt_s(m['now_s'])} at {p['num_workers']}), the "
+            "most more workers do here: ")
 
 
 # The loop's own thread is said to keep a core from the workers where it
@@ -272,7 +309,7 @@ def _host_has(p: dict, cpus_key: str) -> str:
 
 WORDS: dict[str, Words] = {
     "predicted_no_workers": lambda p: (
-        f"Next: not more workers: the prediction (below, its check within "
+        _more_words(p) + "the prediction (below, its check within "
         f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
         f"this host: the workers need about {p['cores_needed']:.1f} cores, "
         f"{_host_has(p, 'cpus')} ({_least_step(p)}); "
