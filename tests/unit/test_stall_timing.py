@@ -606,3 +606,31 @@ def test_every_fetch_never_says_every_one_waited_where_some_did_not():
         "past the line)" in line
     s["stalls"]["count"] = 13
     assert "EVERY-FETCH: every steady-state fetch waits" in stall_timing.shape_line(s)
+
+
+def test_a_round_that_slipped_once_is_not_yet_a_period_never_irregular():
+    # 3 epochs of 16 fetches (the first 4 of each the start-up, untested),
+    # 7 stalls with gaps 4, 4, 4, 3 within epochs, the round's phase moving
+    # between epochs (helper 28A: 4 lock-step workers, persistent, 3
+    # epochs): one gap holds 75% of the gaps, so there is no evidence
+    # against a stall every 4 fetches, though no one phase fills.
+    n_ep, per = 3, 16
+    epoch = np.repeat(np.arange(n_ep), per).astype(np.int32)
+    position = np.tile(np.arange(per), n_ep)
+    tested = position >= 4
+    stalled = np.zeros(n_ep * per, dtype=bool)
+    for e, at in ((0, [4, 8, 12]), (1, [6, 10]), (2, [5, 8])):
+        stalled[e * per + np.asarray(at)] = True
+    wait = np.where(stalled, 280_000_000, 200_000).astype(np.int64)
+    mask = stalled[tested]
+    pos = stall_timing.Positions(stalled, position, tested, wait)
+    t = stall_timing.temporal_of(mask, epoch[tested], wait[tested], positions=pos)
+    assert sorted(np.asarray(stall_timing._core.stall_gaps(mask, epoch[tested])).tolist()) \
+        == [3, 4, 4, 4]
+    assert t["label"] == stall_timing.UNSETTLED and t["consistent_period"] == 4, t
+    s = {"shape": "HEAVY-TAILED", "temporal": t, "trend": None,
+         "stalls": {"count": 7}, "concentration": {}}
+    line = stall_timing.shape_line(s)
+    assert "IRREGULAR" not in line and "no regular period" not in line
+    assert t.get("phase_filled") is False
+    assert "75% of the gaps between stalls are 4" in line, line

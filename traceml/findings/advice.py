@@ -290,6 +290,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "tested_stalls": test.get("stalls"),
             "settle_steps": tmp["settle_steps"],
             "phase_filled": tmp.get("phase_filled", True),
+            "modal_share": (None if tmp.get("multiple_fraction") == 1.0
+                            else tmp.get("modal_share")),
             "bursts": tmp.get("counted") == "bursts",
             "grid": sweeps.sweep_grid(nw) if predicted else None}))
         return out
@@ -451,7 +453,10 @@ def _unsettled(p: dict) -> str:
     do not fill the period's phase over the run: ``phase_filled`` False)."""
     which = "a burst of stalls" if p.get("bursts") else "a stall"
     if p.get("phase_filled") is False:
-        return (f"Every gap between the stalls is a multiple of {p['period']}: they fit {which} "
+        gaps = (f"{pct(p['modal_share'])} of the gaps between the stalls are {p['period']}"
+                if p.get("modal_share") is not None else
+                f"Every gap between the stalls is a multiple of {p['period']}")
+        return (f"{gaps}: they fit {which} "
                 f"every {p['period']} fetches with some missed, but most fetches at that phase "
                 "did not stall, so the run shows no cadence over its length and none against "
                 f"one. Next: look at what recurs every {p['period']} steps where the stalls "

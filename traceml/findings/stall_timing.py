@@ -513,7 +513,7 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     steps would settle it) where the stalls fit the predicted period or
     one gap holds at least PERIOD_MIN_SHARE of the gaps (``phase_filled``
     False where the stalls do not stall most of that phase's fetches over
-    the run but every gap is a multiple of it: no count of steps then),
+    the run: no count of steps then),
     IRREGULAR only where no gap does and some gap is off it (the evidence
     against a period); ``p_value`` is then the quoted test's
     (:func:`unsettled_test`); ``predicted`` rides
@@ -616,12 +616,16 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
         # No evidence against a period: as many gaps, every one alike,
         # would not have shown one either.
         return {**out, "label": TOO_FEW}
-    if fits and out["multiple_fraction"] == 1.0:
-        # Every gap a multiple of the commonest: one period with stalls
-        # missed at its phase, no evidence against it (IRREGULAR needs
-        # some).  The stalls do not fill that phase over the run (one
-        # stretch, or a phase stalled only now and then), so more steps
-        # of the same would not settle a cadence over the run: no count.
+    if fits:
+        # One gap holds PERIOD_MIN_SHARE of them: a period with stalls
+        # missed at its phase (every gap a multiple of it), or a round
+        # that slipped once (lock-step at 4 workers over 3 epochs of
+        # persistent workers: gaps 4, 4, 4, 3 read "IRREGULAR (commonest
+        # gap 4 holds 75% of gaps) ... no regular period", helper 28A),
+        # is no evidence against it: IRREGULAR needs some.  The stalls do
+        # not fill that phase over the run (one stretch, or a phase
+        # stalled only now and then), so more steps of the same would not
+        # settle a cadence over the run: no count.
         return {**out, "label": UNSETTLED, "consistent_period": out["modal_gap"],
                 "settle_steps": None, "phase_filled": False}
     return out
@@ -811,7 +815,10 @@ def unsettled_part(tmp: dict) -> str:
     p = test.get("p_value")
     which = "a burst of stalls" if tmp.get("counted") == "bursts" else "a stall"
     if tmp.get("phase_filled") is False:
-        return (f"{UNSETTLED}: every gap between stalls is a multiple of {period}, so "
+        gaps = (f"every gap between stalls is a multiple of {period}"
+                if tmp.get("multiple_fraction") == 1.0 else
+                f"{pct(tmp['modal_share'])} of the gaps between stalls are {period}")
+        return (f"{UNSETTLED}: {gaps}, so "
                 f"consistent with {which} every {period} fetches with some missed, but most "
                 "fetches at that phase over the run did not stall: no cadence over the run "
                 "yet, and none against one")
