@@ -692,9 +692,10 @@ def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],
     inside it, and the awaited worker's threads' while its made batch was
     in transit (``clocked_making``'s third array: evidence.
     transit_queued), at most the sleep its CPU, its own wait for a core
-    and its worker's making leave (wait_split's ``transit_cpu_wait``,
-    less the parts taken from the sleep before it); at most its wait,
-    else 0.  None when no clocked steady fetch waited for a core."""
+    and its worker's making leave (wait_split's ``transit_cpu_wait`` is
+    capped lower still, by the sampler's and the other threads' parts it
+    takes from that sleep first); at most its wait, else 0.  None when no
+    clocked steady fetch waited for a core."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
