@@ -552,8 +552,10 @@ WORDS: dict[str, Words] = {
         f"Next: vary num_workers around {p['num_workers']} (traceml.sweep(make_loader, "
         "num_workers=...)): if the wait falls as workers are added, the workers are the "
         "limit; if not, look at work in the main process."),
-    "wrap_and_sweep": lambda p: ("Next: wrap the DataLoader itself and sweep num_workers "
-                                 "(traceml.sweep) to see whether more workers shorten the wait."),
+    "wrap_and_sweep": lambda p: ("Next: where a DataLoader feeds this loop, wrap the DataLoader "
+                                 "itself and sweep num_workers (traceml.sweep) to see whether "
+                                 "more workers shorten the wait; else time what the wrapped "
+                                 "iterable's next() does."),
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
     "largest_part": lambda p: (
@@ -611,8 +613,9 @@ WORDS: dict[str, Words] = {
         f"{p['period']}, and look at what runs every {p['period']} steps."),
     "period": lambda p: f"The stalls recur every {p['period']} steps.",
     "wrap_to_compare_period": lambda p: (
-        "Next: wrap the DataLoader itself so its num_workers can be compared with the "
-        f"period, or look at what recurs every {p['period']} steps."),
+        f"Next: look at what recurs every {p['period']} steps in the code that makes the "
+        "input; where a DataLoader feeds it, wrap the DataLoader itself so its num_workers "
+        "can be compared with the period."),
     "unsettled": lambda p: _unsettled(p),
     "irregular": lambda p: (
         f"The stalls have no regular period (the commonest gap"
