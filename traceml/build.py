@@ -316,12 +316,11 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     run.body = _body_split(steps, w.steady, run.clocks)
     facts = getattr(run.src, "epoch_facts", None) or {}
     cpus = facts[max(facts)].get("usable_cpus") if facts else None
-    total_step = float(w.step.sum())
-    share = float(w.wait.sum()) / total_step if total_step > 0 else None
+    totals = _input_share(w)
     split = (wait_parts.production_fraction(run.parts_all),
              wait_parts.other_largest_fraction(run.parts_all),
              wait_parts.host_leads(run.parts_all)
-             and wait_parts.host_explains(run.parts_all, share))
+             and wait_parts.host_explains(run.parts_all, totals[0]))
     if (split[2] or (split[0] is not None and split[1] is not None)) and (
             wait_parts.workers_outrun_cores(production, run.body, cpus)):
         # The workers need more cores than the host has for them with no
@@ -329,7 +328,7 @@ def _stage_durations(run: _Run, s: dict) -> dict:
         # hand-over stretched by them included) is the loader's production
         # running short, so the diagnosis reads it as wholly that.
         split = (1.0, None, False)
-    out = _durations(w, production, run.unmarked, *split)
+    out = _durations(w, production, run.unmarked, *split, totals=totals)
     out["diagnosis_support"] = _diagnosis_support(w, out["diagnosis"], production,
                                                   run.making_ns, run.loader, *split)
     out["production"] = production
@@ -752,20 +751,27 @@ def _body_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple]
                                  runq[ok])
 
 
+def _input_share(w: _Steady) -> tuple[Optional[float], int]:
+    """(the steady steps' total input wait over their total step time,
+    None without step time; the total step time, ns)."""
+    total_step = int(w.step.sum())
+    return (float(w.wait.sum()) / total_step if total_step > 0 else None), total_step
+
+
 def _durations(w: _Steady, production: Optional[dict] = None,
                unmarked: Optional[tuple] = None,
                production_fraction: Optional[float] = None,
                other_largest_fraction: Optional[float] = None,
-               host_leads: bool = False) -> dict:
+               host_leads: bool = False, *, totals: tuple) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
     it covers the steady steps, the clocked split of the wait, as
     fractions of it (wait_parts.production_fraction and
     other_largest_fraction) and whether its largest part is the host's
     (wait_parts.host_leads), and the probe steps without a fetch mark:
-    input_bound.diagnose)."""
-    total_step = int(w.step.sum())
-    share = float(w.wait.sum()) / total_step if total_step > 0 else None
+    input_bound.diagnose).  ``totals``: :func:`_input_share` of ``w``,
+    which the caller's host test reads too."""
+    share, total_step = totals
     mean_step_ns = total_step / len(w.step) if len(w.step) else None
     produced = input_bound.production_share(production)
     if produced is not None and production_fraction is not None and share is not None:
