@@ -341,7 +341,8 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     batch's transit: the cores' part), the
     measured parts of the stalls, and the GPU block where cuda was on."""
     steps, w, clocks = run.steps, run.w, run.clocks
-    real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks, run.clocked_making)
+    real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks, run.clocked_making,
+                                                 run.clocked_sampler)
     if queued is not None:
         w.wait = np.maximum(real_wait - queued, 0)
     run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
@@ -685,36 +686,37 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],
-                     clocked_making: Optional[tuple] = None) -> Optional[np.ndarray]:
+                     clocked_making: Optional[tuple] = None,
+                     clocked_sampler: Optional[tuple] = None) -> Optional[np.ndarray]:
     """Per steady step (shape (steady steps,), int64 ns), where the fetch
-    was clocked, its waits for a core: the loop thread's run-queue wait
-    inside it, and the awaited worker's threads' while its made batch was
-    in transit (``clocked_making``'s third array: evidence.
-    transit_queued), at most the sleep its CPU, its own wait for a core
-    and its worker's making leave (wait_split's ``transit_cpu_wait`` is
-    capped lower still, by the sampler's and the other threads' parts it
-    takes from that sleep first); at most its wait, else 0.  None when no
+    was clocked, its waits for a core: wait_split.fetch_parts' ``cpu_wait``
+    (the loop thread's run-queue wait inside it) and TRANSIT_QUEUED_PART
+    (the awaited worker's threads' while its made batch was in transit),
+    the same numbers the split sums; else 0.  An unread CPU time or making
+    reads 0 here (the run-queue wait is still the fetch's).  None when no
     clocked steady fetch waited for a core."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
-    transit = None
     read = runq > 0
     if clocked_making is not None:
-        transit = clocked_making[2]
-        read |= transit > 0
+        read |= clocked_making[2] > 0
     ok = _clocked_in(pos, w.steady, read)
     if not ok.any():
         return None
     at_steady = pos[ok] if w.all else np.cumsum(w.steady)[pos[ok]] - 1
-    wait = w.wait[at_steady]
-    own = np.minimum(np.maximum(runq[ok], 0), wait)
-    if transit is not None:
-        room = wait - own - np.minimum(np.maximum(cpu[ok], 0), wait - own) \
-            - np.maximum(clocked_making[0][ok], 0)
-        own = own + np.minimum(transit[ok], np.maximum(room, 0))
+    making = (None if clocked_making is None else
+              (np.maximum(clocked_making[0][ok], 0), clocked_making[1][ok],
+               clocked_making[2][ok]))
+    _, parts = wait_split.fetch_parts(
+        w.wait[at_steady], np.maximum(cpu[ok], 0), runq[ok],
+        *(making[:2] if making else (None, None)),
+        others_cpu_ns=clocks[5][ok] if len(clocks) > 5 else None,
+        sampler=(None if clocked_sampler is None
+                 else (clocked_sampler[0][ok], clocked_sampler[1][ok])),
+        transit_queued_ns=making[2] if making else None)
     queued = np.zeros(len(w.wait), dtype=np.int64)
-    queued[at_steady] = own
+    queued[at_steady] = parts["cpu_wait"] + parts.get(wait_split.TRANSIT_QUEUED_PART, 0)
     return queued
 
 

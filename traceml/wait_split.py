@@ -120,38 +120,20 @@ def clocked_positions(clock_steps: np.ndarray, selected: Optional[np.ndarray],
     return np.where(found, pos, -1)
 
 
-def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
-          making_ns: Optional[np.ndarray] = None,
-          making_queued_ns: Optional[np.ndarray] = None,
-          host_share: Optional[float] = None,
-          others_cpu_ns: Optional[np.ndarray] = None,
-          sampler: Optional[tuple] = None,
-          transit_queued_ns: Optional[np.ndarray] = None) -> Optional[dict]:
-    """The summed parts of the clocked fetches' waits.
+def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
+                making_ns: Optional[np.ndarray] = None,
+                making_queued_ns: Optional[np.ndarray] = None,
+                others_cpu_ns: Optional[np.ndarray] = None,
+                sampler: Optional[tuple] = None,
+                transit_queued_ns: Optional[np.ndarray] = None
+                ) -> tuple[np.ndarray, dict]:
+    """Each clocked fetch's parts (the model above), before any host share.
 
-    ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
-    fetch's input wait, its thread's CPU time and run-queue wait inside it
-    (-1: unreadable, that fetch left out; a run-queue -1 everywhere, a
-    kernel without schedstat, reads 0 wait for a core and says so);
-    ``making_ns`` (shape (m,), -1 unknown; None: no worker timing): the ns
-    of the wait during which the awaited worker made its batch;
-    ``making_queued_ns`` (shape (m,), -1 unknown reads 0; None: 0) the ns
-    of those during which it waited for a core; ``host_share`` (0 to 1;
-    None: the host not read) the share of those waits for a core that is
-    other programs', moved to HOST_PART (left out where None);
-    ``others_cpu_ns`` (shape (m,), -1 unknown reads 0; None: not read, the
-    part left out) the CPU ns of the process's other threads inside each
-    fetch, the OTHERS_PART; ``sampler`` ((wall_ns, cpu_ns), each shape
-    (m,); None: not timed, the part left out) the sampler's time and CPU
-    inside each fetch, the SAMPLER_PART (see above); ``transit_queued_ns``
-    (shape (m,), ns; None: not read, the part left out) the awaited
-    worker's threads' wait for a core in its batch's transit, at most
-    what is left of ``in_transit``, the TRANSIT_QUEUED_PART.  None when no
-    fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
-    PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
-    runq_known, and where the host was read with worker timing
-    host_of_workers_s (the part of HOST_PART that was the awaited worker
-    waiting for a core: still making the batch)}."""
+    The arguments are :func:`split`'s.  Returns ``(keep, parts)``: ``keep``
+    (bool, shape (m,)) the fetches whose wait, CPU and (with worker
+    timing) making were read, and ``parts`` ({part: int64 ns of each kept
+    fetch, shape (kept,)}, in PARTS_TIMED or PARTS_UNTIMED order, the
+    parts not read left out); a kept fetch's parts add up to its wait."""
     wait = np.asarray(wait_ns, dtype=np.int64)
     cpu = np.asarray(cpu_ns, dtype=np.int64)
     runq = np.asarray(runq_ns, dtype=np.int64)
@@ -160,10 +142,7 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     if making_ns is not None:
         making = np.asarray(making_ns, dtype=np.int64)
         keep &= making >= 0
-    if not keep.any():
-        return None
     wait, cpu, runq_k = wait[keep], cpu[keep], runq[keep]
-    runq_known = bool((runq_k >= 0).any())
     on_cpu = np.minimum(cpu, wait)
     queued = np.minimum(np.maximum(runq_k, 0), wait - on_cpu)
     asleep = wait - on_cpu - queued
@@ -195,19 +174,55 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
                  "main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
                  SAMPLER_PART: in_sampler, TRANSIT_QUEUED_PART: transit_queued,
                  "in_transit": rest}
-        if transit_queued is None:
-            del parts[TRANSIT_QUEUED_PART]
     else:
         if others_cpu_ns is not None:
             others = _others(others_cpu_ns, keep, asleep)
             asleep = asleep - others
         parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
                  SAMPLER_PART: in_sampler, "asleep": asleep}
-    if others is None:
-        del parts[OTHERS_PART]
-    if in_sampler is None:
-        del parts[SAMPLER_PART]
+    return keep, {k: v for k, v in parts.items() if v is not None}
+
+
+def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
+          making_ns: Optional[np.ndarray] = None,
+          making_queued_ns: Optional[np.ndarray] = None,
+          host_share: Optional[float] = None,
+          others_cpu_ns: Optional[np.ndarray] = None,
+          sampler: Optional[tuple] = None,
+          transit_queued_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+    """The summed parts of the clocked fetches' waits (:func:`fetch_parts`
+    each, summed).
+
+    ``wait_ns``, ``cpu_ns``, ``runq_ns`` (shape (m,), ns): each clocked
+    fetch's input wait, its thread's CPU time and run-queue wait inside it
+    (-1: unreadable, that fetch left out; a run-queue -1 everywhere, a
+    kernel without schedstat, reads 0 wait for a core and says so);
+    ``making_ns`` (shape (m,), -1 unknown; None: no worker timing): the ns
+    of the wait during which the awaited worker made its batch;
+    ``making_queued_ns`` (shape (m,), -1 unknown reads 0; None: 0) the ns
+    of those during which it waited for a core; ``host_share`` (0 to 1;
+    None: the host not read) the share of those waits for a core that is
+    other programs', moved to HOST_PART (left out where None);
+    ``others_cpu_ns`` (shape (m,), -1 unknown reads 0; None: not read, the
+    part left out) the CPU ns of the process's other threads inside each
+    fetch, the OTHERS_PART; ``sampler`` ((wall_ns, cpu_ns), each shape
+    (m,); None: not timed, the part left out) the sampler's time and CPU
+    inside each fetch, the SAMPLER_PART (see above); ``transit_queued_ns``
+    (shape (m,), ns; None: not read, the part left out) the awaited
+    worker's threads' wait for a core in its batch's transit, at most
+    what is left of ``in_transit``, the TRANSIT_QUEUED_PART.  None when no
+    fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
+    runq_known, and where the host was read with worker timing
+    host_of_workers_s (the part of HOST_PART that was the awaited worker
+    waiting for a core: still making the batch)}."""
+    keep, parts = fetch_parts(wait_ns, cpu_ns, runq_ns, making_ns, making_queued_ns,
+                              others_cpu_ns, sampler, transit_queued_ns)
+    if not keep.any():
+        return None
+    runq_known = bool((np.asarray(runq_ns, dtype=np.int64)[keep] >= 0).any())
     parts_s = {k: float(v.sum()) * 1e-9 for k, v in parts.items()}
+    wait = np.asarray(wait_ns, dtype=np.int64)[keep]
     out = {"fetches": int(keep.sum()), "wait_s": float(wait.sum()) * 1e-9}
     if host_share is not None:
         h = min(1.0, max(0.0, float(host_share)))

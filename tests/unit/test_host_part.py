@@ -84,3 +84,31 @@ def test_host_bound_needs_an_input_bound_wait():
     assert input_bound.diagnose(0.3, 0.25, None, None, 0.5, False).label == input_bound.INPUT_BOUND
     rule = findings.sentences([input_bound.diagnosis_finding(input_bound.HOST_BOUND, 0.3)])[0]
     assert "other programs holding the cores" in rule and "30.0%" in rule
+
+
+def test_the_stall_rules_cores_wait_is_the_splits_own():
+    # One clocked steady fetch of 10 ms: no CPU, no run-queue wait, the
+    # awaited worker making 2 ms of it, the sampler asleep 5 ms inside it,
+    # the worker's threads queued 6 ms in the transit.  The sampler's sleep
+    # comes out of the fetch's sleep first (wait_split's model), leaving
+    # 10 - 5 - 2 = 3 ms for the transit's wait for a core: the stall rule
+    # takes out those 3 ms, the number the split reports.
+    from traceml import build
+
+    ms = 1_000_000
+    steps = np.zeros(2, dtype=_core.RECORD_DTYPE)
+    steps["begin_ns"] = [0, 20 * ms]
+    steps["fetch_done_ns"] = [1 * ms, 30 * ms]
+    steps["end_ns"] = [10 * ms, 40 * ms]
+    w = build._Steady(steps, np.zeros(2, dtype=bool))
+    one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731 - a column of one fetch
+    clocks = (one(1), one(0), one(0), one(-1), one(-1), one(0))
+    making = (one(2 * ms), one(0), one(6 * ms))
+    sampler = (one(5 * ms), one(0))
+    queued = build._queued_in_fetch(steps, w, clocks, making, sampler)
+    split = wait_split.split(one(10 * ms), one(0), one(0), making[0], making[1],
+                             others_cpu_ns=one(0), sampler=sampler,
+                             transit_queued_ns=making[2])
+    assert queued.tolist() == [0, 3 * ms]
+    assert split["parts_s"][wait_split.TRANSIT_QUEUED_PART] == pytest.approx(3e-3)
+    assert split["parts_s"]["in_transit"] == 0
