@@ -292,7 +292,11 @@ def correlation(rows: list[dict]) -> dict:
     distinct num_workers; False when it differs in any row used; None
     otherwise (too few to tell).
     ``same_period`` is True when every row used has the same period over 2
-    or more distinct num_workers (the period is set by the data).
+    or more distinct num_workers (the period is set by the data), and no
+    row at 0 or 1 workers stalled on every fetch where that period is not
+    1: such a row is left out of the points (no gap to read) but its
+    cadence is every fetch, so a period of 2 at 2 and 4 workers beside it
+    is not one period everywhere.
     ``points`` counts the rows used, ``rows`` lists their [max(1, n),
     period], ``mismatched`` how many differ, ``left_out`` the others as
     {condition, pass_, direction, reason, stalls}; ``distinct_workers`` and
@@ -347,7 +351,9 @@ def correlation(rows: list[dict]) -> dict:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
     y = np.array([p[1] for p in pts], dtype=float)
-    out["same_period"] = bool(np.ptp(y) == 0)
+    every_fetch_low = any(_left_out(r) == "every_fetch"
+                          and stall_timing.effective_workers(_workers(r)) == 1 for r in rows)
+    out["same_period"] = bool(np.ptp(y) == 0 and not (every_fetch_low and y[0] != 1))
     if out["mismatched"]:
         out["follows"] = False
     elif distinct >= sweeps.SWEEP_MIN_DISTINCT_WORKERS or out["follows"]:

@@ -234,3 +234,29 @@ def test_a_kept_condition_whose_runs_read_hand_over_asks_for_no_more_workers():
     assert "read HAND-OVER" in said and "try more" not in said, said
     conds[1]["diagnosis"] = "INPUT-BOUND"
     assert sweeps.SWEEP_MORE_WORKERS in [c for c, _ in sweeps.sweep_next(conds, None)]
+
+
+def test_every_fetch_at_0_and_1_workers_is_not_the_same_period_as_2():
+    # CPU-bound workers on 2 cores (helper 28A's reversed sweep): every
+    # fetch stalls at 0 and 1 workers, period 2 at 2 and at 4 workers.  The
+    # period is 1, 1, 2, 2: not "the same at every num_workers: set by the
+    # data"; the 4-worker row misses max(1, num_workers).
+    from traceml.sweeping import SweepResult, _row
+
+    def row(k, stalls, period, temporal):
+        return dict(_row({"num_workers": k}, 0, "forward", None, None), stalls=stalls,
+                    period=period, temporal=temporal, mean_s=0.1, diagnosis="INPUT-BOUND")
+
+    rows = [row(0, 15, None, "EVERY-FETCH"), row(1, 15, None, "EVERY-FETCH"),
+            row(2, 7, 2, "PERIODIC"), row(4, 5, 2, "PERIODIC")]
+    res = SweepResult(rows, [None] * 4, False)
+    c = res.correlation
+    assert c["rows"] == [[2, 2], [4, 2]] and c["mismatched"] == 1
+    assert c["follows"] is False and c["same_period"] is False
+    text = str(res)
+    assert "set by the data" not in text
+    assert "period != max(1, num_workers) in 1 of 2 rows" in text
+    # Without the every-fetch rows the one period at 2 and 4 workers is
+    # the same everywhere the sweep saw a period.
+    c = SweepResult(rows[2:], [None] * 2, False).correlation
+    assert c["same_period"] is True and c["follows"] is False
