@@ -477,6 +477,7 @@ class Attribution(TypedDict):
     make_ratio: NotRequired[NumberOrNull]
     sample_ratio: NotRequired[NumberOrNull]
     pinned_indices: NotRequired[list[int]]
+    also_slow: NotRequired[dict[int, NonNegative]]
     collate_share: NotRequired[ShareOrNull]
 
 

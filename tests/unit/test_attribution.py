@@ -331,3 +331,39 @@ def test_stalls_on_a_residue_whose_batches_cost_alike_are_not_slow_samples():
     slow = np.where(ranks % 2 == 0, make * 3, make)
     a = attribution.attribution(*args, by_size=(ranks, slow, None))
     assert a["label"] == "SLOW-SAMPLE" and (a["period"], a["residue"]) == (2, 0)
+
+
+def test_a_slow_worker_hidden_behind_another_is_named_beside_it():
+    # 5 workers dealt batches in turn, workers 1 and 3 each making theirs
+    # in 60 ms against 4 ms: worker 3's batch is made while the loop waits
+    # on worker 1's, so all 15 stalls sit on worker 1 (measured: helper
+    # run /tmp/s29/two_slow.py, 15 of 15).  ONE-WORKER 1, with worker 3
+    # named as slow too: fixing worker 1 alone would leave worker 3's.
+    make = {0: 0.004, 1: 0.060, 2: 0.004, 3: 0.059, 4: 0.004}
+    per_worker = {w: {"batches": 16, "make_median_s": m, "make_mean_s": m}
+                  for w, m in make.items()}
+    ranks = np.arange(6, 80, 5)
+    a = attribution.attribution(ranks, ranks % 5, np.arange(5, 80) % 5, 5, 5, None,
+                                per_worker=per_worker, making=True)
+    assert a["label"] == "ONE-WORKER" and a["worker"] == 1
+    assert set(a["also_slow"]) == {3}
+    assert a["also_slow"][3] == pytest.approx(0.059 / np.median([0.004, 0.060, 0.004, 0.004]))
+    one, shards = attribution.advise({"attribution": a, "loader": {"num_workers": 5}})
+    assert one.code == "one_worker" and shards.code == "split_shards"
+    text = " ".join(sentences([one, shards]))
+    assert "Worker 3 also takes 14.7x" in text
+    assert "fixing worker 1 alone leaves worker 3's batches to stall" in text
+    assert "look at what workers 1 and 3 have" in text
+    line = attribution.attribution_line({"attribution": a})
+    assert "workers 1 and 3 both make their batches slowly" in line
+    # A run file's keys come back as strings: the same words.
+    stored = {**a, "also_slow": {"3": a["also_slow"][3]}}
+    assert attribution.attribution_line({"attribution": stored}) == line
+    # Worker 3 as fast as the rest: one slow worker, no such words.
+    per_worker[3] = per_worker[0]
+    a = attribution.attribution(ranks, ranks % 5, np.arange(5, 80) % 5, 5, 5, None,
+                                per_worker=per_worker, making=True)
+    assert a["label"] == "ONE-WORKER" and "also_slow" not in a
+    text = " ".join(sentences(attribution.advise({"attribution": a,
+                                                  "loader": {"num_workers": 5}})))
+    assert "also takes" not in text and "look at what worker 1 has" in text

@@ -380,6 +380,45 @@ def make_ratio(per_worker: Optional[dict], worker: int,
     return float("inf") if median <= 0 else mine / median
 
 
+def also_slow(per_worker: Optional[dict], worker: int) -> dict[int, float]:
+    """{worker id: make_ratio} of the workers other than ``worker`` (the
+    one holding the stalls) that take at least BUSIER_RATIO times the other
+    workers' median time to make a batch, measured in the workers; {}
+    without that timing.  With the workers' batches dealt in turn, a slow
+    worker whose turn comes while the loop already waits on another slow
+    worker's batch makes its own in that wait: its slowness is real but
+    hidden behind the first one's stalls (workers 1 and 3 of 5 each taking
+    60 ms against 4 ms put all 15 stalls on worker 1).  Fixing the worker
+    that holds the stalls then leaves these to stall."""
+    if not per_worker:
+        return {}
+    out = {}
+    for w in sorted(per_worker):
+        if w == worker:
+            continue
+        ratio = make_ratio(per_worker, w)
+        if ratio is not None and ratio >= BUSIER_RATIO:
+            out[int(w)] = float(ratio)
+    return out
+
+
+def _also_slow_words(p: dict) -> str:
+    """The sentence on the workers as slow as the one holding the stalls
+    (``p["also_slow"]``: {worker: make_ratio}, keys may be str after a
+    run file); "" without any."""
+    also = {int(w): float(r) for w, r in (p.get("also_slow") or {}).items()}
+    if not also:
+        return ""
+    ids = sorted(also)
+    ratios = ", ".join(f"{also[w]:.1f}x" for w in ids)
+    one = len(ids) == 1
+    them = f"worker {ids[0]}" if one else "workers " + _workers_list(ids)
+    return (f" {them[0].upper() + them[1:]} also {'takes' if one else 'take'} {ratios} the "
+            f"other workers' median time to make a batch; {'its' if one else 'their'} "
+            f"batches were made while the loop waited on worker {p['worker']}'s, which hid "
+            f"them: fixing worker {p['worker']} alone leaves {them}'s batches to stall.")
+
+
 # Where a SLOW-SAMPLE period comes from (the attribution's ``period_from``).
 PERIOD_FROM_MAKE_TIMES = "make_times"   # the workers' make times (made_period)
 PERIOD_FROM_STALLS = "stalls"           # the stalled ranks or their gaps
@@ -539,8 +578,10 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                              "sample_cost_ratio": made.get("sample_cost_ratio")}}
     if one_worker:
         pinned = _pinned_indices(slow_samples, out["worker"])
+        also = also_slow(per_worker, out["worker"])
         return {**out, "label": ONE_WORKER,
-                **({"pinned_indices": pinned} if pinned is not None else {})}
+                **({"pinned_indices": pinned} if pinned is not None else {}),
+                **({"also_slow": also} if also else {})}
     if period is None:
         period = rank_period(ranks, k)
         out["period"] = out["stall_period"] = period
@@ -612,6 +653,13 @@ def _workers_list(ids) -> str:
     return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
 
 
+def _slow_set(p: dict) -> str:
+    """"worker 1", or with ``also_slow`` "workers 1 and 3"."""
+    also = [int(w) for w in p.get("also_slow") or []]
+    return (f"worker {p['worker']}" if not also
+            else "workers " + _workers_list([int(p["worker"]), *also]))
+
+
 def _one_worker(p: dict) -> str:
     ratio = p["cpu_ratio"]
     busy = ("" if ratio is None
@@ -619,7 +667,9 @@ def _one_worker(p: dict) -> str:
             else f", using {ratio:.1f}x the other workers' median CPU (it waits on something)")
     return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls "
             f"({pct(p['own_share'])} of its batches stalled, few of the others'){busy}: "
-            "one worker is slower than the rest, not the workers' round.")
+            + ("slow workers, not the workers' round." if p.get("also_slow") else
+               "one worker is slower than the rest, not the workers' round.")
+            + _also_slow_words(p))
 
 
 def _stalls_against_made(p: dict) -> str:
@@ -745,14 +795,18 @@ def attribution_line(s: dict) -> Optional[str]:
         return None
     spread = ", ".join(f"{w}:{c}" for w, c in sorted(a["stall_workers"].items()))
     on = f" (stalls by worker {spread}; {a['known']} with a known worker)" if spread else ""
+    also = ("" if not a.get("also_slow") else
+            f"; {_slow_set({'worker': a['worker'], 'also_slow': a['also_slow']})} "
+            f"{'both' if len(a['also_slow']) == 1 else 'all'} make "
+            f"their batches slowly (worker {a['worker']}'s stalls hid the others')")
     if a["label"] == ONE_WORKER and a.get("pinned_indices"):
         return (f"attribution: {ONE_WORKER} worker {a['worker']}{on}, or the samples it is "
-                "sent: its slow samples were never made by another worker")
+                f"sent: its slow samples were never made by another worker{also}")
     if a["label"] == ONE_WORKER and order_fixed(s):
         return (f"attribution: {ONE_WORKER} worker {a['worker']}{on}, or the samples it is "
-                "sent: the loader's fixed order sends it the same indices every epoch")
+                f"sent: the loader's fixed order sends it the same indices every epoch{also}")
     if a["label"] == ONE_WORKER:
-        return f"attribution: {ONE_WORKER} worker {a['worker']}{on}"
+        return f"attribution: {ONE_WORKER} worker {a['worker']}{on}{also}"
     if a["label"] == LARGE_BATCH:
         m = a["made"]
         if a.get("period_from") == PERIOD_FROM_STALLS:
@@ -837,13 +891,18 @@ def advise(s: dict) -> list[Finding]:
         return [Finding("one_worker_or_samples", {
             "worker": attr["worker"], "stalls": attr["stall_workers"].get(attr["worker"], 0),
             "known": attr["known"], "indices": attr.get("pinned_indices"),
-            "num_workers": nw})]
+            "num_workers": nw, **({"also_slow": attr["also_slow"]}
+                                  if attr.get("also_slow") else {})})]
     if attr and attr["label"] == ONE_WORKER:
+        also = attr.get("also_slow") or {}
         return [Finding("one_worker", {"worker": attr["worker"],
                                        "stalls": attr["stall_workers"].get(attr["worker"], 0),
                                        "known": attr["known"], "own_share": attr["own_share"],
-                                       "cpu_ratio": attr["cpu_ratio"]}),
-                Finding("split_shards", {"worker": attr["worker"]})]
+                                       "cpu_ratio": attr["cpu_ratio"],
+                                       **({"also_slow": also} if also else {})}),
+                Finding("split_shards", {"worker": attr["worker"],
+                                         **({"also_slow": sorted(int(w) for w in also)}
+                                            if also else {})})]
     if attr and attr["label"] == LARGE_BATCH:
         m = attr["made"]
         return [Finding("large_batches", {
@@ -909,7 +968,8 @@ def _one_worker_or_samples(p: dict) -> str:
         why = ("and the loader's order is fixed (a map-style dataset, no shuffle): it sends "
                "worker {} the same indices every epoch").format(p["worker"])
     return (f"Worker {p['worker']} held {p['stalls']} of the {p['known']} stalls, {why}, "
-            "so a slow worker and slow samples read the same here. Next: the same "
+            "so a slow worker and slow samples read the same here."
+            + _also_slow_words(p) + " Next: the same "
             f"loop at {other}, or with shuffle=True: stalls that follow the indices are the "
             "samples (time __getitem__ on them); stalls that stay on one worker are the "
             "worker.")
@@ -931,8 +991,9 @@ WORDS: dict[str, Words] = {
     "one_worker": _one_worker,
     "one_worker_or_samples": _one_worker_or_samples,
     "split_shards": lambda p: (
-        f"Next: look at what worker {p['worker']} has that the others do not, not at "
-        "num_workers: with an IterableDataset, the shard it reads (split by "
+        f"Next: look at what {_slow_set(p)} {'has' if not p.get('also_slow') else 'have'} "
+        "that the others do not, not at "
+        "num_workers: with an IterableDataset, the shard each reads (split by "
         "get_worker_info().id) is larger or slower than the others' (balance the split); "
         "with a map-style dataset every worker runs the same code, so its own "
         "worker_init_fn, a per-worker resource (a file, a connection, a cache) or the core "
