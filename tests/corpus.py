@@ -1316,6 +1316,22 @@ def sim_one_slow_worker(seed: int, worker: int, factor: float, num_workers: int 
                             cost, truth, num_workers=num_workers, compute_ms=np.full(n, 10.0))
 
 
+def sim_slow_workers(seed: int, workers: tuple = (1, 3), factor: float = 6.0,
+                     num_workers: int = 5, fast_ms: float = 10.0, n: int = 100) -> Case:
+    """Workers ``workers`` each make every batch ``factor`` x slower than
+    the others: the first slow worker's turn stalls the loop, and the next
+    slow worker makes its batch in that wait, so the stalls sit on the
+    first (ONE-WORKER) while the make times show both slow (helper run:
+    workers 1 and 3 of 5 at 60 ms against 4 ms, 15 of 15 stalls on 1)."""
+    rng = np.random.default_rng(1800 + seed)
+    base = fast_ms * rng.uniform(0.95, 1.05, n)
+    cost = np.where(np.isin(np.arange(n) % num_workers, workers), factor * base, base)
+    truth = {"attribution.label": "ONE-WORKER", "attribution.worker": workers[0]}
+    shown = "-".join(str(w) for w in workers)
+    return simulated_loader(f"sim-slow-workers-{shown}of{num_workers}-{factor:g}x-s{seed}",
+                            cost, truth, num_workers=num_workers, compute_ms=np.full(n, 10.0))
+
+
 # --- the seed's size: 16 deliveries a condition ------------------------------
 SEED_STEPS = 16
 
@@ -1604,6 +1620,7 @@ def corpus() -> list[Case]:
     cases += [sim_lockstep(0), sim_lockstep(1, num_workers=2)]
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
+    cases += [sim_slow_workers(0), sim_slow_workers(1, (0, 2), factor=8.0, num_workers=6)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
     cases += [sim_slow_collate(0), sim_slow_collate(1, every=3, num_workers=4, collate_ms=90.0)]
     cases += [sim_uneven_batch_sizes(0, big=32), sim_uneven_batch_sizes(1, every=4, big=32, small=8,

@@ -367,3 +367,19 @@ def test_a_slow_worker_hidden_behind_another_is_named_beside_it():
     text = " ".join(sentences(attribution.advise({"attribution": a,
                                                   "loader": {"num_workers": 5}})))
     assert "also takes" not in text and "look at what worker 1 has" in text
+
+
+@pytest.mark.parametrize("case,hidden", [(corpus.sim_slow_workers(0), {3}),
+                                         (corpus.sim_slow_workers(1, (0, 2), 8.0, 6), {2})])
+def test_the_corpus_slow_workers_name_the_hidden_one(case, hidden):
+    # The schedule torch plays out (corpus.simulated_loader): the stalls
+    # sit on the first slow worker only, the make times show both.
+    s = corpus.replay(case).summary
+    a = s["attribution"]
+    assert set(a["stall_workers"]) == {case.truth["attribution.worker"]}
+    assert set(a["also_slow"]) == hidden
+    make = case.batches
+    for w in hidden:
+        own = make["end_ns"][make["worker"] == w] - make["begin_ns"][make["worker"] == w]
+        assert np.median(own) > attribution.BUSIER_RATIO * np.median(
+            (make["end_ns"] - make["begin_ns"])[make["worker"] == 4])
