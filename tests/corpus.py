@@ -650,6 +650,68 @@ def lockstep(seed: int, k: int, rounds: int = 12, stall_ms: float = 80.0,
     return make(name, wait, truth, num_workers=num_workers)
 
 
+def _out_of_order(case: Case, name: str, swaps) -> Case:
+    """``case`` from a loader built with in_order=False, the deliveries at
+    each position a of ``swaps`` and a + 1 exchanged (the later batch
+    delivered first: an overtaking)."""
+    rank, worker = (a.copy() for a in case.delivery)
+    for a in swaps:
+        if a + 1 < len(rank):
+            rank[[a, a + 1]] = rank[[a + 1, a]]
+            worker[[a, a + 1]] = worker[[a + 1, a]]
+    src = case.sources[SOURCE_ID]
+    facts = {**src.loader, "in_order": False}
+    sources = {SOURCE_ID: dataclasses.replace(
+        src, loader=facts,
+        epoch_facts={e: {**f, "loader": facts} for e, f in src.epoch_facts.items()})}
+    return dataclasses.replace(case, name=name, delivery=(rank, worker), sources=sources)
+
+
+def lockstep_out_of_order(seed: int, k: int = 4, rounds: int = 12,
+                          stall_ms: float = 80.0) -> Case:
+    """The seed's in_order=False arrow: k workers in lock-step, the loader
+    built with in_order=False, so within some rounds a later batch is
+    delivered before an earlier one (a round's 2nd and 3rd batches in
+    every third round), yet each round's first delivery still stalls: the
+    cadence survives the overtaking (the workers' round, not one slow
+    sample blocking the line)."""
+    start = startup(k)
+    return _out_of_order(lockstep(seed, k, rounds, stall_ms),
+                         f"lockstep-out-of-order-{k}w-s{seed}",
+                         [start + m * k + 1 for m in range(0, rounds, 3)])
+
+
+def overtaken_slow_samples(seed: int, rate: float = 0.08, n: int = 100,
+                           overtake: bool = True) -> Case:
+    """2 workers, in_order=False, slow samples at random ranks (60-100 ms):
+    the next batch, the other worker's, is delivered first each time (an
+    overtaking), and the stalls keep no period: single slow samples
+    holding batches back.  ``overtake`` False: no delivery overtakes (both
+    workers held at once: the stalls are not single slow batches)."""
+    rng = np.random.default_rng(2200 + seed)
+    wait = _fast(rng, n, 0.1)
+    hit = rng.random(n) < rate
+    hit[-1] = False
+    wait[hit] = rng.uniform(60.0, 100.0, hit.sum())
+    truth = {"stalls.count": int(hit.sum()),
+             "temporal.label": OneOf("IRREGULAR", "TOO-FEW", "UNSETTLED")}
+    name = "overtaken-slow-samples" if overtake else "out-of-order-none-overtaken"
+    case = make(f"{name}-2w-s{seed}", wait, truth, num_workers=2)
+    return _out_of_order(case, case.name,
+                         startup(2) + np.flatnonzero(hit) if overtake else [])
+
+
+def too_few_steps(seed: int, steady: int = 5, num_workers: int = 2) -> Case:
+    """A recording stopped after ``steady`` steady steps, every one waiting
+    30 ms against 10 ms of compute: INPUT-BOUND is measured, but the shape
+    and its next step need MIN_STEADY_STEPS."""
+    rng = np.random.default_rng(2100 + seed)
+    wait = 30.0 * rng.uniform(0.95, 1.05, steady)
+    return make(f"too-few-steps-{steady}-s{seed}", wait,
+                {"diagnosis": "INPUT-BOUND"},
+                num_workers=num_workers)
+
+
 def lockstep_pairs(seed: int, rounds: int = 14) -> Case:
     """4 workers finishing two by two: stalls on ranks 4m and 4m+1 (gaps
     1, 3, 1, 3), one burst per round."""
@@ -1621,6 +1683,10 @@ def corpus() -> list[Case]:
     cases += [sim_random_slow_on_turns(0), sim_random_slow_on_turns(1, slow_ms=40.0)]
     cases += [sim_one_slow_worker(0, 1, 6.0), sim_one_slow_worker(1, 2, 3.0, fast_ms=20.0)]
     cases += [sim_slow_workers(0), sim_slow_workers(1, (0, 2), factor=8.0, num_workers=6)]
+    cases += [lockstep_out_of_order(0), lockstep_out_of_order(1, k=3)]
+    cases += [overtaken_slow_samples(0), overtaken_slow_samples(1, rate=0.1),
+              overtaken_slow_samples(3, overtake=False)]
+    cases += [too_few_steps(0), too_few_steps(1, steady=7, num_workers=0)]
     cases += [sim_slow_items_on_one_turn(0), sim_slow_items_on_one_turn(1, slow_ms=40.0)]
     cases += [sim_slow_collate(0), sim_slow_collate(1, every=3, num_workers=4, collate_ms=90.0)]
     cases += [sim_uneven_batch_sizes(0, big=32), sim_uneven_batch_sizes(1, every=4, big=32, small=8,

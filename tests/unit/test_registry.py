@@ -15,8 +15,8 @@ ADVICE_FAMILIES = ("advice", *(f.__name__.rsplit(".", 1)[-1] for f in advice.EVI
 # new code must come with its case.
 AWAITING_A_CASE = frozenset((
     "compute_bound_stalls", "cpus_saturated", "fewer_bytes", "handover_bytes",
-    "handover_main", "no_data", "overtaking", "overtaking_round", "predicted_no_workers",
-    "too_few_steps", "look_at_function", "look_at_path"))
+    "handover_main", "no_data", "overtaking", "predicted_no_workers", "look_at_function",
+    "look_at_path"))
 
 # Evidence codes no corpus case emits: the corpus's cases are made of
 # step records, and the slow-code evidence needs sampled worker stacks,

@@ -265,7 +265,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             out.append(("uneven_batches", {"period": p, "num_workers": nw,
                                            "slow": cost["slow"], "batches": cost["batches"],
                                            "ratio": cost["ratio"]}))
-            out.append(("compare_in_order", {}))
+            out = _with_in_order_step(out, loader, dlv)
         elif k is not None and p == k:
             out.append(("lockstep", {"period": p, "num_workers": nw}))
             out.append(("vary_workers_then_in_order", {"grid": sweeps.sweep_grid(nw)}))
@@ -307,8 +307,20 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # ignores in_order at num_workers=0.
         out.append(("slow_samples_one_loader", {"num_workers": nw}))
     else:
-        out.append(("compare_in_order", {}))
+        out = _with_in_order_step(out, loader, s.get("delivery"))
     return out
+
+
+def _with_in_order_step(out: list, loader: Optional[dict], dlv: Optional[dict]) -> list:
+    """``out`` with the in_order experiment, or where this run already had
+    in_order=False and its deliveries are known, what that half of the
+    experiment showed (``in_order_seen``: the overtakings counted, in
+    place of the ``overtaking`` line, whose count it words); the other
+    half, in_order=True, is the default every loop runs."""
+    if loader and loader.get("in_order") is False and dlv and dlv.get("known"):
+        return ([item for item in out if item[0] != "overtaking"]
+                + [("in_order_seen", {"overtaking": int(dlv["overtaking"])})])
+    return out + [("compare_in_order", {})]
 
 
 def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
@@ -344,7 +356,8 @@ EXPERIMENTS = frozenset((
     "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
-    "compare_in_order", "wrap_to_see_stalls", "split_shards", "one_worker_or_samples",
+    "compare_in_order", "in_order_seen", "wrap_to_see_stalls", "split_shards",
+    "one_worker_or_samples",
     "slow_sample", "slow_collate", "large_batches",
     "time_slow_samples", "fewer_bytes", "predicted_no_workers",
     "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core",
@@ -632,4 +645,14 @@ WORDS: dict[str, Words] = {
         "Next: compare in_order=(True, False) (traceml.sweep(make_loader, in_order=(True, "
         "False))): if later batches overtake a slow one, single slow samples are to blame; "
         "then check worker CPU against storage reads."),
+    "in_order_seen": lambda p: (
+        "With in_order=False, "
+        + (f"{p['overtaking']} deliveries overtook a slower batch: single slow batches hold "
+           "the others back (this run is the in_order=False half of that comparison). Next: "
+           "find what makes them slow: the worker evidence (CPU against storage reads in the "
+           "stalls) and the workers' per-sample timing."
+           if p["overtaking"] else
+           "no delivery overtook another: no single slow batch held the others back, so the "
+           "stalls hold every worker at once (the host, storage or a lock they share). Next: "
+           "check worker CPU against storage reads in the stalls.")),
 }

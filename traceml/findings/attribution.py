@@ -845,7 +845,7 @@ def attribution_line(s: dict) -> Optional[str]:
 # them.
 ROUND_CODES = frozenset(("lockstep", "uneven_batches", "vary_workers_then_in_order", "period_not_workers",
                          "confirm_period", "period", "wrap_to_compare_period", "irregular",
-                         "compare_in_order", "vary_workers_around", "overtaking_round",
+                         "compare_in_order", "in_order_seen", "vary_workers_around", "overtaking_round",
                          "unsettled"))
 # The next-step codes each of this family's items replaces.  SLOW-SAMPLE
 # replaces "confirm the period"; when the workers' make times give the
@@ -860,8 +860,8 @@ SUPERSEDES = {
     "one_worker": ROUND_CODES,
     "one_worker_or_samples": ROUND_CODES,
     "split_shards": ROUND_CODES,
-    "slow_sample": frozenset(("confirm_period", "compare_in_order")),
-    "slow_collate": frozenset(("confirm_period", "compare_in_order")),
+    "slow_sample": frozenset(("confirm_period", "compare_in_order", "in_order_seen")),
+    "slow_collate": frozenset(("confirm_period", "compare_in_order", "in_order_seen")),
     "large_batches": ROUND_CODES,
 }
 SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES = frozenset(("period_not_workers", "period",

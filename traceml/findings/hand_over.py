@@ -133,7 +133,8 @@ def batch_bytes_line(s: dict) -> Optional[str]:
 # The next-step codes (traceml.findings.advice) large batches replace: the
 # slow-sample and num_workers experiments would vary everything but what
 # each batch carries.
-_BYTES_FIRST = frozenset(("irregular", "compare_in_order", "vary_workers_or_prefetch",
+_BYTES_FIRST = frozenset(("irregular", "compare_in_order", "in_order_seen",
+                          "vary_workers_or_prefetch",
                           "vary_workers_then_in_order", "confirm_period"))
 SUPERSEDES = {"handover_main": _BYTES_FIRST, "handover_bytes": _BYTES_FIRST,
               "fewer_bytes": _BYTES_FIRST}

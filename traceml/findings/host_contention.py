@@ -81,7 +81,7 @@ HOST_WAIT_SHARE = 0.5
 _PATTERN_CODES = frozenset((
     "heavy_tailed", "periodic_on_top", "stalls_on_top", "too_few_stalls", "irregular",
     "unsettled", "lockstep", "uneven_batches", "vary_workers_then_in_order", "period_not_workers",
-    "confirm_period", "period", "wrap_to_compare_period", "compare_in_order",
+    "confirm_period", "period", "wrap_to_compare_period", "compare_in_order", "in_order_seen",
     "slow_samples_one_loader", "overtaking", "overtaking_round",
     "vary_workers_around", "vary_workers_or_prefetch", "trend", "trend_next"))
 SUPERSEDES = {"host_contention": _PATTERN_CODES, "host_bound": _PATTERN_CODES}

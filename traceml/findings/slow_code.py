@@ -368,7 +368,7 @@ def evidence_lines(s: dict) -> list[str]:
 SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset(),
                     # Measured: the per-sample timing found the slow samples
                     # that comparing in_order would only point at.
-                    "time_slow_samples": frozenset(("compare_in_order",
+                    "time_slow_samples": frozenset(("compare_in_order", "in_order_seen",
                                                     "slow_samples_one_loader"))}
 # A named function that holds at least half the fast batches' sampled CPU
 # too is code every batch runs (most of it), not the slow batches' own.

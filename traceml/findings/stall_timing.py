@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _core
 from ..fmt import fmt_s, pct, plural
-from . import stall_threshold, wait_trend
+from . import input_bound, stall_threshold, wait_trend
 
 
 # PERIODIC needs evidence.  The modal gap between stalls must hold at least
@@ -861,6 +861,12 @@ def shape_line(s: dict) -> Optional[str]:
     if not s.get("shape"):
         return None
     parts = [f"shape {s['shape']}"]
+    steady = s.get("steady_steps")
+    if steady is not None and steady < input_bound.MIN_STEADY_STEPS:
+        # The too-few-steps next step says the shape cannot be judged:
+        # the label is what these steps show, not yet a claim.
+        parts[0] += (f" (over {plural(steady, 'steady-state step')}: not yet, it takes "
+                     f"{input_bound.MIN_STEADY_STEPS})")
     trend = wait_trend.trend_part(s.get("trend"))
     if trend:
         parts.append(trend)
