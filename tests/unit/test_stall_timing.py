@@ -597,6 +597,23 @@ def test_alternating_gaps_are_their_sums_period_not_the_commoner_gap():
     assert got["label"] == stall_timing.PERIODIC and got["period"] == 3
 
 
+def test_a_gap_that_holds_one_phase_without_filling_it_is_no_cadence():
+    # Bursts of 3 slow samples every 12 indices on 2 workers stall the
+    # loop at 5 and 7 of every 12 fetches (helper 29A): gaps 2, 10, 2, 10,
+    # every stall on the odd phase of 2, yet only a third of that phase's
+    # fetches stall.  Not "a stall every 2 fetches": every 12, by position.
+    at = [i for i in range(120) if i % 12 in (5, 7)]
+    got, _ = _one_epoch(120, at, 50_000_000, 1_000_000, period=2)
+    assert got["label"] == stall_timing.PERIODIC and got["period"] == 12, got
+    assert got["counted"] == "position"
+    # The same gap test without the positions cannot tell: 2, as before.
+    got, _ = _one_epoch(120, at, 50_000_000, 1_000_000, period=2, positions=False)
+    assert got["period"] == 2
+    # Stalls that do fill the phase (every other fetch) keep their period.
+    got, _ = _one_epoch(60, list(range(1, 60, 2)), 50_000_000, 1_000_000)
+    assert got["label"] == stall_timing.PERIODIC and got["period"] == 2, got
+
+
 def test_every_fetch_never_says_every_one_waited_where_some_did_not():
     s = {"shape": "UNIFORMLY-SLOW", "temporal": {"label": "EVERY-FETCH", "period": None},
          "stalls": {"count": 12}, "steady_steps": 13}

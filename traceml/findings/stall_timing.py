@@ -563,11 +563,17 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
                 "autocorrelation": None if math.isnan(ac) else ac, "counted": counted,
                 **extra, "tested": "predicted"}
     per_stall = temporal(gaps, steady_wait_ns, stalls=k, steps=n)
-    if per_stall["label"] == PERIODIC and not _holds_one_phase(positions, per_stall["period"]):
+    if per_stall["label"] == PERIODIC and not (_holds_one_phase(positions, per_stall["period"])
+                                               and _fills_its_residue(positions,
+                                                                      per_stall["period"])):
         # Gaps alternating 3, 7, 3, 7 (stalls at 0 and 3 of every 10)
         # make 3 the commonest gap, yet the stalls keep no one phase of 3:
-        # not a stall every 3 fetches.  The search below tries the pair's
-        # sum.
+        # not a stall every 3 fetches.  Gaps alternating 2, 10 (stalls at
+        # 5 and 7 of every 12: a burst of slow samples on 2 workers) keep
+        # one phase of 2, yet stall a third of its fetches: not a stall
+        # every 2 fetches either (helper 29A: "PERIODIC every 2 ... the
+        # cadence follows num_workers" in 11 of 11 runs, its p falling as
+        # the run grew).  The search below tries the pair's sum.
         per_stall = {**per_stall, "label": IRREGULAR, "period": None}
     if per_stall["label"] == PERIODIC:
         return {**per_stall, "counted": "stalls", **extra}
