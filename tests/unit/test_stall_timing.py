@@ -614,6 +614,20 @@ def test_a_gap_that_holds_one_phase_without_filling_it_is_no_cadence():
     assert got["label"] == stall_timing.PERIODIC and got["period"] == 2, got
 
 
+@pytest.mark.parametrize("at", [[2, 8, 21, 24, 39, 47], [3, 7, 20, 21, 29, 39]])
+def test_random_stalls_half_on_a_searched_phase_are_not_yet_no_period(at):
+    # 6 random slow samples among 48 fetches at num_workers=0 (helper 29A,
+    # random.Random(105) and (23)): 3 of them on one phase of 13 (or 9),
+    # 3 off it.  The search found that phase among 119 it paid for, and
+    # the answer read "consistent with a stall every 13 fetches ... p = 1
+    # ... about 36 more steps would settle it".  A searched phase is "not
+    # yet" only where it would be as a pre-stated one: at most
+    # PREDICTED_OFF_RESIDUE stalls off it.
+    got, _ = _one_epoch(48, at, 80_000_000, 1_000_000)
+    assert got["label"] != stall_timing.UNSETTLED or got["counted"] != "position", got
+    assert got["label"] in (stall_timing.IRREGULAR, stall_timing.TOO_FEW), got
+
+
 def test_every_fetch_never_says_every_one_waited_where_some_did_not():
     s = {"shape": "UNIFORMLY-SLOW", "temporal": {"label": "EVERY-FETCH", "period": None},
          "stalls": {"count": 12}, "steady_steps": 13}

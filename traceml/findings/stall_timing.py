@@ -346,9 +346,11 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
 # the bound counts them all, so the choice costs no false alarms.  A
 # searched period is consistent (not yet) where it would hold as a
 # pre-stated one: its own p-value, before the search's price, under
-# PERIOD_ALPHA, most stalls (PERIOD_MIN_SHARE) on its residue, at least
-# PERIOD_MIN_REPEATS, most of the residue's fetches stalled and no
-# smaller period's (the least-period rule).  A longer run at the same
+# PERIOD_ALPHA, most stalls (PERIOD_MIN_SHARE) on its residue and at most
+# PREDICTED_OFF_RESIDUE off it (the predicted test's own bound: random
+# stalls, 3 of 6 on a phase of 13 the search picked among 119, read "not
+# yet" at p = 1), at least PERIOD_MIN_REPEATS, most of the residue's
+# fetches stalled and no smaller period's (the least-period rule).  A longer run at the same
 # rates then settles it.  Where even that does not hold no period is
 # shown; a run too short to show one (slow samples spilling onto their
 # neighbours in 24 steps) is then IRREGULAR by the gaps, a known limit.
@@ -390,6 +392,7 @@ def searched_cadence(stalled: np.ndarray, position: np.ndarray, tested: np.ndarr
         k, j = t["stalls"], t["on_residue"]
         t["consistent"] = bool(t["every"] and j >= PERIOD_MIN_REPEATS
                                and j >= PERIOD_MIN_SHARE * k
+                               and k - j <= PREDICTED_OFF_RESIDUE
                                and t["single_p_value"] < PERIOD_ALPHA)
         t["searched"] = True
         if t["periodic"] or t["consistent"]:
