@@ -42,7 +42,9 @@ def test_the_seed_sweep_concludes_both_ways():
             (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None)]
     c = sweeps.pooled_cadence(rows + rows[::-1])
     assert c["follows"] is True and c["tested"] == 4 and c["fitting"] == 8
-    assert c["distinct_workers"] == 2 and c["other_period"] == 0
+    # 4 and 2 settled, and period 1 at 0 and 1 workers beside them.
+    assert c["distinct_workers"] == 3 and c["other_period"] == 0
+    assert c["every_fetch_rows"] == 4
     assert c["p_value"] == pytest.approx(sweeps.pooled_p_value([seed4, seed2] * 2))
     # One direction alone concludes too.
     assert sweeps.pooled_cadence(rows)["follows"] is True
@@ -116,12 +118,31 @@ def test_the_prediction_footer_counts_the_runs_it_was_checked_on():
 
 def test_the_pooled_line_speaks_of_0_and_1_workers_only_where_tried():
     pooled = {"follows": True, "fitting": 4, "distinct_workers": 1, "p_value": 1e-4,
-              "tested": 4}
+              "tested": 4, "every_fetch_rows": 0}
     c = {"rows": [[4, 4], [4, 4]], "points": 2, "gaps": 12, "workers_varied": True,
-         "follows": True, "distinct_workers": 1, "pooled": pooled}
-    assert "0 and 1" not in sweeps.sweep_correlation(c, False)
-    c["rows"] = [[4, 4], [1, 1]]
-    assert "(0 and 1: every fetch)" in sweeps.sweep_correlation(c, False)
+         "follows": True, "distinct_workers": 1, "pooled": pooled, "r": None}
+    assert "0 or 1" not in sweeps.sweep_correlation(c, False)
+    pooled.update(fitting=6, distinct_workers=2, every_fetch_rows=2)
+    line = sweeps.sweep_correlation(c, False)
+    assert "in 6 rows, 2 of them at 0 or 1 workers stalling on every fetch (period 1), at 2 " \
+        "distinct max(1, num_workers)" in line
+    assert "p = 0.0001 pooled over the 4 rows with 2 or more workers" in line
+
+
+def test_three_workers_and_every_fetch_at_0_and_1_conclude():
+    # Helper 29A's sweep (3, 1, 0) of a lock-step loader, 16 steps each:
+    # period 3 settled at 3 workers, every fetch at 1 and 0.  A data set
+    # slow every 3rd sample would stall every 3rd fetch at 1 worker too:
+    # every fetch there is the cadence changing with num_workers.
+    seed3 = _test([0, 3, 6, 9, 12], 16, 3)
+    assert seed3["periodic"]
+    rows = [(3, "PERIODIC", 3, seed3), (1, "EVERY-FETCH", None, None),
+            (1, "EVERY-FETCH", None, None)]
+    c = sweeps.pooled_cadence(rows + rows[::-1])
+    assert c["follows"] is True and c["distinct_workers"] == 2
+    assert c["p_value"] == pytest.approx(sweeps.pooled_p_value([seed3, seed3]))
+    # Without the 0- and 1-worker rows: one num_workers, no conclusion.
+    assert sweeps.pooled_cadence([rows[0], rows[0]])["follows"] is None
 
 
 def test_following_rows_that_name_one_worker_say_it_may_be_that_worker():

@@ -224,7 +224,7 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
     whose stalls fit their own period), other_period (rows whose stalls
     keep another period), distinct_workers (the distinct max(1,
     num_workers) >= 2 among the tested rows that fit)}."""
-    tests, fitting, other, workers = [], 0, 0, set()
+    tests, fitting, other, workers, every_fetch = [], 0, 0, set(), 0
     for k, label, period, test in rows:
         if label == stall_timing.PERIODIC and period is not None and period != k:
             other += 1
@@ -232,6 +232,7 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
         if k < 2:
             if label == stall_timing.EVERY_FETCH:
                 fitting += 1
+                every_fetch += 1
             continue
         if test is None:
             continue
@@ -239,11 +240,20 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
         if test["periodic"] or test["consistent"]:
             fitting += 1
             workers.add(k)
+    if every_fetch and any(t["periodic"] for t in tests):
+        # Period 1 at 0 and 1 workers beside a settled period k >= 2: a
+        # period the data set would stall every k fetches at 1 worker too
+        # (its fast fetches between), so every fetch stalling there is
+        # the cadence changing with num_workers (the seed's first rows).
+        # Beside rows that only fit their period (not yet), any loader
+        # slow enough stalls on every fetch at 1 worker: no second value.
+        workers.add(1)
     p = pooled_p_value(tests) if tests else None
     follows = (p is not None and p < stall_timing.PERIOD_ALPHA and not other
                and len(workers) >= POOLED_MIN_DISTINCT_WORKERS) or None
     return {"follows": follows, "p_value": p, "tested": len(tests), "fitting": fitting,
-            "other_period": other, "distinct_workers": len(workers)}
+            "other_period": other, "distinct_workers": len(workers),
+            "every_fetch_rows": every_fetch}
 
 
 def condition(cond: dict) -> str:
@@ -284,16 +294,21 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
 def _follows_line(c: dict, rests: str, least: int, pooled: dict) -> Optional[str]:
     """:func:`sweep_correlation`'s line where the period follows
     num_workers, else None."""
-    if c.get("follows") is True and pooled.get("follows") and c["distinct_workers"] < least:
+    if c.get("follows") is True and pooled.get("follows"):
         # Said of 0 and 1 workers only where the sweep tried them.
-        low = (" (0 and 1: every fetch)"
-               if any(x == 1 for x, _ in c.get("rows", [])) else "")
+        low = pooled.get("every_fetch_rows") or 0
+        every = (f", {low} of them at 0 or 1 workers stalling on every fetch (period 1)"
+                 if low else "")
+        fit = ("" if c.get("r") is None else
+               f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "
+               f"intercept {c['intercept']:.2f}")
         return (f"num_workers vs stall period: the period follows num_workers: the stalls "
                 f"fall on every max(1, num_workers)-th fetch from the epoch start in "
-                f"{plural(pooled['fitting'], 'row')}, at {pooled['distinct_workers']} distinct "
-                f"num_workers of 2 or more{low}, none at another period; p = "
-                f"{pooled['p_value']:.2g} pooled over the {plural(pooled['tested'], 'tested row')} "
-                f"against random stalls, < {stall_timing.PERIOD_ALPHA:g}")
+                f"{plural(pooled['fitting'], 'row')}{every}, at "
+                f"{plural(pooled['distinct_workers'], 'distinct max(1, num_workers)')}, none "
+                f"at another period; p = {pooled['p_value']:.2g} pooled over the "
+                f"{plural(pooled['tested'], 'row')} with 2 or more workers against random "
+                f"stalls, < {stall_timing.PERIOD_ALPHA:g}{fit}")
     if c.get("follows") is True:
         fit = ("" if c["r"] is None else
                f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "
