@@ -67,10 +67,14 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
                                  base["step_s"]["mean"], noise("wait"))
     if v.label == input_bound.NO_DATA:
         return v.label, comparison.verdict_why(v), []
+    line = (base.get("stalls") or {}).get("threshold_s")
+    near = (None if base_steps is None or run_steps is None or line is None else
+            tuple(comparison.near_line_rate(x["wait"], line) for x in (base_steps, run_steps)))
     moved = comparison.compare_measures(v, base["input_share"], run["input_share"],
                                         base_stalls, run_stalls,
                                         base["step_s"]["mean"], run["step_s"]["mean"],
-                                        noise("step"), noise("share"))
+                                        noise("step"), noise("share"),
+                                        None if near is None or None in near else near)
     label, why = comparison.overall(v, moved), comparison.compare_why(v, moved)
     if comparison.host_went_with(label, base, run, base_steps, run_steps):
         label = comparison.UNSETTLED

@@ -1,5 +1,6 @@
 """comparison: what compare() says beside its verdict."""
 
+import numpy as np
 import pytest
 
 from traceml.findings import comparison
@@ -249,6 +250,34 @@ def test_a_stall_rate_moves_only_beyond_the_two_counts_noise():
     # 20 against 1: beyond the noise, better.
     moved = comparison.compare_measures(v, 0.17, 0.17, (20, 196), (1, 196), 10e-3, 10e-3)
     assert comparison.overall(v, moved) == comparison.IMPROVEMENT
+
+
+def test_a_stall_line_among_the_bulk_gives_no_stall_rate_verdict():
+    # Identical configurations, 1600 steps each, the baseline's line
+    # (9.62 ms) under its median wait (10.5 ms): 787 and 478 fetches past
+    # it, the mean wait and step the same (helper 29B).  The count follows
+    # the waits' level there; IMPROVEMENT on it alone was the fault.
+    rng = np.random.default_rng(0)
+    base_wait = rng.normal(10.5e6, 1.5e6, 1600)
+    near = comparison.near_line_rate(base_wait, 9.62e-3)
+    want = 100 * np.mean((base_wait > 9.62e6 / 1.1) & (base_wait <= 9.62e6 * 1.1))
+    assert near == pytest.approx(want) and near > 30
+    v = comparison.compare_means(11.4e-3, 10.6e-3, 15.9e-3)
+    assert v.label == comparison.EQUIVALENT
+    moved = comparison.compare_measures(v, 0.714, 0.715, (787, 1600), (478, 1600),
+                                        15.9e-3, 14.8e-3, near_line=(near, near))
+    rate = next(m for m in moved if m.measure == "stall_rate")
+    assert rate.direction is None and rate.base == pytest.approx(100 * 787 / 1600)
+    assert comparison.overall(v, moved) == comparison.EQUIVALENT
+    assert "stalls per 100 steps 49.2 -> 29.9 not judged (the stall line falls among the " \
+        "fetches' bulk" in comparison.compare_why(v, moved)
+    # Two groups with the line in the gap between (1 ms and 100 ms waits,
+    # the line at 40 ms): no fetch near it, the rate judged.
+    gap = comparison.near_line_rate(np.r_[np.full(100, 1e6), np.full(100, 1e8)], 0.04)
+    assert gap == 0.0
+    moved = comparison.compare_measures(v, 0.714, 0.715, (400, 1600), (100, 1600),
+                                        15.9e-3, 14.8e-3, near_line=(gap, gap))
+    assert next(m for m in moved if m.measure == "stall_rate").direction == "better"
 
 
 def test_compare_leaves_out_the_fetches_each_report_gave_the_host():
