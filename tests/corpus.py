@@ -1706,7 +1706,8 @@ def corpus() -> list[Case]:
     cases += [slow_sampler(0, 0), slow_sampler(1, 2), slow_sampler(2, 4, n=40)]
     cases += [handover_beside_other_programs(0, 1.5), handover_beside_other_programs(1, 1.0),
               handover_beside_other_programs(2, 0.2), handover_beside_other_programs(3, 0.0)]
-    cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02)]
+    cases += [sim_workers_take_cores(0, 0.25), sim_workers_take_cores(1, 0.02),
+              sim_workers_take_cores(2, 0.6)]
     cases += [healthy_on_a_busy_host(0, 6, 12.0), healthy_on_a_busy_host(1, 25, 6.0),
               healthy_on_a_busy_host(2, 10, 14.0, num_workers=2),
               healthy_on_a_busy_host(4, 8, 9.0), healthy_on_a_busy_host(5, 12, 7.0, n=60)]

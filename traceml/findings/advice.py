@@ -122,8 +122,12 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     st = s["stalls"]
     if diag == input_bound.COMPUTE_BOUND:
         gpu_said = (s.get("gpu") or {}).get("rule") in (gpu_wait.GPU_DID_NOT_WAIT, gpu_wait.GPU_DIFFERS)
+        core_wait = _compute_core_wait(s)
         out.append(("compute_bound", {"share": s["gpu"]["gpu_share"] if gpu_said else share,
-                                      "steady_only": after_headline, "gpu": gpu_said}))
+                                      "steady_only": after_headline, "gpu": gpu_said,
+                                      "core_wait": bool(core_wait)}))
+        if core_wait and not gpu_said:
+            out.append(("compute_core_wait", core_wait))
         if shp == stall_shape.HEAVY_TAILED and conc["stall_wait_share"] is not None:
             out.append(("compute_bound_stalls", {"step_share": conc["stall_step_share"],
                                                  "wait_share": conc["stall_wait_share"]}))
@@ -323,6 +327,42 @@ def _with_in_order_step(out: list, loader: Optional[dict], dlv: Optional[dict]) 
     return out + [("compare_in_order", {})]
 
 
+def _compute_core_wait(s: dict) -> dict:
+    """{core_wait_share, num_workers} where the step's compute, split by
+    the clocks (wait_parts' ``compute``), spent its largest measured part
+    waiting for a core: profiling the step's code would not find that
+    time.  {} otherwise or unmeasured."""
+    c = (s.get("wait_parts") or {}).get("compute")
+    if not c or not c.get("runq_known") or not c.get("compute_s"):
+        return {}
+    parts = c["parts_s"]
+    if parts.get("cpu_wait", 0.0) < max(parts.values()):
+        return {}
+    return {"core_wait_share": parts["cpu_wait"] / c["compute_s"],
+            "num_workers": (s.get("loader") or {}).get("num_workers")}
+
+
+def _compute_bound_words(p: dict) -> str:
+    if p.get("gpu"):
+        return (f"The GPU waits for input {pct(p['share'])} of its time (the host's waits "
+                "overlap its work): input is not the bottleneck; profile the step itself.")
+    if p.get("steady_only"):
+        return (f"Between epoch starts the loop waits for input {pct(p['share'])} of the "
+                "time: there, input is not the bottleneck.")
+    return (f"The loop waits for input {pct(p['share'])} of the time: input is not the "
+            "bottleneck" + ("." if p.get("core_wait") else "; profile the step itself."))
+
+
+def _compute_core_wait_words(p: dict) -> str:
+    nw = p.get("num_workers")
+    who = f"its {plural(nw, 'worker')} or other programs" if nw else "other programs"
+    return (f"The step's own compute waited for a core {pct(p['core_wait_share'])} of its "
+            f"time, its largest measured part: {who} held the cores the model needs, which "
+            "profiling the step's code would not find. Next: the same loop with fewer "
+            "processes than cores" + (" (a lower num_workers)" if nw else "")
+            + ", judged by step time (traceml.compare).")
+
+
 def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
     """:func:`next_steps`'s items with what the evidence families advise
     (nothing for COMPUTE-BOUND, NO-DATA or under MIN_STEADY_STEPS
@@ -356,7 +396,7 @@ EXPERIMENTS = frozenset((
     "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
-    "compare_in_order", "in_order_seen", "wrap_to_see_stalls", "split_shards",
+    "compare_in_order", "in_order_seen", "wrap_to_see_stalls", "split_shards", "compute_core_wait",
     "one_worker_or_samples",
     "slow_sample", "slow_collate", "large_batches",
     "time_slow_samples", "fewer_bytes", "predicted_no_workers",
@@ -545,13 +585,8 @@ WORDS: dict[str, Words] = {
     "too_few_steps": lambda p: (f"Only {plural(p['steps'], 'steady-state step')}: too few to "
                                 "judge the input's shape; record at least "
                                 f"{p['least']}."),
-    "compute_bound": lambda p: (
-        f"The GPU waits for input {pct(p['share'])} of its time (the host's waits overlap "
-        "its work): input is not the bottleneck; profile the step itself." if p.get("gpu") else
-        f"Between epoch starts the loop waits for input {pct(p['share'])} of the time: there, "
-        "input is not the bottleneck." if p.get("steady_only") else
-        f"The loop waits for input {pct(p['share'])} of the time: input "
-        "is not the bottleneck; profile the step itself."),
+    "compute_bound": _compute_bound_words,
+    "compute_core_wait": _compute_core_wait_words,
     "compute_bound_stalls": lambda p: (f"Still, {pct(p['step_share'])} of steps hold "
                                        f"{pct(p['wait_share'])} of the input wait: stalls "
                                        "matter only if step-time spikes do."),
