@@ -427,3 +427,23 @@ def test_the_pace_leaves_out_the_computes_wait_for_a_core():
     p = predict.predict(s)
     assert p["main_cores"] == 0.0
     assert p["cheaper_by"] == pytest.approx(0.040 / (2 * quiet))
+
+
+def test_no_num_workers_keeps_up_off_cpu_says_the_off_cpu_wait_not_cheaper():
+    # 8 workers sleeping 100 ms a batch (1.5 ms of it CPU) against a 2 ms
+    # step on 2 cores (helper 29A): the batches' CPU fits the cores, yet
+    # no num_workers the model tries keeps up.  It read "must get -145%
+    # cheaper ... or run on 1 cores"; the off-CPU wait is what limits.
+    s = _summary(make=0.100, cpu=0.0015, compute=0.002, n=8, busy=1.0, wait=0.010)
+    p = predict.predict(s)
+    assert p["keeps_up_with"] is None and p["cheaper_by"] < 1.0
+    text = "\n".join(prediction_check.prediction_lines({**s, "prediction": p}))
+    assert "cheaper" not in text and "run on 1 cores" not in text
+    per_step = p["quiet_compute_s"] + p["handover_s"]
+    want = -(-p["off_cpu_s"] // per_step)
+    assert f"about {int(want)} workers waiting at once" in text
+    assert f"each batch waits {fmt_s(p['off_cpu_s'])} off CPU in its worker" in text
+    p = dict(p, trust=prediction_check.PREDICT_TRUSTED)
+    (f,) = prediction_check.advise(_input_bound(p))
+    said = sentences([(f.code, f.numbers)])[0]
+    assert "cheaper" not in said and "waiting at once" in said

@@ -137,6 +137,10 @@ def prediction_lines(s: dict) -> list[str]:
                          f"traceml.sweep(make_loader, num_workers=({p['num_workers']}, {k})) "
                          "tells which")
             out.append(text + ".")
+        elif _off_cpu_bound(p):
+            out.append(f"  no num_workers keeps up on this host: the workers need about "
+                       f"{p['worker_cores_needed']:.1f} cores, {_host_has(p, 'usable_cpus')}, "
+                       f"but {_off_cpu_words(p['off_cpu_s'], p['quiet_compute_s'] + p['handover_s'], p['make_s'])}.")
         else:
             want = math.ceil(p["worker_cores_needed"])
             out.append(f"  no num_workers keeps up on this host: the workers need about "
@@ -237,6 +241,9 @@ def advise(s: dict) -> list[Finding]:
     if not p or p.get("trust") != PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
         return []
     return [Finding("predicted_no_workers", {
+        "off_cpu": ({"off_cpu_s": p["off_cpu_s"], "make_s": p["make_s"],
+                     "per_step_s": p["quiet_compute_s"] + p["handover_s"]}
+                    if _off_cpu_bound(p) else None),
         "cores_needed": p["worker_cores_needed"], "cpus": p["usable_cpus"],
         "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
         "step_floor_s": p.get("step_floor_s"), "quiet_compute_s": p.get("quiet_compute_s"),
@@ -285,6 +292,27 @@ def _more_words(p: dict) -> str:
 MAIN_CORES_SAID = 0.5
 
 
+def _off_cpu_bound(p: dict) -> bool:
+    """Whether no num_workers keeps up although the cores would
+    (``cheaper_by`` under 1: the batches' CPU fits the cores the loop
+    leaves): each batch's wait off CPU in its worker is what no count of
+    workers the model tries overlaps enough.  A sleeping 100 ms batch
+    against a 2 ms step on 2 cores read "must get -145% cheaper ... or
+    run on 1 cores" (helper 29A, 6 of 28 runs)."""
+    return p.get("cheaper_by") is not None and p["cheaper_by"] < 1.0
+
+
+def _off_cpu_words(off_cpu_s: float, per_step_s: float, make_s: float) -> str:
+    """The off-CPU limit in words: how long each batch waits off CPU,
+    and how many workers would have to wait at once to keep up."""
+    at_once = math.ceil(off_cpu_s / per_step_s) if per_step_s > 0 else None
+    return (f"each batch waits {fmt_s(off_cpu_s)} off CPU in its worker (sleep, I/O or a "
+            f"lock: {pct(off_cpu_s / make_s) if make_s else 'most'} of its make time)"
+            + (f", so keeping up takes about {at_once} workers waiting at once"
+               if at_once else "")
+            + "; shorten that wait, or overlap it inside each worker (threads, async reads)")
+
+
 def _least_step(p: dict) -> str:
     """The floor no num_workers goes under: the step where known (every
     core busy with a batch's CPU and a step's compute), else the wait."""
@@ -309,6 +337,13 @@ def _host_has(p: dict, cpus_key: str) -> str:
 
 WORDS: dict[str, Words] = {
     "predicted_no_workers": lambda p: (
+        _more_words(p) + "the prediction (below, its check within "
+        f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
+        f"this host: the workers need about {p['cores_needed']:.1f} cores, "
+        f"{_host_has(p, 'cpus')}, but "
+        + _off_cpu_words(p["off_cpu"]["off_cpu_s"], p["off_cpu"]["per_step_s"],
+                         p["off_cpu"]["make_s"]) + "."
+        if p.get("off_cpu") else
         _more_words(p) + "the prediction (below, its check within "
         f"{pct(PREDICT_FIT_TOL)} of the step) finds that no num_workers keeps up on "
         f"this host: the workers need about {p['cores_needed']:.1f} cores, "
