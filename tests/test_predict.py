@@ -447,3 +447,27 @@ def test_no_num_workers_keeps_up_off_cpu_says_the_off_cpu_wait_not_cheaper():
     (f,) = prediction_check.advise(_input_bound(p))
     said = sentences([(f.code, f.numbers)])[0]
     assert "cheaper" not in said and "waiting at once" in said
+
+
+def test_more_workers_are_not_said_beside_a_full_host():
+    # The stalls' readings: the loop and its workers queued for a core half
+    # the stall time, other programs ran a core's worth (helper 29B: "run
+    # beside fewer processes" and "num_workers=16 shortens the wait" as
+    # two "also" lines of one report).
+    from traceml.findings import host_contention
+
+    p = predict.predict(_summary(make=0.060, cpu=0.060, compute=0.010, n=1, wait=0.050))
+    s = {**_input_bound(p), "loader": {"num_workers": 2}, "host": {"usable_cpus": 2},
+         "workers": {"intervals": {"slow": {
+             "wall_s": 1.0, "count": 10, "main_runq_wait_s": 0.2, "runq_wait_s": 0.6,
+             "main_cpu_s": 0.1, "worker_cpu_s": 0.9, "others_cpu_s": 1.0}}}}
+    (host,) = host_contention.advise(s)
+    said = sentences([(host.code, host.numbers)])[0]
+    # 2 workers on 2 CPUs: "stop what else is running", not fewer workers.
+    assert "stop what else is running)" in said and "fewer workers" not in said
+    (f,) = prediction_check.advise(s)
+    assert f.numbers["shorter"] is None
+    assert sentences([(f.code, f.numbers)])[0].startswith("Next: not more workers")
+    # Without the full host the model's shorter wait is said.
+    (f,) = prediction_check.advise(_input_bound(p))
+    assert f.numbers["shorter"] is not None

@@ -185,6 +185,11 @@ WORDS: dict[str, Words] = {
         + (f", other programs {p['others_cores']:.1f}"
            if p.get("others_cores") is not None else "")
         + "): the host is full, so the stalls say more about it than about the loader. "
-        "Next: run beside fewer processes (stop what else is running, or use fewer workers "
-        "than cores) and compare (traceml.compare) before changing the loader."),
+        "Next: run beside fewer processes (stop what else is running"
+        # Fewer workers only where the job's own outnumber the cores:
+        # 2 CPU-bound workers on 2 cores beside another program's core
+        # need more CPU, not fewer workers (helper 29B).
+        + (", or use fewer workers than cores"
+           if p.get("cpus") and (p.get("num_workers") or 0) > p["cpus"] else "")
+        + ") and compare (traceml.compare) before changing the loader."),
 }

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
-from . import attribution, input_bound, sweeps
+from . import attribution, host_contention, input_bound, sweeps
 
 
 # The model (traceml.predict) is checked on the one setting a run measured:
@@ -248,7 +248,11 @@ def advise(s: dict) -> list[Finding]:
         "floor_s": p["wait_floor_s"], "cheaper_by": p["cheaper_by"],
         "step_floor_s": p.get("step_floor_s"), "quiet_compute_s": p.get("quiet_compute_s"),
         "num_workers": p["num_workers"], "main_cores": p.get("main_cores"),
-        "shorter": _shorter_with_more(p)})]
+        # Where the host reads full (host_contention's next step: fewer
+        # processes), "more workers shorten the wait" is said against it
+        # (helper 29B: both as "also" lines in 6 reports); the rows stay
+        # in the prediction below.
+        "shorter": None if host_contention.advise(s) else _shorter_with_more(p)})]
 
 
 # More workers than now "shorten" the wait where the model puts it at
