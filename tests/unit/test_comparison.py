@@ -299,3 +299,21 @@ def test_compare_leaves_out_the_fetches_each_report_gave_the_host():
     counted = [comparing._stalls_over(r, quiet.summary["stalls"]["threshold_s"])[0]
                for r in (quiet, busy)]
     assert counted == [0, 0], counted
+
+
+def test_a_wait_saved_into_a_longer_compute_is_not_an_improvement():
+    # 0 -> 2 workers on 2 cores (helper 29B): the wait 20.4 -> 3.08 ms,
+    # the step 33.6 -> 35.6 ms (inside its tolerance), so the compute rose
+    # 13.2 -> 32.5 ms: the saved wait went into the step.
+    v = comparison.compare_means(20.4e-3, 3.08e-3, 33.6e-3)
+    assert v.label == comparison.IMPROVEMENT
+    moved = comparison.compare_measures(v, 0.606, 0.087, None, None, 33.6e-3, 35.6e-3)
+    step = next(m for m in moved if m.measure == "step_time")
+    assert step.direction == "same"
+    assert comparison.overall(v, moved) == comparison.MIXED
+    why = comparison.compare_why(v, moved)
+    assert "the step did not fall with the wait: its compute rose 13.2 ms -> 32.5 ms" in why
+    # The same wait saved with the compute unchanged: the step falls too.
+    moved = comparison.compare_measures(v, 0.606, 0.087, None, None, 33.6e-3, 16.3e-3)
+    assert comparison.overall(v, moved) == comparison.IMPROVEMENT
+    assert "did not fall" not in comparison.compare_why(v, moved)

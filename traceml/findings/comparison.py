@@ -300,7 +300,9 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     """NO_DATA when the mean wait cannot be compared; REGRESSION when the
     mean step grew by more than STEP_REGRESSION_TOL of the baseline's,
     whatever else moved, IMPROVEMENT when it fell by more than that (past
-    its tolerance and the runs' noise, both ways); else IMPROVEMENT when some measure got better and
+    its tolerance and the runs' noise, both ways); MIXED where the wait got
+    better and the step did not, its compute risen past the step's
+    tolerance (:func:`_saving_lost`); else IMPROVEMENT when some measure got better and
     none worse, REGRESSION the reverse, MIXED when both, EQUIVALENT when
     none moved; UNSETTLED where a measure passed its tolerance within the
     runs' own noise (:func:`held_by_noise`) and none moved, or it went the
@@ -311,6 +313,8 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     if step is not None and step.direction in (WORSE, BETTER) and (
             abs(step.run - step.base) > STEP_REGRESSION_TOL * step.base):
         return REGRESSION if step.direction == WORSE else IMPROVEMENT
+    if _saving_lost(moved):
+        return MIXED
     dirs = {m.direction for m in moved}
     held = [m for m in moved if held_by_noise(m)]
     # Every measure reads higher as worse.  "None worse" (or "none
@@ -327,6 +331,32 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     if held:
         return UNSETTLED
     return EQUIVALENT
+
+
+def _compute_rise(moved: list[Moved]) -> Optional[tuple[float, float]]:
+    """(base, run) mean compute, the mean step less the mean wait (s),
+    where both were measured; else None."""
+    step = next((m for m in moved if m.measure == "step_time"), None)
+    wait = next((m for m in moved if m.measure == "mean_wait"), None)
+    if step is None or wait is None or None in (step.base, step.run, wait.base, wait.run):
+        return None
+    return step.base - wait.base, step.run - wait.run
+
+
+def _saving_lost(moved: list[Moved]) -> bool:
+    """Whether the wait got better but the step did not, the compute
+    having risen past the step's tolerance: the time the input saved went
+    into the step (workers taking the model's cores).  2 workers on 2
+    cores cut the wait 20.4 -> 3.1 ms while the compute rose 13.2 ->
+    32.5 ms and the step 33.6 -> 35.6 ms, inside its tolerance: that read
+    IMPROVEMENT (helper 29B)."""
+    step = next((m for m in moved if m.measure == "step_time"), None)
+    wait = next((m for m in moved if m.measure == "mean_wait"), None)
+    rise = _compute_rise(moved)
+    if step is None or wait is None or rise is None or step.tolerance is None:
+        return False
+    return (wait.direction == BETTER and step.direction != BETTER
+            and rise[1] - rise[0] > step.tolerance)
 
 
 def held_by_noise(m: Moved) -> bool:
@@ -496,4 +526,9 @@ def compare_why(v: Verdict, moved: list) -> str:
     if any(held_by_noise(m) for m in moved):
         parts.append("within the noise is not yet a change: more steps, or the runs "
                      "alternated, would settle it")
+    if _saving_lost(moved):
+        base, run = _compute_rise(moved)
+        parts.append(f"the step did not fall with the wait: its compute rose {fmt_s(base)} "
+                     f"-> {fmt_s(run)} (workers or other programs taking the model's cores: "
+                     "the report's compute by part shows its wait for a core)")
     return "; ".join(parts)
