@@ -382,3 +382,27 @@ def test_a_change_of_level_at_an_epochs_start_names_the_epoch():
     # The same change 4 blocks into epoch 1: no epoch named.
     assert wait_trend._epoch_started_at(epoch, 54) is None
     assert wait_trend._epoch_started_at(epoch, 51) == 1
+
+
+def test_a_step_read_by_rounds_says_round_means_not_median_waits():
+    # 3 lock-step workers whose stall grows from 70 to 210 ms at step 27,
+    # the round's two other fetches waiting ~0 (helper 29A): read by rounds
+    # the levels are 23 and 70 ms, each round's mean, while the median
+    # wait is 0 on both sides.  The note and the shape line say so.
+    from traceml.findings import Finding, sentences
+
+    t = {"label": "STEP", "changed_at_step": 27, "before_median_s": 0.0232,
+         "after_median_s": 0.070, "change_point": True, "p_value": 0.004,
+         "round_steps": 3, "slope_ms_per_step": None, "first_tenth_median_s": None,
+         "last_tenth_median_s": None}
+    (f,) = wait_trend.notes({"trend": t})
+    text = sentences([Finding(f.code, f.numbers)])[0]
+    assert "the mean wait per round of 3 fetches (one batch from each worker) was 23.2 ms " \
+        "(median over the rounds) before steady step 27 and 70 ms from it on" in text
+    assert "Pettitt's change-point test, p = 0.004" in text
+    assert "a round of 3 fetches (at steady step 27" in wait_trend.trend_part(t)
+    # Fetch by fetch: the waits' own medians.
+    t = {**t, "round_steps": None, "change_point": None}
+    (f,) = wait_trend.notes({"trend": t})
+    assert sentences([Finding(f.code, f.numbers)])[0].startswith(
+        "the waits were 23.2 ms (median) before steady step 27")

@@ -613,7 +613,9 @@ def notes(s: dict) -> list[Finding]:
     if t.get("changed_at_step") is not None:
         return [Finding("trend_shift", {
             **{k: t[k] for k in ("changed_at_step", "before_median_s", "after_median_s")},
-            "at_epoch_start": t.get("at_epoch_start")})]
+            "at_epoch_start": t.get("at_epoch_start"),
+            "change_point": t.get("change_point"), "p_value": t.get("p_value"),
+            "round_steps": t.get("round_steps")})]
     return [Finding("trend_step", {k: t[k] for k in (
         "first_epoch", "first_epoch_median_s", "later_epochs_median_s")})]
 
@@ -629,15 +631,27 @@ def _step_words(p: dict) -> str:
                ", not a cost that keeps growing"))
 
 
+def _levels(p: dict) -> str:
+    """"the waits were X (median) before" or, read by rounds of the
+    loader's workers (``round_steps``), what the two levels are: the
+    median over the rounds of each round's mean wait (a round of 3 holding
+    one 70 ms stall and two waits near 0 is 23 ms, not a median wait)."""
+    k = p.get("round_steps")
+    if k and k > 1:
+        return (f"the mean wait per round of {k} fetches (one batch from each worker) was "
+                f"{fmt_s(p['before_median_s'])} (median over the rounds) before")
+    return f"the waits were {fmt_s(p['before_median_s'])} (median) before"
+
+
 def _shift_words(p: dict) -> str:
     at = (f"steady step {p['changed_at_step']}" if p.get("at_epoch_start") is None else
           f"steady step {p['changed_at_step']}, where epoch {p['at_epoch_start']} began")
-    if p.get("change_point"):
-        return (f"the waits were {fmt_s(p['before_median_s'])} (median) before {at} and "
+    if p.get("change_point") and p.get("p_value") is not None:
+        return (f"{_levels(p)} {at} and "
                 f"{fmt_s(p['after_median_s'])} from it on: one change of level inside the run "
                 f"(Pettitt's change-point test, p = {p['p_value']:.1g}; no slope was "
                 "found), not a cost that grows per step")
-    return (f"the waits were {fmt_s(p['before_median_s'])} (median) before {at} and "
+    return (f"{_levels(p)} {at} and "
             f"{fmt_s(p['after_median_s'])} from it on, with no "
             "trend on either side: one change of level inside the run (two levels fit the "
             "waits better than a line), not a cost that grows per step")
@@ -686,8 +700,11 @@ def trend_part(trend: Optional[dict]) -> Optional[str]:
     if not trend:
         return None
     if trend["label"] == STEP and trend.get("changed_at_step") is not None:
+        k = trend.get("round_steps")
         return (f"wait {STEP} {fmt_s(trend['before_median_s'])} -> "
-                f"{fmt_s(trend['after_median_s'])} (at steady step {trend['changed_at_step']}, "
+                f"{fmt_s(trend['after_median_s'])} "
+                + (f"a round of {k} fetches " if k and k > 1 else "")
+                + f"(at steady step {trend['changed_at_step']}, "
                 + ("a change point" if trend.get("change_point") else "no trend on either side")
                 + ")")
     if trend["label"] == STEP:
