@@ -409,3 +409,19 @@ def test_the_host_explains_a_wait_only_where_the_rest_would_not_hold_the_loop():
     assert wait_parts.next_for(split, 0.94) == {"part": "main_cpu", "share": 0.41}
     assert wait_parts.next_for(split, 0.25)["part"] == "host_cpu_wait"
     assert wait_parts.next_for(split)["part"] == "host_cpu_wait"
+
+
+def test_other_threads_at_no_workers_are_the_batch_making_first():
+    # A dataset handing its 6 ms decode to a ThreadPoolExecutor at
+    # num_workers=0 (helper 29B): the wait is the main process's other
+    # threads; the next step keeps num_workers >= 1, and says that a
+    # thread holding the GIL reads the same.
+    from traceml.findings import wait_parts as wp
+
+    at0 = wp.part_next("other_threads", 0)
+    assert "num_workers >= 1 moves the dataset's threads into the worker processes" in at0
+    assert "pin-memory" not in wp.part_name("other_threads", 0)
+    assert "threads the dataset starts" in wp.part_name("other_threads", 0)
+    # With workers: the GIL holder and the pin-memory thread, as before.
+    assert wp.part_next("other_threads", 2) == wp.PART_NEXT["other_threads"]
+    assert wp.part_name("other_threads", 2) == wp.PART_NAMES["other_threads"]

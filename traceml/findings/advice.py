@@ -609,7 +609,7 @@ WORDS: dict[str, Words] = {
     "largest_part": lambda p: (
         f"{'The next' if p.get('second') else 'Next: the'} largest measured part of the wait "
         f"({pct(p['share'])}) is "
-        f"{wait_parts.PART_NAMES[p['part']]}; what shortens it is "
+        f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
         f"{wait_parts.part_next(p['part'], p.get('num_workers'))}."),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "

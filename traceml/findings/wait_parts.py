@@ -424,11 +424,38 @@ MAIN_CPU_NO_WORKERS_NEXT = (
     "num_workers=(0, 1, 2)) measures both), or a cheaper batch shortens it")
 
 
+# At num_workers=0 the fetch makes the batch, so the main process's other
+# threads on a CPU inside it are first the dataset's own (a thread pool in
+# __getitem__ hands its decode to them): a dataset whose 6 ms decode ran
+# in a ThreadPoolExecutor read "97% the main process's other threads ...
+# a thread of yours that holds the GIL" and lost its num_workers step
+# (helper 29B).  A thread of the user's holding the GIL reads the same.
+OTHER_THREADS_NO_WORKERS_NEXT = (
+    "the batch's making: at num_workers=0 the fetch makes the batch, so threads the "
+    "dataset starts (a thread pool in __getitem__ or collate_fn) run inside it, as would a "
+    "thread of yours holding the GIL; num_workers >= 1 moves the dataset's threads into "
+    "the worker processes (traceml.sweep(make_loader, num_workers=(0, 1, 2))), and a wait "
+    "that stays is a thread of yours (py-spy dump --pid <main pid> names it)")
+
+
+def part_name(part: str, num_workers: Optional[int] = None) -> str:
+    """The measured part ``part`` in words (PART_NAMES), with
+    ``num_workers`` where it changes them (other_threads at 0 workers: no
+    pin-memory thread there, the dataset's own threads instead)."""
+    if part == OTHER_THREADS and num_workers == 0:
+        return ("the main process's other threads on a CPU while the loop waited (threads "
+                "the dataset starts, or one holding the GIL)")
+    return PART_NAMES[part]
+
+
 def part_next(part: str, num_workers: Optional[int] = None) -> str:
     """What shortens the measured part ``part`` (PART_NEXT), with
-    ``num_workers`` where it changes the answer (main_cpu at 0 workers)."""
+    ``num_workers`` where it changes the answer (main_cpu and other_threads
+    at 0 workers)."""
     if part == "main_cpu" and num_workers == 0:
         return MAIN_CPU_NO_WORKERS_NEXT
+    if part == OTHER_THREADS and num_workers == 0:
+        return OTHER_THREADS_NO_WORKERS_NEXT
     return PART_NEXT[part]
 
 
@@ -436,5 +463,5 @@ def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
     return (f"The largest measured part of the wait ({pct(p['share'])}) is "
-            f"{PART_NAMES[p['part']]}: what shortens it is "
+            f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
             f"{part_next(p['part'], p.get('num_workers'))}.")
