@@ -203,6 +203,26 @@ def test_the_wall_clock_leaves_out_the_start_up_window_and_the_cpu_clock_does_no
     assert got["indices"] == [47, 145, 153] and got["basis"] == "cpu+wall"
 
 
+def test_a_slow_index_in_the_start_up_window_does_not_break_the_stride():
+    # Every 13th index from 5 sleeps 60 ms (off CPU: the wall clock alone
+    # finds it); index 5 falls in the start-up window, left out of the
+    # wall clock's test (helper 29B).  Untested, it is not a fast index of
+    # the stride's class: every 13th index, not "no common index stride".
+    n = 300
+    wall = np.full(n, 1.0)
+    cpu = np.full(n, 0.05)
+    slow = np.arange(n) % 13 == 5
+    wall[slow] = 60.0
+    startup = np.arange(n) < 8
+    got = slow_samples.slow_of({**_arrays(wall, cpu_ms=cpu), "startup": startup})
+    assert got["basis"] == "wall" and got["indices"][0] == 18
+    assert (got["stride"], got["residue"]) == (13, 5)
+    # A fast index of that class that was tested still breaks it.
+    wall[5 + 13 * 10] = 1.0
+    got = slow_samples.slow_of({**_arrays(wall, cpu_ms=cpu), "startup": startup})
+    assert got["stride"] is None
+
+
 def test_start_up_ends_when_every_worker_has_made_its_first_batch_of_the_epoch():
     rng = np.random.default_rng(8)
     n = 300

@@ -137,7 +137,12 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     share = arrays["batch_share"][keep]
     batch = arrays["batch"][keep] if arrays.get("batch") is not None else None
     worker = arrays["worker"][keep] if arrays.get("worker") is not None else None
-    out = _slow_set(hit, found, wall, cpu, index, share, batch, worker)
+    # Samples no clock in ``hit`` tested (the start-up window, where the
+    # wall clock alone finds them) are not fast either: a sleeping slow
+    # index made in that window read as fast, and "no common index stride"
+    # stood beside slow indices 18, 31, 44, ... every 13th (helper 29B).
+    untested = startup if hit == ["wall"] else None
+    out = _slow_set(hit, found, wall, cpu, index, share, batch, worker, untested)
     if hit == ["cpu", "wall"] and out["stride"] is None:
         # A busy host stretches a fast sample's wall time past the floor
         # now and then (one index off the stride breaks it); the CPU
@@ -165,11 +170,14 @@ def _off_runq(wall: np.ndarray, cpu: np.ndarray, runq: Optional[np.ndarray],
 
 def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: np.ndarray,
               batch_share: np.ndarray, batch: Optional[np.ndarray] = None,
-              worker: Optional[np.ndarray] = None) -> dict:
+              worker: Optional[np.ndarray] = None,
+              untested: Optional[np.ndarray] = None) -> dict:
     """slow_of's numbers for the samples slow on the clocks ``hit`` (names
     in ``found``: {clock: (threshold_ns, median_ns, slow mask)}; none hit:
     the first clock's threshold, nothing slow); ``batch``, each sample's
-    batch where known, adds batches_holding and batches_tested."""
+    batch where known, adds batches_holding and batches_tested;
+    ``untested`` (bool, or None: none) the samples those clocks did not
+    test, which the stride's check does not read as fast."""
     basis = "+".join(hit) if hit else next(iter(found))
     threshold, med, slow = found[hit[0] if hit else basis]
     for name in hit[1:]:
@@ -200,7 +208,8 @@ def _slow_set(hit: list, found: dict, wall: np.ndarray, cpu: np.ndarray, index: 
     known = slow & (index >= 0)
     out["slow_timings"] = int(known.sum())
     out["timings"] = int(np.isin(index, slow_idx).sum())
-    out.update(_stride(slow_idx, np.unique(index[fast & (index >= 0)])))
+    tested_fast = fast if untested is None else fast & ~untested
+    out.update(_stride(slow_idx, np.unique(index[tested_fast & (index >= 0)])))
     if worker is not None and len(slow_idx):
         # Which workers made the slow timings, and whether any slow index
         # was made by two workers (shuffled, or a later epoch's other
