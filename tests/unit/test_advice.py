@@ -84,3 +84,14 @@ def test_irregular_stalls_without_a_loader_get_no_loader_experiment():
     assert "wrap_to_see_stalls" in codes and "compare_in_order" not in codes
     words = advice.WORDS["irregular"](dict(advice.next_steps(s))["irregular"])
     assert "worker round" not in words
+
+
+def test_a_spread_wait_at_no_workers_names_no_workers():
+    # num_workers=0 (helper 29A): "handing it over from the workers" was
+    # said of a loader with none.
+    from traceml.findings import sentences
+
+    at0 = sentences([("spread_wait", {"share": 0.3, "median_s": 0.002, "num_workers": 0})])[0]
+    assert "from the workers" not in at0 and "at num_workers=0 it makes every batch" in at0
+    at2 = sentences([("spread_wait", {"share": 0.3, "median_s": 0.002, "num_workers": 2})])[0]
+    assert "handing it over from the workers" in at2

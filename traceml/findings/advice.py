@@ -232,7 +232,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                                         "no_loader": True}))
             out.append(("wrap_and_sweep", {}))
             return out
-        out.append(("spread_wait", {"share": share, "median_s": wait["median"]}))
+        out.append(("spread_wait", {"share": share, "median_s": wait["median"],
+                                    "num_workers": nw}))
         if largest:
             # Measured (wait_parts): the parts say which of the two the
             # experiment below would tell apart.
@@ -618,6 +619,9 @@ WORDS: dict[str, Words] = {
            if p.get("probes") else
            "a cost paid on every fetch by the wrapped iterable's next()."
            if p.get("no_loader") else
+           "a cost paid per batch in the main process (at num_workers=0 it makes every "
+           "batch: __getitem__, collate, pin_memory)."
+           if p.get("num_workers") == 0 else
            "a cost paid per batch (handing it over from the workers, collate, pin_memory) "
            "or a loader only just keeping up.")),
     "vary_workers_or_prefetch": lambda p: (
