@@ -125,7 +125,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         core_wait = _compute_core_wait(s)
         out.append(("compute_bound", {"share": s["gpu"]["gpu_share"] if gpu_said else share,
                                       "steady_only": after_headline, "gpu": gpu_said,
-                                      "core_wait": bool(core_wait)}))
+                                      **({"core_wait": True} if core_wait else {})}))
         if core_wait and not gpu_said:
             out.append(("compute_core_wait", core_wait))
         if shp == stall_shape.HEAVY_TAILED and conc["stall_wait_share"] is not None:
