@@ -57,6 +57,10 @@ def test_a_one_off_change_after_the_first_epoch_leads_its_next_step():
     # A rise keeps the named function first.
     items, roles = advice.arrange([named, Finding("trend_next", {"label": "RISING"})])
     assert [it[0] for it in items] == ["look_at_function", "trend_next"]
+    # So does a change inside the run: the measured part leads it.
+    inside = Finding("trend_next", {"label": "STEP", "changed_at_step": 42})
+    items, roles = advice.arrange([inside, named])
+    assert [it[0] for it in items] == ["look_at_function", "trend_next"]
 
 
 def test_other_threads_holding_the_loop_lead_at_no_workers():
