@@ -145,6 +145,22 @@ def test_three_workers_and_every_fetch_at_0_and_1_conclude():
     assert sweeps.pooled_cadence([rows[0], rows[0]])["follows"] is None
 
 
+def test_one_row_settled_by_chance_beside_rows_without_a_period_is_not_following():
+    # The random control of the seed sweep (bench_truth): 3 of 16 batches
+    # slow at random at 4 workers, 7 at 2, every batch slow at 1 and 0.
+    # One 2-worker row may settle period 2 by chance; with the 4-worker
+    # rows keeping no period of 4, the every-fetch rows are no second
+    # value (4 of 12 such sweeps read "follows" before).
+    lucky = _test([2, 4, 6, 8, 10, 12, 14], 16, 2)
+    assert lucky["periodic"]
+    off = _test([5, 7, 14], 16, 4)
+    assert not (off["periodic"] or off["consistent"])
+    rows = [(4, "IRREGULAR", None, off), (2, "PERIODIC", 2, lucky),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None)]
+    c = sweeps.pooled_cadence(rows)
+    assert c["distinct_workers"] == 1 and c["follows"] is None
+
+
 def test_following_rows_that_name_one_worker_say_it_may_be_that_worker():
     # 4, 3 and 2 workers, period == num_workers in each, but every row's
     # stalls held by worker 1: its turn comes every num_workers fetches as
