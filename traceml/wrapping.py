@@ -699,7 +699,8 @@ def wrap(iterable: Iterable, *, name: Optional[str] = None, live: Any = None,
     record their own steps under their own name: a step of ``a`` runs from
     one fetch of ``a`` to the next, so the time spent fetching ``b`` is
     compute from ``a``'s point of view.  ``report()`` shows the source with
-    the most steps and lists the others; ``report(source=name)`` picks one.
+    the most steps (the latest one where they ran one after another) and
+    lists the others; ``report(source=name)`` picks one.
 
     Args:
         iterable: anything ``for`` accepts; a torch DataLoader is the main

@@ -178,7 +178,13 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
 # residue are what random slow samples show half the time at 2 workers
 # (their worker's round-robin place, not lock-step): counting the 0/1
 # rows as a second num_workers let a random-slow-sample control read
-# "follows" in 3 of 10 quiet sweeps (benchmarks/bench_truth.py).
+# "follows" in 3 of 10 quiet sweeps (benchmarks/bench_truth.py).  They
+# count only beside rows of 2 or more workers that all keep their own
+# period, one of them settled (pooled_cadence): a data set slow every
+# k-th sample would stall every k fetches at 1 worker too, so every fetch
+# there is then the cadence changing; the control's rows at 4 workers
+# keep no period, and its chance-settled 2-worker rows no longer count
+# (1 of 20 sweeps beside the hog).
 POOLED_MAX_SUPPORT = 4096
 POOLED_MIN_DISTINCT_WORKERS = 2
 
