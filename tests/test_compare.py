@@ -130,7 +130,9 @@ def test_baseline_is_the_first_position_not_the_first_object(tmp_path):
     # the same object later on is judged like any other run
     c = traceml.compare(a, run(20), a)
     assert [r["verdict"] for r in c.rows] == ["BASELINE", REGRESSION, EQUIVALENT]
-    assert c.rows[2]["why"].startswith(f"mean fetch {fmt_s(a['input_wait_s']['mean'])}")
+    # ... and said to be the baseline's own recording.
+    assert c.rows[2]["why"].startswith("the same recording as the baseline")
+    assert f"mean fetch {fmt_s(a['input_wait_s']['mean'])}" in c.rows[2]["why"]
     loaded = traceml.load(a.save(tmp_path / "s1.traceml"))
     assert [r["verdict"] for r in traceml.compare(loaded, loaded).rows] == ["BASELINE", EQUIVALENT]
 
@@ -337,3 +339,15 @@ def test_the_baselines_stalls_are_its_own_count_at_its_own_line():
     assert np.count_nonzero(base.input_wait_ns > line * 1e9) >= 10
     c = traceml.compare(base, base)
     assert c.rows[0]["stalls"] == 0
+
+
+def test_the_same_recording_twice_says_so():
+    # Helper 29D: the second report() of a notebook gave the first loop's
+    # steps again, and compare read EQUIVALENT without a word.
+    base = build(records(np.full(N, 20 * MS), np.full(N, 40 * MS)), INFO, SYNTHETIC, None)
+    again = build(records(np.full(N, 20 * MS), np.full(N, 40 * MS)), INFO, SYNTHETIC, None)
+    row = traceml.compare(base, again).rows[1]
+    assert row["verdict"] == "EQUIVALENT"
+    assert row["why"].startswith("the same recording as the baseline")
+    other = build(records(np.full(N, 10 * MS), np.full(N, 40 * MS)), INFO, SYNTHETIC, None)
+    assert "same recording" not in traceml.compare(base, other).rows[1]["why"]

@@ -138,6 +138,16 @@ def steady_series(report) -> Optional[dict]:
             "share": np.divide(wait, step, out=np.zeros_like(wait), where=step > 0)}
 
 
+def _same_recording(a, b) -> bool:
+    """Whether two reports hold the same steps (per-step records equal,
+    the clock's begin times included): one recording reported twice."""
+    sa, sb = getattr(a, "steps", None), getattr(b, "steps", None)
+    if sa is None or sb is None or len(sa) != len(sb) or not len(sa):
+        return False
+    return bool(np.array_equal(sa["begin_ns"], sb["begin_ns"])
+                and np.array_equal(sa["end_ns"], sb["end_ns"]))
+
+
 def _stalls_over(report, threshold_s: float,
                  rule_code: str = "compare") -> tuple[int, Optional[float]]:
     """(count, median gap in steps) of the steady-state fetches of
@@ -318,6 +328,13 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
             v, why, moved = BASELINE, comparison.BASELINE_WHY, []
         else:
             v, why, moved = judge(base, s, base_stalls, run_stalls, series[0], series[i])
+            if _same_recording(reports[0], rep):
+                # Two report() calls over one recorder's one source give
+                # one recording twice (a second loop under another name
+                # goes to its own source: report(source=...) picks it).
+                why = ("the same recording as the baseline (the same steps, step for step): "
+                       "compare a report of the other run, report(source=name) where one "
+                       "recorder holds both; " + why)
         rows.append({
             "label": name,
             "mean_wait_s": s["input_wait_s"]["mean"],
