@@ -471,3 +471,21 @@ def test_more_workers_are_not_said_beside_a_full_host():
     # Without the full host the model's shorter wait is said.
     (f,) = prediction_check.advise(_input_bound(p))
     assert f.numbers["shorter"] is not None
+
+
+def test_the_no_workers_row_keeps_the_samplers_time():
+    # A sampler sleeping 16 ms a batch in the main process (its calls
+    # timed: wait_parts' sampler part), 2 workers: at num_workers=0 the
+    # fetch runs the sampler besides making the batch (helper 29C: the row
+    # read 453 us to 1.28 ms against 17.2 ms measured at 0 workers).
+    s = _summary(make=0.0004, cpu=0.0004, compute=0.010, n=2, wait=0.016)
+    plain = predict.predict(s)
+    s["wait_parts"] = {"all": {"fetches": 40, "wait_s": 0.66,
+                               "parts_s": {"sampler": 0.64, "main_cpu": 0.02}}}
+    p = predict.predict(s)
+    at0 = next(r for r in p["by_workers"] if r["num_workers"] == 0)
+    was = next(r for r in plain["by_workers"] if r["num_workers"] == 0)
+    assert at0["wait_s"] == pytest.approx(was["wait_s"] + 0.016)
+    # The other rows are the model's as before.
+    assert [r["wait_s"] for r in p["by_workers"] if r["num_workers"]] == pytest.approx(
+        [r["wait_s"] for r in plain["by_workers"] if r["num_workers"]])

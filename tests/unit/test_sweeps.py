@@ -297,3 +297,12 @@ def test_every_fetch_at_0_and_1_workers_is_not_the_same_period_as_2():
     # the same everywhere the sweep saw a period.
     c = SweepResult(rows[2:], [None] * 2, False).correlation
     assert c["same_period"] is True and c["follows"] is False
+
+
+def test_a_pooled_p_under_the_smallest_double_is_never_said_as_zero():
+    pooled = {"follows": True, "fitting": 6, "distinct_workers": 2, "p_value": 0.0,
+              "tested": 2, "every_fetch_rows": 4}
+    c = {"rows": [[3, 3], [3, 3]], "points": 2, "gaps": 8, "workers_varied": True,
+         "follows": True, "distinct_workers": 1, "pooled": pooled, "r": None}
+    line = sweeps.sweep_correlation(c, False)
+    assert "p < 1e-300 pooled" in line and "p = 0 " not in line

@@ -301,6 +301,13 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
     return _not_follows_line(c, rests, least, ignored)
 
 
+def _p_text(p: float) -> str:
+    """"p = 6e-07", or where the pooled sum fell under the smallest double
+    (every placement but the observed one far likelier), "p < 1e-300"
+    rather than "p = 0"."""
+    return f"p = {p:.2g}" if p > 0 else "p < 1e-300"
+
+
 def _follows_line(c: dict, rests: str, least: int, pooled: dict) -> Optional[str]:
     """:func:`sweep_correlation`'s line where the period follows
     num_workers, else None."""
@@ -316,7 +323,7 @@ def _follows_line(c: dict, rests: str, least: int, pooled: dict) -> Optional[str
                 f"fall on every max(1, num_workers)-th fetch from the epoch start in "
                 f"{plural(pooled['fitting'], 'row')}{every}, at "
                 f"{plural(pooled['distinct_workers'], 'distinct max(1, num_workers)')}, none "
-                f"at another period; p = {pooled['p_value']:.2g} pooled over the "
+                f"at another period; {_p_text(pooled['p_value'])} pooled over the "
                 f"{plural(pooled['tested'], 'row')} with 2 or more workers against random "
                 f"stalls, < {stall_timing.PERIOD_ALPHA:g}{fit}")
     if c.get("follows") is True:
