@@ -995,7 +995,8 @@ def _fill(steps: np.ndarray, field: str, raw: bytes, path: str, member: str,
 
 
 # Maps keyed by worker id (int in memory; JSON object keys are strings).
-_WORKER_KEYED = (("attribution", "stall_workers"), ("workers", "cpu_ticks_by_worker"),
+_WORKER_KEYED = (("attribution", "stall_workers"), ("attribution", "also_slow"),
+                 ("workers", "cpu_ticks_by_worker"),
                  ("workers", "awaited", "workers"), ("production", "workers"),
                  ("production", "samples", "by_worker"))
 
