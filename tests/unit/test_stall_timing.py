@@ -665,3 +665,18 @@ def test_a_round_that_slipped_once_is_not_yet_a_period_never_irregular():
     assert "IRREGULAR" not in line and "no regular period" not in line
     assert t.get("phase_filled") is False
     assert "75% of the gaps between stalls are 4" in line, line
+
+
+def test_the_stall_line_counts_stalls_where_outliers_pass_it():
+    # 0 stalls and one outlier past the line (helper 29D: "0 of 12
+    # steady-state fetches waited > 6.16 ms" beside "One outlier (33.1
+    # ms)"): the first line counts stalls, the next the outlier.
+    import corpus
+
+    s = corpus.replay(corpus.isolated_blip(0, 40)).summary
+    assert s["stalls"]["count"] == 0 and s["stalls"]["outliers"] == 1
+    first, second = stall_timing.stall_lines(s)[:2]
+    assert first.startswith(f"0 of {s['steady_steps']} steady-state fetches were stalls past ")
+    assert second.startswith("1 outlier above it")
+    s["stalls"] = {**s["stalls"], "outliers": 0}
+    assert " waited > " in stall_timing.stall_lines(s)[0]

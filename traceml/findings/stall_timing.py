@@ -951,9 +951,13 @@ def stall_lines(s: dict) -> list[str]:
     """The stall count at its threshold and rule, the cadence, and the
     histogram of gaps between stalls."""
     st = s["stalls"]
+    # With outliers past the line, "waited >" would count them too: the
+    # count is of stalls ("0 of 12 ... waited > 6.16 ms" stood beside "One
+    # outlier (33.1 ms)", helper 29D).
+    waited = "were stalls past" if st.get("outliers") else "waited >"
     lines = [
-        f"{st['count']} of {s['steady_steps']} steady-state fetches waited "
-        f"> {fmt_s(st['threshold_s'])} ({st['rule']})"
+        f"{st['count']} of {s['steady_steps']} steady-state fetches {waited} "
+        f"{fmt_s(st['threshold_s'])} ({st['rule']})"
     ]
     if st.get("outliers"):
         cost = (pct(st["cost_share"]) + " of the step time"
