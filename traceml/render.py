@@ -311,7 +311,8 @@ def _sweep_notes(d: dict) -> list[str]:
     out.extend(t for t in (prediction_check.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
     out.extend(t for t in (sweeps.sweep_unsettled(d["rows"]),
                            sweeps.sweep_left_out(d["correlation"])) if t)
-    out.extend(t for t in (sweeps.sweep_ignored(ignored),
+    out.extend(t for t in (sweeps.sweep_in_order(d["rows"]),
+                           sweeps.sweep_ignored(ignored),
                            sweeps.sweep_best(d["best"], len(d["rows"])),
                            sweeps.sweep_order(d["order_effects"])) if t)
     out.extend(sweeps.sweep_next_lines(d.get("next") or []))

@@ -306,3 +306,33 @@ def test_a_pooled_p_under_the_smallest_double_is_never_said_as_zero():
          "follows": True, "distinct_workers": 1, "pooled": pooled, "r": None}
     line = sweeps.sweep_correlation(c, False)
     assert "p < 1e-300 pooled" in line and "p = 0 " not in line
+
+
+def _in_order_row(in_order, period, overtaking, workers=4, error=None):
+    return {"condition": {"num_workers": workers, "in_order": in_order}, "error": error,
+            "period": period, "overtaking": overtaking, "loader_num_workers": workers}
+
+
+def test_an_in_order_sweep_says_the_cadence_survives_overtaking():
+    # The seed's step after the num_workers sweep (helper 29D): 4 workers,
+    # in_order (True, False) both ways; with in_order=False 3-9 deliveries
+    # overtook yet the period stayed 4.
+    rows = [_in_order_row(True, 4, 0), _in_order_row(False, 4, 3),
+            _in_order_row(False, 4, 9), _in_order_row(True, 4, 0)]
+    line = sweeps.sweep_in_order(rows)
+    assert "12 deliveries overtook a lower rank, yet the stalls kept the period " \
+        "max(1, num_workers) in 2 of the 2 in_order=False rows" in line
+    assert "batches overtake but the cadence survives" in line
+    # Overtakings with the period gone: single slow batches.
+    rows = [_in_order_row(True, 4, 0), _in_order_row(False, None, 5)]
+    assert "single slow batches held the line" in sweeps.sweep_in_order(rows)
+    # None overtook: the round.
+    rows = [_in_order_row(True, 4, 0), _in_order_row(False, 4, 0)]
+    assert "no delivery overtook" in sweeps.sweep_in_order(rows)
+    # Deliveries not measured (an iterable that is no DataLoader): no line.
+    assert sweeps.sweep_in_order([_in_order_row(True, None, None),
+                                  _in_order_row(False, None, None)]) is None
+    # Without both values of in_order: no line.
+    assert sweeps.sweep_in_order([_in_order_row(True, 4, 0)]) is None
+    assert sweeps.sweep_in_order([{"condition": {"num_workers": 4}, "error": None,
+                                   "period": 4, "overtaking": 0}]) is None

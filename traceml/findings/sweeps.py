@@ -485,7 +485,8 @@ WORDS: dict[str, Words] = {
         "condition of this sweep removes the wait; make each batch cheaper (each run's "
         "report() has a prediction of how much)"
         + (" or give the workers more cores." if p.get("workers_varied", True)
-           else "; num_workers did not vary here, so a sweep of it is the next experiment.")),
+           else "; num_workers did not vary here (a sweep of it tells whether more workers "
+           "shorten the wait).")),
 }
 
 
@@ -563,6 +564,49 @@ def sweep_unsettled(rows: list[dict]) -> Optional[str]:
     return ("period N?: that row's stalls fit a stall every N fetches, not yet told from "
             "random stalls at its length (its own report says how many more steps would "
             "settle it).")
+
+
+def sweep_in_order(rows: list[dict]) -> Optional[str]:
+    """What a sweep over in_order showed (the seed's step after the
+    num_workers sweep: "batches overtake but the cadence survives"), where
+    rows ran both in_order=True and in_order=False; None otherwise.  Of the
+    in_order=False rows: the deliveries that overtook a lower rank, and
+    the rows whose stalls kept the period max(1, num_workers).  Batches
+    that overtake while the period stays say the workers' round, not one
+    slow batch holding the line; overtakings with no period left say
+    single slow batches; no overtaking at all says no batch was ever ready
+    before the awaited one (the workers finish together)."""
+    ok = [r for r in rows if not r.get("error")]
+    on = [r for r in ok if r["condition"].get("in_order") is True]
+    # Overtaking is measured only on a DataLoader's deliveries.
+    off = [r for r in ok if r["condition"].get("in_order") is False
+           and r.get("overtaking") is not None]
+    if not on or not off:
+        return None
+
+    def kept(r: dict) -> bool:
+        workers = r.get("loader_num_workers")
+        if workers is None:
+            workers = r["condition"].get("num_workers")
+        k = stall_timing.effective_workers(workers)
+        return k is not None and k >= 2 and r.get("period") == k
+
+    over = sum(int(r.get("overtaking") or 0) for r in off)
+    held = sum(kept(r) for r in off)
+    rows_off = plural(len(off), "in_order=False row")
+    if not over:
+        return (f"in_order: no delivery overtook a lower rank in the {rows_off}: no batch was "
+                "ever ready before the awaited one, so the workers finish together (their "
+                "round), not single slow batches holding the line.")
+    if held * 2 >= len(off):
+        return (f"in_order: with in_order=False {over} deliveries overtook a lower rank, yet "
+                f"the stalls kept the period max(1, num_workers) in {held} of the {rows_off}: "
+                "batches overtake but the cadence survives, so not a single slow batch "
+                "holding the line but the workers' round; next, worker CPU against storage "
+                "reads in the stalls (each run's report).")
+    return (f"in_order: with in_order=False {over} deliveries overtook a lower rank and the "
+            f"stalls kept the period max(1, num_workers) in only {held} of the {rows_off}: "
+            "single slow batches held the line with in_order=True.")
 
 
 def sweep_progress(done: int, total: int, row: dict) -> str:
