@@ -197,10 +197,12 @@ class Recorder(_core.Recorder):
                 # what there is to show, if the stuck watch has seen one.
                 stuck = [ev for ev in stuck if ev["source"] in known]
                 return int(max(stuck, key=lambda ev: ev["since_ns"])["source"]) if stuck else 0
-            if len(ids) > 1 and int(np.count_nonzero(column[1:] != column[:-1])) == len(ids) - 1:
-                # The sources ran one after another (each one block of
-                # steps): the latest run, what a notebook's second loop
-                # and report() mean.  A regressed loader's 16 steps, then
+            if (len(ids) > 1 and 0 not in ids
+                    and int(np.count_nonzero(column[1:] != column[:-1])) == len(ids) - 1):
+                # Wrapped sources that ran one after another (each one
+                # block of steps; the hand-placed probes are no loop of
+                # their own): the latest run, what a notebook's second
+                # loop and report() mean.  A regressed loader's 16 steps, then
                 # the fixed one's 16, reported the regressed one again
                 # and compare read them EQUIVALENT (helper 29D, 6 of 6).
                 return int(column[-1])
@@ -244,7 +246,7 @@ def report(
             convention).  None (default): the automatic rule of
             :func:`traceml.findings.stall_threshold.stall_threshold_ns`.
         source: which wrapped iterable to report, by name or id; None picks
-            the latest where the sources ran one after another (a loop over
+            the latest where wrapped sources ran one after another (a loop over
             one loader, then a loop over another), else the one with the
             most steps (the probes are ``"probes"``).
         ranks: None (default): this process's report.  ``"all"``: every
