@@ -308,11 +308,15 @@ def correlation(rows: list[dict]) -> dict:
     construction), else None; r is None too when the period does not vary
     (slope then exactly 0.0, intercept that period)."""
     used, left = [], []
+    # A row at 0 or 1 workers that stalled on every fetch: period 1.
+    every_fetch_low = False
     for r in rows:
         why = _left_out(r)
         if why is None:
             used.append(r)
         else:
+            every_fetch_low |= (why == "every_fetch"
+                                and stall_timing.effective_workers(_workers(r)) == 1)
             left.append({"condition": r["condition"], "pass_": r["pass_"],
                          "direction": r["direction"], "reason": why,
                          "stalls": r["stalls"],
@@ -351,8 +355,6 @@ def correlation(rows: list[dict]) -> dict:
         return out
     x = np.array([p[0] for p in pts], dtype=float)
     y = np.array([p[1] for p in pts], dtype=float)
-    every_fetch_low = any(_left_out(r) == "every_fetch"
-                          and stall_timing.effective_workers(_workers(r)) == 1 for r in rows)
     out["same_period"] = bool(np.ptp(y) == 0 and not (every_fetch_low and y[0] != 1))
     if out["mismatched"]:
         out["follows"] = False

@@ -309,7 +309,7 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     other way from those that moved (an IMPROVEMENT needs none worse)."""
     if mean.label == input_bound.NO_DATA:
         return input_bound.NO_DATA
-    step = next((m for m in moved if m.measure == "step_time"), None)
+    step = _measure(moved, "step_time")
     if step is not None and step.direction in (WORSE, BETTER) and (
             abs(step.run - step.base) > STEP_REGRESSION_TOL * step.base):
         return REGRESSION if step.direction == WORSE else IMPROVEMENT
@@ -333,11 +333,15 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     return EQUIVALENT
 
 
+def _measure(moved: list[Moved], name: str) -> Optional[Moved]:
+    """The measure ``name`` of ``moved``, or None."""
+    return next((m for m in moved if m.measure == name), None)
+
+
 def _compute_rise(moved: list[Moved]) -> Optional[tuple[float, float]]:
     """(base, run) mean compute, the mean step less the mean wait (s),
     where both were measured; else None."""
-    step = next((m for m in moved if m.measure == "step_time"), None)
-    wait = next((m for m in moved if m.measure == "mean_wait"), None)
+    step, wait = _measure(moved, "step_time"), _measure(moved, "mean_wait")
     if step is None or wait is None or None in (step.base, step.run, wait.base, wait.run):
         return None
     return step.base - wait.base, step.run - wait.run
@@ -350,10 +354,9 @@ def _saving_lost(moved: list[Moved]) -> bool:
     cores cut the wait 20.4 -> 3.1 ms while the compute rose 13.2 ->
     32.5 ms and the step 33.6 -> 35.6 ms, inside its tolerance: that read
     IMPROVEMENT (helper 29B)."""
-    step = next((m for m in moved if m.measure == "step_time"), None)
-    wait = next((m for m in moved if m.measure == "mean_wait"), None)
+    step, wait = _measure(moved, "step_time"), _measure(moved, "mean_wait")
     rise = _compute_rise(moved)
-    if step is None or wait is None or rise is None or step.tolerance is None:
+    if rise is None or step.tolerance is None:
         return False
     return (wait.direction == BETTER and step.direction != BETTER
             and rise[1] - rise[0] > step.tolerance)
