@@ -51,7 +51,7 @@ core = Extension(
     extra_link_args=["-pthread"],
     # dlopen() of libnvidia-ml at run time (csrc/nvml.c); a stub in glibc
     # 2.34 and later, needed before.
-    libraries=["dl"],
+    libraries=["dl", "rt"],
 )
 
 setup(ext_modules=[core])

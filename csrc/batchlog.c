@@ -660,7 +660,11 @@ timedfetch_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
 
     timedfetch_clocks(self, &cpu0, &runq0);
     begin = tm_clock_ns();
+    /* The stack sampler's wall-clock ticks run only while a batch is made:
+       an idle worker is not woken. */
+    tm_stacks_wall(1);
     batch = PyObject_Vectorcall(self->fetch, args, nargsf, kwnames);
+    tm_stacks_wall(0);
     if (batch != NULL) {
         end = tm_clock_ns();
         timedfetch_clocks(self, &cpu1, &runq1);

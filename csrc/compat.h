@@ -16,4 +16,11 @@
 #define Py_READONLY READONLY
 #endif
 
+/* glibc before 2.35 names the thread of a SIGEV_THREAD_ID timer only
+   through the union. */
+#include <signal.h>
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
 #endif  /* TRACEML_COMPAT_H */

@@ -243,6 +243,11 @@ int tm_itemlog_add(PyObject *module, tm_state *st);
 
 /* stacks.c */
 extern PyType_Spec tm_stacklog_spec;
+/* Arm (on != 0) or stop the wall-clock timer of the thread this process
+   samples, around one batch (TimedFetch).  A no-op where the process does
+   not sample, has no wall timer, or the caller is another thread; never
+   sets a Python error. */
+void tm_stacks_wall(int on);
 
 /* livehist.c */
 extern PyType_Spec tm_waithist_spec;

@@ -17,6 +17,19 @@
  *   - in any other thread (a helper thread decoding, the queue's feeder
  *     thread pickling a batch), writes a sample with no stack at once:
  *     its CPU is "outside the sampled thread".
+ * Off CPU.  ITIMER_PROF never fires while the process sleeps, so a batch
+ * that waits (a sleep, a read, a lock) draws no sample.  start() also
+ * makes a POSIX timer on CLOCK_MONOTONIC aimed at the sampled thread
+ * (SIGEV_THREAD_ID, SIGPROF, si_code SI_TIMER), armed by TimedFetch only
+ * while a batch is made (tm_stacks_wall).  At each of its ticks the
+ * handler reads the thread's CPU clock: where the thread ran less than
+ * half the ticks' wall time since the last one, the rest are off-CPU
+ * ticks, taken like the CPU ones and written as samples of kind
+ * TM_STACK_KIND_OFF with the same stack: where the batch waited.  A
+ * blocking call the tick interrupts (time.sleep, a read on a pipe) is
+ * retried by Python after the handler (PEP 475); a C library that does
+ * not retry on EINTR could see one, which TRACEML_STACKS=0 avoids.
+ *
  * A tick that lands in C code (a decoder holding the GIL or not) is taken
  * when that code returns to Python, and so names the Python line that
  * called it.  Ticks that pile up before the handler runs are one sample
@@ -54,6 +67,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "compat.h"
@@ -70,6 +84,7 @@
 /* Sample kinds. */
 #define TM_STACK_KIND_STACK 0   /* the sampled thread's stack */
 #define TM_STACK_KIND_OTHER 1   /* a tick in another thread: no stack */
+#define TM_STACK_KIND_OFF 2     /* wall-clock ticks of the sampled thread off CPU */
 
 typedef struct {
     uint64_t claimed;         /* samples claimed so far (atomic add) */
@@ -151,6 +166,13 @@ static struct {
     int pending;              /* ticks in the sampled thread not yet taken */
     int64_t pending_t_ns;
     struct sigaction saved;   /* the C handler before ours (Python's) */
+    /* The wall-clock timer of the sampled thread (off-CPU ticks). */
+    timer_t wall_timer;
+    int wall_made;            /* wall_timer exists in process `pid` */
+    int64_t wall_interval_ns;
+    int64_t wall_cpu_ns;      /* the thread's CPU clock at the last wall tick */
+    int pending_off;          /* off-CPU ticks not yet taken */
+    int64_t pending_off_t_ns;
 } tm_active;
 
 static pid_t
@@ -179,7 +201,44 @@ publish(tm_stacks_slot *slot, uint64_t claim)
     __atomic_store_n(&slot->ready, claim + 1, __ATOMIC_RELEASE);
 }
 
-/* The C-level SIGPROF handler: async-signal-safe (atomics, the clock,
+/* The calling thread's CPU clock in ns, -1 unknown (clock_gettime is
+   async-signal-safe). */
+static int64_t
+thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+        return -1;
+    }
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A wall-clock tick (and its overruns) in the sampled thread: the ticks
+   it did not spend on CPU since the last one are counted off CPU. */
+static void
+on_wall_tick(int sig, const siginfo_t *info, int64_t now)
+{
+    int64_t cpu = thread_cpu_ns();
+    int64_t last = __atomic_exchange_n(&tm_active.wall_cpu_ns, cpu, __ATOMIC_ACQ_REL);
+    int64_t interval = tm_active.wall_interval_ns;
+    int ticks = 1 + (info->si_overrun > 0 ? info->si_overrun : 0);
+    int off = ticks;
+
+    if (cpu >= 0 && last >= 0 && interval > 0) {
+        /* The ticks the thread ran, to the nearest. */
+        off -= (int)((cpu - last + interval / 2) / interval);
+    }
+    if (off <= 0) {
+        return;   /* on CPU: ITIMER_PROF samples that */
+    }
+    if (__atomic_fetch_add(&tm_active.pending_off, off, __ATOMIC_ACQ_REL) == 0) {
+        __atomic_store_n(&tm_active.pending_off_t_ns, now, __ATOMIC_RELEASE);
+    }
+    PyErr_SetInterruptEx(sig);
+}
+
+/* The C-level SIGPROF handler: async-signal-safe (atomics, the clocks,
    gettid, PyErr_SetInterruptEx). */
 static void
 on_sigprof(int sig, siginfo_t *info, void *uctx)
@@ -187,12 +246,17 @@ on_sigprof(int sig, siginfo_t *info, void *uctx)
     int saved_errno = errno;
     tm_stacks_header *hdr = __atomic_load_n(&tm_active.hdr, __ATOMIC_ACQUIRE);
 
-    (void)info;
     (void)uctx;
     if (hdr != NULL && getpid() == tm_active.pid) {
         int64_t now = tm_clock_ns();
 
-        if (current_tid() == tm_active.tid) {
+        if (info != NULL && info->si_code == SI_TIMER) {
+            /* The wall timer: aimed at the sampled thread only. */
+            if (current_tid() == tm_active.tid) {
+                on_wall_tick(sig, info, now);
+            }
+        }
+        else if (current_tid() == tm_active.tid) {
             if (__atomic_fetch_add(&tm_active.pending, 1, __ATOMIC_ACQ_REL) == 0) {
                 __atomic_store_n(&tm_active.pending_t_ns, now, __ATOMIC_RELEASE);
             }
@@ -344,6 +408,25 @@ code_index_of(tm_stacks *self, PyObject *code)
     return idx;
 }
 
+/* One sample of the sampled thread: `weight` ticks of `kind` at `t_ns`,
+   with its stack (`depth` frames, innermost first). */
+static void
+write_sample(tm_stacks *self, int64_t t_ns, int weight, int kind,
+             const tm_stacks_frame *frames, int depth)
+{
+    uint64_t claim;
+    tm_stacks_slot *slot = claim_slot(self->hdr, self->slots, self->capacity, &claim);
+
+    slot->t_ns = t_ns;
+    slot->pid = (int32_t)tm_active.pid;
+    slot->worker = tm_active.worker;
+    slot->weight = weight;
+    slot->kind = (int16_t)kind;
+    memcpy(slot->frames, frames, (size_t)depth * sizeof(frames[0]));
+    slot->depth = (int16_t)depth;
+    publish(slot, claim);
+}
+
 /* _on_signal(signum, frame): the Python-level SIGPROF handler.  Never
    raises: an error is counted and cleared, so the user's code it
    interrupts never sees it. */
@@ -352,10 +435,9 @@ stacks_on_signal(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     tm_stacks *self = (tm_stacks *)op;
     PyObject *frame;
-    int ticks;
-    int64_t t_ns;
-    uint64_t claim;
-    tm_stacks_slot *slot;
+    int ticks, off, failed = 0;
+    int64_t t_ns, off_t_ns;
+    tm_stacks_frame frames[TM_STACK_DEPTH];
     int depth = 0;
 
     if (__atomic_load_n(&tm_active.hdr, __ATOMIC_ACQUIRE) != self->hdr
@@ -363,10 +445,12 @@ stacks_on_signal(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     ticks = __atomic_exchange_n(&tm_active.pending, 0, __ATOMIC_ACQ_REL);
-    if (ticks <= 0) {
+    off = __atomic_exchange_n(&tm_active.pending_off, 0, __ATOMIC_ACQ_REL);
+    if (ticks <= 0 && off <= 0) {
         Py_RETURN_NONE;  /* a trip with no tick of ours */
     }
     t_ns = __atomic_load_n(&tm_active.pending_t_ns, __ATOMIC_ACQUIRE);
+    off_t_ns = __atomic_load_n(&tm_active.pending_off_t_ns, __ATOMIC_ACQUIRE);
     if (self->code_index == NULL || self->index_pid != getpid()) {
         /* Inherited across fork, the dict stays valid (the same code
            objects at the same addresses); made here only when missing. */
@@ -378,12 +462,6 @@ stacks_on_signal(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         }
         self->index_pid = getpid();
     }
-    slot = claim_slot(self->hdr, self->slots, self->capacity, &claim);
-    slot->t_ns = t_ns;
-    slot->pid = (int32_t)tm_active.pid;
-    slot->worker = tm_active.worker;
-    slot->weight = ticks;
-    slot->kind = TM_STACK_KIND_STACK;
     frame = (nargs >= 2 && PyFrame_Check(args[1])) ? args[1] : NULL;
     Py_XINCREF(frame);
     while (frame != NULL && depth < TM_STACK_DEPTH) {
@@ -393,22 +471,27 @@ stacks_on_signal(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 
         Py_DECREF(code);
         if (idx < 0) {
-            Py_DECREF(frame);
-            slot->depth = (int16_t)depth;
-            publish(slot, claim);
-            goto error;
+            /* The stack so far is still written. */
+            failed = 1;
+            break;
         }
-        slot->frames[depth].code = (uint32_t)idx;
-        slot->frames[depth].line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+        frames[depth].code = (uint32_t)idx;
+        frames[depth].line = PyFrame_GetLineNumber((PyFrameObject *)frame);
         depth++;
         back = PyFrame_GetBack((PyFrameObject *)frame);
         Py_DECREF(frame);
         frame = (PyObject *)back;
     }
     Py_XDECREF(frame);
-    slot->depth = (int16_t)depth;
-    publish(slot, claim);
-    Py_RETURN_NONE;
+    if (ticks > 0) {
+        write_sample(self, t_ns, ticks, TM_STACK_KIND_STACK, frames, depth);
+    }
+    if (off > 0) {
+        write_sample(self, off_t_ns, off, TM_STACK_KIND_OFF, frames, depth);
+    }
+    if (!failed) {
+        Py_RETURN_NONE;
+    }
 
 error:
     PyErr_Clear();
@@ -532,6 +615,10 @@ disarm(tm_stacks *self)
         pthread_sigmask(SIG_BLOCK, &prof, &was);
         memset(&off, 0, sizeof(off));
         setitimer(ITIMER_PROF, &off, NULL);
+        if (tm_active.wall_made) {
+            timer_delete(tm_active.wall_timer);
+            tm_active.wall_made = 0;
+        }
         __atomic_store_n(&tm_active.hdr, NULL, __ATOMIC_RELEASE);
         while (sigtimedwait(&prof, NULL, &now) == SIGPROF) {
         }
@@ -725,6 +812,20 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     tm_active.pid = getpid();
     tm_active.worker = worker;
     __atomic_store_n(&tm_active.pending, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&tm_active.pending_off, 0, __ATOMIC_RELEASE);
+    {
+        /* The wall-clock timer, aimed at this thread, disarmed until a
+           batch begins (tm_stacks_wall); without one (an old kernel),
+           only CPU is sampled. */
+        struct sigevent sev;
+
+        memset(&sev, 0, sizeof(sev));
+        sev.sigev_notify = SIGEV_THREAD_ID;
+        sev.sigev_signo = SIGPROF;
+        sev.sigev_notify_thread_id = tm_active.tid;
+        tm_active.wall_interval_ns = (int64_t)interval_us * 1000;
+        tm_active.wall_made = timer_create(CLOCK_MONOTONIC, &sev, &tm_active.wall_timer) == 0;
+    }
     __atomic_store_n(&tm_active.hdr, self->hdr, __ATOMIC_RELEASE);
     timer.it_interval.tv_sec = interval_us / 1000000;
     timer.it_interval.tv_usec = interval_us % 1000000;
@@ -738,6 +839,26 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     }
     __atomic_fetch_add(&self->hdr->started, 1, __ATOMIC_RELAXED);
     Py_RETURN_NONE;
+}
+
+void
+tm_stacks_wall(int on)
+{
+    struct itimerspec spec;
+
+    if (__atomic_load_n(&tm_active.hdr, __ATOMIC_ACQUIRE) == NULL
+            || tm_active.pid != getpid() || !tm_active.wall_made
+            || current_tid() != tm_active.tid) {
+        return;
+    }
+    memset(&spec, 0, sizeof(spec));
+    if (on) {
+        __atomic_store_n(&tm_active.wall_cpu_ns, thread_cpu_ns(), __ATOMIC_RELEASE);
+        spec.it_interval.tv_sec = (time_t)(tm_active.wall_interval_ns / 1000000000);
+        spec.it_interval.tv_nsec = (long)(tm_active.wall_interval_ns % 1000000000);
+        spec.it_value = spec.it_interval;
+    }
+    (void)timer_settime(tm_active.wall_timer, 0, &spec, NULL);
 }
 
 static PyObject *
@@ -947,7 +1068,9 @@ static PyMethodDef stacks_methods[] = {
      "start(worker=-1, interval_us=5000)\n--\n\n"
      "Sample this process's Python stacks every interval_us of its CPU\n"
      "time (ITIMER_PROF), tagging samples with `worker` (-1: the main\n"
-     "process).  Call it in the thread that makes the batches, which must\n"
+     "process), and, while TimedFetch makes a batch, every interval_us of\n"
+     "wall time that the calling thread spends off CPU (kind 2).  Call it\n"
+     "in the thread that makes the batches, which must\n"
      "be the process's main thread.  Returns None once sampling, else a\n"
      "str saying why it left the process alone (a SIGPROF handler or an\n"
      "ITIMER_PROF timer already set, not the main thread, another traceml\n"

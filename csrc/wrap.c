@@ -580,7 +580,12 @@ wrapiter_next(tm_wrapiter *self)
     /* The inner __next__ may run code that releases us or our iterator. */
     Py_INCREF(inner);
     tm_clocked_fetch += clocked;
+    /* At num_workers=0 the batch is made inside this call: the stack
+       sampler's wall-clock ticks run through it (a no-op unless this
+       thread is sampled). */
+    tm_stacks_wall(1);
     item = Py_TYPE(inner)->tp_iternext(inner);
+    tm_stacks_wall(0);
     tm_clocked_fetch -= clocked;
     done_ns = tm_rec_clock(self->rec);
     if (TM_UNLIKELY(clocked)) {

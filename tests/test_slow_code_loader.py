@@ -152,10 +152,21 @@ def test_a_known_80_20_split_comes_out_within_ten_points():
 
 @pytest.mark.slow
 def test_a_sample_that_sleeps_says_the_workers_were_off_cpu():
-    r, _ = _run(DataLoader(EveryEighth(slow=wait_for_disk), batch_size=1, num_workers=2))
+    r, wrapped = _run(DataLoader(EveryEighth(slow=wait_for_disk), batch_size=1, num_workers=2))
     f = slow_code.judge(r["slow_code"])
     assert f is not None and f.code == "slow_code_off_cpu", (f, r["slow_code"]["slow_cpu_share"])
     assert "· the workers were not on CPU in the slow batches" in str(r), str(r)
+    # The wall-clock samples off CPU name where they slept: 16 sleeps of
+    # 40 ms at 5 ms a sample, about 128, all in wait_for_disk.
+    assert f.numbers["path"][-1]["function"] == "wait_for_disk", f.numbers
+    assert 0.5 * 128 <= f.numbers["off_samples"] <= 1.5 * 128, f.numbers
+    assert "→ Look at `wait_for_disk` in `tests/test_slow_code_loader.py:33`" in str(r), str(r)
+    # Off-CPU samples are taken only while a worker makes a batch.
+    d = wrapped._source.timing.stacks.drained()
+    records = wrapped._source.timing.drain()
+    off = d.samples[:, stacks.KIND] == stacks.KIND_OFF
+    assert off.any() and len(records)
+    assert (stacks.batch_of(d.samples[off], records) >= 0).all()
 
 
 @pytest.mark.slow

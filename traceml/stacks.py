@@ -2,7 +2,10 @@
 
 :class:`traceml._core.StackLog` samples the stack of each DataLoader
 worker's main thread every ``INTERVAL_US`` of the worker's CPU time (a
-``SIGPROF`` timer; csrc/stacks.c says how, and why it is safe).  This
+``SIGPROF`` timer; csrc/stacks.c says how, and why it is safe), and,
+while the worker makes a batch, every ``INTERVAL_US`` of wall time that
+thread spends off CPU (``KIND_OFF``: where a batch sleeps, reads or
+waits).  This
 module holds a source's log and what was drained from it, ties each sample
 to the batch its worker was making (the worker's BatchLog record whose
 ``[begin_ns, end_ns]`` holds the sample's time), and counts, per function,
@@ -37,7 +40,12 @@ INTERVAL_US = 5000
 SAMPLES_KEPT = 1 << 17
 # The columns of StackLog.drain()'s samples.
 T_NS, PID, WORKER, WEIGHT, KIND, DEPTH = range(6)
-KIND_STACK, KIND_OTHER = 0, 1
+# KIND_STACK: a CPU tick of the thread that makes the batch, with its
+# stack; KIND_OTHER: a CPU tick in another thread, no stack; KIND_OFF:
+# wall-clock ticks (INTERVAL_US each) the batch's thread spent off CPU
+# while a worker made a batch (asleep, reading, on a lock, or waiting for
+# a core), with its stack.
+KIND_STACK, KIND_OTHER, KIND_OFF = 0, 1, 2
 # traceml's own frames (the wrapper's, the hook's) are left out of every
 # stack: they say nothing of the dataset.  The demo's dataset and loop
 # (traceml/_lerobot.py, traceml/demo.py) are the user's code of its story.
@@ -303,8 +311,10 @@ def under_frame_share(d: Drained, group: np.ndarray, frame: tuple) -> Optional[f
     return float(weight[keep & through].sum()) / total if total > 0 else None
 
 
-def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionCounts:
-    """Count the stack samples of ``d`` by function and ``group`` (per
+def function_counts(d: Drained, group: np.ndarray, groups: int = 2,
+                    kind: int = KIND_STACK) -> FunctionCounts:
+    """Count the stack samples of ``d`` of ``kind`` (KIND_STACK: CPU;
+    KIND_OFF: off CPU) by function and ``group`` (per
     sample, 0 .. groups-1, or -1 to leave it out; shape (n,)).  A function
     is counted once per sample however often it recurs in the stack; only
     frames below the stack's innermost frame of the loader's machinery
@@ -335,7 +345,7 @@ def function_counts(d: Drained, group: np.ndarray, groups: int = 2) -> FunctionC
     first_machinery = np.full(len(samples), np.iinfo(np.int64).max)
     np.minimum.at(first_machinery, sample_of[machinery], pos[machinery])
     below = pos < first_machinery[sample_of]
-    keep = (func >= 0) & (g >= 0) & (samples[sample_of, KIND] == KIND_STACK) & below
+    keep = (func >= 0) & (g >= 0) & (samples[sample_of, KIND] == kind) & below
     sample_of, func, g, pos, from_root = (sample_of[keep], func[keep], g[keep], pos[keep],
                                           from_root[keep])
     lines = frames[keep, 1]
@@ -416,9 +426,10 @@ _MACHINERY = (os.sep + os.path.join("torch", "utils", "data") + os.sep,
               os.sep + "multiprocessing" + os.sep, os.sep + "threading.py")
 
 
-def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
-    """The call path most of the sampled CPU went down: from the root of
-    the stacks of the samples with ``group >= 0`` (the sampled thread's),
+def hot_path(d: Drained, group: np.ndarray, kind: int = KIND_STACK) -> list[dict]:
+    """The call path most of the sampled CPU (``kind`` KIND_STACK; KIND_OFF:
+    the time off CPU) went down: from the root of
+    the stacks of the samples of ``kind`` with ``group >= 0`` (the sampled thread's),
     at each depth the function held by the most of the samples that
     followed the path so far, while it holds at least HOT_PATH_SHARE of
     all of them.  Returns [{file, function, first_line, line (its
@@ -428,7 +439,7 @@ def hot_path(d: Drained, group: np.ndarray) -> list[dict]:
     forked worker, the parent's stack at fork()), without traceml's own
     frames; [] without samples."""
     samples, frames, codes = d.samples, d.frames, d.codes
-    keep = (group >= 0) & (samples[:, KIND] == KIND_STACK) if len(samples) else np.zeros(0, bool)
+    keep = (group >= 0) & (samples[:, KIND] == kind) if len(samples) else np.zeros(0, bool)
     if not keep.any() or not len(frames):
         return []
     depth = samples[:, DEPTH]

@@ -846,6 +846,8 @@ class SlowCodeSamples(TypedDict):
     slow_other_thread: NotRequired[NonNegative]
     fast_other_thread: NotRequired[NonNegative]
     outside_batches: NotRequired[NonNegative]
+    slow_off_cpu: NotRequired[NonNegative]
+    fast_off_cpu: NotRequired[NonNegative]
 
 
 class SlowCodeHotPath(TypedDict):
@@ -904,6 +906,12 @@ class SlowCode(TypedDict):
         "(findings/slow_code.py: at BUSIER_RATIO or more, their own code "
         "cost more, whatever stretched them)."))]]
     slow_other_cpu_share: NotRequired[NumberOrNull]
+    slow_extra_cpu_share: NotRequired[Annotated[NumberOrNull, Schema(description=(
+        "The slow batches' median worker CPU less the fast ones', over the slow batches' "
+        "median make time: the part of a slow batch its own extra code explains."))]]
+    off_path: NotRequired[Annotated[list[SlowCodeHotPath], Schema(description=(
+        "The call path most of the slow batches' off-CPU wall-clock samples went down "
+        "(traceml.stacks.hot_path of kind KIND_OFF): where they slept, read or waited."))]]
 
 
 @schema('diagnosis_support')

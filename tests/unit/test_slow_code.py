@@ -318,6 +318,47 @@ def test_batches_all_blocked_are_off_cpu_whatever_the_others_did():
     assert slow_code.judge(b).code != "slow_code_off_cpu"
 
 
+def test_blocked_batches_name_the_function_their_off_cpu_samples_went_down():
+    # Every 8th index sleeps 30 ms in fetch_remote: the slow batches 3% on
+    # CPU, 8% queued; 186 off-CPU wall-clock samples, all through
+    # __getitem__ down to fetch_remote, 180 of them in it.
+    off_path = [_path_entry("DS.__getitem__", 1.0), _path_entry("fetch_remote", 180 / 186)]
+    b = _block([_fn("DS.__getitem__", 3, 1, 1)], 3, 1, slow_cpu_share=0.03,
+               fast_cpu_share=1.0, slow_runq_share=0.08, off_path=off_path)
+    b["samples"].update(slow_off_cpu=186.0, fast_off_cpu=0.0)
+    f = slow_code.judge(b)
+    assert f.code == "slow_code_off_cpu"
+    assert [e["function"] for e in f.numbers["path"]] == ["DS.__getitem__", "fetch_remote"]
+    [adv] = slow_code.advise({"slow_code": b, "diagnosis": "INPUT-BOUND"})
+    assert adv.code == "look_at_function" and adv.numbers["off_cpu"]
+    assert adv.numbers["function"] == "fetch_remote" and adv.numbers["from"]["function"] == (
+        "DS.__getitem__")
+    said = slow_code.WORDS["look_at_function"](adv.numbers)
+    assert said.startswith("Look at `fetch_remote` in `data/ds.py:3` (from `DS.__getitem__`")
+    assert f"{180 / 186:.0%}" in said
+    # A path no longer most of the samples beyond chance names nothing:
+    # 100 of 186 in fetch_remote, binomial P(X >= 100 | 186, 1/2) > 0.01.
+    assert sps.binom.sf(99, 186, 0.5) > 0.01
+    b["off_path"] = [_path_entry("DS.__getitem__", 1.0), _path_entry("fetch_remote", 100 / 186)]
+    f = slow_code.judge(b)
+    assert [e["function"] for e in f.numbers["path"]] == ["DS.__getitem__"]
+    b["off_path"] = []
+    assert slow_code.advise({"slow_code": b, "diagnosis": "INPUT-BOUND"}) == []
+
+
+def test_twice_the_cpu_in_a_batch_that_mostly_sleeps_is_still_off_cpu():
+    # 0.7 ms of CPU against the others' 0.3 ms (2.3x, past BUSIER_RATIO),
+    # in batches of 30 ms: the extra CPU is 1% of a slow batch, its time
+    # blocked 89%; the larger part is named.
+    b = _block([_fn("DS.__getitem__", 3, 1, 1)], 3, 1, slow_cpu_share=0.03,
+               fast_cpu_share=1.0, slow_runq_share=0.08, slow_cpu_ratio=2.3,
+               slow_extra_cpu_share=0.4e-3 / 30e-3)
+    assert slow_code.judge(b).code == "slow_code_off_cpu"
+    # Where the extra CPU outweighs the time blocked, the code is the cost.
+    b.update(slow_cpu_share=0.45, slow_runq_share=0.2, slow_extra_cpu_share=0.4)
+    assert slow_code.judge(b).code != "slow_code_off_cpu"
+
+
 def test_slow_batches_that_burn_more_cpu_name_their_code_even_when_stretched():
     # Every 5th index burns 30 ms of CPU against 0.3 ms (batch size 1), on
     # a host whose run queue stretched the slow batches: 30% of their

@@ -33,7 +33,14 @@ were mostly off CPU and no function is to blame, and of the time off CPU the lar
 the run queue (waiting for a CPU: the host, or more workers than cores)
 or the rest (blocked: sleep, I/O, a lock); not where the slow batches
 also burned BUSIER_RATIO times the others' CPU a batch (``slow_cpu_ratio``,
-medians): their own code made them costlier, and the functions say which.
+medians) and that extra CPU explains more of a slow batch than its time
+blocked does (``slow_extra_cpu_share``): their own code made them
+costlier, and the functions say which.  Blocked, the function is named
+from the wall-clock samples the workers took off CPU while making a batch
+(traceml.stacks.KIND_OFF): the path most of the slow batches' off-CPU
+samples went down beyond chance (:func:`held_path`), whose innermost
+function calls the sleep, the read or the lock (``look_at_function`` with
+``off_cpu``).
 Before that, the ticks that
 fell in another thread (a helper
 decoding, the queue's feeder) are said when they outweigh the sampled
@@ -170,11 +177,20 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     # Against the other batches' share: workers sharing cores get less
     # than a core each whatever they run, and that is not "off CPU".
     fast_share = block.get("fast_cpu_share") or 1.0
+    runq = block.get("slow_runq_share")
     # Slow batches that also burned BUSIER_RATIO times the others' CPU a
     # batch were made slow by their own code too: the run queue or a sleep
-    # stretched them, and their functions are the finding.
-    costlier = (block.get("slow_cpu_ratio") or 0.0) >= attribution.BUSIER_RATIO
-    runq = block.get("slow_runq_share")
+    # stretched them, and their functions are the finding; unless the time
+    # they spent blocked (neither on CPU nor queued) outweighs the part of
+    # them their extra CPU explains: the larger measured part is named (a
+    # batch that sleeps 30 ms and burns 0.7 ms of CPU against the others'
+    # 0.3 ms is 2.3x their CPU, and 1 % of its time).
+    extra = block.get("slow_extra_cpu_share")
+    blocked_share = (None if cpu_share is None or runq is None
+                     else max(0.0, 1.0 - cpu_share - runq))
+    costlier = ((block.get("slow_cpu_ratio") or 0.0) >= attribution.BUSIER_RATIO
+                and not (extra is not None and blocked_share is not None
+                         and extra < blocked_share))
     one_group = bool(block.get("one_group"))
     # Blocked (neither on CPU nor queued for one) most of their make time,
     # measured: off CPU whatever the other batches did (a loader that
@@ -199,7 +215,13 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
             path = held_path(block.get("hot_path") or [], s["slow"] + s["fast"])
             return Finding("slow_code_cpu_wait", {**numbers, "runq_share": runq,
                                                   "path": path})
-        return Finding("slow_code_off_cpu", numbers)
+        # Where the blocked time went: the path most of the slow batches'
+        # off-CPU wall-clock samples held beyond chance (held_path), the
+        # function that sleeps, reads or waits at its end.
+        off_samples = float(s.get("slow_off_cpu") or 0.0)
+        return Finding("slow_code_off_cpu", {
+            **numbers, "off_samples": off_samples,
+            "path": held_path(block.get("off_path") or [], off_samples)})
     rows = tested(block)
     named = [f for f in rows if f["named"]]
     m = max(1, len(rows))
@@ -406,6 +428,18 @@ def advise(s: dict) -> list[Finding]:
     if f is None:
         return timed
     sampler = (s.get("slow_code") or {}).get("sampler_share")
+    if f.code == "slow_code_off_cpu" and f.numbers.get("path") and (
+            s.get("diagnosis") != "HAND-OVER"):
+        # Blocked, measured, and where: the function at the end of the
+        # off-CPU path (the one that calls the sleep, the read, the lock),
+        # from the dataset's first frame on it.
+        path = f.numbers["path"]
+        tail = path[-1]
+        return [Finding("look_at_function", {
+            **tail, "off_cpu": True, "off_share": tail["share"],
+            "off_samples": f.numbers["off_samples"], "main": f.numbers["main"],
+            "down_to": None, "through": [],
+            "from": path[0] if len(path) > 1 else None})] + timed
     if f.code == "slow_code_named" and s.get("diagnosis") == "HAND-OVER":
         # The loop waits for batches already made: the workers' slow
         # batches are not what it waits on, and the hand-over's step
@@ -569,7 +603,10 @@ WORDS: dict[str, Words] = {
         f"{plural(p['batches'], 'slow batch', 'slow batches') if not p.get('one_group') else plural(p['batches'], 'batch', 'batches')}"
         + (f", against {pct(p['fast_cpu_share'])} in the others"
            if p.get("fast_cpu_share") is not None else "")
-        + "): no function's CPU made them slow; look for sleeps, I/O or locks"),
+        + "): no function's CPU made them slow; "
+        + (f"their time off CPU ({p['off_samples']:.0f} wall-clock samples) went down "
+           + _path(p["path"]) + ": a sleep, a read or a lock there" if p.get("path")
+           else "look for sleeps, I/O or locks")),
     "slow_code_cpu_wait": lambda p: (
         f"{'the main process' if p.get('main') else 'the workers'} waited for a CPU in "
         f"{_which(p)} ({pct(p['runq_share'])} of their make time in the run queue, "
@@ -585,6 +622,12 @@ WORDS: dict[str, Words] = {
            else "a helper thread, the queue's feeder") + "): their code is not sampled"),
     "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
+        f"Look at {_where(p)}"
+        + (f" (from {_where(p['from'])})" if p.get("from") else "")
+        + f": {pct(p['off_share'])} of the slow batches' time off CPU went to it "
+        f"({p['off_samples']:.0f} wall-clock samples), waiting in a sleep, a read or a "
+        "lock that it calls."
+        if p.get("off_cpu") else
         f"Look at {_where(p)}"
         + (f", down {_through(p.get('through'))}to {_where(p['down_to'])}"
            if p.get("down_to") else "")
