@@ -377,6 +377,23 @@ def test_idle_workers_without_reads_point_elsewhere():
     assert any("the workers were mostly idle" in t for t in text)
 
 
+def test_blocked_workers_reading_alike_in_and_out_of_stalls_say_their_reads():
+    """2 workers blocked in O_DIRECT reads, 420 MB over 1 s of stalls and
+    603 MB over 1 s outside them (helper 30B): the reads are no heavier in
+    the stalls, yet not zero; neither "read_bytes 0" nor silence."""
+    iv = _iv(0.1, 0.0, busiest=0.06, reads=420e6)
+    iv["fast"]["read_bytes"] = 603e6
+    text = sentences(evidence.interval_findings(iv, 2, 2, making=True))
+    assert any("During stalls the workers read 420.0 MB from storage (420.0 MB/s against "
+               "603.0 MB/s outside the stalls)" in t and "every batch reads storage" in t
+               for t in text), text
+    assert not any("read_bytes 0" in t for t in text), text
+    # No reads at all: the page-cache caveat stands.
+    quiet = sentences(evidence.interval_findings(_iv(0.1, 0.0, busiest=0.06), 2, 2,
+                                                 making=True))
+    assert any("read_bytes 0 does not rule out page-cache effects" in t for t in quiet)
+
+
 def test_workers_that_timed_themselves_making_the_batch_are_not_idle():
     """3 workers on 2 CPUs, one making the awaited batch: 0.8 cores busy,
     under half the cores, and the busiest worker's share unread.  The

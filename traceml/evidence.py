@@ -647,7 +647,7 @@ def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
             out.append(found)
     out.append(("caveats", {"reads_matter": reads is not None and faults is not None
                             and _stall_reads(slow, fast, "main_read_bytes",
-                                             "main_major_faults") == HEAVY_READS}))
+                                             "main_major_faults") != NO_READS}))
     return out
 
 
@@ -711,6 +711,11 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
                                  busy, capacity is not None)
         if found and found[0] == "idle" and stall_largest is not None:
             found = ("idle", {**found[1], "largest": dict(stall_largest)})
+        if (found and found[0] == "idle" and (blocked or making)
+                and found[1]["reads"] == LIGHTER_READS):
+            # Blocked workers that read in earnest at the rate they read
+            # outside the stalls: the reads are every batch's, said.
+            found = ("reads_alike", found[1])
         if found and not ((blocked or making) and found[0] == "idle"):
             if (found[0] in _CPU_SIDE and batch_bytes is not None
                     and batch_bytes >= hand_over.HANDOVER_MIN_BYTES):
@@ -727,7 +732,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
         out.append(("run_queue", {"runq_s": runq, "num_workers": num_workers, "cpus": cpus}))
     out.append(("caveats", {"reads_matter": reads is not None and faults is not None
                             and _stall_reads(slow, fast, "read_bytes",
-                                             "major_faults") == HEAVY_READS}))
+                                             "major_faults") != NO_READS}))
     return out
 
 

@@ -972,6 +972,9 @@ class WaitSplit(TypedDict):
 class WaitPartsLargest(TypedDict):
     part: WaitPart
     share: Annotated[float, Schema(minimum=0, maximum=1.000001)]
+    past_host: NotRequired[Annotated[float, Schema(minimum=0, maximum=1.000001, description=(
+        "The host's part (host_cpu_wait), larger, set aside because the rest would still "
+        "hold the loop (wait_parts.next_for)."))]]
 
 
 @schema('body_split')

@@ -532,7 +532,7 @@ def test_a_period_found_by_position_quotes_its_residue_not_the_gaps():
     line = next(x for x in stall_timing.stall_lines(s) if x.startswith("cadence:"))
     assert s["cadence"]["multiple_fraction"] == 0.0
     assert line == ("cadence: a stall every 6 steps (by position in the epoch); num_workers=6: "
-                    "the cadence follows num_workers (5 of the 10 stalls at position 0 mod 6 "
+                    "the period equals num_workers (5 of the 10 stalls at position 0 mod 6 "
                     "of the epoch)")
 
 

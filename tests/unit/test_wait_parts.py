@@ -406,9 +406,17 @@ def test_the_host_explains_a_wait_only_where_the_rest_would_not_hold_the_loop():
     want = 0.94 * 0.48 / (1 - 0.94 * 0.52)
     assert want > wait_parts.LOADER_OWN_SHARE
     # The next step then is the largest of the loader's own parts.
-    assert wait_parts.next_for(split, 0.94) == {"part": "main_cpu", "share": 0.41}
+    got = wait_parts.next_for(split, 0.94)
+    assert got == {"part": "main_cpu", "share": 0.41, "past_host": 0.52}
     assert wait_parts.next_for(split, 0.25)["part"] == "host_cpu_wait"
     assert wait_parts.next_for(split)["part"] == "host_cpu_wait"
+    # The sentence says what it set aside: "the largest" of 41% beside a
+    # 52% part on the same line read as a contradiction (helper 30B).
+    said = wait_parts.largest_sentence(got)
+    assert said.startswith("Besides other programs holding the cores (52%), the largest "
+                           "measured part of the wait (41%) is "), said
+    assert wait_parts.largest_sentence(wait_parts.next_for(split)).startswith(
+        "The largest measured part of the wait (52%)")
 
 
 def test_other_threads_at_no_workers_are_the_batch_making_first():

@@ -614,7 +614,9 @@ WORDS: dict[str, Words] = {
     "wait_for_core": wait_parts.wait_for_core_words,
     "largest_part": lambda p: (
         f"{'The next' if p.get('second') else 'Next: the'} largest measured part of the wait "
-        f"({pct(p['share'])}) is "
+        + (f"besides other programs holding the cores ({pct(p['past_host'])}) "
+           if p.get("past_host") else "")
+        + f"({pct(p['share'])}) is "
         f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
         f"{wait_parts.part_next(p['part'], p.get('num_workers'))}."),
     "spread_wait": lambda p: (

@@ -1005,7 +1005,9 @@ def stall_lines(s: dict) -> list[str]:
     if text and cad["num_workers"] is not None:
         text += f"; num_workers={cad['num_workers']}"
         if cad["matches_num_workers"] and cad["period"] is not None and cad["period"] > 1:
-            text += ": the cadence follows num_workers"
+            # One run has one num_workers: it can match it; only a sweep
+            # can show that the cadence follows it.
+            text += ": the period equals num_workers"
         test = (tmp.get("predicted") if tmp.get("tested") == "predicted"
                 else tmp.get("searched")) if by_position else None
         if test and test.get("stalls"):

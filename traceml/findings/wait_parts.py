@@ -388,8 +388,9 @@ def next_for(split: Optional[dict], input_share: Optional[float] = None) -> Opti
     """The numbers of the largest part's next step, {part, share (of the
     split's wait)}; None without a split.  Where the largest is the host's
     and the rest would still hold the loop (not :func:`host_explains`),
-    the largest of the others: the loader's own wait is what to shorten
-    (a quieter host leaves it)."""
+    the largest of the others, with the host's share set aside as
+    ``past_host``: the loader's own wait is what to shorten (a quieter
+    host leaves it), and the sentence says what it set aside."""
     got = largest(split)
     if got is None:
         return None
@@ -397,8 +398,16 @@ def next_for(split: Optional[dict], input_share: Optional[float] = None) -> Opti
         rest = {k: v for k, v in split["parts_s"].items() if k != "host_cpu_wait"}
         if rest and max(rest.values()) > 0:
             name = max(rest, key=lambda k: rest[k])
-            return {"part": name, "share": rest[name] / split["wait_s"]}
+            return {"part": name, "share": rest[name] / split["wait_s"], "past_host": got[1]}
     return {"part": got[0], "share": got[1]}
+
+
+def past_host(p: dict) -> str:
+    """"Besides other programs holding the cores (N%), " where
+    :func:`next_for` set the host's larger part aside, else ""."""
+    if not p.get("past_host"):
+        return ""
+    return f"Besides other programs holding the cores ({pct(p['past_host'])}), "
 
 
 def wait_for_core_words(p: dict) -> str:
@@ -462,6 +471,7 @@ def part_next(part: str, num_workers: Optional[int] = None) -> str:
 def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
-    return (f"The largest measured part of the wait ({pct(p['share'])}) is "
+    return (past_host(p) + ("the" if p.get("past_host") else "The")
+            + f" largest measured part of the wait ({pct(p['share'])}) is "
             f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
             f"{part_next(p['part'], p.get('num_workers'))}.")

@@ -89,8 +89,9 @@ CAVEATS = (
 )
 
 
-# Once the stalls did read from storage in earnest, the page-cache caveat
-# is moot.
+# Once the stalls read from storage at all, "read_bytes 0" is not so (a
+# loader reading 1 GB at the same rate in and out of stalls read it beside
+# its reads, helper 30B).
 CAVEATS_WITH_READS = ("Caveats: nothing here measures CPU cache misses or isolates "
                       "the scheduler.")
 
@@ -136,6 +137,10 @@ def _storage(code: str, p: dict) -> str:
     heavy = (f"{reads / 1e6:.1f} MB from storage ({_rate(reads, p['wall_s'])} against "
              f"{_rate(p['fast_read_bytes'], p['fast_wall_s'])} outside the stalls) with "
              f"{faults:.0f} major faults")
+    if code == "reads_alike":
+        return (f"During stalls {who} read {heavy}: no heavier than outside them, so every "
+                "batch reads storage, and the reads are its cost, not what sets the stalls "
+                "apart.")
     if code == "storage":
         return (f"During stalls {who} read {heavy} while keeping few cores busy: storage "
                 "reads are the suspect.")
@@ -202,7 +207,7 @@ WORDS: dict[str, Words] = {
     # CPU-side work against storage reads (evidence's storage finding).
     **{code: (lambda p, code=code: _storage(code, p))
        for code in ("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads", "idle",
-                    "storage", "cpu_and_storage")},
+                    "storage", "cpu_and_storage", "reads_alike")},
 }
 
 
