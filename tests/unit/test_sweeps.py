@@ -336,3 +336,26 @@ def test_an_in_order_sweep_says_the_cadence_survives_overtaking():
     assert sweeps.sweep_in_order([_in_order_row(True, 4, 0)]) is None
     assert sweeps.sweep_in_order([{"condition": {"num_workers": 4}, "error": None,
                                    "period": 4, "overtaking": 0}]) is None
+
+
+def test_rows_with_a_rank_test_pool_to_a_p_the_null_can_reach():
+    """Two 3-worker rows of 13 fetches stalling twice a round (waits 48,
+    18, 0 ms, helper 30A): each row's own p counts its rank test, far
+    below any hypergeometric p of 7 stalls; the pooled p printed "< 1e-300".
+    It is now twice the smaller of the exact hypergeometric pool and
+    Fisher's combination of the rows' own p-values (chi-square, 2m d.f.)."""
+    from scipy.stats import chi2
+
+    position = np.arange(13)
+    wait = np.where(position % 3 == 0, 48e6, np.where(position % 3 == 1, 18e6, 0.2e6))
+    wait = (wait * (1 + 0.01 * position)).astype(np.int64)
+    stalled = wait > 10e6
+    tests = [stall_timing.predicted_cadence(stalled, position, 3, np.ones(13, bool), wait)
+             for _ in range(2)]
+    assert all(t["rank_p_value"] < t["hypergeom_p_value"] for t in tests)
+    fisher = chi2.sf(-2 * sum(math.log(t["p_value"]) for t in tests), 4)
+    exact = sweeps.pooled_p_value([dict(t, rank_p_value=None, p_value=t["hypergeom_p_value"])
+                                   for t in tests])
+    got = sweeps.pooled_p_value(tests)
+    assert got == pytest.approx(min(1.0, 2 * min(exact, fisher)))
+    assert got > 0 and exact > 0

@@ -163,11 +163,18 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
 # each row's own pre-stated test (stall_timing.predicted_cadence, a stall
 # on every max(1, num_workers)-th fetch from the epoch start) enters one
 # exact test.  Under the null the stalls of every row fall at random, each
-# row independently; the statistic is the product of the rows' p-values,
-# and its exact distribution is the convolution of each row's
-# hypergeometric p-value distribution (past POOLED_MAX_SUPPORT distinct
-# values the sum is binned down to that many, rounding each row's value
-# up: the p-value can only grow).  Rows at 0 or 1 workers predict a stall
+# row independently; the statistic is the product of the rows'
+# hypergeometric p-values, and its exact distribution is the convolution
+# of each row's hypergeometric p-value distribution (past
+# POOLED_MAX_SUPPORT distinct values the sum is binned down to that many,
+# rounding each value down, toward the extreme: the p-value can only
+# grow).  A row's own p also counts its rank test (waits on the residue
+# ranked high), on another scale: its product fell below every value the
+# hypergeometric null can take, and the sweep printed "p < 1e-300" over
+# two rows of 13 fetches (helper 30A).  Those rows' p-values are valid
+# (super-uniform) under the null, so Fisher's combination of them is a
+# valid, conservative test; where any row has a rank test, the pooled p
+# is the smaller of the two, doubled (Bonferroni over the two tests).  Rows at 0 or 1 workers predict a stall
 # on every fetch: EVERY-FETCH there is consistent (period 1) and carries
 # no evidence, so it counts as a row that fits, not in the product.  The
 # claim needs the pooled p under stall_timing.PERIOD_ALPHA, no row whose
@@ -203,11 +210,26 @@ def _row_distribution(test: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def pooled_p_value(tests: list[dict]) -> float:
     """The exact chance, under random stalls in every row, that the
-    product of the rows' p-values is at most the observed one (1.0
-    without rows).  ``tests``: each row's predicted_cadence dict."""
+    product of the rows' hypergeometric p-values is at most the observed
+    one; where a row also ran its rank test, the smaller of that and
+    Fisher's combination of the rows' own p-values, doubled (see above).
+    1.0 without rows.  ``tests``: each row's predicted_cadence dict."""
     if not tests:
         return 1.0
-    observed = float(sum(math.log(max(t["p_value"], 1e-300)) for t in tests))
+    exact = _pooled_hypergeom(tests)
+    if all(t.get("rank_p_value") is None for t in tests):
+        return exact
+    from scipy.stats import combine_pvalues
+
+    own = np.clip([t["p_value"] for t in tests], 1e-300, 1.0)
+    fisher = float(combine_pvalues(own, method="fisher").pvalue)
+    return float(min(1.0, 2 * min(exact, fisher)))
+
+
+def _pooled_hypergeom(tests: list[dict]) -> float:
+    """The exact pooled chance over the rows' hypergeometric p-values."""
+    observed = float(sum(math.log(max(t.get("hypergeom_p_value", t["p_value"]), 1e-300))
+                         for t in tests))
     values, probs = np.zeros(1), np.ones(1)
     for t in tests:
         logp, prob = _row_distribution(t)
@@ -215,8 +237,8 @@ def pooled_p_value(tests: list[dict]) -> float:
         probs = (probs[:, None] * prob[None, :]).ravel()
         if len(values) > POOLED_MAX_SUPPORT:
             edges = np.linspace(values.min(), values.max(), POOLED_MAX_SUPPORT)
-            at = np.searchsorted(edges, values, side="left")
-            values = edges[np.minimum(at, len(edges) - 1)]
+            at = np.searchsorted(edges, values, side="right") - 1
+            values = edges[np.clip(at, 0, len(edges) - 1)]
             values, inverse = np.unique(values, return_inverse=True)
             probs = np.bincount(inverse, weights=probs)
     return float(min(1.0, probs[values <= observed + 1e-9].sum()))
