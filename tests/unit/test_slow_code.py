@@ -192,6 +192,34 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     assert slow_code.advise(s) == []
 
 
+def test_the_hot_path_is_named_down_to_the_users_code_not_the_library_under_it():
+    # __getitem__ > load_and_augment > _resize > F.interpolate (helper
+    # 30A): "down to `interpolate` in `nn/functional.py`" skipped the
+    # user's `_resize`, which holds 98%; it is named, torch's op after it.
+    import sysconfig
+
+    torch_file = sysconfig.get_paths()["purelib"] + "/torch/nn/functional.py"
+
+    def entry(name, file, share):
+        return {"file": file, "function": name, "first_line": 1, "line": 5, "share": share}
+
+    path = [entry("TorchAug.__getitem__", "/u/torchds.py", 1.0),
+            entry("load_and_augment", "/u/torchds.py", 0.99),
+            entry("_resize", "/u/torchds.py", 0.98),
+            entry("interpolate", torch_file, 0.7)]
+    assert slow_code.is_library(torch_file) and not slow_code.is_library("/u/torchds.py")
+    fns = [_fn("TorchAug.__getitem__", 40, 60, 1)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert "down to `_resize` in `u/torchds.py:5` (98%), which spends it in `interpolate` in " \
+           "`nn/functional.py:5` (70%)." in said, said
+    # All of it the user's: down to the last, nothing "inside".
+    path[-1] = entry("_blend", "/u/torchds.py", 0.75)
+    (adv,) = slow_code.advise(s)
+    assert adv.numbers["tail"]["function"] == "_blend" and adv.numbers["inside"] is None
+
+
 def test_a_named_function_does_not_lead_where_the_loop_waits_on_the_hand_over():
     fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("query_rows", 38, 2, 2)]
     s = {"slow_code": _block(fns, 40, 60), "diagnosis": "INPUT-BOUND"}

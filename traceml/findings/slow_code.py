@@ -50,12 +50,14 @@ thread's: the batch's thread then waits on CPU spent elsewhere.
 from __future__ import annotations
 
 import math
+import os
+import sysconfig
 from typing import Optional
 
 import numpy as np
 from scipy import stats
 
-from .. import _core
+from .. import _core, stacks
 from ..fmt import fmt_s, pct, plural
 from . import attribution, slow_samples, stall_threshold, wait_parts
 from ._types import Finding, Words
@@ -231,7 +233,10 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         lead = min(near, key=lambda f: (math.inf if f["root_distance"] is None
                                         else f["root_distance"], -f["gap"]))
         placed = [f for f in near if f["root_distance"] is not None]
-        inner = max(placed, key=lambda f: (f["root_distance"], -f["gap"]), default=None)
+        # Down to the innermost of the user's own functions where there is
+        # one: a torch op under it is where its CPU goes, not what to change.
+        own = [f for f in placed if not is_library(f["file"])] or placed
+        inner = max(own, key=lambda f: (f["root_distance"], -f["gap"]), default=None)
         down_to = (_row(inner) if inner is not None and lead["root_distance"] is not None
                    and inner["root_distance"] > lead["root_distance"] else None)
         # The near functions between the two, outermost first: with fast
@@ -465,12 +470,44 @@ def advise(s: dict) -> list[Finding]:
             s.get("diagnosis") == "INPUT-BOUND"):
         path = f.numbers["path"]
         head = path[1] if len(path) > 1 else path[0]
-        return [Finding("look_at_path", {"head": head, "tail": path[-1],
+        tail = user_tail(path, head)
+        # The library function the user's code spends it in, said after.
+        inside = path[-1] if path[-1] is not tail and is_library(path[-1]["file"]) else None
+        return [Finding("look_at_path", {"head": head, "tail": tail, "inside": inside,
                                          "samples": f.numbers["samples"],
                                          "main": f.numbers["main"],
                                          "sampler_share": sampler,
                                          "slow_only": slow_only})] + timed
     return timed
+
+
+# Where installed packages and the standard library live: their
+# functions are where the user's code spends its CPU, not code to change.
+_LIBRARY_DIRS = tuple(sorted({os.path.normpath(p) + os.sep for p in (
+    sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib"),
+    sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib")) if p}))
+
+
+def is_library(file: str) -> bool:
+    """Whether ``file`` (a code object's co_filename) belongs to an
+    installed package or the standard library (site-packages,
+    dist-packages, this interpreter's stdlib), not to the user's code."""
+    if file.startswith(stacks._NOT_OWN):
+        return False    # the demo's dataset, installed with traceml: the story's code
+    norm = file.replace("\\", "/")
+    return ("/site-packages/" in norm or "/dist-packages/" in norm
+            or os.path.normpath(file).startswith(_LIBRARY_DIRS))
+
+
+def user_tail(path: list[dict], head: dict) -> dict:
+    """The innermost entry of a hot ``path`` at or below ``head`` that is
+    the user's own code (:func:`is_library`), else the path's last: a
+    dataset's ``_resize`` calling ``F.interpolate`` is named ``_resize``
+    (helper 30A: "down to `interpolate` in `nn/functional.py`" beside the
+    user's `_resize` at 98%)."""
+    start = next((i for i, e in enumerate(path) if e is head), 0)
+    own = [e for e in path[start:] if not is_library(e["file"])]
+    return own[-1] if own else path[-1]
 
 
 def _time_slow_samples(s: dict) -> list[Finding]:
@@ -646,6 +683,8 @@ WORDS: dict[str, Words] = {
          "Every batch costs alike; make it cheaper where its CPU goes: ")
         + f"{_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
         + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
-           f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})") + "."
+           f", down to {_where(p['tail'])} ({pct(p['tail']['share'])})")
+        + (f", which spends it in {_where(p['inside'])} ({pct(p['inside']['share'])})"
+           if p.get("inside") else "") + "."
         + _in_the_sampler(p)),
 }
