@@ -93,6 +93,31 @@ def test_too_few_stalls_are_not_yet_with_the_steps_that_would_settle_it():
     assert p(n + more) < stall_timing.PERIOD_ALPHA <= p(n + more - 1)
 
 
+def test_two_stalls_are_consistent_only_where_they_fill_the_residue():
+    # 16 steps at 4 workers, 12 steady: the residue holds fetches 4, 8 and
+    # 12.  Two random stalls on 2 of those 3 are not "consistent" (fewer
+    # stalls than a claim needs, and the residue not filled): TOO-FEW's
+    # territory.  Three of three are consistent and more.
+    t = _steady_test([4, 12], 16, 4)
+    assert t["stalls"] == 2 and t["on_residue"] == 2 and t["slots"] == 3
+    assert t["every"] and not t["consistent"]
+    assert _steady_test([4, 8, 12], 16, 4)["consistent"]
+
+
+def test_unsettled_hands_the_lead_to_measured_slow_samples():
+    from traceml.findings import advice
+
+    p = {"period": 4, "predicted": True, "num_workers": 4, "stalls": 3, "steps": 12,
+         "p_value": 0.036, "tested_stalls": 3, "settle_steps": 6, "phase_filled": True,
+         "modal_share": None, "bursts": False, "grid": (4, 3, 2, 1)}
+    assert "Next: vary num_workers" in advice.WORDS["unsettled"](p)
+    said = advice.WORDS["unsettled"]({**p, "slow_samples": True})
+    assert "Next:" not in said and said.endswith("they, not a period, are the measured lead.")
+    gaps = advice.WORDS["unsettled"]({**p, "phase_filled": False, "modal_share": 0.67,
+                                      "slow_samples": True})
+    assert "Next:" not in gaps
+
+
 def _continued(gaps, first, n):
     """A stall mask of n steps: the first stall at ``first``, then the
     gaps repeated."""

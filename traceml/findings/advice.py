@@ -298,7 +298,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "modal_share": (None if tmp.get("multiple_fraction") == 1.0
                             else tmp.get("modal_share")),
             "bursts": tmp.get("counted") == "bursts",
-            "grid": sweeps.sweep_grid(nw) if predicted else None}))
+            "grid": sweeps.sweep_grid(nw) if predicted else None,
+            "slow_samples": slow_code._samples_slow(s)}))
         return out
     out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"],
                               "bursts": tmp.get("counted") == "bursts",
@@ -506,6 +507,14 @@ def _workers_in(p: dict) -> str:
     return f" (num_workers={p['num_workers']})" if p["num_workers"] is not None else ""
 
 
+# Where the workers timed slow samples, they are measured: the period the
+# stalls might keep is no experiment's lead (the slow-sample line and its
+# step say which indices; "Next: look at what recurs every 3 steps" beside
+# a named slow function and listed indices, helper 30A).
+_SLOW_SAMPLES_MEASURED = (" The workers timed particular samples as slow (the slow-sample "
+                          "line): they, not a period, are the measured lead.")
+
+
 def _unsettled(p: dict) -> str:
     """UNSETTLED's words: the period the stalls fit, why it is not yet
     claimed, and how many more steps would settle it (none where the stalls
@@ -518,8 +527,9 @@ def _unsettled(p: dict) -> str:
         return (f"{gaps}: they fit {which} "
                 f"every {p['period']} fetches with some missed, but most fetches at that phase "
                 "did not stall, so the run shows no cadence over its length and none against "
-                f"one. Next: look at what recurs every {p['period']} steps where the stalls "
-                "are, and record longer to see whether it holds over the run.")
+                "one." + (_SLOW_SAMPLES_MEASURED if p.get("slow_samples") else
+                          f" Next: look at what recurs every {p['period']} steps where the "
+                          "stalls are, and record longer to see whether it holds over the run."))
     return (
         f"The stalls fit {which} every {p['period']} fetches"
         + (f" (num_workers={p['num_workers']} predicts it)" if p["predicted"] else "")
@@ -527,8 +537,10 @@ def _unsettled(p: dict) -> str:
            f"random stalls yet (p = {p['p_value']:.2g}, not under "
            f"{stall_timing.PERIOD_ALPHA:g})" if p["p_value"] >= stall_timing.PERIOD_ALPHA else
            f", but {stall_timing.not_yet_part(p['p_value'], p.get('tested_stalls'))}")
-        + f"; {stall_timing.settle_words(p['settle_steps'])}. "
-        + (f"Next: vary num_workers (traceml.sweep(make_loader, num_workers={tuple(p['grid'])}))"
+        + f"; {stall_timing.settle_words(p['settle_steps'])}."
+        + (_SLOW_SAMPLES_MEASURED if p.get("slow_samples") else " ")
+        + ("" if p.get("slow_samples") else
+           f"Next: vary num_workers (traceml.sweep(make_loader, num_workers={tuple(p['grid'])}))"
            ": the sweep pools every condition's stalls, so a cadence that follows "
            "num_workers settles sooner than a longer run." if p["predicted"] else
            "Next: record longer before choosing an experiment."))

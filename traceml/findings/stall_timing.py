@@ -320,7 +320,14 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
             between = (phase + np.arange(d, period, d)) % period
             if stalls_at[between].sum() > PERIOD_MIN_SHARE * fetches_at[between].sum():
                 every = False
-    consistent = every and j >= PERIOD_MIN_REPEATS and k - j <= PREDICTED_OFF_RESIDUE
+    # Under PREDICTED_MIN_STALLS stalls (fewer than a claim needs), only
+    # where every fetch of the residue stalled: the most a run that short
+    # can show (lock-step at 4 workers over 12 steps: 2 of 2).  Two random
+    # stalls on 2 of the residue's 3 fetches read "consistent with a stall
+    # every 4 fetches ... about 6 more steps would settle it", and more
+    # steps did not (helper 30A), where the gap test said TOO-FEW.
+    consistent = (every and j >= PERIOD_MIN_REPEATS and k - j <= PREDICTED_OFF_RESIDUE
+                  and (k >= PREDICTED_MIN_STALLS or j == slots))
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
                 and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))
     return {"period": period, "phase": int(phase), "fetches": n, "slots": slots, "stalls": k,
