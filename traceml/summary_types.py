@@ -975,6 +975,9 @@ class WaitPartsLargest(TypedDict):
     past_host: NotRequired[Annotated[float, Schema(minimum=0, maximum=1.000001, description=(
         "The host's part (host_cpu_wait), larger, set aside because the rest would still "
         "hold the loop (wait_parts.next_for)."))]]
+    sampler_share: NotRequired[Annotated[float, Schema(minimum=0, maximum=1.000001, description=(
+        "Where the largest part is main_cpu and the sampler was timed apart: the sampler's "
+        "share of the wait."))]]
 
 
 @schema('body_split')

@@ -433,3 +433,20 @@ def test_other_threads_at_no_workers_are_the_batch_making_first():
     # With workers: the GIL holder and the pin-memory thread, as before.
     assert wp.part_next("other_threads", 2) == wp.PART_NEXT["other_threads"]
     assert wp.part_name("other_threads", 2) == wp.PART_NAMES["other_threads"]
+
+
+def test_a_timed_sampler_is_not_a_suspect_in_the_main_process_cpu():
+    # A cheap loader: main CPU 62% of the wait, the sampler timed apart at
+    # 1% (helper 30A read "time the sampler alone" beside "the sampler 1%").
+    split = {"wait_s": 1.0, "fetches": 21, "runq_known": True,
+             "parts_s": {"worker_making": 0.01, "main_cpu": 0.62, "cpu_wait": 0.0,
+                         "host_cpu_wait": 0.28, "other_threads": 0.03, "sampler": 0.01,
+                         "in_transit": 0.05}}
+    got = wait_parts.next_for(split, 0.15)
+    assert got["part"] == "main_cpu" and got["sampler_share"] == pytest.approx(0.01)
+    said = wait_parts.largest_sentence(got)
+    assert "past the sampler (timed apart, 1%)" in said and "time the sampler" not in said
+    # Not timed: the sampler is one of the suspects, and the step says how to time it.
+    del split["parts_s"]["sampler"]
+    assert "time the sampler alone" in wait_parts.largest_sentence(
+        wait_parts.next_for(split, 0.15))

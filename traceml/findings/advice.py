@@ -630,7 +630,7 @@ WORDS: dict[str, Words] = {
            if p.get("past_host") else "")
         + f"({pct(p['share'])}) is "
         f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
-        f"{wait_parts.part_next(p['part'], p.get('num_workers'))}."),
+        f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}."),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "

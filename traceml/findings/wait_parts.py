@@ -394,12 +394,15 @@ def next_for(split: Optional[dict], input_share: Optional[float] = None) -> Opti
     got = largest(split)
     if got is None:
         return None
+    out = {"part": got[0], "share": got[1]}
     if got[0] == "host_cpu_wait" and not host_explains(split, input_share):
         rest = {k: v for k, v in split["parts_s"].items() if k != "host_cpu_wait"}
         if rest and max(rest.values()) > 0:
             name = max(rest, key=lambda k: rest[k])
-            return {"part": name, "share": rest[name] / split["wait_s"], "past_host": got[1]}
-    return {"part": got[0], "share": got[1]}
+            out = {"part": name, "share": rest[name] / split["wait_s"], "past_host": got[1]}
+    if out["part"] == "main_cpu" and "sampler" in split["parts_s"]:
+        out["sampler_share"] = split["parts_s"]["sampler"] / split["wait_s"]
+    return out
 
 
 def past_host(p: dict) -> str:
@@ -457,12 +460,25 @@ def part_name(part: str, num_workers: Optional[int] = None) -> str:
     return PART_NAMES[part]
 
 
-def part_next(part: str, num_workers: Optional[int] = None) -> str:
+# The main process's CPU in the fetch where the sampler's next() was timed
+# apart (its own part): the sampler is measured, not a suspect to time
+# ("time the sampler alone" beside "the sampler 1%", helper 30A).
+MAIN_CPU_SAMPLER_TIMED_NEXT = (
+    "the main process's own work in the fetch past the sampler (timed apart, "
+    "{sampler}): receiving the batch (unpickling and rebuilding its tensors, a cost per "
+    "tensor) or work an iterator leaves here; fewer tensors per batch make receiving cheaper")
+
+
+def part_next(part: str, num_workers: Optional[int] = None,
+              sampler_share: Optional[float] = None) -> str:
     """What shortens the measured part ``part`` (PART_NEXT), with
     ``num_workers`` where it changes the answer (main_cpu and other_threads
-    at 0 workers)."""
+    at 0 workers) and ``sampler_share`` (the sampler's timed part of the
+    wait; None: not timed) where main_cpu no longer holds the sampler."""
     if part == "main_cpu" and num_workers == 0:
         return MAIN_CPU_NO_WORKERS_NEXT
+    if part == "main_cpu" and sampler_share is not None:
+        return MAIN_CPU_SAMPLER_TIMED_NEXT.format(sampler=pct(sampler_share))
     if part == OTHER_THREADS and num_workers == 0:
         return OTHER_THREADS_NO_WORKERS_NEXT
     return PART_NEXT[part]
@@ -474,4 +490,4 @@ def largest_sentence(p: dict) -> str:
     return (past_host(p) + ("the" if p.get("past_host") else "The")
             + f" largest measured part of the wait ({pct(p['share'])}) is "
             f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
-            f"{part_next(p['part'], p.get('num_workers'))}.")
+            f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}.")
