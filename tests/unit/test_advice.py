@@ -99,3 +99,25 @@ def test_a_spread_wait_at_no_workers_names_no_workers():
     assert "from the workers" not in at0 and "at num_workers=0 it makes every batch" in at0
     at2 = sentences([("spread_wait", {"share": 0.3, "median_s": 0.002, "num_workers": 2})])[0]
     assert "handing it over from the workers" in at2
+
+
+def test_irregular_stalls_of_alike_batches_ask_no_in_order_experiment():
+    # Random stalls at 4 workers: IRREGULAR.  Where the workers' batch
+    # timing found one group of make times (every batch alike), no slow
+    # sample sets them and none can overtake: no "slow samples" story and
+    # no in_order experiment (helper 30A: 5 workers on 2 cores).
+    rng = np.random.default_rng(5)
+    wait = rng.uniform(0.1, 0.3, 100)
+    hit = rng.random(100) < 0.2
+    wait[hit] = rng.uniform(60.0, 100.0, hit.sum())
+    s = corpus.replay(corpus.make("irregular-alike", wait, {}, num_workers=4,
+                                  compute_ms=8.0)).summary
+    assert s["temporal"]["label"] == "IRREGULAR"
+    codes = [c for c, _ in advice.next_steps(s)]
+    assert "irregular" in codes and "compare_in_order" in codes
+    s["slow_code"] = {"status": "on", "one_group": True}
+    s["host"] = {**(s.get("host") or {}), "usable_cpus": 2}
+    steps = advice.next_steps(s)
+    assert [c for c, _ in steps][-1] == "irregular"
+    said = advice.WORDS["irregular"](dict(steps)["irregular"])
+    assert "slow samples" not in said and "(4 workers on 2 CPUs)" in said, said

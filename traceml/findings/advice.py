@@ -301,9 +301,19 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "grid": sweeps.sweep_grid(nw) if predicted else None,
             "slow_samples": slow_code._samples_slow(s)}))
         return out
+    # The workers' own batch timing: every batch took about as long to make
+    # (one group of make times).  No slow sample sets such stalls, and no
+    # batch can overtake a slower one: the in_order experiment asks nothing
+    # ("they point at particular slow samples" and "compare in_order" beside
+    # "every batch costs alike", helper 30A, 5 workers on 2 cores).
+    alike = (s.get("slow_code") or {}).get("one_group") is True
     out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"],
                               "bursts": tmp.get("counted") == "bursts",
-                              "no_loader": not loader}))
+                              "no_loader": not loader, "alike": alike,
+                              "num_workers": nw,
+                              "cpus": (s.get("host") or {}).get("usable_cpus")}))
+    if alike:
+        return out
     if not loader:
         # Probes around code traceml does not see into: no workers, round
         # or in_order to compare.
@@ -515,6 +525,15 @@ _SLOW_SAMPLES_MEASURED = (" The workers timed particular samples as slow (the sl
                           "line): they, not a period, are the measured lead.")
 
 
+def _alike_irregular(p: dict) -> str:
+    """Irregular stalls of batches that all took about as long to make."""
+    share = (f" ({p['num_workers']} workers on {p['cpus']} CPUs)"
+             if p.get("num_workers") and p.get("cpus") else "")
+    return ("every batch took about as long to make (one group of make times), so no slow "
+            "sample sets them: when each batch is ready depends on how the workers and the "
+            f"loop share the cores{share}.")
+
+
 def _unsettled(p: dict) -> str:
     """UNSETTLED's words: the period the stalls fit, why it is not yet
     claimed, and how many more steps would settle it (none where the stalls
@@ -693,6 +712,7 @@ WORDS: dict[str, Words] = {
         f"{' between bursts of back-to-back stalls' if p.get('bursts') else ''}, "
         f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "
         + ("point at particular slow fetches or outside contention." if p.get("no_loader")
+           else _alike_irregular(p) if p.get("alike")
            else "point at particular slow samples or outside contention rather than the "
            "worker round.")),
     "wrap_to_see_stalls": lambda p: (
