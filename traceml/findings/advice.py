@@ -462,6 +462,8 @@ def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
         fam = family_of.get(it[0])
         if it[0] in LEAD_FIRST or _one_off_change(it):
             return (-1, i)
+        if fam == "host_contention" and host_contention.follows_the_loader(it):
+            return (len(LEAD_ORDER), i)
         return (LEAD_ORDER.index(fam) if fam in LEAD_ORDER else len(LEAD_ORDER), i)
 
     out = head + why + [it for _, it in sorted(enumerate(tried), key=rank)]

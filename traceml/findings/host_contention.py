@@ -128,8 +128,17 @@ def measure(s: dict) -> dict | None:
 
 
 def superseded_by(f: Finding) -> frozenset:
-    """The next-step codes the item ``f`` replaces (SUPERSEDES)."""
+    """The next-step codes the item ``f`` replaces (SUPERSEDES); none
+    where the stalls outlast the host's part (``loader_own``)."""
+    if f.numbers.get("loader_own"):
+        return frozenset()
     return SUPERSEDES.get(f.code, frozenset())
+
+
+def follows_the_loader(f: Finding) -> bool:
+    """Whether ``f`` ranks after the loader's own experiments: a host
+    that stretched stalls the loader makes anyway (``loader_own``)."""
+    return bool(f[1].get("loader_own"))
 
 
 def advise(s: dict) -> list[Finding]:
@@ -159,6 +168,17 @@ def advise(s: dict) -> list[Finding]:
         m["host_share"] = parts["host_cpu_wait"] / clocked["wait_s"]
     if m["host_share"] < HOST_WAIT_SHARE:
         return []
+    st = s.get("stalls") or {}
+    median, line = st.get("stall_median_s"), st.get("threshold_s")
+    if median is not None and line:
+        # Without the host's part the median stall would still pass the
+        # stall line: the host stretched the stalls, it did not make them;
+        # the loader's own readings stay and lead (samples 500x the others'
+        # CPU, stretched 2x beside a hog, read only "the host is full",
+        # helper 30A).
+        rest = median * (1.0 - m["host_share"])
+        m["loader_own"] = rest > line
+        m["rest_s"], m["line_s"] = rest, line
     return [Finding("host_contention", m)]
 
 
@@ -184,8 +204,13 @@ WORDS: dict[str, Words] = {
            if p.get("own_cores") is not None and p["cpus"] else "")
         + (f", other programs {p['others_cores']:.1f}"
            if p.get("others_cores") is not None else "")
-        + "): the host is full, so the stalls say more about it than about the loader. "
-        "Next: run beside fewer processes (stop what else is running"
+        + ("): the host stretched the stalls, but without its part the median stall "
+           f"would still be {fmt_s(p['rest_s'])}, past the stall line ({fmt_s(p['line_s'])}): "
+           "the loader makes them, and a quieter host only shortens them; to see by how "
+           "much, run beside fewer processes (stop what else is running" if p.get("loader_own")
+           else
+           "): the host is full, so the stalls say more about it than about the loader. "
+           "Next: run beside fewer processes (stop what else is running")
         # Fewer workers only where the job's own outnumber the cores:
         # 2 CPU-bound workers on 2 cores beside another program's core
         # need more CPU, not fewer workers (helper 29B).
