@@ -121,3 +121,18 @@ def test_irregular_stalls_of_alike_batches_ask_no_in_order_experiment():
     assert [c for c, _ in steps][-1] == "irregular"
     said = advice.WORDS["irregular"](dict(steps)["irregular"])
     assert "slow samples" not in said and "(4 workers on 2 CPUs)" in said, said
+
+
+def test_a_change_of_level_inside_the_run_follows_the_measured_lead():
+    # A GIL-holding thread, 93% of the wait, and a change of level at
+    # steady step 32 of one epoch (helper 30B): the hand-over's measured
+    # step leads, the change follows it; its own next step stays "also".
+    trend = ("trend", {"label": "STEP", "changed_at_step": 32})
+    items = [trend, ("hand_over", {}), ("trend_next", {"label": "STEP",
+                                                       "changed_at_step": 32})]
+    arranged, roles = advice.arrange(items)
+    assert [c for c, _ in arranged] == ["hand_over", "trend", "trend_next"]
+    assert roles == ["lead", "why", "also"]
+    # Alone, the change comes before its own next step.
+    arranged, roles = advice.arrange([trend, items[2]])
+    assert [c for c, _ in arranged] == ["trend", "trend_next"] and roles == ["why", "lead"]

@@ -466,7 +466,16 @@ def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
             return (len(LEAD_ORDER), i)
         return (LEAD_ORDER.index(fam) if fam in LEAD_ORDER else len(LEAD_ORDER), i)
 
-    out = head + why + [it for _, it in sorted(enumerate(tried), key=rank)]
+    tried = [it for _, it in sorted(enumerate(tried), key=rank)]
+    # A change of level inside the run (not after the first epoch) is a
+    # reading, not the cause: where an experiment leads, the change follows
+    # it (a GIL-holding thread, 93% of the wait, came second to "the input
+    # wait changed once, at steady step 32", helper 30B, 2 of 3 runs).
+    later = [it for it in why if it[0] == "trend" and it[1].get("label") == wait_trend.STEP
+             and it[1].get("changed_at_step") is not None] if (
+        tried and tried[0][0] != "trend_next") else []
+    why = [it for it in why if not any(it is x for x in later)]
+    out = head + why + tried[:1] + later + tried[1:]
     roles, led = [], False
     for code, _ in out:
         if code not in EXPERIMENTS:
