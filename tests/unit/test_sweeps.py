@@ -180,6 +180,22 @@ def test_following_rows_that_name_one_worker_say_it_may_be_that_worker():
     assert "ONE-WORKER" not in sweeps.sweep_correlation(c, False)
 
 
+def test_too_few_rows_that_name_one_worker_say_so():
+    # (4, 2, 1) with worker 1 slow (helper 30A): both rows with workers
+    # keep period == num_workers and read ONE-WORKER; 2 distinct values
+    # are too few, and the line also says whose turn the stalls are.
+    pooled = {"follows": None, "fitting": 2, "distinct_workers": 2, "p_value": 1e-4,
+              "tested": 2}
+    c = {"rows": [[4, 4], [2, 2]], "points": 2, "gaps": 12, "workers_varied": True,
+         "follows": None, "distinct_workers": 2, "pooled": pooled, "r": None, "slope": None,
+         "intercept": None, "one_worker_rows": 2, "rows_with_workers": 2}
+    line = sweeps.sweep_correlation(c, False)
+    assert "too few to tell" in line
+    assert line.endswith("; 2 of the 2 rows with 2 or more workers read ONE-WORKER: one slow "
+                         "worker's turn comes every num_workers fetches, which a cadence of "
+                         "lock-step would too (their attribution lines name the worker)"), line
+
+
 def _c(name, workers, mean_s, share=0.1, step_s=0.011, batch_size=None):
     return {"name": name, "workers": workers, "mean_s": mean_s, "input_share": share,
             "step_s": step_s, "batch_size": batch_size}

@@ -313,14 +313,23 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
                      "make_loader ignored num_workers, see below)")
         return text
     text = _follows_line(c, rests, least, pooled)
-    if text is not None and c.get("one_worker_rows"):
+    if text is None:
+        text = _not_follows_line(c, rests, least, ignored)
+        # Said wherever rows read it: "run a third num_workers" is no step
+        # for rows that are one slow worker's (helper 30A: (4, 2, 1) with
+        # worker 1 slow, 4 of 4 rows ONE-WORKER, read only "too few").
+        if c.get("one_worker_rows") and c.get("follows") is not False:
+            text += (f"; {c['one_worker_rows']} of the {c['rows_with_workers']} rows with 2 "
+                     "or more workers read ONE-WORKER: one slow worker's turn comes every "
+                     "num_workers fetches, which a cadence of lock-step would too (their "
+                     "attribution lines name the worker)")
+        return text
+    if c.get("one_worker_rows"):
         text += (f"; but {c['one_worker_rows']} of the {c['rows_with_workers']} rows with 2 or "
                  "more workers read ONE-WORKER: one slow worker's turn also comes every "
                  "num_workers fetches, so this does not tell lock-step from that worker (its "
                  "rows' attribution lines name it)")
-    if text is not None:
-        return text
-    return _not_follows_line(c, rests, least, ignored)
+    return text
 
 
 def _p_text(p: float) -> str:
