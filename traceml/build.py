@@ -1237,7 +1237,8 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
         "share": float(held_all[i] / total) if total else None,
         "own_slow": float(counts.own[i, 1]), "own_fast": float(counts.own[i, 0]),
         "root_distance": (None if np.isnan(counts.root_distance[i])
-                          else float(counts.root_distance[i]))}
+                          else float(counts.root_distance[i])),
+        "library": stacks.is_library(counts.keys[i][0])}
         for i in order if counts.held[i].sum() > 0]
     top = None
     if batch_at is not None:

@@ -647,7 +647,7 @@ def _main_process_findings(iv: dict) -> list[tuple[str, dict]]:
             out.append(found)
     out.append(("caveats", {"reads_matter": reads is not None and faults is not None
                             and _stall_reads(slow, fast, "main_read_bytes",
-                                             "main_major_faults") != NO_READS}))
+                                             "main_major_faults") in (LIGHTER_READS, HEAVY_READS)}))
     return out
 
 
@@ -732,7 +732,7 @@ def interval_findings(iv: Optional[dict], num_workers: Optional[int],
         out.append(("run_queue", {"runq_s": runq, "num_workers": num_workers, "cpus": cpus}))
     out.append(("caveats", {"reads_matter": reads is not None and faults is not None
                             and _stall_reads(slow, fast, "read_bytes",
-                                             "major_faults") != NO_READS}))
+                                             "major_faults") in (LIGHTER_READS, HEAVY_READS)}))
     return out
 
 

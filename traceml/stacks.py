@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sysconfig
 import weakref
 from typing import Any, NamedTuple, Optional
 
@@ -55,6 +56,25 @@ _NOT_OWN = tuple(_OWN_DIR + name for name in ("_lerobot.py", "demo.py"))
 
 def _is_own(file: str) -> bool:
     return file.startswith(_OWN_DIR) and not file.startswith(_NOT_OWN)
+
+
+# Where installed packages and the standard library live: their
+# functions are where the user's code spends its CPU, not code to change.
+_LIBRARY_DIRS = tuple(sorted({os.path.normpath(p) + os.sep for p in (
+    sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib"),
+    sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib")) if p}))
+
+
+def is_library(file: str) -> bool:
+    """Whether ``file`` (a code object's co_filename) belongs to an
+    installed package or the standard library (site-packages,
+    dist-packages, this interpreter's stdlib), not to the user's code; the
+    demo's dataset, installed with traceml, is the story's own code."""
+    if file.startswith(_NOT_OWN):
+        return False
+    norm = file.replace("\\", "/")
+    return ("/site-packages/" in norm or "/dist-packages/" in norm
+            or os.path.normpath(file).startswith(_LIBRARY_DIRS))
 
 
 def enabled() -> bool:
@@ -433,7 +453,8 @@ def hot_path(d: Drained, group: np.ndarray, kind: int = KIND_STACK) -> list[dict
     at each depth the function held by the most of the samples that
     followed the path so far, while it holds at least HOT_PATH_SHARE of
     all of them.  Returns [{file, function, first_line, line (its
-    commonest line on the path), share}], outermost first, from below each
+    commonest line on the path), share, library (:func:`is_library`)}],
+    outermost first, from below each
     stack's innermost frame of the loader's machinery (torch.utils.data,
     multiprocessing, threading: above it, the training script and, in a
     forked worker, the parent's stack at fork()), without traceml's own
@@ -487,7 +508,8 @@ def hot_path(d: Drained, group: np.ndarray, kind: int = KIND_STACK) -> list[dict
         lines = line[on, level]
         vals, cnt = np.unique(lines, return_counts=True)
         out.append({"file": file, "function": name, "first_line": int(first),
-                    "line": int(vals[np.argmax(cnt)]), "share": float(sums[best] / total)})
+                    "line": int(vals[np.argmax(cnt)]), "share": float(sums[best] / total),
+                    "library": is_library(file)})
     return out
 
 

@@ -856,6 +856,9 @@ class SlowCodeHotPath(TypedDict):
     first_line: int
     line: int
     share: Share
+    library: NotRequired[Annotated[bool, Schema(description=(
+        "In an installed package or the standard library (traceml.stacks.is_library): "
+        "where the user's code spends its time, not code to change."))]]
 
 
 class SlowCodeFunctions(TypedDict):
@@ -869,6 +872,7 @@ class SlowCodeFunctions(TypedDict):
     own_fast: NotRequired[NonNegative]
     root_distance: NotRequired[NumberOrNull]
     share: NotRequired[ShareOrNull]
+    library: NotRequired[bool]
 
 
 @schema('slow_code')

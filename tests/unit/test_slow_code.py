@@ -201,13 +201,14 @@ def test_the_hot_path_is_named_down_to_the_users_code_not_the_library_under_it()
     torch_file = sysconfig.get_paths()["purelib"] + "/torch/nn/functional.py"
 
     def entry(name, file, share):
-        return {"file": file, "function": name, "first_line": 1, "line": 5, "share": share}
+        return {"file": file, "function": name, "first_line": 1, "line": 5, "share": share,
+                "library": stacks.is_library(file)}
 
     path = [entry("TorchAug.__getitem__", "/u/torchds.py", 1.0),
             entry("load_and_augment", "/u/torchds.py", 0.99),
             entry("_resize", "/u/torchds.py", 0.98),
             entry("interpolate", torch_file, 0.7)]
-    assert slow_code.is_library(torch_file) and not slow_code.is_library("/u/torchds.py")
+    assert stacks.is_library(torch_file) and not stacks.is_library("/u/torchds.py")
     fns = [_fn("TorchAug.__getitem__", 40, 60, 1)]
     s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
     (adv,) = slow_code.advise(s)

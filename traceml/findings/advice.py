@@ -307,11 +307,12 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     # ("they point at particular slow samples" and "compare in_order" beside
     # "every batch costs alike", helper 30A, 5 workers on 2 cores).
     alike = (s.get("slow_code") or {}).get("one_group") is True
-    out.append(("irregular", {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"],
-                              "bursts": tmp.get("counted") == "bursts",
-                              "no_loader": not loader, "alike": alike,
-                              "num_workers": nw,
-                              "cpus": (s.get("host") or {}).get("usable_cpus")}))
+    irregular = {"modal_gap": tmp["modal_gap"], "modal_share": tmp["modal_share"],
+                 "bursts": tmp.get("counted") == "bursts", "no_loader": not loader}
+    if alike:
+        irregular.update(alike=True, num_workers=nw,
+                         cpus=(s.get("host") or {}).get("usable_cpus"))
+    out.append(("irregular", irregular))
     if alike:
         return out
     if not loader:

@@ -50,14 +50,12 @@ thread's: the batch's thread then waits on CPU spent elsewhere.
 from __future__ import annotations
 
 import math
-import os
-import sysconfig
 from typing import Optional
 
 import numpy as np
 from scipy import stats
 
-from .. import _core, stacks
+from .. import _core
 from ..fmt import fmt_s, pct, plural
 from . import attribution, slow_samples, stall_threshold, wait_parts
 from ._types import Finding, Words
@@ -235,7 +233,7 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         placed = [f for f in near if f["root_distance"] is not None]
         # Down to the innermost of the user's own functions where there is
         # one: a torch op under it is where its CPU goes, not what to change.
-        own = [f for f in placed if not is_library(f["file"])] or placed
+        own = [f for f in placed if not f.get("library")] or placed
         inner = max(own, key=lambda f: (f["root_distance"], -f["gap"]), default=None)
         down_to = (_row(inner) if inner is not None and lead["root_distance"] is not None
                    and inner["root_distance"] > lead["root_distance"] else None)
@@ -472,7 +470,7 @@ def advise(s: dict) -> list[Finding]:
         head = path[1] if len(path) > 1 else path[0]
         tail = user_tail(path, head)
         # The library function the user's code spends it in, said after.
-        inside = path[-1] if path[-1] is not tail and is_library(path[-1]["file"]) else None
+        inside = path[-1] if path[-1] is not tail and path[-1].get("library") else None
         return [Finding("look_at_path", {"head": head, "tail": tail, "inside": inside,
                                          "samples": f.numbers["samples"],
                                          "main": f.numbers["main"],
@@ -481,32 +479,15 @@ def advise(s: dict) -> list[Finding]:
     return timed
 
 
-# Where installed packages and the standard library live: their
-# functions are where the user's code spends its CPU, not code to change.
-_LIBRARY_DIRS = tuple(sorted({os.path.normpath(p) + os.sep for p in (
-    sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib"),
-    sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib")) if p}))
-
-
-def is_library(file: str) -> bool:
-    """Whether ``file`` (a code object's co_filename) belongs to an
-    installed package or the standard library (site-packages,
-    dist-packages, this interpreter's stdlib), not to the user's code."""
-    if file.startswith(stacks._NOT_OWN):
-        return False    # the demo's dataset, installed with traceml: the story's code
-    norm = file.replace("\\", "/")
-    return ("/site-packages/" in norm or "/dist-packages/" in norm
-            or os.path.normpath(file).startswith(_LIBRARY_DIRS))
-
-
 def user_tail(path: list[dict], head: dict) -> dict:
     """The innermost entry of a hot ``path`` at or below ``head`` that is
-    the user's own code (:func:`is_library`), else the path's last: a
+    the user's own code (not ``library``: traceml.stacks.is_library), else
+    the path's last: a
     dataset's ``_resize`` calling ``F.interpolate`` is named ``_resize``
     (helper 30A: "down to `interpolate` in `nn/functional.py`" beside the
     user's `_resize` at 98%)."""
     start = next((i for i, e in enumerate(path) if e is head), 0)
-    own = [e for e in path[start:] if not is_library(e["file"])]
+    own = [e for e in path[start:] if not e.get("library")]
     return own[-1] if own else path[-1]
 
 
