@@ -9,8 +9,9 @@ Cases (128 items, batch_size 1, 2 workers, a 4 ms step):
   (``slow_code_named``).
 * ``uniform``: every item 6 ms in ``decode``.  Right: no function named
   (stalls, if any, are every batch's: ``slow_code_same``, or no finding).
-* ``sleeps``: every 8th item sleeps 40 ms.  Right: ``slow_code_off_cpu``
-  (or ``slow_code_not_making``), never a named function.
+* ``sleeps``: every 8th item sleeps 40 ms in ``wait_for_disk``.  Right:
+  ``slow_code_off_cpu`` whose off-CPU path ends in ``wait_for_disk`` (or
+  ``slow_code_not_making``), never a function named by its CPU.
 * ``helper-thread``: every 8th item runs ``query_rows`` in a thread.
   Right: ``slow_code_other_thread``.
 
@@ -80,8 +81,10 @@ CASES = {
     "every-8th": (lambda: Case(query_rows), lambda f: f is not None and f.code == "slow_code_named"
                   and f.numbers["function"] == "query_rows"),
     "uniform": (lambda: Case(None, 0.006), lambda f: f is None or f.code != "slow_code_named"),
-    "sleeps": (lambda: Case(wait_for_disk), lambda f: f is not None and f.code in (
-        "slow_code_off_cpu", "slow_code_not_making")),
+    "sleeps": (lambda: Case(wait_for_disk), lambda f: f is not None and (
+        f.code == "slow_code_not_making" or (
+            f.code == "slow_code_off_cpu" and f.numbers.get("path")
+            and f.numbers["path"][-1]["function"] == "wait_for_disk"))),
     "helper-thread": (lambda: Case(in_a_thread), lambda f: f is not None
                       and f.code == "slow_code_other_thread"),
 }
@@ -102,6 +105,9 @@ def one(case: str) -> "slow_code.Finding | None":
 def label(f) -> str:
     if f is None:
         return "none"
+    if f.code == "slow_code_off_cpu":
+        path = f.numbers.get("path") or []
+        return f.code + (f"({path[-1]['function']})" if path else "(no path)")
     return f.code + (f"({f.numbers['function']})" if f.code == "slow_code_named" else "")
 
 

@@ -121,6 +121,7 @@ def test_irregular_stalls_of_alike_batches_ask_no_in_order_experiment():
     assert [c for c, _ in steps][-1] == "irregular"
     said = advice.WORDS["irregular"](dict(steps)["irregular"])
     assert "slow samples" not in said and "(4 workers on 2 CPUs)" in said, said
+    assert "of gaps): every batch took about as long to make" in said, said
 
 
 def test_a_change_of_level_inside_the_run_follows_the_measured_lead():

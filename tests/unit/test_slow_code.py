@@ -371,6 +371,13 @@ def test_blocked_batches_name_the_function_their_off_cpu_samples_went_down():
     b["off_path"] = [_path_entry("DS.__getitem__", 1.0), _path_entry("fetch_remote", 100 / 186)]
     f = slow_code.judge(b)
     assert [e["function"] for e in f.numbers["path"]] == ["DS.__getitem__"]
+    # A library call under the user's function: the user's is named, the
+    # library's after it.
+    b["off_path"] = off_path + [{**_path_entry("socket.recv", 170 / 186), "library": True}]
+    [adv] = slow_code.advise({"slow_code": b, "diagnosis": "INPUT-BOUND"})
+    said = slow_code.WORDS["look_at_function"](adv.numbers)
+    assert adv.numbers["function"] == "fetch_remote" and said.endswith(
+        "waiting in `socket.recv` in `data/ds.py:3`."), said
     b["off_path"] = []
     assert slow_code.advise({"slow_code": b, "diagnosis": "INPUT-BOUND"}) == []
 

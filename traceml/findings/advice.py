@@ -722,10 +722,10 @@ WORDS: dict[str, Words] = {
     "irregular": lambda p: (
         f"The stalls have no regular period (the commonest gap"
         f"{' between bursts of back-to-back stalls' if p.get('bursts') else ''}, "
-        f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): they "
-        + ("point at particular slow fetches or outside contention." if p.get("no_loader")
+        f"{plural(p['modal_gap'], 'step')}, holds {pct(p['modal_share'])} of gaps): "
+        + ("they point at particular slow fetches or outside contention." if p.get("no_loader")
            else _alike_irregular(p) if p.get("alike")
-           else "point at particular slow samples or outside contention rather than the "
+           else "they point at particular slow samples or outside contention rather than the "
            "worker round.")),
     "wrap_to_see_stalls": lambda p: (
         "Next: wrap the loop's data source (traceml.wrap) so that each stall is set against "

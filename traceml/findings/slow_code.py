@@ -437,12 +437,15 @@ def advise(s: dict) -> list[Finding]:
         # off-CPU path (the one that calls the sleep, the read, the lock),
         # from the dataset's first frame on it.
         path = f.numbers["path"]
-        tail = path[-1]
+        # The user's own function, the library call it waits in after it
+        # (a dataset's fetch_remote waiting in a socket's recv).
+        tail = user_tail(path, path[0])
+        inside = path[-1] if path[-1] is not tail and path[-1].get("library") else None
         return [Finding("look_at_function", {
             **tail, "off_cpu": True, "off_share": tail["share"],
             "off_samples": f.numbers["off_samples"], "main": f.numbers["main"],
-            "down_to": None, "through": [],
-            "from": path[0] if len(path) > 1 else None})] + timed
+            "down_to": None, "through": [], "inside": inside,
+            "from": path[0] if path[0] is not tail else None})] + timed
     if f.code == "slow_code_named" and s.get("diagnosis") == "HAND-OVER":
         # The loop waits for batches already made: the workers' slow
         # batches are not what it waits on, and the hand-over's step
@@ -643,8 +646,9 @@ WORDS: dict[str, Words] = {
         f"Look at {_where(p)}"
         + (f" (from {_where(p['from'])})" if p.get("from") else "")
         + f": {pct(p['off_share'])} of the slow batches' time off CPU went to it "
-        f"({p['off_samples']:.0f} wall-clock samples), waiting in a sleep, a read or a "
-        "lock that it calls."
+        f"({p['off_samples']:.0f} wall-clock samples), waiting in "
+        + (f"{_where(p['inside'])}." if p.get("inside") else
+           "a sleep, a read or a lock that it calls.")
         if p.get("off_cpu") else
         f"Look at {_where(p)}"
         + (f", down {_through(p.get('through'))}to {_where(p['down_to'])}"
