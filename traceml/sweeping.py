@@ -170,7 +170,7 @@ class SweepResult:
             if r["error"] or r["mean_s"] is None:
                 continue
             c = conds.setdefault(sweeps.condition(r["condition"]), {
-                "name": sweeps.condition(r["condition"]), "workers": _workers(r),
+                "name": sweeps.condition(r["condition"]), "workers": sweeps.row_workers(r),
                 "batch_size": (r["condition"] or {}).get("batch_size"),
                 "means": [], "shares": [], "steps": [], "diagnoses": []})
             c["means"].append(r["mean_s"])
@@ -247,13 +247,6 @@ class SweepResult:
             if r.get("loader_num_workers") is not None else r for r in self.rows])
 
 
-def _workers(row: dict) -> Optional[int]:
-    """The row's num_workers: the DataLoader's own where known, else the
-    condition's."""
-    built = row.get("loader_num_workers")
-    return built if built is not None else row["condition"].get("num_workers")
-
-
 def _left_out(row: dict) -> Optional[str]:
     """Why a row has no point in the correlation (None: it has one), as a
     code: "error", "no_num_workers", "few_stalls" (fewer than
@@ -264,7 +257,7 @@ def _left_out(row: dict) -> Optional[str]:
     period: IRREGULAR)."""
     if row["error"]:
         return "error"
-    if _workers(row) is None:
+    if sweeps.row_workers(row) is None:
         return "no_num_workers"
     if row["stalls"] < sweeps.MIN_STALLS_FOR_CADENCE:
         return "few_stalls"
@@ -316,12 +309,12 @@ def correlation(rows: list[dict]) -> dict:
             used.append(r)
         else:
             every_fetch_low |= (why == "every_fetch"
-                                and stall_timing.effective_workers(_workers(r)) == 1)
+                                and stall_timing.effective_workers(sweeps.row_workers(r)) == 1)
             left.append({"condition": r["condition"], "pass_": r["pass_"],
                          "direction": r["direction"], "reason": why,
                          "stalls": r["stalls"],
                          "consistent_period": r.get("consistent_period")})
-    pts = [(stall_timing.effective_workers(_workers(r)), r["period"]) for r in used]
+    pts = [(stall_timing.effective_workers(sweeps.row_workers(r)), r["period"]) for r in used]
     distinct = len({p[0] for p in pts})
     out = {"r": None, "slope": None, "intercept": None, "points": len(pts),
            "distinct_workers": distinct,
@@ -332,18 +325,18 @@ def correlation(rows: list[dict]) -> dict:
            # Whether the sweep itself ran more than one num_workers (the
            # rows that ran, with a known count): a line about num_workers
            # speaks only where it varied.
-           "workers_varied": len({_workers(r) for r in rows
-                                  if not r["error"] and _workers(r) is not None}) >= 2}
+           "workers_varied": len({sweeps.row_workers(r) for r in rows
+                                  if not r["error"] and sweeps.row_workers(r) is not None}) >= 2}
     out["pooled"] = sweeps.pooled_cadence([
-        (stall_timing.effective_workers(_workers(r)), r.get("temporal"), r.get("period"),
-         r.get("predicted")) for r in rows if not r["error"] and _workers(r) is not None])
+        (stall_timing.effective_workers(sweeps.row_workers(r)), r.get("temporal"), r.get("period"),
+         r.get("predicted")) for r in rows if not r["error"] and sweeps.row_workers(r) is not None])
     # Rows with 2 or more workers whose stalls one worker holds: a slow
     # worker's turn also comes every num_workers fetches, so "follows"
     # does not tell lock-step from it there.
     out["one_worker_rows"] = sum(1 for r in rows if not r["error"]
-                                 and (_workers(r) or 0) >= 2
+                                 and (sweeps.row_workers(r) or 0) >= 2
                                  and r.get("attribution") == "ONE-WORKER")
-    out["rows_with_workers"] = sum(1 for r in rows if not r["error"] and (_workers(r) or 0) >= 2)
+    out["rows_with_workers"] = sum(1 for r in rows if not r["error"] and (sweeps.row_workers(r) or 0) >= 2)
     if out["pooled"]["follows"] and not out["mismatched"]:
         out["follows"] = True
     if out["mismatched"]:

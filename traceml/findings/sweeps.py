@@ -597,6 +597,13 @@ def sweep_unsettled(rows: list[dict]) -> Optional[str]:
             "settle it).")
 
 
+def row_workers(row: dict) -> Optional[int]:
+    """A sweep row's num_workers: the DataLoader's own where known
+    (``loader_num_workers``), else the condition's."""
+    built = row.get("loader_num_workers")
+    return built if built is not None else row["condition"].get("num_workers")
+
+
 def sweep_in_order(rows: list[dict]) -> Optional[str]:
     """What a sweep over in_order showed (the seed's step after the
     num_workers sweep: "batches overtake but the cadence survives"), where
@@ -616,10 +623,7 @@ def sweep_in_order(rows: list[dict]) -> Optional[str]:
         return None
 
     def kept(r: dict) -> bool:
-        workers = r.get("loader_num_workers")
-        if workers is None:
-            workers = r["condition"].get("num_workers")
-        k = stall_timing.effective_workers(workers)
+        k = stall_timing.effective_workers(row_workers(r))
         return k is not None and k >= 2 and r.get("period") == k
 
     over = sum(int(r.get("overtaking") or 0) for r in off)
