@@ -19,7 +19,7 @@ label/worker, headline) and counted against the true label in a confusion
 table per dimension: the corpus, the real runs, and both together.  A key
 the report does not have counts as "(missing)": not found.
 
-Rates belong here, not in timed tests; tests/test_corpus.py holds the
+Rates belong here, not in timed tests; tests/integration/test_corpus.py holds the
 deterministic corpus.
 """
 
@@ -143,7 +143,7 @@ def ramp_cost(start_s, slope_s):
     return lambda i: start_s + slope_s * i
 
 
-# Lock-step as tests/test_dataloader.py makes it: 100 ms batches (4 items
+# Lock-step as tests/integration/test_dataloader.py makes it: 100 ms batches (4 items
 # of 25 ms CPU), the burn of every worker on one shared core (the hog spins
 # on another), the workers started at one barrier.  With 40 ms batches the
 # delivery noise on the crowded core blurred the rounds.

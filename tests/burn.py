@@ -68,7 +68,7 @@ class BurnIterable(IterableDataset):
             yield torch.tensor([i])
 
 
-# Lock-step workers for cadence tests (measured in tests/test_dataloader.py:
+# Lock-step workers for cadence tests (measured in tests/integration/test_dataloader.py:
 # workers left to the scheduler of a loaded 2-core host drift out of phase
 # in about a third of runs; started at one barrier with their burn on one
 # shared core they kept the period in all of 80-odd runs here, yet drifted

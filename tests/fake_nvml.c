@@ -1,5 +1,5 @@
 /*
- * A stand-in for libnvidia-ml.so.1, for tests/test_nvml.py only: compiled
+ * A stand-in for libnvidia-ml.so.1, for tests/integration/test_nvml.py only: compiled
  * into the test's tmp_path and handed to traceml by path (traceml.gpu's
  * private _NVML_LIBRARY), so it is never found by the dynamic loader's
  * search and never picked up outside the tests.

@@ -1,4 +1,4 @@
-"""One rank of a small DistributedDataParallel job, for tests/test_ranks.py
+"""One rank of a small DistributedDataParallel job, for tests/integration/test_ranks.py
 and benchmarks/bench_gather.py (run as a script, one process per rank).
 
     python tests/ranks_worker.py RANK WORLD INIT_FILE OUT_DIR SCENARIO

@@ -81,7 +81,7 @@ def register_loader_source(num_workers, epochs=1):
     )
 
 
-# --- leak readings (tests/test_leaks.py, tests/test_longrun.py) ---
+# --- leak readings (tests/integration/test_leaks.py, tests/integration/test_longrun.py) ---
 
 OPS = 200       # operations per round
 ROUNDS = 4      # measured rounds (after the warm-up)

@@ -1,4 +1,4 @@
-"""One-weight models for the trainer tests (tests/test_integrations.py
+"""One-weight models for the trainer tests (tests/integration/test_integrations.py
 and tests/trainer_ranks_worker.py): each training step sleeps a given
 time, standing in for compute, so that a fetch's stall is what the
 adapters see."""

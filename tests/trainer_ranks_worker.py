@@ -1,5 +1,5 @@
 """One rank of a small 2-rank training job run by a trainer with a traceml
-adapter, for tests/test_integrations_ranks.py (launched by torchrun, one
+adapter, for tests/integration/test_integrations_ranks.py (launched by torchrun, one
 process per rank, gloo on the CPU):
 
     python -m torch.distributed.run --standalone --nproc_per_node=2 \\

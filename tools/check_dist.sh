@@ -142,8 +142,8 @@ imports_from "$W"
 # fast tier took 4-5 min of CI here).
 step "unit tier and the core's DataLoader tests against the installed wheel"
 "$W/bin/python" -m pytest -m "not slow" -q -p no:cacheprovider tests/unit \
-    tests/test_wrap.py tests/test_recorder.py tests/test_stacks.py tests/test_dataloader.py \
-    tests/test_io.py
+    tests/integration/test_wrap.py tests/integration/test_recorder.py tests/integration/test_stacks.py tests/integration/test_dataloader.py \
+    tests/integration/test_io.py
 
 step "python -m traceml.demo --quick (installed wheel)"
 "$W/bin/python" -m traceml.demo --quick --data-dir "$work/data" >"$work/demo.log" 2>&1 \

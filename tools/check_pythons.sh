@@ -63,18 +63,18 @@ python_for() {
 # script, which call every reducer and drive the probes, wrap, the store,
 # the sampler, fork and the stack sampler (the C-facing files repeat that
 # at 2.5x the time: 130 s a version against about 50, 2026-12-04).
-TESTS=(tests/unit tests/test_bad_input.py tests/test_leaks.py tests/test_reducers.py
-       tests/test_recorder.py tests/test_probes.py tests/test_wrap.py tests/test_stacks.py
-       tests/test_nvml.py tests/test_faults.py tests/test_runfile_fuzz.py tests/test_io.py
-       tests/test_longrun.py tests/test_rooms.py)
+TESTS=(tests/unit tests/integration/test_bad_input.py tests/integration/test_leaks.py tests/integration/test_reducers.py
+       tests/integration/test_recorder.py tests/integration/test_probes.py tests/integration/test_wrap.py tests/integration/test_stacks.py
+       tests/integration/test_nvml.py tests/integration/test_faults.py tests/integration/test_runfile_fuzz.py tests/integration/test_io.py
+       tests/integration/test_longrun.py tests/integration/test_rooms.py)
 
 # Tests that need torch but do not skip without it (leave them to the 3.11
 # run, which has torch):
 no_torch=(
     # imports torch in the test body
-    "tests/test_cuda_events.py::test_cuda_argument_errors_name_the_argument"
+    "tests/integration/test_cuda_events.py::test_cuda_argument_errors_name_the_argument"
     # traceml/_lerobot.py (the demo's data) imports torch at the top
-    "tests/test_rooms.py::test_each_module_imports_alone[_lerobot]"
+    "tests/integration/test_rooms.py::test_each_module_imports_alone[_lerobot]"
 )
 # Tests that fail on 3.12 and later for reasons of the interpreter, not of
 # traceml (measured on 3.12.1 and 3.13.0, passing on 3.10 and 3.11):
@@ -83,7 +83,7 @@ from_312=(
     # "opcode" events only in code that an earlier settrace had asked them
     # for: the first case of a process counts 0 bytecode boundaries, the
     # next ones fewer than the test needs (3.13.0: 28 for report).
-    "tests/test_faults.py::test_reset_from_a_signal_handler_at_every_point_of_the_bookkeeping"
+    "tests/integration/test_faults.py::test_reset_from_a_signal_handler_at_every_point_of_the_bookkeeping"
 )
 # test_longrun's reference (tests/data/longrun_reference.json) was written
 # on 3.11 with numpy 2.4 and scipy 1.17, and is compared to the last bit;
@@ -92,17 +92,17 @@ from_312=(
 # compensated (report._headline sums the epochs' start-up waits with it:
 # all_slow's epoch_start_share is 1 ulp off).  The .venv run checks it.
 not_311=(
-    "tests/test_longrun.py::test_report_matches_the_reference"
+    "tests/integration/test_longrun.py::test_report_matches_the_reference"
 )
 # tomllib is 3.11's (the package itself does not use it):
 before_311=(
-    "tests/test_runfile_fuzz.py::test_schema_ships_as_package_data"
+    "tests/integration/test_runfile_fuzz.py::test_schema_ships_as_package_data"
 )
 # Time: one subprocess import per module, 35 s quiet, 270 s of 3.12's
 # 451 s beside the other versions (5-6 s an import, 2026-12-04 CI); the
 # module graph is the same on every version, and the 3.11 suite runs it.
 everywhere=(
-    "tests/test_rooms.py::test_each_module_imports_alone"
+    "tests/integration/test_rooms.py::test_each_module_imports_alone"
 )
 
 export PIP_NO_INPUT=1 MPLCONFIGDIR="$work/home/mpl"

@@ -4,7 +4,7 @@
 #
 #   tools/sanitize.sh                 # the whole test suite (the default)
 #   tools/sanitize.sh --quick         # a fast subset: the C-facing tests
-#   tools/sanitize.sh tests/test_x.py -k name   # any pytest arguments
+#   tools/sanitize.sh tests/integration/test_x.py -k name   # any pytest arguments
 #
 # Exit status: 0 clean; 1 when any process (the pytest process, a
 # DataLoader worker, a forked child, a subprocess the tests start) wrote a
@@ -38,7 +38,7 @@
 #
 # CPython leaks by design at exit, so leak detection is off here
 # (detect_leaks=0); leaks are checked by tools/memcheck.sh and
-# tests/test_leaks.py.  PYTHONMALLOC=malloc routes Python's own
+# tests/integration/test_leaks.py.  PYTHONMALLOC=malloc routes Python's own
 # allocations through malloc, so ASan also sees use-after-free of Python
 # objects that the extension mishandles.
 set -euo pipefail
@@ -51,17 +51,17 @@ if ! command -v "$py" >/dev/null 2>&1; then
 fi
 py=$(command -v "$py")
 
-quick_tests=(tests/test_bad_input.py tests/test_leaks.py tests/test_reducers.py tests/test_recorder.py
-             tests/test_probes.py tests/test_wrap.py tests/test_processes.py
-             tests/test_worker_timing.py tests/test_memory.py tests/test_cuda_events.py
-             tests/test_nvml.py tests/test_stacks.py tests/test_slow_code_loader.py)
+quick_tests=(tests/integration/test_bad_input.py tests/integration/test_leaks.py tests/integration/test_reducers.py tests/integration/test_recorder.py
+             tests/integration/test_probes.py tests/integration/test_wrap.py tests/integration/test_processes.py
+             tests/integration/test_worker_timing.py tests/integration/test_memory.py tests/integration/test_cuda_events.py
+             tests/integration/test_nvml.py tests/integration/test_stacks.py tests/integration/test_slow_code_loader.py)
 # Tests of measured proportions that ASan's slowdown moves, left to the
 # README's run (without ASan), where they pass: every malloc goes through
 # ASan here (PYTHONMALLOC=malloc), so a worker spends 5-7% of its samples
 # outside __getitem__ (in collate and pickling; 0.94-0.95 inside it), and
 # the 80/20 split's heavy share read 0.69 against 0.8 +- 0.1 in one CI run
 # (2026-12-03, passing on its retry).
-quick_deselect=(tests/test_slow_code_loader.py::test_a_known_80_20_split_comes_out_within_ten_points)
+quick_deselect=(tests/integration/test_slow_code_loader.py::test_a_known_80_20_split_comes_out_within_ten_points)
 pytest_args=()
 if [ "${1:-}" = "--quick" ]; then
     shift

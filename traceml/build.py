@@ -933,7 +933,7 @@ def _temporal(mask: np.ndarray, gaps: np.ndarray, epoch: np.ndarray,
     ``stall_wait``: each stall's wait (ns, in step order); ``positions``:
     for the residue tests."""
     temporal = stall_timing.temporal_of(mask, epoch, steady_wait, len(steady_wait), every_fetch,
-                                        predicted, stall_wait, positions)
+                                        predicted, stall_wait, positions, gaps)
     period = temporal["period"] if temporal else None
     if temporal and temporal["counted"] == "bursts":
         # The cadence of a period counted per burst is that of the bursts.

@@ -383,3 +383,16 @@ def test_the_corpus_slow_workers_name_the_hidden_one(case, hidden):
         own = make["end_ns"][make["worker"] == w] - make["begin_ns"][make["worker"] == w]
         assert np.median(own) > attribution.BUSIER_RATIO * np.median(
             (make["end_ns"] - make["begin_ns"])[make["worker"] == 4])
+
+
+def test_value_counts_are_numpys_unique():
+    from traceml.findings import _numbers
+
+    rng = np.random.default_rng(5)
+    for x in (rng.integers(0, 4, 1000), rng.integers(-3, 4, 500), rng.integers(0, 2**40, 300),
+              np.array([], dtype=np.int64), np.array([7], dtype=np.int32),
+              rng.random(50)):
+        values, counts = _numbers.value_counts(x)
+        want_v, want_c = np.unique(x, return_counts=True)
+        np.testing.assert_array_equal(values, want_v)
+        np.testing.assert_array_equal(counts, want_c)

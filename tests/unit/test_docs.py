@@ -26,7 +26,7 @@ README = os.path.join(ROOT, "README.md")
 DOCS = os.path.join(ROOT, "docs")
 README_MAX_LINES = 250
 
-# A number with a unit, as tests/test_rooms.py's LITERAL finds restated
+# A number with a unit, as tests/integration/test_rooms.py's LITERAL finds restated
 # thresholds in sentences; the lookbehind keeps "2.13" whole.
 LITERAL = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?(%|ms\b|µs\b|ns\b|s\b|x\b|kB\b|MB\b)")
 FENCE = re.compile(r"\s*(```|~~~)")

@@ -155,6 +155,25 @@ def test_the_shape_support_reads_each_resample_with_the_stall_rule():
     assert {label, sup["other"]} == {stall_shape.FAST, stall_shape.HEAVY_TAILED}
     (line,) = ls.shape_lines({"shape": label, "shape_support": sup})
     assert line.startswith(f"borderline shape: {label} in ")
+    assert sup["resamples"] == ls.SUPPORT_RESAMPLES    # a disagreement reads them all
     # Past SHAPE_SUPPORT_MAX_STEPS: not computed.
     wait, step = _stalls_among_fast(ls.SHAPE_SUPPORT_MAX_STEPS + 1, 40, 80.0)
     assert ls.shape_support(wait, step, stall_shape.HEAVY_TAILED) is None
+
+
+def test_a_firm_shape_stops_after_the_first_stage(monkeypatch):
+    from traceml.findings import stall_shape
+
+    # A stall every 4th fetch: the first SHAPE_SUPPORT_FIRST resamples all
+    # read HEAVY-TAILED, and the rest are not read; reading all 199 gives
+    # the same support, 1.0.
+    wait = np.where(np.arange(80) % 4 == 0, 80 * MS, MS // 10).astype(np.int64)
+    step = wait + 10 * MS
+    sup = ls.shape_support(wait, step, stall_shape.HEAVY_TAILED, round_steps=4)
+    assert sup["resamples"] == ls.SHAPE_SUPPORT_FIRST < ls.SUPPORT_RESAMPLES
+    assert sup["support"] == 1.0 and not ls.is_borderline(sup)
+    monkeypatch.setattr(ls, "SHAPE_SUPPORT_FIRST", ls.SUPPORT_RESAMPLES + 1)
+    full = ls.shape_support(wait, step, stall_shape.HEAVY_TAILED, round_steps=4)
+    assert full["resamples"] == ls.SUPPORT_RESAMPLES and full["support"] == 1.0
+    # The stage's false-firm chance at the line, as the constant's comment says.
+    assert ls.SUPPORT_MIN ** ls.SHAPE_SUPPORT_FIRST < 0.01

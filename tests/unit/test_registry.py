@@ -20,7 +20,7 @@ AWAITING_A_CASE = frozenset((
 
 # Evidence codes no corpus case emits: the corpus's cases are made of
 # step records, and the slow-code evidence needs sampled worker stacks,
-# which only real DataLoaders give (tests/test_slow_code_loader.py emits
+# which only real DataLoaders give (tests/integration/test_slow_code_loader.py emits
 # them).  Each must still be worded.
 EVIDENCE_AWAITING_A_CASE = frozenset(findings.slow_code.EVIDENCE_CODES)
 

@@ -91,6 +91,14 @@ def test_eta_critical_is_one_groups_eta_at_the_alpha_quantile():
     assert st.eta_critical(10_000) == st.BIMODAL_MIN_ETA
 
 
+@pytest.mark.parametrize("n", [2, 5, 12, 27, 64])
+def test_the_eta_table_is_the_simulation(n):
+    # The table the rule reads holds the seeded simulation's values (every
+    # size: tests/integration/test_corpus.py).
+    assert st.eta_critical(n) == st.eta_critical_simulated(n)
+    assert len(st.ETA_CRITICAL) == st.ETA_NULL_MAX_N - 1
+
+
 def test_one_tight_group_in_a_short_run_is_not_two_groups():
     # 12 waits of one lognormal group around 1 ms (sigma 0.3), compute
     # 2 ms: a fixed eta of 0.8 split 14% of such runs into two groups

@@ -705,3 +705,17 @@ def test_the_stall_line_counts_stalls_where_outliers_pass_it():
     assert second.startswith("1 outlier above it")
     s["stalls"] = {**s["stalls"], "outliers": 0}
     assert " waited > " in stall_timing.stall_lines(s)[0]
+
+
+def test_the_hypergeometric_tail_is_scipys_on_both_sides_of_the_exact_bound():
+    from scipy.stats import hypergeom
+
+    rng = np.random.default_rng(3)
+    for n in list(range(1, 40)) + [stall_timing.HYPERGEOM_EXACT_MAX,
+                                    stall_timing.HYPERGEOM_EXACT_MAX + 1, 500]:
+        for _ in range(20):
+            slots, k = int(rng.integers(0, n + 1)), int(rng.integers(0, n + 1))
+            j = int(rng.integers(0, k + 2))
+            want = float(hypergeom.sf(j - 1, n, slots, k)) if j > 0 else 1.0
+            assert stall_timing._hypergeom_tail(j, n, slots, k) == pytest.approx(
+                want, rel=1e-12, abs=1e-300), (j, n, slots, k)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _core
 from ..fmt import fmt_s, nth, pct, plural
 from ._types import Finding, Words
-from . import slow_samples, stall_threshold, stall_timing
+from . import _numbers, slow_samples, stall_threshold, stall_timing
 
 
 # From the delivery record (the worker that produced each stalled batch, its
@@ -138,7 +138,7 @@ def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
 # the data's period: every 5th sample slow at num_workers=4 and
 # prefetch_factor=2 stalls on every other one (measured: stalls every 10
 # ranks in 2 of 3 runs, "Diagnostic truth" user trial; in 24 of 40 runs of
-# tests/test_attribution.py's loader; the corpus's simulated loader gives
+# tests/integration/test_attribution.py's loader; the corpus's simulated loader gives
 # the same).  The workers' make times (traceml.worker_timing) see every
 # slow sample, hidden or not.
 #
@@ -167,7 +167,7 @@ def rank_period(ranks: np.ndarray, workers: Optional[int]) -> Optional[int]:
 # residue, 90% of whose batches must be slow, so a random slow set would
 # have to fill one residue class almost entirely (random make times in
 # 20 seeds and heavy-tailed ones in 20 more gave none:
-# tests/test_attribution.py).  p = max(1, num_workers) is one worker's
+# tests/integration/test_attribution.py).  p = max(1, num_workers) is one worker's
 # batches in round-robin order: the ONE-WORKER rule's to read, not a
 # period of the data (None).
 MADE_MIN_RESIDUE_SHARE = 0.5
@@ -249,7 +249,7 @@ def _stalled_residue(ranks: np.ndarray, period: int) -> Optional[tuple[int, floa
     known = ranks[ranks >= 0]
     if len(known) < ATTR_MIN_STALLS:
         return None
-    res, rc = np.unique(known % period, return_counts=True)
+    res, rc = _numbers.value_counts(known % period)
     return int(res[np.argmax(rc)]), float(rc.max()) / len(known)
 
 
@@ -521,7 +521,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
     known = wk >= 0
-    ids, counts = np.unique(wk[known], return_counts=True)
+    ids, counts = _numbers.value_counts(wk[known])
     by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
     out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
            "known": int(known.sum()), "share": None, "own_share": None,
@@ -541,8 +541,7 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         others = int(((batches >= 0) & (batches != top)).sum())
         own_share = by_worker[top] / own if own else 0.0
         others_share = (out["known"] - by_worker[top]) / others if others else 0.0
-        delivered = {int(w): int(c) for w, c in zip(*np.unique(batches[batches >= 0],
-                                                                return_counts=True))}
+        delivered = {int(w): int(c) for w, c in zip(*_numbers.value_counts(batches[batches >= 0]))}
         ratio = cpu_ratio(ticks, top, delivered)
         slower = make_ratio(per_worker, top)
         cheap = sample_ratio(samples_by_worker, top)

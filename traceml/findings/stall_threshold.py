@@ -4,7 +4,6 @@ against the step time.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple, Optional
 
@@ -33,7 +32,7 @@ STALL_PERCENTILE = 95.0
 
 
 # Otherwise a stall is a *large* wait: above 40% of the p95 wait.  Measured
-# on this project's CPU-burning DataLoader runs (tests/test_dataloader.py):
+# on this project's CPU-burning DataLoader runs (tests/integration/test_dataloader.py):
 # on a 2-core host with 4 workers, workers share the cores and finish in
 # pairs, so waits inside a burst reach 20-30% of the burst's stall; 40% of
 # p95 keeps those out with a margin, and keeps in the second stall of a
@@ -104,17 +103,47 @@ ETA_NULL_DRAWS = 4000
 ETA_NULL_MAX_N = 64
 
 
-@functools.cache
 def eta_critical(n: int) -> float:
     """The eta that one Gaussian group of ``n`` values exceeds with chance
-    BIMODAL_ALPHA (seeded simulation, see above), at least
-    BIMODAL_MIN_ETA; n counts the waits (>= 2)."""
+    BIMODAL_ALPHA, at least BIMODAL_MIN_ETA; n counts the waits (>= 2).
+    Read from ETA_CRITICAL, which :func:`eta_critical_simulated` computes
+    (tests/unit/test_stall_threshold.py checks the two agree)."""
+    return ETA_CRITICAL[max(2, min(int(n), ETA_NULL_MAX_N)) - 2]
+
+
+def eta_critical_simulated(n: int) -> float:
+    """eta_critical by its seeded simulation (see above): ETA_NULL_DRAWS
+    groups of ``n`` lognormal waits, the (1 - BIMODAL_ALPHA) quantile of
+    their eta, at least BIMODAL_MIN_ETA.  About 25 ms a size here."""
     n = max(2, min(int(n), ETA_NULL_MAX_N))
     rng = np.random.default_rng(n)
     draws = (np.exp(rng.standard_normal((ETA_NULL_DRAWS, n))) * 1e6).astype(np.int64)
     eta = np.array([_core.log_otsu(row)["eta"] for row in draws])
     eta = np.nan_to_num(eta, nan=0.0)
     return max(BIMODAL_MIN_ETA, float(np.quantile(eta, 1.0 - BIMODAL_ALPHA)))
+
+
+# eta_critical_simulated(n) for n = 2..ETA_NULL_MAX_N, computed once: the
+# simulation costs 4000 Otsu splits a size, and a report (or each of a
+# label support's resamples) would pay it again in every new process.
+ETA_CRITICAL = (
+    1.0, 0.9999716792704143, 0.9972790297169813, 0.9864469743478661,
+    0.9718124130421815, 0.9500220599785328, 0.9370504325542395, 0.9247613718023048,
+    0.907265622527855, 0.8985229329039526, 0.8870661092599039, 0.875583998853688,
+    0.8676047743415511, 0.8628541139646819, 0.8545413279314533, 0.8458945133232944,
+    0.8421783015885654, 0.8418111654625816, 0.8237624371880421, 0.8287173053291536,
+    0.825408744761683, 0.81317127584609, 0.816743658636059, 0.809322769955688,
+    0.8049875044192303, 0.8012034990312041, 0.8, 0.8014188653238777,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8, 0.8,
+    0.8, 0.8, 0.8,
+)
 
 
 def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:

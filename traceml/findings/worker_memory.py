@@ -19,7 +19,7 @@ from ._types import Words
 
 # Copy-on-read: forked workers' unshared memory (USS) grows within an epoch
 # by at least this much (median over workers and epochs).  Measured here
-# (tests/test_memory.py, benchmarks/README.md): 3 million short strings in
+# (tests/integration/test_memory.py, benchmarks/README.md): 3 million short strings in
 # a list, read at random by 2 workers, grew each worker's USS by 233 MiB in
 # one epoch; the same numbers in a NumPy array by 1.4 MiB.  A worker's own
 # buffers (batches in flight) come and go, so they do not add up to a

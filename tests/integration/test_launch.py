@@ -295,7 +295,7 @@ import subprocess  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-SCRIPTS = Path(__file__).parent / "launch_scripts"
+SCRIPTS = Path(__file__).parent.parent / "launch_scripts"
 LAUNCH = [sys.executable, "-m", "traceml", "run"]
 TIMEOUT = 300
 

@@ -13,7 +13,7 @@ import traceml
 
 from support import INFO, SYNTHETIC, build, lockstep, records
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(TESTS)
 
 SCRIPT = textwrap.dedent("""

@@ -19,7 +19,7 @@ import traceml
 from traceml import _core, evidence, gpu, render
 from traceml.findings import gpu_wait
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent
 MS = 1_000_000
 # The bound on the conversion of a driver timestamp to clock_ns() (csrc/
 # nvml.h): the bracket of the clock reads plus NTP's slew over one read

@@ -22,7 +22,7 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "investigate.ipynb")
 
 nbformat = pytest.importorskip("nbformat")

@@ -18,7 +18,7 @@ from traceml import _core, ranks, render
 from traceml.findings import rank_stragglers
 from traceml.build import build
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MS = 1_000_000
 INFO = {"dropped_steps": 0, "out_of_memory": False, "misuse": {}, "probe_step_open": False}
 

@@ -11,7 +11,7 @@ by value
   torch's iterators back);
 * with and without ``traceml.wrap``, in process.
 
-tests/test_launch.py has the cases without workers (exceptions,
+tests/integration/test_launch.py has the cases without workers (exceptions,
 warnings) and the default start method.  A spawned or forkserver worker
 imports torch (about 1.5 s of CPU here), so those cases are split into
 groups that each start a few workers: every test stays near 10 s on 2
@@ -30,7 +30,7 @@ torch = pytest.importorskip("torch")
 
 import traceml  # noqa: E402 - after importorskip("torch")
 
-SCRIPTS = Path(__file__).parent / "launch_scripts"
+SCRIPTS = Path(__file__).parent.parent / "launch_scripts"
 SCRIPT = SCRIPTS / "transparency.py"
 TIMEOUT = 300
 WORKER_CASES = ("results", "lengths", "worker_error", "timeout", "persistent", "unordered",

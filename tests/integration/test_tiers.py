@@ -11,7 +11,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
-PYPROJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+PYPROJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                          "pyproject.toml")
 
 
@@ -43,7 +43,7 @@ def test_no_test_module_imports_another():
     """Shared helpers live in tests/support.py (and tests/corpus.py),
     fixtures in conftest.py: a test module imported by another runs its
     module-level code twice and hides fixtures behind noqa comments."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bad = []
     for root, _, files in os.walk(here):
         for name in files:

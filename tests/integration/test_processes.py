@@ -108,7 +108,7 @@ def run_python(script, timeout=60, env=None):
     """Run script in a fresh interpreter importing this checkout's traceml
     (the build under test, sanitizer builds included)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(traceml.__file__)))
-    tests = os.path.dirname(os.path.abspath(__file__))
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PYTHONPATH"] = os.pathsep.join([root, tests, full_env.get("PYTHONPATH", "")])

@@ -23,7 +23,7 @@ from traceml import _core, render
 from traceml.result import MAX_JSON_DEPTH, RunFileError, schema
 from traceml.findings import stall_threshold
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = _core.RECORD_DTYPE.names
 
 

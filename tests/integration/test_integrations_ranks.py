@@ -35,7 +35,7 @@ import pytest
 import traceml
 from traceml.integrations import RUN_FILE, TEXT_FILE
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 import trainer_ranks_worker as worker  # noqa: E402 - sys.path set above
 

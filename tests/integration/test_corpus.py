@@ -103,3 +103,10 @@ def test_report_finds_the_truth(case):
     wrong = corpus.check(case, report)
     assert not wrong, "\n".join(
         f"{path}: want {want!r}, report says {got!r}" for path, want, got in wrong)
+
+
+def test_every_size_of_the_eta_table_is_the_simulation():
+    from traceml.findings import stall_threshold as st
+
+    got = [st.eta_critical_simulated(n) for n in range(2, st.ETA_NULL_MAX_N + 1)]
+    assert got == list(st.ETA_CRITICAL)

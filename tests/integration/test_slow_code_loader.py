@@ -160,7 +160,7 @@ def test_a_sample_that_sleeps_says_the_workers_were_off_cpu():
     # 40 ms at 5 ms a sample, about 128, all in wait_for_disk.
     assert f.numbers["path"][-1]["function"] == "wait_for_disk", f.numbers
     assert 0.5 * 128 <= f.numbers["off_samples"] <= 1.5 * 128, f.numbers
-    assert "→ Look at `wait_for_disk` in `tests/test_slow_code_loader.py:33`" in str(r), str(r)
+    assert "→ Look at `wait_for_disk` in `tests/integration/test_slow_code_loader.py:33`" in str(r), str(r)
     # Off-CPU samples are taken only while a worker makes a batch.
     d = wrapped._source.timing.stacks.drained()
     records = wrapped._source.timing.drain()
