@@ -317,10 +317,11 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     facts = getattr(run.src, "epoch_facts", None) or {}
     cpus = facts[max(facts)].get("usable_cpus") if facts else None
     totals = _input_share(w)
+    leads = wait_parts.host_leads(run.parts_all)
+    explains = leads and wait_parts.host_explains(run.parts_all, totals[0])
     split = (wait_parts.production_fraction(run.parts_all),
-             wait_parts.other_largest_fraction(run.parts_all),
-             wait_parts.host_leads(run.parts_all)
-             and wait_parts.host_explains(run.parts_all, totals[0]))
+             wait_parts.other_largest_fraction(run.parts_all, host_aside=leads and not explains),
+             explains)
     if (split[2] or (split[0] is not None and split[1] is not None)) and (
             wait_parts.workers_outrun_cores(production, run.body, cpus)):
         # The workers need more cores than the host has for them with no

@@ -112,3 +112,33 @@ def test_the_stall_rules_cores_wait_is_the_splits_own():
     assert queued.tolist() == [0, 3 * ms]
     assert split["parts_s"][wait_split.TRANSIT_QUEUED_PART] == pytest.approx(3e-3)
     assert split["parts_s"]["in_transit"] == 0
+
+
+def test_a_host_that_only_stretches_the_wait_is_not_a_hand_over():
+    # The clocked parts of a slow sample every 37th index beside a busy
+    # host (helper 31B): workers making 41% of the wait, the main CPU 14%,
+    # other programs 44%, in transit 1%; input 34% of the step.  The host
+    # leads, yet without its part the loop still waits 22% of the step
+    # (r (1 - h) / (1 - r h)): the wait is the loader's.  Read by its own
+    # parts the production (41%) leads the main CPU (14%): INPUT-BOUND,
+    # where the host's 44% counted as a hand-over part read HAND-OVER.
+    split = {"wait_s": 1.0, "parts_s": {
+        "worker_making": 0.41, "worker_cpu_wait": 0.0, "main_cpu": 0.14, "cpu_wait": 0.0,
+        "host_cpu_wait": 0.44, "in_transit": 0.01}}
+    share = 0.341
+    assert wait_parts.host_leads(split)
+    assert not wait_parts.host_explains(split, share)
+    assert share * (1 - 0.44) / (1 - share * 0.44) > 0.2
+    produced = share * wait_parts.production_fraction(split)
+    counted = wait_parts.other_largest_fraction(split)
+    aside = wait_parts.other_largest_fraction(split, host_aside=True)
+    # Fractions of the parts other than production (0.59 together).
+    assert counted == pytest.approx(0.44 / 0.59)
+    assert aside == pytest.approx(0.14 / 0.59)
+    assert input_bound.diagnose(share, produced, None, None, counted).label == input_bound.HAND_OVER
+    assert input_bound.diagnose(share, produced, None, None, aside).label == input_bound.INPUT_BOUND
+    # A hand-over part of the job's own still reads HAND-OVER with the host aside.
+    split["parts_s"].update(main_cpu=0.05, in_transit=0.10, worker_making=0.05)
+    aside = wait_parts.other_largest_fraction(split, host_aside=True)
+    produced = share * wait_parts.production_fraction(split)
+    assert input_bound.diagnose(share, produced, None, None, aside).label == input_bound.HAND_OVER

@@ -147,8 +147,15 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # The measured parts decided the label: the largest part's next
         # step leads; a trend of the waits follows it as "also".
         prod = s.get("production") or {}
+        # The production share the label read (input_bound.diagnose: the
+        # clocked parts' where measured, else the worker timing's overlap):
+        # the sentence quoting the other read "only 70% of step time" of a
+        # 93% wait that the clocks split 11% production (helper 31B).
+        fraction = wait_parts.production_fraction((s.get("wait_parts") or {}).get("all"))
+        produced = (share * fraction if fraction is not None and share is not None
+                    else prod.get("production_share"))
         out.append(("hand_over", {
-            "share": share, "production_share": prod.get("production_share"),
+            "share": share, "production_share": produced,
             "busy_share": prod.get("busy_share"),
             "ready_before_fetch": prod.get("ready_before_fetch"),
             "median_s": wait["median"], "num_workers": nw,

@@ -75,6 +75,8 @@ def _hand_over_next(p: dict) -> str:
             if p.get("busy_share") is not None else "mostly idle")
     ready = (f", and {pct(p['ready_before_fetch'])} of the batches were made before their "
              "fetch began" if p.get("ready_before_fetch") is not None else "")
+    if ready and p["ready_before_fetch"] >= 0.5 and p.get("production_share"):
+        ready += " (the awaited worker was then making its next one)"
     # Large batches get their own sentence (hand_over's code).
     # The production share counts the awaited worker making a batch, its
     # own or the next (a worker burning its next batch holds the GIL its

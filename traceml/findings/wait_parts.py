@@ -252,17 +252,27 @@ def workers_outrun_cores(production: Optional[dict], body: Optional[dict],
     return cpu / pace > cpus - min(main_cores, 1.0)
 
 
-def other_largest_fraction(split: Optional[dict]) -> Optional[float]:
+def other_largest_fraction(split: Optional[dict], host_aside: bool = False) -> Optional[float]:
     """The largest of the parts other than the workers' production (the
-    waits for a core counted as one), as a fraction of those parts together (None: no split with worker timing,
-    or no such wait).  input_bound.diagnose scales the wait the workers'
-    production does not explain by it, so HAND-OVER is read against the
-    largest measured part of the hand-over, not against the hand-over's
-    sum."""
+    waits for a core counted as one), as a fraction of those parts
+    together (None: no split with worker timing, or no such wait).
+    input_bound.diagnose scales the wait the workers' production does not
+    explain by it, so HAND-OVER is read against the largest measured part
+    of the hand-over, not against the hand-over's sum.  ``host_aside``:
+    other programs' part (``host_cpu_wait``) is left out of the candidates
+    (still counted in the sum): where the host leads but does not explain
+    the wait (host_explains), the loader's own wait is read by its own
+    parts, and a host that only stretches it is not a hand-over.  A slow
+    sample every 37th index, the host 44% of the wait and the workers
+    making 41%, read HAND-OVER, "more workers will not shorten this wait",
+    where 4 workers took the stalls away (helper 31B)."""
     if not split or "worker_making" not in split["parts_s"]:
         return None
-    rest = _causes(split["parts_s"])
+    parts = split["parts_s"]
+    rest = _causes(parts)
     total = sum(rest.values())
+    if host_aside and "core_wait" in rest:
+        rest["core_wait"] -= parts.get("host_cpu_wait", 0.0)
     return max(rest.values()) / total if total > 0 else None
 
 
