@@ -22,10 +22,15 @@
  * makes a POSIX timer on CLOCK_MONOTONIC aimed at the sampled thread
  * (SIGEV_THREAD_ID, SIGPROF, si_code SI_TIMER), armed by TimedFetch only
  * while a batch is made (tm_stacks_wall).  At each of its ticks the
- * handler reads the thread's CPU clock: where the thread ran less than
- * half the ticks' wall time since the last one, the rest are off-CPU
- * ticks, taken like the CPU ones and written as samples of kind
- * TM_STACK_KIND_OFF with the same stack: where the batch waited.  A
+ * handler reads the thread's CPU clock and its run-queue time
+ * (/proc/thread-self/schedstat, kept open and re-read with pread): the
+ * ticks' wall time since the last one that the thread spent neither on a
+ * CPU nor waiting for one are off-CPU ticks, taken like the CPU ones and
+ * written as samples of kind TM_STACK_KIND_OFF with the same stack: where
+ * the batch slept, read or waited on a lock.  A thread runnable but
+ * queued behind other programs is waiting for a core, not blocked: on a
+ * busy host a spinning sampler read "100% of the slow batches' time off
+ * CPU" before the queue was counted (helper 31B).  A
  * blocking call the tick interrupts (time.sleep, a read on a pipe) is
  * retried by Python after the handler (PEP 475); a C library that does
  * not retry on EINTR could see one, which TRACEML_STACKS=0 avoids.
@@ -72,6 +77,7 @@
 
 #include "compat.h"
 #include "module.h"
+#include "procfs.h"
 
 #define TM_STACK_DEPTH 48
 #define TM_STACK_DEFAULT_CAPACITY (1u << 14)
@@ -171,9 +177,12 @@ static struct {
     int wall_made;            /* wall_timer exists in process `pid` */
     int64_t wall_interval_ns;
     int64_t wall_cpu_ns;      /* the thread's CPU clock at the last wall tick */
+    int runq_fd;              /* its schedstat, open in process `pid`; -1 none */
+    int64_t wall_runq_ns;     /* its run-queue time at the last wall tick, -1 unknown */
+    int64_t wall_off_ns;      /* wall time off CPU not yet counted as ticks */
     int pending_off;          /* off-CPU ticks not yet taken */
     int64_t pending_off_t_ns;
-} tm_active;
+} tm_active = {.runq_fd = -1, .wall_runq_ns = -1};
 
 static pid_t
 current_tid(void)
@@ -214,20 +223,65 @@ thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The sampled thread's run-queue time in ns (schedstat's second field),
+   -1 unknown: pread and a digit loop, both async-signal-safe (sscanf is
+   not). */
+static int64_t
+thread_runq_ns(void)
+{
+    char buf[96];
+    ssize_t got;
+    int64_t field[2] = {0, 0};
+    int f = 0;
+    ssize_t i;
+
+    if (tm_active.runq_fd < 0) {
+        return -1;
+    }
+    got = pread(tm_active.runq_fd, buf, sizeof(buf), 0);
+    for (i = 0; i < got && f < 2; i++) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+            field[f] = field[f] * 10 + (buf[i] - '0');
+        }
+        else if (i > 0 && buf[i - 1] >= '0' && buf[i - 1] <= '9') {
+            f++;
+        }
+    }
+    return f >= 2 ? field[1] : -1;
+}
+
 /* A wall-clock tick (and its overruns) in the sampled thread: the ticks
-   it did not spend on CPU since the last one are counted off CPU. */
+   it spent neither on a CPU nor queued for one since the last one are
+   counted off CPU. */
 static void
 on_wall_tick(int sig, const siginfo_t *info, int64_t now)
 {
     int64_t cpu = thread_cpu_ns();
     int64_t last = __atomic_exchange_n(&tm_active.wall_cpu_ns, cpu, __ATOMIC_ACQ_REL);
+    int64_t runq = thread_runq_ns();
+    int64_t last_runq = __atomic_exchange_n(&tm_active.wall_runq_ns, runq, __ATOMIC_ACQ_REL);
     int64_t interval = tm_active.wall_interval_ns;
     int ticks = 1 + (info->si_overrun > 0 ? info->si_overrun : 0);
     int off = ticks;
 
     if (cpu >= 0 && last >= 0 && interval > 0) {
-        /* The ticks the thread ran, to the nearest. */
-        off -= (int)((cpu - last + interval / 2) / interval);
+        /* The wall time since the last tick the thread neither ran nor
+           waited for a core, carried from tick to tick (a tick that lands
+           late sees more than its interval, the next one less: rounding
+           each alone counted a half-busy thread off CPU in a third of its
+           ticks), at most one interval of credit. */
+        int64_t busy = cpu - last;
+        int64_t balance = tm_active.wall_off_ns;
+
+        if (runq >= 0 && last_runq >= 0 && runq >= last_runq) {
+            busy += runq - last_runq;
+        }
+        balance += (int64_t)ticks * interval - busy;
+        if (balance < -interval) {
+            balance = -interval;
+        }
+        off = balance > 0 ? (int)(balance / interval) : 0;
+        tm_active.wall_off_ns = balance - (int64_t)off * interval;
     }
     if (off <= 0) {
         return;   /* on CPU: ITIMER_PROF samples that */
@@ -620,6 +674,10 @@ disarm(tm_stacks *self)
             tm_active.wall_made = 0;
         }
         __atomic_store_n(&tm_active.hdr, NULL, __ATOMIC_RELEASE);
+        if (tm_active.runq_fd >= 0) {
+            close(tm_active.runq_fd);
+            tm_active.runq_fd = -1;
+        }
         while (sigtimedwait(&prof, NULL, &now) == SIGPROF) {
         }
         sigaction(SIGPROF, &tm_active.saved, NULL);
@@ -808,6 +866,13 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     self->worker = worker;
     tm_active.slots = self->slots;
     tm_active.capacity = self->capacity;
+    if (tm_active.runq_fd >= 0) {
+        /* Left open by a sampler in the parent before a fork. */
+        close(tm_active.runq_fd);
+    }
+    /* This thread's run-queue time for the wall ticks; -1: a kernel
+       without schedstat, where a wait for a core reads as off CPU. */
+    tm_active.runq_fd = tm_schedstat_open_thread();
     tm_active.tid = current_tid();
     tm_active.pid = getpid();
     tm_active.worker = worker;
@@ -854,6 +919,8 @@ tm_stacks_wall(int on)
     memset(&spec, 0, sizeof(spec));
     if (on) {
         __atomic_store_n(&tm_active.wall_cpu_ns, thread_cpu_ns(), __ATOMIC_RELEASE);
+        __atomic_store_n(&tm_active.wall_runq_ns, thread_runq_ns(), __ATOMIC_RELEASE);
+        tm_active.wall_off_ns = 0;
         spec.it_interval.tv_sec = (time_t)(tm_active.wall_interval_ns / 1000000000);
         spec.it_interval.tv_nsec = (long)(tm_active.wall_interval_ns % 1000000000);
         spec.it_value = spec.it_interval;

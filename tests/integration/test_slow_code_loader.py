@@ -160,7 +160,7 @@ def test_a_sample_that_sleeps_says_the_workers_were_off_cpu():
     # 40 ms at 5 ms a sample, about 128, all in wait_for_disk.
     assert f.numbers["path"][-1]["function"] == "wait_for_disk", f.numbers
     assert 0.5 * 128 <= f.numbers["off_samples"] <= 1.5 * 128, f.numbers
-    assert "→ Look at `wait_for_disk` in `tests/integration/test_slow_code_loader.py:33`" in str(r), str(r)
+    assert "→ Look at `wait_for_disk` in `integration/test_slow_code_loader.py:33`" in str(r), str(r)
     # Off-CPU samples are taken only while a worker makes a batch.
     d = wrapped._source.timing.stacks.drained()
     records = wrapped._source.timing.drain()
@@ -373,3 +373,51 @@ def test_the_trace_nests_each_sample_in_its_batch(tmp_path):
                    and e["ts"] + e["dur"] <= b["ts"] + b["dur"] + 1e-3 for b in batches), e
         slow = int(e["name"].split()[1]) % 8 == 0
         assert (e["args"]["cpu_ms"] >= 35) == slow, e     # query_rows: 40 ms of CPU
+
+
+def _hog_on(cpu):
+    """A process spinning on ``cpu`` alone, until killed."""
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-c", (
+        "import os\n"
+        f"os.sched_setaffinity(0, {{{cpu}}})\n"
+        "while True: pass\n")])
+
+
+@pytest.mark.slow
+def test_a_thread_waiting_for_a_core_is_not_said_to_block():
+    # The loop and a spinning process share one core: the fetch's thread
+    # runs about half of each wall-clock tick and waits in the run queue
+    # for the rest.  Those ticks are a wait for a core (schedstat), not a
+    # sleep, a read or a lock: the burning function is named as CPU, and
+    # few ticks count as off CPU (helper 31B: a spinning sampler read
+    # "100% of the slow batches' time off CPU went to it" on a busy host).
+    import os
+
+    cpu = min(os.sched_getaffinity(0))
+    was = os.sched_getaffinity(0)
+    hog = _hog_on(cpu)
+    try:
+        os.sched_setaffinity(0, {cpu})
+        time.sleep(0.2)
+
+        class Slower(EveryEighth):
+            def __getitem__(self, i):
+                decode(i)
+                if i % 8 == 0:
+                    query_rows(i)
+                return torch.tensor([i])
+
+        r, _ = _run(DataLoader(Slower(n=64), batch_size=1, num_workers=0), pace_s=0.0)
+    finally:
+        os.sched_setaffinity(0, was)
+        hog.kill()
+        hog.wait()
+    block = r["slow_code"]
+    n = block["samples"]
+    f = slow_code.judge(block)
+    assert f.code == "slow_code_named" and f.numbers["function"] == "query_rows", (f, n)
+    # The slow batches' wall-clock ticks: about half on a CPU (the CPU
+    # samples), half queued (neither); off CPU at most a tenth of them.
+    assert n["slow_off_cpu"] <= 0.1 * (n["slow"] + n["slow_off_cpu"]) + 2, n
