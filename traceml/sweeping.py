@@ -172,8 +172,10 @@ class SweepResult:
             c = conds.setdefault(sweeps.condition(r["condition"]), {
                 "name": sweeps.condition(r["condition"]), "workers": sweeps.row_workers(r),
                 "batch_size": (r["condition"] or {}).get("batch_size"),
-                "means": [], "shares": [], "steps": [], "diagnoses": []})
+                "means": [], "shares": [], "steps": [], "diagnoses": [], "cores": []})
             c["means"].append(r["mean_s"])
+            if r.get("slow_worker_cores") is not None:
+                c["cores"].append(r["slow_worker_cores"])
             if r.get("diagnosis") is not None:
                 c["diagnoses"].append(r["diagnosis"])
             if r.get("input_share") is not None:
@@ -186,7 +188,10 @@ class SweepResult:
                     "input_share": float(np.mean(c["shares"])) if c["shares"] else None,
                     # The label most of its rows read (ties: the first met).
                     "diagnosis": (max(c["diagnoses"], key=c["diagnoses"].count)
-                                  if c["diagnoses"] else None)}
+                                  if c["diagnoses"] else None),
+                    # The cores its workers (at num_workers=0 the main
+                    # process) kept busy in the slow intervals.
+                    "worker_cores": float(np.mean(c["cores"])) if c["cores"] else None}
                    for c in conds.values()]
         # Weighed per sample where the conditions are (sweeps.sweep_next).
         per_sample = sweeps.by_sample([c["batch_size"] for c in summary])

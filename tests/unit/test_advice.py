@@ -137,3 +137,22 @@ def test_a_change_of_level_inside_the_run_follows_the_measured_lead():
     # Alone, the change comes before its own next step.
     arranged, roles = advice.arrange([trend, items[2]])
     assert [c for c, _ in arranged] == ["trend", "trend_next"] and roles == ["why", "lead"]
+
+
+def test_a_loop_without_workers_is_not_worded_as_workers():
+    # num_workers=0 (helper 31A): no "worker PIDs stable", no "worker
+    # start-up" at the epoch start, and a rising wait asks for the main
+    # process's memory, where the dataset runs.
+    from traceml.findings import bottom_line, worker_evidence
+
+    assert "main process" in bottom_line._epoch_start_cause({"num_workers": 0})
+    assert "worker start-up" in bottom_line._epoch_start_cause({"num_workers": 2})
+    s = {"loader": {"num_workers": 0}, "host": None, "delivery": None,
+         "workers": {"pid_changes": [], "pids_by_epoch": [[], [], []], "exited": [],
+                     "sampler": {"samples": 0, "enabled": False}}}
+    assert not any("worker PIDs" in line for line in worker_evidence.process_lines(s))
+    s["loader"]["num_workers"] = 2
+    assert "worker PIDs stable across 3 epochs" in worker_evidence.process_lines(s)
+    words = advice.WORDS["trend_next"]
+    assert "main process's memory" in words({"label": "RISING", "main": True})
+    assert "workers' memory" in words({"label": "RISING"})

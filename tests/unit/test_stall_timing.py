@@ -719,3 +719,25 @@ def test_the_hypergeometric_tail_is_scipys_on_both_sides_of_the_exact_bound():
             want = float(hypergeom.sf(j - 1, n, slots, k)) if j > 0 else 1.0
             assert stall_timing._hypergeom_tail(j, n, slots, k) == pytest.approx(
                 want, rel=1e-12, abs=1e-300), (j, n, slots, k)
+
+
+def test_outliers_that_recur_but_for_one_beat_or_in_bursts_are_said_to_recur():
+    # Every 5th of 300 fetches but one (helper 31B: the 230th was set aside
+    # as a wait for a core), and bursts of 4 every 40 steps: neither is
+    # evenly spaced, both recur far beyond chance.
+    one_missing = [i for i in range(0, 300, 5) if i != 230]
+    assert stall_timing.even_spacing(one_missing, 300) is None
+    got = stall_timing.recurring(one_missing, 300)
+    assert got["every"] == 5 and got["p_value"] < 1e-30 and "bursts" not in got
+    bursts = [j for i in range(0, 400, 40) for j in range(i, i + 4)]
+    got = stall_timing.recurring(bursts, 400)
+    assert got == {"every": 40, "p_value": got["p_value"], "bursts": True}
+    assert got["p_value"] < stall_timing.PERIOD_ALPHA
+    # Random placements of as many: claimed at most at the test's rate.
+    rng = np.random.default_rng(8)
+    runs = 400
+    claims = sum(stall_timing.recurring(sorted(rng.choice(300, int(k), replace=False).tolist()),
+                                        300) is not None
+                 for k in rng.integers(5, 40, runs))
+    alpha = stall_timing.PERIOD_ALPHA
+    assert claims / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs), claims

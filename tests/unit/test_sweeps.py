@@ -375,3 +375,47 @@ def test_rows_with_a_rank_test_pool_to_a_p_the_null_can_reach():
     got = sweeps.pooled_p_value(tests)
     assert got == pytest.approx(min(1.0, 2 * min(exact, fisher)))
     assert got > 0 and exact > 0
+
+
+def test_workers_that_mostly_waited_are_not_told_to_get_more_cores():
+    # Two workers asleep on a shared lock (helper 31A): the wait stayed at
+    # every num_workers, and the workers kept 0.3 cores busy in the slow
+    # intervals, under half a core each: they waited, so more cores would
+    # not shorten it.
+    conds = [{**_cond("num_workers=1", 1, 0.030, 0.30), "worker_cores": 0.2},
+             {**_cond("num_workers=2", 2, 0.031, 0.31), "worker_cores": 0.3}]
+    items = sweeps.sweep_next(conds, None)
+    assert items[-1][0] == sweeps.SWEEP_STILL_INPUT, items
+    said = sweeps.sweep_next_lines(items)[-1]
+    assert "more cores would not shorten" in said and "give the workers more cores" not in said
+    assert "kept 0.2 cores busy" in said, said
+    # Workers on a CPU (a core each): more cores stay the advice.
+    for c, cores in zip(conds, (0.9, 1.8)):
+        c["worker_cores"] = cores
+    said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
+    assert "give the workers more cores" in said, said
+
+
+def test_a_sweep_of_another_setting_says_num_workers_did_not_vary_first():
+    # batch_size swept at num_workers=2, no row stalled (helper 31A).
+    c = {"workers_varied": False, "points": 0, "gaps": 0, "rows": [],
+         "left_out": [{"stalls": 0, "reason": "no stalls"}, {"stalls": 0, "reason": "no stalls"}]}
+    assert sweeps._none_stalled(c)
+    said = sweeps.sweep_correlation(c, False)
+    assert "num_workers did not vary" in said and "no condition stalled" not in said
+
+
+def test_rows_of_one_num_workers_that_show_their_period_say_so():
+    # Two 5-worker rows whose stalls all sit every 5 fetches, each short of
+    # settling, pooled past the line (helper 31B): the line quotes the
+    # pooled test and why it cannot conclude, never "0 conditions with a
+    # period" beside them.
+    c = {"workers_varied": True, "points": 0, "gaps": 0, "rows": [], "distinct_workers": 0,
+         "follows": None, "left_out": [{"stalls": 4, "reason": "unsettled"}] * 2,
+         "pooled": {"follows": None, "p_value": 7.3e-05, "tested": 2, "fitting": 2,
+                    "other_period": 0, "distinct_workers": 1}}
+    said = sweeps.sweep_correlation(c, False)
+    assert "pooled p = 7e-05, 2 rows" in said and "share one num_workers" in said, said
+    c["pooled"]["p_value"] = 0.2
+    said = sweeps.sweep_correlation(c, False)
+    assert "0 conditions with a settled period" in said, said

@@ -63,7 +63,7 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
                               if one else {})})]
     loader = s.get("loader") or {}
     nw = loader.get("num_workers")
-    once = startup_once.notes(s)
+    once = [f for f in startup_once.notes(s) if startup_once.mostly_once(f)]
     if once:
         # One epoch's start-up holds most of it: a one-off, not a cost of
         # each epoch (the note beside it gives the numbers).
@@ -166,7 +166,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "last_tenth_median_s")}, "changed_at_step": trend_.get("changed_at_step")}))
         out.append(("trend_next", {"label": trend_["label"],
                                    "changed_at_step": trend_.get("changed_at_step"),
-                                   "at_epoch_start": trend_.get("at_epoch_start")}))
+                                   "at_epoch_start": trend_.get("at_epoch_start"),
+                                   # No workers: the dataset's memory is the main process's.
+                                   **({"main": True} if nw == 0 else {})}))
         return out
     if diag == input_bound.HAND_OVER:
         return out
@@ -185,16 +187,18 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:
-        # Evenly spaced beyond chance (stall_timing.even_spacing at
-        # PERIOD_ALPHA): they recur, and "record longer" would ask for
-        # what the run already shows.
+        # Recurring beyond chance (stall_timing.recurring at PERIOD_ALPHA):
+        # "record longer" would ask for what the run already shows.
+        again = stall_timing.recurring(st.get("outlier_steps") or [],
+                                       s.get("steps") or s["steady_steps"])
         even = stall_timing.even_spacing(st.get("outlier_steps") or [],
                                          s.get("steps") or s["steady_steps"])
         out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],
                                  "cost_share": st["cost_share"], "median_s": wait["median"],
-                                 "every": (even[0] if even is not None
-                                           and even[1] < stall_timing.PERIOD_ALPHA else None),
-                                 "p_value": even[1] if even is not None else None}))
+                                 "every": again["every"] if again else None,
+                                 "p_value": (again["p_value"] if again else
+                                             even[1] if even is not None else None),
+                                 **({"bursts": True} if again and again.get("bursts") else {})}))
     if shp == stall_shape.UNIFORMLY_SLOW:
         count = st["count"]
         on_top = (0 < count <= stall_threshold.HEAVY_TAIL_MAX_STALL_SHARE * s["steady_steps"]
@@ -598,7 +602,9 @@ WORDS: dict[str, Words] = {
     "trend_next": lambda p: (
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
         "time the dataset's __getitem__ at the start and the end of a run; watch the "
-        "workers' memory over the run." if p["label"] == wait_trend.RISING else
+        + ("main process's memory over the run (num_workers=0: the dataset runs there)."
+           if p.get("main") else "workers' memory over the run.")
+        if p["label"] == wait_trend.RISING else
         f"Next: look at what changed at steady step {p['changed_at_step']}"
         + (f", where epoch {p['at_epoch_start']} began (the data or a file it reads changed "
            "between epochs, a cache dropped)" if p.get("at_epoch_start") is not None else
@@ -618,12 +624,12 @@ WORDS: dict[str, Words] = {
          if p["count"] == 1 else
          f"{p['count']} outliers (largest {fmt_s(p['max_s'])}, the median fetch "
          f"{fmt_s(p['median_s'])}): too small together to be stalls"
-         + (f" ({pct(p['cost_share'])} of the step time)"
+         + (f" ({pct(p['cost_share'], 1)} of the step time)"
             if p["cost_share"] is not None else ""))
-        + (f"; they recur every {p['every']} steps (p = {p['p_value']:.1g} that as many at "
-           "random fall evenly spaced), so something that recurs makes them, worth an "
-           "experiment only if they grow." if p.get("every") else
-           ". Record longer to see whether it recurs.")),
+        + (f"; they recur{' in bursts' if p.get('bursts') else ''} every {p['every']} steps "
+           f"(p = {p['p_value']:.1g} that as many at random keep a period as well), so "
+           "something that recurs makes them, worth an experiment only if they grow."
+           if p.get("every") else ". Record longer to see whether it recurs.")),
     "periodic_slow": lambda p: (f"The slow fetches recur every {p['period']} steps"
                                 f"{_workers_in(p)}."),
     "cpus_saturated": lambda p: (

@@ -197,6 +197,8 @@ def headline_part(head: Optional[dict], wall_s: Optional[float] = None) -> str:
 def _epoch_start_cause(loader: Optional[dict]) -> str:
     if not loader:
         return "includes iter()"
+    if loader.get("num_workers") == 0:
+        return "iter() and the first batch, made in the main process"
     if loader.get("persistent_workers"):
         return "iter() and the workers' first batches; persistent workers start once"
     return "iter() and worker start-up"

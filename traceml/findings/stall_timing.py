@@ -67,6 +67,42 @@ def even_spacing(steps: list, n: int) -> Optional[tuple[int, float]]:
     return int(gaps[0]), progressions / math.comb(n, k)
 
 
+def recurring(steps: list, n: int) -> Optional[dict]:
+    """Whether waits at ``steps`` (sorted step indices among ``n`` steps:
+    the outliers) recur: {every (steps), p_value, bursts (True where runs of
+    back-to-back ones recur, counted at each run's first)}, or None.
+    Evenly spaced ones by :func:`even_spacing` (exact); otherwise the
+    residue test (:func:`searched_cadence`: most on one residue, paying for
+    every period it could have searched) over the commonest gaps between
+    them, then between the runs' first steps.  Every 5th fetch slow but
+    one, set aside as a wait for a core, read "Record longer to see whether
+    it recurs" (59 of 60 on the residue), and so did every burst of 4
+    every 40 steps (helper 31B)."""
+    even = even_spacing(steps, n)
+    if even is not None and even[1] < PERIOD_ALPHA:
+        return {"every": even[0], "p_value": even[1]}
+    if len(steps) < PREDICTED_MIN_STALLS or n < 2 * PREDICTED_MIN_STALLS:
+        return None
+    mask = np.zeros(n, dtype=bool)
+    mask[np.asarray(steps, dtype=np.int64)] = True
+    onsets = mask & ~np.r_[False, mask[:-1]]
+    position, tested = np.arange(n), np.ones(n, dtype=bool)
+    for bursts, m in ((False, mask), (True, onsets)):
+        if bursts and onsets.sum() in (mask.sum(), 0):
+            break
+        gaps = np.diff(np.flatnonzero(m))
+        gaps = gaps[(gaps >= 2) & (gaps <= n // PREDICTED_MIN_STALLS)]
+        if not len(gaps):
+            continue
+        values, counts = np.unique(gaps, return_counts=True)
+        candidates = values[np.argsort(-counts, kind="stable")][:3]
+        t = searched_cadence(m, position, tested, None, candidates)
+        if t is not None and t["periodic"]:
+            return {"every": int(t["period"]), "p_value": float(t["p_value"]),
+                    **({"bursts": True} if bursts else {})}
+    return None
+
+
 def burst_onsets(stall_mask: np.ndarray, epoch: np.ndarray) -> np.ndarray:
     """The first stall of each run of back-to-back stalls (same epoch)."""
     prev = np.r_[False, stall_mask[:-1]] & np.r_[False, epoch[1:] == epoch[:-1]]

@@ -155,8 +155,27 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
         else:
             out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share,
                                             "workers_varied": varied,
-                                            "diagnosis": keep.get("diagnosis")}))
+                                            "diagnosis": keep.get("diagnosis"),
+                                            "off_cpu_cores": _off_cpu_cores(keep)}))
     return out
+
+
+# More cores shorten a worker's batch only where the worker computes:
+# one on a CPU under half of the slow intervals spends most of them
+# waiting (a lock, a device, a read), and a core more would not halve it.
+WORKER_ON_CPU_MIN = 0.5
+
+
+def _off_cpu_cores(keep: dict) -> Optional[float]:
+    """The cores the kept condition's workers kept busy in the slow
+    intervals, where that is under WORKER_ON_CPU_MIN a worker (they mostly
+    waited); None where they computed, or where it was not measured or
+    there were no workers.  Workers asleep on a shared lock (0.0-0.4 cores)
+    read "give the workers more cores" (helper 31A)."""
+    cores, workers = keep.get("worker_cores"), keep.get("workers")
+    if cores is None or not workers or cores >= WORKER_ON_CPU_MIN * workers:
+        return None
+    return float(cores)
 
 
 # "The cadence follows num_workers", pooled over every row of a sweep:
@@ -304,14 +323,17 @@ def sweep_correlation(c: dict, ignored: bool) -> str:
              f"in all; max(1, num_workers):period {shown})")
     least = SWEEP_MIN_DISTINCT_WORKERS
     pooled = c.get("pooled") or {}
-    if _none_stalled(c):
-        return "num_workers vs stall period: no condition stalled; nothing to correlate"
     if c.get("workers_varied") is False:
+        # First: a sweep of batch_size or prefetch_factor says what it
+        # varied, stalls or none (helper 31A: "no condition stalled" read
+        # as if num_workers had been tried).
         text = "num_workers vs stall period: num_workers did not vary in this sweep; nothing to correlate"
         if ignored:
             text += (" (counting the workers each loader was built with; "
                      "make_loader ignored num_workers, see below)")
         return text
+    if _none_stalled(c):
+        return "num_workers vs stall period: no condition stalled; nothing to correlate"
     text = _follows_line(c, rests, least, pooled)
     if text is None:
         text = _not_follows_line(c, rests, least, ignored)
@@ -390,9 +412,22 @@ def _not_follows_line(c: dict, rests: str, least: int, ignored: bool) -> str:
         return (f"num_workers vs stall period: too few to tell: the period equals max(1, "
                 f"num_workers) {rests}, but only {c['distinct_workers']} distinct num_workers "
                 f"have a period; it takes {least} (any 2 points lie on a line)")
+    pooled = c.get("pooled") or {}
+    if (pooled.get("p_value") is not None and pooled["p_value"] < stall_timing.PERIOD_ALPHA
+            and pooled.get("distinct_workers") == 1):
+        # Rows of one num_workers whose stalls fit its period, pooled: the
+        # period is shown, its following num_workers is not (helper 31B:
+        # "0 conditions with a period" beside two rows of gaps all 5 at 5
+        # workers, pooled p = 7e-05, unprinted).
+        return (f"num_workers vs stall period: too few to tell: the rows that fit their own "
+                f"period together show it (pooled p = {pooled['p_value']:.1g}, "
+                f"{plural(pooled['tested'], 'row')}), but they share one num_workers, and one "
+                f"value cannot show the period following it; it takes {least} distinct "
+                "num_workers with a period")
     return (f"num_workers vs stall period: too few to tell "
-            f"({plural(c['points'], 'condition')} with a period, {c['distinct_workers']} "
-            f"distinct num_workers; it takes {least} distinct num_workers with a period)")
+            f"({plural(c['points'], 'condition')} with a settled period, "
+            f"{c['distinct_workers']} distinct num_workers; it takes {least} distinct "
+            "num_workers with a period)")
 
 
 _LEFT_OUT = {
@@ -515,7 +550,10 @@ WORDS: dict[str, Words] = {
         f"({p.get('diagnosis') or input_bound.INPUT_BOUND}): no "
         "condition of this sweep removes the wait; make each batch cheaper (each run's "
         "report() has a prediction of how much)"
-        + (" or give the workers more cores." if p.get("workers_varied", True)
+        + ((f"; its workers kept {p['off_cpu_cores']:.1f} cores busy in the slow intervals, "
+            "so they mostly waited (a lock, a device, a read): more cores would not shorten "
+            "that." if p.get("off_cpu_cores") is not None else
+            " or give the workers more cores.") if p.get("workers_varied", True)
            else "; num_workers did not vary here (a sweep of it tells whether more workers "
            "shorten the wait).")),
 }

@@ -259,7 +259,7 @@ def process_lines(s: dict) -> list[str]:
         changes = w["pid_changes"]
         if changes:
             out.append(pid_changes_line(changes, len(w["pids_by_epoch"])))
-        elif len(w["pids_by_epoch"]) > 1:
+        elif len(w["pids_by_epoch"]) > 1 and (s.get("loader") or {}).get("num_workers") != 0:
             out.append(f"worker PIDs stable across {len(w['pids_by_epoch'])} epochs")
         out.extend(bottom_line.dead_worker_line(e) for e in w["exited"])
         smp = w["sampler"]
