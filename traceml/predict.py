@@ -2,7 +2,7 @@
 host has the cores for it, and the input wait each num_workers would give.
 
 Pure functions of a report summary (numbers only; the sentences are in
-:mod:`traceml.wording`).  Every quantity is a mean over the run's steady
+:mod:`traceml.findings.prediction_check`).  Every quantity is a mean over the run's steady
 steps, in seconds, measured inside the workers (:mod:`traceml.worker_timing`)
 or by the step clock:
 
@@ -27,7 +27,8 @@ batches per second and the loop uses one per ``s + h``.  So the wait per
 step is ``max(h, T_k / k - s)`` for ``k >= 1`` and ``o + c / f_0`` with
 ``k = 0`` (the main process makes the batch, no hand-over; ``f_0 = min(1,
 C / max(1, L))``).  The loop keeps up with the fewest ``k`` for which
-``T_k / k <= s + h``.  As ``k`` grows ``T_k / k`` falls towards ``c / C``
+``T_k / k <= s + h``, ``s`` the compute as measured (the rows the report
+prints: workers that take the loop's cores slow it, and fewer keep up).  As ``k`` grows ``T_k / k`` falls towards ``c / C``
 (every core making batches): when ``c / C > s + h`` no num_workers keeps
 up, the wait per step cannot fall below ``(c + u s) / C - s`` (every core
 busy with a batch's CPU and a step's, ``u`` the share of the compute on a
@@ -193,21 +194,29 @@ def predict(summary: dict) -> Optional[dict]:
     main_at_pace = loop_cpu / per_step if per_step > 0 else 0.0
     cpus_w = max(cpus - main_at_pace, 1e-9)
     args = (cpu, off_cpu, compute, handover, cpus, other)
-    keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
-                     if (off_cpu + cpu / core_share(k, cpus, other)) / k <= per_step), None)
     # The least step at any num_workers: every core busy with one batch's
     # CPU and one step's compute, (c + loop_cpu) / C; the wait is what of
     # it the quiet compute leaves.
     step_floor = (cpu + loop_cpu) / cpus
-    floor = max(0.0, step_floor - quiet) if keeps_up is None else 0.0
-    needed = cpu / per_step if per_step > 0 else math.inf
-    grid = sorted(set(WORKER_GRID) | {int(n)})
 
     def at(k: int) -> float:
         # With workers, never a step (this wait and the compute as
         # measured) under step_floor: the fair-share model alone lets the
         # workers take the loop's core while it computes.
         return _at_least_the_step_floor(k, wait_with(k, *args), step_floor, compute)
+
+    # The fewest workers whose predicted wait is the hand-over alone, read
+    # from the same rows the report prints (the compute as measured).  Read
+    # against the quiet compute instead, "num_workers=6 keeps up" sat above
+    # rows putting 2 workers at the hand-over (helper 31A, 3 of 3 runs),
+    # and "no num_workers keeps up" above a row at it (6 of 6): the
+    # workers' share of the cores slows the loop, which is how fewer keep
+    # up.  The quiet compute still sets what no num_workers reaches.
+    keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
+                     if at(k) <= handover * (1 + 1e-9)), None)
+    floor = max(0.0, step_floor - quiet) if keeps_up is None else 0.0
+    needed = cpu / per_step if per_step > 0 else math.inf
+    grid = sorted(set(WORKER_GRID) | {int(n)})
 
     predicted_here = at(int(n))
     if model.get("wait_s") is not None:

@@ -602,7 +602,7 @@ WORDS: dict[str, Words] = {
     "trend_next": lambda p: (
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
         "time the dataset's __getitem__ at the start and the end of a run; watch the "
-        + ("main process's memory over the run (num_workers=0: the dataset runs there)."
+        + ("main process's memory over the run (without workers the dataset runs there)."
            if p.get("main") else "workers' memory over the run.")
         if p["label"] == wait_trend.RISING else
         f"Next: look at what changed at steady step {p['changed_at_step']}"
