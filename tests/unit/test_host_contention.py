@@ -152,3 +152,32 @@ def test_stalls_that_outlast_the_hosts_part_keep_the_loaders_readings():
     assert "the loader makes them" in said and "Next:" not in said
     s["stalls"] = {"stall_median_s": 0.04, "threshold_s": 0.02}
     assert [c for c, _ in advice.evidence_next_steps(s, items)] == ["host_contention"]
+
+
+def test_a_full_host_names_fewer_workers_where_the_prediction_halves_the_wait():
+    from traceml.findings import prediction_check
+
+    # 4 workers beside 4 spinning programs (helper 31B): HOST-BOUND, and
+    # the trusted prediction gives 0.47-0.95 ms at num_workers=0 against
+    # 2.47 ms measured at 4: fewer workers lead, not "before changing the
+    # loader".
+    assert host_contention._TRUSTED == prediction_check.PREDICT_TRUSTED
+    pred = {"trust": "trusted", "num_workers": 4,
+            "this_run": {"measured_wait_s": 2.47e-3},
+            "by_workers": [{"num_workers": 0, "wait_s": 0.466e-3, "main_fetch_s": 0.482e-3},
+                           {"num_workers": 1, "wait_s": 2.0e-3},
+                           {"num_workers": 4, "wait_s": 2.4e-3}]}
+    s = {"diagnosis": "HOST-BOUND", "input_share": 0.3, "loader": {"num_workers": 4},
+         "host": {"usable_cpus": 2}, "prediction": pred,
+         "wait_parts": {"all": {"parts_s": {"host_cpu_wait": 0.6, "in_transit": 0.4}}}}
+    (f,) = host_contention.advise(s)
+    assert f.numbers["fewer"] == {"num_workers": 0, "wait_s": pytest.approx(0.948e-3),
+                                  "now_s": 2.47e-3, "now_workers": 4}
+    said = host_contention.WORDS["host_bound"](f.numbers)
+    assert "num_workers=(4, 0)" in said and "before changing the loader" not in said
+    # Untrusted, or no halving: the host's own next step.
+    pred["trust"] = "misfit"
+    assert "fewer" not in host_contention.advise(s)[0].numbers
+    pred["trust"] = "trusted"
+    pred["by_workers"][0]["main_fetch_s"] = 1.0e-3
+    assert "fewer" not in host_contention.advise(s)[0].numbers

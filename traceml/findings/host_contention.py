@@ -63,6 +63,8 @@ words it.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..fmt import fmt_s, pct
 from . import input_bound
 from ._types import Finding, Words
@@ -141,6 +143,42 @@ def follows_the_loader(f: Finding) -> bool:
     return bool(f[1].get("loader_own"))
 
 
+# prediction_check.PREDICT_TRUSTED (that family imports this one).
+_TRUSTED = "trusted"
+# Fewer workers are named beside a full host where the prediction puts
+# their wait at most this share of this run's measured wait: a halving
+# that the model's own check (PREDICT_FIT_TOL of the step) cannot blur.
+FEWER_WORKERS_SHARE = 0.5
+
+
+def fewer_workers(s: dict) -> Optional[dict]:
+    """{num_workers, wait_s, now_s, now_workers}: the row of a trusted
+    prediction with fewer workers than this run's whose predicted wait is
+    the least of those rows and at most FEWER_WORKERS_SHARE of the measured
+    mean wait; None otherwise.  The loader's own processes are part of a
+    full host: 4 workers beside 4 spinning programs read HOST-BOUND, "run
+    beside fewer processes ... before changing the loader", while their
+    own prediction gave 0.5-0.9 ms at num_workers=0 against 2.5 ms
+    measured, and num_workers=0 read COMPUTE-BOUND beside the same
+    programs (helper 31B)."""
+    p = s.get("prediction") or {}
+    run = p.get("this_run") or {}
+    now, n = run.get("measured_wait_s"), p.get("num_workers")
+    if p.get("trust") != _TRUSTED or not now or not n:
+        return None
+    # A row's upper end: at num_workers=0 the main process's own fetch CPU
+    # on top (prediction_check's two ends).
+    rows = [(r["wait_s"] + (r.get("main_fetch_s") or 0.0), r["num_workers"])
+            for r in p.get("by_workers") or [] if r["num_workers"] < n]
+    if not rows:
+        return None
+    wait, k = min(rows)
+    if wait > FEWER_WORKERS_SHARE * now:
+        return None
+    return {"num_workers": int(k), "wait_s": float(wait), "now_s": float(now),
+            "now_workers": int(n)}
+
+
 def advise(s: dict) -> list[Finding]:
     """``host_bound`` where the diagnosis is HOST-BOUND (the largest
     measured part of the input wait is the host's: wait_parts.host_leads);
@@ -157,7 +195,8 @@ def advise(s: dict) -> list[Finding]:
             "others_cores": (host["others_cpu_s"] / host["wall_s"]
                              if host.get("wall_s") else None),
             "num_workers": (s.get("loader") or {}).get("num_workers"),
-            "cpus": (s.get("host") or {}).get("usable_cpus")})]
+            "cpus": (s.get("host") or {}).get("usable_cpus"),
+            **({"fewer": fewer} if (fewer := fewer_workers(s)) else {})})]
     m = measure(s)
     if m is None:
         return []
@@ -189,8 +228,18 @@ def _host_bound_words(p: dict) -> str:
     return (f"Input is {pct(p['share'])} of step time, and the largest measured part of it "
             f"({pct(p['host_share'])}) is the loop or the awaited worker waiting for a core "
             f"that other programs held{others}: the host is full, and more workers would "
-            "only queue for the same cores. Next: run beside fewer processes (stop what "
-            "else is running) and compare (traceml.compare) before changing the loader.")
+            "only queue for the same cores. "
+            + (_fewer_words(p["fewer"]) if p.get("fewer") else
+               "Next: run beside fewer processes (stop what else is running) and compare "
+               "(traceml.compare) before changing the loader."))
+
+
+def _fewer_words(f: dict) -> str:
+    k, n = f["num_workers"], f["now_workers"]
+    return (f"The loader's own workers are among those processes: the prediction below gives "
+            f"num_workers={k} {fmt_s(f['wait_s'])} a step against {fmt_s(f['now_s'])} measured "
+            f"at {n}. Next: traceml.sweep(make_loader, num_workers=({n}, {k})) beside the same "
+            "load; fewer workers that keep up leave the cores to the loop.")
 
 
 WORDS: dict[str, Words] = {
