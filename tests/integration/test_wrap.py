@@ -788,8 +788,11 @@ def test_fetch_clocks_read_the_fetching_threads_cpu():
     assert (cpu_ns < 4 * MS).all(), cpu_ns
     assert (runq_ns >= -1).all()
     # No other thread ran: the process's clock less the thread's is the
-    # few us between the two clocks' reads.
-    assert (others_ns >= 0).all() and (others_ns < MS // 10).all(), others_ns
+    # few us between the two clocks' reads; but for one fetch, into which
+    # another thread's start can fall (0.5-1.1 ms in one of the first
+    # fetches in about a quarter of lone runs here, at adbc54e too).
+    assert (others_ns >= 0).all() and np.sort(others_ns)[-2] < MS // 10, others_ns
+    assert others_ns.max() < 2 * MS, others_ns
     r = rec.report()
     parts = r["wait_parts"]["all"]
     # The split's main CPU is the clocked CPU inside each wait (the steady
@@ -799,13 +802,15 @@ def test_fetch_clocks_read_the_fetching_threads_cpu():
     assert parts["parts_s"]["main_cpu"] == pytest.approx(on_cpu, rel=1e-6)
     assert sum(parts["parts_s"].values()) == pytest.approx(parts["wait_s"], rel=1e-6)
     # It leads unless the thread waited for a core longer than it ran (this
-    # test beside the other Pythons' suites in .ci/run: then that wait is
-    # the largest part, the host's where other programs held the cores).
-    queued = sum(parts["parts_s"].get(k, 0.0) for k in ("cpu_wait", "host_cpu_wait"))
-    if queued < parts["parts_s"]["main_cpu"]:
-        assert r["wait_parts"]["largest"]["part"] == "main_cpu"
-    else:
-        assert r["wait_parts"]["largest"]["part"] in ("cpu_wait", "host_cpu_wait")
+    # test beside the other Pythons' suites in .ci/run): the largest single
+    # part is named, or, where that is the host's and the rest would still
+    # hold the loop (wait_parts.next_for), the next one.  The two waits for
+    # a core are parts of their own: 30% and 30% beside 40% on a CPU name
+    # the CPU (.ci/run, Python 3.12, once).
+    p = parts["parts_s"]
+    ranked = sorted(p, key=p.get, reverse=True)
+    got = r["wait_parts"]["largest"]["part"]
+    assert got == ranked[0] or (ranked[0] == "host_cpu_wait" and got == ranked[1]), (got, p)
 
 
 def test_fetch_clocks_cover_each_epochs_first_fetches_then_a_prime_stride():
