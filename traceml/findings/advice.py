@@ -189,10 +189,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if st.get("outliers") and not st["count"] and not stuck:
         # Recurring beyond chance (stall_timing.recurring at PERIOD_ALPHA):
         # "record longer" would ask for what the run already shows.
-        again = stall_timing.recurring(st.get("outlier_steps") or [],
-                                       s.get("steps") or s["steady_steps"])
-        even = stall_timing.even_spacing(st.get("outlier_steps") or [],
-                                         s.get("steps") or s["steady_steps"])
+        steps, n = st.get("outlier_steps") or [], s.get("steps") or s["steady_steps"]
+        again = stall_timing.recurring(steps, n)
+        # Without a recurrence, the even-spacing p-value still rides along
+        # (recurring read it already where it was under the line).
+        even = None if again else stall_timing.even_spacing(steps, n)
         out.append(("outliers", {"count": st["outliers"], "max_s": st["outlier_max_s"],
                                  "cost_share": st["cost_share"], "median_s": wait["median"],
                                  "every": again["every"] if again else None,
