@@ -501,6 +501,17 @@ def test_other_threads_are_named_only_where_their_cpu_could_make_the_batches_slo
     # A run saved before the share was kept: the samples alone decide.
     del b["slow_other_cpu_share"]
     assert slow_code.judge(b).code == "slow_code_other_thread"
+    # Beside 2 CPU hogs the helper queues for a core too: its CPU is 26 %
+    # of the slow batches' time, yet the worker (all threads) was on a CPU
+    # or queued for one all of it (measured: 97 of 109 samples, 0.45 on
+    # CPU, 0.55 queued): not blocked, the other thread's work.
+    b.update(slow_other_cpu_share=0.26, slow_cpu_share=0.45, slow_runq_share=0.55)
+    b["samples"].update(slow=12, slow_other_thread=97)
+    assert slow_code.judge(b).code == "slow_code_other_thread"
+    # The same shares with the worker blocked most of the time (asleep, a
+    # lock): off CPU, whatever few samples the other threads drew.
+    b.update(slow_cpu_share=0.2, slow_runq_share=0.1)
+    assert slow_code.judge(b).code == "slow_code_off_cpu"
 
 
 def test_without_a_round_stalled_batches_apart_do_not_cost_alike():
