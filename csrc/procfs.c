@@ -170,16 +170,36 @@ parse_smaps(const char *buf, tm_sample *out)
     return 0;
 }
 
+/* schedstat's first two fields, on-CPU and run-queue ns, as decimal
+   digits separated by a space: a digit loop, no sscanf, so that
+   tm_schedstat_read is async-signal-safe (the stack sampler's wall tick
+   reads it in its handler).  -1 unless both fields are read, or where one
+   would overflow int64. */
 static int
 parse_schedstat(const char *buf, tm_sample *out)
 {
-    long long cpu, runq;
+    int64_t field[2] = {0, 0};
+    int f = 0, in_digits = 0;
+    const char *c;
 
-    if (sscanf(buf, "%lld %lld", &cpu, &runq) != 2) {
+    for (c = buf; *c != '\0' && f < 2; c++) {
+        if (*c >= '0' && *c <= '9') {
+            if (field[f] > (INT64_MAX - (*c - '0')) / 10) {
+                return -1;
+            }
+            field[f] = field[f] * 10 + (*c - '0');
+            in_digits = 1;
+        }
+        else {
+            f += in_digits;
+            in_digits = 0;
+        }
+    }
+    if (f + in_digits < 2) {
         return -1;
     }
-    out->cpu_ns = cpu;
-    out->runq_ns = runq;
+    out->cpu_ns = field[0];
+    out->runq_ns = field[1];
     return 0;
 }
 

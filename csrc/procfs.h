@@ -131,7 +131,8 @@ int tm_thread_id(void);
    that opened it, also in a forked child: open it in the thread to read. */
 int tm_schedstat_open_thread(void);
 /* Re-read it: on-CPU and run-queue wait ns of that thread.  Returns 0, or
-   -1 with errno set. */
+   -1 with errno set.  Async-signal-safe (pread and a digit loop); a signal
+   handler that calls it saves and restores errno. */
 int tm_schedstat_read(int fd, int64_t *cpu_ns, int64_t *runq_ns);
 
 /* One thread's fetch clocks: its CPU clock and its schedstat run-queue

@@ -224,30 +224,17 @@ thread_cpu_ns(void)
 }
 
 /* The sampled thread's run-queue time in ns (schedstat's second field),
-   -1 unknown: pread and a digit loop, both async-signal-safe (sscanf is
-   not). */
+   -1 unknown; tm_schedstat_read is async-signal-safe. */
 static int64_t
 thread_runq_ns(void)
 {
-    char buf[96];
-    ssize_t got;
-    int64_t field[2] = {0, 0};
-    int f = 0;
-    ssize_t i;
+    int64_t cpu_ns, runq_ns;
 
-    if (tm_active.runq_fd < 0) {
+    if (tm_active.runq_fd < 0
+            || tm_schedstat_read(tm_active.runq_fd, &cpu_ns, &runq_ns) != 0) {
         return -1;
     }
-    got = pread(tm_active.runq_fd, buf, sizeof(buf), 0);
-    for (i = 0; i < got && f < 2; i++) {
-        if (buf[i] >= '0' && buf[i] <= '9') {
-            field[f] = field[f] * 10 + (buf[i] - '0');
-        }
-        else if (i > 0 && buf[i - 1] >= '0' && buf[i - 1] <= '9') {
-            f++;
-        }
-    }
-    return f >= 2 ? field[1] : -1;
+    return runq_ns;
 }
 
 /* A wall-clock tick (and its overruns) in the sampled thread: the ticks
