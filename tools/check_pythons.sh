@@ -63,7 +63,7 @@ python_for() {
 # script, which call every reducer and drive the probes, wrap, the store,
 # the sampler, fork and the stack sampler (the C-facing files repeat that
 # at 2.5x the time: 130 s a version against about 50, 2026-12-04).
-TESTS=(tests/unit tests/integration/test_bad_input.py tests/integration/test_leaks.py tests/integration/test_reducers.py
+TESTS=(tests/unit tests/integration/test_bad_input.py tests/integration/test_leaks.py
        tests/integration/test_recorder.py tests/integration/test_probes.py tests/integration/test_wrap.py tests/integration/test_stacks.py
        tests/integration/test_nvml.py tests/integration/test_faults.py tests/integration/test_runfile_fuzz.py tests/integration/test_io.py
        tests/integration/test_longrun.py tests/integration/test_rooms.py)

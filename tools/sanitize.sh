@@ -51,7 +51,7 @@ if ! command -v "$py" >/dev/null 2>&1; then
 fi
 py=$(command -v "$py")
 
-quick_tests=(tests/integration/test_bad_input.py tests/integration/test_leaks.py tests/integration/test_reducers.py tests/integration/test_recorder.py
+quick_tests=(tests/integration/test_bad_input.py tests/integration/test_leaks.py tests/unit/test_reducers.py tests/integration/test_recorder.py
              tests/integration/test_probes.py tests/integration/test_wrap.py tests/integration/test_processes.py
              tests/integration/test_worker_timing.py tests/integration/test_memory.py tests/integration/test_cuda_events.py
              tests/integration/test_nvml.py tests/integration/test_stacks.py tests/integration/test_slow_code_loader.py)
