@@ -63,3 +63,44 @@ def test_bytes_advice_only_where_the_bytes_are_measured_to_be_the_cost():
     # Not measured (spawned workers time nothing): as before.
     assert hand_over.handover(*args, None, parts) == "handover_bytes"
     assert hand_over.handover(*args, 0.9, None) is None
+
+
+def test_a_hand_over_that_fewer_workers_halve_names_them():
+    # One small tensor a batch at num_workers=2, 10 ms compute: 1.5-2.6 ms
+    # a fetch receiving it, 0.32 ms at num_workers=0, and the trusted
+    # prediction said 0.18-1.36 ms there; the only advice was "fewer
+    # tensors per batch" (helper 32B).  The row that halves the wait is
+    # named, with the sweep that shows it.
+    from traceml.findings import advice
+
+    pred = {"trust": "trusted", "num_workers": 2,
+            "this_run": {"measured_wait_s": 2.1e-3},
+            "by_workers": [{"num_workers": 0, "wait_s": 0.184e-3, "main_fetch_s": 0.5e-3},
+                           {"num_workers": 1, "wait_s": 2.0e-3}]}
+    s = {"diagnosis": input_bound.HAND_OVER, "input_share": 0.2, "shape": "FAST",
+         "concentration": {}, "temporal": None, "loader": {"num_workers": 2},
+         "input_wait_s": {"median": 0.002}, "stalls": {"count": 0}, "trend": None,
+         "production": {"production_share": 0.01}, "prediction": pred,
+         "wait_parts": {"largest": {"part": "main_cpu", "share": 0.7}}}
+    ((code, p),) = advice._steady_steps(s, False)
+    assert code == "hand_over"
+    assert p["fewer"] == {"num_workers": 0, "wait_s": 0.684e-3, "now_s": 2.1e-3,
+                          "now_workers": 2}
+    said = advice.WORDS["hand_over"](p)
+    assert "num_workers=0 (no batch crosses processes there) 684 µs a step against " \
+           "2.1 ms measured at 2: try traceml.sweep(make_loader, num_workers=(2, 0))" in said, said
+    # A row that does not halve the wait (or an untrusted one) names none.
+    pred["by_workers"][0]["main_fetch_s"] = 1.0e-3
+    ((_, p),) = advice._steady_steps(s, False)
+    assert "fewer" not in p and "try traceml.sweep" not in advice.WORDS["hand_over"](p)
+    # BALANCED, the same wait spread over every fetch: the main process's
+    # part of receiving names the same row.
+    pred["by_workers"][0]["main_fetch_s"] = 0.5e-3
+    s.update(diagnosis=input_bound.BALANCED, steady_steps=100,
+             step_s={"median": 0.012})
+    steps = dict(advice._steady_steps(s, False))
+    assert steps["largest_part"]["fewer"]["num_workers"] == 0
+    assert "num_workers=(2, 0)" in advice.WORDS["largest_part"](steps["largest_part"])
+    # The workers' own production is not paid per batch crossing: no row.
+    s["wait_parts"]["largest"] = {"part": "worker_making", "share": 0.7}
+    assert "fewer" not in dict(advice._steady_steps(s, False))["largest_part"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from traceml import wait_split
-from traceml.findings import input_bound, label_support, wait_parts
+from traceml.findings import advice, input_bound, label_support, wait_parts
 
 
 def test_the_parts_of_each_fetch_add_up_to_its_wait():
@@ -279,7 +279,6 @@ def test_main_cpu_at_no_workers_is_the_dataset_not_receiving():
     # At num_workers=0 nothing is handed over: the main process's CPU in
     # the fetch makes the batch (a helper's 30-step loop was told to time
     # the sampler against "receiving the batch, unpickling").
-    from traceml.findings import advice
     with_workers = advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.8,
                                                  "num_workers": 2})
     alone = advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.8, "num_workers": 0})
@@ -417,6 +416,15 @@ def test_the_host_explains_a_wait_only_where_the_rest_would_not_hold_the_loop():
                            "measured part of the wait (41%) is "), said
     assert wait_parts.largest_sentence(wait_parts.next_for(split)).startswith(
         "The largest measured part of the wait (52%)")
+    # The next step says it likewise: "(52%) (41%)" side by side read as
+    # two bare numbers for one part (helper 32B).
+    nxt = advice.WORDS["largest_part"]({**got, "num_workers": 2})
+    assert nxt.startswith("Next: besides other programs holding the cores (52%), the largest "
+                          "measured part of the wait (41%) is "), nxt
+    assert advice.WORDS["largest_part"]({**got, "second": True}).startswith(
+        "The next besides other programs holding the cores (52%), the largest measured")
+    assert advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.4}).startswith(
+        "Next: the largest measured part of the wait (40%) is ")
 
 
 def test_other_threads_at_no_workers_are_the_batch_making_first():

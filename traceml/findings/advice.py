@@ -159,7 +159,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "busy_share": prod.get("busy_share"),
             "ready_before_fetch": prod.get("ready_before_fetch"),
             "median_s": wait["median"], "num_workers": nw,
-            "largest": (s.get("wait_parts") or {}).get("largest")}))
+            "largest": (s.get("wait_parts") or {}).get("largest"),
+            **_fewer(s)}))
     if trend_ is not None:
         out.append(("trend", {**{k: trend_[k] for k in (
             "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
@@ -249,7 +250,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         if largest:
             # Measured (wait_parts): the parts say which of the two the
             # experiment below would tell apart.
-            out.append(("largest_part", {**largest, "num_workers": nw}))
+            out.append(("largest_part", {
+                **largest, "num_workers": nw,
+                **(_fewer(s) if largest["part"] in wait_parts.RECEIVING_PARTS else {})}))
         else:
             out.append(("vary_workers_or_prefetch", {}))
         return out
@@ -350,6 +353,14 @@ def _with_in_order_step(out: list, loader: Optional[dict], dlv: Optional[dict]) 
         return ([item for item in out if item[0] != "overtaking"]
                 + [("in_order_seen", {"overtaking": int(dlv["overtaking"])})])
     return out + [("compare_in_order", {})]
+
+
+def _fewer(s: dict) -> dict:
+    """{"fewer": host_contention.fewer_workers(s)} where a trusted
+    prediction halves the wait with fewer workers, else {}: a wait for
+    batches crossing processes is paid per batch a worker makes."""
+    fewer = host_contention.fewer_workers(s)
+    return {"fewer": fewer} if fewer else {}
 
 
 def _compute_core_wait(s: dict) -> dict:
@@ -670,12 +681,13 @@ WORDS: dict[str, Words] = {
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
     "largest_part": lambda p: (
-        f"{'The next' if p.get('second') else 'Next: the'} largest measured part of the wait "
-        + (f"besides other programs holding the cores ({pct(p['past_host'])}) "
-           if p.get("past_host") else "")
-        + f"({pct(p['share'])}) is "
+        ("The next" if p.get("second") else "Next:")
+        + (f" besides other programs holding the cores ({pct(p['past_host'])}), the"
+           if p.get("past_host") else (" the" if not p.get("second") else ""))
+        + f" largest measured part of the wait ({pct(p['share'])}) is "
         f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
-        f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}."),
+        f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}."
+        + (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else "")),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..fmt import fmt_bytes, fmt_s, pct, plural
 from ._types import Finding, Words
-from . import input_bound, wait_parts
+from . import host_contention, input_bound, wait_parts
 
 
 # A batch this large costs its hand-over by itself.  Measured on the 2-core
@@ -87,15 +87,16 @@ def _hand_over_next(p: dict) -> str:
             f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
             "hand-over")
     largest = p.get("largest")
+    fewer = (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else "")
     if largest and largest["part"] not in wait_parts.PRODUCTION_PARTS:
         # Measured (wait_parts): the next step is the largest part's.
         return (f"{head} (median fetch {fmt_s(p['median_s'])}). "
-                f"{wait_parts.largest_sentence(largest)}")
+                f"{wait_parts.largest_sentence(largest)}{fewer}")
     return (f"{head} (the batch queued in its worker, sent, unpickled and mapped here, or a "
             f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). Next: the same "
             "loop with fewer processes than cores (a lower num_workers): a wait that falls was "
             "processes waiting for a core; one that stays is the transfer itself, cheaper with "
-            "fewer or smaller tensors per batch.")
+            f"fewer or smaller tensors per batch.{fewer}")
 
 
 def production_line(s: dict) -> Optional[str]:

@@ -242,6 +242,21 @@ def _fewer_words(f: dict) -> str:
             "load; fewer workers that keep up leave the cores to the loop.")
 
 
+def fewer_receiving_words(f: dict) -> str:
+    """The sentence for :func:`fewer_workers`' row ``f`` where the wait is
+    receiving batches (the hand-over, the main process's CPU or the batch
+    in transit): each batch a worker makes crosses processes at a cost per
+    batch and per tensor, which fewer workers pay less often and none at
+    num_workers=0 (one small tensor a batch waited 1.5-2.6 ms at 2 workers
+    and 0.32 ms at 0, helper 32B, where "fewer tensors per batch" was all
+    the advice)."""
+    k, n = f["num_workers"], f["now_workers"]
+    at_zero = " (no batch crosses processes there)" if k == 0 else ""
+    return (f" The prediction below gives num_workers={k}{at_zero} {fmt_s(f['wait_s'])} a step "
+            f"against {fmt_s(f['now_s'])} measured at {n}: try traceml.sweep(make_loader, "
+            f"num_workers=({n}, {k})).")
+
+
 WORDS: dict[str, Words] = {
     "host_bound": _host_bound_words,
     "host_contention": lambda p: (

@@ -18,6 +18,10 @@ from ._types import Finding, Words
 # The parts that are the workers' production (traceml.wait_split's names:
 # the awaited worker making the batch, on a core or waiting for one).
 PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
+# The parts that are a made batch crossing to the loop (the main process
+# receiving it, the batch in transit, its sender waiting for a core): paid
+# per batch a worker makes, none at num_workers=0.
+RECEIVING_PARTS = ("main_cpu", "in_transit", "transit_cpu_wait")
 # The main process's other threads on a CPU in the wait (wait_split's
 # OTHERS_PART): no loader setting shortens it.
 OTHER_THREADS = "other_threads"
