@@ -62,10 +62,13 @@ own (more processes than cores).
   thread, so it is taken out of the other parts first: its CPU out of
   ``main_cpu``, the rest out of the thread's sleep (before the awaited
   worker's overlap is read from it: a worker making the next batch
-  while the loop sleeps in the sampler does not make the loop wait),
-  then out of ``cpu_wait``.  A sampler that sleeps (a query, a file, a
-  lock) showed as ``in_transit`` without it, and the hand-over's next
-  step ("fewer or smaller tensors") went to 256-byte batches.
+  while the loop sleeps in the sampler does not make the loop wait).
+  A sampler that sleeps (a query, a file, a lock) showed as
+  ``in_transit`` without it, and the hand-over's next step ("fewer or
+  smaller tensors") went to 256-byte batches.  Its waits for a core stay
+  in ``cpu_wait`` (and the host's part): a CPU-bound sampler beside CPU
+  hogs read "the sampler 98-99%, other programs 0%", and its slow batches
+  "not on CPU ... look for sleeps, I/O or locks" (helper 32B).
 
 The parts of a fetch add up to its wait: the CPU time is capped at the
 wait, the run-queue wait at what is left.
@@ -152,11 +155,12 @@ def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
         s_wall = np.minimum(np.maximum(np.asarray(sampler[0], dtype=np.int64)[keep], 0), wait)
         s_cpu = np.minimum(np.maximum(np.asarray(sampler[1], dtype=np.int64)[keep], 0),
                            np.minimum(s_wall, on_cpu))
-        off = s_wall - s_cpu
-        from_sleep = np.minimum(off, asleep)
-        from_queue = np.minimum(off - from_sleep, queued)
-        on_cpu, asleep, queued = on_cpu - s_cpu, asleep - from_sleep, queued - from_queue
-        in_sampler = s_cpu + from_sleep + from_queue
+        # Its time off CPU out of the thread's sleep only: a sampler
+        # queued for a core waited for the core, which stays the queue's
+        # part (the host's, where the host is read).
+        from_sleep = np.minimum(s_wall - s_cpu, asleep)
+        on_cpu, asleep = on_cpu - s_cpu, asleep - from_sleep
+        in_sampler = s_cpu + from_sleep
     if making is not None:
         made = np.minimum(making[keep], asleep)
         worker_queued = (np.zeros(len(made), dtype=np.int64) if making_queued_ns is None else
