@@ -137,11 +137,14 @@ def slow_of(arrays: Optional[dict]) -> Optional[dict]:
     share = arrays["batch_share"][keep]
     batch = arrays["batch"][keep] if arrays.get("batch") is not None else None
     worker = arrays["worker"][keep] if arrays.get("worker") is not None else None
-    # Samples no clock in ``hit`` tested (the start-up window, where the
-    # wall clock alone finds them) are not fast either: a sleeping slow
-    # index made in that window read as fast, and "no common index stride"
-    # stood beside slow indices 18, 31, 44, ... every 13th (helper 29B).
-    untested = startup if hit == ["wall"] else None
+    # Samples the wall clock did not test (the start-up window) are not
+    # fast where it is one of the clocks in ``hit``: whatever the CPU clock
+    # says of them, a sleeping slow index made in that window is slow on
+    # the wall clock alone.  Read as fast, "no common index stride" stood
+    # beside slow indices 18, 31, 44, ... every 13th (helper 29B, the wall
+    # clock alone), and 31, 44, 57, ... (helper 32B, 10 of 12 runs, with a
+    # CPU-slow sample beside them).
+    untested = startup if "wall" in hit else None
     out = _slow_set(hit, found, wall, cpu, index, share, batch, worker, untested)
     if hit == ["cpu", "wall"] and out["stride"] is None:
         # A busy host stretches a fast sample's wall time past the floor
