@@ -415,7 +415,32 @@ def test_rows_of_one_num_workers_that_show_their_period_say_so():
          "pooled": {"follows": None, "p_value": 7.3e-05, "tested": 2, "fitting": 2,
                     "other_period": 0, "distinct_workers": 1}}
     said = sweeps.sweep_correlation(c, False)
-    assert "pooled p = 7e-05, 2 rows" in said and "share one num_workers" in said, said
+    assert "pooled p = 7.3e-05, 2 rows" in said and "share one num_workers" in said, said
     c["pooled"]["p_value"] = 0.2
     said = sweeps.sweep_correlation(c, False)
     assert "0 conditions with a settled period" in said, said
+
+
+def test_a_data_period_that_is_a_multiple_of_num_workers_is_not_said_to_fit():
+    # Every 6th sample slow, swept at 2, 3 and 6 workers (helper 32A): the
+    # stalls sit on each row's predicted positions (0 mod 2, 0 mod 3) but
+    # fill a third and a half of them; only the 6-worker row keeps its
+    # period.  The pooled p is tiny, and the line said "the rows that fit
+    # ... share one num_workers" of 1 fitting row among 3 num_workers.
+    from traceml.findings import stall_timing
+
+    n = 24
+    stalled = np.arange(n) % 6 == 0
+    tested = np.ones(n, dtype=bool)
+    rows = [(k, stall_timing.PERIODIC if k == 6 else stall_timing.UNSETTLED,
+             6 if k == 6 else None,
+             stall_timing.predicted_cadence(stalled, np.arange(n), k, tested, None))
+            for k in (2, 3, 6)]
+    pooled = sweeps.pooled_cadence(rows)
+    assert pooled["tested"] == 3 and pooled["fitting_tested"] == 1
+    assert pooled["p_value"] < stall_timing.PERIOD_ALPHA and not pooled["follows"]
+    c = {"rows": [[6, 6]], "points": 1, "gaps": 3, "workers_varied": True, "follows": None,
+         "distinct_workers": 1, "pooled": pooled, "r": None}
+    line = sweeps.sweep_correlation(c, False)
+    assert "share one num_workers" not in line, line
+    assert "but only 1 of them stall at most of those positions" in line, line

@@ -600,7 +600,7 @@ WORDS: dict[str, Words] = {
     "slow_code_named": lambda p: (
         f"the slow batches' code: {_where(p)}, {_shares(p)} "
         f"({p['samples_slow']:.0f} and {p['samples_fast']:.0f} samples; "
-        f"Fisher p = {p['p_value']:.1g})"),
+        f"Fisher p = {p['p_value']:.2g})"),
     "slow_code_same": lambda p: (
         ("the batches' make times form one group, none slow apart from the rest"
          if p.get("one_group") and p.get("alike") is not False else

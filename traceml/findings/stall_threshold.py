@@ -611,7 +611,7 @@ WORDS: dict[str, Words] = {
     "threshold_" + RULE_ALL_SLOW: lambda p: f"auto: {_slow()}; floor {_floor()}",
     "threshold_" + RULE_POSITION: lambda p: (
         f"auto: the waits at every {nth(p['period'])} fetch (phase {p['phase']}) rank above the "
-        f"rest (Mann-Whitney, p = {p['p_value']:.1g} over {p['tests']} periods and phases "
+        f"rest (Mann-Whitney, p = {p['p_value']:.2g} over {p['tests']} periods and phases "
         f"tried, < {POSITION_ALPHA:g}), where their sizes show no group of their own; past "
         "the geometric mean of the two medians"),
     "threshold_" + RULE_ALL_SLOW_SPLIT: lambda p: (

@@ -271,7 +271,7 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
     whose stalls fit their own period), other_period (rows whose stalls
     keep another period), distinct_workers (the distinct max(1,
     num_workers) >= 2 among the tested rows that fit)}."""
-    tests, fitting, other, workers, every_fetch = [], 0, 0, set(), 0
+    tests, fitting, other, workers, every_fetch, fitting_tested = [], 0, 0, set(), 0, 0
     for k, label, period, test in rows:
         if label == stall_timing.PERIODIC and period is not None and period != k:
             other += 1
@@ -286,6 +286,7 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
         tests.append(test)
         if test["periodic"] or test["consistent"]:
             fitting += 1
+            fitting_tested += 1
             workers.add(k)
     if (every_fetch and tests and any(t["periodic"] for t in tests)
             and all(t["periodic"] or t["consistent"] for t in tests)):
@@ -303,8 +304,8 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
     follows = (p is not None and p < stall_timing.PERIOD_ALPHA and not other
                and len(workers) >= POOLED_MIN_DISTINCT_WORKERS) or None
     return {"follows": follows, "p_value": p, "tested": len(tests), "fitting": fitting,
-            "other_period": other, "distinct_workers": len(workers),
-            "every_fetch_rows": every_fetch}
+            "fitting_tested": fitting_tested, "other_period": other,
+            "distinct_workers": len(workers), "every_fetch_rows": every_fetch}
 
 
 def condition(cond: dict) -> str:
@@ -413,6 +414,21 @@ def _not_follows_line(c: dict, rests: str, least: int, ignored: bool) -> str:
                 f"num_workers) {rests}, but only {c['distinct_workers']} distinct num_workers "
                 f"have a period; it takes {least} (any 2 points lie on a line)")
     pooled = c.get("pooled") or {}
+    fit = pooled.get("fitting_tested", pooled.get("fitting"))
+    if (pooled.get("p_value") is not None and pooled["p_value"] < stall_timing.PERIOD_ALPHA
+            and fit is not None and fit < pooled.get("tested", 0)):
+        # The pooled product counts every tested row, and a period of the
+        # data's own that is a multiple of each row's max(1, num_workers)
+        # (every 6th sample at 2, 3 and 6 workers) puts each row's stalls
+        # on its predicted positions without filling them: "the rows that
+        # fit ... share one num_workers" was said of 1 fitting row among 5
+        # at three num_workers (helper 32A).
+        return (f"num_workers vs stall period: too few to tell: the stalls fall on each row's "
+                f"predicted positions more than chance allows (pooled p = "
+                f"{pooled['p_value']:.2g} over {plural(pooled['tested'], 'row')}), but only "
+                f"{fit} of them stall at most of those positions, as a period of the data's "
+                "own that is a multiple of num_workers would leave them; it takes "
+                f"{least} distinct num_workers whose rows keep their period")
     if (pooled.get("p_value") is not None and pooled["p_value"] < stall_timing.PERIOD_ALPHA
             and pooled.get("distinct_workers") == 1):
         # Rows of one num_workers whose stalls fit its period, pooled: the
@@ -420,7 +436,7 @@ def _not_follows_line(c: dict, rests: str, least: int, ignored: bool) -> str:
         # "0 conditions with a period" beside two rows of gaps all 5 at 5
         # workers, pooled p = 7e-05, unprinted).
         return (f"num_workers vs stall period: too few to tell: the rows that fit their own "
-                f"period together show it (pooled p = {pooled['p_value']:.1g}, "
+                f"period together show it (pooled p = {pooled['p_value']:.2g}, "
                 f"{plural(pooled['tested'], 'row')}), but they share one num_workers, and one "
                 f"value cannot show the period following it; it takes {least} distinct "
                 "num_workers with a period")
