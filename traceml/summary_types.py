@@ -140,10 +140,18 @@ class CadenceTest(TypedDict, total=False):
     how many (period, phase) pairs the search tried (``tests``), the
     p-values (hypergeometric tail, rank test, their combination, before and
     after the search's Bonferroni factor; ``best_p_value``: the smallest the
-    counts allow), and the answers."""
+    counts allow), and the answers.  The several-stalls test
+    (stall_timing._multi_residue_test) adds ``residues``, the places mod
+    ``period`` that stall (``phase`` the least of them; ``slots`` and
+    ``on_residue`` count over them all), and, where they share one residue
+    of a smaller period d (``spread_period``), ``spread_p_value``: the
+    test refuting "a stall every d fetches" with misses spread alike."""
 
     period: PositiveInt
     phase: NonNegativeInt
+    residues: list[NonNegativeInt]
+    spread_p_value: Share
+    spread_period: PositiveInt
     fetches: Count
     slots: Count
     stalls: Count
@@ -251,6 +259,7 @@ class EpochStart(TypedDict):
     steps: StepIndices
     input_wait_s: Durations
     by_epoch: NotRequired[list[EpochStartByEpoch]]
+    making_share: NotRequired[Share]
 
 
 class Loader(TypedDict):

@@ -741,3 +741,67 @@ def test_outliers_that_recur_but_for_one_beat_or_in_bursts_are_said_to_recur():
                  for k in rng.integers(5, 40, runs))
     alpha = stall_timing.PERIOD_ALPHA
     assert claims / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs), claims
+
+
+def _places(n, period, places):
+    return [i for i in range(n) if i % period in places]
+
+
+def test_two_stalls_a_period_are_that_period_not_irregular_nor_a_divisor():
+    # A slow sample at 0 and 3 of every 7 (gaps 3, 4, 3, 4: no gap
+    # commoner than another) read IRREGULAR; at 0 and 2 of every 6 (every
+    # even fetch but those at 4 of 6) "PERIODIC every 2" (helper 32A).
+    got, _ = _one_epoch(42, _places(42, 7, {0, 3}), 40_000_000, 1_000_000)
+    assert got["label"] == stall_timing.PERIODIC and got["period"] == 7, got
+    test = got["searched"]
+    assert test["residues"] == [0, 3] and test["on_residue"] == test["slots"] == 12
+    # Its p-value, independently: all 12 stalls on the 12 fetches at 0 and
+    # 3 of 7, C(42, 12) placements, times every (period, 2-3 places) pair
+    # of periods 2..14.
+    tries = sum(math.comb(p, s) for p in range(2, 15) for s in (2, 3))
+    assert test["p_value"] == pytest.approx(tries / math.comb(42, 12), rel=1e-9)
+    got, _ = _one_epoch(36, _places(36, 6, {0, 2}), 40_000_000, 1_000_000)
+    assert got["label"] == stall_timing.PERIODIC and got["period"] == 6, got
+    test = got["searched"]
+    assert test["residues"] == [0, 2] and test["spread_period"] == 2
+    # "Every 2" with misses spread alike: the 12 stalls of the 18 even
+    # fetches all on the 12 at 0 and 2 of 6, one way in C(18, 12), times
+    # the 2-3 places of every multiple of 2 a 36-fetch search tries.
+    tries = sum(math.comb(k, s) for k in range(2, 7) for s in range(2, min(k - 1, 3) + 1))
+    assert test["spread_p_value"] == pytest.approx(tries / math.comb(18, 12), rel=1e-9)
+    said = stall_timing.position_part(test)
+    assert "at 0 and 2 of every 6" in said and "not a stall every 2 fetches" in said, said
+    # The predicted period (num_workers=2) holds the same stalls: the
+    # finer answer replaces it too.
+    got, pred = _one_epoch(36, _places(36, 6, {0, 2}), 40_000_000, 1_000_000, period=2)
+    assert pred["periodic"] and got["period"] == 6 and got["searched"]["residues"] == [0, 2]
+
+
+def test_one_stall_a_period_with_random_misses_keeps_its_period():
+    # "Every 2" (or 4) with a third of the stalls missed at random: the
+    # misses fall anywhere on the residue, and the several-stalls answer at
+    # a multiple may replace it only where the spread test refutes that,
+    # at PERIOD_ALPHA: at most about 1 % of such runs.
+    rng = np.random.default_rng(11)
+    moved = 0
+    runs = 150
+    for period, n, fill in ((2, 40, 0.6), (4, 60, 0.75)):
+        for _ in range(runs):
+            at = [i for i in range(0, n, period) if rng.random() < fill]
+            got, _ = _one_epoch(n, at, 40_000_000, 1_000_000)
+            moved += bool(got is not None and (got.get("searched") or {}).get("residues"))
+    assert moved <= 3, moved
+
+
+def test_random_stalls_rarely_read_as_several_a_period():
+    rng = np.random.default_rng(12)
+    claimed = 0
+    runs = 100
+    for n, k in ((30, 10), (42, 12)):
+        for _ in range(runs):
+            got, _ = _one_epoch(n, np.sort(rng.choice(n, k, replace=False)), 40_000_000,
+                                1_000_000)
+            claimed += bool(got["label"] == stall_timing.PERIODIC
+                            and (got.get("searched") or {}).get("residues"))
+    # PERIOD_ALPHA of 200 runs is 2.
+    assert claimed <= 2, claimed

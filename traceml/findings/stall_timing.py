@@ -394,6 +394,70 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
             "periodic": bool(periodic), "consistent": bool(consistent)}
 
 
+
+# Several stalls a period.  A slow sample at two places of every P
+# (indices 0 and 3 of every 7, 0 and 2 of every 6) makes two stalls a
+# cycle: its gaps alternate (3, 4, 3, 4), no gap is the commonest, and one
+# residue holds half the stalls; and where the two places share a residue
+# of a smaller period (0 and 2 of every 6: both even) that period's
+# residue fills two thirds of its fetches, enough for "a stall every 2
+# fetches", though the fetches at 4 of every 6 never stall (helper 32A:
+# "PERIODIC every 2" in 7 of 7 runs, "IRREGULAR" for 0 and 3 of every 7
+# in 4 of 4).  The model: the stalls sit on a set S of residues mod P,
+# 2 <= |S| <= SLOTS_MAX, each of them stalling most of its fetches (more
+# than PERIOD_MIN_SHARE, at least PERIOD_MIN_REPEATS stalls), and S is
+# not the same set shifted by a proper divisor of P (then the divisor is
+# the period).  The test: the hypergeometric tail of the stalls on S's
+# fetches, as the one-residue test's, Bonferroni over every (P, S) pair
+# a search of the run's size could try (multi_search_tests), at
+# PERIOD_ALPHA as a family of its own beside the one-residue search.
+SLOTS_MAX = 3
+
+
+def multi_search_tests(fetches: int) -> int:
+    """How many (period, residue set) pairs the several-stalls search pays
+    for among ``fetches`` tested fetches: sum over P in 2..fetches //
+    PREDICTED_MIN_STALLS of C(P, s) for s in 2..SLOTS_MAX."""
+    top = int(fetches) // PREDICTED_MIN_STALLS
+    return sum(math.comb(p, k) for p in range(2, top + 1) for k in range(2, SLOTS_MAX + 1))
+
+
+def _multi_residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
+                        tested: np.ndarray, tests: int) -> Optional[dict]:
+    """The several-stalls test above at ``period`` (arrays as
+    :func:`predicted_cadence` takes them), its p-value times ``tests``;
+    None where no set S of 2 to SLOTS_MAX residues, each stalling most of
+    its fetches, has ``period`` for its least period.  The answer has the
+    keys of :func:`_residue_test`'s (``phase`` the least residue of S,
+    ``slots`` the fetches on S, ``on_residue`` the stalls on them), with
+    ``residues`` (S, ascending) beside them."""
+    tested = np.asarray(tested, dtype=bool)
+    residue = _residue(np.asarray(position), period)
+    fetches_at = np.bincount(residue[tested], minlength=period)
+    stalls_at = np.bincount(residue[tested & np.asarray(stalled, dtype=bool)], minlength=period)
+    chosen = np.flatnonzero((stalls_at > PERIOD_MIN_SHARE * fetches_at)
+                            & (stalls_at >= PERIOD_MIN_REPEATS))
+    if not 2 <= len(chosen) <= SLOTS_MAX:
+        return None
+    on = set(int(r) for r in chosen)
+    for d in range(1, period):
+        if period % d == 0 and {(r + d) % period for r in on} == on:
+            return None     # the same set every d fetches: d is the period
+    n, slots = int(fetches_at.sum()), int(fetches_at[chosen].sum())
+    k, j = int(stalls_at.sum()), int(stalls_at[chosen].sum())
+    p_single = _hypergeom_tail(j, n, slots, k) if k else 1.0
+    best = _hypergeom_tail(min(k, slots), n, slots, k) if k else 1.0
+    p = min(1.0, tests * p_single)
+    periodic = (p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
+                and j >= max(PERIOD_MIN_REPEATS * len(chosen), PERIOD_MIN_SHARE * k))
+    consistent = (j >= PERIOD_MIN_REPEATS * len(chosen) and k - j <= PREDICTED_OFF_RESIDUE
+                  and p_single < PERIOD_ALPHA)
+    return {"period": int(period), "phase": int(chosen[0]), "residues": [int(r) for r in chosen],
+            "fetches": n, "slots": slots, "stalls": k, "on_residue": j, "tests": int(tests),
+            "p_value": p, "single_p_value": p_single, "hypergeom_p_value": p_single,
+            "rank_p_value": None, "best_p_value": min(1.0, tests * best), "every": True,
+            "periodic": bool(periodic), "consistent": bool(consistent)}
+
 # Searched periods, by position.  Where the loader's own period does not
 # hold (or it has none), the stalls may still come every P fetches of each
 # epoch for another P: a data set whose every P-th sample is slow.  The
@@ -461,9 +525,84 @@ def searched_cadence(stalled: np.ndarray, position: np.ndarray, tested: np.ndarr
         t["searched"] = True
         if t["periodic"] or t["consistent"]:
             found.append(t)
+        found.extend(_several(stalled, position, tested, period, n))
     if not found:
         return None
     return min(found, key=lambda t: (not t["periodic"], t["p_value"], t["period"]))
+
+
+def _several(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray, period: int,
+             n: int) -> list:
+    """[the several-stalls test at ``period``] where it is periodic or
+    consistent, searched (its own family's price), and not "a stall every
+    d fetches" with some missed for a divisor d whose one residue holds
+    all its places (:func:`_spread_refuted`), else []."""
+    t = _multi_residue_test(stalled, position, period, tested, multi_search_tests(n))
+    if t is None or not (t["periodic"] or t["consistent"]):
+        return []
+    for d in range(period - 1, 1, -1):
+        if period % d == 0 and len({x % d for x in t["residues"]}) == 1:
+            # The largest such d: its one residue is the tightest that
+            # holds S ("every 4" with misses holds 0, 8 and 12 of 16 as
+            # "every 2" does, and the even fetches at 2 of 4 never stall).
+            refuted = _spread_refuted(stalled, position, tested, t, d, n)
+            if refuted is None:
+                return []
+            t["spread_p_value"], t["spread_period"] = refuted, d
+            break
+    t["searched"] = True
+    return [t]
+
+
+def _spread_refuted(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray,
+                    t: dict, d: int, n: int) -> Optional[float]:
+    """The p-value that the stalls of the residue mod ``d`` holding ``t``'s
+    residues would sit on those residues as much as they do, were they
+    spread over its fetches alike ("a stall every d fetches", some
+    missed): the hypergeometric tail, Bonferroni over every proper subset
+    of 2 to SLOTS_MAX places of every multiple k * d (k >= 2) a search
+    among ``n`` tested fetches could try; None where that is not under
+    PERIOD_ALPHA, or where S is all of its places."""
+    if len(t["residues"]) >= t["period"] // d:
+        return None
+    one = _residue_test(stalled, position, d, tested, None, phase=t["residues"][0] % d, tests=1)
+    tries = sum(math.comb(k, s) for k in range(2, max(2, n // (PREDICTED_MIN_STALLS * d)) + 1)
+                for s in range(2, min(k - 1, SLOTS_MAX) + 1))
+    p = tries * _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
+    return min(1.0, p) if p < PERIOD_ALPHA else None
+
+
+def finer_cadence(positions: Optional["Positions"], period: int) -> Optional[dict]:
+    """Where a period ``period`` was found, the several-stalls answer at a
+    multiple of it that the stalls show instead, or None (also without
+    positions).  "A stall every ``period`` fetches", some missed, spreads
+    its misses over the fetches of its residue alike; stalls at 0 and 2 of
+    every 6 fill two thirds of the even fetches, and those at 4 of every 6
+    never stall.  The answer at ``k * period`` (k >= 2, each of its
+    residues at least PREDICTED_MIN_STALLS fetches) replaces it where it
+    is periodic (the several-stalls test, its search's price paid), its
+    residues all on one residue of ``period`` and not all of that
+    residue's places, and the even spread is refuted
+    (:func:`_spread_refuted`, under PERIOD_ALPHA).  "Every 2" at 60 % with
+    random misses read 4, 6 or 10 in 10 % of 40-step runs without that
+    test."""
+    if positions is None:
+        return None
+    m = min(len(positions.stalled), SEARCH_MAX_FETCHES)
+    stalled = np.asarray(positions.stalled, dtype=bool)[:m]
+    position = np.asarray(positions.position)[:m]
+    tested = np.asarray(positions.tested, dtype=bool)[:m]
+    n = int(np.count_nonzero(tested))
+    best = None
+    for times in range(2, n // (PREDICTED_MIN_STALLS * max(1, period)) + 1):
+        for t in _several(stalled, position, tested, times * period, n):
+            if not t["periodic"] or len({x % period for x in t["residues"]}) != 1:
+                continue
+            if "spread_p_value" not in t:
+                continue        # (refuted in _several against the largest d)
+            if best is None or t["p_value"] < best["p_value"]:
+                best = t
+    return best
 
 
 def _settle_steps(steps: int, p_of) -> Optional[int]:
@@ -618,9 +757,21 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
              "settle_steps": None, "searched": None}
     if every_fetch or k >= n:
         return {**_label_only(EVERY_FETCH, gaps), "counted": "stalls", **extra}
+
+    def by_position(found: dict, test: dict) -> dict:
+        # PERIODIC at the residue test ``test``'s period, by position.
+        lag = test["period"]
+        ac = _core.autocorr(steady_wait_ns, lag) if lag < len(steady_wait_ns) else float("nan")
+        return {**found, **extra, "label": PERIODIC, "period": lag,
+                "p_value": test["p_value"], "autocorrelation": None if math.isnan(ac) else ac,
+                "counted": "position", "searched": test}
+
     if predicted is not None and predicted["periodic"]:
         lag = predicted["period"]
         found, counted = temporal(gaps, steady_wait_ns, stalls=k, steps=n), "stalls"
+        finer = finer_cadence(positions, lag)
+        if finer is not None:
+            return by_position(found, finer)
         onsets = anchors
         if found["modal_gap"] != lag and onsets.sum() < k:
             # Rounds whose workers finish in pairs stall twice back to back:
@@ -647,6 +798,10 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
         # the run grew).  The search below tries the pair's sum.
         per_stall = {**per_stall, "label": IRREGULAR, "period": None}
     if per_stall["label"] == PERIODIC:
+        # A pattern of several stalls a cycle at a multiple of it?
+        finer = finer_cadence(positions, per_stall["period"])
+        if finer is not None:
+            return by_position(per_stall, finer)
         return {**per_stall, "counted": "stalls", **extra}
     onsets = anchors
     bursts = int(onsets.sum())
@@ -660,6 +815,8 @@ def _temporal_of(stall_mask: np.ndarray, epoch: np.ndarray, steady_wait_ns: np.n
     searched = None
     if positions is not None and per_stall["label"] != TOO_FEW:
         searched = searched_cadence(*positions, _candidates(gaps, onsets, epoch))
+        if searched is not None and searched["periodic"] and not searched.get("residues"):
+            searched = finer_cadence(positions, searched["period"]) or searched
         if searched is not None and searched["periodic"]:
             lag = searched["period"]
             ac = _core.autocorr(steady_wait_ns, lag) if lag < len(steady_wait_ns) else float("nan")
@@ -916,16 +1073,34 @@ def not_yet_part(p: float, stalls: Optional[int] = None) -> str:
             "claim a period")
 
 
+def places_words(test: dict) -> str:
+    """Where a residue test's stalls sit in each epoch: "1, 4, 7, ..." for
+    one residue, "0 and 3 of every 7" for several."""
+    period, residues = test["period"], test.get("residues")
+    if residues and len(residues) > 1:
+        return (", ".join(str(r) for r in residues[:-1]) + f" and {residues[-1]} of every "
+                f"{period}")
+    return ", ".join(str(test["phase"] + i * period) for i in range(3)) + ", ..."
+
+
 def position_part(test: dict) -> str:
     """Where a searched period's stalls sit: "7 of the 8 fetches at 1, 4,
     7, ... of each epoch stalled, 7 of 9 stalls; searched over periods
-    2-7"."""
-    period, phase = test["period"], test["phase"]
-    at = ", ".join(str(phase + i * period) for i in range(3))
+    2-7", with several stalls a period "12 of the 12 fetches at 0 and 3
+    of every 7 of each epoch ..." and the test that a smaller period's
+    misses are not spread alike."""
     top = test["fetches"] // PREDICTED_MIN_STALLS
-    return (f"{test['on_residue']} of the {test['slots']} fetches at {at}, ... of each epoch "
-            f"stalled, {test['on_residue']} of {plural(test['stalls'], 'stall')}; "
-            f"searched over periods 2-{top}")
+    several = len(test.get("residues") or ()) > 1
+    text = (f"{test['on_residue']} of the {test['slots']} fetches at {places_words(test)} of "
+            f"each epoch stalled, {test['on_residue']} of {plural(test['stalls'], 'stall')}; "
+            f"searched over periods 2-{top}"
+            + (f" with 2 to {SLOTS_MAX} stalls each" if several else ""))
+    if several and test.get("spread_p_value") is not None:
+        d = test["spread_period"]
+        text += (f"; not a stall every {d} fetches with some missed: the other fetches at "
+                 f"{test['phase'] % d} mod {d} stalled less than such misses allow "
+                 f"(p = {test['spread_p_value']:.2g})")
+    return text
 
 
 # How many distinct gaps the histogram line lists before "…".
@@ -967,7 +1142,10 @@ def shape_line(s: dict) -> Optional[str]:
     elif tmp["label"] == UNSETTLED:
         parts.append(unsettled_part(tmp))
     elif tmp["label"] == PERIODIC:
+        several = (tmp.get("searched") or {}).get("residues") or ()
         text = f"{PERIODIC} every {tmp['period']} steps"
+        if len(several) > 1 and tmp.get("counted") == "position":
+            text += f", {len(several)} stalls in each"
         if tmp.get("counted") == "bursts":
             text += " (counting back-to-back stalls as one burst)"
         evidence = []
@@ -984,11 +1162,13 @@ def shape_line(s: dict) -> Optional[str]:
                             "of each epoch, "
                             f"< {PERIOD_ALPHA:g}")
         elif tmp.get("p_value") is not None and tmp.get("counted") == "position":
-            evidence.append(f"p = {tmp['p_value']:.1g} that random stalls, or waits ranked as "
-                            "high, line up so on one position of any period, "
-                            f"< {PERIOD_ALPHA:g}")
+            evidence.append(f"p = {tmp['p_value']:.2g} that random stalls"
+                            + (f" line up so on {len(several)} positions of any period"
+                               if len(several) > 1 else
+                               ", or waits ranked as high, line up so on one position of any "
+                               "period") + f", < {PERIOD_ALPHA:g}")
         elif tmp.get("p_value") is not None:
-            evidence.append(f"p = {tmp['p_value']:.1g} against random stalls at this rate, "
+            evidence.append(f"p = {tmp['p_value']:.2g} against random stalls at this rate, "
                             f"< {PERIOD_ALPHA:g}")
         if evidence:
             text += f" ({'; '.join(evidence)})"
@@ -1040,6 +1220,7 @@ def stall_lines(s: dict) -> list[str]:
                f"{pct(stall_threshold.STALL_MIN_COST_SHARE)}"))
     cad = s["cadence"]
     tmp = s.get("temporal") or {}
+    several = (tmp.get("searched") or {}).get("residues") or ()
     if cad["period"] is not None and cad["period"] > 1:
         # The period's own words: the bursts' gap where the stalls come in
         # bursts (the histogram of gaps between stalls then peaks at 1).
@@ -1052,6 +1233,9 @@ def stall_lines(s: dict) -> list[str]:
         if (counted == "stalls" and tmp.get("tested") == "predicted"
                 and tmp.get("modal_gap") != cad["period"]):
             counted = "position"
+        if counted == "position" and len(several) > 1:
+            how["position"] = (f"{len(several)} stalls every {{}} steps, at "
+                               f"{places_words(tmp['searched'])} (by position in the epoch)")
         text = "cadence: " + how.get(counted,
                                      "a stall every {} steps (modal gap)").format(cad["period"])
         by_position = counted == "position"
@@ -1081,8 +1265,10 @@ def stall_lines(s: dict) -> list[str]:
         if test and test.get("stalls"):
             # Found by position: the residue's share is the evidence; the
             # gaps (a stall split in two, neighbours spilled over) are not.
-            text += (f" ({test['on_residue']} of the {test['stalls']} stalls at position "
-                     f"{test['phase']} mod {test['period']} of the epoch)")
+            at = (f"positions {' and '.join(str(r) for r in several)}" if len(several) > 1
+                  else f"position {test['phase']}")
+            text += (f" ({test['on_residue']} of the {test['stalls']} stalls at {at} "
+                     f"mod {test['period']} of the epoch)")
         elif cad["multiple_fraction"] is not None and cad["num_workers"] > 1:
             # Every gap is a multiple of 1: said only when it can fail.
             k = cad["num_workers"]
