@@ -392,6 +392,7 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
         "steps": np.flatnonzero(first).tolist(),
         "input_wait_s": duration_stats_s(w.first_wait),
         "by_epoch": _start_by_epoch(run.epoch[first], w.first_wait),
+        **_start_making(run.making_ns, first, w.first_wait),
     }
     out["loader"] = dict(run.loader) if run.loader is not None else None
     return out
@@ -484,6 +485,24 @@ def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> 
         return np.zeros(len(steps), dtype=bool)
     position = steps["flags"] >> _core.FLAG_POS_SHIFT
     return stall_timing.epoch_start_mask(position, _startup_steps(src, steps["epoch"], epochs))
+
+
+def _start_making(making_ns: Optional[np.ndarray], first: np.ndarray,
+                  first_wait_ns: np.ndarray) -> dict:
+    """{making_share}: of the start-up fetches' wait, the share during
+    which the awaited worker was making batches (worker_timing's per-step
+    overlap, ``making_ns`` over all steps, -1 unknown); {} where any
+    start-up fetch's is unknown or none waited.  A worker still making the
+    epoch's first batches is the dataset's work at the epoch's first
+    indices; the rest is starting (iter(), the workers' processes, their
+    worker_init_fn) and handing over."""
+    if making_ns is None or not first.any():
+        return {}
+    making = np.asarray(making_ns)[first]
+    total = int(first_wait_ns.sum())
+    if (making < 0).any() or total <= 0:
+        return {}
+    return {"making_share": float(np.minimum(making, first_wait_ns).sum()) / total}
 
 
 def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray) -> list[dict]:

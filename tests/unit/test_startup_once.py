@@ -48,3 +48,22 @@ def test_the_bottom_line_calls_it_a_one_off_only_where_the_one_off_is_most():
     # Persistent workers started once: 874 ms against 20 ms later.
     (f,) = startup_once.notes(_summary([0.874, 0.020, 0.020], persistent=True))
     assert startup_once.mostly_once(f)
+
+
+def test_a_one_off_beside_a_cost_each_later_epoch_pays_says_both():
+    # Persistent workers, 320 ms at epoch 0 against 78.8 ms at each of two
+    # later starts (helper 32A): the one-off (241 ms) is most of the 478
+    # ms, and the bottom line said "not one paid each epoch" beside the
+    # note's 78.8 ms each.
+    from traceml.findings import advice
+
+    (f,) = startup_once.notes(_summary([0.320, 0.0788, 0.0788]))
+    assert startup_once.mostly_once(f)
+    said = advice.WORDS["epoch_start_once"]({**f.numbers, "wall_share": 0.56})
+    assert "not one paid each epoch" not in said, said
+    assert "241 ms of it a one-off cost that a longer run spreads thin, and 78.8 ms paid " \
+           "again at each later epoch start" in said, said
+    # Later starts under the 1 ms floor: the one-off alone.
+    (f,) = startup_once.notes(_summary([0.874, 0.0004, 0.0004]))
+    said = advice.WORDS["epoch_start_once"]({**f.numbers, "wall_share": 0.5})
+    assert "a one-off cost that a longer run spreads thin, not one paid each epoch" in said

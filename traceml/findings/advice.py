@@ -75,6 +75,8 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
         "mean_s": sum(per_epoch) / len(per_epoch) if per_epoch else None,
         "num_workers": nw,
         "recreated": (None if not nw else not loader.get("persistent_workers")),
+        **({"making_share": es["making_share"]}
+           if (es := s.get("epoch_start") or {}).get("making_share") is not None else {}),
     })]
 
 
@@ -606,10 +608,14 @@ WORDS: dict[str, Words] = {
     "epoch_start": bottom_line._epoch_start_next,
     "epoch_start_once": lambda p: (
         f"Epoch starts hold {pct(p['wall_share'])} of the wall time, {pct(p['share'])} of "
-        f"it epoch {p['epoch']}'s start-up ({fmt_s(p['first_s'])}): a one-off cost that a longer run "
-        "spreads thin, not one paid each epoch. Next: judge the steady state below; if runs "
-        "are this short in practice, look at what the first epoch alone does (worker start, "
-        "dataset set-up, a cache filled once)."),
+        f"it epoch {p['epoch']}'s start-up ({fmt_s(p['first_s'])}): "
+        + (f"{fmt_s(p['first_s'] - p['later_median_s'])} of it a one-off cost that a longer "
+           f"run spreads thin, and {fmt_s(p['later_median_s'])} paid again at each later "
+           "epoch start (the workers' first batches of an epoch are made after its iter())"
+           if p["later_median_s"] >= stall_threshold.STALL_FLOOR_S else
+           "a one-off cost that a longer run spreads thin, not one paid each epoch")
+        + ". Next: judge the steady state below; if runs are this short in practice, look at "
+        "what the first epoch alone does (worker start, dataset set-up, a cache filled once)."),
     "trend": wait_trend._trend_next_line,
     "trend_next": lambda p: (
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
@@ -639,7 +645,7 @@ WORDS: dict[str, Words] = {
          + (f" ({pct(p['cost_share'], 1)} of the step time)"
             if p["cost_share"] is not None else ""))
         + (f"; they recur{' in bursts' if p.get('bursts') else ''} every {p['every']} steps "
-           f"(p = {p['p_value']:.1g} that as many at random keep a period as well), so "
+           f"(p = {p['p_value']:.2g} that as many at random keep a period as well), so "
            "something that recurs makes them, worth an experiment only if they grow."
            if p.get("every") else ". Record longer to see whether it recurs.")),
     "periodic_slow": lambda p: (f"The slow fetches recur every {p['period']} steps"

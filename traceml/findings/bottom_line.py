@@ -116,6 +116,17 @@ def _worker_exited_next(p: dict) -> str:
             "shows (the DataLoader's message loses it).")
 
 
+# The awaited worker still making the epoch's first batches for most (more
+# than this share) of the start-up fetches' wait: the epoch starts are the
+# dataset's first samples, not the workers' start-up (a worker starting,
+# or running worker_init_fn, makes no batch).  The same "most" as
+# stall_timing.PERIOD_MIN_SHARE.  Slow first indices each epoch read
+# "the DataLoader starts its 2 workers anew ... persistent_workers=True
+# pays that start-up once" in 4 of 4 runs (helper 32B), and persistent
+# workers still waited 160 ms an epoch.
+STARTUP_MAKING_SHARE = 0.5
+
+
 def _epoch_start_next(p: dict) -> str:
     each = (f"{plural(p['epochs'], 'epoch')}, {fmt_s(p['mean_s'])} each on average"
             if p["mean_s"] is not None else plural(p["epochs"], "epoch"))
@@ -125,6 +136,14 @@ def _epoch_start_next(p: dict) -> str:
                 "wall time of this one-epoch recording: a short run, whose steady state is "
                 "a small part of it; record more steps before judging the loader, and "
                 "check what start-up does if real runs are this short.")
+    if p["epochs"] >= 2 and (p.get("making_share") or 0.0) > STARTUP_MAKING_SHARE:
+        persist = (" persistent_workers=True would not remove it (it starts the workers once, "
+                   "not the batches)." if p["recreated"] else "")
+        return (said + f"for {pct(p['making_share'])} of it the awaited worker was still "
+                "making the epoch's first batches: the dataset's work at each epoch's first "
+                "samples (what __getitem__ does at those indices, a file or cache opened per "
+                f"epoch), not the workers' start-up.{persist} Next: time __getitem__ on each "
+                "epoch's first indices against later ones.")
     if p["recreated"]:
         return (said + f"the DataLoader starts its {p['num_workers']} workers anew every "
                 "epoch (persistent_workers=False); persistent_workers=True pays that start-up "
