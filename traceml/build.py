@@ -431,7 +431,8 @@ def _stage_findings(run: _Run, s: dict) -> dict:
                                 getattr(run.src, "epoch_facts", {}) or {}, run.main_pid)
                if run.loader is not None and run.samples is not None else None)
     run.memory_found = worker_memory.memory_findings(
-        memory_, run.num_workers, (s.get("host") or {}).get("start_method"))
+        memory_, run.num_workers, (s.get("host") or {}).get("start_method"),
+        _sample_bytes(s))
     if memory_ is not None:
         memory_["findings"] = [code for code, _ in run.memory_found]
     out["memory"] = memory_
@@ -443,6 +444,14 @@ def _stage_findings(run: _Run, s: dict) -> dict:
         + findings.family_notes(so_far))
     out["notes"] = findings.sentences(out["note_items"])
     return out
+
+
+def _sample_bytes(s: dict) -> Optional[float]:
+    """The median batch's bytes over the loader's batch_size; None where
+    either is unknown."""
+    median = (s.get("batch_bytes") or {}).get("median")
+    size = (s.get("loader") or {}).get("batch_size")
+    return float(median) / size if median and size else None
 
 
 def _stage_advice(run: _Run, s: dict) -> dict:

@@ -29,3 +29,22 @@ def test_without_an_rss_reading_the_growth_reads_as_before():
     got = worker_memory.memory_findings(_mem(64 * MB, None), 4, None)
     assert [c for c, _ in got] == ["copy_on_read"]
     assert worker_memory.memory_findings(_mem(8 * MB, 8 * MB), 4, "fork") == []
+
+
+def test_large_samples_get_the_allocators_experiment():
+    # A new 12 MB tensor a sample, nothing kept (helper 32B): the workers'
+    # memory grew 1.2 GB, and a plain DataLoader grew alike; glibc's heap
+    # kept the freed blocks.  The reading names the experiment that tells
+    # the allocator's growth from the dataset's.
+    got = worker_memory.memory_findings(_mem(1235 * MB, 1300 * MB), 2, "fork",
+                                        sample_bytes=12.6e6)
+    ((code, p),) = got
+    assert code == "workers_keep_memory" and p["sample_bytes"] == 12.6e6
+    words = worker_memory.WORDS[code](p)
+    assert "MALLOC_MMAP_THRESHOLD_=131072" in words and "12.6 MB" in words
+    # Samples under the threshold's start: the dataset's reading alone.
+    (( _, p),) = worker_memory.memory_findings(
+        _mem(215 * MB, 261 * MB), 2, "fork",
+        sample_bytes=worker_memory.ALLOCATOR_SAMPLE_BYTES - 1)
+    assert "sample_bytes" not in p
+    assert "MALLOC" not in worker_memory.WORDS["workers_keep_memory"](p)
