@@ -412,13 +412,20 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
 # a search of the run's size could try (multi_search_tests), at
 # PERIOD_ALPHA as a family of its own beside the one-residue search.
 SLOTS_MAX = 3
+# ... over cycles of at most this many fetches: the several-stalls model
+# is a short cycle of slow places (a sample pattern, a round split in
+# two), and its price stays bounded at any run length (sum over P of
+# C(P, 2) + C(P, 3) is 46,376 at 32; over every P to n / 3 it would grow
+# as n^4 and no long run could ever show one).
+SLOTS_MAX_PERIOD = 32
 
 
 def multi_search_tests(fetches: int) -> int:
     """How many (period, residue set) pairs the several-stalls search pays
-    for among ``fetches`` tested fetches: sum over P in 2..fetches //
-    PREDICTED_MIN_STALLS of C(P, s) for s in 2..SLOTS_MAX."""
-    top = int(fetches) // PREDICTED_MIN_STALLS
+    for among ``fetches`` tested fetches: sum over P in 2..min(fetches //
+    PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD) of C(P, s) for s in
+    2..SLOTS_MAX."""
+    top = min(int(fetches) // PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD)
     return sum(math.comb(p, k) for p in range(2, top + 1) for k in range(2, SLOTS_MAX + 1))
 
 
@@ -537,6 +544,8 @@ def _several(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray, peri
     consistent, searched (its own family's price), and not "a stall every
     d fetches" with some missed for a divisor d whose one residue holds
     all its places (:func:`_spread_refuted`), else []."""
+    if period > SLOTS_MAX_PERIOD:
+        return []
     t = _multi_residue_test(stalled, position, period, tested, multi_search_tests(n))
     if t is None or not (t["periodic"] or t["consistent"]):
         return []
@@ -566,7 +575,8 @@ def _spread_refuted(stalled: np.ndarray, position: np.ndarray, tested: np.ndarra
     if len(t["residues"]) >= t["period"] // d:
         return None
     one = _residue_test(stalled, position, d, tested, None, phase=t["residues"][0] % d, tests=1)
-    tries = sum(math.comb(k, s) for k in range(2, max(2, n // (PREDICTED_MIN_STALLS * d)) + 1)
+    most = min(n // (PREDICTED_MIN_STALLS * d), SLOTS_MAX_PERIOD // d)
+    tries = sum(math.comb(k, s) for k in range(2, max(2, most) + 1)
                 for s in range(2, min(k - 1, SLOTS_MAX) + 1))
     p = tries * _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
     return min(1.0, p) if p < PERIOD_ALPHA else None
@@ -579,7 +589,8 @@ def finer_cadence(positions: Optional["Positions"], period: int) -> Optional[dic
     its misses over the fetches of its residue alike; stalls at 0 and 2 of
     every 6 fill two thirds of the even fetches, and those at 4 of every 6
     never stall.  The answer at ``k * period`` (k >= 2, each of its
-    residues at least PREDICTED_MIN_STALLS fetches) replaces it where it
+    residues at least PREDICTED_MIN_STALLS fetches, ``k * period`` at
+    most SLOTS_MAX_PERIOD) replaces it where it
     is periodic (the several-stalls test, its search's price paid), its
     residues all on one residue of ``period`` and not all of that
     residue's places, and the even spread is refuted
@@ -594,7 +605,8 @@ def finer_cadence(positions: Optional["Positions"], period: int) -> Optional[dic
     tested = np.asarray(positions.tested, dtype=bool)[:m]
     n = int(np.count_nonzero(tested))
     best = None
-    for times in range(2, n // (PREDICTED_MIN_STALLS * max(1, period)) + 1):
+    most = min(n // PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD) // max(1, period)
+    for times in range(2, most + 1):
         for t in _several(stalled, position, tested, times * period, n):
             if not t["periodic"] or len({x % period for x in t["residues"]}) != 1:
                 continue
