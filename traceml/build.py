@@ -314,6 +314,11 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     run.parts_all = _wait_split(steps, w.steady, run.clocks, run.clocked_making,
                                 run.host_share, run.clocked_sampler)
     run.body = _body_split(steps, w.steady, run.clocks)
+    if run.body is not None:
+        host = _others_in_clocked_bodies(steps, w.steady, run.clocks, run.samples, run.src,
+                                         run.sampler_info, run.main_pid)
+        if host is not None and host["host_share"] is not None:
+            run.body["host_share"] = host["host_share"]
     facts = getattr(run.src, "epoch_facts", None) or {}
     cpus = facts[max(facts)].get("usable_cpus") if facts else None
     totals = _input_share(w)
@@ -680,6 +685,24 @@ def _others_in_clocked_waits(steps: np.ndarray, steady: np.ndarray,
     at = clocks[0][ok]
     main, workers = evidence.job_pids(src, sampler_info, main_pid)
     return evidence.others_in_waits(samples, steps["begin_ns"][at], steps["fetch_done_ns"][at],
+                                    main, workers)
+
+
+def _others_in_clocked_bodies(steps: np.ndarray, steady: np.ndarray,
+                              clocks: Optional[tuple], samples: Optional[np.ndarray], src,
+                              sampler_info: Optional[dict],
+                              main_pid: Optional[int]) -> Optional[dict]:
+    """evidence.others_in_waits over the clocked steady steps' bodies
+    (from the batch in hand to the step's end: the compute the body split
+    reads); None without clocks, readings or such steps."""
+    if clocks is None or samples is None or sampler_info is None:
+        return None
+    ok = _clocked_in(clocks[0], steady, clocks[3] >= 0)
+    if not ok.any():
+        return None
+    at = clocks[0][ok]
+    main, workers = evidence.job_pids(src, sampler_info, main_pid)
+    return evidence.others_in_waits(samples, steps["fetch_done_ns"][at], steps["end_ns"][at],
                                     main, workers)
 
 

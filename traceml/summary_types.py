@@ -999,12 +999,14 @@ class BodySplit(TypedDict):
     """The summed parts of the clocked steps' bodies, from the batch in hand to the next fetch
     (traceml/wait_split.py body_split): the steps counted, their total compute (s), each
     part's seconds (main_cpu, cpu_wait, off_cpu), and whether the kernel gave run-queue
-    times."""
+    times; ``host_share``: the most of the job's waits for a core in those bodies that other
+    programs' CPU can account for (evidence.others_in_waits; absent where not read)."""
 
     steps: PositiveInt
     compute_s: NonNegative
     parts_s: dict[Literal['main_cpu', 'cpu_wait', 'off_cpu'], NonNegative]
     runq_known: bool
+    host_share: NotRequired[Share]
 
 
 class WaitPartsHost(TypedDict):

@@ -156,3 +156,25 @@ def test_a_loop_without_workers_is_not_worded_as_workers():
     words = advice.WORDS["trend_next"]
     assert "main process's memory" in words({"label": "RISING", "main": True})
     assert "workers' memory" in words({"label": "RISING"})
+
+
+def test_a_compute_queued_behind_other_programs_names_the_host():
+    # The step's compute waited for a core 54% of its time at 2 workers,
+    # and 50% at num_workers=0 beside the same programs (helper 32B): the
+    # next step said "a lower num_workers".  Where other programs' CPU
+    # accounts for most of the job's waits for a core in the compute, the
+    # host is named.
+    body = {"steps": 100, "compute_s": 1.0, "runq_known": True,
+            "parts_s": {"main_cpu": 0.4, "cpu_wait": 0.54, "off_cpu": 0.06}}
+    s = {"wait_parts": {"compute": {**body, "host_share": 0.9}},
+         "loader": {"num_workers": 2}}
+    p = advice._compute_core_wait(s)
+    assert p == {"core_wait_share": 0.54, "num_workers": 2, "host_share": 0.9}
+    said = advice.WORDS["compute_core_wait"](p)
+    assert "quieter host" in said and "lower num_workers" not in said, said
+    # The job's own processes hold the cores: fewer of them.
+    s["wait_parts"]["compute"]["host_share"] = 0.2
+    said = advice.WORDS["compute_core_wait"](advice._compute_core_wait(s))
+    assert "a lower num_workers" in said, said
+    del s["wait_parts"]["compute"]["host_share"]
+    assert "host_share" not in advice._compute_core_wait(s)

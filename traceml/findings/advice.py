@@ -377,7 +377,17 @@ def _compute_core_wait(s: dict) -> dict:
     if parts.get("cpu_wait", 0.0) < max(parts.values()):
         return {}
     return {"core_wait_share": parts["cpu_wait"] / c["compute_s"],
-            "num_workers": (s.get("loader") or {}).get("num_workers")}
+            "num_workers": (s.get("loader") or {}).get("num_workers"),
+            **({"host_share": c["host_share"]} if c.get("host_share") is not None else {})}
+
+
+# Other programs' CPU accounts for more than this share (most) of the
+# job's waits for a core in the steps' compute: the host's, not the
+# loader's processes (the same "most" as HOST-BOUND's reading of the
+# input wait).  At num_workers=2 the compute waited for a core 54% of its
+# time, and num_workers=0 beside the same programs 50%; the next step
+# said "a lower num_workers" (helper 32B).
+COMPUTE_HOST_SHARE = 0.5
 
 
 def _compute_bound_words(p: dict) -> str:
@@ -393,6 +403,13 @@ def _compute_bound_words(p: dict) -> str:
 
 def _compute_core_wait_words(p: dict) -> str:
     nw = p.get("num_workers")
+    if (p.get("host_share") or 0.0) > COMPUTE_HOST_SHARE:
+        return (f"The step's own compute waited for a core {pct(p['core_wait_share'])} of its "
+                "time, its largest measured part, and other programs' CPU accounts for "
+                f"{pct(p['host_share'])} of the job's waits for a core then: the host held "
+                "the cores the model needs, which profiling the step's code would not find. "
+                "Next: the same loop on a quieter host (what else runs stopped), judged by "
+                "step time (traceml.compare).")
     who = f"its {plural(nw, 'worker')} or other programs" if nw else "other programs"
     return (f"The step's own compute waited for a core {pct(p['core_wait_share'])} of its "
             f"time, its largest measured part: {who} held the cores the model needs, which "
