@@ -159,6 +159,24 @@ def test_slow_sample_words_time_an_iterable_by_position_not_by_index():
     assert "__getitem__" not in words and "__next__ at the positions" in words
 
 
+def test_at_no_workers_the_slow_batches_may_be_collates_as_much_as_samples():
+    # A slow collate_fn every 7th batch at num_workers=0 (helper 32B): the
+    # stack samples named my_collate > merge_meta, and the residue's step
+    # said "particular samples are slow ... time __getitem__": at 0
+    # workers nothing times collate_fn apart from the samples.
+    attr = {"label": "SLOW-SAMPLE", "period": 7, "residue": 0, "residue_share": 1.0,
+            "stall_workers": {}, "made": None}
+    (f,) = attribution.advise({"attribution": attr, "loader": {"num_workers": 0}})
+    words = attribution.WORDS[f.code](f.numbers)
+    assert "share rank % 7 == 0" in words
+    assert "their samples or their collate_fn" in words and "collate_fn on them" in words
+    assert "particular samples are slow" not in words
+    # With workers, their per-sample timing tells the two apart.
+    attr["stall_workers"] = {0: 6, 1: 6}
+    (f,) = attribution.advise({"attribution": attr, "loader": {"num_workers": 2}})
+    assert "particular samples are slow" in attribution.WORDS[f.code](f.numbers)
+
+
 def test_batches_slow_in_collate_read_slow_collate_not_slow_samples():
     # Every 5th batch's collate_fn burns 50 ms over samples of 12 us: the
     # stalled batches spent 97% of their make time in collate_fn.

@@ -60,7 +60,6 @@ def test_every_superseded_code_exists():
         assert set(family.ONLY_REPLACING) <= set(table), _family(family)
     attribution = findings.attribution
     assert set(attribution.SLOW_SAMPLE_OWN_PERIOD_SUPERSEDES) <= set(worded)
-    assert set(findings.slow_code._MEASURED_IN_MAIN) <= set(worded)
 
 
 def _corpus_advice(summaries) -> dict[str, str]:

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from traceml import _core, stacks
-from traceml.findings import attribution, slow_code, slow_samples
+from traceml.findings import slow_code, slow_samples
 
 CODES = [("/data/ds.py", "DS.__getitem__", 10), ("/data/ds.py", "query_rows", 30),
          ("/data/ds.py", "burn", 2), (stacks._OWN_DIR + "wrapping.py", "own", 1)]
@@ -610,21 +610,3 @@ def test_a_sampler_that_holds_the_fetch_replaces_try_workers():
     (adv,) = slow_code.advise(s)
     assert slow_code.superseded_by(adv) == frozenset()
     assert "sampler" not in slow_code.WORDS[adv.code](adv.numbers)
-
-
-def test_a_function_named_in_the_main_process_replaces_timing_the_samples():
-    # A slow collate_fn every 7th batch at num_workers=0 (helper 32B): the
-    # main process's samples named my_collate > merge_meta, and the
-    # attribution's "time __getitem__ on the indices of those batches"
-    # (SLOW-SAMPLE: at 0 workers nothing times collate_fn apart) stood
-    # beside it.  The measured function replaces that step; with workers
-    # (their per-sample timing tells collate from samples) it does not.
-    from traceml.findings import advice
-    from traceml.findings._types import Finding
-
-    main = Finding("look_at_function", {"main": True, "function": "my_collate"})
-    assert {"slow_sample", "slow_collate"} <= slow_code.superseded_by(main)
-    workers = Finding("look_at_function", {"main": False, "function": "my_collate"})
-    assert "slow_sample" not in slow_code.superseded_by(workers)
-    assert advice.EVIDENCE_FAMILIES.index(slow_code) > advice.EVIDENCE_FAMILIES.index(
-        attribution)

@@ -715,11 +715,18 @@ def with_collate_share(attr: Optional[dict], share: Optional[float]) -> Optional
 def _what_is_slow(p: dict) -> str:
     """What the residue's batches are: slow samples, or, where collate_fn
     holds most of the stalled batches' make time (COLLATE_SHARE),
-    batches slow in collate_fn."""
+    batches slow in collate_fn; at num_workers=0 (``main``), where nothing
+    times collate_fn apart from the samples, particular batches (a slow
+    collate_fn every 7th batch read "particular samples are slow ... time
+    __getitem__" beside the stack samples naming the collate_fn, helper
+    32B)."""
     if _in_collate(p):
         return (f"particular batches are slow, not a worker, and collate_fn holds "
                 f"{pct(p['collate_share'])} of the stalled batches' make time, not their "
                 "samples' __getitem__")
+    if p.get("main"):
+        return ("particular batches are slow (their samples or their collate_fn: at "
+                "num_workers=0 nothing times the two apart)")
     return "particular samples are slow, not a worker"
 
 
@@ -738,6 +745,8 @@ def _time_them(p: dict) -> str:
                 "slow, and no other)")
     if p.get("iterable"):
         return "time the dataset's __next__ at the positions of those batches"
+    if p.get("main"):
+        return "time __getitem__ on the indices of those batches, and collate_fn on them"
     return "time __getitem__ on the indices of those batches"
 
 
@@ -919,6 +928,8 @@ def advise(s: dict) -> list[Finding]:
                                .get("kind") == "iterable"),
                   "deeper": deeper_look_ahead(s),
                   "collate_share": attr.get("collate_share"),
+                  **({"main": True} if (s.get("loader") or {}).get("num_workers") == 0
+                     else {}),
                   **_index_stride(s)}
         made = attr.get("made")
         if made is not None:

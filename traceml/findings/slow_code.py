@@ -415,29 +415,13 @@ SAMPLER_SHARE = 0.5
 _WORKERS_WONT_HELP = frozenset(("try_workers",))
 
 
-# At num_workers=0 the main process's samples of the slow batches name
-# the function they ran (on CPU or off it): the experiment the
-# attribution's residue asks for ("time __getitem__ on the indices of
-# those batches") is done, and at 0 workers nothing times collate_fn apart
-# from the samples, so that step can point the wrong way (a slow
-# collate_fn every 7th batch read "Look at my_collate ... down to
-# merge_meta" above "particular samples are slow ... time __getitem__",
-# helper 32B, 4 of 4 runs).
-_MEASURED_IN_MAIN = frozenset(("slow_sample", "slow_collate"))
-
-
 def superseded_by(f: Finding) -> frozenset:
     """The next-step codes the item ``f`` replaces: "try num_workers"
     where the sampler holds most of the main process's fetch CPU
-    (SAMPLER_SHARE); the attribution's residue step where the main
-    process's samples named the function (_MEASURED_IN_MAIN); else
-    SUPERSEDES'."""
-    out = SUPERSEDES.get(f.code, frozenset())
+    (SAMPLER_SHARE), else none."""
     if (f.numbers.get("sampler_share") or 0.0) > SAMPLER_SHARE:
-        out = out | _WORKERS_WONT_HELP
-    if f.code == "look_at_function" and f.numbers.get("main"):
-        out = out | _MEASURED_IN_MAIN
-    return out
+        return SUPERSEDES.get(f.code, frozenset()) | _WORKERS_WONT_HELP
+    return SUPERSEDES.get(f.code, frozenset())
 
 
 def advise(s: dict) -> list[Finding]:
