@@ -181,3 +181,18 @@ def most_false_alarms(trials: int) -> int:
     from traceml.findings import wait_trend
 
     return int(binom.ppf(1.0 - wait_trend.TREND_ALPHA, trials, wait_trend.TREND_ALPHA))
+
+
+def one_epoch_temporal(n, at, stall_ns, calm_ns):
+    """stall_timing.temporal_of over ``n`` steady fetches of one epoch,
+    positions 0..n-1, the fetches ``at`` stalled (waits of ``stall_ns``,
+    the rest ``calm_ns``), no period predicted: the answer dict."""
+    from traceml.findings import stall_timing
+
+    stalled = np.zeros(n, dtype=bool)
+    stalled[at] = True
+    wait = np.where(stalled, stall_ns, calm_ns).astype(np.int64)
+    tested = np.ones(n, dtype=bool)
+    pos = stall_timing.Positions(stalled, np.arange(n), tested, wait)
+    return stall_timing.temporal_of(stalled, np.zeros(n, dtype=np.int32), wait, n, False, None,
+                                    positions=pos)

@@ -775,33 +775,3 @@ def test_two_stalls_a_period_are_that_period_not_irregular_nor_a_divisor():
     # finer answer replaces it too.
     got, pred = _one_epoch(36, _places(36, 6, {0, 2}), 40_000_000, 1_000_000, period=2)
     assert pred["periodic"] and got["period"] == 6 and got["searched"]["residues"] == [0, 2]
-
-
-def test_one_stall_a_period_with_random_misses_keeps_its_period():
-    # "Every 2" (or 4) with a third of the stalls missed at random: the
-    # misses fall anywhere on the residue, and the several-stalls answer at
-    # a multiple may replace it only where the spread test refutes that,
-    # at PERIOD_ALPHA: at most about 1 % of such runs.
-    rng = np.random.default_rng(11)
-    moved = 0
-    runs = 150
-    for period, n, fill in ((2, 40, 0.6), (4, 60, 0.75)):
-        for _ in range(runs):
-            at = [i for i in range(0, n, period) if rng.random() < fill]
-            got, _ = _one_epoch(n, at, 40_000_000, 1_000_000)
-            moved += bool(got is not None and (got.get("searched") or {}).get("residues"))
-    assert moved <= 3, moved
-
-
-def test_random_stalls_rarely_read_as_several_a_period():
-    rng = np.random.default_rng(12)
-    claimed = 0
-    runs = 100
-    for n, k in ((30, 10), (42, 12)):
-        for _ in range(runs):
-            got, _ = _one_epoch(n, np.sort(rng.choice(n, k, replace=False)), 40_000_000,
-                                1_000_000)
-            claimed += bool(got["label"] == stall_timing.PERIODIC
-                            and (got.get("searched") or {}).get("residues"))
-    # PERIOD_ALPHA of 200 runs is 2.
-    assert claimed <= 2, claimed

@@ -4,6 +4,7 @@ cadence against num_workers, and the epoch-start fetches kept apart.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Optional
 
@@ -420,6 +421,7 @@ SLOTS_MAX = 3
 SLOTS_MAX_PERIOD = 32
 
 
+@functools.lru_cache(maxsize=256)
 def multi_search_tests(fetches: int) -> int:
     """How many (period, residue set) pairs the several-stalls search pays
     for among ``fetches`` tested fetches: sum over P in 2..min(fetches //
@@ -563,6 +565,14 @@ def _several(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray, peri
     return [t]
 
 
+@functools.lru_cache(maxsize=256)
+def _spread_tries(most: int) -> int:
+    """The proper subsets of 2 to SLOTS_MAX places among k, summed over
+    the multiples k in 2..``most``."""
+    return sum(math.comb(k, s) for k in range(2, max(2, most) + 1)
+               for s in range(2, min(k - 1, SLOTS_MAX) + 1))
+
+
 def _spread_refuted(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray,
                     t: dict, d: int, n: int) -> Optional[float]:
     """The p-value that the stalls of the residue mod ``d`` holding ``t``'s
@@ -575,9 +585,7 @@ def _spread_refuted(stalled: np.ndarray, position: np.ndarray, tested: np.ndarra
     if len(t["residues"]) >= t["period"] // d:
         return None
     one = _residue_test(stalled, position, d, tested, None, phase=t["residues"][0] % d, tests=1)
-    most = min(n // (PREDICTED_MIN_STALLS * d), SLOTS_MAX_PERIOD // d)
-    tries = sum(math.comb(k, s) for k in range(2, max(2, most) + 1)
-                for s in range(2, min(k - 1, SLOTS_MAX) + 1))
+    tries = _spread_tries(min(n // (PREDICTED_MIN_STALLS * d), SLOTS_MAX_PERIOD // d))
     p = tries * _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
     return min(1.0, p) if p < PERIOD_ALPHA else None
 
