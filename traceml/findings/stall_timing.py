@@ -395,7 +395,6 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
             "periodic": bool(periodic), "consistent": bool(consistent)}
 
 
-
 # Several stalls a period.  A slow sample at two places of every P
 # (indices 0 and 3 of every 7, 0 and 2 of every 6) makes two stalls a
 # cycle: its gaps alternate (3, 4, 3, 4), no gap is the commonest, and one
@@ -466,6 +465,7 @@ def _multi_residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
             "p_value": p, "single_p_value": p_single, "hypergeom_p_value": p_single,
             "rank_p_value": None, "best_p_value": min(1.0, tests * best), "every": True,
             "periodic": bool(periodic), "consistent": bool(consistent)}
+
 
 # Searched periods, by position.  Where the loader's own period does not
 # hold (or it has none), the stalls may still come every P fetches of each
@@ -579,9 +579,10 @@ def _spread_refuted(stalled: np.ndarray, position: np.ndarray, tested: np.ndarra
     residues would sit on those residues as much as they do, were they
     spread over its fetches alike ("a stall every d fetches", some
     missed): the hypergeometric tail, Bonferroni over every proper subset
-    of 2 to SLOTS_MAX places of every multiple k * d (k >= 2) a search
-    among ``n`` tested fetches could try; None where that is not under
-    PERIOD_ALPHA, or where S is all of its places."""
+    of 2 to SLOTS_MAX places of every multiple k * d (k >= 2, k * d at
+    most SLOTS_MAX_PERIOD) a search among ``n`` tested fetches could try;
+    None where that is not under PERIOD_ALPHA, or where S is all of its
+    places."""
     if len(t["residues"]) >= t["period"] // d:
         return None
     one = _residue_test(stalled, position, d, tested, None, phase=t["residues"][0] % d, tests=1)
@@ -619,7 +620,7 @@ def finer_cadence(positions: Optional["Positions"], period: int) -> Optional[dic
             if not t["periodic"] or len({x % period for x in t["residues"]}) != 1:
                 continue
             if "spread_p_value" not in t:
-                continue        # (refuted in _several against the largest d)
+                continue        # no divisor's residue holds its places
             if best is None or t["p_value"] < best["p_value"]:
                 best = t
     return best
