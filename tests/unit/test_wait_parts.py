@@ -423,7 +423,10 @@ def test_the_host_explains_a_wait_only_where_the_rest_would_not_hold_the_loop():
     assert nxt.startswith("Next: besides other programs holding the cores (52%), the largest "
                           "measured part of the wait (41%) is "), nxt
     assert advice.WORDS["largest_part"]({**got, "second": True}).startswith(
-        "The next besides other programs holding the cores (52%), the largest measured")
+        "Besides other programs holding the cores (52%), the next largest measured part")
+    assert advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.4,
+                                         "second": True}).startswith(
+        "The next largest measured part of the wait (40%) is ")
     assert advice.WORDS["largest_part"]({"part": "main_cpu", "share": 0.4}).startswith(
         "Next: the largest measured part of the wait (40%) is ")
 

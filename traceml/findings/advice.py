@@ -390,6 +390,20 @@ def _compute_core_wait(s: dict) -> dict:
 COMPUTE_HOST_SHARE = 0.5
 
 
+def _largest_part_words(p: dict) -> str:
+    """The largest measured part's next step ("Next: the largest ..."),
+    or the next one after the host's (``second``: "The next largest
+    ..."), with the host's part set aside where ``past_host``."""
+    text = ((f"besides other programs holding the cores ({pct(p['past_host'])}), the"
+             if p.get("past_host") else "the")
+            + (" next" if p.get("second") else "")
+            + f" largest measured part of the wait ({pct(p['share'])}) is "
+            f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
+            f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}."
+            + (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else ""))
+    return text[0].upper() + text[1:] if p.get("second") else "Next: " + text
+
+
 def _compute_bound_words(p: dict) -> str:
     if p.get("gpu"):
         return (f"The GPU waits for input {pct(p['share'])} of its time (the host's waits "
@@ -703,14 +717,7 @@ WORDS: dict[str, Words] = {
                                  "iterable's next() does."),
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
-    "largest_part": lambda p: (
-        ("The next" if p.get("second") else "Next:")
-        + (f" besides other programs holding the cores ({pct(p['past_host'])}), the"
-           if p.get("past_host") else (" the" if not p.get("second") else ""))
-        + f" largest measured part of the wait ({pct(p['share'])}) is "
-        f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
-        f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}."
-        + (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else "")),
+    "largest_part": lambda p: _largest_part_words(p),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "
