@@ -27,7 +27,8 @@ other value, compared, the same), and when two separate groups of waits
 began to be judged against the compute step (the random-stall case keeps
 its stalls; its threshold and rule changed), and when the diagnosis gained
 its block-bootstrap support (diagnosis_support, added beside the rest),
-and when the sentences left it for their codes and numbers.
+and when the sentences left it for their codes and numbers, and when the
+slow-sample step at num_workers=0 gained ``main`` (its only change).
 """
 
 from __future__ import annotations
