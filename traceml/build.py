@@ -306,8 +306,8 @@ def _stage_durations(run: _Run, s: dict) -> dict:
                                          run.making_ns if decided else None, run.met,
                                          run.delivery, run.samples,
                                          getattr(run.src, "epoch_facts", None))
-    host_in_waits = _others_in_clocked_waits(steps, w.steady, run.clocks, run.samples,
-                                             run.src, run.sampler_info, run.main_pid)
+    host_in_waits = _others_in_clocked(steps, w.steady, run.clocks, run.samples,
+                                       run.src, run.sampler_info, run.main_pid)
     run.host_share = host_in_waits["host_share"] if host_in_waits else None
     run.host_in_waits = host_in_waits
     run.clocked_sampler = _clocked_sampler(steps, run.clocks, run.sampler_items)
@@ -315,8 +315,8 @@ def _stage_durations(run: _Run, s: dict) -> dict:
                                 run.host_share, run.clocked_sampler)
     run.body = _body_split(steps, w.steady, run.clocks)
     if run.body is not None:
-        host = _others_in_clocked_bodies(steps, w.steady, run.clocks, run.samples, run.src,
-                                         run.sampler_info, run.main_pid)
+        host = _others_in_clocked(steps, w.steady, run.clocks, run.samples, run.src,
+                                  run.sampler_info, run.main_pid, bodies=True)
         if host is not None and host["host_share"] is not None:
             run.body["host_share"] = host["host_share"]
     facts = getattr(run.src, "epoch_facts", None) or {}
@@ -670,40 +670,24 @@ def _clocked_sampler(steps: np.ndarray, clocks: Optional[tuple],
     return wall, cpu
 
 
-def _others_in_clocked_waits(steps: np.ndarray, steady: np.ndarray,
-                             clocks: Optional[tuple], samples: Optional[np.ndarray], src,
-                             sampler_info: Optional[dict],
-                             main_pid: Optional[int]) -> Optional[dict]:
-    """evidence.others_in_waits over the clocked steady fetches' waits
-    (the fetches the split reads), for the main process and the source's
-    workers; None without clocks, readings or such fetches."""
+def _others_in_clocked(steps: np.ndarray, steady: np.ndarray,
+                       clocks: Optional[tuple], samples: Optional[np.ndarray], src,
+                       sampler_info: Optional[dict], main_pid: Optional[int],
+                       bodies: bool = False) -> Optional[dict]:
+    """evidence.others_in_waits, for the main process and the source's
+    workers, over the clocked steady fetches' waits (the fetches the split
+    reads), or with ``bodies`` over the steps' bodies whose clocks were
+    read (from the batch in hand to the step's end: the compute the body
+    split reads); None without clocks, readings or such steps."""
     if clocks is None or samples is None or sampler_info is None:
         return None
-    ok = _clocked_in(clocks[0], steady, True)
+    ok = _clocked_in(clocks[0], steady, clocks[3] >= 0 if bodies else True)
     if not ok.any():
         return None
     at = clocks[0][ok]
     main, workers = evidence.job_pids(src, sampler_info, main_pid)
-    return evidence.others_in_waits(samples, steps["begin_ns"][at], steps["fetch_done_ns"][at],
-                                    main, workers)
-
-
-def _others_in_clocked_bodies(steps: np.ndarray, steady: np.ndarray,
-                              clocks: Optional[tuple], samples: Optional[np.ndarray], src,
-                              sampler_info: Optional[dict],
-                              main_pid: Optional[int]) -> Optional[dict]:
-    """evidence.others_in_waits over the clocked steady steps' bodies
-    (from the batch in hand to the step's end: the compute the body split
-    reads); None without clocks, readings or such steps."""
-    if clocks is None or samples is None or sampler_info is None:
-        return None
-    ok = _clocked_in(clocks[0], steady, clocks[3] >= 0)
-    if not ok.any():
-        return None
-    at = clocks[0][ok]
-    main, workers = evidence.job_pids(src, sampler_info, main_pid)
-    return evidence.others_in_waits(samples, steps["fetch_done_ns"][at], steps["end_ns"][at],
-                                    main, workers)
+    start, end = ("fetch_done_ns", "end_ns") if bodies else ("begin_ns", "fetch_done_ns")
+    return evidence.others_in_waits(samples, steps[start][at], steps[end][at], main, workers)
 
 
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
@@ -714,7 +698,7 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     the source's steps); None without clocks or without such steps.
     ``clocked_making``: :func:`_clocked_making`'s (None: no worker
     timing); ``host_share``: the share of the waits for a core that is
-    other programs' (:func:`_others_in_clocked_waits`; None: not read);
+    other programs' (:func:`_others_in_clocked`; None: not read);
     ``clocked_sampler``: :func:`_clocked_sampler`'s (None: the sampler
     not timed), each fetch's ``sampler`` part."""
     if clocks is None:
