@@ -617,10 +617,10 @@ def finer_cadence(positions: Optional["Positions"], period: int) -> Optional[dic
     most = min(n // PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD) // max(1, period)
     for times in range(2, most + 1):
         for t in _several(stalled, position, tested, times * period, n):
+            # (Residues on one residue of ``period``: _several refuted the
+            # spread against the largest such divisor, ``period`` or more.)
             if not t["periodic"] or len({x % period for x in t["residues"]}) != 1:
                 continue
-            if "spread_p_value" not in t:
-                continue        # no divisor's residue holds its places
             if best is None or t["p_value"] < best["p_value"]:
                 best = t
     return best
