@@ -628,7 +628,10 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
     (``making_ns`` at that step), the ns of those it waited for a core
     (worker_timing.queued_during), -1 unknown, and the ns its threads
     waited for a core while its made batch was in transit
-    (evidence.transit_queued over the sampler's ``samples``; 0 unknown);
+    (evidence.transit_queued over the sampler's ``samples``; 0 unknown),
+    and the ns of its made batch's transit (from the record's ``end_ns``
+    to the fetch's end, inside the fetch) during which another worker made
+    a batch on a CPU (worker_timing.others_on_cpu_during; -1 unknown);
     None without clocks or without ``making_ns``.  Only the clocked steps
     are weighed: the split reads no other."""
     if clocks is None or making_ns is None:
@@ -640,15 +643,22 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
     making[ok] = np.asarray(making_ns)[at]
     queued = np.full(len(pos), -1, dtype=np.int64)
     transit = np.zeros(len(pos), dtype=np.int64)
+    behind = np.full(len(pos), -1, dtype=np.int64)
     if met is not None and delivery is not None and ok.any():
+        worker = np.asarray(delivery[1])[at]
         queued[ok] = worker_timing.queued_during(
-            met[0], steps["epoch"][at], np.asarray(delivery[1])[at], steps["begin_ns"][at],
+            met[0], steps["epoch"][at], worker, steps["begin_ns"][at],
             steps["fetch_done_ns"][at])
         per_step = evidence.transit_queued(samples, facts or {}, met[0], met[1],
                                            steps["begin_ns"], steps["fetch_done_ns"])
         if per_step is not None:
             transit[ok] = np.round(per_step[at]).astype(np.int64)
-    return making, queued, transit
+        j = met[1][at]
+        made = np.where(j >= 0, met[0]["end_ns"][np.maximum(j, 0)], steps["fetch_done_ns"][at])
+        behind[ok] = worker_timing.others_on_cpu_during(
+            met[0], steps["epoch"][at], np.where(j >= 0, worker, -1),
+            np.maximum(steps["begin_ns"][at], made), steps["fetch_done_ns"][at])
+    return making, queued, transit, behind
 
 
 def _clocked_sampler(steps: np.ndarray, clocks: Optional[tuple],
@@ -718,7 +728,8 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
                                 others_cpu_ns=others, sampler=sampler)
     return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
                             clocked_making[1][ok], host_share, others, sampler=sampler,
-                            transit_queued_ns=clocked_making[2][ok])
+                            transit_queued_ns=clocked_making[2][ok],
+                            behind_ns=clocked_making[3][ok])
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],

@@ -44,7 +44,8 @@ ShapeLabel = Literal['FAST', 'HEAVY-TAILED', 'UNIFORMLY-SLOW']
 GapCount = Annotated[list[int], Schema(minItems=2, maxItems=2)]
 SHARE = {"$ref": "#/$defs/share"}     # in conditions: a Share
 WaitPart = Literal['worker_making', 'worker_cpu_wait', 'main_cpu', 'cpu_wait', 'host_cpu_wait',
-                   'other_threads', 'sampler', 'transit_cpu_wait', 'in_transit', 'asleep']
+                   'other_threads', 'sampler', 'transit_cpu_wait', 'behind_worker', 'in_transit',
+                   'asleep']
 
 # The named ranges, each kept once under the schema's $defs.
 Count = Annotated[int, Schema(minimum=0, maximum=MAX_COUNT), Def('count')]
@@ -974,7 +975,8 @@ class WaitSplit(TypedDict):
     host; other_threads before in_transit or asleep where the process's CPU clock was
     read; sampler before them where the DataLoader's sampler was timed in the main
     process; transit_cpu_wait before in_transit where the sampler read the workers'
-    threads), and whether the kernel gave run-queue times."""
+    threads; behind_worker before in_transit where the workers timed their batches), and
+    whether the kernel gave run-queue times."""
 
     fetches: PositiveInt
     wait_s: NonNegative

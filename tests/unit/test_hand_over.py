@@ -1,5 +1,7 @@
 """hand_over: bytes advice only where bytes cross processes."""
 
+import pytest
+
 from traceml.findings import hand_over, input_bound
 
 BIG = 2 * hand_over.HANDOVER_MIN_BYTES
@@ -104,3 +106,43 @@ def test_a_hand_over_that_fewer_workers_halve_names_them():
     # The workers' own production is not paid per batch crossing: no row.
     s["wait_parts"]["largest"] = {"part": "worker_making", "share": 0.7}
     assert "fewer" not in dict(advice._steady_steps(s, False))["largest_part"]
+
+
+def test_batches_held_behind_another_workers_python_are_not_called_the_transfer():
+    # Two workers, a 30 ms pure-Python sample every 13th index: most of the
+    # wait was made batches not yet sent while the other worker ran
+    # Python (helper 32B, 8 of 8 runs: "More workers will not shorten this
+    # wait ... fewer or smaller tensors per batch" for 256-byte batches).
+    import numpy as np
+
+    from traceml import wait_split
+    from traceml.findings import wait_parts
+
+    # Three fetches of 10 ns, asleep 9 each (1 on a CPU); the awaited
+    # worker made 2, 0, 0; another worker ran on a CPU over 7, 9 and 50
+    # (capped at what is left) of each batch's transit.
+    wait = np.full(3, 10, dtype=np.int64)
+    got = wait_split.split(wait, np.ones(3, np.int64), np.zeros(3, np.int64),
+                           np.array([2, 0, 0]), behind_ns=np.array([7, 9, 50]))
+    assert got["parts_s"][wait_split.BEHIND_PART] == pytest.approx(25e-9)
+    assert got["parts_s"]["in_transit"] == pytest.approx(0.0)
+    assert sum(got["parts_s"].values()) == pytest.approx(got["wait_s"])
+    largest = wait_parts.next_for(got)
+    assert largest["part"] == wait_parts.BEHIND_WORKER
+    # The verdict weighs the made batches' wait as one, as before the part
+    # was measured out of it: the same fraction with and without it.
+    whole = wait_split.split(wait, np.ones(3, np.int64), np.zeros(3, np.int64),
+                             np.array([2, 0, 0]))
+    assert wait_parts.other_largest_fraction(got) == pytest.approx(
+        wait_parts.other_largest_fraction(whole))
+    assert wait_parts.host_leads(got) == wait_parts.host_leads(whole)
+    p = {"share": 0.35, "production_share": 0.03, "busy_share": 0.42,
+         "ready_before_fetch": 1.0, "median_s": 0.003, "num_workers": 2,
+         "largest": largest}
+    text = hand_over._hand_over_next(p)
+    assert "More workers will not shorten" not in text
+    assert "fewer or smaller tensors" not in text
+    assert "sys.setswitchinterval" in text and "slow-code" in text
+    # A transit with no other worker on a CPU stays the transfer's.
+    p["largest"] = {"part": "in_transit", "share": 0.6}
+    assert "More workers will not shorten" in hand_over._hand_over_next(p)

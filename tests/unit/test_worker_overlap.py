@@ -63,3 +63,24 @@ def test_a_workers_wait_for_a_core_is_spread_over_its_batch():
                        / (r["end_ns"] - r["begin_ns"])
                        for r in mine if r["end_ns"] > r["begin_ns"])
             assert abs(got[i] - want) <= 1, (got[i], want)
+
+
+def test_the_other_workers_time_on_a_cpu_is_their_union_inside_each_interval():
+    # Against a brute-force count of the covered nanoseconds: a unit of
+    # time [t, t + 1) counts when some other worker of the interval's epoch
+    # made a batch over it with cpu_ns >= ON_CPU_SHARE x its make time.
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        recs, epoch, worker, begin, end = _random_case(rng, runq=False)
+        recs["cpu_ns"] = rng.integers(0, 31, len(recs))
+        got = worker_timing.others_on_cpu_during(recs, epoch, worker, begin, end)
+        for i in range(len(epoch)):
+            others = recs[(recs["epoch"] == epoch[i]) & (recs["worker"] != worker[i])]
+            if worker[i] < 0 or len(others) == 0:
+                assert got[i] == -1
+                continue
+            make = others["end_ns"] - others["begin_ns"]
+            hot = others[(make > 0) & (others["cpu_ns"] >= worker_timing.ON_CPU_SHARE * make)]
+            want = sum(any(r["begin_ns"] <= t < r["end_ns"] for r in hot)
+                       for t in range(begin[i], end[i]))
+            assert got[i] == want

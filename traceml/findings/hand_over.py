@@ -82,11 +82,16 @@ def _hand_over_next(p: dict) -> str:
     # own or the next (a worker burning its next batch holds the GIL its
     # queue's feeder needs to send the one made): "still making its
     # batch" beside "made before their fetch began" read as a contradiction.
+    largest = p.get("largest")
+    # Batches held behind another worker's Python are the workers' own
+    # work, not the transfer: more workers may not shorten it, but the
+    # claim that only the hand-over does is not what was measured.
+    held = bool(largest) and largest["part"] == wait_parts.BEHIND_WORKER
     head = (f"Input is {pct(p['share'])} of step time, but the loop waited while the awaited "
             f"worker was making a batch for only {pct(p['production_share'])} of step time; the "
-            f"workers were {busy}{ready}. More workers will not shorten this wait: it is the "
-            "hand-over")
-    largest = p.get("largest")
+            f"workers were {busy}{ready}. "
+            + ("The loop waits mostly for batches made but held in their worker"
+               if held else "More workers will not shorten this wait: it is the hand-over"))
     fewer = (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else "")
     if largest and largest["part"] not in wait_parts.PRODUCTION_PARTS:
         # Measured (wait_parts): the next step is the largest part's.

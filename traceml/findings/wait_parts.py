@@ -22,6 +22,10 @@ PRODUCTION_PARTS = ("worker_making", "worker_cpu_wait")
 # receiving it, the batch in transit, its sender waiting for a core): paid
 # per batch a worker makes, none at num_workers=0.
 RECEIVING_PARTS = ("main_cpu", "in_transit", "transit_cpu_wait")
+# A made batch held while another worker ran Python (wait_split's
+# BEHIND_PART): the workers' own work, though no worker was making the
+# awaited batch.
+BEHIND_WORKER = "behind_worker"
 # The main process's other threads on a CPU in the wait (wait_split's
 # OTHERS_PART): no loader setting shortens it.
 OTHER_THREADS = "other_threads"
@@ -44,6 +48,9 @@ PART_NAMES = {
     "transit_cpu_wait": ("the awaited worker's threads waiting for a core while its batch was "
                          "in transit (its queue's feeder sending it, the fd sharer, the GIL "
                          "holder)"),
+    "behind_worker": ("the batch made but not yet sent while another worker made a batch on a "
+                      "CPU (the workers send under one lock, each sender needing its own "
+                      "worker's GIL, which that worker's Python holds)"),
     "in_transit": "the batch made but not yet here (queued, sent, a worker waiting to send it)",
     "asleep": "the main process asleep (I/O, locks, or workers not timed)",
 }
@@ -78,6 +85,17 @@ PART_NEXT = {
     "transit_cpu_wait": ("a core for the workers' threads that send the batches: fewer "
                          "processes than cores (a lower num_workers), or a quieter host, "
                          "compared on step time (traceml.compare)"),
+    # A worker running Python holds its GIL, which its queue's feeder
+    # needs to send; the feeders send under one lock, so that worker's
+    # slowness holds the others' made batches.  The switch interval is the
+    # experiment that tells the GIL from the rest: a 30 ms pure-Python
+    # sample every 13th index read 35-41 % of the wait in transit, 0 %
+    # with the workers' interval at 0.2 ms.
+    "behind_worker": ("the workers' Python: a worker making a batch in Python keeps its "
+                      "GIL from its queue's sender, which holds the lock every worker sends "
+                      "under; cheaper samples shorten it (the slow-code and slow-sample lines "
+                      "say which), and worker_init_fn=lambda _: sys.setswitchinterval(2e-4) "
+                      "tells it apart: a wait that falls with it was the GIL"),
     "in_transit": ("the transfer: the same loop with fewer processes than cores (a lower "
                    "num_workers): a wait that falls was workers waiting for a core; one that "
                    "stays is the transfer itself, cheaper with fewer or smaller tensors per "
@@ -166,9 +184,15 @@ HOST_CORE_SHARE = 1.0 / 3.0
 
 
 def _causes(parts: dict) -> dict:
-    """The non-production parts with the waits for a core as one."""
+    """The non-production parts with the waits for a core as one, and a
+    made batch held behind another worker's Python counted with the
+    transit it was measured out of: the verdict (HAND-OVER, HOST-BOUND)
+    weighs the made batches' wait as one, and its largest part names the
+    next step (:func:`next_for`)."""
     out = {k: v for k, v in parts.items()
            if k not in PRODUCTION_PARTS and k not in CORE_WAIT_PARTS}
+    if BEHIND_WORKER in out:
+        out["in_transit"] = out.get("in_transit", 0.0) + out.pop(BEHIND_WORKER)
     core = sum(parts.get(k, 0.0) for k in CORE_WAIT_PARTS if k in parts)
     if any(k in parts for k in CORE_WAIT_PARTS):
         out["core_wait"] = core
@@ -395,6 +419,7 @@ _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting f
           "host_cpu_wait": "other programs holding the cores",
           "other_threads": "main's other threads", "sampler": "the sampler",
           "transit_cpu_wait": "worker sending, waiting for a core",
+          "behind_worker": "behind another worker's Python",
           "in_transit": "in transit", "asleep": "asleep"}
 
 
