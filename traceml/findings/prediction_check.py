@@ -118,8 +118,12 @@ def prediction_lines(s: dict) -> list[str]:
         k = p["keeps_up_with"]
         if k is not None:
             now = ", as now," if k == p["num_workers"] else ""
+            # The cores at the pace it keeps up with (the compute as
+            # measured, which the rows read): the quiet compute's pace
+            # (worker_cores_needed) read "num_workers=57 keeps up (the
+            # workers need about 13.3 cores)" on 2 CPUs (helper 33A).
             text = (f"  num_workers={k}{now} keeps up on this host (the workers need about "
-                    f"{p['worker_cores_needed']:.1f} cores)")
+                    f"{p['cpu_s'] / per_step:.1f} cores at a step of {fmt_s(per_step)})")
             if p["handover_s"] >= input_bound.COMPUTE_BOUND_SHARE * per_step:
                 # Keeping up is the workers' side: the hand-over stays at
                 # any num_workers (wait = max(h, ...)), so say what is left.
