@@ -248,7 +248,7 @@ class _Run:
         # Handed on by the stages (see each).
         self.unmarked = None
         self.making_ns = self.met = self.clocked_making = self.per_batch = None
-        self.clocked_sampler = None
+        self.clocked_sampler = self.others_queued = None
         self.host_share = self.host_in_waits = self.parts_all = self.body = None
         self.mask = self.gaps = None
         self.gpu_steps = None
@@ -311,8 +311,10 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     run.host_share = host_in_waits["host_share"] if host_in_waits else None
     run.host_in_waits = host_in_waits
     run.clocked_sampler = _clocked_sampler(steps, run.clocks, run.sampler_items)
+    run.others_queued = _clocked_others_queued(steps, run.clocks, run.samples, run.src,
+                                               run.sampler_info, run.main_pid)
     run.parts_all = _wait_split(steps, w.steady, run.clocks, run.clocked_making,
-                                run.host_share, run.clocked_sampler)
+                                run.host_share, run.clocked_sampler, run.others_queued)
     run.body = _body_split(steps, w.steady, run.clocks)
     if run.body is not None:
         host = _others_in_clocked(steps, w.steady, run.clocks, run.samples, run.src,
@@ -348,7 +350,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     measured parts of the stalls, and the GPU block where cuda was on."""
     steps, w, clocks = run.steps, run.w, run.clocks
     real_wait, queued = w.wait, _queued_in_fetch(steps, w, clocks, run.clocked_making,
-                                                 run.clocked_sampler)
+                                                 run.clocked_sampler, run.others_queued)
     if queued is not None:
         w.wait = np.maximum(real_wait - queued, 0)
     run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
@@ -359,7 +361,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     out["wait_parts"] = (None if run.parts_all is None else {
         "all": run.parts_all,
         "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share,
-                              run.clocked_sampler),
+                              run.clocked_sampler, run.others_queued),
         "largest": wait_parts.next_for(run.parts_all, s.get("input_share")),
         "compute": run.body,
         "host": run.host_in_waits})
@@ -423,7 +425,8 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                                       run.ranks_workers, run.met, steps, run.per_batch))
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
                                                  w.steady,
-                                                 (s.get("wait_parts") or {}).get("stalls"))
+                                                 (s.get("wait_parts") or {}).get("stalls"),
+                                                 run.per_batch)
     run.met = None
     return out
 
@@ -606,7 +609,9 @@ def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[n
     per_batch = None
     if arrays is not None and block.get("kind") in ("map", "iterable"):
         per_batch = {"sizes": np.bincount(arrays["batch"], minlength=len(records)),
-                     "collate_ns": arrays["collate_ns"]}
+                     "collate_ns": arrays["collate_ns"],
+                     "thread_cpu_ns": arrays["thread_cpu_ns"],
+                     "gc_cpu_ns": arrays["gc_cpu_ns"]}
     return block, per_batch
 
 
@@ -661,6 +666,32 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
     return making, queued, transit, behind
 
 
+def _clocked_others_queued(steps: np.ndarray, clocks: Optional[tuple],
+                           samples: Optional[np.ndarray], src,
+                           sampler_info: Optional[dict],
+                           main_pid: Optional[int]) -> Optional[np.ndarray]:
+    """Per clock reading (parallel to ``clocks``' arrays, int64 ns; 0 for
+    another source's), the main process's other threads' wait for a core
+    inside its fetch (evidence.main_others_queued); None without clocks
+    or readings of the main process."""
+    if clocks is None or samples is None or sampler_info is None:
+        return None
+    main, _ = evidence.job_pids(src, sampler_info, main_pid)
+    pos = clocks[0]
+    ok = pos >= 0
+    if main is None or not ok.any():
+        return None
+    at = pos[ok]
+    begin, done, end = (steps[k][at] for k in ("begin_ns", "fetch_done_ns", "end_ns"))
+    got = evidence.main_others_queued(samples, main, (begin, done, clocks[2][ok]),
+                                      (done, end, clocks[4][ok]))
+    if got is None:
+        return None
+    out = np.zeros(len(pos), dtype=np.int64)
+    out[ok] = np.round(got).astype(np.int64)
+    return out
+
+
 def _clocked_sampler(steps: np.ndarray, clocks: Optional[tuple],
                      sampler_items: Optional[np.ndarray]) -> Optional[tuple]:
     """Per clock reading (parallel to ``clocks``' arrays), the ns and the
@@ -703,14 +734,16 @@ def _others_in_clocked(steps: np.ndarray, steady: np.ndarray,
 def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
                 clocked_making: Optional[tuple],
                 host_share: Optional[float] = None,
-                clocked_sampler: Optional[tuple] = None) -> Optional[dict]:
+                clocked_sampler: Optional[tuple] = None,
+                others_queued: Optional[np.ndarray] = None) -> Optional[dict]:
     """wait_split.split over the clocked steps in ``mask`` (a mask over
     the source's steps); None without clocks or without such steps.
     ``clocked_making``: :func:`_clocked_making`'s (None: no worker
     timing); ``host_share``: the share of the waits for a core that is
     other programs' (:func:`_others_in_clocked`; None: not read);
     ``clocked_sampler``: :func:`_clocked_sampler`'s (None: the sampler
-    not timed), each fetch's ``sampler`` part."""
+    not timed), each fetch's ``sampler`` part; ``others_queued``:
+    :func:`_clocked_others_queued`'s (None: not read)."""
     if clocks is None:
         return None
     pos, cpu, runq = clocks[:3]
@@ -723,23 +756,27 @@ def _wait_split(steps: np.ndarray, mask: np.ndarray, clocks: Optional[tuple],
     others = clocks[5][ok] if len(clocks) > 5 else None
     sampler = (None if clocked_sampler is None
                else (clocked_sampler[0][ok], clocked_sampler[1][ok]))
+    queued = None if others_queued is None else others_queued[ok]
     if clocked_making is None:
         return wait_split.split(wait, cpu[ok], runq[ok], host_share=host_share,
-                                others_cpu_ns=others, sampler=sampler)
+                                others_cpu_ns=others, sampler=sampler,
+                                others_queued_ns=queued)
     return wait_split.split(wait, cpu[ok], runq[ok], clocked_making[0][ok],
                             clocked_making[1][ok], host_share, others, sampler=sampler,
                             transit_queued_ns=clocked_making[2][ok],
-                            behind_ns=clocked_making[3][ok])
+                            behind_ns=clocked_making[3][ok], others_queued_ns=queued)
 
 
 def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],
                      clocked_making: Optional[tuple] = None,
-                     clocked_sampler: Optional[tuple] = None) -> Optional[np.ndarray]:
+                     clocked_sampler: Optional[tuple] = None,
+                     others_queued: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
     """Per steady step (shape (steady steps,), int64 ns), where the fetch
     was clocked, its waits for a core: wait_split.fetch_parts' ``cpu_wait``
-    (the loop thread's run-queue wait inside it) and TRANSIT_QUEUED_PART
-    (the awaited worker's threads' while its made batch was in transit),
-    the same numbers the split sums; else 0.  An unread CPU time or making
+    (the loop thread's run-queue wait inside it), TRANSIT_QUEUED_PART
+    (the awaited worker's threads' while its made batch was in transit)
+    and OTHERS_QUEUED_PART (the main process's other threads'), the same
+    numbers the split sums; else 0.  An unread CPU time or making
     reads 0 here (the run-queue wait is still the fetch's).  None when no
     clocked steady fetch waited for a core."""
     if clocks is None:
@@ -748,6 +785,8 @@ def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],
     read = runq > 0
     if clocked_making is not None:
         read |= clocked_making[2] > 0
+    if others_queued is not None:
+        read |= others_queued > 0
     ok = _clocked_in(pos, w.steady, read)
     if not ok.any():
         return None
@@ -761,9 +800,11 @@ def _queued_in_fetch(steps: np.ndarray, w: _Steady, clocks: Optional[tuple],
         others_cpu_ns=clocks[5][ok] if len(clocks) > 5 else None,
         sampler=(None if clocked_sampler is None
                  else (clocked_sampler[0][ok], clocked_sampler[1][ok])),
-        transit_queued_ns=making[2] if making else None)
+        transit_queued_ns=making[2] if making else None,
+        others_queued_ns=None if others_queued is None else others_queued[ok])
     queued = np.zeros(len(w.wait), dtype=np.int64)
-    queued[at_steady] = parts["cpu_wait"] + parts.get(wait_split.TRANSIT_QUEUED_PART, 0)
+    queued[at_steady] = (parts["cpu_wait"] + parts.get(wait_split.TRANSIT_QUEUED_PART, 0)
+                         + parts.get(wait_split.OTHERS_QUEUED_PART, 0))
     return queued
 
 
@@ -1096,9 +1137,39 @@ def _notes(info: dict, s: dict, src, source_id: int, recorded: list[dict],
     return out
 
 
+def _other_threads_cpu_share(records: np.ndarray, which: np.ndarray,
+                             per_batch: Optional[dict]) -> Optional[float]:
+    """Of the CPU of the batch records ``which`` (a mask), the part outside
+    their timed calls on the dataset's thread (``per_batch["thread_cpu_ns"]``,
+    sample_timing): their worker's other threads; None where any of them
+    has no timed call or an unknown CPU, or none burned CPU."""
+    if per_batch is None or "thread_cpu_ns" not in per_batch or not which.any():
+        return None
+    cpu = records["cpu_ns"][which]
+    if (cpu < 0).any() or (per_batch["sizes"][which] == 0).any() or cpu.sum() <= 0:
+        return None
+    on_thread = np.minimum(per_batch["thread_cpu_ns"][which], cpu)
+    return float((cpu - on_thread).sum() / cpu.sum())
+
+
+def _gc_cpu_share(records: np.ndarray, which: np.ndarray,
+                  per_batch: Optional[dict]) -> Optional[float]:
+    """Of the CPU of the batch records ``which`` (a mask), the part their
+    worker's garbage collections took inside them (``per_batch["gc_cpu_ns"]``,
+    sample_timing); None where the collections were not timed, a CPU is
+    unknown, or none burned CPU."""
+    if per_batch is None or "gc_cpu_ns" not in per_batch or not which.any():
+        return None
+    cpu = records["cpu_ns"][which]
+    if (cpu < 0).any() or cpu.sum() <= 0:
+        return None
+    return float(min(per_batch["gc_cpu_ns"][which].sum(), cpu.sum()) / cpu.sum())
+
+
 def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps: np.ndarray,
                mask: np.ndarray, steady: np.ndarray,
-               stall_split: Optional[dict] = None) -> tuple[Optional[dict], Optional[dict]]:
+               stall_split: Optional[dict] = None,
+               per_batch: Optional[dict] = None) -> tuple[Optional[dict], Optional[dict]]:
     """(the ``slow_code`` block, findings.slow_code judges it; per worker
     batch record index its samples' commonest innermost function, for the
     trace, or None).  ``given``: the source's stack samples
@@ -1116,7 +1187,14 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     others; ``slow_runq_share`` the slow batches' wait for a core over
     their make time (BatchLog; at num_workers=0 the clocked stalls' waits
     for a core, ``stall_split``: wait_split.split over them, the loop's
-    and the host's part); ``slow_batches_in_making``: batches in the
+    and the host's part); ``slow_other_threads_cpu_share``: of the slow
+    batches' CPU (every thread of their worker, BatchLog), the part their
+    timed calls did not take on the dataset's own thread (``per_batch``'s
+    ``thread_cpu_ns``: each batch's samples and collate_fn, measured on
+    the thread that ran them; None where any slow batch has none timed):
+    the other threads' CPU, measured; ``slow_gc_cpu_share``: of it, the
+    part the worker's garbage collections took (``per_batch``'s
+    ``gc_cpu_ns``; None: not timed); ``slow_batches_in_making``: batches in the
     making during the stalls.  ``status``
     "on", or why the stacks were not sampled; the block is None where
     there is nothing to say (not a DataLoader, or workers that were never
@@ -1220,6 +1298,9 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
                 float(runq[slow_rec].sum() / make[slow_rec].sum())
                 if slow_rec.any() and (runq[slow_rec] >= 0).all() and make[slow_rec].sum() > 0
                 else None)
+            block["slow_other_threads_cpu_share"] = _other_threads_cpu_share(
+                records, slow_rec, per_batch)
+            block["slow_gc_cpu_share"] = _gc_cpu_share(records, slow_rec, per_batch)
             if stalled.any():
                 during = stacks.overlapping(records, steps["begin_ns"][stalled],
                                             steps["fetch_done_ns"][stalled])

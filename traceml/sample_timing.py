@@ -54,6 +54,18 @@ def gc_inside(gc: np.ndarray, worker: np.ndarray, begin_ns: np.ndarray,
     return wall, cpu
 
 
+def _gc_cpu_by_record(gc: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """Per batch record (int64 ns, shape (records,)): the CPU of the
+    garbage collections (item records of kind ITEM_GC) that ran inside it,
+    in whichever of its worker's threads (a collection runs in the thread
+    whose allocation set it off: the dataset's, or the queue's feeder
+    pickling the last batch)."""
+    at = join(gc, records)
+    ok = at >= 0
+    return np.bincount(at[ok], weights=np.maximum(gc["cpu_ns"][ok], 0),
+                       minlength=len(records)).astype(np.int64)
+
+
 def join(items: np.ndarray, records: np.ndarray) -> np.ndarray:
     """For each item (ITEM_RECORD_DTYPE), the index into ``records``
     (BATCH_RECORD_DTYPE) of the batch that holds it: same epoch and worker,
@@ -156,9 +168,11 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     core, every thread of the worker where the build measured it; -1
     unknown), ``batch`` (its batch's row in ``records``), ``worker`` (the
     worker that made it), ``startup`` (it began before every worker had
-    made its first batch of the epoch: :func:`_in_startup`), and ``kind``; and ``collate_ns`` (shape
-    (records,)): each batch record's collate_fn time, 0 where none was
-    timed;
+    made its first batch of the epoch: :func:`_in_startup`), and ``kind``; and, shape
+    (records,) each: ``collate_ns``, each batch record's collate_fn time,
+    0 where none was timed; ``thread_cpu_ns``, the CPU its samples and
+    collate_fn took on the thread that ran them; ``gc_cpu_ns``, the CPU
+    of the garbage collections inside it (:func:`_gc_cpu_by_record`);
     ``wall_ns``, ``cpu_ns`` and ``batch_share`` leave out the garbage
     collections that ran inside the sample (:func:`gc_inside`), which
     ``gc`` counts: {collections (all the workers timed), s (their wall
@@ -189,6 +203,7 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     batches = np.unique(at)
     make_total = int(make[batches].sum())
     is_sample = np.isin(it["kind"], SAMPLE_KINDS)
+    is_collate = it["kind"] == _core.ITEM_COLLATE
     kinds = np.unique(it["kind"][~np.isin(it["kind"], [_core.ITEM_COLLATE])])
     kind = (KIND_NAMES.get(int(kinds[0])) if len(kinds) == 1
             else "mixed" if len(kinds) else None)
@@ -251,10 +266,17 @@ def summarise(items: np.ndarray, records: np.ndarray, step_idx: Optional[np.ndar
     own_cpu = np.where(s_cpu >= 0, np.maximum(s_cpu - gc_cpu, 0), s_cpu)
     s_begin = it["begin_ns"][is_sample]
     first = _first_of_worker(epoch, worker, s_begin)
-    is_collate = it["kind"] == _core.ITEM_COLLATE
+    # Per record, the CPU its calls measured on the thread that ran them
+    # (samples, with the collections inside them, and collate_fn): the
+    # dataset's own thread, against the record's CPU of every thread.
+    on_thread = is_sample | is_collate
     arrays = {"wall_ns": s_dur - gc_wall, "cpu_ns": own_cpu, "index": index,
               "collate_ns": np.bincount(at[is_collate], weights=dur[is_collate],
                                         minlength=len(records)).astype(np.int64),
+              "thread_cpu_ns": np.bincount(
+                  at[on_thread], weights=np.maximum(it["cpu_ns"][on_thread], 0),
+                  minlength=len(records)).astype(np.int64),
+              "gc_cpu_ns": _gc_cpu_by_record(gc, records),
               "batch_share": (s_dur - gc_wall) / np.maximum(make[s_at], 1),
               "batch_runq_ns": records["runq_ns"][s_at], "batch": s_at, "kind": kind,
               "worker": worker,

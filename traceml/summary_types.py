@@ -44,7 +44,7 @@ ShapeLabel = Literal['FAST', 'HEAVY-TAILED', 'UNIFORMLY-SLOW']
 GapCount = Annotated[list[int], Schema(minItems=2, maxItems=2)]
 SHARE = {"$ref": "#/$defs/share"}     # in conditions: a Share
 WaitPart = Literal['worker_making', 'worker_cpu_wait', 'main_cpu', 'cpu_wait', 'host_cpu_wait',
-                   'other_threads', 'sampler', 'transit_cpu_wait', 'behind_worker', 'in_transit',
+                   'other_threads', 'others_cpu_wait', 'sampler', 'transit_cpu_wait', 'behind_worker', 'in_transit',
                    'asleep']
 
 # The named ranges, each kept once under the schema's $defs.
@@ -915,6 +915,13 @@ class SlowCode(TypedDict):
     functions: NotRequired[list[SlowCodeFunctions]]
     stalls: NotRequired[Count]
     slow_runq_share: NotRequired[NumberOrNull]
+    slow_other_threads_cpu_share: NotRequired[Annotated[NumberOrNull, Schema(description=(
+        "Of the slow batches' CPU (every thread of their worker), the part outside their "
+        "samples and collate_fn as timed on the dataset's own thread; null where not "
+        "every slow batch had a timed call."))]]
+    slow_gc_cpu_share: NotRequired[Annotated[NumberOrNull, Schema(description=(
+        "Of the slow batches' CPU, the part their workers' garbage collections took "
+        "(timed in the workers); null where not timed."))]]
     slow_cpu_ratio: NotRequired[Annotated[NumberOrNull, Schema(description=(
         "The slow batches' median worker CPU over the fast ones' "
         "(findings/slow_code.py: at BUSIER_RATIO or more, their own code "
@@ -975,7 +982,8 @@ class WaitSplit(TypedDict):
     host; other_threads before in_transit or asleep where the process's CPU clock was
     read; sampler before them where the DataLoader's sampler was timed in the main
     process; transit_cpu_wait before in_transit where the sampler read the workers'
-    threads; behind_worker before in_transit where the workers timed their batches), and
+    threads; behind_worker before in_transit where the workers timed their batches;
+    others_cpu_wait after other_threads where the sampler read the main process), and
     whether the kernel gave run-queue times."""
 
     fetches: PositiveInt

@@ -65,6 +65,17 @@ own (more processes than cores).
   sleep, 0-3 %.  The overlap is measured; that it held the batch is the
   model.
 
+- ``others_cpu_wait``: where the sampler read the main process, the part
+  of the sleep (after its other threads' CPU) during which the main
+  process's other threads waited for a core (evidence.main_others_queued:
+  the process's run-queue wait less the loop thread's, in the intervals
+  the clocked windows cover, spread over them; the model): the index
+  queues' feeder threads send each batch's indices to the workers, and a
+  thread preempted while it holds the GIL keeps the loop from taking its
+  batch.  Beside 4 CPU hogs on 2 cores a healthy loop of 256-byte batches
+  read 28-31 % of the wait in transit without it.  With the host read,
+  ``host_share`` of it is HOST_PART's.
+
 - ``sampler``: where the DataLoader's sampler was timed in this process
   (worker_timing.time_sampler: each ``next()`` of its indices, wall and
   thread CPU), the time the loop's thread spent in it inside the fetch.
@@ -100,8 +111,9 @@ import numpy as np
 
 
 PARTS_TIMED = ("worker_making", "worker_cpu_wait", "main_cpu", "cpu_wait", "other_threads",
-               "sampler", "transit_cpu_wait", "behind_worker", "in_transit")
-PARTS_UNTIMED = ("main_cpu", "cpu_wait", "other_threads", "sampler", "asleep")
+               "others_cpu_wait", "sampler", "transit_cpu_wait", "behind_worker", "in_transit")
+PARTS_UNTIMED = ("main_cpu", "cpu_wait", "other_threads", "others_cpu_wait", "sampler",
+                 "asleep")
 # Present only where the sampler's calls were timed (``sampler``).
 SAMPLER_PART = "sampler"
 # Present only where the process's CPU clock was read (others_cpu_ns).
@@ -109,10 +121,12 @@ OTHERS_PART = "other_threads"
 
 # Present only where the sampler read the workers (transit_queued_ns).
 TRANSIT_QUEUED_PART = "transit_cpu_wait"
+# Present only where the sampler read the main process (others_queued_ns).
+OTHERS_QUEUED_PART = "others_cpu_wait"
 # Present only where the workers' batches were timed with their CPU.
 BEHIND_PART = "behind_worker"
 # The waits for a core that the host's share splits (HOST_PART).
-CORE_WAITS = ("worker_cpu_wait", "cpu_wait", TRANSIT_QUEUED_PART)
+CORE_WAITS = ("worker_cpu_wait", "cpu_wait", OTHERS_QUEUED_PART, TRANSIT_QUEUED_PART)
 
 # Where the host was read: after cpu_wait in either list.
 HOST_PART = "host_cpu_wait"
@@ -144,7 +158,8 @@ def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
                 others_cpu_ns: Optional[np.ndarray] = None,
                 sampler: Optional[tuple] = None,
                 transit_queued_ns: Optional[np.ndarray] = None,
-                behind_ns: Optional[np.ndarray] = None
+                behind_ns: Optional[np.ndarray] = None,
+                others_queued_ns: Optional[np.ndarray] = None
                 ) -> tuple[np.ndarray, dict]:
     """Each clocked fetch's parts (the model above), before any host share.
 
@@ -186,6 +201,10 @@ def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
         if others_cpu_ns is not None:
             others = _others(others_cpu_ns, keep, rest)
             rest = rest - others
+        others_queued = None
+        if others_queued_ns is not None:
+            others_queued = _others(others_queued_ns, keep, rest)
+            rest = rest - others_queued
         transit_queued = None
         if transit_queued_ns is not None:
             transit_queued = _others(transit_queued_ns, keep, rest)
@@ -196,14 +215,20 @@ def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
             rest = rest - behind
         parts = {"worker_making": made - worker_queued, "worker_cpu_wait": worker_queued,
                  "main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
+                 OTHERS_QUEUED_PART: others_queued,
                  SAMPLER_PART: in_sampler, TRANSIT_QUEUED_PART: transit_queued,
                  BEHIND_PART: behind, "in_transit": rest}
     else:
         if others_cpu_ns is not None:
             others = _others(others_cpu_ns, keep, asleep)
             asleep = asleep - others
+        others_queued = None
+        if others_queued_ns is not None:
+            others_queued = _others(others_queued_ns, keep, asleep)
+            asleep = asleep - others_queued
         parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
-                 SAMPLER_PART: in_sampler, "asleep": asleep}
+                 OTHERS_QUEUED_PART: others_queued, SAMPLER_PART: in_sampler,
+                 "asleep": asleep}
     return keep, {k: v for k, v in parts.items() if v is not None}
 
 
@@ -214,7 +239,8 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
           others_cpu_ns: Optional[np.ndarray] = None,
           sampler: Optional[tuple] = None,
           transit_queued_ns: Optional[np.ndarray] = None,
-          behind_ns: Optional[np.ndarray] = None) -> Optional[dict]:
+          behind_ns: Optional[np.ndarray] = None,
+          others_queued_ns: Optional[np.ndarray] = None) -> Optional[dict]:
     """The summed parts of the clocked fetches' waits (:func:`fetch_parts`
     each, summed).
 
@@ -239,13 +265,17 @@ def split(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     ``behind_ns`` (shape (m,), ns, -1 unknown reads 0; None: not read, the
     part left out) the ns of each made batch's transit during which
     another worker made a batch on a CPU, at most what is left, the
-    BEHIND_PART.  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
+    BEHIND_PART; ``others_queued_ns`` (shape (m,), ns, -1 unknown reads 0;
+    None: not read, the part left out) the main process's other threads'
+    wait for a core inside each fetch, at most what is left of the sleep
+    after their CPU, the OTHERS_QUEUED_PART.  None when no fetch is left.  Returns {fetches, wait_s, parts_s ({part: s}, in
     PARTS_TIMED or PARTS_UNTIMED order, HOST_PART after cpu_wait),
     runq_known, and where the host was read with worker timing
     host_of_workers_s (the part of HOST_PART that was the awaited worker
     waiting for a core: still making the batch)}."""
     keep, parts = fetch_parts(wait_ns, cpu_ns, runq_ns, making_ns, making_queued_ns,
-                              others_cpu_ns, sampler, transit_queued_ns, behind_ns)
+                              others_cpu_ns, sampler, transit_queued_ns, behind_ns,
+                              others_queued_ns)
     if not keep.any():
         return None
     runq_known = bool((np.asarray(runq_ns, dtype=np.int64)[keep] >= 0).any())

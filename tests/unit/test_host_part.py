@@ -142,3 +142,34 @@ def test_a_host_that_only_stretches_the_wait_is_not_a_hand_over():
     aside = wait_parts.other_largest_fraction(split, host_aside=True)
     produced = share * wait_parts.production_fraction(split)
     assert input_bound.diagnose(share, produced, None, None, aside).label == input_bound.HAND_OVER
+
+
+def test_the_main_processs_other_threads_wait_for_a_core_is_its_wait_less_the_loops():
+    # The main process (every thread) waits 0.5 s a second for a core,
+    # read every 20 ms over 1 s.  The loop's steps are 10 ms each, a 4 ms
+    # fetch then a 6 ms body, every one clocked, the loop thread itself
+    # queued 1 ms in each body: 0.1 s a second.  The other threads' 0.4 s
+    # a second falls evenly over time, 1.6 ms in each 4 ms fetch.
+    t = np.arange(0, 1_000_000_001, 20_000_000, dtype=np.int64)
+    samples = _readings(7, -1, 1.0, 0.5, t)
+    begin = np.arange(0, 1_000_000_000, 10_000_000, dtype=np.int64)
+    done, end = begin + 4_000_000, begin + 10_000_000
+    got = evidence.main_others_queued(samples, 7, (begin, done, np.zeros(len(begin))),
+                                      (done, end, np.full(len(begin), 1_000_000)))
+    assert got == pytest.approx(np.full(len(begin), 1.6e6), rel=1e-9)
+    # A body not clocked leaves its interval unknown: nothing there.
+    body_runq = np.full(len(begin), 1_000_000)
+    body_runq[:10] = -1
+    got = evidence.main_others_queued(samples, 7, (begin, done, np.zeros(len(begin))),
+                                      (done, end, body_runq))
+    assert (got[:10] < 1.6e6).all() and got[20:] == pytest.approx(1.6e6, rel=1e-9)
+    # The split takes it from the sleep, after the other threads' CPU, as
+    # a wait for a core, which the host's share then moves.
+    wait = np.full(3, 10, dtype=np.int64)
+    split = wait_split.split(wait, np.ones(3, np.int64), np.zeros(3, np.int64),
+                             np.array([2, 0, 0]), host_share=0.5,
+                             others_queued_ns=np.array([4, 4, 20]))
+    parts = split["parts_s"]
+    assert parts[wait_split.OTHERS_QUEUED_PART] == pytest.approx(0.5 * (4 + 4 + 9) * 1e-9)
+    assert parts[wait_split.HOST_PART] == pytest.approx(0.5 * (4 + 4 + 9) * 1e-9)
+    assert sum(parts.values()) == pytest.approx(split["wait_s"])

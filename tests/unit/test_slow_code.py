@@ -610,3 +610,42 @@ def test_a_sampler_that_holds_the_fetch_replaces_try_workers():
     (adv,) = slow_code.advise(s)
     assert slow_code.superseded_by(adv) == frozenset()
     assert "sampler" not in slow_code.WORDS[adv.code](adv.numbers)
+
+
+def test_a_collection_in_the_slow_batches_is_named_and_ticks_elsewhere_are_checked():
+    # 6 workers of 2 epochs, non-persistent, on 2 cores: one batch a run
+    # held a generation-2 collection of 100-112 ms, 75-78 % of its CPU,
+    # and 77-87 % of its ticks were counted in other threads (helper 33A).
+    fns = [_fn("decode", 4, 190, 2)]
+    b = _block(fns, 5, 200, slow_batches=1, slow_cpu_share=0.2, slow_runq_share=0.8)
+    b["samples"]["slow_other_thread"] = 30
+    assert slow_code.judge(b).code == "slow_code_other_thread"
+    f = slow_code.judge({**b, "slow_gc_cpu_share": 0.76})
+    assert f.code == "slow_code_gc" and f.numbers["share"] == 0.76
+    said = slow_code.WORDS[f.code](f.numbers)
+    assert "the garbage collector took 76% of the CPU of 1 slow batch" in said
+    assert "gc.freeze()" in said
+    # Under half the CPU, the collection is not the finding.
+    assert slow_code.judge({**b, "slow_gc_cpu_share": 0.3}).code == "slow_code_other_thread"
+    # The other threads measured at 3 % of the slow batches' CPU: the
+    # ticks counted elsewhere do not make a helper thread.
+    assert slow_code.judge({**b, "slow_other_threads_cpu_share": 0.03}).code != \
+        "slow_code_other_thread"
+    assert slow_code.judge({**b, "slow_other_threads_cpu_share": 0.8}).code == \
+        "slow_code_other_thread"
+
+
+def test_the_collections_cpu_is_summed_into_the_batch_that_holds_it():
+    from traceml import sample_timing
+
+    recs = np.zeros(3, dtype=_core.BATCH_RECORD_DTYPE)
+    recs["begin_ns"], recs["end_ns"] = [0, 100, 0], [100, 200, 150]
+    recs["worker"] = [0, 0, 1]
+    gc = np.zeros(4, dtype=_core.ITEM_RECORD_DTYPE)
+    gc["kind"] = _core.ITEM_GC
+    gc["worker"] = [0, 0, 1, 0]
+    gc["begin_ns"], gc["end_ns"] = [10, 120, 20, 210], [30, 190, 40, 220]
+    gc["cpu_ns"] = [15, 60, 7, 9]
+    # Worker 0's first two fall in its batches; worker 1's in its one; the
+    # last, past every batch, in none.
+    assert sample_timing._gc_cpu_by_record(gc, recs).tolist() == [15, 60, 7]

@@ -40,6 +40,7 @@ def test_without_worker_timing_the_sleep_is_one_part():
     # Without the process's clock the other threads' part is left out.
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_UNTIMED
                                     if p not in (wait_split.OTHERS_PART,
+                                                 wait_split.OTHERS_QUEUED_PART,
                                                  wait_split.SAMPLER_PART)]
     assert got["parts_s"] == pytest.approx({"main_cpu": 9e-9, "cpu_wait": 0.0,
                                             "asleep": 21e-9})
@@ -57,6 +58,7 @@ def test_other_threads_come_out_of_the_unexplained_sleep():
     # threads take 2, 7 (all of it), 0.
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
                                     if p not in (wait_split.SAMPLER_PART,
+                                                 wait_split.OTHERS_QUEUED_PART,
                                                  wait_split.TRANSIT_QUEUED_PART,
                                                  wait_split.BEHIND_PART)]
     assert got["parts_s"] == pytest.approx({
@@ -64,7 +66,8 @@ def test_other_threads_come_out_of_the_unexplained_sleep():
         "other_threads": 9e-9, "in_transit": 2e-9})
     untimed = wait_split.split(wait, cpu, runq, others_cpu_ns=others)
     assert list(untimed["parts_s"]) == [p for p in wait_split.PARTS_UNTIMED
-                                        if p != wait_split.SAMPLER_PART]
+                                        if p not in (wait_split.SAMPLER_PART,
+                                                     wait_split.OTHERS_QUEUED_PART)]
     assert untimed["parts_s"] == pytest.approx({"main_cpu": 6e-9, "cpu_wait": 3e-9,
                                                 "other_threads": 9e-9, "asleep": 12e-9})
     assert sum(untimed["parts_s"].values()) == pytest.approx(untimed["wait_s"])
@@ -86,6 +89,7 @@ def test_the_samplers_time_comes_out_of_the_threads_own_parts_first():
     got = wait_split.split(wait, cpu, runq, making, sampler=sampler)
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
                                     if p not in (wait_split.OTHERS_PART,
+                                                 wait_split.OTHERS_QUEUED_PART,
                                                  wait_split.TRANSIT_QUEUED_PART,
                                                  wait_split.BEHIND_PART)]
     assert got["parts_s"] == pytest.approx({
@@ -113,7 +117,8 @@ def test_the_transits_wait_for_a_core_comes_out_of_what_is_left_in_transit():
     got = wait_split.split(wait, cpu, runq, making, others_cpu_ns=others,
                            transit_queued_ns=transit)
     assert list(got["parts_s"]) == [p for p in wait_split.PARTS_TIMED
-                                    if p not in (wait_split.SAMPLER_PART, wait_split.BEHIND_PART)]
+                                    if p not in (wait_split.SAMPLER_PART, wait_split.BEHIND_PART,
+                                                 wait_split.OTHERS_QUEUED_PART)]
     assert got["parts_s"] == pytest.approx({
         "worker_making": 10e-9, "worker_cpu_wait": 0.0, "main_cpu": 6e-9, "cpu_wait": 3e-9,
         "other_threads": 2e-9, "transit_cpu_wait": 8e-9, "in_transit": 1e-9})

@@ -88,7 +88,7 @@ SLOW_MAKE_MIN_ETA = stall_threshold.BIMODAL_MIN_ETA
 # The codes of the evidence line (the next step is look_at_function).
 EVIDENCE_CODES = ("slow_code_named", "slow_code_same", "slow_code_too_few", "slow_code_slow_only",
                   "slow_code_not_making", "slow_code_off_cpu", "slow_code_cpu_wait",
-                  "slow_code_other_thread", "slow_code_off")
+                  "slow_code_gc", "slow_code_other_thread", "slow_code_off")
 
 
 def slow_make_threshold_ns(make_ns: np.ndarray) -> Optional[float]:
@@ -166,6 +166,16 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         return None     # the loop never waited, or no batch was slow to make
     if block.get("slow_batches_in_making") == 0:
         return Finding("slow_code_not_making", {"stalls": block.get("stalls")})
+    gc_share = block.get("slow_gc_cpu_share")
+    if gc_share is not None and gc_share >= OFF_CPU_SHARE:
+        # Measured where it ran, in any of the worker's threads: a
+        # collection is the interpreter's, not a function of the
+        # dataset's, and the stacks cannot name it (6 workers of 2
+        # epochs, non-persistent: one batch a run holding a 100-112 ms
+        # generation-2 collection, 75-78 % of its CPU, read "a helper
+        # thread" or nothing; helper 33A).
+        return Finding("slow_code_gc", {"share": gc_share,
+                                        "batches": block["slow_batches"]})
     other = s.get("slow_other_thread", 0)
     # Outside the sampled thread only where that CPU could have made the
     # slow batches slow (a sleeping sample leaves a few samples of torch's
@@ -179,6 +189,17 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     cpu_share, runq = block.get("slow_cpu_share"), block.get("slow_runq_share")
     busy = (cpu_share is not None and runq is not None
             and cpu_share + runq >= OFF_CPU_SHARE)
+    # Where the dataset's own thread timed its calls, the other threads'
+    # CPU is measured, and a tick counted in another thread is not: a
+    # timer signal goes to another thread when the one burning the CPU
+    # already has one pending.  6 workers on 2 cores, one batch holding a
+    # 112 ms garbage collection on the dataset's thread: 77-87 % of its
+    # ticks counted in other threads, which took 3 % of its CPU
+    # (/proc/PID/task: 0 ticks), and "a helper thread" in 6 of 8 runs
+    # (helper 33A).
+    measured = block.get("slow_other_threads_cpu_share")
+    if measured is not None and measured < OFF_CPU_SHARE:
+        other = 0
     if other > s["slow"] and (other_share is None or other_share >= OFF_CPU_SHARE or busy):
         return Finding("slow_code_other_thread", {
             "share": other / (other + s["slow"]), "samples": other + s["slow"]})
@@ -645,6 +666,13 @@ WORDS: dict[str, Words] = {
         "more work of their own, set these batches apart"
         + (f"; most of {_whose(p)} CPU went down " + _path(p["path"]) if p.get("path")
            else "")),
+    "slow_code_gc": lambda p: (
+        f"the garbage collector took {pct(p['share'])} of the CPU of "
+        f"{plural(p['batches'], 'slow batch', 'slow batches')} (timed in "
+        f"{'the main process' if p.get('main') else 'the workers'}): a full collection "
+        "walks every object the process holds, a worker's included those it inherited "
+        "from the main process; gc.freeze() in the main process before iter(loader) "
+        "starts the workers leaves those out of their collections"),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset ("

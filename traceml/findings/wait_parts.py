@@ -43,6 +43,9 @@ PART_NAMES = {
                       "held (their CPU in the waits, from /proc/stat)"),
     "other_threads": ("the main process's other threads on a CPU while the loop waited (a "
                       "thread holding the GIL, the pin-memory thread)"),
+    "others_cpu_wait": ("the main process's other threads waiting for a core while the "
+                        "loop waited (the index queues' feeders sending the workers their "
+                        "indices; a thread preempted holding the GIL holds the loop)"),
     "sampler": ("the main process in the sampler's next() (the DataLoader draws each batch's "
                 "indices here, inside the fetch, at any num_workers)"),
     "transit_cpu_wait": ("the awaited worker's threads waiting for a core while its batch was "
@@ -82,6 +85,9 @@ PART_NEXT = {
                 "workers leave this wait as it is; time it alone (iterate "
                 "loader.batch_sampler) and make its next() cheaper (what it reads, waits on "
                 "or computes per batch)"),
+    "others_cpu_wait": ("a core for the main process's threads: fewer processes than cores "
+                        "(a lower num_workers), or a quieter host, compared on step time "
+                        "(traceml.compare)"),
     "transit_cpu_wait": ("a core for the workers' threads that send the batches: fewer "
                          "processes than cores (a lower num_workers), or a quieter host, "
                          "compared on step time (traceml.compare)"),
@@ -175,7 +181,7 @@ def production_fraction(split: Optional[dict]) -> Optional[float]:
 # The loop's thread waiting for a core, the job's share and the host's,
 # and the awaited worker's threads waiting for one to send its batch: one
 # cause (the cores are full), which the verdict weighs as one part.
-CORE_WAIT_PARTS = ("cpu_wait", "host_cpu_wait", "transit_cpu_wait")
+CORE_WAIT_PARTS = ("cpu_wait", "host_cpu_wait", "others_cpu_wait", "transit_cpu_wait")
 # Other programs' share of the waits for a core past which the host is
 # their cause: a third, where the job's own processes (workers beyond the
 # cores) hold the rest; without other programs the wait is the job's own
@@ -417,7 +423,8 @@ WORDS: dict[str, Words] = {
 _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting for a core",
           "main_cpu": "main CPU", "cpu_wait": "main waiting for a core",
           "host_cpu_wait": "other programs holding the cores",
-          "other_threads": "main's other threads", "sampler": "the sampler",
+          "other_threads": "main's other threads",
+          "others_cpu_wait": "main's other threads waiting for a core", "sampler": "the sampler",
           "transit_cpu_wait": "worker sending, waiting for a core",
           "behind_worker": "behind another worker's Python",
           "in_transit": "in transit", "asleep": "asleep"}
