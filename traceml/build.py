@@ -400,6 +400,7 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
         "input_wait_s": duration_stats_s(w.first_wait),
         "by_epoch": _start_by_epoch(run.epoch[first], w.first_wait),
         **_start_making(run.making_ns, first, w.first_wait),
+        **_start_cost(run.met, first, w.steady),
     }
     out["loader"] = dict(run.loader) if run.loader is not None else None
     return out
@@ -520,6 +521,27 @@ def _start_making(making_ns: Optional[np.ndarray], first: np.ndarray,
     if (making < 0).any() or total <= 0:
         return {}
     return {"making_share": float(np.minimum(making, first_wait_ns).sum()) / total}
+
+
+def _start_cost(met: Optional[tuple], first: np.ndarray, steady: np.ndarray) -> dict:
+    """{first_cpu_ratio}: the median worker CPU of the batches the start-up
+    fetches received over that of the steady fetches' batches (BatchLog:
+    every thread of the worker); {} where either has none with a known
+    CPU.  At most attribution.BUSIER_RATIO, the epoch's first batches cost
+    what later ones do, and a worker still making them at the start is the
+    pipeline filling, not the dataset's work at those indices."""
+    if met is None or not first.any():
+        return {}
+    records, idx = met
+    cpu = []
+    for mask in (first, steady):
+        j = idx[mask]
+        c = records["cpu_ns"][j[j >= 0]]
+        c = c[c >= 0]
+        if not len(c):
+            return {}
+        cpu.append(float(np.median(c)))
+    return {"first_cpu_ratio": cpu[0] / cpu[1]} if cpu[1] > 0 else {}
 
 
 def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray) -> list[dict]:

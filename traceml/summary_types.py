@@ -261,6 +261,9 @@ class EpochStart(TypedDict):
     input_wait_s: Durations
     by_epoch: NotRequired[list[EpochStartByEpoch]]
     making_share: NotRequired[Share]
+    first_cpu_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
+        "The median worker CPU of the start-up fetches' batches over the steady "
+        "fetches' batches' (build._start_cost)."))]]
 
 
 class Loader(TypedDict):

@@ -41,3 +41,18 @@ def test_the_epoch_start_step_carries_the_measured_making_share():
     del s["epoch_start"]["making_share"]
     ((_, p),) = advice._headline_steps(s)
     assert "making_share" not in p
+
+
+def test_first_batches_that_cost_what_later_ones_do_are_the_pipeline_filling():
+    # 6 workers on 2 cores, every sample 5 ms of CPU (helper 33A, 9 of 9
+    # runs: "the dataset's work at each epoch's first samples"): the
+    # workers made the first batches for 80-88% of the start-up wait,
+    # at 1.0x the later batches' CPU.
+    said = _epoch_start(making_share=0.83, num_workers=6, first_cpu_ratio=1.0)
+    assert "the pipeline filling" in said and "6 workers making their first" in said
+    assert "time __getitem__ on each epoch's first indices" not in said
+    # First batches costing more than BUSIER_RATIO times the later ones:
+    # the dataset's work at those indices, as before.
+    from traceml.findings import attribution
+    said = _epoch_start(making_share=0.83, first_cpu_ratio=attribution.BUSIER_RATIO)
+    assert "time __getitem__ on each epoch's first indices" in said

@@ -8,7 +8,7 @@ from typing import NamedTuple, Optional
 
 
 from ..fmt import fmt_s, pct, plural
-from . import input_bound
+from . import attribution, input_bound
 
 
 # What holds the run's wall time, over the whole run rather than steady
@@ -136,6 +136,20 @@ def _epoch_start_next(p: dict) -> str:
                 "wall time of this one-epoch recording: a short run, whose steady state is "
                 "a small part of it; record more steps before judging the loader, and "
                 "check what start-up does if real runs are this short.")
+    filling = (p.get("first_cpu_ratio") is not None
+               and p["first_cpu_ratio"] < attribution.BUSIER_RATIO)
+    if (p.get("making_share") or 0.0) > STARTUP_MAKING_SHARE and filling:
+        # Every epoch starts with no batch made: its first fetch waits for
+        # a whole batch, the workers all making their first at once (6
+        # workers on 2 cores, samples of 5 ms of CPU each: "the dataset's
+        # work at each epoch's first samples" in 9 of 9 runs, helper 33A).
+        return (said + f"for {pct(p['making_share'])} of it the awaited worker was still "
+                "making the epoch's first batches, which cost what later ones do "
+                f"({p['first_cpu_ratio']:.1f}x their CPU): the pipeline filling, since every "
+                "epoch starts with no batch made and its first fetch waits for a whole one, "
+                f"{plural(p['num_workers'] or 1, 'worker')} making their first at once. A cheaper "
+                "batch shortens it, and longer epochs make it a smaller share; no setting of "
+                "the epoch's first indices is to blame.")
     if p["epochs"] >= 2 and (p.get("making_share") or 0.0) > STARTUP_MAKING_SHARE:
         persist = (" persistent_workers=True would not remove it (it starts the workers once, "
                    "not the batches)." if p["recreated"] else "")
