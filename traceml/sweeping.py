@@ -57,8 +57,9 @@ class SweepResult:
             ``multiple_fraction`` (share of stall gaps that are multiples of
             max(1, num_workers)), ``input_share``, ``diagnosis``, ``shape``,
             ``overtaking`` (deliveries that overtook a lower rank),
-            ``slow_worker_cores``, ``slow_read_bytes``, ``slow_major_faults``
-            (worker evidence during stalls: busy cores, read_bytes, major
+            ``slow_worker_cores``, ``slow_worker_runnable``, ``slow_read_bytes``,
+            ``slow_major_faults`` (worker evidence during stalls: busy cores,
+            cores' worth on a CPU or waiting for one, read_bytes, major
             faults; the main process's for a loader with num_workers=0,
             where the dataset runs; None where not read), ``error``
             (repr of an exception raised in that condition, else None),
@@ -172,10 +173,13 @@ class SweepResult:
             c = conds.setdefault(sweeps.condition(r["condition"]), {
                 "name": sweeps.condition(r["condition"]), "workers": sweeps.row_workers(r),
                 "batch_size": (r["condition"] or {}).get("batch_size"),
-                "means": [], "shares": [], "steps": [], "diagnoses": [], "cores": []})
+                "means": [], "shares": [], "steps": [], "diagnoses": [], "cores": [],
+                "runnable": []})
             c["means"].append(r["mean_s"])
             if r.get("slow_worker_cores") is not None:
                 c["cores"].append(r["slow_worker_cores"])
+            if r.get("slow_worker_runnable") is not None:
+                c["runnable"].append(r["slow_worker_runnable"])
             if r.get("diagnosis") is not None:
                 c["diagnoses"].append(r["diagnosis"])
             if r.get("input_share") is not None:
@@ -191,7 +195,10 @@ class SweepResult:
                                   if c["diagnoses"] else None),
                     # The cores its workers (at num_workers=0 the main
                     # process) kept busy in the slow intervals.
-                    "worker_cores": float(np.mean(c["cores"])) if c["cores"] else None}
+                    "worker_cores": float(np.mean(c["cores"])) if c["cores"] else None,
+                    # And the cores' worth on a CPU or waiting for one.
+                    "worker_runnable": (float(np.mean(c["runnable"])) if c["runnable"]
+                                        else None)}
                    for c in conds.values()]
         # Weighed per sample where the conditions are (sweeps.sweep_next).
         per_sample = sweeps.by_sample([c["batch_size"] for c in summary])
@@ -382,7 +389,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "consistent_period": None,
            "multiple_fraction": None,
            "input_share": None, "diagnosis": None, "shape": None,
-           "overtaking": None, "slow_worker_cores": None, "slow_read_bytes": None,
+           "overtaking": None, "slow_worker_cores": None, "slow_worker_runnable": None,
+           "slow_read_bytes": None,
            "slow_major_faults": None, "attribution": None, "error": error}
     if rep is not None:
         s = summary_of(rep)
@@ -420,10 +428,12 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
                 # No workers: the dataset runs in the main process, whose
                 # counters stand in (evidence._main_process_sentences).
                 row["slow_worker_cores"] = slow.get("main_cores_busy")
+                row["slow_worker_runnable"] = slow.get("main_cores_runnable")
                 row["slow_read_bytes"] = slow.get("main_read_bytes")
                 row["slow_major_faults"] = slow.get("main_major_faults")
             else:
                 row["slow_worker_cores"] = slow.get("worker_cores_busy")
+                row["slow_worker_runnable"] = slow.get("worker_cores_runnable")
                 row["slow_read_bytes"] = slow.get("read_bytes")
                 row["slow_major_faults"] = slow.get("major_faults")
     return row

@@ -329,6 +329,27 @@ def _in_order_row(in_order, period, overtaking, workers=4, error=None):
             "period": period, "overtaking": overtaking, "loader_num_workers": workers}
 
 
+def test_an_in_order_sweep_concludes_only_on_rows_that_say_something():
+    # No row stalled (helper 33B, 3 of 3: "single slow batches held the
+    # line" above rows of 0 stalls).
+    rows = [{**_in_order_row(True, None, 0, 3), "stalls": 0},
+            {**_in_order_row(False, None, 6, 3), "stalls": 0}]
+    line = sweeps.sweep_in_order(rows)
+    assert "no row stalled" in line and "held the line with" not in line
+    # Rows too short to settle ("3?") are neither kept nor lost (helper
+    # 33A: counted as losing the period).
+    short = {**_in_order_row(False, None, 4), "temporal": "UNSETTLED", "consistent_period": 4}
+    rows = [_in_order_row(True, 4, 0), _in_order_row(False, 4, 3), short, short]
+    line = sweeps.sweep_in_order(rows)
+    assert "in 1 of the 1 in_order=False row that settled (2 too short to say)" in line, line
+    assert "the cadence survives" in line
+    # The in_order=True rows without the period either: nothing to compare.
+    rows = [_in_order_row(True, None, 0), _in_order_row(True, None, 0),
+            _in_order_row(False, None, 5)]
+    line = sweeps.sweep_in_order(rows)
+    assert "no cadence to compare" in line and "held the line with" not in line
+
+
 def test_an_in_order_sweep_says_the_cadence_survives_overtaking():
     # The seed's step after the num_workers sweep (helper 29D): 4 workers,
     # in_order (True, False) both ways; with in_order=False 3-9 deliveries
@@ -394,6 +415,13 @@ def test_workers_that_mostly_waited_are_not_told_to_get_more_cores():
         c["worker_cores"] = cores
     said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
     assert "give the workers more cores" in said, said
+    # Workers off a CPU because they queued for one (pure-CPU workers
+    # beside other programs: 0.9 cores busy, 5.7 runnable, helper 33A)
+    # did not wait on a lock: the cores were full.
+    for c, cores in zip(conds, (0.2, 0.3)):
+        c.update(worker_cores=cores, worker_runnable=5.7)
+    said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
+    assert "(a lock, a device, a read)" not in said and "more cores" in said, said
 
 
 def test_a_sweep_of_another_setting_says_num_workers_did_not_vary_first():

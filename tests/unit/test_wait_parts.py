@@ -469,3 +469,25 @@ def test_a_timed_sampler_is_not_a_suspect_in_the_main_process_cpu():
     del split["parts_s"]["sampler"]
     assert "time the sampler alone" in wait_parts.largest_sentence(
         wait_parts.next_for(split, 0.15))
+
+
+def test_the_wait_for_a_core_sentence_says_what_it_set_aside():
+    # "The largest measured part (23%) is the loop's thread waiting for a
+    # core" beside "other programs holding the cores 47%" (helper 33B):
+    # next_for set the host's larger part aside, and the words say so.
+    split = {"wait_s": 1.0, "parts_s": {"main_cpu": 0.2, "cpu_wait": 0.23,
+                                        "host_cpu_wait": 0.47, "in_transit": 0.1}}
+    largest = wait_parts.next_for(split, input_share=0.6)
+    assert largest["part"] == "cpu_wait" and largest["past_host"] == pytest.approx(0.47)
+    from traceml.findings import advice
+    s = {"diagnosis": "INPUT-BOUND", "input_share": 0.6, "shape": "FAST", "concentration": {},
+         "temporal": None, "loader": {"num_workers": 2}, "input_wait_s": {"median": 0.002},
+         "stalls": {"count": 0}, "trend": None, "host": {"usable_cpus": 2},
+         "wait_parts": {"largest": largest}}
+    p = dict(advice._steady_steps(s, False))["wait_for_core"]
+    said = advice.WORDS["wait_for_core"](p)
+    assert said.startswith("Besides other programs holding the cores (47%), the largest "
+                           "measured part of the input wait (23%)"), said
+    del largest["past_host"]
+    said = advice.WORDS["wait_for_core"](dict(advice._steady_steps(s, False))["wait_for_core"])
+    assert said.startswith("The largest measured part of the input wait (23%)")

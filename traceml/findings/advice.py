@@ -181,7 +181,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if largest and largest["part"] == "cpu_wait":
         # Measured: most of the wait is the loop's thread without a core.
         out.append(("wait_for_core", {"share": largest["share"], "num_workers": nw,
-                                      "cpus": (s.get("host") or {}).get("usable_cpus")}))
+                                      "cpus": (s.get("host") or {}).get("usable_cpus"),
+                                      **({"past_host": largest["past_host"]}
+                                         if largest.get("past_host") else {})}))
         return out
     if largest and largest["part"] in (wait_parts.OTHER_THREADS, wait_parts.SAMPLER):
         # Measured: most of the wait, the main process's other threads ran

@@ -175,6 +175,13 @@ def _off_cpu_cores(keep: dict) -> Optional[float]:
     cores, workers = keep.get("worker_cores"), keep.get("workers")
     if cores is None or not workers or cores >= WORKER_ON_CPU_MIN * workers:
         return None
+    # Workers on a CPU or queued for one (``worker_runnable``) did not
+    # wait on a lock, a device or a read: the cores were full.  Pure-CPU
+    # workers beside other programs read "so they mostly waited (a lock,
+    # a device, a read)" in 5 of 21 sweeps (helper 33A).
+    runnable = keep.get("worker_runnable")
+    if runnable is not None and runnable >= WORKER_ON_CPU_MIN * workers:
+        return None
     return float(cores)
 
 
@@ -680,14 +687,41 @@ def sweep_in_order(rows: list[dict]) -> Optional[str]:
         k = stall_timing.effective_workers(row_workers(r))
         return k is not None and k >= 2 and r.get("period") == k
 
+    def unsettled(r: dict) -> bool:
+        # Too short to settle, yet consistent with a period: neither kept
+        # nor lost ("3?" and "4?" rows counted as losing it, helper 33A).
+        return (r.get("temporal") == stall_timing.UNSETTLED
+                and bool(r.get("consistent_period")))
+
+    if all(r.get("stalls") == 0 for r in on + off):
+        # Nothing stalled: no batch held the line in either order (a
+        # footer of "single slow batches held the line" above rows of 0
+        # stalls, helper 33B, 3 of 3).
+        return ("in_order: no row stalled in either order, so no batch held the line for "
+                "in_order=False to let others overtake.")
     over = sum(int(r.get("overtaking") or 0) for r in off)
+    undecided = sum(unsettled(r) for r in off)
     held = sum(kept(r) for r in off)
-    rows_off = plural(len(off), "in_order=False row")
+    decided = len(off) - undecided
+    rows_off = plural(decided, "in_order=False row") + (
+        f" that settled ({undecided} too short to say)" if undecided else "")
+    on_kept = sum(kept(r) for r in on)
+    if over and decided and held * 2 < decided and on_kept * 2 < len(on):
+        # The period was not there with in_order=True either: nothing to
+        # compare the overtaking rows against.
+        return (f"in_order: with in_order=False {over} deliveries overtook a lower rank, but "
+                f"the in_order=True rows kept the period max(1, num_workers) in only {on_kept} "
+                f"of {len(on)} as well: no cadence to compare, so the sweep does not say "
+                "whether single slow batches held the line.")
+    if over and not decided:
+        return (f"in_order: with in_order=False {over} deliveries overtook a lower rank; "
+                f"every in_order=False row was too short to settle its period ({undecided}): "
+                "run more steps a row to tell whether the cadence survives.")
     if not over:
         return (f"in_order: no delivery overtook a lower rank in the {rows_off}: no batch was "
                 "ever ready before the awaited one, so the workers finish together (their "
                 "round), not single slow batches holding the line.")
-    if held * 2 >= len(off):
+    if held * 2 >= decided:
         return (f"in_order: with in_order=False {over} deliveries overtook a lower rank, yet "
                 f"the stalls kept the period max(1, num_workers) in {held} of the {rows_off}: "
                 "batches overtake but the cadence survives, so not a single slow batch "

@@ -464,7 +464,11 @@ def wait_for_core_words(p: dict) -> str:
     the loop's thread waiting for a core (advice's ``wait_for_core``)."""
     procs = (f" ({plural(p['num_workers'], 'worker')} on {p['cpus']} CPUs, and whatever "
              "else runs)" if p.get("num_workers") and p.get("cpus") else "")
-    return (f"The largest measured part of the input wait ({pct(p['share'])}) is the loop's "
+    # Where the host's larger part was set aside (next_for), the sentence
+    # says so: "The largest measured part (23%)" beside "other programs
+    # holding the cores 47%" read as a contradiction (helper 33B, 3 of 7).
+    return (past_host(p) + ("the" if p.get("past_host") else "The")
+            + f" largest measured part of the input wait ({pct(p['share'])}) is the loop's "
             "thread waiting for a core inside the fetch: the CPUs were taken, by the workers "
             f"or by other programs{procs}. Next: the same loop with fewer processes than "
             "cores (a lower num_workers, or what else runs stopped), compared on step time "
