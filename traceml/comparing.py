@@ -75,7 +75,8 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
                                         base["step_s"]["mean"], run["step_s"]["mean"],
                                         noise("step"), noise("share"),
                                         None if near is None or None in near else near)
-    label, why = comparison.overall(v, moved), comparison.compare_why(v, moved)
+    bodies = tuple((x.get("wait_parts") or {}).get("compute") for x in (base, run))
+    label, why = comparison.overall(v, moved), comparison.compare_why(v, moved, bodies)
     if comparison.host_went_with(label, base, run, base_steps, run_steps):
         label = comparison.UNSETTLED
     host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None

@@ -313,6 +313,17 @@ def test_a_wait_saved_into_a_longer_compute_is_not_an_improvement():
     assert comparison.overall(v, moved) == comparison.MIXED
     why = comparison.compare_why(v, moved)
     assert "the step did not fall with the wait: its compute rose 13.2 ms -> 32.5 ms" in why
+    # The compute splits say which part rose: its wait for a core here.
+    def body(cpu_s, wait_s):
+        return {"steps": 10, "compute_s": 10 * (cpu_s + wait_s), "runq_known": True,
+                "parts_s": {"main_cpu": 10 * cpu_s, "cpu_wait": 10 * wait_s, "off_cpu": 0.0}}
+
+    why = comparison.compare_why(v, moved, (body(13e-3, 0.2e-3), body(13.1e-3, 19.4e-3)))
+    assert "taking the model's cores: its wait for a core 200 µs -> 19.4 ms a step" in why
+    # Its own CPU (8 -> 16 ms a step on a CPU, helper 33B): not the cores.
+    why = comparison.compare_why(v, moved, (body(8e-3, 0.2e-3), body(16e-3, 0.5e-3)))
+    assert "the step's own work: on a CPU 8 ms -> 16 ms a step" in why, why
+    assert "taking the model's cores" not in why
     # The same wait saved with the compute unchanged: the step falls too.
     moved = comparison.compare_measures(v, 0.606, 0.087, None, None, 33.6e-3, 16.3e-3)
     assert comparison.overall(v, moved) == comparison.IMPROVEMENT

@@ -508,7 +508,34 @@ def host_note(base: dict, run: dict) -> Optional[str]:
             "acting on it")
 
 
-def compare_why(v: Verdict, moved: list) -> str:
+def _per_step_body(body: Optional[dict]) -> Optional[tuple[float, float]]:
+    """(on a CPU, waiting for a core) per clocked step (s) of a report's
+    compute split (wait_parts.compute); None without one."""
+    if not body or not body.get("steps"):
+        return None
+    parts = body["parts_s"]
+    return (parts.get("main_cpu", 0.0) / body["steps"],
+            parts.get("cpu_wait", 0.0) / body["steps"])
+
+
+def _compute_rise_cause(bodies: Optional[tuple]) -> str:
+    """Why the compute rose, from both runs' compute splits: the model's
+    wait for a core, or its own CPU, whichever rose more per step; the
+    report's line to read where neither was measured."""
+    got = None if bodies is None else [_per_step_body(b) for b in bodies]
+    if not got or None in got:
+        return "the report's compute by part says whether it waited for a core"
+    (cpu0, wait0), (cpu1, wait1) = got
+    if wait1 - wait0 >= cpu1 - cpu0:
+        return (f"workers or other programs taking the model's cores: its wait for a core "
+                f"{fmt_s(wait0)} -> {fmt_s(wait1)} a step")
+    # A rise on a CPU is the step's own work (16 ms of compute on a CPU
+    # against 8 was told "workers taking the model's cores", helper 33B).
+    return (f"the step's own work: on a CPU {fmt_s(cpu0)} -> {fmt_s(cpu1)} a step, its wait "
+            f"for a core {fmt_s(wait0)} -> {fmt_s(wait1)}")
+
+
+def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
     """Why compare() gave its verdict: each measure (policy.compare_measures)
     with both values, the change, its tolerance and whether it moved."""
     parts = []
@@ -537,6 +564,5 @@ def compare_why(v: Verdict, moved: list) -> str:
     if _saving_lost(moved):
         base, run = _compute_rise(moved)
         parts.append(f"the step did not fall with the wait: its compute rose {fmt_s(base)} "
-                     f"-> {fmt_s(run)} (workers or other programs taking the model's cores: "
-                     "the report's compute by part shows its wait for a core)")
+                     f"-> {fmt_s(run)} ({_compute_rise_cause(bodies)})")
     return "; ".join(parts)
