@@ -146,3 +146,19 @@ def test_batches_held_behind_another_workers_python_are_not_called_the_transfer(
     # A transit with no other worker on a CPU stays the transfer's.
     p["largest"] = {"part": "in_transit", "share": 0.6}
     assert "More workers will not shorten" in hand_over._hand_over_next(p)
+
+
+def test_try_workers_says_what_large_batches_would_cost_to_cross():
+    # 40 MB batches at num_workers=0 (helper 33B, 3 of 3): "try num_workers
+    # >= 1" plainly, where 2 workers then took 61-63 ms a step against 33.
+    from traceml.findings import advice
+
+    s = {"batch_bytes": {"median": 40e6}}
+    code, p = advice._more_workers(s, 0)
+    said = advice.WORDS[code](p)
+    low, high = (40e6 * x for x in hand_over.HANDOVER_S_PER_BYTE)
+    from traceml.fmt import fmt_s
+    assert f"about {fmt_s(low)} to {fmt_s(high)} a batch of copying" in said, said
+    assert "pays only where making a batch costs more" in said
+    code, p = advice._more_workers({"batch_bytes": {"median": 4096}}, 0)
+    assert advice.WORDS[code](p).endswith("num_workers=(0, 1, 2, 4))).")

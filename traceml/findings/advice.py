@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 
-from ..fmt import fmt_s, pct, plural
+from ..fmt import fmt_bytes, fmt_s, pct, plural
 from ._types import Finding, Words
 from . import (attribution, bottom_line, gpu_wait, hand_over, host_contention, input_bound,
                prediction_check, slow_code, stall_shape, stall_threshold, stall_timing,
@@ -103,6 +103,13 @@ def _workers_saturate_cpus(s: dict) -> Optional[dict]:
 def _more_workers(s: dict, nw: Optional[int]) -> tuple[str, dict]:
     """The "vary num_workers" experiment, where it can work."""
     if nw == 0:
+        # Batches past the hand-over's line would cross processes with
+        # workers, at a cost per byte the main process does not pay now:
+        # 40 MB batches were told "try num_workers >= 1" plainly, and took
+        # 61-63 ms a step at 2 workers against 33 ms at 0 (helper 33B).
+        size = (s.get("batch_bytes") or {}).get("median")
+        if size is not None and size >= hand_over.HANDOVER_MIN_BYTES:
+            return ("try_workers", {"bytes": size})
         return ("try_workers", {})
     if nw is None:
         return ("wrap_and_sweep", {})
@@ -709,8 +716,14 @@ WORDS: dict[str, Words] = {
     "periodic_on_top": lambda p: (f"On top, larger stalls recur every {p['period']} steps"
                                   f"{_workers_in(p)}."),
     "stalls_on_top": lambda p: _stalls_on_top(p),
-    "try_workers": lambda p: ("num_workers=0 loads in the main process: next, try num_workers "
-                              ">= 1 (traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))."),
+    "try_workers": lambda p: (
+        "num_workers=0 loads in the main process: next, try num_workers >= 1 "
+        "(traceml.sweep(make_loader, num_workers=(0, 1, 2, 4)))"
+        + (f"; with workers each batch of {fmt_bytes(p['bytes'])} crosses processes, about "
+           f"{fmt_s(p['bytes'] * hand_over.HANDOVER_S_PER_BYTE[0])} to "
+           f"{fmt_s(p['bytes'] * hand_over.HANDOVER_S_PER_BYTE[1])} a batch of copying on a "
+           "2-core host, which pays only where making a batch costs more: the sweep measures "
+           "both" if p.get("bytes") else "") + "."),
     "vary_workers_around": lambda p: (
         f"Next: vary num_workers around {p['num_workers']} (traceml.sweep(make_loader, "
         "num_workers=...)): if the wait falls as workers are added, the workers are the "

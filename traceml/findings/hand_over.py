@@ -20,6 +20,9 @@ from . import host_contention, input_bound, wait_parts
 # is 4-6 ms a batch, past the 1 ms stall floor and a material share of a
 # 10-100 ms training step.
 HANDOVER_MIN_BYTES = 8e6
+# The hand-over's cost per byte measured there (s a byte: the workers'
+# collate copy into shared memory, 0.5-0.8 ms per MB, quiet and loaded).
+HANDOVER_S_PER_BYTE = (0.5e-9, 0.8e-9)
 
 
 # The bytes are measured not to be the cost when the samples' own
