@@ -358,6 +358,10 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"],
                                               w)
     del real_wait, queued
+    if out["trend"] is not None:
+        sides = _trend_host(steps, w, out["trend"], run)
+        if sides is not None:
+            out["trend"]["host_cores"] = sides
     out["wait_parts"] = (None if run.parts_all is None else {
         "all": run.parts_all,
         "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share,
@@ -686,6 +690,35 @@ def _clocked_making(steps: np.ndarray, clocks: Optional[tuple],
             met[0], steps["epoch"][at], np.where(j >= 0, worker, -1),
             np.maximum(steps["begin_ns"][at], made), steps["fetch_done_ns"][at])
     return making, queued, transit, behind
+
+
+def _trend_host(steps: np.ndarray, w: _Steady, trend: dict, run) -> Optional[list]:
+    """[before, after]: other programs' CPU (cores, evidence.others_in_waits
+    over one window each) on the two sides a trend compares: before and
+    after a STEP's change, or its first and last tenths of the steady
+    steps; None where the host was not read or the sides are not steps'."""
+    if run.samples is None or run.sampler_info is None:
+        return None
+    idx = np.arange(len(steps)) if w.all else np.flatnonzero(w.steady)
+    n = len(idx)
+    k = trend.get("changed_at_step")
+    if trend["label"] == wait_trend.STEP:
+        if k is None or not 0 < k < n:
+            return None
+        sides = ((0, k), (k, n))
+    else:
+        tenth = max(1, n // 10)
+        sides = ((0, tenth), (n - tenth, n))
+    main, workers = evidence.job_pids(run.src, run.sampler_info, run.main_pid)
+    cores = []
+    for a, b in sides:
+        got = evidence.others_in_waits(run.samples, steps["begin_ns"][idx[a]:idx[a] + 1],
+                                       steps["end_ns"][idx[b - 1]:idx[b - 1] + 1],
+                                       main, workers)
+        if got is None or not got["wall_s"]:
+            return None
+        cores.append(got["others_cpu_s"] / got["wall_s"])
+    return cores
 
 
 def _clocked_others_queued(steps: np.ndarray, clocks: Optional[tuple],

@@ -246,6 +246,11 @@ class Trend(TypedDict):
         'and the tenths\' medians are of those means; absent: 1.'))]]
     tau: NotRequired[NumberOrNull]
     p_value: NotRequired[NumberOrNull]
+    host_cores: NotRequired[Annotated[list[NonNegative], Schema(
+        minItems=2, maxItems=2, description=(
+            "Other programs' CPU (cores) on the two sides the trend compares: before "
+            "and after a STEP's change, or the first and last tenths; absent where the "
+            "host was not read."))]]
 
 
 class EpochStartByEpoch(TypedDict):

@@ -177,3 +177,22 @@ def test_a_firm_shape_stops_after_the_first_stage(monkeypatch):
     assert full["resamples"] == ls.SUPPORT_RESAMPLES and full["support"] == 1.0
     # The stage's false-firm chance at the line, as the constant's comment says.
     assert ls.SUPPORT_MIN ** ls.SHAPE_SUPPORT_FIRST < 0.01
+
+
+def test_a_borderline_shape_beside_a_trend_reads_the_trend_and_the_line_is_exact():
+    # A probe wait rising 0.5 -> 10.5 ms (helper 33B, 3 of 3): "borderline
+    # shape: UNIFORMLY-SLOW in 41% ...; record more steps", which a trend
+    # does not settle; and "BALANCED in 90% ... (a firm label needs 90%)".
+    sup = {"label": "UNIFORMLY-SLOW", "support": 0.41, "other": "FAST",
+           "readings": {"UNIFORMLY-SLOW": 0.41, "FAST": 0.59}, "block": 10, "resamples": 199}
+    s = {"shape": "UNIFORMLY-SLOW", "shape_support": sup, "trend": {"label": "RISING"}}
+    (line,) = ls.shape_lines(s)
+    assert "the wait is RISING" in line and "record more steps" not in line
+    s["trend"] = None
+    (line,) = ls.shape_lines(s)
+    assert "record more steps" in line
+    d = {"label": "BALANCED", "support": 0.897, "other": "COMPUTE-BOUND",
+         "readings": {"BALANCED": 0.897, "COMPUTE-BOUND": 0.103}, "share": 0.06,
+         "settle_steps": None, "block": 10, "resamples": 199}
+    (line,) = ls.diagnosis_lines({"diagnosis": "BALANCED", "diagnosis_support": d})
+    assert "BALANCED in 89.7%" in line, line

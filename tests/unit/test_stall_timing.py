@@ -705,6 +705,11 @@ def test_the_stall_line_counts_stalls_where_outliers_pass_it():
     assert second.startswith("1 outlier above it")
     s["stalls"] = {**s["stalls"], "outliers": 0}
     assert " waited > " in stall_timing.stall_lines(s)[0]
+    # Fetches past the line only by waiting for a core: the count is of
+    # the loader's waits, and the line says so (helper 33A: "5 of 18 ...
+    # waited > 53.8 ms" where 8 did by the clock).
+    s["stalls"]["host_waits"] = {"count": 3, "queued_s": 0.02}
+    assert ", less their waits for a core (" in stall_timing.stall_lines(s)[0]
 
 
 def test_the_hypergeometric_tail_is_scipys_on_both_sides_of_the_exact_bound():

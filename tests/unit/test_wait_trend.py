@@ -310,3 +310,27 @@ def test_a_step_read_by_rounds_says_round_means_not_median_waits():
     (f,) = wait_trend.notes({"trend": t})
     assert sentences([Finding(f.code, f.numbers)])[0].startswith(
         "the waits were 23.2 ms (median) before steady step 27")
+
+
+def test_a_trend_the_host_moved_with_says_so_before_the_data():
+    # 3 CPU hogs started at step 120 of an unchanged loader (helper 33B):
+    # "look at what changed at steady step 128 (a worker's shard ...)".
+    from traceml.findings import advice
+
+    trend = {"label": wait_trend.STEP, "slope_ms_per_step": None, "slope_ms_per_epoch": None,
+             "first_tenth_median_s": 0.001, "last_tenth_median_s": 0.0034,
+             "changed_at_step": 128, "before_median_s": 0.00099, "after_median_s": 0.00336,
+             "host_cores": [0.1, 2.9]}
+    s = {"diagnosis": "BALANCED", "input_share": 0.15, "shape": "FAST", "concentration": {},
+         "temporal": None, "loader": {"num_workers": 2}, "input_wait_s": {"median": 0.002},
+         "stalls": {"count": 0}, "trend": trend}
+    p = dict(advice._steady_steps(s, False))["trend_next"]
+    said = advice.WORDS["trend_next"](p)
+    assert "other programs' CPU went from 0.1 to 2.9 cores at steady step 128" in said, said
+    assert "a worker's shard" not in said
+    # The host moving less than HOST_CHANGE_CORES, or against the wait:
+    # the data's next step, as before.
+    for cores in ([0.1, 0.1 + 0.9 * wait_trend.HOST_CHANGE_CORES], [2.9, 0.1]):
+        trend["host_cores"] = cores
+        p = dict(advice._steady_steps(s, False))["trend_next"]
+        assert "look at what changed at steady step 128" in advice.WORDS["trend_next"](p)

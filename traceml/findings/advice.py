@@ -100,6 +100,14 @@ def _workers_saturate_cpus(s: dict) -> Optional[dict]:
     return None
 
 
+def _wait_rose(trend_: dict) -> bool:
+    """Whether a trend's later side waits longer than its earlier one."""
+    if trend_.get("before_median_s") is not None and trend_.get("after_median_s") is not None:
+        return trend_["after_median_s"] > trend_["before_median_s"]
+    return (trend_.get("last_tenth_median_s") or 0.0) > (trend_.get("first_tenth_median_s")
+                                                         or 0.0)
+
+
 def _more_workers(s: dict, nw: Optional[int]) -> tuple[str, dict]:
     """The "vary num_workers" experiment, where it can work."""
     if nw == 0:
@@ -178,6 +186,9 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "last_tenth_median_s")}, "changed_at_step": trend_.get("changed_at_step")}))
         out.append(("trend_next", {"label": trend_["label"],
                                    "changed_at_step": trend_.get("changed_at_step"),
+                                   **({"host_cores": trend_["host_cores"],
+                                       "wait_rose": _wait_rose(trend_)}
+                                      if trend_.get("host_cores") else {}),
                                    "at_epoch_start": trend_.get("at_epoch_start"),
                                    # No workers: the dataset's memory is the main process's.
                                    **({"main": True} if nw == 0 else {})}))
@@ -659,7 +670,7 @@ WORDS: dict[str, Words] = {
         + ". Next: judge the steady state below; if runs are this short in practice, look at "
         "what the first epoch alone does (worker start, dataset set-up, a cache filled once)."),
     "trend": wait_trend._trend_next_line,
-    "trend_next": lambda p: (
+    "trend_next": lambda p: wait_trend.host_moved_words(p) or (
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
         "time the dataset's __getitem__ at the start and the end of a run; watch the "
         + ("main process's memory over the run (without workers the dataset runs there)."

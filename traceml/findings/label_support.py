@@ -31,7 +31,7 @@ import numpy as np
 
 from ..fmt import pct
 from ._types import Finding, Words
-from . import input_bound, stall_timing
+from . import input_bound, stall_timing, wait_trend
 
 # A label is firm when at least 9 in 10 resamples of its own steps agree
 # (the 90% of a one-sided interval); under it, borderline.
@@ -275,8 +275,15 @@ def findings(s: dict) -> list[Finding]:
 def shape_findings(s: dict) -> list[Finding]:
     """``borderline_shape`` when the shape's support is under SUPPORT_MIN;
     else nothing.  The views print it under the shape line."""
-    return _borderline(s, "shape", "borderline_shape", (
+    found = _borderline(s, "shape", "borderline_shape", (
         "label", "support", "other", "readings", "block", "resamples"))
+    trend = (s.get("trend") or {}).get("label")
+    if found and trend in (wait_trend.RISING, wait_trend.FALLING):
+        # A wait that trends changes its shape along the run, and block
+        # resamples mix its levels: more steps do not settle that (a probe
+        # wait rising 0.5 -> 10.5 ms: "record more steps", helper 33B).
+        found[0].numbers["trend"] = trend
+    return found
 
 
 def diagnosis_lines(s: dict) -> list[str]:
@@ -291,19 +298,28 @@ def shape_lines(s: dict) -> list[str]:
     return [WORDS[f.code](f.numbers) for f in shape_findings(s)]
 
 
+def _support(share: float) -> str:
+    """A support as a percentage, to a tenth where whole ones would read as
+    the line itself ("BALANCED in 90% ... a firm label needs 90%")."""
+    whole = pct(share)
+    return pct(share, 1) if share < SUPPORT_MIN and whole == pct(SUPPORT_MIN) else whole
+
+
 def _borderline_words(p: dict) -> str:
     settle = stall_timing.settle_words(p.get("settle_steps"))
-    return (f"borderline: {p['label']} in {pct(p['support'])}, {p['other']} in "
+    return (f"borderline: {p['label']} in {_support(p['support'])}, {p['other']} in "
             f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
             f"resamples of these steps (a firm label needs {pct(SUPPORT_MIN)}); another run "
             f"of the same loop may read {p['other']}; {settle}")
 
 
 def _borderline_shape_words(p: dict) -> str:
-    return (f"borderline shape: {p['label']} in {pct(p['support'])}, {p['other']} in "
+    then = (f"the wait is {p['trend']}, so its shape changes along the run and resampled "
+            "blocks mix its levels: read the trend, not the shape" if p.get("trend") else
+            "record more steps before reading the stalls' pattern")
+    return (f"borderline shape: {p['label']} in {_support(p['support'])}, {p['other']} in "
             f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
-            f"resamples of these steps (a firm label needs {pct(SUPPORT_MIN)}); record more "
-            "steps before reading the stalls' pattern")
+            f"resamples of these steps (a firm label needs {pct(SUPPORT_MIN)}); {then}")
 
 
 WORDS: dict[str, Words] = {

@@ -703,6 +703,39 @@ def _trend_next_line(p: dict) -> str:
                    "rather than a steady cost.")
 
 
+# Other programs' CPU moving this many cores between the two sides of a
+# trend, the same way as the wait, is a host that changed: half a core,
+# a quarter of the 2-core hosts this tool is built on.  3 CPU hogs started
+# at step 120 of an unchanged loader read "wait STEP 991 µs -> 3.36 ms ...
+# look at what changed at steady step 128 (a worker's shard ...)", its own
+# readings holding other programs at 38% of the wait (helper 33B).
+HOST_CHANGE_CORES = 0.5
+
+
+def host_moved(p: dict) -> bool:
+    """Whether other programs' CPU (``host_cores``, [before, after]) moved
+    by HOST_CHANGE_CORES or more the way the wait did (``wait_rose``)."""
+    cores = p.get("host_cores")
+    if not cores:
+        return False
+    delta = cores[1] - cores[0]
+    return abs(delta) >= HOST_CHANGE_CORES and (delta > 0) == bool(p.get("wait_rose"))
+
+
+def host_moved_words(p: dict) -> Optional[str]:
+    """The trend's next step where the host moved with it (:func:`host_moved`);
+    None otherwise."""
+    if not host_moved(p):
+        return None
+    before, after = p["host_cores"]
+    where = (f"at steady step {p['changed_at_step']}" if p.get("changed_at_step") is not None
+             else "between the first and the last tenth of the run")
+    return (f"Next: other programs' CPU went from {before:.1f} to {after:.1f} cores {where}, "
+            f"as the wait {'rose' if p.get('wait_rose') else 'fell'}: a host that changed "
+            "under the run, before any change of the data; run it again with the host as it "
+            "was throughout and compare (traceml.compare).")
+
+
 def trend_part(trend: Optional[dict]) -> Optional[str]:
     """"wait RISING 1.2 ms -> 38 ms (+0.49 ms per step)" for the shape line
     ("wait STEP 5 ms -> 1 ms (epoch 0 to the later epochs)" for a step);
