@@ -671,8 +671,8 @@ WORDS: dict[str, Words] = {
         f"{plural(p['batches'], 'slow batch', 'slow batches')} (timed in "
         f"{'the main process' if p.get('main') else 'the workers'}): a full collection "
         "walks every object the process holds, a worker's included those it inherited "
-        "from the main process; gc.freeze() in the main process before iter(loader) "
-        "starts the workers leaves those out of their collections"),
+        "from the main process; gc.freeze() in worker_init_fn, or in the main process "
+        "before iter(loader) starts the workers, leaves those out of their collections"),
     "slow_code_other_thread": lambda p: (
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset ("

@@ -396,8 +396,9 @@ WORDS: dict[str, Words] = {
         f"all, {pct(p['sample_share'])} of sample time; {plural(p['collections'], 'collection')}"
         " timed): left out of each sample's own time before the slow-sample test, since the "
         "sample that allocates past gc's threshold pays for every object alive; many Python "
-        "objects kept by the dataset make each collection long (gc.freeze() in "
-        "worker_init_fn, after they are built, takes them out of it)"),
+        "objects in the worker (those the dataset keeps, and those it inherited from the "
+        "main process) make each collection long (gc.freeze() in worker_init_fn, or in the "
+        "main process before iter(loader), takes them out of it)"),
     "getitems_only": lambda p: (
         "the dataset makes each batch at once (__getitems__): per-sample time is "
         f"unavailable; __getitems__ took {pct(p['share'] or 0.0)} of the workers' batch time "
