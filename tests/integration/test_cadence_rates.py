@@ -1,10 +1,14 @@
-"""stall_timing's several-stalls test over many simulated runs: random
-stalls claim it no more often than PERIOD_ALPHA allows, and one stall a
-period with misses at random keeps its period.  Pure, but hundreds of
+"""stall_timing's searched tests over many simulated runs: random stalls
+claim a searched period, or several stalls a period, no more often than
+PERIOD_ALPHA allows, and one stall a period with misses at random keeps
+its period.  Pure, but hundreds of
 temporal_of() calls a test: here rather than in the seconds-long unit tier
 (tests/unit/test_stall_timing.py holds the rule's own cases)."""
 
+import math
+
 import numpy as np
+import pytest
 
 from traceml.findings import stall_timing
 
@@ -40,3 +44,17 @@ def test_random_stalls_rarely_read_as_several_a_period():
     # The binomial bound of a PERIOD_ALPHA rate over the 400 runs.
     assert stall_timing.PERIOD_ALPHA == 0.01
     assert claimed <= most_false_alarms(2 * runs), claimed
+
+
+@pytest.mark.parametrize("rate", [0.15, 0.4])
+def test_random_stalls_claim_a_searched_period_no_more_often_than_alpha(rate):
+    rng = np.random.default_rng(11)
+    runs, claims, n = 500, 0, 48
+    position, tested = np.arange(n), np.ones(n, dtype=bool)
+    for _ in range(runs):
+        stalled = rng.random(n) < rate
+        candidates = range(2, n // stall_timing.PREDICTED_MIN_STALLS + 1)
+        got = stall_timing.searched_cadence(stalled, position, tested, None, candidates)
+        claims += bool(got and got["periodic"])
+    alpha = stall_timing.PERIOD_ALPHA
+    assert claims / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)

@@ -422,20 +422,6 @@ def test_a_searched_period_is_found_by_position_when_the_gaps_blur():
     assert f"{j} of the {slots} fetches at 1, 4, 7, ... of each epoch stalled" in line
 
 
-@pytest.mark.parametrize("rate", [0.15, 0.4])
-def test_random_stalls_claim_a_searched_period_no_more_often_than_alpha(rate):
-    rng = np.random.default_rng(11)
-    runs, claims, n = 500, 0, 48
-    position, tested = np.arange(n), np.ones(n, dtype=bool)
-    for _ in range(runs):
-        stalled = rng.random(n) < rate
-        candidates = range(2, n // stall_timing.PREDICTED_MIN_STALLS + 1)
-        got = stall_timing.searched_cadence(stalled, position, tested, None, candidates)
-        claims += bool(got and got["periodic"])
-    alpha = stall_timing.PERIOD_ALPHA
-    assert claims / runs <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
-
-
 def test_a_searched_period_short_of_evidence_is_not_yet():
     # 8 stalls on 1 mod 3 among 24 fetches, one off it: p = 1.3e-5 as a
     # pre-stated test, times 35 pairs and the two tests' doubling under
