@@ -710,10 +710,16 @@ def _trend_host(steps: np.ndarray, w: _Steady, trend: dict, run) -> Optional[lis
         tenth = max(1, n // 10)
         sides = ((0, tenth), (n - tenth, n))
     main, workers = evidence.job_pids(run.src, run.sampler_info, run.main_pid)
+    host_t = run.samples["t_ns"][run.samples["pid"] == evidence.HOST_PID]
     cores = []
     for a, b in sides:
-        got = evidence.others_in_waits(run.samples, steps["begin_ns"][idx[a]:idx[a] + 1],
-                                       steps["end_ns"][idx[b - 1]:idx[b - 1] + 1],
+        start, end = steps["begin_ns"][idx[a]], steps["end_ns"][idx[b - 1]]
+        # Only where the host's readings span the side: steps recorded
+        # outside them (hand-made records, a sampler started late) have no
+        # host figure.
+        if not len(host_t) or host_t.min() > start or host_t.max() < end:
+            return None
+        got = evidence.others_in_waits(run.samples, np.array([start]), np.array([end]),
                                        main, workers)
         if got is None or not got["wall_s"]:
             return None
