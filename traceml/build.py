@@ -711,15 +711,19 @@ def _trend_host(steps: np.ndarray, w: _Steady, trend: dict, run) -> Optional[lis
         sides = ((0, tenth), (n - tenth, n))
     main, workers = evidence.job_pids(run.src, run.sampler_info, run.main_pid)
     host_t = run.samples["t_ns"][run.samples["pid"] == evidence.HOST_PID]
+    if not len(host_t):
+        return None
     cores = []
     for a, b in sides:
         start, end = steps["begin_ns"][idx[a]], steps["end_ns"][idx[b - 1]]
-        # Only where the host's readings span the side: steps recorded
-        # outside them (hand-made records, a sampler started late) have no
-        # host figure.
-        if not len(host_t) or host_t.min() > start or host_t.max() < end:
+        # Only where the host's readings cover the side (CLOCKED_COVER of
+        # it: the first reading comes a few ms after the first step, the
+        # last before report()); steps recorded outside them (hand-made
+        # records, a sampler started late) have no host figure.
+        lo, hi = max(start, int(host_t.min())), min(end, int(host_t.max()))
+        if end <= start or hi - lo < evidence.CLOCKED_COVER * (end - start):
             return None
-        got = evidence.others_in_waits(run.samples, np.array([start]), np.array([end]),
+        got = evidence.others_in_waits(run.samples, np.array([lo]), np.array([hi]),
                                        main, workers)
         if got is None or not got["wall_s"]:
             return None
