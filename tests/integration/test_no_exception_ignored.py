@@ -17,7 +17,9 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(TESTS)
 
 SCRIPT = textwrap.dedent("""
-    import sys, threading, time, warnings
+    import faulthandler, sys, threading, time, warnings
+    # A hang prints every thread's stack and exits, for the test to show.
+    faulthandler.dump_traceback_later(240, exit=True)
     sys.path.insert(0, {tests!r})
     warnings.filterwarnings("ignore")
     import traceml

@@ -7,6 +7,7 @@ import math
 from typing import NamedTuple, Optional
 
 import numpy as np
+from scipy.stats import binomtest, t as student_t
 
 
 from ..fmt import fmt_s, pct
@@ -105,7 +106,6 @@ def noise_p_value(base: Optional[np.ndarray], run: Optional[np.ndarray],
     run's round of steps, max(1, num_workers): :func:`batch_means`); None
     where either has under NOISE_MIN_BATCHES batches, or both errors are
     0."""
-    from scipy.stats import t as student_t
 
     if base is None or run is None:
         return None
@@ -175,7 +175,6 @@ def stall_rate_p_value(base: Optional[tuple], run: Optional[tuple]) -> Optional[
     k = int(base[0]) + int(run[0])
     if k == 0:
         return None
-    from scipy.stats import binomtest
 
     return float(binomtest(int(run[0]), k, run[1] / (base[1] + run[1])).pvalue)
 MIXED = "MIXED"

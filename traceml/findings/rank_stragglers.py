@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from scipy.stats import theilslopes
 
 from ..fmt import fmt_s, pct, plural
 from . import _numbers, _words, attribution, input_bound, stall_threshold, stall_timing
@@ -176,7 +177,6 @@ def _echo_slope(wait_ns: np.ndarray, compute_ns: np.ndarray) -> dict:
     """The echo read as a slope over the stall steps (rule above): {read,
     absorbed (the slope), growth_s (the slope times the spread of the
     waits, their p90 - p10), echo, unknown}."""
-    from scipy.stats import theilslopes
 
     wait = np.asarray(wait_ns, dtype=np.float64)
     if np.ptp(wait) == 0:

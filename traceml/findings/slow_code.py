@@ -53,6 +53,7 @@ import math
 from typing import Optional
 
 import numpy as np
+from scipy import stats
 
 from .. import _core
 from ..fmt import fmt_s, pct, plural
@@ -106,7 +107,6 @@ def _p_value(a: float, n1: float, b: float, n0: float) -> float:
     """One-sided Fisher exact p of ``a`` of ``n1`` slow samples against
     ``b`` of ``n0`` fast ones holding a function."""
     a, n1, b, n0 = (int(round(x)) for x in (a, n1, b, n0))
-    from scipy import stats
 
     return float(stats.fisher_exact([[a, n1 - a], [b, n0 - b]], alternative="greater")[1])
 
@@ -372,7 +372,6 @@ def held_path(path: list[dict], total: float) -> list[dict]:
     the samples beyond chance: a one-sided binomial test of share > 1/2
     (scipy.stats.binomtest) at SLOW_CODE_ALPHA; the path stops at the
     first that does not."""
-    from scipy import stats
 
     n = int(round(total))
     out = []

@@ -8,6 +8,7 @@ import math
 from typing import NamedTuple, Optional
 
 import numpy as np
+from scipy.stats import norm, rankdata
 
 from .. import _core
 from ..fmt import fmt_s, nth, pct
@@ -408,7 +409,6 @@ def position_test(wait_ns: np.ndarray) -> Optional[PositionTest]:
     continuity correction (scipy.stats.mannwhitneyu's asymptotic method),
     from one ranking of the waits: a run of 4096 fetches costs about a
     millisecond."""
-    from scipy.stats import norm, rankdata
 
     n = len(wait_ns)
     if n < POSITION_MIN_STEPS or n > POSITION_MAX_STEPS:

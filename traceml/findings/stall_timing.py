@@ -9,6 +9,7 @@ import math
 from typing import NamedTuple, Optional
 
 import numpy as np
+from scipy.stats import binom, hypergeom, mannwhitneyu
 
 from .. import _core
 from ..fmt import fmt_s, pct, plural
@@ -185,7 +186,6 @@ def period_p_value(gaps: np.ndarray, stalls: int, steps: int, bursts: bool = Fal
 def _modal_count_p(c: int, m: int, stalls: int, steps: int, bursts: bool) -> float:
     """:func:`period_p_value` for a modal gap seen ``c`` times among ``m``
     gaps."""
-    from scipy.stats import binom
 
     if m == 0 or steps <= 1:
         return 1.0
@@ -282,7 +282,6 @@ def _hypergeom_tail(j: int, n: int, slots: int, k: int) -> float:
             ways = total - sum(math.comb(slots, x) * math.comb(n - slots, k - x)
                                for x in range(lo, j))
         return ways / total
-    from scipy.stats import hypergeom
 
     return float(hypergeom.sf(j - 1, n, slots, k))
 
@@ -291,7 +290,6 @@ def _rank_tail(on_wait: np.ndarray, off_wait: np.ndarray) -> float:
     """P(U >= u): the one-sided Mann-Whitney test that the waits
     ``on_wait`` (the residue's) are longer than ``off_wait``; 1.0 when
     either is empty."""
-    from scipy.stats import mannwhitneyu
 
     if not len(on_wait) or not len(off_wait):
         return 1.0

@@ -8,6 +8,7 @@ import math
 from typing import Optional
 
 import numpy as np
+from scipy.stats import combine_pvalues, hypergeom
 
 
 from ..fmt import fmt_s, pct, plural
@@ -225,7 +226,6 @@ POOLED_MIN_DISTINCT_WORKERS = 2
 def _row_distribution(test: dict) -> tuple[np.ndarray, np.ndarray]:
     """(log p-values, their probabilities) of one row's predicted test
     over every count of stalls the null can put on the residue."""
-    from scipy.stats import hypergeom
 
     n, slots, k = test["fetches"], test["slots"], test["stalls"]
     j = np.arange(0, min(k, slots) + 1)
@@ -245,7 +245,6 @@ def pooled_p_value(tests: list[dict]) -> float:
     exact = _pooled_hypergeom(tests)
     if all(t.get("rank_p_value") is None for t in tests):
         return exact
-    from scipy.stats import combine_pvalues
 
     own = np.clip([t["p_value"] for t in tests], 1e-300, 1.0)
     fisher = float(combine_pvalues(own, method="fisher").pvalue)

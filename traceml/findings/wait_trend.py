@@ -8,6 +8,9 @@ import math
 from typing import Optional
 
 import numpy as np
+from scipy.signal import lfilter
+from scipy.special import ndtri
+from scipy.stats import kendalltau, rankdata, theilslopes
 
 from ..fmt import fmt_s
 from ._types import Finding, Words
@@ -169,9 +172,6 @@ def _null_series(med: np.ndarray, cut: Optional[int] = None) -> np.ndarray:
     less each side's mean, unless those residuals stay persistent (lag-1
     autocorrelation at least CHANGE_RESIDUAL_MAX_LAG1): see
     CHANGE_RESIDUAL_MAX_LAG1."""
-    from scipy.signal import lfilter
-    from scipy.special import ndtri
-    from scipy.stats import rankdata
 
     m = len(med)
     z = ndtri((rankdata(med) - 0.5) / m)
@@ -381,7 +381,6 @@ def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
     low, high = test["low"], test["high"]
     if low is None or not (low > 0 if label == RISING else high < 0):
         return None
-    from scipy.stats import kendalltau, theilslopes
 
     tau = float(kendalltau(centre, med)[0])
     per_epoch = None
@@ -519,7 +518,6 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     cuts = cuts[(centre[cuts] >= least) & (n - centre[cuts] >= least)]
     if not len(cuts):
         return None
-    from scipy.stats import rankdata
 
     # Average ranks: a tie between the two sides counts 0, as in S; ranks
     # by position would make a series of equal waits trend.
