@@ -180,7 +180,6 @@ def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
     on_cpu = np.minimum(cpu, wait)
     queued = np.minimum(np.maximum(runq_k, 0), wait - on_cpu)
     asleep = wait - on_cpu - queued
-    others = None
     in_sampler = None
     if sampler is not None:
         s_wall = np.minimum(np.maximum(np.asarray(sampler[0], dtype=np.int64)[keep], 0), wait)
@@ -192,43 +191,33 @@ def fetch_parts(wait_ns: np.ndarray, cpu_ns: np.ndarray, runq_ns: np.ndarray,
         from_sleep = np.minimum(s_wall - s_cpu, asleep)
         on_cpu, asleep = on_cpu - s_cpu, asleep - from_sleep
         in_sampler = s_cpu + from_sleep
+    rest = asleep
     if making is not None:
-        made = np.minimum(making[keep], asleep)
+        made = np.minimum(making[keep], rest)
         worker_queued = (np.zeros(len(made), dtype=np.int64) if making_queued_ns is None else
                          np.minimum(np.maximum(np.asarray(making_queued_ns,
                                                           dtype=np.int64)[keep], 0), made))
-        rest = asleep - made
-        if others_cpu_ns is not None:
-            others = _others(others_cpu_ns, keep, rest)
-            rest = rest - others
-        others_queued = None
-        if others_queued_ns is not None:
-            others_queued = _others(others_queued_ns, keep, rest)
-            rest = rest - others_queued
-        transit_queued = None
-        if transit_queued_ns is not None:
-            transit_queued = _others(transit_queued_ns, keep, rest)
-            rest = rest - transit_queued
-        behind = None
-        if behind_ns is not None:
-            behind = _others(behind_ns, keep, rest)
-            rest = rest - behind
+        rest = rest - made
+
+    def take(part_ns: Optional[np.ndarray]) -> Optional[np.ndarray]:
+        # The next measured part of the sleep, out of what is left of it.
+        nonlocal rest
+        if part_ns is None:
+            return None
+        part = _others(part_ns, keep, rest)
+        rest = rest - part
+        return part
+
+    parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: take(others_cpu_ns),
+             OTHERS_QUEUED_PART: take(others_queued_ns), SAMPLER_PART: in_sampler}
+    if making is not None:
+        transit_queued = take(transit_queued_ns)
+        behind = take(behind_ns)
         parts = {"worker_making": made - worker_queued, "worker_cpu_wait": worker_queued,
-                 "main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
-                 OTHERS_QUEUED_PART: others_queued,
-                 SAMPLER_PART: in_sampler, TRANSIT_QUEUED_PART: transit_queued,
-                 BEHIND_PART: behind, "in_transit": rest}
+                 **parts, TRANSIT_QUEUED_PART: transit_queued, BEHIND_PART: behind,
+                 "in_transit": rest}
     else:
-        if others_cpu_ns is not None:
-            others = _others(others_cpu_ns, keep, asleep)
-            asleep = asleep - others
-        others_queued = None
-        if others_queued_ns is not None:
-            others_queued = _others(others_queued_ns, keep, asleep)
-            asleep = asleep - others_queued
-        parts = {"main_cpu": on_cpu, "cpu_wait": queued, OTHERS_PART: others,
-                 OTHERS_QUEUED_PART: others_queued, SAMPLER_PART: in_sampler,
-                 "asleep": asleep}
+        parts["asleep"] = rest
     return keep, {k: v for k, v in parts.items() if v is not None}
 
 

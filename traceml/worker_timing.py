@@ -500,10 +500,10 @@ def others_on_cpu_during(records: np.ndarray, epoch: np.ndarray, worker: np.ndar
     for e, w in set(zip(epoch.tolist(), worker.tolist())):
         if w < 0:
             continue
-        same_epoch = records["epoch"] == e
-        if not (same_epoch & (records["worker"] != w)).any():
+        others = (records["epoch"] == e) & (records["worker"] != w)
+        if not others.any():
             continue
-        mine = same_epoch & (records["worker"] != w) & on_cpu
+        mine = others & on_cpu
         at = np.flatnonzero((epoch == e) & (worker == w))
         out[at] = _covered(records["begin_ns"][mine], records["end_ns"][mine], a[at], b[at])
     return out

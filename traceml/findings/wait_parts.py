@@ -459,17 +459,23 @@ def past_host(p: dict) -> str:
     return f"Besides other programs holding the cores ({pct(p['past_host'])}), "
 
 
+def _largest_lead(p: dict, of: str) -> str:
+    """"[Besides other programs ... (N%), t]he largest measured part of
+    ``of`` (M%)": where :func:`next_for` set the host's larger part aside,
+    the sentence says so ("The largest measured part (23%)" beside "other
+    programs holding the cores 47%" read as a contradiction, helper 33B,
+    3 of 7)."""
+    return (past_host(p) + ("the" if p.get("past_host") else "The")
+            + f" largest measured part of {of} ({pct(p['share'])})")
+
+
 def wait_for_core_words(p: dict) -> str:
     """The next step where the largest measured part of the input wait is
     the loop's thread waiting for a core (advice's ``wait_for_core``)."""
     procs = (f" ({plural(p['num_workers'], 'worker')} on {p['cpus']} CPUs, and whatever "
              "else runs)" if p.get("num_workers") and p.get("cpus") else "")
-    # Where the host's larger part was set aside (next_for), the sentence
-    # says so: "The largest measured part (23%)" beside "other programs
-    # holding the cores 47%" read as a contradiction (helper 33B, 3 of 7).
-    return (past_host(p) + ("the" if p.get("past_host") else "The")
-            + f" largest measured part of the input wait ({pct(p['share'])}) is the loop's "
-            "thread waiting for a core inside the fetch: the CPUs were taken, by the workers "
+    return (_largest_lead(p, "the input wait") + " is the loop's thread waiting for a core "
+            "inside the fetch: the CPUs were taken, by the workers "
             f"or by other programs{procs}. Next: the same loop with fewer processes than "
             "cores (a lower num_workers, or what else runs stopped), compared on step time "
             "(traceml.compare).")
@@ -537,7 +543,6 @@ def part_next(part: str, num_workers: Optional[int] = None,
 def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
-    return (past_host(p) + ("the" if p.get("past_host") else "The")
-            + f" largest measured part of the wait ({pct(p['share'])}) is "
+    return (_largest_lead(p, "the wait") + " is "
             f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
             f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}.")
