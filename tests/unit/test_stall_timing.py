@@ -766,3 +766,12 @@ def test_two_stalls_a_period_are_that_period_not_irregular_nor_a_divisor():
     # finer answer replaces it too.
     got, pred = _one_epoch(36, _places(36, 6, {0, 2}), 40_000_000, 1_000_000, period=2)
     assert pred["periodic"] and got["period"] == 6 and got["searched"]["residues"] == [0, 2]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 300_000])
+@pytest.mark.parametrize("share", [0.0, 0.003, 0.5, 1.0])
+@pytest.mark.parametrize("k", [1, 5, stall_timing.RANK_MAX_FETCHES])
+def test_first_true_is_the_first_k_of_flatnonzero(n, share, k):
+    mask = np.random.default_rng(n + k).random(n) < share
+    got = stall_timing._first_true(mask, k)
+    assert np.array_equal(got, np.flatnonzero(mask)[:k])

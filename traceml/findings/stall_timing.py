@@ -297,6 +297,18 @@ def _rank_tail(on_wait: np.ndarray, off_wait: np.ndarray) -> float:
     return float(mannwhitneyu(on_wait, off_wait, alternative="greater", method=method).pvalue)
 
 
+def _first_true(mask: np.ndarray, k: int) -> np.ndarray:
+    """The indices of ``mask``'s first ``k`` True values (int64, at most k),
+    read from a prefix that doubles until it holds k of them, so a long
+    run's rank test does not copy every fetch to keep RANK_MAX_FETCHES."""
+    length = min(len(mask), 2 * k)
+    while True:
+        at = np.flatnonzero(mask[:length])
+        if len(at) >= k or length == len(mask):
+            return at[:k]
+        length = min(len(mask), 2 * length)
+
+
 def _residue(position: np.ndarray, period: int) -> np.ndarray:
     """``position`` mod ``period`` (non-negative), by a mask where the
     period is a power of two (num_workers 2, 4, 8: a tenth of a division's
@@ -357,10 +369,9 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
     p_rank = None
     p = p_hyper
     if wait_ns is not None:
-        m = len(wait_ns)
-        head = tested[:m]
-        wait = np.asarray(wait_ns)[head][:RANK_MAX_FETCHES].astype(np.float64)
-        first = (position[:m][head][:RANK_MAX_FETCHES] % period) == phase
+        at = _first_true(tested[:len(wait_ns)], RANK_MAX_FETCHES)
+        wait = np.asarray(wait_ns)[at].astype(np.float64)
+        first = (position[at] % period) == phase
         p_rank = _rank_tail(wait[first], wait[~first])
         p, best = min(1.0, 2 * min(p_hyper, p_rank)), min(1.0, 2 * best)
     single = p
