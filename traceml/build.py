@@ -528,24 +528,34 @@ def _start_making(making_ns: Optional[np.ndarray], first: np.ndarray,
 
 
 def _start_cost(met: Optional[tuple], first: np.ndarray, steady: np.ndarray) -> dict:
-    """{first_cpu_ratio}: the median worker CPU of the batches the start-up
-    fetches received over that of the steady fetches' batches (BatchLog:
-    every thread of the worker); {} where either has none with a known
-    CPU.  At most attribution.BUSIER_RATIO, the epoch's first batches cost
-    what later ones do, and a worker still making them at the start is the
-    pipeline filling, not the dataset's work at those indices."""
+    """{first_cpu_ratio, first_work_ratio}: the median worker CPU of the
+    batches the start-up fetches received over that of the steady
+    fetches' batches (BatchLog: every thread of the worker), and the same
+    ratio of their own time (make time less the wait for a core,
+    ``runq_ns``, where read: CPU and time asleep, not the cores the
+    workers starting at once shared); a ratio is left out where either
+    side has no batch with it known.  Both at most
+    attribution.BUSIER_RATIO: the epoch's first batches cost what later
+    ones do, and a worker still making them at the start is the pipeline
+    filling, not the dataset's work at those indices."""
     if met is None or not first.any():
         return {}
     records, idx = met
-    cpu = []
-    for mask in (first, steady):
-        j = idx[mask]
-        c = records["cpu_ns"][j[j >= 0]]
-        c = c[c >= 0]
-        if not len(c):
-            return {}
-        cpu.append(float(np.median(c)))
-    return {"first_cpu_ratio": cpu[0] / cpu[1]} if cpu[1] > 0 else {}
+    own = ((records["end_ns"] - records["begin_ns"])
+           - np.where(records["runq_ns"] > 0, records["runq_ns"], 0))
+    out = {}
+    for key, value in (("first_cpu_ratio", records["cpu_ns"]), ("first_work_ratio", own)):
+        med = []
+        for mask in (first, steady):
+            j = idx[mask]
+            v = value[j[j >= 0]]
+            v = v[v >= 0]
+            if not len(v):
+                break
+            med.append(float(np.median(v)))
+        if len(med) == 2 and med[1] > 0:
+            out[key] = med[0] / med[1]
+    return out
 
 
 def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray) -> list[dict]:

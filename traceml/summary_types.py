@@ -269,6 +269,9 @@ class EpochStart(TypedDict):
     first_cpu_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
         "The median worker CPU of the start-up fetches' batches over the steady "
         "fetches' batches' (build._start_cost)."))]]
+    first_work_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
+        "The same ratio of the batches' own time: make time less the worker's wait "
+        "for a core (build._start_cost)."))]]
 
 
 class Loader(TypedDict):

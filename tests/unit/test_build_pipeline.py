@@ -56,3 +56,25 @@ def test_the_stalls_split_decides_whether_the_workers_made_the_awaited_batches()
     assert build._making_in_stalls(s, False) is True
     # Without a split, the sampler's reading stands.
     assert build._making_in_stalls({"input_share": 0.49}, True) is True
+
+
+def test_the_start_cost_ratios_are_the_medians_of_cpu_and_own_time():
+    import numpy as np
+
+    from traceml import _core
+
+    # Four batches: two received by start-up fetches (one of them slept
+    # 300 ms off CPU, one waited 40 ms for a core), two by steady ones.
+    rec = np.zeros(4, dtype=_core.BATCH_RECORD_DTYPE)
+    rec["begin_ns"] = 0
+    rec["end_ns"] = [310e6, 50e6, 10e6, 12e6]
+    rec["cpu_ns"] = [10e6, 10e6, 8e6, 9e6]
+    rec["runq_ns"] = [0, 40e6, -1, 2e6]
+    first = np.array([True, True, False, False])
+    idx = np.arange(4)
+    got = build_module._start_cost((rec, idx), first, ~first)
+    assert got["first_cpu_ratio"] == pytest.approx(np.median([10, 10]) / np.median([8, 9]))
+    # Own time: 310 and 50 - 40 = 10 ms against 10 (runq unknown) and 10 ms.
+    assert got["first_work_ratio"] == pytest.approx(np.median([310, 10]) / np.median([10, 10]))
+    # A side with no batch: no ratio.
+    assert build_module._start_cost((rec, np.full(4, -1)), first, ~first) == {}

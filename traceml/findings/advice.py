@@ -77,8 +77,8 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
         "recreated": (None if not nw else not loader.get("persistent_workers")),
         **({"making_share": es["making_share"]}
            if (es := s.get("epoch_start") or {}).get("making_share") is not None else {}),
-        **({"first_cpu_ratio": es["first_cpu_ratio"]}
-           if es.get("first_cpu_ratio") is not None else {}),
+        **{k: es[k] for k in ("first_cpu_ratio", "first_work_ratio")
+           if es.get(k) is not None},
     })]
 
 

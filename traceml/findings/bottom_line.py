@@ -136,8 +136,12 @@ def _epoch_start_next(p: dict) -> str:
                 "wall time of this one-epoch recording: a short run, whose steady state is "
                 "a small part of it; record more steps before judging the loader, and "
                 "check what start-up does if real runs are this short.")
-    filling = (p.get("first_cpu_ratio") is not None
-               and p["first_cpu_ratio"] < attribution.BUSIER_RATIO)
+    # Filling: the first batches cost what later ones do, in CPU and in
+    # their own time (make time less the wait for a core): a first
+    # __getitem__ that sleeps 300 ms on a lazy open costs 1.4x the CPU of
+    # later ones, and is no filling (helper 34B, 1 of 9 runs).
+    filling = all(p.get(k) is not None and p[k] < attribution.BUSIER_RATIO
+                  for k in ("first_cpu_ratio", "first_work_ratio"))
     if (p.get("making_share") or 0.0) > STARTUP_MAKING_SHARE and filling:
         # Every epoch starts with no batch made: its first fetch waits for
         # a whole batch, the workers all making their first at once (6
@@ -151,12 +155,29 @@ def _epoch_start_next(p: dict) -> str:
                 "batch shortens it, and longer epochs make it a smaller share; no setting of "
                 "the epoch's first indices is to blame.")
     if p["epochs"] >= 2 and (p.get("making_share") or 0.0) > STARTUP_MAKING_SHARE:
-        persist = (" persistent_workers=True would not remove it (it starts the workers once, "
-                   "not the batches)." if p["recreated"] else "")
-        return (said + f"for {pct(p['making_share'])} of it the awaited worker was still "
-                "making the epoch's first batches: the dataset's work at each epoch's first "
-                "samples (what __getitem__ does at those indices, a file or cache opened per "
-                f"epoch), not the workers' start-up.{persist} Next: time __getitem__ on each "
+        making = (said + f"for {pct(p['making_share'])} of it the awaited worker was still "
+                  "making the epoch's first batches: ")
+        if p["recreated"]:
+            # Workers started anew each epoch make each epoch's first
+            # batches as their own first: a cost of each new worker (a
+            # lazy open in its first __getitem__) and one of the epoch's
+            # first indices read alike here.  Indices 0-47 slow each epoch
+            # read "persistent_workers=True pays that start-up once" (4 of
+            # 4, helper 32B); a 300 ms open in each worker's first
+            # __getitem__ read "persistent_workers=True would not remove
+            # it" (6 of 6, helper 34B), which it did (epoch 1's start
+            # 11-20 ms against 331-389).
+            return (making + "work each new worker does first (the workers start anew every "
+                    "epoch: a file opened, an index loaded or a lazy import in its first "
+                    "__getitem__) or the dataset's work at each epoch's first indices; this "
+                    "run cannot tell the two apart. Next: record two or more epochs with "
+                    "persistent_workers=True and compare the runs (traceml.compare): a start "
+                    "that then shrinks after epoch 0 was each worker's first work, one that "
+                    "stays is the first indices' (time __getitem__ on them against later "
+                    "ones).")
+        return (making + "the dataset's work at each epoch's first samples (what "
+                "__getitem__ does at those indices, a file or cache opened per epoch), not "
+                "the workers' start-up (they persist). Next: time __getitem__ on each "
                 "epoch's first indices against later ones.")
     if p["recreated"]:
         return (said + f"the DataLoader starts its {p['num_workers']} workers anew every "

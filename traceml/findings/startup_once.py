@@ -21,6 +21,13 @@ from ._types import Finding, Words
 # tell them apart by.  From three on, the later epochs show what an epoch
 # start costs without the one-off.
 ONE_OFF_MIN_EPOCHS = 3
+# Unless the workers persist: then the loader's configuration predicts a
+# cost paid once (the workers start in epoch 0 alone), and one later epoch
+# shows what an epoch start costs without it.  Persistent workers whose
+# first __getitem__ slept 300 ms, 2 epochs: "2 epochs, 184-211 ms each on
+# average ... a file or cache opened per epoch" in 7 of 9 runs (helper
+# 34B), epoch 0's start 344-404 ms against epoch 1's 11-20 ms.
+ONE_OFF_MIN_EPOCHS_PERSISTENT = 2
 # The first epoch "holds most" of the start-up wait: more than this share
 # of all epochs' start-up wait together (a majority, the same "most" as
 # stall_timing.PERIOD_MIN_SHARE).
@@ -30,21 +37,24 @@ ONE_OFF_SHARE = 0.5
 def notes(s: dict) -> list[Finding]:
     """``startup_once`` when the first recorded epoch's start-up fetches
     hold more than ONE_OFF_SHARE of all epochs' start-up wait over at least
-    ONE_OFF_MIN_EPOCHS epochs; else nothing."""
+    ONE_OFF_MIN_EPOCHS epochs (ONE_OFF_MIN_EPOCHS_PERSISTENT where the
+    workers persist); else nothing."""
     by = (s.get("epoch_start") or {}).get("by_epoch") or []
-    if len(by) < ONE_OFF_MIN_EPOCHS:
+    loader: Optional[dict] = s.get("loader")
+    persistent = bool(loader and loader.get("num_workers")
+                      and loader.get("persistent_workers"))
+    if len(by) < (ONE_OFF_MIN_EPOCHS_PERSISTENT if persistent else ONE_OFF_MIN_EPOCHS):
         return []
     total = sum(e["input_wait_s"] for e in by)
     first = by[0]
     if total <= 0 or first["input_wait_s"] <= ONE_OFF_SHARE * total:
         return []
     later = [e["input_wait_s"] for e in by[1:]]
-    loader: Optional[dict] = s.get("loader")
     return [Finding("startup_once", {
         "epoch": first["epoch"], "first_s": first["input_wait_s"],
         "share": first["input_wait_s"] / total, "later_epochs": len(later),
         "later_median_s": float(np.median(later)),
-        "persistent": bool(loader and loader.get("persistent_workers"))})]
+        "persistent": persistent})]
 
 
 def mostly_once(f: Finding) -> bool:
