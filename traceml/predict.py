@@ -128,6 +128,21 @@ def wait_with(k: int, cpu_s: float, off_cpu_s: float, compute_s: float,
     return max(handover_s, t_k / k - compute_s)
 
 
+def held_wait_with(k: int, cpu_s: float, off_cpu_s: float, compute_s: float,
+                   handover_s: float, workers_cores: float) -> float:
+    """The model's wait per step (s) with ``k`` workers sharing the
+    ``workers_cores`` cores this run's workers had (their count times the
+    share of a core each got, where they waited for one), none taken from
+    other threads.  Fair
+    sharing among every runnable thread of the host (``wait_with``) gives
+    more workers more cores; a host that shares its cores by process
+    group (a container, a cgroup, systemd's slices) does not, and there
+    more workers of pure CPU shorten nothing (helper 34A: the model put
+    num_workers=16 at 14.1 ms against 21.8 at 4 on 2 busy cores; the sweep
+    measured 25.7-45.9, 28.3-31.3 and 29.2-37.8 ms at 4, 8 and 16)."""
+    return wait_with(k, cpu_s, off_cpu_s, compute_s, handover_s, workers_cores, 0.0)
+
+
 def predict(summary: dict) -> Optional[dict]:
     """The ``prediction`` block of a report summary, or None when the
     workers' own timing is missing or covers under MIN_COVERAGE of the
@@ -212,6 +227,15 @@ def predict(summary: dict) -> Optional[dict]:
     # and "no num_workers keeps up" above a row at it (6 of 6): the
     # workers' share of the cores slows the loop, which is how fewer keep
     # up.  The quiet compute still sets what no num_workers reaches.
+    def held(k: int) -> Optional[float]:
+        # Workers that waited for no core had cores to spare: more of them
+        # take idle cores, none held from other threads.
+        if share >= SHARE_CONTENDED:
+            return None
+        return _at_least_the_step_floor(
+            k, held_wait_with(k, cpu, off_cpu, compute, handover, n * share),
+            step_floor, compute)
+
     keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
                      if at(k) <= handover * (1 + 1e-9)), None)
     floor = max(0.0, step_floor - quiet) if keeps_up is None else 0.0
@@ -233,6 +257,8 @@ def predict(summary: dict) -> Optional[dict]:
         "compute_s": compute, "handover_s": handover, "usable_cpus": cpus,
         "core_share": share, "other_runnable": other, "num_workers": int(n),
         "keeps_up_with": keeps_up,
+        **({"keeps_up_held_wait_s": held(keeps_up)}
+           if keeps_up is not None and keeps_up > n and held(keeps_up) is not None else {}),
         "worker_cores_needed": needed,
         "enough_cores": keeps_up is not None,
         "wait_floor_s": floor,
@@ -240,7 +266,8 @@ def predict(summary: dict) -> Optional[dict]:
                        else None),
         "main_cores": main_at_pace, "quiet_compute_s": quiet,
         "step_floor_s": step_floor,
-        "by_workers": [_row(k, at(k), main_fetch, sampler_fetch) for k in grid],
+        "by_workers": [_row(k, at(k), main_fetch, sampler_fetch,
+                            held(k) if k > n else None) for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,
                      "error": ((predicted_here - measured) / measured
@@ -290,13 +317,15 @@ def _sampler_fetch_s(summary: dict) -> Optional[float]:
 
 
 def _row(k: int, wait_s: float, main_fetch: Optional[float],
-         sampler: Optional[float] = None) -> dict:
+         sampler: Optional[float] = None, held_s: Optional[float] = None) -> dict:
     if k == 0 and sampler:
         # The model's num_workers=0 wait is the batch's making; the
         # sampler's next() runs in the fetch besides it.
         wait_s = wait_s + sampler
     if k == 0 and main_fetch:
         return {"num_workers": 0, "wait_s": wait_s, "main_fetch_s": main_fetch}
+    if held_s is not None:
+        return {"num_workers": k, "wait_s": wait_s, "held_wait_s": held_s}
     return {"num_workers": k, "wait_s": wait_s}
 
 

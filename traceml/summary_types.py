@@ -683,6 +683,10 @@ class PredictionByWorkers(TypedDict):
         "num_workers (wait_parts' main_cpu), which num_workers=0 keeps where it is the "
         "sampler's and drops where it is receiving: the wait lies between wait_s and "
         "wait_s + main_fetch_s."))]]
+    held_wait_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "Rows past this run's num_workers only: the wait with the workers' cores held "
+        "at this run's (predict.held_wait_with: more workers take no core from other "
+        "threads); wait_s less this is what the model gains by taking cores from them."))]]
 
 
 class PredictionThisRun(TypedDict):
@@ -709,6 +713,10 @@ class Prediction(TypedDict):
     other_runnable: NonNegative
     num_workers: PositiveWorkerCount
     keeps_up_with: Optional[PositiveWorkerCount]
+    keeps_up_held_wait_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "Where keeps_up_with is past num_workers: its wait with the workers' cores held "
+        "at this run's (predict.held_wait_with); above the hand-over, it keeps up only "
+        "by taking cores from other threads."))]]
     worker_cores_needed: NonNegative
     enough_cores: NotRequired[bool]
     wait_floor_s: NonNegative

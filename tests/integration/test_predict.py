@@ -319,8 +319,11 @@ def test_no_num_workers_keeps_up_yet_more_workers_shorten_the_wait():
     least = min(w for k, w in rows.items() if k > 1)
     first = min(k for k, w in rows.items() if k > 1 and w <= 1.15 * least)
     (f,) = prediction_check.advise(_input_bound(p))
+    # The worker waited for no core: the second core was idle, so the
+    # shorter wait takes no core from another thread.
     assert f.numbers["shorter"] == {"num_workers": first, "wait_s": rows[first],
-                                    "now_s": rows[1]}
+                                    "now_s": rows[1], "from_others": False,
+                                    "other_runnable": p["other_runnable"]}
     text = sentences([(f.code, f.numbers)])[0]
     assert text.startswith(f"Next: num_workers={first} shortens the wait")
     assert "not more workers" not in text

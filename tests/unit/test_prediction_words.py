@@ -38,3 +38,64 @@ def test_a_row_that_keeps_up_quotes_the_cores_at_its_own_pace():
     cores = float(re.search(r"the workers need about ([0-9.]+) cores", line).group(1))
     assert cores == pytest.approx(0.016 / 0.012, abs=0.05), line
     assert cores <= p["usable_cpus"]
+
+
+def _contended(cpu_s, make_s, runq_s, num_workers=4, compute_s=0.003):
+    # Workers of pure CPU on 2 busy cores: each waited runq_s for a core.
+    def stats(v):
+        return {"mean": v, "median": v, "p95": v}
+
+    return {"production": {"available": True, "coverage": 1.0, "make_s": stats(make_s),
+                           "cpu_s": stats(cpu_s), "runq_s": stats(runq_s),
+                           "handover_s": stats(0.0005), "busy_share": 1.0},
+            "host": {"usable_cpus": 2}, "loader": {"num_workers": num_workers},
+            "compute_s": {"mean": compute_s}, "input_wait_s": {"mean": 0.02},
+            "step_s": {"mean": 0.023}}
+
+
+def test_the_held_rows_give_pure_cpu_workers_no_more_cores():
+    # 30 ms of CPU a batch, 90 ms waiting for a core: each of 4 workers got
+    # a quarter of a core, 1 core in all, and about 4 other threads were
+    # runnable.  Fair sharing gives 16 workers 16/20 of 2 cores; held at
+    # the 1 core 4 workers had, 16 make batches no faster than 4.
+    p = predict.predict(_contended(0.030, 0.120, 0.090))
+    rows = {r["num_workers"]: r for r in p["by_workers"]}
+    assert "held_wait_s" not in rows[4] and "held_wait_s" not in rows[2]
+    for k in (8, 16):
+        share = min(1.0, 4 * 0.25 / k)                   # the held core, split k ways
+        own = max(0.0005, (0.030 / share) / k - 0.003)
+        assert rows[k]["held_wait_s"] == pytest.approx(
+            max(own, p["step_floor_s"] - 0.003)), k
+        assert rows[k]["wait_s"] < rows[k]["held_wait_s"]
+    assert rows[16]["held_wait_s"] == pytest.approx(rows[4]["wait_s"], rel=1e-6)
+
+
+def test_more_workers_that_only_take_others_cores_are_a_sweep_to_run():
+    # helper 34A: "Next: num_workers=16 shortens the wait to about 14.1 ms
+    # a step (21.8 ms at 4)" on 2 busy CPUs; the sweep measured no gain.
+    p = predict.predict(_contended(0.030, 0.120, 0.090))
+    shorter = prediction_check._shorter_with_more(p)
+    assert shorter is not None and shorter["from_others"]
+    said = prediction_check._more_words({"num_workers": 4, "shorter": shorter})
+    assert said.startswith("Next: traceml.sweep(make_loader, num_workers=(4, ")
+    assert "only by their taking cores" in said and "shortens the wait to" not in said
+    # Workers asleep most of their make time overlap more of it with more
+    # of them, cores held or not: the claim stays.
+    p = predict.predict(_contended(0.005, 0.120, 0.005))
+    shorter = prediction_check._shorter_with_more(p)
+    assert shorter is not None and not shorter["from_others"]
+    said = prediction_check._more_words({"num_workers": 4, "shorter": shorter})
+    assert said.startswith(f"Next: num_workers={shorter['num_workers']} shortens the wait")
+
+
+def test_a_count_that_keeps_up_only_on_others_cores_says_so():
+    # 8 ms of CPU a batch, 24 ms waiting for a core, 2 workers: 4 workers
+    # keep up under fair sharing, not on the half core the 2 had.
+    p = predict.predict(_contended(0.008, 0.032, 0.024, num_workers=2, compute_s=0.006))
+    assert p["keeps_up_with"] is not None and p["keeps_up_with"] > 2
+    assert p["keeps_up_held_wait_s"] > p["handover_s"]
+    trusted = {**p, "trust": prediction_check.PREDICT_TRUSTED}
+    (line,) = [t for t in prediction_check.prediction_lines({"prediction": trusted})
+               if "keeps up" in t]
+    assert "only by their taking cores" in line
+    assert f"num_workers=(2, {p['keeps_up_with']})" in line

@@ -140,6 +140,11 @@ def prediction_lines(s: dict) -> list[str]:
                          "parallel: a lock they share or one disk would serialize it, and "
                          f"traceml.sweep(make_loader, num_workers=({p['num_workers']}, {k})) "
                          "tells which")
+            elif k > p["num_workers"] and _held_short(p):
+                text += (", only by their taking cores from the loop's and other programs' "
+                         "threads, which a host that shares its cores by process group (a "
+                         "container, a cgroup) does not give: traceml.sweep(make_loader, "
+                         f"num_workers=({p['num_workers']}, {k})) measures it")
             out.append(text + ".")
         elif _off_cpu_bound(p):
             out.append(f"  no num_workers keeps up on this host: the workers need about "
@@ -281,7 +286,22 @@ def _shorter_with_more(p: dict) -> Optional[dict]:
     if least > (1.0 - MORE_WORKERS_SHORTER) * now:
         return None
     first = next(r for r in more if r["wait_s"] <= least * (1.0 + MORE_WORKERS_SHORTER))
-    return {"num_workers": first["num_workers"], "wait_s": first["wait_s"], "now_s": now}
+    held = first.get("held_wait_s")
+    return {"num_workers": first["num_workers"], "wait_s": first["wait_s"], "now_s": now,
+            # The gain rests on cores taken from other threads where, with
+            # the workers' cores held, the row is not shorter.
+            "from_others": (held is not None
+                            and held > (1.0 - MORE_WORKERS_SHORTER) * now),
+            "other_runnable": p.get("other_runnable")}
+
+
+def _held_short(p: dict) -> bool:
+    """Whether the prediction's ``keeps_up_with`` workers keep up only by
+    taking cores from other threads: their wait with the workers' cores
+    held at this run's (``keeps_up_held_wait_s``) is above the hand-over,
+    which is all a loop that keeps up waits."""
+    held = p.get("keeps_up_held_wait_s")
+    return held is not None and held > p["handover_s"] * (1 + MORE_WORKERS_SHORTER)
 
 
 def _more_words(p: dict) -> str:
@@ -290,6 +310,16 @@ def _more_words(p: dict) -> str:
     m = p.get("shorter")
     if not m:
         return "Next: not more workers: "
+    if m.get("from_others"):
+        others = (f" (about {m['other_runnable']:.1f} were runnable beside the workers)"
+                  if m.get("other_runnable") else "")
+        return (f"Next: traceml.sweep(make_loader, num_workers=({p['num_workers']}, "
+                f"{m['num_workers']})) measures whether more workers shorten the wait on "
+                f"this host: the model puts num_workers={m['num_workers']} at about "
+                f"{fmt_s(m['wait_s'])} a step ({fmt_s(m['now_s'])} at {p['num_workers']}) "
+                "only by their taking cores from the loop's and other programs' threads"
+                f"{others}, which a host that shares its cores by process group (a "
+                "container, a cgroup) does not give; ")
     return (f"Next: num_workers={m['num_workers']} shortens the wait to about "
             f"{fmt_s(m['wait_s'])} a step ({fmt_s(m['now_s'])} at {p['num_workers']}), the "
             "most more workers do here: ")
