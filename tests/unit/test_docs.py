@@ -200,3 +200,15 @@ def test_the_api_reference_names_every_public_name():
     missing = [name for name in traceml.__all__
                if not any(re.search(rf"`(traceml\.)?{name}\b", h) for h in headings)]
     assert not missing, f"docs/api.md has no heading for {missing}"
+
+
+def test_the_readme_first_report_is_the_replay_it_names():
+    # The README's first report is corpus.seed_table(0, 4) replayed: the
+    # block after its command is that replay's text, line for line.
+    import corpus
+
+    text = _read(README)
+    block = text.split("## A first report, line by line", 1)[1].split("```\n\n```\n", 1)[1]
+    shown = block.split("\n```", 1)[0]
+    assert shown == str(corpus.replay(corpus.seed_table(0, 4))), (
+        "README.md's first report is not what its command prints today")

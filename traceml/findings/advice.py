@@ -770,10 +770,11 @@ WORDS: dict[str, Words] = {
         + (f", in {plural(p['bursts'], 'burst')} of back-to-back stalls" if p.get("bursts")
            else "") + ": too few to tell a pattern; record more steps."),
     "overtaking_round": lambda p: (
-        f"With in_order=False, {p['overtaking']} deliveries overtook a slower batch, yet the "
+        f"With in_order=False, {plural(p['overtaking'], 'delivery', 'deliveries')} overtook a "
+        "slower batch, yet the "
         f"stalls still recur every {p['period']} steps: not one slow sample blocking the "
         "line, but the workers' round; next, check worker CPU against storage reads."),
-    "overtaking": lambda p: (f"With in_order=False, {p['overtaking']} deliveries overtook a "
+    "overtaking": lambda p: (f"With in_order=False, {plural(p['overtaking'], 'delivery', 'deliveries')} overtook a "
                              "slower batch: single slow samples hold batches back."),
     "uneven_batches": lambda p: (
         f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}, "
@@ -821,7 +822,8 @@ WORDS: dict[str, Words] = {
         "then check worker CPU against storage reads."),
     "in_order_seen": lambda p: (
         "With in_order=False, "
-        + (f"{p['overtaking']} deliveries overtook a slower batch: single slow batches hold "
+        + (f"{plural(p['overtaking'], 'delivery', 'deliveries')} overtook a slower batch: single "
+           "slow batches hold "
            "the others back (this run is the in_order=False half of that comparison). Next: "
            "find what makes them slow: the worker evidence (CPU against storage reads in the "
            "stalls) and the workers' per-sample timing."

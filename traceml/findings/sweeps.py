@@ -708,12 +708,14 @@ def sweep_in_order(rows: list[dict]) -> Optional[str]:
     if over and decided and held * 2 < decided and on_kept * 2 < len(on):
         # The period was not there with in_order=True either: nothing to
         # compare the overtaking rows against.
-        return (f"in_order: with in_order=False {over} deliveries overtook a lower rank, but "
+        return (f"in_order: with in_order=False {plural(over, 'delivery', 'deliveries')} overtook "
+                "a lower rank, but "
                 f"the in_order=True rows kept the period max(1, num_workers) in only {on_kept} "
                 f"of {len(on)} as well: no cadence to compare, so the sweep does not say "
                 "whether single slow batches held the line.")
     if over and not decided:
-        return (f"in_order: with in_order=False {over} deliveries overtook a lower rank; "
+        return ("in_order: with in_order=False "
+                f"{plural(over, 'delivery', 'deliveries')} overtook a lower rank; "
                 f"every in_order=False row was too short to settle its period ({undecided}): "
                 "run more steps a row to tell whether the cadence survives.")
     if not over:
@@ -721,12 +723,14 @@ def sweep_in_order(rows: list[dict]) -> Optional[str]:
                 "ever ready before the awaited one, so the workers finish together (their "
                 "round), not single slow batches holding the line.")
     if held * 2 >= decided:
-        return (f"in_order: with in_order=False {over} deliveries overtook a lower rank, yet "
+        return ("in_order: with in_order=False "
+                f"{plural(over, 'delivery', 'deliveries')} overtook a lower rank, yet "
                 f"the stalls kept the period max(1, num_workers) in {held} of the {rows_off}: "
                 "batches overtake but the cadence survives, so not a single slow batch "
                 "holding the line but the workers' round; next, worker CPU against storage "
                 "reads in the stalls (each run's report).")
-    return (f"in_order: with in_order=False {over} deliveries overtook a lower rank and the "
+    return ("in_order: with in_order=False "
+            f"{plural(over, 'delivery', 'deliveries')} overtook a lower rank and the "
             f"stalls kept the period max(1, num_workers) in only {held} of the {rows_off}: "
             "single slow batches held the line with in_order=True.")
 
