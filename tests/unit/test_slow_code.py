@@ -649,3 +649,39 @@ def test_the_collections_cpu_is_summed_into_the_batch_that_holds_it():
     # Worker 0's first two fall in its batches; worker 1's in its one; the
     # last, past every batch, in none.
     assert sample_timing._gc_cpu_by_record(gc, recs).tolist() == [15, 60, 7]
+
+
+def _slow(**kw):
+    slow = {"count": 223, "of": 1198, "time_share": 0.82, "batch_share": 0.37,
+            "batches_holding": 120, "batches_tested": 150}
+    slow.update(kw)
+    return {"production": {"samples": {"slow": slow}}}
+
+
+def test_slow_samples_spread_over_the_batches_are_their_cost():
+    # One sample in 5 costs 5 ms against 0.3 ms, 8 a batch (helper 34B):
+    # each is 37% of its batch, in 80% of the batches, 82% of all sample
+    # time.  The batches' make times form one group, and it is the slow
+    # samples they hold that make it.
+    from traceml.findings import advice, sentences
+
+    s = _slow()
+    assert not slow_code._samples_slow(s)
+    assert slow_code.samples_spread(s) == {"count": 223, "of": 1198, "time_share": 0.82}
+    said = advice._alike_irregular({"num_workers": 2, "cpus": 2,
+                                    "spread": slow_code.samples_spread(s)})
+    assert "no slow sample sets them" not in said
+    assert "each batch costing what its slow samples cost (223 of 1198 samples, 82% of all " \
+        "sample time, spread over the batches" in said
+    head = {"function": "burn", "file": "common.py", "line": 19, "share": 0.95}
+    (text,) = sentences([("look_at_path", {"head": head, "tail": head, "inside": None,
+                                           "samples": 274, "main": False,
+                                           "sampler_share": None, "slow_only": False,
+                                           "spread": slow_code.samples_spread(s)})])
+    assert text.startswith("Every batch costs what its slow samples cost (223 of 1198")
+    # Slow samples holding most of their batches, in few of them: the slow
+    # batches are theirs, not a spread (slow_samples' own line leads).
+    assert slow_code.samples_spread(_slow(batch_share=0.8, batches_holding=30)) is None
+    # Slow samples that hold half the sample time or less: no spread.
+    assert slow_code.samples_spread(_slow(time_share=0.5)) is None
+    assert slow_code.samples_spread(_slow(count=1)) is None

@@ -350,7 +350,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                  "bursts": tmp.get("counted") == "bursts", "no_loader": not loader}
     if alike:
         irregular.update(alike=True, num_workers=nw,
-                         cpus=(s.get("host") or {}).get("usable_cpus"))
+                         cpus=(s.get("host") or {}).get("usable_cpus"),
+                         spread=slow_code.samples_spread(s))
     out.append(("irregular", irregular))
     if alike:
         return out
@@ -619,6 +620,11 @@ def _alike_irregular(p: dict) -> str:
     """Irregular stalls of batches that all took about as long to make."""
     share = (f" ({p['num_workers']} workers on {p['cpus']} CPUs)"
              if p.get("num_workers") and p.get("cpus") else "")
+    if p.get("spread"):
+        return ("the batches' make times form one group, each batch costing what its slow "
+                f"samples cost ({slow_code.spread_words(p['spread'])}: the slow-sample "
+                "line), so no few batches stand apart: when each batch is ready depends on "
+                f"that and on how the workers and the loop share the cores{share}.")
     return ("every batch took about as long to make (one group of make times), so no slow "
             "sample sets them: when each batch is ready depends on how the workers and the "
             f"loop share the cores{share}.")
