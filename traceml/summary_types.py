@@ -464,6 +464,10 @@ class AttributionMade(TypedDict):
     residue_slow: Share
     sizes: NotRequired[Optional[Annotated[list[float], Schema(minItems=2, maxItems=2)]]]
     sample_cost_ratio: NotRequired[NumberOrNull]
+    size_p_value: NotRequired[Annotated[Share, Schema(description=(
+        "LARGE-BATCH from the sizes only (period_from 'sizes'): the one-sided "
+        "Mann-Whitney p-value that the stalled batches' sizes rank so high at random "
+        "(attribution._stalls_by_size)."))]]
 
 
 @schema("attribution",
@@ -488,7 +492,7 @@ class Attribution(TypedDict):
     residue_share: NotRequired[ShareOrNull]
     ambiguous: NotRequired[Optional[bool]]
     top_worker: NotRequired[IntOrNull]
-    period_from: NotRequired[Literal['make_times', 'stalls', None]]
+    period_from: NotRequired[Literal['make_times', 'stalls', 'sizes', None]]
     stall_period: NotRequired[IntOrNull]
     made: NotRequired[Optional[AttributionMade]]
     share: NotRequired[ShareOrNull]

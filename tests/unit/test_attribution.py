@@ -414,3 +414,35 @@ def test_value_counts_are_numpys_unique():
         want_v, want_c = np.unique(x, return_counts=True)
         np.testing.assert_array_equal(values, want_v)
         np.testing.assert_array_equal(counts, want_c)
+
+
+def test_large_batches_at_random_places_are_named_by_their_sizes():
+    # A batch_sampler's batches: 8 samples, and 32 at 15 random places of
+    # 120 (helper 34B: "the cost is every batch's" in 5 of 5 runs); each
+    # sample 1.5 ms, so a batch's make time is its size's.  The stalls
+    # wait on the large ones and keep no period.
+    import numpy as np
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(3)
+    ranks = np.arange(120)
+    size = np.where(rng.random(120) < 0.125, 32, 8)
+    make = (size * 1.5e6 * rng.uniform(0.9, 1.1, 120)).astype(np.int64)
+    big = np.flatnonzero(size == 32)
+    workers = ranks % 2
+    a = attribution.attribution(big, workers[big], workers, 2, None, None,
+                                by_size=(ranks, make, size))
+    assert a["label"] == attribution.LARGE_BATCH
+    assert a["period_from"] == attribution.PERIOD_FROM_SIZES and a["period"] is None
+    m = a["made"]
+    assert m["sizes"] == [32.0, 8.0] and m["slow"] == len(big)
+    want = mannwhitneyu(size[big], np.delete(size, big), alternative="greater").pvalue
+    assert m["size_p_value"] == pytest.approx(want)
+    assert "from the batches' sizes" in attribution.attribution_line(
+        {"attribution": a, "loader": {"num_workers": 2}})
+    # Every batch the same size, slow samples making some slow: no size.
+    even = np.full(120, 8)
+    assert attribution._stalls_by_size((ranks, make, even), big) is None
+    # Large batches that do not stall: the stalls' batches are not larger.
+    small = np.flatnonzero(size == 8)[:15]
+    assert attribution._stalls_by_size((ranks, make, size), small) is None

@@ -9,6 +9,7 @@ import math
 from typing import Optional
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 from .. import _core
 from ..fmt import fmt_s, nth, pct, plural
@@ -422,9 +423,100 @@ def _also_slow_words(p: dict) -> str:
 # Where a SLOW-SAMPLE period comes from (the attribution's ``period_from``).
 PERIOD_FROM_MAKE_TIMES = "make_times"   # the workers' make times (made_period)
 PERIOD_FROM_STALLS = "stalls"           # the stalled ranks or their gaps
+PERIOD_FROM_SIZES = "sizes"             # no period: the stalled batches' sizes
+
+# LARGE-BATCH without a period: the stalled batches hold more samples than
+# the others beyond chance, a one-sided Mann-Whitney test of their sizes at
+# this level (the cadence tests' stall_timing.PERIOD_ALPHA).  Batches of 32
+# samples among batches of 8 at random places read "the cost is every
+# batch's" in 5 of 5 runs (helper 34B): the residue rules need a period.
+SIZE_ALPHA = 0.01
+
+
+def _stalls_by_size(by_size: Optional[tuple], stall_ranks: np.ndarray) -> Optional[dict]:
+    """Where the stalled batches are slow by their size, wherever they sit:
+    at least ATTR_MIN_STALLS of them with known sizes, made at least
+    BUSIER_RATIO times slower than the others (medians), :func:`_larger`
+    by their samples, and larger beyond chance (SIZE_ALPHA).  Returns the
+    ``made`` block LARGE-BATCH reads ({slow: the stalled batches, batches,
+    split_s None, slow_on_residue and residue_slow 1.0, sizes,
+    sample_cost_ratio, size_p_value}); None otherwise or without sizes.
+    The model: a batch's make time is its samples' times."""
+    if by_size is None or by_size[2] is None:
+        return None
+    ranks, make, size = (np.asarray(a, dtype=np.int64) for a in by_size)
+    ok = (ranks >= 0) & (make >= 0) & (size > 0)
+    ranks, make, size = ranks[ok], make[ok], size[ok]
+    stalled = np.asarray(stall_ranks, dtype=np.int64)
+    on = np.isin(ranks, stalled[stalled >= 0])
+    if on.sum() < ATTR_MIN_STALLS or on.all():
+        return None
+    if np.median(make[on]) < BUSIER_RATIO * np.median(make[~on]):
+        return None
+    sizes = _sizes(make, on, size)
+    if not _larger(sizes):
+        return None
+    p = float(mannwhitneyu(size[on], size[~on], alternative="greater").pvalue)
+    if not p < SIZE_ALPHA:
+        return None
+    return {"slow": int(on.sum()), "batches": int(len(make)), "split_s": None,
+            "slow_on_residue": 1.0, "residue_slow": 1.0, **sizes, "size_p_value": p}
 
 
 def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
+                batch_workers: np.ndarray, num_workers: Optional[int],
+                period: Optional[int], ticks: Optional[dict],
+                per_worker: Optional[dict] = None,
+                made: Optional[dict] = None,
+                making: Optional[bool] = None,
+                making_ranks: Optional[np.ndarray] = None,
+                made_alike: Optional[bool] = None,
+                samples_by_worker: Optional[dict] = None,
+                slow_samples: Optional[dict] = None,
+                by_size: Optional[tuple] = None) -> Optional[dict]:
+    """Which worker held the stalls, the workers' round, the samples or
+    the batches' sizes: :func:`_by_rules` (the arguments and the dict are
+    its), and where it names no LARGE-BATCH or ONE-WORKER, LARGE-BATCH
+    with ``period_from`` PERIOD_FROM_SIZES (period and residue None)
+    where the stalled batches are slow by their size wherever they sit
+    (:func:`_stalls_by_size`: a batch_sampler's large batches at random
+    places keep no period)."""
+    got = _by_rules(stall_ranks, stall_workers, batch_workers, num_workers, period, ticks,
+                    per_worker, made, making, making_ranks, made_alike, samples_by_worker,
+                    slow_samples, by_size)
+    if got is not None and got["label"] in (LARGE_BATCH, ONE_WORKER):
+        return got
+    # The batch each stall waited on: the one its worker was making during
+    # the wait where measured (a small batch queued behind a large one on
+    # the same worker waits for the large one), else the received one.
+    ranks = np.asarray(stall_ranks, dtype=np.int64)
+    waited_on = ranks if making_ranks is None else np.where(
+        np.asarray(making_ranks) >= 0, making_ranks, ranks)
+    sized = _stalls_by_size(by_size, waited_on)
+    if sized is None:
+        return got
+    base = got if got is not None else _base(stall_workers, period)
+    return {**base, "label": LARGE_BATCH, "worker": None, "period": None, "residue": None,
+            "residue_share": None, "period_from": PERIOD_FROM_SIZES, "made": sized,
+            "ambiguous": False}
+
+
+def _base(stall_workers: np.ndarray, period: Optional[int]) -> dict:
+    """The keys every attribution carries, before any rule: the stalls'
+    workers (-1 unknown) counted, the rest None."""
+    wk = np.asarray(stall_workers, dtype=np.int64)
+    known = wk >= 0
+    ids, counts = _numbers.value_counts(wk[known])
+    return {"label": None, "worker": None, "top_worker": None,
+            "stall_workers": {int(i): int(c) for i, c in zip(ids, counts)},
+            "known": int(known.sum()), "share": None, "own_share": None,
+            "others_share": None, "cpu_ratio": None, "make_ratio": None,
+            "sample_ratio": None, "period": period,
+            "residue": None, "residue_share": None, "ambiguous": False,
+            "period_from": None, "stall_period": period, "made": None}
+
+
+def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                 batch_workers: np.ndarray, num_workers: Optional[int],
                 period: Optional[int], ticks: Optional[dict],
                 per_worker: Optional[dict] = None,
@@ -522,13 +614,8 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     batches = np.asarray(batch_workers, dtype=np.int64)
     known = wk >= 0
     ids, counts = _numbers.value_counts(wk[known])
-    by_worker = {int(i): int(c) for i, c in zip(ids, counts)}
-    out = {"label": None, "worker": None, "top_worker": None, "stall_workers": by_worker,
-           "known": int(known.sum()), "share": None, "own_share": None,
-           "others_share": None, "cpu_ratio": None, "make_ratio": None,
-           "sample_ratio": None, "period": period,
-           "residue": None, "residue_share": None, "ambiguous": False,
-           "period_from": None, "stall_period": period, "made": None}
+    out = _base(wk, period)
+    by_worker = out["stall_workers"]
     if len(ranks) < ATTR_MIN_STALLS:
         return None
     nw = num_workers or 0
@@ -817,6 +904,11 @@ def attribution_line(s: dict) -> Optional[str]:
         return f"attribution: {ONE_WORKER} worker {a['worker']}{on}{also}"
     if a["label"] == LARGE_BATCH:
         m = a["made"]
+        if a.get("period_from") == PERIOD_FROM_SIZES:
+            return (f"attribution: {LARGE_BATCH}, from the batches' sizes: the {m['slow']} "
+                    f"stalled batches of {m['batches']} hold {m['sizes'][0]:.0f} samples a "
+                    f"batch against {m['sizes'][1]:.0f} (medians; p = "
+                    f"{m['size_p_value']:.2g} that sizes at random rank so){on}")
         if a.get("period_from") == PERIOD_FROM_STALLS:
             return (f"attribution: {LARGE_BATCH}, rank % {a['period']} == {a['residue']} from "
                     f"the stalls, in {pct(a['residue_share'])} of stalled batches; that "
@@ -915,6 +1007,7 @@ def advise(s: dict) -> list[Finding]:
         m = attr["made"]
         return [Finding("large_batches", {
             "period": attr["period"], "residue": attr["residue"], "slow": m["slow"],
+            "sized": attr.get("period_from") == PERIOD_FROM_SIZES,
             "batches": m["batches"], "share": attr["residue_share"],
             "slow_on_residue": m["slow_on_residue"],
             "slow_samples": m["sizes"][0], "other_samples": m["sizes"][1],
@@ -986,6 +1079,12 @@ def _one_worker_or_samples(p: dict) -> str:
 
 
 def _large_batches(p: dict) -> str:
+    if p.get("sized"):
+        return (f"The {p['slow']} stalled batches of {p['batches']} hold "
+                f"{p['slow_samples']:.0f} samples against {p['other_samples']:.0f} "
+                f"(medians), each costing {p['sample_cost_ratio']:.1f}x the others' time a "
+                "sample: they are slow by their size, not by particular samples or a "
+                "worker. Next: even batch sizes (the batch_sampler's)." + _look_ahead(p))
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
             f"{pct(p['slow_on_residue'])} of them with rank % {p['period']} == "
             f"{p['residue']}, and {pct(p['share'])} of the stalls "
