@@ -307,7 +307,10 @@ def test_order_effect_is_named_when_backward_differs():
         assert e["pass_"] == 0
     text = str(res)
     assert "order effect in 2 of 2 conditions: num_workers=2 " in text
-    assert f"{fmt_s(effects[1]['forward_mean_s'])} forward vs " in text
+    # What moved, in compare's words: here the mean fetch.
+    assert (f"num_workers=1 backward against forward {effects[1]['verdict']} "
+            f"({effects[1]['why']})") in text
+    assert fmt_s(effects[1]['forward_mean_s']) in effects[1]["why"]
     assert "passes=2 shows whether they recur" in text
     assert res.to_dict()["order_effects"] == effects
     assert "order effect in 2 of 2" in res._repr_html_()
@@ -336,7 +339,7 @@ def test_order_effects_use_compares_tolerance():
     if differ:  # with two passes each pair names its pass
         e = differ[0]
         assert (f"num_workers={e['condition']['num_workers']} pass {e['pass_']} "
-                f"{fmt_s(e['forward_mean_s'])} forward vs") in str(res)
+                f"backward against forward {e['verdict']} ({e['why']})") in str(res)
         assert "see whether they recur in every pass" in str(res)
     else:
         assert "forward and backward agree for all 4 conditions" in str(res)

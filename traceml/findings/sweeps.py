@@ -602,9 +602,13 @@ def sweep_order(effects: list[dict]) -> Optional[str]:
                 f"or {pct(comparison.STEP_TOL)} of the step)"
                 + (f"; {skipped} without steady-state steps to compare" if skipped else ""))
     several = len({e["pass_"] for e in effects}) > 1
+    # What moved, in compare's words (backward against forward): the mean
+    # fetch alone read "48.6 us forward vs 83.3 us backward. Beyond
+    # compare's tolerance" where the fetch was within it and the step had
+    # moved (helper 34A).
     listed = "; ".join(
         condition(e["condition"]) + (f" pass {e['pass_']}" if several else "")
-        + f" {fmt_s(e['forward_mean_s'])} forward vs {fmt_s(e['backward_mean_s'])} backward"
+        + f" backward against forward {e['verdict']} ({e['why']})"
         for e in differ)
     return (f"order effect in {len(differ)} of {len(effects)} conditions: {listed}. "
             "Beyond compare's tolerance, so differences that size between conditions "
