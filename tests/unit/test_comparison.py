@@ -347,3 +347,21 @@ def test_stalls_saved_into_a_longer_compute_are_not_an_improvement():
     moved = comparison.compare_measures(v, 0.584, 0.234, (21, 58), (0, 58), 46.1e-3, 28.6e-3,
                                         step_noise_p=0.18, share_noise_p=0.014)
     assert comparison.overall(v, moved) != comparison.MIXED
+
+
+def test_a_line_most_fetches_pass_gives_no_stall_rate_verdict():
+    # Identical loaders (helper 34B): the line under the median fetch, 38.5
+    # and 60.8 stalls per 100 steps, fetches near the line under the
+    # tolerance: the run's rate is most of its fetches, the line's place
+    # among the waits, not stalls among fast fetches.
+    v = comparison.compare_means(5.7e-3, 5.9e-3, 10e-3)
+    assert v.label == comparison.EQUIVALENT
+    moved = comparison.compare_measures(v, 0.4, 0.41, (45, 117), (71, 117), 14e-3, 14.2e-3,
+                                        near_line=(2.0, 2.0))
+    rate = next(m for m in moved if m.measure == "stall_rate")
+    assert rate.direction is None
+    assert comparison.overall(v, moved) == comparison.EQUIVALENT
+    # Under half in both: judged as before.
+    moved = comparison.compare_measures(v, 0.4, 0.41, (20, 117), (50, 117), 14e-3, 14.2e-3,
+                                        near_line=(2.0, 2.0))
+    assert next(m for m in moved if m.measure == "stall_rate").direction == "worse"
