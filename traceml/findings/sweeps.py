@@ -457,7 +457,12 @@ _LEFT_OUT = {
     "no_num_workers": lambda r: "no num_workers",
     "few_stalls": lambda r: (f"{plural(r['stalls'], 'stall')}, under "
                              f"{MIN_STALLS_FOR_CADENCE}"),
-    "every_fetch": lambda r: "a stall on every fetch: no period",
+    # Period 1: the pooled test of the cadence following num_workers
+    # counts these rows; the correlation of periods has no gap to read
+    # ("4 of them at 0 or 1 workers stalling on every fetch (period 1)"
+    # beside "a stall on every fetch: no period", helper 34A).
+    "every_fetch": lambda r: ("a stall on every fetch: period 1, which the pooled test "
+                              "counts and the correlation has no gap for"),
     "no_period": lambda r: f"{plural(r['stalls'], 'stall')} with no period",
     "unsettled": lambda r: (f"{plural(r['stalls'], 'stall')} that fit a stall every "
                             f"{r.get('consistent_period')} fetches, not yet settled"),
