@@ -586,6 +586,11 @@ class SamplesSlow(TypedDict):
     stride: NotRequired[IntOrNull]
     residue: NotRequired[IntOrNull]
     checked: NotRequired[Count]
+    off_stride: NotRequired[Count]
+    fast_on_stride: NotRequired[Count]
+    p_value: NotRequired[Annotated[Optional[Share], Schema(description=(
+        "The stride's p-value where it holds with exceptions (off_stride, "
+        "fast_on_stride; slow_samples._stride); null where it holds exactly."))]]
     slow_timings: NotRequired[Count]
     timings: NotRequired[Count]
     slow_s: NotRequired[Seconds]
