@@ -554,9 +554,12 @@ def test_other_programs_cpu_in_the_stalls_is_the_hosts_busy_time_less_the_jobs()
         assert slow["others_cpu_s"] == pytest.approx(
             max(0.0, slow["host_cpu_s"] - slow["main_cpu_s"]), abs=1e-9)
     # The spinning process holds about one core for the 0.6 s of stalls
-    # (10 ms ticks, read every 20 ms: 0.6 allowed).
+    # (10 ms ticks, read every 20 ms: 0.6 allowed), over what the host ran
+    # without it (the suite's own load, or another job's, runs in both:
+    # quiet read 0.42 cores beside a fresh-clone CI and other tests).
     assert busy["others_cpu_s"] / busy["wall_s"] >= 0.6, busy
-    assert quiet["others_cpu_s"] / quiet["wall_s"] < 0.4, quiet
+    assert (busy["others_cpu_s"] / busy["wall_s"]
+            - quiet["others_cpu_s"] / quiet["wall_s"]) >= 0.5, (quiet, busy)
     rows = _core.sampler_samples()
     host = rows[rows["pid"] == evidence.HOST_PID]
     assert len(host) and (host["role"] == _core.HOST_ROLE).all()
