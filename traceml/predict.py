@@ -133,11 +133,11 @@ def held_wait_with(k: int, cpu_s: float, off_cpu_s: float, compute_s: float,
     """The model's wait per step (s) with ``k`` workers sharing the
     ``workers_cores`` cores this run's workers had (their count times the
     share of a core each got, where they waited for one), none taken from
-    other threads.  Fair
-    sharing among every runnable thread of the host (``wait_with``) gives
-    more workers more cores; a host that shares its cores by process
-    group (a container, a cgroup, systemd's slices) does not, and there
-    more workers of pure CPU shorten nothing (helper 34A: the model put
+    other threads.  Fair sharing among every runnable thread of the host
+    (``wait_with``) gives more workers more cores; a host that shares its
+    cores by process group (a container, a cgroup, systemd's slices) does
+    not, and there more workers of pure CPU shorten nothing (helper 34A:
+    the model put
     num_workers=16 at 14.1 ms against 21.8 at 4 on 2 busy cores; the sweep
     measured 25.7-45.9, 28.3-31.3 and 29.2-37.8 ms at 4, 8 and 16)."""
     return wait_with(k, cpu_s, off_cpu_s, compute_s, handover_s, workers_cores, 0.0)
@@ -150,7 +150,10 @@ def predict(summary: dict) -> Optional[dict]:
     off_cpu_s, compute_s, handover_s (the model's inputs), usable_cpus,
     core_share (what a worker got this run), other_runnable, num_workers,
     keeps_up_with (the fewest workers that keep up, None when none up to
-    MAX_WORKERS does on this host), worker_cores_needed, enough_cores,
+    MAX_WORKERS does on this host), keeps_up_held_wait_s (where that is
+    past num_workers and the workers waited for a core: its wait with the
+    workers' cores held, :func:`held_wait_with`), worker_cores_needed,
+    enough_cores,
     wait_floor_s (0 when some num_workers keeps up), cheaper_by (None when
     the dataset need not get cheaper; against the cores the loop's own
     thread leaves the workers), main_cores (the cores the loop's thread
@@ -159,7 +162,9 @@ def predict(summary: dict) -> Optional[dict]:
     compute; no row of ``by_workers`` with workers makes a step under it
     with the compute as measured) and quiet_compute_s
     (:func:`quiet_compute`: the loop's pace and the workers' cores leave
-    out the compute's wait for a core), by_workers [{num_workers, wait_s}],
+    out the compute's wait for a core), by_workers [{num_workers, wait_s,
+    and past num_workers, where the workers waited for a core,
+    held_wait_s}],
     this_run {num_workers, predicted_wait_s, measured_wait_s, error
     (relative to the measured wait), measured_step_s, miss_of_step
     (|predicted - measured| over the measured mean step)},
@@ -220,6 +225,15 @@ def predict(summary: dict) -> Optional[dict]:
         # workers take the loop's core while it computes.
         return _at_least_the_step_floor(k, wait_with(k, *args), step_floor, compute)
 
+    def held(k: int) -> Optional[float]:
+        # The same with the workers' cores held at this run's; None where
+        # they waited for no core (cores to spare: more take idle ones).
+        if share >= SHARE_CONTENDED:
+            return None
+        return _at_least_the_step_floor(
+            k, held_wait_with(k, cpu, off_cpu, compute, handover, n * share),
+            step_floor, compute)
+
     # The fewest workers whose predicted wait is the hand-over alone, read
     # from the same rows the report prints (the compute as measured).  Read
     # against the quiet compute instead, "num_workers=6 keeps up" sat above
@@ -227,21 +241,13 @@ def predict(summary: dict) -> Optional[dict]:
     # and "no num_workers keeps up" above a row at it (6 of 6): the
     # workers' share of the cores slows the loop, which is how fewer keep
     # up.  The quiet compute still sets what no num_workers reaches.
-    def held(k: int) -> Optional[float]:
-        # Workers that waited for no core had cores to spare: more of them
-        # take idle cores, none held from other threads.
-        if share >= SHARE_CONTENDED:
-            return None
-        return _at_least_the_step_floor(
-            k, held_wait_with(k, cpu, off_cpu, compute, handover, n * share),
-            step_floor, compute)
-
     keeps_up = next((k for k in range(1, MAX_WORKERS + 1)
                      if at(k) <= handover * (1 + 1e-9)), None)
     floor = max(0.0, step_floor - quiet) if keeps_up is None else 0.0
     needed = cpu / per_step if per_step > 0 else math.inf
     grid = sorted(set(WORKER_GRID) | {int(n)})
 
+    held_up = held(keeps_up) if keeps_up is not None and keeps_up > n else None
     predicted_here = at(int(n))
     if model.get("wait_s") is not None:
         measured, step = model["wait_s"], model.get("step_s")
@@ -257,8 +263,7 @@ def predict(summary: dict) -> Optional[dict]:
         "compute_s": compute, "handover_s": handover, "usable_cpus": cpus,
         "core_share": share, "other_runnable": other, "num_workers": int(n),
         "keeps_up_with": keeps_up,
-        **({"keeps_up_held_wait_s": held(keeps_up)}
-           if keeps_up is not None and keeps_up > n and held(keeps_up) is not None else {}),
+        **({"keeps_up_held_wait_s": held_up} if held_up is not None else {}),
         "worker_cores_needed": needed,
         "enough_cores": keeps_up is not None,
         "wait_floor_s": floor,

@@ -517,16 +517,16 @@ def _base(stall_workers: np.ndarray, period: Optional[int]) -> dict:
 
 
 def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
-                batch_workers: np.ndarray, num_workers: Optional[int],
-                period: Optional[int], ticks: Optional[dict],
-                per_worker: Optional[dict] = None,
-                made: Optional[dict] = None,
-                making: Optional[bool] = None,
-                making_ranks: Optional[np.ndarray] = None,
-                made_alike: Optional[bool] = None,
-                samples_by_worker: Optional[dict] = None,
-                slow_samples: Optional[dict] = None,
-                by_size: Optional[tuple] = None) -> Optional[dict]:
+              batch_workers: np.ndarray, num_workers: Optional[int],
+              period: Optional[int], ticks: Optional[dict],
+              per_worker: Optional[dict] = None,
+              made: Optional[dict] = None,
+              making: Optional[bool] = None,
+              making_ranks: Optional[np.ndarray] = None,
+              made_alike: Optional[bool] = None,
+              samples_by_worker: Optional[dict] = None,
+              slow_samples: Optional[dict] = None,
+              by_size: Optional[tuple] = None) -> Optional[dict]:
     """Which worker held the stalls, the workers' round, or the samples.
 
     ``stall_ranks``/``stall_workers``: rank and worker (-1 unknown) of each
