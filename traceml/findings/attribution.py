@@ -486,19 +486,25 @@ def attribution(stall_ranks: np.ndarray, stall_workers: np.ndarray,
                     slow_samples, by_size)
     if got is not None and got["label"] in (LARGE_BATCH, ONE_WORKER):
         return got
-    # The batch each stall waited on: the one its worker was making during
-    # the wait where measured (a small batch queued behind a large one on
-    # the same worker waits for the large one), else the received one.
-    ranks = np.asarray(stall_ranks, dtype=np.int64)
-    waited_on = ranks if making_ranks is None else np.where(
-        np.asarray(making_ranks) >= 0, making_ranks, ranks)
-    sized = _stalls_by_size(by_size, waited_on)
+    # A small batch queued behind a large one on the same worker waits for
+    # the large one: the batch in the making is the one waited on.
+    sized = _stalls_by_size(by_size, _waited_on(stall_ranks, making_ranks))
     if sized is None:
         return got
     base = got if got is not None else _base(stall_workers, period)
     return {**base, "label": LARGE_BATCH, "worker": None, "period": None, "residue": None,
             "residue_share": None, "period_from": PERIOD_FROM_SIZES, "made": sized,
             "ambiguous": False}
+
+
+def _waited_on(stall_ranks: np.ndarray, making_ranks: Optional[np.ndarray]) -> np.ndarray:
+    """The rank of the batch each stall waited on (int64, shape of
+    ``stall_ranks``): the one its worker was making during the wait where
+    measured (``making_ranks`` >= 0), else the received one."""
+    ranks = np.asarray(stall_ranks, dtype=np.int64)
+    if making_ranks is None:
+        return ranks
+    return np.where(np.asarray(making_ranks) >= 0, making_ranks, ranks)
 
 
 def _base(stall_workers: np.ndarray, period: Optional[int]) -> dict:
@@ -610,11 +616,8 @@ def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     and the cost of the indices it is sent are then one reading, which
     a run with the indices on other workers tells apart)}."""
     ranks = np.asarray(stall_ranks, dtype=np.int64)
-    wk = np.asarray(stall_workers, dtype=np.int64)
     batches = np.asarray(batch_workers, dtype=np.int64)
-    known = wk >= 0
-    ids, counts = _numbers.value_counts(wk[known])
-    out = _base(wk, period)
+    out = _base(stall_workers, period)
     by_worker = out["stall_workers"]
     if len(ranks) < ATTR_MIN_STALLS:
         return None
@@ -622,7 +625,9 @@ def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     k = stall_timing.effective_workers(num_workers)
     one_worker = False
     if nw >= 2 and out["known"] >= ATTR_MIN_STALLS:
-        top = int(ids[np.argmax(counts)])
+        # The worker holding the most stalls, ties to the lowest id (the
+        # counts are by ascending id).
+        top = max(by_worker, key=by_worker.get)
         share = by_worker[top] / out["known"]
         own = int((batches == top).sum())
         others = int(((batches >= 0) & (batches != top)).sum())
@@ -645,8 +650,7 @@ def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
             or (slower is None and ratio is not None and (
                 ratio >= BUSIER_RATIO
                 or (ratio <= 1 / BUSIER_RATIO and top != ROUND_OPENER))))
-    waited_on = ranks if making_ranks is None else np.where(
-        np.asarray(making_ranks) >= 0, making_ranks, ranks)
+    waited_on = _waited_on(ranks, making_ranks)
     waited_on = waited_on[waited_on >= 0]
     if made is not None and made["period"] != k and len(waited_on) >= ATTR_MIN_STALLS:
         on = float(np.mean(waited_on % made["period"] == made["residue"]))
