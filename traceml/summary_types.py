@@ -283,6 +283,10 @@ class Loader(TypedDict):
     prefetch_factor: NotRequired[IntOrNull]
     persistent_workers: NotRequired[Optional[bool]]
     pin_memory: NotRequired[Optional[bool]]
+    pin_memory_asked: NotRequired[Annotated[bool, Schema(description=(
+        "True where the loader was given pin_memory=True and its iterator does not "
+        "pin (no accelerator here): pin_memory then reads False "
+        "(wrapping._pinning)."))]]
     in_order: NotRequired[Optional[bool]]
     shuffle: NotRequired[Optional[bool]]
 

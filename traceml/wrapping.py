@@ -224,7 +224,9 @@ def _torch_data(name: str) -> Any:
 def _pinning(facts: dict) -> dict:
     """``facts`` with ``pin_memory`` as the loader's iterator uses it:
     torch pins only where an accelerator is available, and warns and goes
-    on unpinned otherwise (a CPU-only run showed pin_memory=True)."""
+    on unpinned otherwise (a CPU-only run showed pin_memory=True).  Where
+    it was asked for and is not used, ``pin_memory_asked`` is True, so the
+    report can say why the setting reads False."""
     if facts.get("pin_memory"):
         torch = sys.modules.get("torch")
         acc = getattr(torch, "accelerator", None)
@@ -232,6 +234,7 @@ def _pinning(facts: dict) -> dict:
                      else torch.cuda.is_available())
         if not available:
             facts["pin_memory"] = False
+            facts["pin_memory_asked"] = True
     return facts
 
 

@@ -197,7 +197,11 @@ def test_pin_memory_reads_as_torch_uses_it():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         list(traceml.wrap(loader, name=name))
-    assert traceml.report(source=name).to_dict()["loader"]["pin_memory"] is bool(pins)
+    r = traceml.report(source=name)
+    assert r.to_dict()["loader"]["pin_memory"] is bool(pins)
+    # Asked for and not used: the report says why it reads False.
+    assert r.to_dict()["loader"].get("pin_memory_asked", False) is (not pins)
+    assert ("pin_memory=True was asked for" in str(r)) is (not pins)
 
 
 def test_loader_facts_absent_for_a_list():

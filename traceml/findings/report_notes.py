@@ -86,7 +86,13 @@ def loader_line(s: dict) -> Optional[str]:
     """The DataLoader's settings; None for other iterables."""
     if not s["loader"]:
         return None
-    return "loader: " + " ".join(f"{k}={v}" for k, v in s["loader"].items())
+    loader = dict(s["loader"])
+    asked = loader.pop("pin_memory_asked", False)
+    line = "loader: " + " ".join(f"{k}={v}" for k, v in loader.items())
+    if asked:
+        line += ("\n  pin_memory=True was asked for; torch pins only where an accelerator "
+                 "is available, and none is here, so batches are not pinned")
+    return line
 
 
 def live_line(st: dict) -> str:
