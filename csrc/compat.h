@@ -16,6 +16,39 @@
 #define Py_READONLY READONLY
 #endif
 
+/* The raised exception as one object (3.12's API), from the type, value
+   and traceback triple of the releases before. */
+#if PY_VERSION_HEX < 0x030C0000
+static inline PyObject *
+PyErr_GetRaisedException(void)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL) {
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    Py_DECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+static inline void
+PyErr_SetRaisedException(PyObject *exc)
+{
+    if (exc == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc,
+                  PyException_GetTraceback(exc));
+}
+#endif
+
 /* glibc before 2.35 names the thread of a SIGEV_THREAD_ID timer only
    through the union. */
 #include <signal.h>

@@ -23,6 +23,11 @@
  * step and the oldest undelivered rank are published in the slot, and the
  * sampler records a fetch that waits longer than stuck_after.
  *
+ * Raise (on_raise=callable): the first exception other than StopIteration
+ * that the inner iterator raises (an Exception, not a KeyboardInterrupt)
+ * is shown to on_raise(exception, batches delivered before it) before it
+ * passes on unchanged, so that the report can say the loop ended there.
+ *
  * Bytes: on sampled batches (see TM_BYTES_*) the delivered batch's tensor
  * and NumPy array bytes are summed, walking tuples, lists and dict values;
  * sizes only, nothing is copied.  Hand-over of large batches (collate,
@@ -110,6 +115,7 @@ typedef struct {
     tm_task *scratch;
     Py_ssize_t scratch_cap;
     PyObject *weakrefs;        /* a live line follows the loop by weakref */
+    PyObject *on_raise;        /* called at the first exception, or NULL */
     /* The open step's fetch clocks (TM_CLOCKED steps only; -1: unread),
        its body's (known when the next fetch is clocked too), and the
        readings at the end of the last clocked fetch (-1: the last fetch
@@ -513,8 +519,31 @@ sample_bytes(tm_wrapiter *self, PyObject *item)
     return batch_bytes(self->rec->st, item, 0, &leaves);
 }
 
+/* Show the exception being raised to on_raise, once, and raise it on
+   unchanged: a hook that fails is reported as unraisable, never in its
+   place. */
+static TM_COLD void
+note_raise(tm_wrapiter *self)
+{
+    PyObject *hook = self->on_raise;
+    PyObject *exc;
+    PyObject *res;
+
+    self->on_raise = NULL;
+    exc = PyErr_GetRaisedException();
+    res = PyObject_CallFunction(hook, "OK", exc != NULL ? exc : Py_None,
+                                self->steps);
+    if (res == NULL) {
+        PyErr_WriteUnraisable(hook);
+    }
+    Py_XDECREF(res);
+    Py_DECREF(hook);
+    PyErr_SetRaisedException(exc);
+}
+
 /* The inner iterator returned NULL: exhausted (release it and end the
-   loop) or raised (passed on).  Drops the reference wrapiter_next took. */
+   loop) or raised (shown to on_raise, and passed on).  Drops the
+   reference wrapiter_next took. */
 static TM_COLD PyObject *
 wrapiter_stopped(tm_wrapiter *self, PyObject *inner)
 {
@@ -526,6 +555,9 @@ wrapiter_stopped(tm_wrapiter *self, PyObject *inner)
             release_inner(self);
         }
         end_loop(self);
+    }
+    else if (self->on_raise != NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        note_raise(self);
     }
     Py_DECREF(inner);
     return NULL;
@@ -697,7 +729,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"iterator", "recorder", "source", "epoch",
                              "epoch_begin_ns", "track", "watch", "owner",
-                             "gpu", NULL};
+                             "gpu", "on_raise", NULL};
     PyObject *inner;
     PyObject *rec;
     int source;
@@ -707,13 +739,20 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *watch = Py_None;
     PyObject *owner = Py_None;
     PyObject *gpu = Py_None;
+    PyObject *on_raise = Py_None;
     tm_state *st;
     tm_wrapiter *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pOOO:WrapIter", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOiiL|pOOOO:WrapIter", kwlist,
                                      &inner, &rec, &source, &epoch,
                                      &epoch_begin_ns, &track, &watch,
-                                     &owner, &gpu)) {
+                                     &owner, &gpu, &on_raise)) {
+        return NULL;
+    }
+    if (on_raise != Py_None && !PyCallable_Check(on_raise)) {
+        PyErr_Format(PyExc_TypeError,
+                     "WrapIter(): on_raise must be callable or None, got %.200s",
+                     Py_TYPE(on_raise)->tp_name);
         return NULL;
     }
     st = PyType_GetModuleState(type);
@@ -763,6 +802,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->inner = Py_NewRef(inner);
     self->rec = (tm_recorder *)Py_NewRef(rec);
     self->owner = owner != Py_None ? Py_NewRef(owner) : NULL;
+    self->on_raise = on_raise != Py_None ? Py_NewRef(on_raise) : NULL;
     self->generation = self->rec->store.generation;
     self->epoch_begin_ns = epoch_begin_ns;
     self->epoch = epoch;
@@ -816,6 +856,7 @@ wrapiter_traverse(tm_wrapiter *self, visitproc visit, void *arg)
     Py_VISIT(self->owner);
     Py_VISIT(self->gpu_begin);
     Py_VISIT(self->gpu_done);
+    Py_VISIT(self->on_raise);
     return 0;
 }
 
@@ -828,6 +869,7 @@ wrapiter_clear(tm_wrapiter *self)
     release_inner(self);
     Py_CLEAR(self->gpu_begin);
     Py_CLEAR(self->gpu_done);
+    Py_CLEAR(self->on_raise);
     return 0;
 }
 
@@ -847,6 +889,7 @@ wrapiter_dealloc(tm_wrapiter *self)
     Py_CLEAR(self->owner);
     Py_CLEAR(self->gpu_begin);
     Py_CLEAR(self->gpu_done);
+    Py_CLEAR(self->on_raise);
     PyMem_Free(self->tasks);
     PyMem_Free(self->scratch);
     tm_thread_clocks_close(&self->clocks);
@@ -1062,10 +1105,13 @@ static PyGetSetDef wrapiter_getset[] = {
 
 PyDoc_STRVAR(wrapiter_doc,
 "WrapIter(iterator, recorder, source, epoch, epoch_begin_ns, track=False,\n"
-"         watch=None, owner=None, gpu=None)\n--\n\n"
+"         watch=None, owner=None, gpu=None, on_raise=None)\n--\n\n"
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item; holds `owner` (what keeps its source in use)\n"
 "until it is freed.  Made by traceml.wrap(); not for direct use.\n\n"
+"on_raise(exception, delivered) is called once, at the first Exception\n"
+"the inner iterator raises (StopIteration aside), with the number of\n"
+"batches delivered before it; the exception then passes on unchanged.\n\n"
 "While it holds the inner iterator, len(), __length_hint__, bool() and\n"
 "reads of attributes it does not define (not dunders) are the inner\n"
 "iterator's, so that code reading torch's iterator (len(it), it._workers)\n"

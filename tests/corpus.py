@@ -525,6 +525,25 @@ def worker_exited(seed: int, exitcode: int, n: int = 40) -> Case:
     return case
 
 
+def raised_in_a_worker(seed: int, worker: Optional[int], n: int = 40) -> Case:
+    """A healthy loader (2 workers, cheap items, 10 ms steps) whose fetch
+    after the last recorded step raised (in ``worker``, re-raised by the
+    DataLoader, or in the main process where ``worker`` is None), as the
+    wrap iterator's on_raise keeps it: whatever the steady state reads, the
+    loop ended there, and that is the bottom line."""
+    rng = np.random.default_rng(3200 + seed)
+    case = make(f"raised-{'main' if worker is None else f'worker{worker}'}-s{seed}",
+                _fast(rng, n, 0.1, 0.5),
+                {"headline.label": "RAISED", "headline.raised.worker": worker,
+                 "headline.raised.step": n + 2},
+                num_workers=2, compute_ms=rng.uniform(9.0, 11.0, n))
+    # n steady steps after startup(2) = 2 start-up ones: fetch n + 2 raised.
+    case.sources[SOURCE_ID].epoch_facts[0]["raised"] = {
+        "type": "ValueError", "message": "ValueError: bad sample", "worker": worker,
+        "fetch": n + 2}
+    return case
+
+
 def one_long_fetch(seed: int, hang_ms: float, num_workers: int = 0, n: int = 80) -> Case:
     """Fetches of ~2 ms under 5 ms steps, and one that hangs ``hang_ms``
     (a sleep, a lock, a read that stalls), far short of the stuck watch's
@@ -1694,6 +1713,7 @@ def corpus() -> list[Case]:
     cases += [sim_slow_items_pinned_to_one_worker(0),
               sim_slow_items_pinned_to_one_worker(1, num_workers=4, slow_ms=60.0)]
     cases += [worker_exited(0, 3), worker_exited(4, -9)]
+    cases += [raised_in_a_worker(0, 1), raised_in_a_worker(1, None, n=24)]
     cases += [one_long_fetch(0, 8000.0), one_long_fetch(1, 2500.0, num_workers=2)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
     cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]

@@ -449,7 +449,9 @@ def _stage_findings(run: _Run, s: dict) -> dict:
     if memory_ is not None:
         memory_["findings"] = [code for code, _ in run.memory_found]
     out["memory"] = memory_
-    out["headline"] = _headline(run.w, run.epoch, run.epochs, {**s, **out}, run.sampler_info)
+    out["headline"] = _headline(run.w, run.epoch, run.epochs, {**s, **out}, run.sampler_info,
+                                evidence.raised(getattr(run.src, "epoch_facts", None) or {},
+                                                run.epoch))
     so_far = {**s, **out}
     out["note_items"] = findings.stored(
         _notes(run.info, so_far, run.src, run.source_id, run.recorded, run.stuck_events or [],
@@ -1114,9 +1116,10 @@ def _stuck_after_s(sampler_info: Optional[dict]) -> float:
 
 
 def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
-              sampler_info: Optional[dict]) -> dict:
+              sampler_info: Optional[dict], raised: Optional[dict] = None) -> dict:
     """What holds the run's wall time (bottom_line.headline): the epoch starts'
-    cost per epoch and share of the wall time, and stuck fetches."""
+    cost per epoch and share of the wall time, stuck fetches, a worker that
+    died and an exception that ended the loop (``raised``, evidence.raised)."""
     per_epoch: list = []
     if not w.all:
         index = np.searchsorted(epochs, epoch[w.first])
@@ -1129,14 +1132,16 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
     exited = (s.get("workers") or {}).get("exited") or []
     rule = bottom_line.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
-        any(ev["still_waiting"] for ev in stuck), longest, stuck_after, bool(exited))
+        any(ev["still_waiting"] for ev in stuck), longest, stuck_after, bool(exited),
+        raised is not None)
     return {"label": rule.label, "code": rule.code,
             "epoch_start_share": rule.epoch_start_share,
             "epoch_start_s_per_epoch": per_epoch,
             "stuck_after_s": stuck_after,
             "longest_wait_s": longest,
             # The first worker that died: the event that ended the run.
-            "exited": exited[0] if exited else None}
+            "exited": exited[0] if exited else None,
+            "raised": raised}
 
 
 def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, source_id: int,

@@ -954,6 +954,22 @@ def dead_workers(facts: dict, steps: np.ndarray, info: dict,
     return out
 
 
+def raised(facts: dict, epoch: np.ndarray) -> Optional[dict]:
+    """The exception that ended the latest epoch whose loop raised one
+    (the wrap iterator's on_raise, ``epoch_facts[e]["raised"]``), or None:
+    {epoch, fetch (the epoch's fetch that raised, from 0), step (the index
+    this report's next step of that epoch would have had; None where the
+    report holds none of its steps), type, message, worker (the DataLoader
+    worker it was raised in, or None)}."""
+    hit = [e for e in sorted(facts) if facts[e].get("raised")]
+    if not hit:
+        return None
+    e = hit[-1]
+    idx = np.flatnonzero(epoch == e)
+    return {"epoch": int(e), "step": int(idx[-1]) + 1 if len(idx) else None,
+            **facts[e]["raised"]}
+
+
 def unwatched(src) -> list[dict]:
     """Epochs of a wrapped source (those whose facts the registry keeps:
     since the last reset, and the one in progress then) that the sampler

@@ -314,18 +314,35 @@ class WorkersExited(TypedDict):
     when: NotRequired[Literal['near', 'after']]
 
 
+class Raised(TypedDict):
+    """The exception that ended a loop (evidence.raised): the epoch and
+    its fetch that raised it (from 0), the index the next step would have
+    had in this report (null: none of the epoch's steps is in it), the
+    exception's qualified type name, its message (the worker's own last
+    line for one re-raised from a DataLoader worker; at most
+    torch_private.RAISED_MESSAGE_MAX characters) and the worker's id."""
+
+    epoch: NonNegativeInt
+    fetch: NonNegativeInt
+    step: IntOrNull
+    type: str
+    message: str
+    worker: IntOrNull
+
+
 @schema("headline",
         when(label_is("EPOCH-START"), {"required": ["epoch_start_share"],
                                        "properties": {"epoch_start_share": SHARE}}),
         when(label_is("STUCK"), {"required": ["longest_wait_s", "stuck_after_s"]}))
 class Headline(TypedDict):
-    label: Literal['STEADY', 'STUCK', 'EPOCH-START', 'WORKER-EXITED']
+    label: Literal['STEADY', 'STUCK', 'EPOCH-START', 'WORKER-EXITED', 'RAISED']
     code: str
     epoch_start_share: NotRequired[ShareOrNull]
     epoch_start_s_per_epoch: NotRequired[list[float]]
     stuck_after_s: NotRequired[SecondsOrNull]
     longest_wait_s: NotRequired[NumberOrNull]
     exited: NotRequired[Optional[WorkersExited]]
+    raised: NotRequired[Optional[Raised]]
 
 
 @schema('stuck')

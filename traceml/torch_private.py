@@ -23,6 +23,10 @@ alone.  As of torch 2.13:
 * ``_BaseDataLoaderIter._next_index`` in ``torch/utils/data/dataloader.py``:
   where the iterator asks its sampler for the next indices, a frame name
   the stack sampler reads (:data:`SAMPLER_FRAME`);
+* the message of an exception re-raised from a worker
+  (``torch._utils.ExceptionWrapper.reraise``: "Caught ValueError in
+  DataLoader worker process 1.\nOriginal Traceback ...", its last line the
+  worker's own), read for its worker id and last line (:func:`raised`);
 * ``torch.distributed.distributed_c10d._get_default_store``: the default
   group's store, through which ``traceml.gather`` hears who is present
   (:func:`default_store_getter`).
@@ -30,6 +34,7 @@ alone.  As of torch 2.13:
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, Callable, Optional
 
@@ -110,3 +115,31 @@ def default_store_getter() -> Optional[Callable[[], Any]]:
     from torch.distributed import distributed_c10d
 
     return getattr(distributed_c10d, "_get_default_store", None)
+
+
+# "Caught <type> in DataLoader worker process <id>." (ExceptionWrapper).
+_WORKER_RERAISE = re.compile(r"^Caught \S+ in DataLoader worker process (\d+)\.")
+# How much of an exception's message the report keeps (characters).
+RAISED_MESSAGE_MAX = 200
+
+
+def raised(exc: BaseException) -> dict:
+    """What the report keeps of an exception that ended a loop: ``type``
+    (its qualified name), ``message`` (for one re-raised from a DataLoader
+    worker, the last line of the worker's own traceback, else the first
+    line of ``str(exc)``; at most RAISED_MESSAGE_MAX characters) and
+    ``worker`` (the worker's id from torch's message, or None)."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a failing __str__ still leaves the type
+        text = ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    worker = None
+    found = _WORKER_RERAISE.match(lines[0]) if lines else None
+    if found is not None:
+        worker = int(found.group(1))
+        message = lines[-1]
+    else:
+        message = lines[0] if lines else ""
+    return {"type": type(exc).__qualname__, "message": message[:RAISED_MESSAGE_MAX],
+            "worker": worker}

@@ -11,6 +11,7 @@ per step into its recorder's store.  Never reduces or reports.
 from __future__ import annotations
 
 import collections.abc
+import functools
 import os
 import sys
 import threading
@@ -212,6 +213,13 @@ def _shuffling(facts: dict, loader: Any) -> dict:
     facts["shuffle"] = (None if random is None
                         else isinstance(getattr(loader, "sampler", None), random))
     return facts
+
+
+def _note_raised(known: dict, exc: BaseException, delivered: int) -> None:
+    """The WrapIter's on_raise: keep in the epoch's facts (``raised``) what
+    ended its loop, the exception's type, message and worker
+    (torch_private.raised), and the batches delivered before it."""
+    known["raised"] = {**torch_private.raised(exc), "fetch": int(delivered)}
 
 
 def _torch_data(name: str) -> Any:
@@ -632,7 +640,8 @@ class Wrapped:
         if self._gpu is not None:
             self._gpu.new_epoch()
         it = _core.WrapIter(inner, self.recorder, src.id, epoch, begin_ns, track=track,
-                            watch=watch, owner=self._lease, gpu=self._gpu)
+                            watch=watch, owner=self._lease, gpu=self._gpu,
+                            on_raise=functools.partial(_note_raised, known))
         # Whether the sampler took this epoch's processes: without it the
         # readings of the time are other loops', not evidence about this one.
         known["watched"] = it.watching

@@ -652,6 +652,7 @@ def test_wrapiter_refuses_bad_construction(args, exc, word, recorded):
     ({"watch": 5}, TypeError, "watch"),
     ({"watch": [0]}, ValueError, "PID"),
     ({"watch": ["x"]}, TypeError, None),
+    ({"on_raise": 5}, TypeError, "on_raise"),
 ])
 def test_wrapiter_refuses_a_bad_recorder_or_watch(kwargs, exc, word, recorded):
     args = {"iterator": iter([1]), "recorder": _core.default_recorder(), "source": 1,
@@ -666,6 +667,32 @@ def _source_id(name):
     """(recorder, source id) of a new source named name."""
     w = traceml.wrap([], name=name)
     return w.recorder, w.source
+
+
+def test_an_on_raise_hook_that_fails_leaves_the_exception_unchanged(scratch, monkeypatch):
+    # The hook sees the loop's first exception once; its own failure is
+    # reported as unraisable, and the loop's exception passes on as it was.
+    err = ValueError("the loop's")
+    seen = []
+
+    def inner():
+        yield 1
+        raise err
+
+    def hook(exc, delivered):
+        seen.append((exc, delivered))
+        raise RuntimeError("the hook's")
+
+    it = _core.WrapIter(inner(), *_source_id(uname("hook")), 0, traceml.clock_ns(),
+                        on_raise=hook)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(u.exc_value))
+    assert next(it) == 1
+    with pytest.raises(ValueError) as info:
+        next(it)
+    assert info.value is err and info.traceback[-1].name == "inner"
+    assert seen == [(err, 1)]
+    assert [str(e) for e in unraisable] == ["the hook's"]
 
 
 def test_inner_next_that_reenters_the_wrapper_does_not_crash(recorded):

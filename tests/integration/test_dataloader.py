@@ -137,7 +137,52 @@ def test_dataset_exception_propagates_unchanged_and_steps_stay():
     assert excinfo.value is err
     assert excinfo.traceback[-1].name == "__getitem__"
     assert batch_ids(seen) == list(range(6))
-    assert traceml.report(source=name)["steps"] == 3
+    r = traceml.report(source=name)
+    assert r["steps"] == 3
+    # The exception that ended the loop is the report's bottom line:
+    # batch 3 (items 6-7) raised, after 3 delivered batches.
+    assert r["headline"]["label"] == "RAISED"
+    assert r["headline"]["raised"] == {"epoch": 0, "fetch": 3, "step": 3, "type": "KeyError",
+                                       "message": "'item 6 is broken'", "worker": None}
+    assert str(r).splitlines()[0].endswith(
+        "RAISED: fetch 3 of epoch 0 raised KeyError ('item 6 is broken')")
+    assert r["next"][0].startswith("The loop ended when fetch 3 of epoch 0 raised KeyError")
+
+
+def test_a_worker_exception_is_the_bottom_line_and_names_the_worker():
+    # Batch i goes to worker i % 2 in order: item 5 is batch 5, worker 1.
+    class Failing(BurnDataset):
+        def __getitem__(self, i):
+            if i == 5:
+                raise ValueError(f"item {i} is broken")
+            return super().__getitem__(i)
+
+    loader = DataLoader(Failing(12, 0.0), batch_size=1, num_workers=2)
+    name = uname()
+    seen = []
+    with pytest.raises(ValueError, match="in DataLoader worker process 1"):
+        for b in traceml.wrap(loader, name=name):
+            seen.append(b)
+    assert len(seen) == 5
+    r = traceml.report(source=name)
+    assert r["headline"]["raised"] == {"epoch": 0, "fetch": 5, "step": 5, "type": "ValueError",
+                                       "message": "ValueError: item 5 is broken", "worker": 1}
+    assert "raised ValueError in DataLoader worker 1" in str(r).splitlines()[0]
+    assert "num_workers=0 raises it in the main process" in r["next"][0]
+
+
+def test_an_interrupt_is_not_the_bottom_line():
+    # KeyboardInterrupt is the user stopping the loop, not a fault of it.
+    def interrupted():
+        yield 1
+        yield 2
+        raise KeyboardInterrupt
+
+    name = uname()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in traceml.wrap(interrupted(), name=name):
+            pass
+    assert traceml.report(source=name)["headline"]["raised"] is None
 
 
 # --- loader facts ---------------------------------------------------------------

@@ -1,5 +1,6 @@
 """bottom_line: what holds the run's wall time, and the epoch start's next step."""
 
+from traceml import findings, torch_private
 from traceml.findings import advice, bottom_line
 
 
@@ -71,3 +72,50 @@ def test_first_batches_that_cost_what_later_ones_do_are_the_pipeline_filling():
     said = _epoch_start(making_share=0.83, first_cpu_ratio=attribution.BUSIER_RATIO,
                         first_work_ratio=1.0, recreated=False)
     assert "time __getitem__ on each epoch's first indices" in said
+
+
+def test_an_exception_that_ended_the_loop_is_the_bottom_line():
+    # A worker that died makes the DataLoader raise too: the death leads.
+    args = dict(wall_s=10.0, epoch_start_s=0.1, steady_wait_s=1.0, stuck_now=True,
+                longest_wait_s=None, stuck_after_s=None)
+    assert bottom_line.headline(**args, raised=True).label == bottom_line.RAISED
+    assert bottom_line.headline(**args, raised=True, worker_exited=True).label == \
+        bottom_line.WORKER_EXITED
+    assert bottom_line.headline(**args).label == bottom_line.STUCK
+    r = {"epoch": 1, "fetch": 12, "step": 30, "type": "OSError",
+         "message": "[Errno 5] Input/output error", "worker": None}
+    head = {"label": bottom_line.RAISED, "code": bottom_line.HEADLINE_RAISED, "raised": r}
+    assert bottom_line.headline_part(head) == (
+        " · RAISED: fetch 12 of epoch 1 raised OSError ([Errno 5] Input/output error)")
+    (said,) = findings.sentences([("raised", r)])
+    assert said.startswith("The loop ended when fetch 12 of epoch 1 raised OSError")
+    assert "the figures below are of the 30 steps before it" in said
+    assert "num_workers=0" not in said
+    said = findings.sentences([("raised", {**r, "worker": 3, "step": 1})])[0]
+    assert "raised OSError in DataLoader worker 3" in said and "the 1 step before it" in said
+    assert "num_workers=0 raises it in the main process" in said
+
+
+def test_what_is_kept_of_a_worker_exception_is_its_own_last_line():
+    # torch re-raises a worker's exception as the same type with "Caught
+    # <type> in DataLoader worker process <id>.\nOriginal Traceback ..."
+    # (torch._utils.ExceptionWrapper.reraise).
+    exc = ValueError("Caught ValueError in DataLoader worker process 2.\n"
+                     "Original Traceback (most recent call last):\n"
+                     '  File "x.py", line 3, in __getitem__\n'
+                     "    raise ValueError('bad')\n"
+                     "ValueError: bad\n")
+    assert torch_private.raised(exc) == {"type": "ValueError", "message": "ValueError: bad",
+                                         "worker": 2}
+    assert torch_private.raised(RuntimeError("first\nsecond")) == {
+        "type": "RuntimeError", "message": "first", "worker": None}
+    long = torch_private.raised(OSError("x" * 1000))
+    assert len(long["message"]) == torch_private.RAISED_MESSAGE_MAX
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    assert torch_private.raised(Unprintable()) == {
+        "type": "test_what_is_kept_of_a_worker_exception_is_its_own_last_line.<locals>."
+                "Unprintable", "message": "", "worker": None}

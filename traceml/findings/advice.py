@@ -54,6 +54,8 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
         return []
     if head["label"] == bottom_line.WORKER_EXITED and head.get("exited"):
         return [("worker_exited", dict(head["exited"]))]
+    if head["label"] == bottom_line.RAISED and head.get("raised"):
+        return [("raised", dict(head["raised"]))]
     if head["label"] == bottom_line.STUCK:
         one = head["code"] == bottom_line.HEADLINE_ONE_FETCH and s.get("wall_s")
         return [("stuck", {"now": head["code"] == bottom_line.HEADLINE_STUCK_NOW,
@@ -485,7 +487,7 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
 # The items that propose an experiment or a change (their words hold a
 # "Next:" or "Look at"); the others explain what the numbers show.
 EXPERIMENTS = frozenset((
-    "worker_exited", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
+    "worker_exited", "raised", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
     "compare_in_order", "in_order_seen", "wrap_to_see_stalls", "split_shards", "compute_core_wait",
@@ -521,7 +523,8 @@ def _one_off_change(item) -> bool:
 
 # The bottom line's items (a stuck fetch, epoch starts that hold the
 # run): they come first, and an experiment among them leads.
-BOTTOM_LINE_CODES = frozenset(("worker_exited", "stuck", "epoch_start", "epoch_start_once"))
+BOTTOM_LINE_CODES = frozenset(("worker_exited", "raised", "stuck", "epoch_start",
+                               "epoch_start_once"))
 
 
 def arrange(items: list[Finding]) -> tuple[list[Finding], list[str]]:
@@ -664,6 +667,7 @@ def _unsettled(p: dict) -> str:
 WORDS: dict[str, Words] = {
     "stuck": bottom_line._stuck_next,
     "worker_exited": bottom_line._worker_exited_next,
+    "raised": bottom_line._raised_next,
     "epoch_start": bottom_line._epoch_start_next,
     "epoch_start_once": lambda p: (
         f"Epoch starts hold {pct(p['wall_share'])} of the wall time, {pct(p['share'])} of "

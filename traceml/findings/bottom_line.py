@@ -15,7 +15,12 @@ from . import attribution, input_bound
 # state alone.  WORKER-EXITED: a DataLoader worker died during its epoch
 # (evidence.dead_workers: an exit code other than 0, or gone before the
 # epoch's last fetch), which makes the DataLoader raise: the event that
-# ended the run, whatever its steady state was.  STUCK: a fetch is stuck
+# ended the run, whatever its steady state was.  RAISED: the loop's fetch
+# raised an exception (an Exception, not StopIteration nor an interrupt:
+# the wrap iterator's on_raise), an error in the dataset, its collate_fn
+# or a worker re-raised by the DataLoader, or a timeout: the loop ended
+# there, after WORKER-EXITED, whose death makes the DataLoader raise too.
+# STUCK: a fetch is stuck
 # now, or one waited at least the stuck watch's stuck_after_s
 # (configure(); its default lives in csrc/sampler.c).  EPOCH-START: the epoch starts (the first
 # max(1, num_workers) fetches of each epoch: iter(), worker start-up) hold
@@ -30,9 +35,11 @@ EPOCH_START = "EPOCH-START"
 STUCK = "STUCK"
 STEADY = "STEADY"
 WORKER_EXITED = "WORKER-EXITED"
+RAISED = "RAISED"
 EPOCH_START_MAX_SHARE = 0.5
 
 HEADLINE_WORKER_EXITED = "worker_exited"  # a worker died mid-epoch
+HEADLINE_RAISED = "raised"                # a fetch raised and ended the loop
 HEADLINE_STUCK_NOW = "stuck_now"          # a stuck event still waiting
 HEADLINE_STUCK_WAITED = "stuck_waited"    # a recorded fetch waited past stuck_after_s
 HEADLINE_ONE_FETCH = "one_fetch"          # one fetch holds most of the wall time
@@ -52,14 +59,18 @@ class Headline(NamedTuple):
 
 def headline(wall_s: float, epoch_start_s: float, steady_wait_s: float,
              stuck_now: bool, longest_wait_s: Optional[float],
-             stuck_after_s: Optional[float], worker_exited: bool = False) -> Headline:
+             stuck_after_s: Optional[float], worker_exited: bool = False,
+             raised: bool = False) -> Headline:
     """The headline by the rule above: ``epoch_start_s`` is the input wait
     of every epoch's start-up fetches, ``steady_wait_s`` that of the
     steady-state ones, ``longest_wait_s`` the longest recorded fetch,
-    ``worker_exited`` whether a worker died during its epoch."""
+    ``worker_exited`` whether a worker died during its epoch, ``raised``
+    whether a fetch raised an exception that ended the loop."""
     share = epoch_start_s / wall_s if wall_s > 0 else None
     if worker_exited:
         return Headline(WORKER_EXITED, HEADLINE_WORKER_EXITED, share)
+    if raised:
+        return Headline(RAISED, HEADLINE_RAISED, share)
     if stuck_now:
         return Headline(STUCK, HEADLINE_STUCK_NOW, share)
     if (longest_wait_s is not None and stuck_after_s is not None and stuck_after_s > 0
@@ -105,6 +116,23 @@ def dead_worker_line(d: dict) -> str:
     else:
         at = f"near step {d['step']}" + (f" (epoch {d['epoch']})" if "epoch" in d else "")
     return f"worker {d['worker']} (pid {d['pid']}) {how} {at}"
+
+
+def raised_line(r: dict) -> str:
+    """An exception that ended the loop (evidence.raised)."""
+    where = (f" in DataLoader worker {r['worker']}" if r.get("worker") is not None else "")
+    said = f" ({r['message']})" if r.get("message") else ""
+    return (f"fetch {r['fetch']} of epoch {r['epoch']} raised {r['type']}{where}{said}")
+
+
+def _raised_next(p: dict) -> str:
+    steps = (f"the {plural(p['step'], 'step')} before it" if p.get("step") is not None
+             else "the steps before it")
+    return (f"The loop ended when {raised_line(p)}: the figures below are of {steps}; "
+            "fix the error before tuning the loader"
+            + (" (its traceback is in the exception the DataLoader re-raised; "
+               "num_workers=0 raises it in the main process, where a debugger can stop "
+               "at it)." if p.get("worker") is not None else "."))
 
 
 def _worker_exited_next(p: dict) -> str:
@@ -236,6 +264,9 @@ def headline_part(head: Optional[dict], wall_s: Optional[float] = None) -> str:
         exited = head.get("exited")
         return (f" · {WORKER_EXITED}: " + dead_worker_line(exited) if exited
                 else f" · {WORKER_EXITED}")
+    if head["label"] == RAISED:
+        r = head.get("raised")
+        return f" · {RAISED}: " + raised_line(r) if r else f" · {RAISED}"
     if head["label"] == STUCK:
         if head["code"] == HEADLINE_STUCK_NOW:
             return f" · {STUCK}: a fetch is stuck now"
