@@ -28,6 +28,11 @@ HIDDEN_PIDS = "worker PIDs hidden by {wrapper}"
 NO_READING = "no reading of this counter"
 # The sampler's readings of the whole host (/proc/stat) carry pid 0.
 HOST_PID = 0
+# The sampler thread's CPU share is given once it has run this many
+# periods: its first tick opens every /proc file it reads (and smaps costs
+# a page-table walk, 6.6 ms for a torch process), so over a few ticks the
+# share measures that start, and read 106-131% of one CPU over 2 ticks.
+SAMPLER_SHARE_MIN_PERIODS = 10
 
 
 # --- host ------------------------------------------------------------------------
@@ -866,7 +871,8 @@ def workers(src, steps: np.ndarray, stall: np.ndarray, steady: np.ndarray,
             "readings_lost": lost,
             "dropped_watch": info.get("dropped_watch"),
             "error": info.get("error"),
-            "cpu_share": busy_s / run_s if run_s > 0 else None,
+            "cpu_share": (min(busy_s / run_s, 1.0) if run_s > 0 and run_s >= (
+                SAMPLER_SHARE_MIN_PERIODS * (info.get("period_s") or 0.0)) else None),
         },
         "intervals": iv,
         "cpu_ticks_by_worker": worker_ticks(samples, pids),

@@ -294,6 +294,26 @@ def test_sampler_watches_real_counters_and_knows_a_missing_process():
     assert missing["threads_skipped"] == 0 and me["threads_skipped"] >= 0
 
 
+def test_the_samplers_share_waits_for_enough_of_its_periods():
+    # A fresh process's first short loop: the sampler's first tick opens
+    # every /proc file it reads, and over 2 ticks its share read 106-131%
+    # of one CPU.  No share before SAMPLER_SHARE_MIN_PERIODS periods; a
+    # share of one thread's CPU after.
+    script = (
+        "import json, time, traceml\n"
+        "from torch.utils.data import DataLoader\n"
+        "for _ in traceml.wrap(DataLoader(list(range(3)))): pass\n"
+        "short = traceml.report().to_dict()['workers']\n"
+        "print(json.dumps(short['sampler']['cpu_share']))\n"
+        "for _ in traceml.wrap(DataLoader(list(range(30)))): time.sleep(0.02)\n"
+        "print(json.dumps(traceml.report().to_dict()['workers']['sampler']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert json.loads(out[0]) is None
+    smp = json.loads(out[1])
+    assert 0 < smp["cpu_share"] <= 1
+
+
 @pytest.mark.slow
 def test_host_facts_and_oversubscription_note():
     r = run(DataLoader(BurnDataset(12, 0.0), batch_size=2, num_workers=4,
