@@ -510,6 +510,10 @@ class Attribution(TypedDict):
     worker: NotRequired[IntOrNull]
     period: NotRequired[IntOrNull]
     residue: NotRequired[IntOrNull]
+    residues: NotRequired[Annotated[list[NonNegativeInt], Schema(description=(
+        "Every residue of rank % period that the workers made slow, where the "
+        "make times name a set of them (attribution._made_residues); residue is "
+        "the one holding the most."))]]
     residue_share: NotRequired[ShareOrNull]
     ambiguous: NotRequired[Optional[bool]]
     top_worker: NotRequired[IntOrNull]

@@ -160,6 +160,44 @@ def test_every_fifth_sample_made_slow_has_period_five():
     assert got["slow"] == int((keep & slow).sum())
 
 
+def test_two_slow_places_a_period_are_both_named():
+    # Every 10th index at batch size 4 makes batches 0 and 2 of every 5
+    # slow (helper 34B): one residue held 51% of them and was named alone.
+    ranks = np.arange(2, 150)
+    slow = np.isin(ranks % 5, (0, 2))
+    make = _made(ranks, lambda r: np.isin(r % 5, (0, 2)))
+    m = attribution.made_period(ranks, make, 2)
+    assert (m["period"], m["residue"], m["residues"]) == (5, 2, [2, 0])
+    assert m["slow"] == int(slow.sum()) == 59
+    assert m["slow_on_residue"] == 1.0 and m["residue_slow"] == 1.0
+    assert attribution.ranks_on({"period": 5, **m}) == "rank % 5 in {0, 2}"
+    # One of the two places only half slow: the other alone, as before.
+    half = slow & ~((ranks % 5 == 0) & (ranks % 10 == 5))
+    m = attribution.made_period(ranks, _made(ranks, lambda r: half[r - 2]), 2)
+    assert (m["period"], m["residues"]) == (5, [2])
+    # Two places that are one place of a smaller period: that period.
+    m = attribution.made_period(ranks, _made(ranks, lambda r: np.isin(r % 6, (1, 4))), 2)
+    assert (m["period"], m["residues"]) == (3, [1])
+
+
+def test_random_slow_batches_name_no_set_of_places():
+    # Random slow sets of several rates and run lengths: the set's search
+    # pays for every (period, set) it could try, so none is named (a
+    # single residue never was: test_make_time_noise_gives_no_period).
+    claims = 0
+    for seed in range(200):
+        rng = np.random.default_rng(900 + seed)
+        n = int(rng.choice((40, 80, 150)))
+        ranks = np.arange(2, 2 + n)
+        hit = rng.random(n) < rng.choice((0.15, 0.3, 0.45))
+        if hit.sum() < attribution.RANK_PERIOD_MIN_STALLS:
+            continue
+        got = attribution.made_period(ranks, _made(ranks, lambda r, hit=hit: hit[r - 2],
+                                                   seed=seed), 2)
+        claims += got is not None and len(got["residues"]) > 1
+    assert claims == 0
+
+
 def test_a_slow_workers_batches_are_not_a_period_of_the_data():
     ranks = np.arange(4, 100)
     make = _made(ranks, lambda r: r % 4 == 1, slow_ms=60.0)
