@@ -476,3 +476,24 @@ def test_a_slow_shard_half_hidden_by_prefetch_is_one_worker_by_its_make_times():
     assert a["own_share"] == 0.5
     # Its batches made like the others': the stalls stay unexplained.
     assert _slow_shard_half_stalled(8.0) is None
+
+
+def test_several_slow_places_are_worded_as_a_set():
+    made = {"slow": 59, "batches": 148, "split_s": 0.01, "slow_on_residue": 1.0,
+            "residue_slow": 1.0, "sizes": None, "sample_cost_ratio": None}
+    attr = {"label": "SLOW-SAMPLE", "period": 5, "residue": 2, "residues": [2, 0],
+            "residue_share": 1.0, "stall_workers": {0: 9, 1: 12}, "known": 21,
+            "period_from": attribution.PERIOD_FROM_MAKE_TIMES, "stall_period": 5,
+            "made": made}
+    line = attribution.attribution_line({"attribution": attr})
+    assert line.startswith("attribution: SLOW-SAMPLE, rank % 5 in {0, 2} from the workers' "
+                           "make times (59 of 148 batches made slow, 100% of them on those "
+                           "residues); the stalls: 100% on them, period 5 too"), line
+    (f,) = attribution.advise({"attribution": attr})
+    words = attribution.WORDS[f.code](f.numbers)
+    assert "100% of them with rank % 5 in {0, 2}" in words
+    assert "Particular samples are slow, 2 in 5, not a worker" in words
+    # One place: as before.
+    one = {**attr, "residues": [2]}
+    assert "rank % 5 == 2" in attribution.attribution_line({"attribution": one})
+    assert "on it, period 5" in attribution.attribution_line({"attribution": one})

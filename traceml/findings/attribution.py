@@ -1015,12 +1015,12 @@ def attribution_line(s: dict) -> Optional[str]:
         sp = a.get("stall_period")
         stalls = ("no period of their own" if sp is None
                   else f"period {sp}" + (" too" if sp == a["period"] else ""))
+        several = len(a.get("residues") or []) > 1
         return (f"attribution: {a['label']}, {ranks_on(a)} from "
                 f"the workers' make times ({m['slow']} of {m['batches']} batches made slow, "
                 f"{pct(m['slow_on_residue'])} of them "
-                f"{'on those residues' if len(a.get('residues') or []) > 1 else 'on that residue'}"
-                "); the stalls: "
-                f"{pct(a['residue_share'])} on it, {stalls}{on}")
+                f"{'on those residues' if several else 'on that residue'}); the stalls: "
+                f"{pct(a['residue_share'])} on {'them' if several else 'it'}, {stalls}{on}")
     if a["label"] in SLOW_RESIDUE:
         return (f"attribution: {a['label']}, rank % {a['period']} == {a['residue']} from "
                 f"the stalls, in {pct(a['residue_share'])} of stalled batches{on}")
