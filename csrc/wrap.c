@@ -23,10 +23,11 @@
  * step and the oldest undelivered rank are published in the slot, and the
  * sampler records a fetch that waits longer than stuck_after.
  *
- * Raise (on_raise=callable): the first exception other than StopIteration
- * that the inner iterator raises (an Exception, not a KeyboardInterrupt)
- * is shown to on_raise(exception, batches delivered before it) before it
- * passes on unchanged, so that the report can say the loop ended there.
+ * Raise (on_raise=callable): each exception other than StopIteration that
+ * the inner iterator raises (an Exception, not a KeyboardInterrupt) is
+ * shown to on_raise(exception, batches delivered before it) before it
+ * passes on unchanged, so that the report can say where the loop ended,
+ * or which fetches it went on past.
  *
  * Bytes: on sampled batches (see TM_BYTES_*) the delivered batch's tensor
  * and NumPy array bytes are summed, walking tuples, lists and dict values;
@@ -115,7 +116,7 @@ typedef struct {
     tm_task *scratch;
     Py_ssize_t scratch_cap;
     PyObject *weakrefs;        /* a live line follows the loop by weakref */
-    PyObject *on_raise;        /* called at the first exception, or NULL */
+    PyObject *on_raise;        /* called at each exception, or NULL */
     /* The open step's fetch clocks (TM_CLOCKED steps only; -1: unread),
        its body's (known when the next fetch is clocked too), and the
        readings at the end of the last clocked fetch (-1: the last fetch
@@ -519,17 +520,15 @@ sample_bytes(tm_wrapiter *self, PyObject *item)
     return batch_bytes(self->rec->st, item, 0, &leaves);
 }
 
-/* Show the exception being raised to on_raise, once, and raise it on
-   unchanged: a hook that fails is reported as unraisable, never in its
-   place. */
+/* Show the exception being raised to on_raise and raise it on unchanged:
+   a hook that fails is reported as unraisable, never in its place. */
 static TM_COLD void
 note_raise(tm_wrapiter *self)
 {
-    PyObject *hook = self->on_raise;
+    PyObject *hook = Py_NewRef(self->on_raise);
     PyObject *exc;
     PyObject *res;
 
-    self->on_raise = NULL;
     exc = PyErr_GetRaisedException();
     res = PyObject_CallFunction(hook, "OK", exc != NULL ? exc : Py_None,
                                 self->steps);
@@ -1109,9 +1108,9 @@ PyDoc_STRVAR(wrapiter_doc,
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item; holds `owner` (what keeps its source in use)\n"
 "until it is freed.  Made by traceml.wrap(); not for direct use.\n\n"
-"on_raise(exception, delivered) is called once, at the first Exception\n"
-"the inner iterator raises (StopIteration aside), with the number of\n"
-"batches delivered before it; the exception then passes on unchanged.\n\n"
+"on_raise(exception, delivered) is called at each Exception the inner\n"
+"iterator raises (StopIteration aside), with the number of batches\n"
+"delivered before it; the exception then passes on unchanged.\n\n"
 "While it holds the inner iterator, len(), __length_hint__, bool() and\n"
 "reads of attributes it does not define (not dunders) are the inner\n"
 "iterator's, so that code reading torch's iterator (len(it), it._workers)\n"

@@ -544,6 +544,22 @@ def raised_in_a_worker(seed: int, worker: Optional[int], n: int = 40) -> Case:
     return case
 
 
+def raised_and_went_on(seed: int, n: int = 40) -> Case:
+    """The same healthy loader whose fetches 9 and 21 raised, each caught
+    by the loop, which went on to its end: not the bottom line, a note
+    (their batches are not in the steps)."""
+    rng = np.random.default_rng(3300 + seed)
+    case = make(f"raised-went-on-s{seed}", _fast(rng, n, 0.1, 0.5),
+                {"headline.label": Not("RAISED"), "headline.raised.ended": False,
+                 "headline.raised.count": 2, "stalls.count": 0},
+                num_workers=2, compute_ms=rng.uniform(9.0, 11.0, n))
+    facts = case.sources[SOURCE_ID].epoch_facts[0]
+    first = {"type": "KeyError", "message": "'frame 18'", "worker": None, "fetch": 9}
+    facts.update(raised={**first, "message": "'frame 42'", "fetch": 21}, raised_first=first,
+                 raised_count=2)
+    return case
+
+
 def one_long_fetch(seed: int, hang_ms: float, num_workers: int = 0, n: int = 80) -> Case:
     """Fetches of ~2 ms under 5 ms steps, and one that hangs ``hang_ms``
     (a sleep, a lock, a read that stalls), far short of the stuck watch's
@@ -1713,7 +1729,8 @@ def corpus() -> list[Case]:
     cases += [sim_slow_items_pinned_to_one_worker(0),
               sim_slow_items_pinned_to_one_worker(1, num_workers=4, slow_ms=60.0)]
     cases += [worker_exited(0, 3), worker_exited(4, -9)]
-    cases += [raised_in_a_worker(0, 1), raised_in_a_worker(1, None, n=24)]
+    cases += [raised_in_a_worker(0, 1), raised_in_a_worker(1, None, n=24),
+              raised_and_went_on(0)]
     cases += [one_long_fetch(0, 8000.0), one_long_fetch(1, 2500.0, num_workers=2)]
     cases += [seed_table(s, k) for k in (4, 2, 1, 0) for s in range(3)]
     cases += [seed_random(s, k) for k in (4, 2) for s in range(4)]

@@ -451,7 +451,7 @@ def _stage_findings(run: _Run, s: dict) -> dict:
     out["memory"] = memory_
     out["headline"] = _headline(run.w, run.epoch, run.epochs, {**s, **out}, run.sampler_info,
                                 evidence.raised(getattr(run.src, "epoch_facts", None) or {},
-                                                run.epoch))
+                                                run.steps))
     so_far = {**s, **out}
     out["note_items"] = findings.stored(
         _notes(run.info, so_far, run.src, run.source_id, run.recorded, run.stuck_events or [],
@@ -1133,7 +1133,7 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
     rule = bottom_line.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
         any(ev["still_waiting"] for ev in stuck), longest, stuck_after, bool(exited),
-        raised is not None)
+        raised is not None and raised["ended"])
     return {"label": rule.label, "code": rule.code,
             "epoch_start_share": rule.epoch_start_share,
             "epoch_start_s_per_epoch": per_epoch,

@@ -960,20 +960,33 @@ def dead_workers(facts: dict, steps: np.ndarray, info: dict,
     return out
 
 
-def raised(facts: dict, epoch: np.ndarray) -> Optional[dict]:
-    """The exception that ended the latest epoch whose loop raised one
-    (the wrap iterator's on_raise, ``epoch_facts[e]["raised"]``), or None:
+def raised(facts: dict, steps: np.ndarray) -> Optional[dict]:
+    """The exceptions the loop's fetches raised (the wrap iterator's
+    on_raise, ``epoch_facts[e]["raised"]``): the latest epoch's latest one,
     {epoch, fetch (the epoch's fetch that raised, from 0), step (the index
     this report's next step of that epoch would have had; None where the
     report holds none of its steps), type, message, worker (the DataLoader
-    worker it was raised in, or None)}."""
+    worker it was raised in, or None), ended (no step of that epoch came
+    after it: the loop ended there), count (every fetch that raised, all
+    epochs), first (the first of them, the same keys as the fetch's own,
+    where count > 1)}; None where no fetch raised."""
     hit = [e for e in sorted(facts) if facts[e].get("raised")]
     if not hit:
         return None
     e = hit[-1]
-    idx = np.flatnonzero(epoch == e)
+    last = facts[e]["raised"]
+    mine = steps["epoch"] == e
+    idx = np.flatnonzero(mine)
+    position = steps["flags"][idx] >> _core.FLAG_POS_SHIFT
+    # A batch delivered after the raise sits at position >= its fetch
+    # (positions saturate at FLAG_POS_MAX: count the epoch's steps there).
+    went_on = (bool((position >= last["fetch"]).any()) if last["fetch"] < _core.FLAG_POS_MAX
+               else len(idx) > last["fetch"])
+    count = sum(int(facts[k].get("raised_count", 1)) for k in hit)
+    first = facts[hit[0]].get("raised_first") or facts[hit[0]]["raised"]
     return {"epoch": int(e), "step": int(idx[-1]) + 1 if len(idx) else None,
-            **facts[e]["raised"]}
+            **last, "ended": not went_on, "count": count,
+            **({"first": {"epoch": int(hit[0]), **first}} if count > 1 else {})}
 
 
 def unwatched(src) -> list[dict]:

@@ -194,9 +194,14 @@ class Recorder(_core.Recorder):
         if source is None:
             if len(ids) == 0:
                 # Nothing recorded: a loader stuck on its very first fetch is
-                # what there is to show, if the stuck watch has seen one.
+                # what there is to show, if the stuck watch has seen one ...
                 stuck = [ev for ev in stuck if ev["source"] in known]
-                return int(max(stuck, key=lambda ev: ev["since_ns"])["source"]) if stuck else 0
+                if stuck:
+                    return int(max(stuck, key=lambda ev: ev["since_ns"])["source"])
+                # ... or a loop whose first fetch raised: the exception is.
+                raised = [i for i, src in known.items()
+                          if any(f.get("raised") for f in (src.epoch_facts or {}).values())]
+                return max(raised) if raised else 0
             if (len(ids) > 1 and 0 not in ids
                     and int(np.count_nonzero(column[1:] != column[:-1])) == len(ids) - 1):
                 # Wrapped sources that ran one after another (each one

@@ -101,6 +101,12 @@ def next_lines(s: dict) -> list[str]:
             for line, role in _with_roles(s)]
 
 
+def _raised_first(s: dict) -> bool:
+    """A run whose first fetch raised: its NO-DATA report leads with the
+    exception's next step (the bottom line), not with nothing."""
+    return (s.get("headline") or {}).get("label") == bottom_line.RAISED and bool(s.get("next"))
+
+
 def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict: the first line, the
     diagnosis, then the registry's sections (findings.SECTIONS) in their
@@ -109,6 +115,8 @@ def report_text(s: dict) -> str:
     out.extend(ranks_text(s.get("ranks")))
     if s["diagnosis"] == "NO-DATA":
         out.append(f"NO-DATA: {s['diagnosis_rule']}")
+        if _raised_first(s):
+            out.extend(next_lines(s))
         out.extend(f"  · {line}" for line in section_lines("evidence", s, NO_DATA_SECTIONS))
         out.extend(section_lines("facts", s, NO_DATA_SECTIONS))
         out.extend(f"note: {n}" for n in s["notes"])
@@ -196,6 +204,8 @@ def report_html(s: dict, png_uri: Optional[str] = None) -> str:
                          for line in pred[1:])
         parts.append(figure_html(png_uri))
     else:
+        if _raised_first(s):
+            parts.extend(f"<div><b>{e(line)}</b></div>" for line, _ in _with_roles(s))
         parts.extend(f"<div>{e(line)}</div>"
                      for line in (*section_lines("evidence", s, NO_DATA_SECTIONS),
                                   *section_lines("facts", s, NO_DATA_SECTIONS)))

@@ -314,13 +314,27 @@ class WorkersExited(TypedDict):
     when: NotRequired[Literal['near', 'after']]
 
 
+class RaisedFirst(TypedDict):
+    """The first fetch that raised, where several did: its epoch, the
+    batches delivered before it in that epoch, and the exception."""
+
+    epoch: NonNegativeInt
+    fetch: NonNegativeInt
+    type: str
+    message: str
+    worker: IntOrNull
+
+
 class Raised(TypedDict):
-    """The exception that ended a loop (evidence.raised): the epoch and
-    its fetch that raised it (from 0), the index the next step would have
-    had in this report (null: none of the epoch's steps is in it), the
-    exception's qualified type name, its message (the worker's own last
-    line for one re-raised from a DataLoader worker; at most
-    torch_private.RAISED_MESSAGE_MAX characters) and the worker's id."""
+    """The exceptions the loop's fetches raised (evidence.raised), the
+    latest epoch's latest: the epoch and its fetch that raised it (from
+    0), the index the next step of that epoch would have had in this
+    report (null: none of the epoch's steps is in it), the exception's
+    qualified type name, its message (the worker's own last line for one
+    re-raised from a DataLoader worker; at most
+    torch_private.RAISED_MESSAGE_MAX characters), the worker's id, whether
+    the loop ended there (no step of the epoch came after it), how many
+    fetches raised, and the first of them where several did."""
 
     epoch: NonNegativeInt
     fetch: NonNegativeInt
@@ -328,6 +342,9 @@ class Raised(TypedDict):
     type: str
     message: str
     worker: IntOrNull
+    ended: NotRequired[bool]
+    count: NotRequired[Annotated[int, Schema(minimum=1)]]
+    first: NotRequired[RaisedFirst]
 
 
 @schema("headline",

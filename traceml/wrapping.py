@@ -216,10 +216,14 @@ def _shuffling(facts: dict, loader: Any) -> dict:
 
 
 def _note_raised(known: dict, exc: BaseException, delivered: int) -> None:
-    """The WrapIter's on_raise: keep in the epoch's facts (``raised``) what
-    ended its loop, the exception's type, message and worker
-    (torch_private.raised), and the batches delivered before it."""
+    """The WrapIter's on_raise: keep in the epoch's facts the latest
+    exception a fetch raised (``raised``: its type, message and worker,
+    torch_private.raised, and ``fetch``, the batches delivered before it),
+    the first one (``raised_first``) and how many (``raised_count``): a
+    loop that catches them and goes on raises more than one."""
     known["raised"] = {**torch_private.raised(exc), "fetch": int(delivered)}
+    known.setdefault("raised_first", known["raised"])
+    known["raised_count"] = known.get("raised_count", 0) + 1
 
 
 def _torch_data(name: str) -> Any:

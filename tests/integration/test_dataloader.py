@@ -143,7 +143,8 @@ def test_dataset_exception_propagates_unchanged_and_steps_stay():
     # batch 3 (items 6-7) raised, after 3 delivered batches.
     assert r["headline"]["label"] == "RAISED"
     assert r["headline"]["raised"] == {"epoch": 0, "fetch": 3, "step": 3, "type": "KeyError",
-                                       "message": "'item 6 is broken'", "worker": None}
+                                       "message": "'item 6 is broken'", "worker": None,
+                                       "ended": True, "count": 1}
     assert str(r).splitlines()[0].endswith(
         "RAISED: fetch 3 of epoch 0 raised KeyError ('item 6 is broken')")
     assert r["next"][0].startswith("The loop ended when fetch 3 of epoch 0 raised KeyError")
@@ -166,9 +167,59 @@ def test_a_worker_exception_is_the_bottom_line_and_names_the_worker():
     assert len(seen) == 5
     r = traceml.report(source=name)
     assert r["headline"]["raised"] == {"epoch": 0, "fetch": 5, "step": 5, "type": "ValueError",
-                                       "message": "ValueError: item 5 is broken", "worker": 1}
+                                       "message": "ValueError: item 5 is broken", "worker": 1,
+                                       "ended": True, "count": 1}
     assert "raised ValueError in DataLoader worker 1" in str(r).splitlines()[0]
     assert "num_workers=0 raises it in the main process" in r["next"][0]
+
+
+def test_a_loop_that_goes_on_past_raised_fetches_is_not_ended_by_them():
+    # The loop catches each error and goes on (helper 35B): a note with
+    # both, not "the loop ended".
+    bad = {5, 13}
+
+    class Failing(BurnDataset):
+        def __getitem__(self, i):
+            if i in bad:
+                raise ValueError(f"item {i} is broken")
+            return super().__getitem__(i)
+
+    name = uname()
+    it, seen = iter(traceml.wrap(DataLoader(Failing(20, 0.0), batch_size=2), name=name)), 0
+    while True:
+        try:
+            next(it)
+        except StopIteration:
+            break
+        except ValueError:
+            continue
+        seen += 1
+    assert seen == 8
+    r = traceml.report(source=name)
+    assert r["steps"] == 8 and r["headline"]["label"] != "RAISED"
+    raised = r["headline"]["raised"]
+    assert (raised["ended"], raised["count"], raised["fetch"], raised["first"]["fetch"]) == \
+        (False, 2, 5, 2)
+    assert ("2 fetches raised an exception and the loop went on past them: the latest, fetch 5 "
+            "of epoch 0 raised ValueError (item 13 is broken); the first, fetch 2 of epoch 0 "
+            "raised ValueError (item 5 is broken)") in str(r)
+
+
+def test_a_first_fetch_that_raised_is_what_report_shows():
+    class Failing(BurnDataset):
+        def __getitem__(self, i):
+            raise ValueError(f"item {i} is broken")
+
+    with traceml.Recorder() as rec:
+        with pytest.raises(ValueError):
+            for _ in traceml.wrap(DataLoader(Failing(4, 0.0), batch_size=2)):
+                pass
+        r = rec.report()
+    text = str(r).splitlines()
+    assert text[0] == ("traceml · DataLoader · no steps yet · RAISED: fetch 0 of epoch 0 "
+                       "raised ValueError (item 0 is broken)")
+    assert text[2].startswith("  → The loop ended when fetch 0 of epoch 0 raised ValueError")
+    assert "iterate traceml.wrap" not in str(r)
 
 
 def test_an_interrupt_is_not_the_bottom_line():

@@ -94,6 +94,36 @@ def test_an_exception_that_ended_the_loop_is_the_bottom_line():
     said = findings.sentences([("raised", {**r, "worker": 3, "step": 1})])[0]
     assert "raised OSError in DataLoader worker 3" in said and "the 1 step before it" in said
     assert "num_workers=0 raises it in the main process" in said
+    # The epoch's first fetch raised: no figures to speak of.
+    said = findings.sentences([("raised", {**r, "step": None, "fetch": 0})])[0]
+    assert "before any batch of that epoch arrived; fix the error first" in said
+    assert "figures" not in said
+    # Earlier fetches raised and the loop went on past them.
+    first = {"epoch": 0, "fetch": 3, "type": "KeyError", "message": "'x'", "worker": None}
+    said = findings.sentences([("raised", {**r, "count": 3, "first": first})])[0]
+    assert ("(2 earlier fetches raised too, the loop going on past them; the first: fetch 3 "
+            "of epoch 0 raised KeyError ('x'))") in said
+    said = findings.sentences([("raised", {**r, "count": 2, "first": first})])[0]
+    assert "(1 earlier fetch raised too, the loop going on past it)" in said
+
+
+def test_fetches_that_raised_and_the_loop_went_on_are_a_note_not_the_bottom_line():
+    # A loop that catches a dataset's errors and goes on (helper 35B: "The
+    # loop ended when fetch 20 ..." beside 98 trained steps, 6 of 6).
+    r = {"epoch": 0, "fetch": 59, "step": 98, "type": "ValueError",
+         "message": "corrupt record 121", "worker": None, "ended": False, "count": 2,
+         "first": {"epoch": 0, "fetch": 20, "type": "ValueError",
+                   "message": "corrupt record 41", "worker": None}}
+    args = dict(wall_s=10.0, epoch_start_s=0.1, steady_wait_s=1.0, stuck_now=False,
+                longest_wait_s=None, stuck_after_s=None)
+    assert bottom_line.headline(**args, raised=False).label == bottom_line.STEADY
+    (note,) = bottom_line.notes({"headline": {"label": "STEADY", "raised": r}})
+    assert findings.sentences([note])[0] == (
+        "2 fetches raised an exception and the loop went on past them: the latest, fetch 59 "
+        "of epoch 0 raised ValueError (corrupt record 121); the first, fetch 20 of epoch 0 "
+        "raised ValueError (corrupt record 41); their batches are not in these steps")
+    assert bottom_line.notes({"headline": {"label": "RAISED", "raised": {**r, "ended": True}}}) \
+        == []
 
 
 def test_what_is_kept_of_a_worker_exception_is_its_own_last_line():

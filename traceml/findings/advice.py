@@ -38,7 +38,8 @@ def next_steps(s: dict) -> list[tuple[str, dict]]:
     shares as fractions)."""
     diag = s["diagnosis"]
     if diag == input_bound.NO_DATA:
-        return [("no_data", {})]
+        # A first fetch that raised: the exception, not "nothing recorded".
+        return _headline_steps(s) or [("no_data", {})]
     lead = _headline_steps(s)
     if s["steady_steps"] < input_bound.MIN_STEADY_STEPS:
         return lead + [("too_few_steps", {"steps": s["steady_steps"],

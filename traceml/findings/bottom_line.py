@@ -8,6 +8,7 @@ from typing import NamedTuple, Optional
 
 
 from ..fmt import fmt_s, pct, plural
+from ._types import Finding, Words
 from . import attribution, input_bound
 
 
@@ -125,14 +126,53 @@ def raised_line(r: dict) -> str:
     return (f"fetch {r['fetch']} of epoch {r['epoch']} raised {r['type']}{where}{said}")
 
 
+def _earlier(p: dict) -> str:
+    """" (2 earlier fetches raised too, the loop going on past them; the
+    first: ...)" where more than this one raised; else ""."""
+    more = (p.get("count") or 1) - 1
+    if more < 1:
+        return ""
+    first = p.get("first")
+    return (f" ({plural(more, 'earlier fetch', 'earlier fetches')} raised too, the loop "
+            "going on past " + ("it" if more == 1 else "them")
+            + (f"; the first: {raised_line(first)}" if first and more > 1 else "") + ")")
+
+
 def _raised_next(p: dict) -> str:
-    steps = (f"the {plural(p['step'], 'step')} before it" if p.get("step") is not None
-             else "the steps before it")
-    return (f"The loop ended when {raised_line(p)}: the figures below are of {steps}; "
-            "fix the error before tuning the loader"
+    if not p.get("step"):
+        return (f"The loop ended when {raised_line(p)}{_earlier(p)}, before any batch of "
+                "that epoch arrived; fix the error first"
+                + (" (num_workers=0 raises it in the main process, where a debugger can "
+                   "stop at it)." if p.get("worker") is not None else "."))
+    return (f"The loop ended when {raised_line(p)}{_earlier(p)}: the figures below are of "
+            f"the {plural(p['step'], 'step')} before it; fix the error before tuning the "
+            "loader"
             + (" (its traceback is in the exception the DataLoader re-raised; "
                "num_workers=0 raises it in the main process, where a debugger can stop "
                "at it)." if p.get("worker") is not None else "."))
+
+
+def notes(s: dict) -> list:
+    """``raised_went_on`` where fetches raised and the loop went on past
+    them (evidence.raised, not ``ended``): their batches are not in the
+    steps, and the report's figures are of the batches that arrived."""
+    r = (s.get("headline") or {}).get("raised")
+    if not r or r.get("ended", True):
+        return []
+    return [Finding("raised_went_on", dict(r))]
+
+
+def _raised_went_on(p: dict) -> str:
+    count = p.get("count") or 1
+    first = p.get("first")
+    return (f"{plural(count, 'fetch', 'fetches')} raised an exception and the loop went on "
+            f"past {'it' if count == 1 else 'them'}: "
+            + (f"the latest, {raised_line(p)}; the first, {raised_line(first)}"
+               if first else raised_line(p))
+            + f"; {'its batch is' if count == 1 else 'their batches are'} not in these steps")
+
+
+WORDS: dict[str, Words] = {"raised_went_on": _raised_went_on}
 
 
 def _worker_exited_next(p: dict) -> str:
@@ -247,7 +287,9 @@ def first_line(s: dict) -> str:
     if s["steps"] == 0:
         if s["source"] == "probes" and not s.get("sources"):
             return "traceml · nothing recorded yet"
-        return f"traceml · {s['source']} · no steps yet"
+        head = s.get("headline") or {}
+        return (f"traceml · {s['source']} · no steps yet"
+                + (headline_part(head) if head.get("label") == RAISED else ""))
     return (
         f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
         f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
