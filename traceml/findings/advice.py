@@ -264,6 +264,16 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                 diag != input_bound.INPUT_BOUND
                 or (st.get("cost_share") or 0.0) > OUTLIERS_HOLD * (share or 0.0)):
             return out
+        if (st.get("rule_code") == stall_threshold.RULE_GIVEN and wait["median"] is not None
+                and wait["mean"] and wait["median"] < OUTLIERS_HOLD * wait["mean"]):
+            # The caller's line passed no fetch, yet the fetches above the
+            # median hold more than three quarters of the wait (with the
+            # median under half the mean, the lower half holds under a
+            # quarter): no cost spread over every fetch.
+            out.append(("given_threshold_hides", {
+                "given_s": st["threshold_s"], "share": share, "mean_s": wait["mean"],
+                "median_s": wait["median"], "p90_s": wait["p90"]}))
+            return out
         if not loader:
             # Probes around code traceml does not see into: no workers,
             # hand-over or prefetch to speak of.
@@ -488,7 +498,7 @@ def evidence_next_steps(s: dict, items: list[Finding]) -> list[Finding]:
 # The items that propose an experiment or a change (their words hold a
 # "Next:" or "Look at"); the others explain what the numbers show.
 EXPERIMENTS = frozenset((
-    "worker_exited", "raised", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
+    "worker_exited", "raised", "given_threshold_hides", "epoch_start", "epoch_start_once", "trend_next", "cpus_saturated", "slow_samples_one_loader",
     "vary_workers_around", "wrap_and_sweep", "hand_over", "vary_workers_or_prefetch",
     "vary_workers_then_in_order", "confirm_period", "wrap_to_compare_period", "unsettled",
     "compare_in_order", "in_order_seen", "wrap_to_see_stalls", "split_shards", "compute_core_wait",
@@ -757,6 +767,13 @@ WORDS: dict[str, Words] = {
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
     "largest_part": lambda p: _largest_part_words(p),
+    "given_threshold_hides": lambda p: (
+        f"No fetch waited past the given stall threshold ({fmt_s(p['given_s'])}), yet input is "
+        f"{pct(p['share'])} of step time, and it is not spread over every fetch: the mean "
+        f"fetch waits {fmt_s(p['mean_s'])} against a median of {fmt_s(p['median_s'])} (p90 "
+        f"{fmt_s(p['p90_s'])}), so the fetches above the median hold more than three quarters "
+        "of it. Next: report with the rules' own threshold (stall_threshold_s=None), which "
+        "sets those waits apart as stalls, with their pattern and the code that makes them."),
     "spread_wait": lambda p: (
         f"No fetch waited past the stall threshold, yet input is {pct(p['share'])} of step "
         f"time, spread over every fetch (median {fmt_s(p['median_s'])}): "
