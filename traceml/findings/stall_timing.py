@@ -656,6 +656,7 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     same stall rate and the same share of the stalls on the residue; None
     if not within SETTLE_MAX_GROWTH."""
     n, k, j, period = test["fetches"], test["stalls"], test["on_residue"], test["period"]
+    slots = test.get("slots") or max(n // period, 1)
     if not n or not k or not j:
         return None
 
@@ -663,17 +664,26 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     # half the level (the doubling in predicted_cadence); a searched
     # period pays for the search at each length (search_tests).
     both = 2.0 if test.get("rank_p_value") is not None else 1.0
+    # The run goes on from its own counts: one fetch in `period` of the
+    # later ones on the residue, each stalling at the residue's own rate,
+    # the others at theirs.  (From the counts' rates alone, every 5 of 16
+    # steps at num_workers=5, 3 of 3 slots stalled, read "about 9 more
+    # steps" where 1 more settled it: m // period fetches on the residue
+    # at 12 tested fetches is 2 of the 3 there are; helper 35A.)
+    on_rate = j / slots
+    off_rate = (k - j) / (n - slots) if n > slots else 0.0
 
     def p_of(m: int) -> float:
-        # The stall count grows with the steps; a test needs at least
-        # PREDICTED_MIN_STALLS of them (never assumed sooner).
-        kk = round(k * m / n)
-        if kk < PREDICTED_MIN_STALLS:
+        more_slots = round((m - n) / period)
+        mm_slots = slots + more_slots
+        jj = j + round(on_rate * more_slots)
+        kk = jj + (k - j) + round(off_rate * ((m - n) - more_slots))
+        # A test needs at least PREDICTED_MIN_STALLS stalls (never assumed
+        # sooner).
+        if kk < PREDICTED_MIN_STALLS or jj < PERIOD_MIN_REPEATS:
             return 1.0
-        jj = min(round(j * kk / k), m // period)
         tests = search_tests(m) if test.get("searched") else 1
-        return (both * tests * _hypergeom_tail(jj, m, m // period, kk)
-                if jj >= PERIOD_MIN_REPEATS else 1.0)
+        return both * tests * _hypergeom_tail(jj, m, mm_slots, kk)
 
     got = _settle_steps(n, p_of)
     return None if got is None else max(got - n, 1)
