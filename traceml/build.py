@@ -326,16 +326,17 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     totals = _input_share(w)
     leads = wait_parts.host_leads(run.parts_all)
     explains = leads and wait_parts.host_explains(run.parts_all, totals[0])
+    aside = leads and not explains
     split = (wait_parts.production_fraction(run.parts_all),
-             wait_parts.other_largest_fraction(run.parts_all, host_aside=leads and not explains),
-             explains)
+             wait_parts.other_largest_fraction(run.parts_all, host_aside=aside),
+             explains, wait_parts.main_work_leads(run.parts_all, host_aside=aside))
     if (split[2] or (split[0] is not None and split[1] is not None)) and (
             wait_parts.workers_outrun_cores(production, run.body, cpus)):
         # The workers need more cores than the host has for them with no
         # other program: every part of the wait (the cores' waits and the
         # hand-over stretched by them included) is the loader's production
         # running short, so the diagnosis reads it as wholly that.
-        split = (1.0, None, False)
+        split = (1.0, None, False, False)
     out = _durations(w, production, run.unmarked, *split, totals=totals)
     out["diagnosis_support"] = _diagnosis_support(w, out["diagnosis"], production,
                                                   run.making_ns, run.loader, *split)
@@ -929,7 +930,8 @@ def _durations(w: _Steady, production: Optional[dict] = None,
                unmarked: Optional[tuple] = None,
                production_fraction: Optional[float] = None,
                other_largest_fraction: Optional[float] = None,
-               host_leads: bool = False, *, totals: tuple) -> dict:
+               host_leads: bool = False, main_leads: bool = False, *,
+               totals: tuple) -> dict:
     """Input wait, compute and step statistics of the steady-state steps,
     the input share and the diagnosis (with the workers' own timing when
     it covers the steady steps, the clocked split of the wait, as
@@ -944,7 +946,7 @@ def _durations(w: _Steady, production: Optional[dict] = None,
     if produced is not None and production_fraction is not None and share is not None:
         produced = share * production_fraction
     diagnosis = input_bound.diagnose(share, produced, unmarked, mean_step_ns,
-                                     other_largest_fraction, host_leads)
+                                     other_largest_fraction, host_leads, main_leads)
     return {
         "input_wait_s": duration_stats_s(w.wait),
         "compute_s": duration_stats_s(w.step - w.wait),
@@ -959,7 +961,8 @@ def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
                        making_ns: Optional[np.ndarray], loader: Optional[dict],
                        production_fraction: Optional[float] = None,
                        other_largest_fraction: Optional[float] = None,
-                       host_leads: bool = False) -> Optional[dict]:
+                       host_leads: bool = False,
+                       main_leads: bool = False) -> Optional[dict]:
     """label_support.support of the diagnosis over the steady steps, with
     the workers' production per step where it decided the label (or its
     clocked fraction of the wait, held fixed)."""
@@ -972,7 +975,8 @@ def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
     nw = (loader or {}).get("num_workers") or 0
     mean_step = float(w.step.mean()) if len(w.step) else None
     return label_support.support(w.wait, w.step, label, making, max(1, int(nw)), mean_step,
-                                 other_largest_fraction, production_fraction, host_leads)
+                                 other_largest_fraction, production_fraction, host_leads,
+                                 main_leads)
 
 
 def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],

@@ -491,3 +491,30 @@ def test_the_wait_for_a_core_sentence_says_what_it_set_aside():
     del largest["past_host"]
     said = advice.WORDS["wait_for_core"](dict(advice._steady_steps(s, False))["wait_for_core"])
     assert said.startswith("The largest measured part of the input wait (23%)")
+
+
+def test_a_sampler_that_leads_the_wait_is_no_hand_over():
+    # A Sampler burning 4 ms an index at num_workers=2 (helper 35B): the
+    # sampler 61% of the wait, other programs 33%, the workers' production
+    # nothing; it read "HAND-OVER ... the loop waits mostly for batches
+    # already made" (3 of 3).  The loader's own work in the main process:
+    # INPUT-BOUND, the sampler's next step leading.
+    from traceml.findings import input_bound
+
+    split = {"wait_s": 1.0, "parts_s": {"worker_making": 0.0, "worker_cpu_wait": 0.0,
+                                        "main_cpu": 0.06, "cpu_wait": 0.0,
+                                        "host_cpu_wait": 0.33, "sampler": 0.61}}
+    assert wait_parts.main_work_leads(split)
+    share = 0.49
+    other = wait_parts.other_largest_fraction(split)
+    assert input_bound.diagnose(share, 0.0, None, None, other).label == input_bound.HAND_OVER
+    assert input_bound.diagnose(share, 0.0, None, None, other,
+                                main_leads=True).label == input_bound.INPUT_BOUND
+    # Receiving leads: a hand-over, as before.
+    receiving = {**split, "parts_s": {**split["parts_s"], "main_cpu": 0.61, "sampler": 0.06}}
+    assert not wait_parts.main_work_leads(receiving)
+    # Another thread holding the GIL: the batch waits made, to be received.
+    gil = {**split, "parts_s": {**split["parts_s"], "other_threads": 0.61, "sampler": 0.06}}
+    assert not wait_parts.main_work_leads(gil)
+    # Without the workers' timing no part is production's: not read.
+    assert not wait_parts.main_work_leads({"wait_s": 1.0, "parts_s": {"sampler": 0.9}})

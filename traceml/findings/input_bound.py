@@ -102,7 +102,7 @@ def diagnose(input_share: Optional[float],
              unmarked: Optional[tuple] = None,
              mean_step_ns: Optional[float] = None,
              other_largest_fraction: Optional[float] = None,
-             host_leads: bool = False) -> Diagnosis:
+             host_leads: bool = False, main_leads: bool = False) -> Diagnosis:
     """(label, share) for the share of step time spent waiting for input:
     INPUT-BOUND at >= INPUT_BOUND_SHARE, COMPUTE-BOUND under
     COMPUTE_BOUND_SHARE, BALANCED between.
@@ -124,7 +124,12 @@ def diagnose(input_share: Optional[float],
     worker waiting for a core other programs held, more than the
     production and than each other part; wait_parts.host_leads), an
     input-bound wait is HOST-BOUND: neither more workers nor a cheaper
-    hand-over shortens it.
+    hand-over shortens it.  Where the largest other part is the sampler's
+    next() (``main_leads``, wait_parts.main_work_leads: the DataLoader
+    drawing indices in the main process), the wait is the loader's own
+    work, not a hand-over: INPUT-BOUND, and that part's next step leads (a slow
+    Sampler at num_workers=2 read "HAND-OVER ... the loop waits mostly for
+    batches already made" with the sampler 61% of the wait, helper 35B).
 
     ``unmarked`` (probes only: (steady steps closed without fetch_done(),
     steady steps)) past PROBE_UNMARKED_MAX_SHARE gives NO-DATA: the input
@@ -144,7 +149,7 @@ def diagnose(input_share: Optional[float],
         if production_share is not None:
             other = (input_share - production_share) * (
                 1.0 if other_largest_fraction is None else other_largest_fraction)
-            if production_share < other:
+            if production_share < other and not main_leads:
                 return Diagnosis(HAND_OVER, input_share)
         return Diagnosis(INPUT_BOUND, input_share)
     if input_share < COMPUTE_BOUND_SHARE:

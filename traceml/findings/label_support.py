@@ -86,7 +86,7 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
             mean_step_ns: Optional[float] = None,
             other_largest_fraction: Optional[float] = None,
             production_fraction: Optional[float] = None,
-            host_leads: bool = False) -> Optional[dict]:
+            host_leads: bool = False, main_leads: bool = False) -> Optional[dict]:
     """The support of ``label`` (the run's diagnosis) under the block
     bootstrap of the steady steps (see above), or None for a label
     it does not apply to (NO-DATA) or under SUPPORT_MIN_STEPS steps.
@@ -100,8 +100,8 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
     held fixed across resamples); ``production_fraction``: the clocked
     production's fraction of the wait (wait_parts.production_fraction),
     held fixed too, each resample's production its share times it
-    (``making_ns`` then None); ``host_leads``: as input_bound.diagnose
-    takes it, held fixed.  Returns {label, support (share of resamples
+    (``making_ns`` then None); ``host_leads`` and ``main_leads``: as
+    input_bound.diagnose takes them, held fixed.  Returns {label, support (share of resamples
     giving ``label``), readings ({label: share of resamples}), other (the
     commonest other label, or None), share (the run's input share),
     share_se (the resamples' standard deviation of it), line (the nearest
@@ -135,7 +135,7 @@ def support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
                            where=known_step > 0)
     readings, other = _readings(label, [input_bound.diagnose(
         float(s), None if prod_r is None or not math.isfinite(prod_r[i]) else float(prod_r[i]),
-        None, mean_step_ns, other_largest_fraction, host_leads).label
+        None, mean_step_ns, other_largest_fraction, host_leads, main_leads).label
         for i, s in enumerate(share_r)])
     share = float(np.sum(wait_ns, dtype=np.float64) / np.sum(step_ns, dtype=np.float64))
     se = float(np.nanstd(share_r))

@@ -486,6 +486,14 @@ def advise(s: dict) -> list[Finding]:
     if f is None:
         return timed
     sampler = (s.get("slow_code") or {}).get("sampler_share")
+    largest = ((s.get("wait_parts") or {}).get("largest") or {}).get("part")
+    if largest == wait_parts.SAMPLER and not f.numbers.get("main"):
+        # The loop waits most on the sampler's next() in the main process
+        # (measured): the workers' code is not what it waits for, and the
+        # sampler's next step leads; the evidence line stays ("Every batch
+        # costs alike ... the workers' sampled CPU" led above the sampler's
+        # 72% of the wait, helper 35B's slow Sampler at num_workers=2).
+        return timed
     if f.code == "slow_code_off_cpu" and f.numbers.get("path") and (
             s.get("diagnosis") != "HAND-OVER"):
         # Blocked, measured, and where: the function at the end of the

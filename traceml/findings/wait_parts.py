@@ -310,6 +310,23 @@ def other_largest_fraction(split: Optional[dict], host_aside: bool = False) -> O
     return max(rest.values()) / total if total > 0 else None
 
 
+def main_work_leads(split: Optional[dict], host_aside: bool = False) -> bool:
+    """Whether the largest of the parts other than the workers' production
+    (as :func:`other_largest_fraction` weighs them) is the sampler's
+    next(), the DataLoader drawing indices in the main process: the
+    loader's own work, not the batch's hand-over (input_bound.diagnose's
+    ``main_leads``).  Another thread holding the GIL is not: the batch
+    waits made, to be received (sim-handover-other_threads)."""
+    if not split or "worker_making" not in split["parts_s"]:
+        return False
+    rest = _causes(split["parts_s"])
+    if host_aside and "core_wait" in rest:
+        rest["core_wait"] -= split["parts_s"].get("host_cpu_wait", 0.0)
+    if not rest or max(rest.values()) <= 0:
+        return False
+    return max(rest, key=rest.get) == SAMPLER
+
+
 # The other threads' part is read on every wrapped loop and is about 0 in
 # most: the line names it where it reaches the 0.5% that pct() shows as
 # more than "0%".
