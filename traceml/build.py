@@ -367,7 +367,8 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
         "all": run.parts_all,
         "stalls": _wait_split(steps, run.mask, clocks, run.clocked_making, run.host_share,
                               run.clocked_sampler, run.others_queued),
-        "largest": wait_parts.next_for(run.parts_all, s.get("input_share")),
+        "largest": _with_sampler_code(wait_parts.next_for(run.parts_all, s.get("input_share")),
+                                      run.src),
         "compute": run.body,
         "host": run.host_in_waits})
     if run.gpu is not None:     # cuda off: no gpu key
@@ -502,6 +503,17 @@ def _run_samples(samples: Optional[np.ndarray], steps: np.ndarray, s: dict,
     keep = (np.isin(samples["pid"], list(pids)) & (samples["t_ns"] >= t0)
             & (samples["t_ns"] <= t1))
     return samples[keep] if keep.any() else None
+
+
+def _with_sampler_code(largest: Optional[dict], src) -> Optional[dict]:
+    """``largest`` (wait_parts.next_for) with ``sampler_code``, where the
+    sampler's next() is the largest part: the sampler's ``__iter__`` as
+    the latest epoch's facts name it (torch_private.sampler_code)."""
+    if not largest or largest["part"] != wait_parts.SAMPLER:
+        return largest
+    facts = getattr(src, "epoch_facts", None) or {}
+    code = facts[max(facts)].get("sampler_code") if facts else None
+    return {**largest, "sampler_code": code} if code else largest
 
 
 def _epoch_start(steps: np.ndarray, src, source_id: int, epochs: np.ndarray) -> np.ndarray:

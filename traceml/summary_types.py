@@ -1063,6 +1063,14 @@ class WaitSplit(TypedDict):
     host_of_workers_s: NotRequired[NonNegative]
 
 
+class CodePlace(TypedDict):
+    """A function and where it starts: its qualified name, file, line."""
+
+    function: str
+    file: str
+    line: NonNegativeInt
+
+
 class WaitPartsLargest(TypedDict):
     part: WaitPart
     share: Annotated[float, Schema(minimum=0, maximum=1.000001)]
@@ -1072,6 +1080,9 @@ class WaitPartsLargest(TypedDict):
     sampler_share: NotRequired[Annotated[float, Schema(minimum=0, maximum=1.000001, description=(
         "Where the largest part is main_cpu and the sampler was timed apart: the sampler's "
         "share of the wait."))]]
+    sampler_code: NotRequired[Annotated[CodePlace, Schema(description=(
+        "Where the largest part is the sampler: its __iter__ (the batch_sampler's, or the "
+        "sampler's a torch BatchSampler wraps; torch_private.sampler_code)."))]]
 
 
 @schema('body_split')

@@ -395,6 +395,11 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
         out["worker_exits"] = WorkerExits(workers)
     if facts is not None and (facts.get("num_workers") or 0) > 0:
         out["start_method"] = worker_timing.start_method_of(loader)
+    if facts is not None:
+        # Where the sampler's part of the wait runs (its __iter__).
+        hooked = torch_loader(loader)
+        out["sampler_code"] = (torch_private.sampler_code(hooked)
+                               if hooked is not None else None)
     return out
 
 

@@ -577,3 +577,32 @@ def test_cheap_dataset_with_workers_waits_little():
     wait = r.input_wait_ns[2:]
     assert np.median(wait) < 0.25 * np.median(r.step_ns[2:])
     assert d["compute_s"]["median"] >= 0.020
+
+
+def test_the_samplers_code_is_known_for_torchs_batch_sampler_and_a_users():
+    from traceml import torch_private
+
+    class EveryOther(torch.utils.data.Sampler):
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n // 2
+
+        def __iter__(self):
+            return iter(range(0, self.n, 2))
+
+    # torch's BatchSampler wraps the user's sampler: the user's is named.
+    code = torch_private.sampler_code(DataLoader(BurnDataset(8, 0.0), batch_size=2,
+                                                 sampler=EveryOther(8)))
+    assert code["function"].endswith("EveryOther.__iter__") and code["file"] == __file__
+    # A plain loader: torch's own SequentialSampler.
+    code = torch_private.sampler_code(DataLoader(BurnDataset(8, 0.0), batch_size=2))
+    assert code["function"] == "SequentialSampler.__iter__"
+    # The epoch's facts carry it, so a report can name it.
+    name = uname()
+    wrapped = traceml.wrap(DataLoader(BurnDataset(8, 0.0), batch_size=2,
+                                      sampler=EveryOther(8)), name=name)
+    list(wrapped)
+    facts = wrapped.recorder.sources.by_name[name].epoch_facts
+    assert facts[max(facts)]["sampler_code"]["function"].endswith("EveryOther.__iter__")

@@ -518,3 +518,34 @@ def test_a_sampler_that_leads_the_wait_is_no_hand_over():
     assert not wait_parts.main_work_leads(gil)
     # Without the workers' timing no part is production's: not read.
     assert not wait_parts.main_work_leads({"wait_s": 1.0, "parts_s": {"sampler": 0.9}})
+
+
+def test_the_samplers_part_names_its_code():
+    # A slow Sampler at num_workers=2 (helper 35B): the sampler's part led,
+    # and nothing said whose code it is.
+    from traceml import torch_private
+    from traceml.findings import advice
+
+    class WeightedOrderSampler:
+        def __iter__(self):
+            yield from range(4)
+
+    class Loader:
+        batch_sampler = None
+        sampler = WeightedOrderSampler()
+
+    code = torch_private.sampler_code(Loader())
+    assert code == {"function": WeightedOrderSampler.__iter__.__qualname__,
+                    "file": __file__,
+                    "line": WeightedOrderSampler.__iter__.__code__.co_firstlineno}
+    # A batch_sampler of the user's own is the code that draws the indices.
+    Loader.batch_sampler = WeightedOrderSampler()
+    Loader.sampler = None
+    assert torch_private.sampler_code(Loader())["function"].endswith(
+        "WeightedOrderSampler.__iter__")
+    p = {"part": wait_parts.SAMPLER, "share": 0.72, "num_workers": 2,
+         "sampler_code": {"function": "WeightedOrderSampler.__iter__",
+                          "file": "/home/u/proj/B/c5_main.py", "line": 27}}
+    said = advice.WORDS["largest_part"](p)
+    assert said.endswith("(its code: `WeightedOrderSampler.__iter__` in `B/c5_main.py:27`).")
+    assert "its code" not in advice.WORDS["largest_part"]({**p, "sampler_code": None})

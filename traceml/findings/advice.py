@@ -435,7 +435,8 @@ def _largest_part_words(p: dict) -> str:
             + (" next" if p.get("second") else "")
             + f" largest measured part of the wait ({pct(p['share'])}) is "
             f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
-            f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}."
+            f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}"
+            f"{wait_parts.sampler_where(p)}."
             + (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else ""))
     return text[0].upper() + text[1:] if p.get("second") else "Next: " + text
 

@@ -557,9 +557,20 @@ def part_next(part: str, num_workers: Optional[int] = None,
     return PART_NEXT[part]
 
 
+def sampler_where(p: dict) -> str:
+    """" (its __iter__: `Cls.__iter__` in `dir/file.py:12`)" where the
+    sampler's code is known (``sampler_code``), else ""."""
+    code = p.get("sampler_code")
+    if not code:
+        return ""
+    where = "/".join(code["file"].replace("\\", "/").split("/")[-2:])
+    return f" (its code: `{code['function']}` in `{where}:{code['line']}`)"
+
+
 def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
     return (_largest_lead(p, "the wait") + " is "
             f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
-            f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}.")
+            f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}"
+            f"{sampler_where(p)}.")
