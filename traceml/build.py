@@ -434,6 +434,13 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                                                  w.steady,
                                                  (s.get("wait_parts") or {}).get("stalls"),
                                                  run.per_batch)
+    if run.num_workers == 0 and out["attribution"] is not None:
+        # No worker times collate_fn apart at num_workers=0: the stack
+        # samples of the stalled fetches do.
+        share = _collate_sampled(out["slow_code"], src)
+        if share is not None:
+            out["attribution"] = attribution.with_collate_share(out["attribution"], share,
+                                                                sampled=True)
     run.met = None
     return out
 
@@ -1553,6 +1560,23 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
             samples.get("sample_share") if samples.get("available") else None,
             (s.get("wait_parts") or {}).get("all"))
     return out
+
+
+def _collate_sampled(slow_code: Optional[dict], src) -> Optional[float]:
+    """At num_workers=0: the share of the stalled fetches' stack samples
+    taken under the loader's collate_fn (the latest epoch's
+    ``collate_code``, matched by file and first line), or None where the
+    stacks or the collate_fn's code are unknown."""
+    facts = getattr(src, "epoch_facts", None) or {}
+    code = facts[max(facts)].get("collate_code") if facts else None
+    if not code or not slow_code or not slow_code.get("functions"):
+        return None
+    slow = (slow_code.get("samples") or {}).get("slow") or 0.0
+    if slow <= 0:
+        return None
+    hit = [f for f in slow_code["functions"]
+           if f["file"] == code["file"] and f["first_line"] == code["line"]]
+    return min(1.0, hit[0]["slow"] / slow) if hit else 0.0
 
 
 def _collate_share(steps: np.ndarray, mask: np.ndarray, per_batch: dict,

@@ -546,6 +546,10 @@ class Attribution(TypedDict):
     pinned_indices: NotRequired[list[int]]
     also_slow: NotRequired[dict[int, NonNegative]]
     collate_share: NotRequired[ShareOrNull]
+    collate_sampled: NotRequired[Annotated[bool, Schema(description=(
+        "True where collate_share is the share of the stalled fetches' stack samples "
+        "taken under collate_fn (num_workers=0), not timed make time "
+        "(attribution.with_collate_share)."))]]
 
 
 @schema('batch_bytes')

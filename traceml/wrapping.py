@@ -396,11 +396,28 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
     if facts is not None and (facts.get("num_workers") or 0) > 0:
         out["start_method"] = worker_timing.start_method_of(loader)
     if facts is not None:
-        # Where the sampler's part of the wait runs (its __iter__).
+        # Where the sampler's part of the wait runs (its __iter__), and the
+        # collate_fn (a public attribute), whose stack samples tell a slow
+        # collate from slow samples at num_workers=0.
         hooked = torch_loader(loader)
         out["sampler_code"] = (torch_private.sampler_code(hooked)
                                if hooked is not None else None)
+        out["collate_code"] = code_place(getattr(hooked, "collate_fn", None))
     return out
+
+
+def code_place(fn: Any) -> Optional[dict]:
+    """{function (qualified name), file, line} of a Python function, of a
+    callable object's ``__call__`` or of a functools.partial's function;
+    None for anything else (a C function)."""
+    fn = getattr(fn, "func", fn)                  # functools.partial
+    if callable(fn) and not hasattr(fn, "__code__"):
+        fn = type(fn).__call__                    # a callable object
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    return {"function": getattr(fn, "__qualname__", code.co_name), "file": code.co_filename,
+            "line": code.co_firstlineno}
 
 
 class _Lease:

@@ -158,6 +158,33 @@ def test_batches_slow_in_collate_say_so_not_slow_samples():
     assert "time collate_fn on those batches" in text
 
 
+class _SlowEveryFifthCollateShort(_SlowEveryFifthCollate):
+    """20 ms of collate CPU on every 5th batch of 4 (in order)."""
+
+    def __call__(self, batch):
+        if int(batch[0][0]) % 20 == 0:
+            burn_cpu(0.020)
+        return torch.utils.data.default_collate(batch)
+
+
+def test_batches_slow_in_collate_at_num_workers_0_say_so_from_the_stacks():
+    # No worker times collate_fn apart from the samples at num_workers=0:
+    # the stalled fetches' stack samples under the loader's collate_fn do
+    # (helper 35B: SLOW-SAMPLE and "nothing times the two apart" beside
+    # stack samples 91-94% in it, 3 of 3).
+    loader = DataLoader(BurnDataset(240, 0.0001), batch_size=4, num_workers=0,
+                        collate_fn=_SlowEveryFifthCollateShort())
+    rec = traceml.Recorder()
+    for _ in rec.wrap(loader):
+        time.sleep(0.005)
+    r = rec.report()
+    a = r["attribution"]
+    assert a is not None and a["label"] == "SLOW-COLLATE", str(r)
+    assert a["collate_sampled"] and a["collate_share"] > 0.5, a
+    assert "nothing times the two apart" not in str(r)
+    assert "collate_fn holds" in str(r) and "stalled batches' sampled time" in str(r)
+
+
 def test_an_iterable_dataset_is_timed_by_position():
     loader = DataLoader(BurnIterable(24, 0.0005), batch_size=4, num_workers=1)
     r, _ = _report(loader)

@@ -859,17 +859,22 @@ def _in_collate(p: dict) -> bool:
     return (p.get("collate_share") or 0.0) > COLLATE_SHARE
 
 
-def with_collate_share(attr: Optional[dict], share: Optional[float]) -> Optional[dict]:
+def with_collate_share(attr: Optional[dict], share: Optional[float],
+                       sampled: bool = False) -> Optional[dict]:
     """``attr`` (:func:`attribution`'s dict, or None) with
     ``collate_share``: the stalled batches' collate_fn time over their
     make time (0..1, measured by the workers' per-sample timing; None: not
-    timed).  A SLOW-SAMPLE residue whose stalled batches spent more than
+    timed), or with ``sampled`` (num_workers=0) the share of the stalled
+    fetches' stack samples taken under collate_fn (``collate_sampled``
+    True).  A SLOW-SAMPLE residue whose stalled batches spent more than
     COLLATE_SHARE of their make time in collate_fn reads SLOW-COLLATE: the
     batches are slow, not their samples, and timing __getitem__ on them
-    would find nothing."""
+    would find nothing (at num_workers=0 a collate_fn burning 25 ms every
+    5th batch read SLOW-SAMPLE, "nothing times the two apart", beside stack
+    samples 91-94% in it, helper 35B)."""
     if attr is None:
         return None
-    out = {**attr, "collate_share": share}
+    out = {**attr, "collate_share": share, **({"collate_sampled": True} if sampled else {})}
     if out["label"] == SLOW_SAMPLE and _in_collate(out):
         out["label"] = SLOW_COLLATE
     return out
@@ -885,7 +890,8 @@ def _what_is_slow(p: dict) -> str:
     32B)."""
     if _in_collate(p):
         return (f"particular batches are slow, not a worker, and collate_fn holds "
-                f"{pct(p['collate_share'])} of the stalled batches' make time, not their "
+                f"{pct(p['collate_share'])} of the stalled batches' "
+                f"{'sampled time' if p.get('collate_sampled') else 'make time'}, not their "
                 "samples' __getitem__")
     if p.get("main"):
         return ("particular batches are slow (their samples or their collate_fn: at "
@@ -1008,8 +1014,9 @@ def attribution_line(s: dict) -> Optional[str]:
                 f"workers' make times ({m['slow']} of {m['batches']} batches made slow, "
                 f"{m['sizes'][0]:.0f} samples a batch against {m['sizes'][1]:.0f}){on}")
     if a["label"] == SLOW_COLLATE:
-        on += (f"; collate_fn holds {pct(a['collate_share'])} of the stalled batches' make "
-               "time: the batches are slow, not their samples")
+        on += (f"; collate_fn holds {pct(a['collate_share'])} of the stalled batches' "
+               f"{'sampled time' if a.get('collate_sampled') else 'make time'}: the batches "
+               "are slow, not their samples")
     if a["label"] in SLOW_RESIDUE and a.get("period_from") == PERIOD_FROM_MAKE_TIMES:
         m = a["made"]
         sp = a.get("stall_period")
@@ -1116,6 +1123,7 @@ def advise(s: dict) -> list[Finding]:
                                .get("kind") == "iterable"),
                   "deeper": deeper_look_ahead(s),
                   "collate_share": attr.get("collate_share"),
+                  **({"collate_sampled": True} if attr.get("collate_sampled") else {}),
                   **({"main": True} if (s.get("loader") or {}).get("num_workers") == 0
                      else {}),
                   **_index_stride(s)}
