@@ -685,3 +685,25 @@ def test_slow_samples_spread_over_the_batches_are_their_cost():
     # Slow samples that hold half the sample time or less: no spread.
     assert slow_code.samples_spread(_slow(time_share=0.5)) is None
     assert slow_code.samples_spread(_slow(count=1)) is None
+
+
+def test_two_slow_code_paths_are_both_named():
+    # Every 12th index decodes video, every 12th + 5 resamples audio, both
+    # under load_episode, both calling burn (helper 35B: the lead named
+    # one at 47-50%, the other only in the evidence line, 11 of 11).
+    fns = [_fn("EpisodeDS.__getitem__", 100, 60, 7), _fn("load_episode", 100, 60, 8),
+           _fn("resample_audio", 50, 0, 9), _fn("decode_video_frames", 45, 0, 9),
+           _fn("burn", 99, 50, 9.6)]
+    f = slow_code.judge(_block(fns, 100, 60))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "resample_audio"
+    # burn runs under both (50% + 99% > 100%): not another path.
+    assert [r["function"] for r in f.numbers["beside"]] == ["decode_video_frames"]
+    (adv,) = slow_code.advise({"slow_code": _block(fns, 100, 60)})
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert said.startswith("Look at `resample_audio` in `data/ds.py:7`: 50% of the slow "
+                           "batches' sampled worker CPU, 0% of the fast ones'; and beside "
+                           "it, another slow path: `decode_video_frames` in `data/ds.py:7` "
+                           "(45% and 0%).")
+    # One path: nothing beside it.
+    one = [r for r in fns if r["function"] != "decode_video_frames"]
+    assert "beside" not in slow_code.judge(_block(one, 100, 60)).numbers

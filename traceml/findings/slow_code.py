@@ -60,6 +60,9 @@ from ..fmt import fmt_s, pct, plural
 from . import attribution, slow_samples, stall_threshold, wait_parts
 from ._types import Finding, Words
 
+# Functions named beside the lead (another slow code path at its depth),
+# at most.
+BESIDE_SHOWN = 2
 # The false-naming rate across the functions of one report: 1 in 100
 # (stall_timing.PERIOD_ALPHA's level), split over the functions tested.
 SLOW_CODE_ALPHA = 0.01
@@ -273,9 +276,26 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         through = ([] if down_to is None else [
             _row(f) for f in sorted(placed, key=lambda f: f["root_distance"])
             if lead["root_distance"] < f["root_distance"] < inner["root_distance"]])
+        # Named functions beside the lead, at its depth and on no path of
+        # its: another code path that makes slow batches (every 12th index
+        # decoding video, every 12th + 5 resampling audio: the lead named
+        # one at 47-50% and the other only in the evidence, helper 35B).
+        # Disjoint from it: two functions whose slow shares add past the
+        # whole share some samples, so one runs under the other (a helper
+        # both paths call).
+        beside, taken = [], lead["slow_share"]
+        for f in named:
+            if (f is not lead and f["root_distance"] is not None
+                    and lead["root_distance"] is not None
+                    and abs(f["root_distance"] - lead["root_distance"]) < 1.0
+                    and not f.get("library") and taken + f["slow_share"] <= 1.0
+                    and len(beside) < BESIDE_SHOWN):
+                beside.append(_row(f))
+                taken += f["slow_share"]
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
-            "samples_fast": s["fast"], "down_to": down_to, "through": through})
+            "samples_fast": s["fast"], "down_to": down_to, "through": through,
+            **({"beside": beside} if beside else {})})
     total = s["slow"] + s["fast"]
     if (not s["fast"] and block.get("fast_batches")) or (
             s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m):
@@ -645,6 +665,16 @@ def _which(p: dict) -> str:
     return "the batches (one group of make times)" if p.get("one_group") else "the slow batches"
 
 
+def _beside(p: dict) -> str:
+    """"; and beside it `f` in `file:line` (45% and 0%)" for each named
+    function beside the lead (another slow code path), else ""."""
+    rows = p.get("beside") or []
+    if not rows:
+        return ""
+    return ("; and beside it, another slow path: " + ", ".join(
+        f"{_where(r)} ({pct(r['slow_share'])} and {pct(r['fast_share'])})" for r in rows))
+
+
 def _shares(p: dict) -> str:
     who = "main-process" if p.get("main") else "worker"
     return (f"{pct(p['slow_share'])} of the slow batches' sampled {who} CPU, "
@@ -724,7 +754,7 @@ WORDS: dict[str, Words] = {
         f"Look at {_where(p)}"
         + (f", down {_through(p.get('through'))}to {_where(p['down_to'])}"
            if p.get("down_to") else "")
-        + f": {_shares(p)}." + _in_the_sampler(p)),
+        + f": {_shares(p)}" + _beside(p) + "." + _in_the_sampler(p)),
     "time_slow_samples": lambda p: (
         "Next: time __getitem__ on index "
         + ", ".join(str(i) for i in p["indices"])
