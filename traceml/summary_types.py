@@ -631,6 +631,9 @@ class SamplesSlow(TypedDict):
     indices: NotRequired[list[int]]
     stride: NotRequired[IntOrNull]
     residue: NotRequired[IntOrNull]
+    residues: NotRequired[Annotated[list[NonNegativeInt], Schema(description=(
+        "Where 2-3 places of the stride hold the slow samples: their residues "
+        "(slow_samples._stride_set); residue is the one holding the most."))]]
     checked: NotRequired[Count]
     off_stride: NotRequired[Count]
     fast_on_stride: NotRequired[Count]

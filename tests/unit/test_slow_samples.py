@@ -469,3 +469,33 @@ def test_a_calls_mean_is_said_beside_its_median_where_a_few_calls_hold_the_time(
     # Calls alike: the median alone.
     c = sample_timing._call_block(np.full(30, MS // 10), 30 * MS)
     assert "(100 µs a batch, median, over 30 calls)" in slow_samples.WORDS["collate_share"](c)
+
+
+def test_two_slow_places_a_stride_are_a_set():
+    # Every 12th index and every 12th + 5 (helper 35B: "no common index
+    # stride", 8 of 8): the set's test pays for every (stride, set) tried.
+    idx = np.arange(240)
+    slow = idx[np.isin(idx % 12, (0, 5))]
+    got = slow_samples._stride(slow, idx[~np.isin(idx % 12, (0, 5))])
+    assert (got["stride"], got["residues"], got["off_stride"], got["fast_on_stride"]) == \
+        (12, [0, 5], 0, 0)
+    assert got["p_value"] < slow_samples.STRIDE_ALPHA
+    # Through the per-sample test and its finding: the words.
+    rng = np.random.default_rng(2)
+    wall = 0.5 * rng.lognormal(0, 0.3, 240)
+    wall[np.isin(idx % 12, (0, 5))] = 12.0
+    block = {"available": True, "kind": "map", "slow": slow_samples.slow_of(_arrays(wall))}
+    (f,) = slow_samples.rule(block)
+    said = slow_samples.WORDS[f.code](f.numbers)
+    assert "2 places in every 12 indices (index % 12 in {0, 5}, and no other: p = " in said
+    # One place: the single-residue answer, no set.
+    one = idx[idx % 12 == 5]
+    assert "residues" not in slow_samples._stride(one, idx[idx % 12 != 5])
+    # Random slow indices: no stride, no set (200 draws of 8-40 of 240).
+    rng = np.random.default_rng(5)
+    claims = 0
+    for _ in range(200):
+        k = int(rng.integers(8, 41))
+        pick = np.sort(rng.choice(240, size=k, replace=False))
+        claims += slow_samples._stride(pick, np.setdiff1d(idx, pick))["stride"] is not None
+    assert claims == 0

@@ -909,6 +909,11 @@ def _time_them(p: dict) -> str:
         # The per-sample timing's own stride names every slow index, where
         # a batch residue holds only some of them (every 7th index at
         # batch size 2 makes batches at rank % 7 == 0 and == 3 slow).
+        if p.get("index_residues"):
+            return (f"time __getitem__ on index % {p['index_stride']} in "
+                    f"{{{', '.join(str(r) for r in p['index_residues'])}}} (the workers' "
+                    f"per-sample timing found those {len(p['index_residues'])} places in "
+                    f"every {p['index_stride']} indices slow, and no other)")
         return (f"time __getitem__ on index % {p['index_stride']} == {p['index_residue']} "
                 f"(the workers' per-sample timing found every {nth(p['index_stride'])} index "
                 "slow, and no other)")
@@ -1158,7 +1163,8 @@ def _index_stride(s: dict) -> dict:
     slow = samples.get("slow") or {}
     if samples.get("kind") != "map" or slow.get("stride") is None:
         return {}
-    return {"index_stride": slow["stride"], "index_residue": slow["residue"]}
+    return {"index_stride": slow["stride"], "index_residue": slow["residue"],
+            **({"index_residues": slow["residues"]} if slow.get("residues") else {})}
 
 
 def _one_worker_or_samples(p: dict) -> str:

@@ -38,7 +38,7 @@ exceptions each way where the class holds the slow samples beyond chance
 
 from __future__ import annotations
 
-from math import gcd
+from math import comb, gcd
 from typing import Optional
 
 import numpy as np
@@ -283,7 +283,53 @@ def _stride(slow_idx: np.ndarray, fast_idx: np.ndarray) -> dict:
         if p < STRIDE_ALPHA:
             return {"stride": d, "residue": residue, "checked": on, "off_stride": off,
                     "fast_on_stride": fast_on, "p_value": min(1.0, p)}
-    return none
+    return _stride_set(slow_idx, fast_idx) or none
+
+
+# Two or three slow places a stride (every 12th index and every 12th + 5:
+# "no common index stride", helper 35B, 8 of 8): the same test with a set
+# S of 2 to STRIDE_SET_MAX residues mod d, each holding at least
+# STRIDE_SET_MIN_SLOW slow indices, together all but STRIDE_MISS_MAX of
+# them and at most that many fast ones, S not one set of a smaller stride
+# (then that stride); it pays for every (d, S) pair of d up to
+# STRIDE_SET_MAX_STRIDE, as the several-stalls cadence test does.
+STRIDE_SET_MAX = 3
+STRIDE_SET_MIN_SLOW = 2
+STRIDE_SET_MAX_STRIDE = 32
+STRIDE_SET_TESTS = sum(comb(d, k) for d in range(2, STRIDE_SET_MAX_STRIDE + 1)
+                       for k in range(2, STRIDE_SET_MAX + 1))
+
+
+def _stride_set(slow_idx: np.ndarray, fast_idx: np.ndarray) -> Optional[dict]:
+    """The least stride d (2..STRIDE_SET_MAX_STRIDE) whose residue set
+    holds the slow indices by the rule above: {stride, residue (the one
+    holding the most), residues (ascending), checked, off_stride,
+    fast_on_stride, p_value}; None where none does."""
+    timed = len(slow_idx) + len(fast_idx)
+    for d in range(2, STRIDE_SET_MAX_STRIDE + 1):
+        counts = np.bincount(slow_idx % d, minlength=d)
+        order = [int(r) for r in np.argsort(-counts, kind="stable")
+                 if counts[r] >= STRIDE_SET_MIN_SLOW]
+        chosen: list[int] = []
+        for r in order:
+            chosen.append(r)
+            if counts[chosen].sum() >= len(slow_idx) - STRIDE_MISS_MAX:
+                break
+        on = int(counts[chosen].sum()) if chosen else 0
+        if not 2 <= len(chosen) <= STRIDE_SET_MAX or on < len(slow_idx) - STRIDE_MISS_MAX:
+            continue
+        held = set(chosen)
+        if any(d % k == 0 and {(r + k) % d for r in held} == held for k in range(1, d)):
+            continue
+        fast_on = int(np.count_nonzero(np.isin(fast_idx % d, chosen)))
+        if fast_on > STRIDE_MISS_MAX:
+            continue
+        p = STRIDE_SET_TESTS * float(hypergeom.sf(on - 1, timed, on + fast_on, len(slow_idx)))
+        if p < STRIDE_ALPHA:
+            return {"stride": d, "residue": chosen[0], "residues": sorted(chosen),
+                    "checked": on, "off_stride": len(slow_idx) - on,
+                    "fast_on_stride": fast_on, "p_value": min(1.0, p)}
+    return None
 
 
 def rule(block: Optional[dict]) -> list[Finding]:
@@ -314,6 +360,7 @@ def rule(block: Optional[dict]) -> list[Finding]:
         if slow.get("stride"):
             out.append(Finding("slow_samples_stride", {
                 **numbers, "stride": slow["stride"], "residue": slow["residue"],
+                **({"residues": slow["residues"]} if slow.get("residues") else {}),
                 "off_stride": slow.get("off_stride") or 0,
                 "fast_on_stride": slow.get("fast_on_stride") or 0,
                 "p_value": slow.get("p_value")}))
@@ -417,6 +464,28 @@ def _not_the_index(p: dict) -> str:
 MEAN_SHOWN_RATIO = 2.0
 
 
+def _stride_exceptions(p: dict) -> str:
+    """"and no other", or the exceptions the stride was allowed and its
+    p-value (exact strides have none)."""
+    if p.get("p_value") is None:
+        return "and no other"
+    but = [x for x in (
+        plural(p["off_stride"], "slow sample") + " off it" if p["off_stride"] else "",
+        plural(p["fast_on_stride"], "timed sample") + " on it fast"
+        if p["fast_on_stride"] else "") if x]
+    return ((f"but for {', '.join(but)}" if but else "and no other")
+            + f": p = {p['p_value']:.2g} that a stride holds them so by chance")
+
+
+def stride_class(p: dict) -> str:
+    """"index % 10 == 0", or for a set "index % 12 in {0, 5}" (``what``
+    "index" or "position")."""
+    what = p.get("what", "index")
+    if p.get("residues"):
+        return f"{what} % {p['stride']} in {{{', '.join(str(r) for r in p['residues'])}}}"
+    return f"{what} % {p['stride']} == {p['residue']}"
+
+
 def _a_batch(c: dict) -> str:
     """A per-batch call's typical time: the median, and the mean beside it
     where they part by MEAN_SHOWN_RATIO."""
@@ -428,15 +497,11 @@ def _a_batch(c: dict) -> str:
 
 WORDS: dict[str, Words] = {
     "slow_samples_stride": lambda p: (
-        f"slow samples: {_slow_body(p)}; every {nth(p['stride'])} {p['what']} "
-        + (f"({p['what']} % {p['stride']} == {p['residue']}, and no other)"
-           if p.get("p_value") is None else
-           f"({p['what']} % {p['stride']} == {p['residue']}, but for "
-           + ", ".join(x for x in (
-               plural(p['off_stride'], 'slow sample') + " off it" if p['off_stride'] else "",
-               plural(p['fast_on_stride'], 'timed sample') + " on it fast"
-               if p['fast_on_stride'] else "") if x)
-           + f": p = {p['p_value']:.2g} that a stride holds them so by chance)")),
+        f"slow samples: {_slow_body(p)}; "
+        + (f"{len(p['residues'])} places in every {p['stride']} "
+           f"{'indices' if p['what'] == 'index' else p['what'] + 's'} "
+           if p.get("residues") else f"every {nth(p['stride'])} {p['what']} ")
+        + f"({stride_class(p)}, " + _stride_exceptions(p) + ")"),
     "slow_samples": lambda p: (
         f"slow samples: {_slow_body(p)}; no common {p['what']} stride"),
     "collate_share": lambda p: (
