@@ -966,8 +966,8 @@ def raised(facts: dict, steps: np.ndarray) -> Optional[dict]:
     {epoch, fetch (the epoch's fetch that raised, from 0), step (the index
     this report's next step of that epoch would have had; None where the
     report holds none of its steps), type, message, worker (the DataLoader
-    worker it was raised in, or None), ended (no step of that epoch came
-    after it: the loop ended there), count (every fetch that raised, all
+    worker it was raised in, or None), ended (no step of that epoch, nor
+    of a later one, came after it: the loop ended there), count (every fetch that raised, all
     epochs), first (the first of them, the same keys as the fetch's own,
     where count > 1)}; None where no fetch raised."""
     hit = [e for e in sorted(facts) if facts[e].get("raised")]
@@ -982,6 +982,8 @@ def raised(facts: dict, steps: np.ndarray) -> Optional[dict]:
     # (positions saturate at FLAG_POS_MAX: count the epoch's steps there).
     went_on = (bool((position >= last["fetch"]).any()) if last["fetch"] < _core.FLAG_POS_MAX
                else len(idx) > last["fetch"])
+    # ... or a later epoch ran (the loop started again after it).
+    went_on = went_on or bool((steps["epoch"] > e).any())
     count = sum(int(facts[k].get("raised_count", 1)) for k in hit)
     first = facts[hit[0]].get("raised_first") or facts[hit[0]]["raised"]
     return {"epoch": int(e), "step": int(idx[-1]) + 1 if len(idx) else None,

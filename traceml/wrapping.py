@@ -549,6 +549,11 @@ class SourceRegistry:
             if len(facts) > 1:
                 last = max(facts)
                 src.epoch_facts = {last: facts[last]}
+            # A fetch that raised before the reset belongs to the recording
+            # it discarded (in place: the epoch's iterator holds this dict).
+            for kept in src.epoch_facts.values():
+                for key in ("raised", "raised_first", "raised_count"):
+                    kept.pop(key, None)
         self._release(self._recorded() if self._recorded is not None else set())
 
     def _leave(self) -> None:

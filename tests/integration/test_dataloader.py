@@ -222,6 +222,32 @@ def test_a_first_fetch_that_raised_is_what_report_shows():
     assert "iterate traceml.wrap" not in str(r)
 
 
+def test_a_raise_before_a_reset_is_not_the_next_recordings():
+    class Failing(BurnDataset):
+        def __getitem__(self, i):
+            raise ValueError(f"item {i} is broken")
+
+    with traceml.Recorder() as rec:
+        loader = DataLoader(Failing(4, 0.0), batch_size=2)
+        with pytest.raises(ValueError):
+            for _ in traceml.wrap(loader, name="failing"):
+                pass
+        assert rec.report()["headline"]["label"] == "RAISED"
+        rec.reset()
+        assert str(rec.report()).splitlines()[0] == "traceml · nothing recorded yet"
+        # The loader's next loop, fine this time: no raise from before.
+        list(traceml.wrap(DataLoader(BurnDataset(4, 0.0), batch_size=2), name="failing"))
+        assert rec.report(source="failing")["headline"]["raised"] is None
+        # Without a reset: an epoch that ran after the raise went on past it.
+        with pytest.raises(ValueError):
+            for _ in traceml.wrap(loader, name="failing"):
+                pass
+        assert rec.report(source="failing")["headline"]["label"] == "RAISED"
+        list(traceml.wrap(DataLoader(BurnDataset(4, 0.0), batch_size=2), name="failing"))
+        r = rec.report(source="failing")
+        assert r["headline"]["label"] != "RAISED" and not r["headline"]["raised"]["ended"]
+
+
 def test_an_interrupt_is_not_the_bottom_line():
     # KeyboardInterrupt is the user stopping the loop, not a fault of it.
     def interrupted():
