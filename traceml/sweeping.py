@@ -174,7 +174,7 @@ class SweepResult:
                 "name": sweeps.condition(r["condition"]), "workers": sweeps.row_workers(r),
                 "batch_size": (r["condition"] or {}).get("batch_size"),
                 "means": [], "shares": [], "steps": [], "diagnoses": [], "cores": [],
-                "runnable": []})
+                "runnable": [], "parts": []})
             c["means"].append(r["mean_s"])
             if r.get("slow_worker_cores") is not None:
                 c["cores"].append(r["slow_worker_cores"])
@@ -186,6 +186,8 @@ class SweepResult:
                 c["shares"].append(r["input_share"])
             if r.get("step_mean_s") is not None:
                 c["steps"].append(r["step_mean_s"])
+            if r.get("largest_part") is not None:
+                c["parts"].append(r["largest_part"])
         summary = [{"name": c["name"], "workers": c["workers"], "batch_size": c["batch_size"],
                     "mean_s": float(np.mean(c["means"])),
                     "step_s": float(np.mean(c["steps"])) if c["steps"] else None,
@@ -198,7 +200,10 @@ class SweepResult:
                     "worker_cores": float(np.mean(c["cores"])) if c["cores"] else None,
                     # And the cores' worth on a CPU or waiting for one.
                     "worker_runnable": (float(np.mean(c["runnable"])) if c["runnable"]
-                                        else None)}
+                                        else None),
+                    # The largest measured part most of its rows read.
+                    "largest_part": (max(c["parts"], key=c["parts"].count)
+                                     if c["parts"] else None)}
                    for c in conds.values()]
         # Weighed per sample where the conditions are (sweeps.sweep_next).
         per_sample = sweeps.by_sample([c["batch_size"] for c in summary])
@@ -391,7 +396,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
            "input_share": None, "diagnosis": None, "shape": None,
            "overtaking": None, "slow_worker_cores": None, "slow_worker_runnable": None,
            "slow_read_bytes": None,
-           "slow_major_faults": None, "attribution": None, "error": error}
+           "slow_major_faults": None, "attribution": None, "largest_part": None,
+           "error": error}
     if rep is not None:
         s = summary_of(rep)
         gap = s["stalls"]["median_gap"]
@@ -417,6 +423,8 @@ def _row(condition: dict, pass_: int, direction: str, rep: Optional[Report],
             "shape": s["shape"],
             # Which worker, round or samples the row's stalls follow.
             "attribution": (s.get("attribution") or {}).get("label"),
+            # The largest measured part of the row's wait (wait_parts).
+            "largest_part": ((s.get("wait_parts") or {}).get("largest") or {}).get("part"),
         })
         if s.get("delivery"):
             row["overtaking"] = s["delivery"]["overtaking"]

@@ -276,6 +276,23 @@ def test_a_kept_condition_whose_runs_read_host_bound_says_so():
     assert "83% of step time (INPUT-BOUND)" in said
 
 
+def test_a_kept_condition_waiting_on_its_sampler_names_the_sampler():
+    # A Sampler burning 4 ms an index, swept over num_workers 0-3 (helper
+    # 35B): "make each batch cheaper ... or give the workers more cores"
+    # with the workers idle and the sampler most of every run's wait.
+    conds = [{**_c(f"num_workers={k}", k, 0.0104, share=0.5), "diagnosis": "INPUT-BOUND",
+              "largest_part": "sampler"} for k in (0, 1, 2, 3)]
+    said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
+    assert "its runs' largest measured part of it is the main process in the sampler's " \
+           "next()" in said
+    assert "more cores" not in said and "make each batch cheaper" not in said
+    # The workers making batches lead: the words as before.
+    for c in conds:
+        c["largest_part"] = "worker_making"
+    said = sweeps.sweep_next_lines(sweeps.sweep_next(conds, None))[-1]
+    assert "make each batch cheaper" in said
+
+
 def test_a_kept_condition_whose_runs_read_hand_over_asks_for_no_more_workers():
     # The most workers tried lead, and their runs read HAND-OVER: the wait
     # is for batches already made, which more workers do not shorten.

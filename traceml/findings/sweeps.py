@@ -13,7 +13,7 @@ from scipy.stats import combine_pvalues, hypergeom
 
 from ..fmt import fmt_s, pct, plural
 from ._types import Words
-from . import comparison, input_bound, stall_timing
+from . import comparison, input_bound, stall_timing, wait_parts
 
 
 # A condition's median stall gap counts as its observed cadence only with
@@ -154,10 +154,16 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
             out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
                                              "workers": keep["workers"]}))
         else:
-            out.append((SWEEP_STILL_INPUT, {"keep": keep["name"], "share": share,
-                                            "workers_varied": varied,
-                                            "diagnosis": keep.get("diagnosis"),
-                                            "off_cpu_cores": _off_cpu_cores(keep)}))
+            part = keep.get("largest_part")
+            out.append((SWEEP_STILL_INPUT, {
+                "keep": keep["name"], "share": share, "workers_varied": varied,
+                "diagnosis": keep.get("diagnosis"), "off_cpu_cores": _off_cpu_cores(keep),
+                # Measured: what the kept runs waited on most, where it is
+                # the main process's own work no num_workers changes (a slow
+                # Sampler read "make each batch cheaper ... or give the
+                # workers more cores" with its workers idle, helper 35B).
+                **({"part": part, "workers": keep.get("workers")}
+                   if part in (wait_parts.SAMPLER, wait_parts.OTHER_THREADS) else {})}))
     return out
 
 
@@ -573,6 +579,12 @@ WORDS: dict[str, Words] = {
         "workers do not shorten that; each run's report names the largest measured part of "
         "the hand-over, and what shortens it."
         if p.get("diagnosis") == input_bound.HAND_OVER else
+        f"Even with {p['keep']} input is {pct(p['share'])} of step time "
+        f"({p.get('diagnosis') or input_bound.INPUT_BOUND}): no condition of this sweep "
+        "removes the wait, and its runs' largest measured part of it is "
+        f"{wait_parts.part_name(p['part'], p.get('workers'))}: what shortens it is "
+        f"{wait_parts.part_next(p['part'], p.get('workers'))}."
+        if p.get("part") else
         f"Even with {p['keep']} input is {pct(p['share'])} of step time "
         f"({p.get('diagnosis') or input_bound.INPUT_BOUND}): no "
         "condition of this sweep removes the wait; make each batch cheaper (each run's "
