@@ -190,6 +190,15 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     assert "`read_rows` in `data/ds.py:3` holds 98%" in said and "down to `inflate`" in said, said
     s["diagnosis"] = "HAND-OVER"
     assert slow_code.advise(s) == []
+    # The user's functions between the two are on the way (helper 35B:
+    # "`load_episode` ... down to `burn`" skipped `decode_video_frames`).
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("load_episode", 0.99),
+            _path_entry("decode_video_frames", 0.94), _path_entry("burn", 0.94)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert "`load_episode` in `data/ds.py:3` holds 99%" in said
+    assert "down through `decode_video_frames` to `burn`" in said, said
 
 
 def test_the_hot_path_is_named_down_to_the_users_code_not_the_library_under_it():
