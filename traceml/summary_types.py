@@ -167,6 +167,10 @@ class CadenceTest(TypedDict, total=False):
     periodic: bool
     consistent: bool
     searched: bool
+    last_position: Annotated[Optional[int], Schema(description=(
+        "The last tested fetch's position in its epoch: where the run would go on "
+        "(stall_timing.predicted_settle_steps counts the later fetches on the residue "
+        "from it)."))]
 
 
 @schema("temporal",

@@ -165,6 +165,14 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             out.append(("largest_part", {**second, "num_workers": nw, "second": True}))
         return out
     trend_ = s.get("trend")
+    largest = (s.get("wait_parts") or {}).get("largest")
+    if (diag == input_bound.INPUT_BOUND and trend_ is not None and largest
+            and largest["part"] == wait_parts.SAMPLER):
+        # The measured parts name the sampler (input_bound.diagnose's
+        # main_leads): its next step leads, a trend of the waits follows
+        # as "also", as under HAND-OVER ("the input wait shrinks steadily"
+        # led over a sampler sleeping 6 ms a batch, 70% of the wait).
+        out.append(("largest_part", {**largest, "num_workers": nw}))
     if diag == input_bound.HAND_OVER:
         # The measured parts decided the label: the largest part's next
         # step leads; a trend of the waits follows it as "also".

@@ -397,11 +397,14 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
                   and (k >= PREDICTED_MIN_STALLS or j == slots))
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
                 and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))
+    last = position[tested]
     return {"period": period, "phase": int(phase), "fetches": n, "slots": slots, "stalls": k,
             "on_residue": j, "tests": int(tests), "p_value": p, "single_p_value": single,
             "hypergeom_p_value": p_hyper,
             "rank_p_value": p_rank, "best_p_value": best, "every": bool(every),
-            "periodic": bool(periodic), "consistent": bool(consistent)}
+            "periodic": bool(periodic), "consistent": bool(consistent),
+            # Where the run would go on: the next fetch's position.
+            "last_position": int(last.max()) if len(last) else None}
 
 
 # Several stalls a period.  A slow sample at two places of every P
@@ -672,9 +675,17 @@ def predicted_settle_steps(test: dict) -> Optional[int]:
     # at 12 tested fetches is 2 of the 3 there are; helper 35A.)
     on_rate = j / slots
     off_rate = (k - j) / (n - slots) if n > slots else 0.0
+    last, phase = test.get("last_position"), test.get("phase")
+
+    def later_slots(more: int) -> int:
+        # The fetches on the residue among the next `more` positions, where
+        # the run's last position is known; else one in `period`.
+        if last is None or phase is None:
+            return round(more / period)
+        return (last + more - phase) // period - (last - phase) // period
 
     def p_of(m: int) -> float:
-        more_slots = round((m - n) / period)
+        more_slots = later_slots(m - n)
         mm_slots = slots + more_slots
         jj = j + round(on_rate * more_slots)
         kk = jj + (k - j) + round(off_rate * ((m - n) - more_slots))
