@@ -215,6 +215,22 @@ def test_three_stalls_with_two_equal_gaps_are_not_yet_a_period():
     assert "no regular period" not in text and "consistent with a stall every 10" in text
 
 
+def test_an_unsettled_period_by_position_shows_its_residue_not_its_gaps(loader_source):
+    # Stalls at 6, 9 and 12 of 24 steps at num_workers=6: 2 of 3 on the
+    # predicted residue, consistent and not settled.  The cadence line read
+    # "(0% of gaps are multiples of 6)" beside "consistent with a stall
+    # every 6" (helper 35A): the residue is the evidence, as for a found
+    # period.
+    loader_source(6)
+    wait = np.full(24, 200_000)
+    wait[[6, 9, 12]] = 80 * MS
+    r = build(records(wait, np.full(24, 5 * MS)), INFO, SYNTHETIC, None)
+    assert r["temporal"]["label"] == "UNSETTLED" and r["temporal"]["consistent_period"] == 6
+    (line,) = [x for x in str(r).splitlines() if x.startswith("cadence:")]
+    assert line == ("cadence: not settled, consistent with a stall every 6 steps; "
+                    "num_workers=6 (2 of the 3 stalls at position 0 mod 6 of the epoch)")
+
+
 @pytest.mark.parametrize("num_workers", [0, 1, 4])
 def test_every_fetch_a_stall_is_every_fetch(loader_source, num_workers):
     loader_source(num_workers)

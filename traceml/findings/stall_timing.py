@@ -1308,7 +1308,16 @@ def stall_lines(s: dict) -> list[str]:
         text = "cadence: no period between stalls"
     else:
         text = None
-    if cad["period"] is None or cad["period"] <= 1:
+    # An unsettled period the position test holds: its evidence is the
+    # residue's, as a found one's ("consistent with a stall every 6 fetches"
+    # beside "(0% of gaps are multiples of 6)": stalls at 6, 9 and 12,
+    # helper 35A).
+    unsettled = next((t for t in (tmp.get("predicted"), tmp.get("searched"))
+                      if t and t.get("stalls") and t.get("period") == tmp.get("consistent_period")),
+                     None) if tmp.get("label") == UNSETTLED else None
+    if unsettled is not None:
+        by_position = True
+    elif cad["period"] is None or cad["period"] <= 1:
         by_position = False
     if text and cad["num_workers"] is not None:
         text += f"; num_workers={cad['num_workers']}"
@@ -1316,12 +1325,13 @@ def stall_lines(s: dict) -> list[str]:
             # One run has one num_workers: it can match it; only a sweep
             # can show that the cadence follows it.
             text += ": the period equals num_workers"
-        test = (tmp.get("predicted") if tmp.get("tested") == "predicted"
-                else tmp.get("searched")) if by_position else None
+        test = unsettled or ((tmp.get("predicted") if tmp.get("tested") == "predicted"
+                              else tmp.get("searched")) if by_position else None)
         if test and test.get("stalls"):
             # Found by position: the residue's share is the evidence; the
             # gaps (a stall split in two, neighbours spilled over) are not.
-            at = (f"positions {' and '.join(str(r) for r in several)}" if len(several) > 1
+            own = test.get("residues") or ()
+            at = (f"positions {' and '.join(str(r) for r in own)}" if len(own) > 1
                   else f"position {test['phase']}")
             text += (f" ({test['on_residue']} of the {test['stalls']} stalls at {at} "
                      f"mod {test['period']} of the epoch)")
