@@ -152,7 +152,7 @@ def _raised_next(p: dict) -> str:
                "at it)." if p.get("worker") is not None else "."))
 
 
-def notes(s: dict) -> list:
+def notes(s: dict) -> list[Finding]:
     """``raised_went_on`` where fetches raised and the loop went on past
     them (evidence.raised, not ``ended``): their batches are not in the
     steps, and the report's figures are of the batches that arrived."""
