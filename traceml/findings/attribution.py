@@ -260,8 +260,7 @@ def _made_residues(on: np.ndarray, at: np.ndarray, count: int, p: int,
         return single
     if on[several].sum() <= MADE_MIN_RESIDUE_SHARE * count:
         return single
-    chosen = set(several)
-    if any(p % d == 0 and {(x + d) % p for x in chosen} == chosen for d in range(1, p)):
+    if stall_timing.shifted_by_a_divisor(several, p):
         return single
     tail = stall_timing._hypergeom_tail(int(on[several].sum()), batches,
                                         int(at[several].sum()), count)

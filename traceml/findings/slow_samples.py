@@ -38,7 +38,7 @@ exceptions each way where the class holds the slow samples beyond chance
 
 from __future__ import annotations
 
-from math import comb, gcd
+from math import gcd
 from typing import Optional
 
 import numpy as np
@@ -46,6 +46,7 @@ from scipy.stats import hypergeom
 
 from ..fmt import fmt_s, nth, pct, plural
 from ._types import Finding, Words
+from . import stall_timing
 
 # Fewer timed samples than this: no median to stand out from (the same
 # floor as a report's "too few steps", stall_threshold.MIN_STEPS' order).
@@ -296,8 +297,7 @@ def _stride(slow_idx: np.ndarray, fast_idx: np.ndarray) -> dict:
 STRIDE_SET_MAX = 3
 STRIDE_SET_MIN_SLOW = 2
 STRIDE_SET_MAX_STRIDE = 32
-STRIDE_SET_TESTS = sum(comb(d, k) for d in range(2, STRIDE_SET_MAX_STRIDE + 1)
-                       for k in range(2, STRIDE_SET_MAX + 1))
+STRIDE_SET_TESTS = stall_timing.residue_sets_tried(STRIDE_SET_MAX_STRIDE, STRIDE_SET_MAX)
 
 
 def _stride_set(slow_idx: np.ndarray, fast_idx: np.ndarray) -> Optional[dict]:
@@ -318,8 +318,7 @@ def _stride_set(slow_idx: np.ndarray, fast_idx: np.ndarray) -> Optional[dict]:
         on = int(counts[chosen].sum()) if chosen else 0
         if not 2 <= len(chosen) <= STRIDE_SET_MAX or on < len(slow_idx) - STRIDE_MISS_MAX:
             continue
-        held = set(chosen)
-        if any(d % k == 0 and {(r + k) % d for r in held} == held for k in range(1, d)):
+        if stall_timing.shifted_by_a_divisor(chosen, d):
             continue
         fast_on = int(np.count_nonzero(np.isin(fast_idx % d, chosen)))
         if fast_on > STRIDE_MISS_MAX:

@@ -432,14 +432,29 @@ SLOTS_MAX = 3
 SLOTS_MAX_PERIOD = 32
 
 
+def residue_sets_tried(top_period: int, most: int = SLOTS_MAX) -> int:
+    """How many (period, residue set) pairs a search over periods
+    2..``top_period`` and sets of 2..``most`` residues tries: sum over P of
+    C(P, s) (the several-stalls search's Bonferroni factor, and the slow
+    samples' stride sets')."""
+    return sum(math.comb(p, k) for p in range(2, top_period + 1) for k in range(2, most + 1))
+
+
+def shifted_by_a_divisor(residues, period: int) -> bool:
+    """Whether the set ``residues`` mod ``period`` is itself shifted by a
+    proper divisor d of ``period``: the same set every d, so d is its
+    period, not ``period``."""
+    held = set(int(r) for r in residues)
+    return any(period % d == 0 and {(r + d) % period for r in held} == held
+               for d in range(1, period))
+
+
 @functools.lru_cache(maxsize=256)
 def multi_search_tests(fetches: int) -> int:
     """How many (period, residue set) pairs the several-stalls search pays
-    for among ``fetches`` tested fetches: sum over P in 2..min(fetches //
-    PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD) of C(P, s) for s in
-    2..SLOTS_MAX."""
-    top = min(int(fetches) // PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD)
-    return sum(math.comb(p, k) for p in range(2, top + 1) for k in range(2, SLOTS_MAX + 1))
+    for among ``fetches`` tested fetches: :func:`residue_sets_tried` up to
+    min(fetches // PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD)."""
+    return residue_sets_tried(min(int(fetches) // PREDICTED_MIN_STALLS, SLOTS_MAX_PERIOD))
 
 
 def _multi_residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
@@ -459,10 +474,8 @@ def _multi_residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
                             & (stalls_at >= PERIOD_MIN_REPEATS))
     if not 2 <= len(chosen) <= SLOTS_MAX:
         return None
-    on = set(int(r) for r in chosen)
-    for d in range(1, period):
-        if period % d == 0 and {(r + d) % period for r in on} == on:
-            return None     # the same set every d fetches: d is the period
+    if shifted_by_a_divisor(chosen, period):
+        return None     # the same set every d fetches: d is the period
     n, slots = int(fetches_at.sum()), int(fetches_at[chosen].sum())
     k, j = int(stalls_at.sum()), int(stalls_at[chosen].sum())
     p_single = _hypergeom_tail(j, n, slots, k) if k else 1.0
