@@ -92,3 +92,11 @@ def plural(n: int, word: str, many: Optional[str] = None) -> str:
     """``n`` and ``word``, with ``many`` (default word + "s") unless n is 1:
     "1 step", "3 steps"."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def code_where(place: dict) -> str:
+    """A function and where it is, as a reader finds it: "`fn` in
+    `dir/file.py:12`" (``place``: {function, file, line}; the file's last
+    two path parts)."""
+    short = "/".join(place["file"].replace("\\", "/").split("/")[-2:])
+    return f"`{place['function']}` in `{short}:{place['line']}`"

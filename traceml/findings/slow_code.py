@@ -56,7 +56,7 @@ import numpy as np
 from scipy import stats
 
 from .. import _core
-from ..fmt import fmt_s, pct, plural
+from ..fmt import code_where, fmt_s, pct, plural
 from . import attribution, slow_samples, stall_threshold, wait_parts
 from ._types import Finding, Words
 
@@ -457,7 +457,7 @@ def evidence_lines(s: dict) -> list[str]:
                 and (r["function"], r["file"]) != (f.numbers["function"], f.numbers["file"])]
         if rows:
             out.append("also apart in the slow batches: " + ", ".join(
-                f"{_where(_row(r))} {pct(r['slow_share'])} vs {pct(r['fast_share'])}"
+                f"{code_where(_row(r))} {pct(r['slow_share'])} vs {pct(r['fast_share'])}"
                 for r in rows[:TABLE_SHOWN]))
     return out
 
@@ -617,16 +617,6 @@ def _in_the_sampler(p: dict) -> str:
             "computed once an epoch).")
 
 
-def _where(p: dict) -> str:
-    return f"`{p['function']}` in `{_short(p['file'])}:{p['line']}`"
-
-
-def _short(path: str) -> str:
-    """A path as a reader finds it: its last two parts."""
-    parts = path.replace("\\", "/").split("/")
-    return "/".join(parts[-2:])
-
-
 # The hot path's entries a sentence shows: the first two (where the
 # dataset's code enters) and the last three (where the CPU is spent).
 PATH_SHOWN = (2, 3)
@@ -635,7 +625,7 @@ PATH_SHOWN = (2, 3)
 def _path(path: list[dict]) -> str:
     head, tail = PATH_SHOWN
     shown = path if len(path) <= head + tail else path[:head] + [None] + path[-tail:]
-    return " > ".join("..." if f is None else f"{_where(f)} {pct(f['share'])}" for f in shown)
+    return " > ".join("..." if f is None else f"{code_where(f)} {pct(f['share'])}" for f in shown)
 
 
 # Functions named between the one to look at and where its path spends
@@ -680,7 +670,7 @@ def _beside(p: dict) -> str:
     if not rows:
         return ""
     return ("; and beside it, another slow path: " + ", ".join(
-        f"{_where(r)} ({pct(r['slow_share'])} and {pct(r['fast_share'])})" for r in rows))
+        f"{code_where(r)} ({pct(r['slow_share'])} and {pct(r['fast_share'])})" for r in rows))
 
 
 def _shares(p: dict) -> str:
@@ -691,7 +681,7 @@ def _shares(p: dict) -> str:
 
 WORDS: dict[str, Words] = {
     "slow_code_named": lambda p: (
-        f"the slow batches' code: {_where(p)}, {_shares(p)} "
+        f"the slow batches' code: {code_where(p)}, {_shares(p)} "
         f"({p['samples_slow']:.0f} and {p['samples_fast']:.0f} samples; "
         f"Fisher p = {p['p_value']:.2g})"),
     "slow_code_same": lambda p: (
@@ -752,15 +742,15 @@ WORDS: dict[str, Words] = {
            else "a helper thread, the queue's feeder") + "): their code is not sampled"),
     "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
-        f"Look at {_where(p)}"
-        + (f" (from {_where(p['from'])})" if p.get("from") else "")
+        f"Look at {code_where(p)}"
+        + (f" (from {code_where(p['from'])})" if p.get("from") else "")
         + f": {pct(p['off_share'])} of the slow batches' time off CPU went to it "
         f"({p['off_samples']:.0f} wall-clock samples), waiting in "
-        + (f"{_where(p['inside'])}." if p.get("inside") else
+        + (f"{code_where(p['inside'])}." if p.get("inside") else
            "a sleep, a read or a lock that it calls.")
         if p.get("off_cpu") else
-        f"Look at {_where(p)}"
-        + (f", down {_through(p.get('through'))}to {_where(p['down_to'])}"
+        f"Look at {code_where(p)}"
+        + (f", down {_through(p.get('through'))}to {code_where(p['down_to'])}"
            if p.get("down_to") else "")
         + f": {_shares(p)}" + _beside(p) + "." + _in_the_sampler(p)),
     "time_slow_samples": lambda p: (
@@ -777,11 +767,11 @@ WORDS: dict[str, Words] = {
          f"Every batch costs what its slow samples cost ({spread_words(p['spread'])}); "
          "make them cheaper where their CPU goes: " if p.get("spread") else
          "Every batch costs alike; make it cheaper where its CPU goes: ")
-        + f"{_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
+        + f"{code_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
         + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
-           f", down {_through(p.get('through'))}to {_where(p['tail'])} "
+           f", down {_through(p.get('through'))}to {code_where(p['tail'])} "
            f"({pct(p['tail']['share'])})")
-        + (f", which spends it in {_where(p['inside'])} ({pct(p['inside']['share'])})"
+        + (f", which spends it in {code_where(p['inside'])} ({pct(p['inside']['share'])})"
            if p.get("inside") else "") + "."
         + _in_the_sampler(p)),
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..fmt import fmt_s, pct, plural
+from ..fmt import code_where, fmt_s, pct, plural
 from ._types import Finding, Words
 
 # The parts that are the workers' production (traceml.wait_split's names:
@@ -561,10 +561,7 @@ def sampler_where(p: dict) -> str:
     """" (its __iter__: `Cls.__iter__` in `dir/file.py:12`)" where the
     sampler's code is known (``sampler_code``), else ""."""
     code = p.get("sampler_code")
-    if not code:
-        return ""
-    where = "/".join(code["file"].replace("\\", "/").split("/")[-2:])
-    return f" (its code: `{code['function']}` in `{where}:{code['line']}`)"
+    return f" (its code: {code_where(code)})" if code else ""
 
 
 def largest_sentence(p: dict) -> str:
