@@ -321,8 +321,7 @@ def _stage_durations(run: _Run, s: dict) -> dict:
                                   run.sampler_info, run.main_pid, bodies=True)
         if host is not None and host["host_share"] is not None:
             run.body["host_share"] = host["host_share"]
-    facts = getattr(run.src, "epoch_facts", None) or {}
-    cpus = facts[max(facts)].get("usable_cpus") if facts else None
+    cpus = _latest_fact(run.src, "usable_cpus")
     totals = _input_share(w)
     leads = wait_parts.host_leads(run.parts_all)
     explains = leads and wait_parts.host_explains(run.parts_all, totals[0])
@@ -512,14 +511,20 @@ def _run_samples(samples: Optional[np.ndarray], steps: np.ndarray, s: dict,
     return samples[keep] if keep.any() else None
 
 
+def _latest_fact(src, key: str) -> Any:
+    """``key`` of the source's latest epoch's facts (None: no such fact,
+    or no epoch known)."""
+    facts = getattr(src, "epoch_facts", None) or {}
+    return facts[max(facts)].get(key) if facts else None
+
+
 def _with_sampler_code(largest: Optional[dict], src) -> Optional[dict]:
     """``largest`` (wait_parts.next_for) with ``sampler_code``, where the
     sampler's next() is the largest part: the sampler's ``__iter__`` as
-    the latest epoch's facts name it (torch_private.sampler_code)."""
+    the latest epoch's facts name it (wrapping.sampler_code)."""
     if not largest or largest["part"] != wait_parts.SAMPLER:
         return largest
-    facts = getattr(src, "epoch_facts", None) or {}
-    code = facts[max(facts)].get("sampler_code") if facts else None
+    code = _latest_fact(src, "sampler_code")
     return {**largest, "sampler_code": code} if code else largest
 
 
@@ -1567,8 +1572,7 @@ def _collate_sampled(slow_code: Optional[dict], src) -> Optional[float]:
     taken under the loader's collate_fn (the latest epoch's
     ``collate_code``, matched by file and first line), or None where the
     stacks or the collate_fn's code are unknown."""
-    facts = getattr(src, "epoch_facts", None) or {}
-    code = facts[max(facts)].get("collate_code") if facts else None
+    code = _latest_fact(src, "collate_code")
     if not code or not slow_code or not slow_code.get("functions"):
         return None
     slow = (slow_code.get("samples") or {}).get("slow") or 0.0

@@ -1093,7 +1093,7 @@ class WaitPartsLargest(TypedDict):
         "share of the wait."))]]
     sampler_code: NotRequired[Annotated[CodePlace, Schema(description=(
         "Where the largest part is the sampler: its __iter__ (the batch_sampler's, or the "
-        "sampler's a torch BatchSampler wraps; torch_private.sampler_code)."))]]
+        "sampler's a torch BatchSampler wraps; wrapping.sampler_code)."))]]
 
 
 @schema('body_split')

@@ -144,22 +144,3 @@ def raised(exc: BaseException) -> dict:
     return {"type": type(exc).__qualname__, "message": message[:RAISED_MESSAGE_MAX],
             "worker": worker}
 
-
-def sampler_code(loader: Any) -> Optional[dict]:
-    """Where the indices a DataLoader draws in the main process come from:
-    the batch_sampler's class, or, for torch's own BatchSampler, the
-    sampler's it wraps (``loader.batch_sampler``, ``loader.sampler``, public
-    attributes; torch's classes are named too).  {function (its
-    ``__iter__``'s qualified name), file, line}, or None where neither is
-    read or its ``__iter__`` has no Python code."""
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    data = sys.modules.get("torch.utils.data")
-    plain = getattr(data, "BatchSampler", None)
-    chosen = (getattr(loader, "sampler", None)
-              if batch_sampler is None or (plain is not None and type(batch_sampler) is plain)
-              else batch_sampler)
-    fn = getattr(type(chosen), "__iter__", None) if chosen is not None else None
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return None
-    return {"function": fn.__qualname__, "file": code.co_filename, "line": code.co_firstlineno}

@@ -400,10 +400,23 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
         # collate_fn (a public attribute), whose stack samples tell a slow
         # collate from slow samples at num_workers=0.
         hooked = torch_loader(loader)
-        out["sampler_code"] = (torch_private.sampler_code(hooked)
-                               if hooked is not None else None)
+        out["sampler_code"] = sampler_code(hooked) if hooked is not None else None
         out["collate_code"] = code_place(getattr(hooked, "collate_fn", None))
     return out
+
+
+def sampler_code(loader: Any) -> Optional[dict]:
+    """Where the indices a DataLoader draws in the main process come from:
+    the batch_sampler's ``__iter__``, or, for torch's own BatchSampler,
+    that of the sampler it wraps (public attributes; torch's classes are
+    named too), as :func:`code_place` gives it; None where neither has
+    Python code."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    plain = _torch_data("BatchSampler")
+    chosen = (getattr(loader, "sampler", None)
+              if batch_sampler is None or (plain is not None and type(batch_sampler) is plain)
+              else batch_sampler)
+    return code_place(getattr(type(chosen), "__iter__", None)) if chosen is not None else None
 
 
 def code_place(fn: Any) -> Optional[dict]:

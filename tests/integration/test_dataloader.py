@@ -606,7 +606,7 @@ def test_cheap_dataset_with_workers_waits_little():
 
 
 def test_the_samplers_code_is_known_for_torchs_batch_sampler_and_a_users():
-    from traceml import torch_private
+    from traceml import wrapping
 
     class EveryOther(torch.utils.data.Sampler):
         def __init__(self, n):
@@ -619,11 +619,11 @@ def test_the_samplers_code_is_known_for_torchs_batch_sampler_and_a_users():
             return iter(range(0, self.n, 2))
 
     # torch's BatchSampler wraps the user's sampler: the user's is named.
-    code = torch_private.sampler_code(DataLoader(BurnDataset(8, 0.0), batch_size=2,
+    code = wrapping.sampler_code(DataLoader(BurnDataset(8, 0.0), batch_size=2,
                                                  sampler=EveryOther(8)))
     assert code["function"].endswith("EveryOther.__iter__") and code["file"] == __file__
     # A plain loader: torch's own SequentialSampler.
-    code = torch_private.sampler_code(DataLoader(BurnDataset(8, 0.0), batch_size=2))
+    code = wrapping.sampler_code(DataLoader(BurnDataset(8, 0.0), batch_size=2))
     assert code["function"] == "SequentialSampler.__iter__"
     # The epoch's facts carry it, so a report can name it.
     name = uname()

@@ -523,7 +523,7 @@ def test_a_sampler_that_leads_the_wait_is_no_hand_over():
 def test_the_samplers_part_names_its_code():
     # A slow Sampler at num_workers=2 (helper 35B): the sampler's part led,
     # and nothing said whose code it is.
-    from traceml import torch_private
+    from traceml import wrapping
     from traceml.findings import advice
 
     class WeightedOrderSampler:
@@ -534,14 +534,14 @@ def test_the_samplers_part_names_its_code():
         batch_sampler = None
         sampler = WeightedOrderSampler()
 
-    code = torch_private.sampler_code(Loader())
+    code = wrapping.sampler_code(Loader())
     assert code == {"function": WeightedOrderSampler.__iter__.__qualname__,
                     "file": __file__,
                     "line": WeightedOrderSampler.__iter__.__code__.co_firstlineno}
     # A batch_sampler of the user's own is the code that draws the indices.
     Loader.batch_sampler = WeightedOrderSampler()
     Loader.sampler = None
-    assert torch_private.sampler_code(Loader())["function"].endswith(
+    assert wrapping.sampler_code(Loader())["function"].endswith(
         "WeightedOrderSampler.__iter__")
     p = {"part": wait_parts.SAMPLER, "share": 0.72, "num_workers": 2,
          "sampler_code": {"function": "WeightedOrderSampler.__iter__",
