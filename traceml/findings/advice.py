@@ -189,7 +189,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "busy_share": prod.get("busy_share"),
             "ready_before_fetch": prod.get("ready_before_fetch"),
             "median_s": wait["median"], "num_workers": nw,
-            "largest": (s.get("wait_parts") or {}).get("largest"),
+            "largest": largest,
             **_fewer(s)}))
     if trend_ is not None:
         out.append(("trend", {**{k: trend_[k] for k in (
@@ -206,7 +206,6 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         return out
     if diag == input_bound.HAND_OVER:
         return out
-    largest = (s.get("wait_parts") or {}).get("largest")
     if largest and largest["part"] == "cpu_wait":
         # Measured: most of the wait is the loop's thread without a core.
         out.append(("wait_for_core", {"share": largest["share"], "num_workers": nw,

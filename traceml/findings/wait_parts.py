@@ -300,6 +300,18 @@ def other_largest_fraction(split: Optional[dict], host_aside: bool = False) -> O
     sample every 37th index, the host 44% of the wait and the workers
     making 41%, read HAND-OVER, "more workers will not shorten this wait",
     where 4 workers took the stalls away (helper 31B)."""
+    got = _weighed_causes(split, host_aside)
+    if got is None:
+        return None
+    rest, total = got
+    return max(rest.values()) / total if total > 0 else None
+
+
+def _weighed_causes(split: Optional[dict], host_aside: bool) -> Optional[tuple[dict, float]]:
+    """(the parts other than the workers' production as the verdict weighs
+    them, :func:`_causes`, with other programs' part out of the candidates
+    where ``host_aside``; their sum before that), or None without a split
+    with worker timing."""
     if not split or "worker_making" not in split["parts_s"]:
         return None
     parts = split["parts_s"]
@@ -307,7 +319,7 @@ def other_largest_fraction(split: Optional[dict], host_aside: bool = False) -> O
     total = sum(rest.values())
     if host_aside and "core_wait" in rest:
         rest["core_wait"] -= parts.get("host_cpu_wait", 0.0)
-    return max(rest.values()) / total if total > 0 else None
+    return rest, total
 
 
 def main_work_leads(split: Optional[dict], host_aside: bool = False) -> bool:
@@ -317,14 +329,10 @@ def main_work_leads(split: Optional[dict], host_aside: bool = False) -> bool:
     loader's own work, not the batch's hand-over (input_bound.diagnose's
     ``main_leads``).  Another thread holding the GIL is not: the batch
     waits made, to be received (sim-handover-other_threads)."""
-    if not split or "worker_making" not in split["parts_s"]:
+    got = _weighed_causes(split, host_aside)
+    if got is None or not got[0] or max(got[0].values()) <= 0:
         return False
-    rest = _causes(split["parts_s"])
-    if host_aside and "core_wait" in rest:
-        rest["core_wait"] -= split["parts_s"].get("host_cpu_wait", 0.0)
-    if not rest or max(rest.values()) <= 0:
-        return False
-    return max(rest, key=rest.get) == SAMPLER
+    return max(got[0], key=got[0].get) == SAMPLER
 
 
 # The other threads' part is read on every wrapped loop and is about 0 in
