@@ -126,29 +126,37 @@ def test_collate_time_comes_out_as_slept():
 
 
 class _SlowEveryFifthCollate:
-    """Burns 80 ms of CPU on the batches whose first index is a multiple
-    of 20 (every 5th batch of 4, in order): the batches are slow in
-    collate_fn, their samples are not."""
+    """Burns ``burn_s`` of CPU on the batches whose first index is a
+    multiple of 20 (every 5th batch of 4, in order): the batches are slow
+    in collate_fn, their samples are not."""
+
+    def __init__(self, burn_s):
+        self.burn_s = burn_s
 
     def __call__(self, batch):
         if int(batch[0][0]) % 20 == 0:
-            burn_cpu(0.080)
+            burn_cpu(self.burn_s)
         return torch.utils.data.default_collate(batch)
+
+
+def _paced_report(loader):
+    """The report of one epoch of ``loader`` under a 5 ms step that sleeps
+    (the loop's own CPU would stretch on a loaded host and hide the
+    stalls)."""
+    rec = traceml.Recorder()
+    for _ in rec.wrap(loader):
+        time.sleep(0.005)
+    return rec.report()
 
 
 @pytest.mark.slow
 def test_batches_slow_in_collate_say_so_not_slow_samples():
     # 0.1 ms a sample, 80 ms of collate on every 5th batch of 80, a 5 ms
-    # step that sleeps (the loop's own CPU would stretch on a loaded host
-    # and hide the stalls): each worker falls behind on its slow batches,
+    # step that sleeps: each worker falls behind on its slow batches,
     # and the workers timed their collate_fn at nearly all of their make
     # time.
-    loader = DataLoader(BurnDataset(320, 0.0001), batch_size=4, num_workers=2,
-                        collate_fn=_SlowEveryFifthCollate())
-    rec = traceml.Recorder()
-    for _ in rec.wrap(loader):
-        time.sleep(0.005)
-    r = rec.report()
+    r = _paced_report(DataLoader(BurnDataset(320, 0.0001), batch_size=4, num_workers=2,
+                                 collate_fn=_SlowEveryFifthCollate(0.080)))
     a = r["attribution"]
     assert a is not None and a["label"] == "SLOW-COLLATE", str(r)
     # Independently: 80 ms of collate CPU against 4 x 0.1 ms of samples.
@@ -158,26 +166,13 @@ def test_batches_slow_in_collate_say_so_not_slow_samples():
     assert "time collate_fn on those batches" in text
 
 
-class _SlowEveryFifthCollateShort(_SlowEveryFifthCollate):
-    """20 ms of collate CPU on every 5th batch of 4 (in order)."""
-
-    def __call__(self, batch):
-        if int(batch[0][0]) % 20 == 0:
-            burn_cpu(0.020)
-        return torch.utils.data.default_collate(batch)
-
-
 def test_batches_slow_in_collate_at_num_workers_0_say_so_from_the_stacks():
     # No worker times collate_fn apart from the samples at num_workers=0:
     # the stalled fetches' stack samples under the loader's collate_fn do
     # (helper 35B: SLOW-SAMPLE and "nothing times the two apart" beside
     # stack samples 91-94% in it, 3 of 3).
-    loader = DataLoader(BurnDataset(240, 0.0001), batch_size=4, num_workers=0,
-                        collate_fn=_SlowEveryFifthCollateShort())
-    rec = traceml.Recorder()
-    for _ in rec.wrap(loader):
-        time.sleep(0.005)
-    r = rec.report()
+    r = _paced_report(DataLoader(BurnDataset(240, 0.0001), batch_size=4, num_workers=0,
+                                 collate_fn=_SlowEveryFifthCollate(0.020)))
     a = r["attribution"]
     assert a is not None and a["label"] == "SLOW-COLLATE", str(r)
     assert a["collate_sampled"] and a["collate_share"] > 0.5, a
