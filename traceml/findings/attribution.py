@@ -219,6 +219,10 @@ def made_period(ranks: np.ndarray, make_ns: np.ndarray,
     slow_ranks = r[slow]
     for p in range(2, RANK_PERIOD_MAX + 1):
         on = np.bincount(slow_ranks % p, minlength=p)
+        if np.sort(on)[-stall_timing.SLOTS_MAX:].sum() <= MADE_MIN_RESIDUE_SHARE * count:
+            # No set _made_residues takes can hold most of the slow ranks:
+            # the pass over every batch's rank is not needed.
+            continue
         at = np.bincount(r % p, minlength=p)
         residues = _made_residues(on, at, count, p, len(r))
         if residues is None:
