@@ -1186,3 +1186,33 @@ tm_log_otsu(const int64_t *x, size_t n, tm_otsu *out)
     }
     return log_otsu_binned(x, n, out);
 }
+
+void
+tm_residue_counts(const int64_t *position, const uint8_t *tested,
+                  const uint8_t *stalled, size_t n, int64_t period,
+                  int64_t *fetches, int64_t *stalls, int64_t *last)
+{
+    /* A mask stands in for the division where the period is a power of
+       two (num_workers 2, 4, 8: the usual loader periods). */
+    const int64_t low = (period & (period - 1)) == 0 ? period - 1 : -1;
+    int64_t top = -1;
+    size_t i;
+
+    memset(fetches, 0, (size_t)period * sizeof(int64_t));
+    memset(stalls, 0, (size_t)period * sizeof(int64_t));
+    for (i = 0; i < n; i++) {
+        int64_t p = position[i];
+        int64_t r;
+
+        if (!tested[i] || p < 0) {
+            continue;
+        }
+        r = low >= 0 ? (p & low) : p % period;
+        fetches[r]++;
+        stalls[r] += stalled[i] != 0;
+        if (p > top) {
+            top = p;
+        }
+    }
+    *last = top;
+}

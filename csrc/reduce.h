@@ -93,6 +93,18 @@ double tm_autocorr(const int64_t *x, size_t n, size_t lag);
 int64_t tm_overtaking(const int64_t *ranks, const int64_t *epoch, size_t n,
                       uint8_t *mask);
 
+/*
+ * Counts by residue of the position mod period (period >= 1): fetches[r]
+ * counts the i with tested[i] and position[i] >= 0 and position[i] %
+ * period == r, stalls[r] those of them with stalled[i]; *last is their
+ * largest position (-1: none counted).  fetches and stalls hold period
+ * entries, zeroed here.  One pass: the residue test's counts over 10M
+ * steps without the residue, mask and gathered copies NumPy would make.
+ */
+void tm_residue_counts(const int64_t *position, const uint8_t *tested,
+                       const uint8_t *stalled, size_t n, int64_t period,
+                       int64_t *fetches, int64_t *stalls, int64_t *last);
+
 /* Fraction of gaps that are positive multiples of k (k >= 1); NaN if n = 0. */
 double tm_multiple_fraction(const int64_t *gaps, size_t n, int64_t k);
 

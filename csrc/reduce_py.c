@@ -39,7 +39,7 @@ typedef struct {
     int64_t value;        /* ARG_INT */
 } arg_value;
 
-#define MAX_ARGS 3
+#define MAX_ARGS 4
 
 static PyArrayObject *
 bad_ints(const char *func, const char *arg, PyObject *obj)
@@ -819,6 +819,56 @@ mod_log_otsu(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                          "upper_count", (Py_ssize_t)o.upper_count);
 }
 
+static PyObject *
+mod_residue_counts(PyObject *module, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const arg_spec spec[] = {{"position", ARG_INTS, 0},
+                                    {"period", ARG_INT, 0},
+                                    {"tested", ARG_MASK, 0},
+                                    {"stalled", ARG_MASK, 0}};
+    arg_value a[4];
+    PyArrayObject *fetches = NULL, *stalls = NULL;
+    npy_intp n, dims[1];
+    int64_t last = -1;
+
+    (void)module;
+    if (PARSE("residue_counts", spec, a) < 0) {
+        return NULL;
+    }
+    if (same_length("residue_counts", spec, a, 2) < 0
+            || same_length("residue_counts", spec, a, 3) < 0) {
+        release_args(a, 4);
+        return NULL;
+    }
+    if (a[1].value < 1 || a[1].value > PY_SSIZE_T_MAX / 16) {
+        PyErr_Format(PyExc_ValueError,
+                     "residue_counts(): period must be a positive int, got "
+                     "%lld", (long long)a[1].value);
+        release_args(a, 4);
+        return NULL;
+    }
+    n = PyArray_SIZE(a[0].arr);
+    dims[0] = (npy_intp)a[1].value;
+    fetches = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    stalls = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (fetches == NULL || stalls == NULL) {
+        Py_XDECREF(fetches);
+        Py_XDECREF(stalls);
+        release_args(a, 4);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    tm_residue_counts(i64(a[0].arr), (const uint8_t *)PyArray_DATA(a[2].arr),
+                      (const uint8_t *)PyArray_DATA(a[3].arr), (size_t)n,
+                      a[1].value, (int64_t *)PyArray_DATA(fetches),
+                      (int64_t *)PyArray_DATA(stalls), &last);
+    Py_END_ALLOW_THREADS
+    release_args(a, 4);
+    return Py_BuildValue("(NNL)", (PyObject *)fetches, (PyObject *)stalls,
+                         (long long)last);
+}
+
 /* ------------------------------------------------------------------ */
 /* the table                                                          */
 
@@ -904,6 +954,19 @@ PyDoc_STRVAR(log_otsu_doc,
 "sort finds; eta and the means may differ from it in the last bits only\n"
 "(sums in another order).");
 
+PyDoc_STRVAR(residue_counts_doc,
+"residue_counts(position, period, tested, stalled)\n--\n\n"
+"Returns (fetches, stalls, last).\n\n"
+"Counts by residue mod period (an int >= 1) of the 1-D integer array\n"
+"position, over the entries where the bool array tested is True and\n"
+"position >= 0: fetches[r] (int64, shape (period,)) counts them at\n"
+"residue r, stalls[r] those where the bool array stalled is True too;\n"
+"last is their largest position (-1: none).  As numpy.bincount(position\n"
+"[tested] % period) and the same over tested & stalled, in one pass\n"
+"without copies.  tested and stalled have position's length.  Raises\n"
+"ValueError naming period when it is below 1, and naming tested or\n"
+"stalled on a length that differs.");
+
 #define REDUCER(name, doc)                                                 \
     {#name, (PyCFunction)(void (*)(void))mod_##name,                       \
      METH_FASTCALL | METH_KEYWORDS, doc}
@@ -921,5 +984,6 @@ PyMethodDef tm_reduce_methods[] = {
     REDUCER(autocorr, autocorr_doc),
     REDUCER(overtaking, overtaking_doc),
     REDUCER(log_otsu, log_otsu_doc),
+    REDUCER(residue_counts, residue_counts_doc),
     {NULL, NULL, 0, NULL},
 };

@@ -33,10 +33,17 @@ def duration_stats_s(x_ns: np.ndarray) -> dict:
     mean/total/max come from the C ``totals`` (one pass), the rest from one
     call of the C ``percentiles`` (numpy.percentile's "linear" rule).
     """
+    return _stats_and(x_ns)[0]
+
+
+def _stats_and(x_ns: np.ndarray, extra_q: tuple = ()) -> tuple[dict, tuple]:
+    """(:func:`duration_stats_s` of ``x_ns``, its percentiles ``extra_q``
+    in ns, or Nones where empty): one selection for both."""
     if len(x_ns) == 0:
-        return {k: None for k in STAT_KEYS}
+        return {k: None for k in STAT_KEYS}, (None,) * len(extra_q)
     s = _core.totals(x_ns)
-    p50, p90, p95, p99 = _core.percentiles(x_ns, QUANTILES)
+    got = _core.percentiles(x_ns, QUANTILES + tuple(extra_q)).tolist()
+    p50, p90, p95, p99 = got[:len(QUANTILES)]
     return {
         "mean": s["mean"] * NS,
         "median": p50 * NS,
@@ -45,7 +52,7 @@ def duration_stats_s(x_ns: np.ndarray) -> dict:
         "p99": p99 * NS,
         "max": s["max"] * NS,
         "total": s["sum"] * NS,
-    }
+    }, tuple(got[len(QUANTILES):])
 
 
 def _worded(key: str, finding: Optional[findings.Finding]) -> dict:
@@ -96,6 +103,29 @@ def _startup_steps(src, epoch: np.ndarray, epochs: np.ndarray):
     return table[np.searchsorted(epochs, epoch)]
 
 
+# Past this many start-up steps the steady differences are gathered by a
+# mask; below it, run by run between them (a long run's few start-up
+# steps: no full-length temporary, which costs its page faults).
+_STEADY_RUNS_MAX = 4096
+
+
+def _steady_difference(a: np.ndarray, b: np.ndarray, at_first: np.ndarray) -> np.ndarray:
+    """``(a - b)`` less the entries at ``at_first`` (ascending indices):
+    int64, shape (len(a) - len(at_first),), written once."""
+    if len(at_first) > _STEADY_RUNS_MAX:
+        keep = np.ones(len(a), dtype=bool)
+        keep[at_first] = False
+        return a[keep] - b[keep]
+    out = np.empty(len(a) - len(at_first), dtype=np.int64)
+    edges = np.r_[-1, at_first, len(a)]
+    done = 0
+    for lo, hi in zip(edges[:-1] + 1, edges[1:]):
+        if hi > lo:
+            np.subtract(a[lo:hi], b[lo:hi], out=out[done:done + hi - lo])
+            done += hi - lo
+    return out
+
+
 class _Steady:
     """The steady-state steps of one source, gathered once.
 
@@ -110,17 +140,20 @@ class _Steady:
     def __init__(self, steps: np.ndarray, first: np.ndarray):
         self.first = first
         self.steady = ~first
-        self.all = not first.any()
-        wait = steps["fetch_done_ns"] - steps["begin_ns"]
-        step = steps["end_ns"] - steps["begin_ns"]
+        at_first = np.flatnonzero(first)
+        self.all = not len(at_first)
+        begin = steps["begin_ns"]
         if self.all:
-            self.wait, self.step, self.first_wait = wait, step, wait[:0]
+            self.wait = steps["fetch_done_ns"] - begin
+            self.step = steps["end_ns"] - begin
+            self.first_wait = self.wait[:0]
         else:
-            self.first_wait = wait[first]
-            self.wait = wait[self.steady]
-            del wait
-            self.step = step[self.steady]
+            self.first_wait = steps["fetch_done_ns"][at_first] - begin[at_first]
+            self.wait = _steady_difference(steps["fetch_done_ns"], begin, at_first)
+            self.step = _steady_difference(steps["end_ns"], begin, at_first)
         tops = [int(a.max()) for a in (self.wait, self.first_wait) if len(a)]
+        # Order statistics the durations selected, for the stall rule.
+        self.known = stall_threshold.KnownStats()
         self.max_wait = max(tops) if tops else None
 
     def full(self, steady_mask: np.ndarray) -> np.ndarray:
@@ -353,6 +386,8 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
                                                  run.clocked_sampler, run.others_queued)
     if queued is not None:
         w.wait = np.maximum(real_wait - queued, 0)
+        # The waits changed: of the selections made, the steps' alone hold.
+        w.known = stall_threshold.KnownStats(median_step_ns=w.known.median_step_ns)
     run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
                                       max(1, int(run.num_workers or 0)))
     out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"],
@@ -971,10 +1006,17 @@ def _durations(w: _Steady, production: Optional[dict] = None,
         produced = share * production_fraction
     diagnosis = input_bound.diagnose(share, produced, unmarked, mean_step_ns,
                                      other_largest_fraction, host_leads, main_leads)
+    # The stall rule's order statistics of the same waits and steps, from
+    # the same selections (stall_threshold.KnownStats).
+    wait_s, (p10, p95) = _stats_and(w.wait, (stall_threshold.ALL_SLOW_PERCENTILE,
+                                             stall_threshold.STALL_PERCENTILE))
+    compute_s, (compute_median,) = _stats_and(w.step - w.wait, (50.0,))
+    step_s, (step_median,) = _stats_and(w.step, (50.0,))
+    w.known = stall_threshold.KnownStats(p10, p95, step_median, compute_median)
     return {
-        "input_wait_s": duration_stats_s(w.wait),
-        "compute_s": duration_stats_s(w.step - w.wait),
-        "step_s": duration_stats_s(w.step),
+        "input_wait_s": wait_s,
+        "compute_s": compute_s,
+        "step_s": step_s,
         "input_share": share,
         "diagnosis": diagnosis.label,
         **_worded("diagnosis_rule", input_bound.diagnosis_finding(*diagnosis)),
@@ -1015,7 +1057,7 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
                                        rule.floor_ns, round_steps))
         return trends[0] is not None
 
-    found = stall_shape.classify(w.wait, w.step, threshold_s, trending)
+    found = stall_shape.classify(w.wait, w.step, threshold_s, trending, known=w.known)
     trend = trends[0]
     shape_support = (label_support.shape_support(
         w.wait, w.step, found.shape[0], threshold_s, round_steps,
@@ -1110,10 +1152,16 @@ def _epoch_position(steps: np.ndarray, runs: Optional[tuple] = None) -> np.ndarr
         return np.zeros(0, dtype=np.int64)
     first = (steps["flags"][starts] >> _core.FLAG_POS_SHIFT).astype(np.int64)
     known = first < _core.FLAG_POS_MAX
-    lengths = np.diff(np.r_[starts, len(steps)])
     # Within each run: the first step's position plus the distance from it.
     position = np.arange(len(steps), dtype=np.int64)
-    position += np.repeat(np.where(known, first - starts, -1 - len(steps)), lengths)
+    shift = np.where(known, first - starts, -1 - len(steps))
+    if len(starts) <= _STEADY_RUNS_MAX:
+        # Run by run, in place: no full-length array of shifts.
+        for lo, hi, by in zip(starts.tolist(), np.r_[starts[1:], len(steps)].tolist(),
+                              shift.tolist()):
+            position[lo:hi] += by
+    else:
+        position += np.repeat(shift, np.diff(np.r_[starts, len(steps)]))
     return np.maximum(position, -1, out=position)
 
 

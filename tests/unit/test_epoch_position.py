@@ -43,3 +43,36 @@ def test_epoch_runs_give_each_epochs_start_only_when_in_order():
     assert epochs.tolist() == [0, 1, 3] and starts.tolist() == [0, 2, 5]
     epochs, starts = evidence.epoch_runs(np.array([0, 1, 0], dtype=np.int32))
     assert epochs.tolist() == [0, 1] and starts is None
+
+
+def test_positions_of_many_runs_agree_with_a_walk(monkeypatch):
+    # Past _STEADY_RUNS_MAX runs the shifts are repeated, not added run by
+    # run: both ways give the walk's positions.
+    rng = np.random.default_rng(7)
+    n = 400
+    steps = np.zeros(n, dtype=_STEPS)
+    steps["epoch"] = np.sort(rng.integers(0, 120, n))
+    recorded = rng.integers(0, _core.FLAG_POS_MAX + 1, n)
+    steps["flags"] = (recorded << _core.FLAG_POS_SHIFT).astype(np.uint16)
+    want = _positions_by_walking(steps["epoch"].tolist(), recorded)
+    runs = evidence.epoch_runs(steps["epoch"])
+    assert build._epoch_position(steps, runs).tolist() == want
+    monkeypatch.setattr(build, "_STEADY_RUNS_MAX", 3)
+    assert build._epoch_position(steps, runs).tolist() == want
+    assert build._epoch_position(steps).tolist() == want
+
+
+@pytest.mark.parametrize("runs_max", [4096, 2])
+def test_steady_difference_drops_the_start_up_steps(monkeypatch, runs_max):
+    # The steady waits against NumPy's masked difference, run by run and,
+    # past _STEADY_RUNS_MAX start-up steps, by a mask.
+    monkeypatch.setattr(build, "_STEADY_RUNS_MAX", runs_max)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(0, 30))
+        a, b = rng.integers(0, 10**9, n), rng.integers(0, 10**9, n)
+        at_first = np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False))
+        keep = np.ones(n, dtype=bool)
+        keep[at_first] = False
+        got = build._steady_difference(a, b, at_first)
+        assert got.dtype == np.int64 and got.tolist() == (a - b)[keep].tolist()

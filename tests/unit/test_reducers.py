@@ -274,3 +274,42 @@ def test_reducers_accept_small_int_and_bool_arrays():
     assert _core.summary(np.array([True, False, True]))["sum"] == 2
     assert _core.summary([])["count"] == 0
     assert _core.percentiles(np.array([1, 3], dtype=np.uint32), 50) == 2.0
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-3, 40)),
+       st.integers(1, 9), st.integers(0, 2**32))
+def test_residue_counts_match_bincount(position, period, seed):
+    rng = np.random.default_rng(seed)
+    tested = rng.random(len(position)) < 0.8
+    stalled = rng.random(len(position)) < 0.4
+    fetches, stalls, last = _core.residue_counts(position, period, tested, stalled)
+    counted = tested & (position >= 0)
+    assert fetches.tolist() == np.bincount(position[counted] % period,
+                                           minlength=period).tolist()
+    assert stalls.tolist() == np.bincount(position[counted & stalled] % period,
+                                          minlength=period).tolist()
+    assert last == (int(position[counted].max()) if counted.any() else -1)
+
+
+def test_residue_counts_name_the_bad_argument():
+    pos, mask = np.arange(4), np.ones(4, dtype=bool)
+    with pytest.raises(ValueError, match="period"):
+        _core.residue_counts(pos, 0, mask, mask)
+    with pytest.raises(ValueError, match="stalled"):
+        _core.residue_counts(pos, 2, mask, mask[:3])
+    with pytest.raises(TypeError, match="tested"):
+        _core.residue_counts(pos, 2, pos, mask)
+
+
+@given(hnp.arrays(np.int64, st.integers(1, 80), elements=st.integers(-50, 10**12)),
+       st.data())
+def test_span_middles_give_numpys_medians_of_sorted_spans(x, data):
+    from traceml.findings import _numbers
+    lo = data.draw(st.integers(0, len(x) - 1))
+    hi = data.draw(st.integers(lo + 1, len(x)))
+    span = np.sort(x)[lo:hi]
+    (a, b), = _numbers.span_middles(x, [(lo, hi)])
+    assert _numbers.mid((a, b)) == float(np.median(span))
+    assert a == np.partition(span, (len(span) - 1) // 2)[(len(span) - 1) // 2]
+    with pytest.raises(ValueError, match="span"):
+        _numbers.span_middles(x, [(0, len(x) + 1)])

@@ -195,3 +195,21 @@ def test_stalls_by_position_must_delay_their_step_as_two_groups_do():
     rule = st.stall_threshold_ns(wait, short, None)
     assert rule.code == st.RULE_POSITION
     assert np.count_nonzero(wait > rule.threshold_ns) >= 0.8 * (n // 6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stalls_matter_by_rank_agrees_with_the_gathered_waits(seed):
+    # Given the threshold, the calm waits are read by rank; the answer and
+    # its cost share are those of gathering them (NumPy's median and sum).
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 400))
+    wait = rng.integers(0, 4, n) * rng.integers(1, 10 * MS, n)
+    step = wait + rng.integers(1 * MS, 20 * MS, n)
+    threshold = int(np.quantile(wait, rng.uniform(0.5, 1.0)))
+    above = wait > threshold
+    by_rank = st.stalls_matter(wait, step, above, st.RULE_P95, threshold)
+    calm = wait[~above]
+    typical = float(np.median(calm)) if len(calm) else 0.0
+    want = float(np.maximum(wait[above] - typical, 0).sum()) / float(step.sum())
+    assert by_rank.cost_share == pytest.approx(want, rel=1e-12)
+    assert by_rank.code == st.stalls_matter(wait, step, above, st.RULE_P95).code

@@ -38,6 +38,34 @@ def int_median(x: np.ndarray) -> float:
     return (float(a) + float(b)) / 2.0
 
 
+def span_middles(x: np.ndarray, spans) -> list:
+    """The two middle values of each span of ``sorted(x)``: ``spans`` is a
+    sequence of (lo, hi), 0 <= lo < hi <= len(x), the values of 0-based
+    ranks lo to hi - 1 (the waits at or under a threshold are the first of
+    them, those above it the last).  Returns [(a, b), ...] (ints for
+    integer ``x``): a at rank lo + (m - 1) // 2, b at lo + m // 2, m = hi
+    - lo, so that ``numpy.median`` of the span is (a + b) / 2 and its lower
+    median a.  One selection over ``x`` for every span, without gathering
+    any span's values.  Raises ValueError naming the span outside x."""
+    ranks = []
+    for lo, hi in spans:
+        if not 0 <= lo < hi <= len(x):
+            raise ValueError(f"span_middles(): span ({lo}, {hi}) outside 0..{len(x)}")
+        ranks += [lo + (hi - lo - 1) // 2, lo + (hi - lo) // 2]
+    if not ranks:
+        return []
+    if _is_int(x):
+        vals = _core.order_stats(x, np.array(ranks, dtype=np.int64)).tolist()
+    else:
+        vals = np.partition(x, sorted(set(ranks)))[ranks].tolist()
+    return list(zip(vals[::2], vals[1::2]))
+
+
+def mid(pair) -> float:
+    """``numpy.median`` from a span's two middle values (span_middles)."""
+    return (float(pair[0]) + float(pair[1])) / 2.0
+
+
 # Past this many distinct candidate values bincount's table costs more
 # than a sort; worker ids and residues are far below it.
 _BINCOUNT_MAX = 1 << 16

@@ -104,17 +104,20 @@ class Classified(NamedTuple):
 
 
 def classify(wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
-             trending=None, position: bool = True) -> Classified:
+             trending=None, position: bool = True,
+             known: Optional[stall_threshold.KnownStats] = None) -> Classified:
     """The stall rule over the steady waits and steps (ns, shape
     (steps,)), whether the waits above it matter, and the shape; ``given_s``
     the caller's threshold (s) or None; ``trending(rule) -> bool``: whether
     the wait trends, given the rule (its floor; see :func:`shape`; None:
     it does not); ``position``: whether the stall rule may use its
-    position test (stall_threshold.stall_threshold_ns)."""
-    rule = stall_threshold.stall_threshold_ns(wait_ns, step_ns, given_s, position)
+    position test (stall_threshold.stall_threshold_ns); ``known``: order
+    statistics of these waits and steps already selected."""
+    rule = stall_threshold.stall_threshold_ns(wait_ns, step_ns, given_s, position, known)
     trends = bool(trending(rule)) if trending is not None else False
     above = _core.stall_mask(wait_ns, rule.threshold_ns)
-    matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code)
+    matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code,
+                                          rule.threshold_ns)
     if (matter.code != stall_threshold.STALLS_KEPT and rule.all_slow
             and rule.code != stall_threshold.RULE_ALL_SLOW):
         # Every fetch slow, and the group on top does not matter by itself:
@@ -124,18 +127,26 @@ def classify(wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
                              code=stall_threshold.RULE_ALL_SLOW, every_fetch_slow=True,
                              basis=None, position=None)
         above = _core.stall_mask(wait_ns, rule.threshold_ns)
-        matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code)
+        matter = stall_threshold.stalls_matter(wait_ns, step_ns, above, rule.code,
+                                          rule.threshold_ns)
     if matter.code != stall_threshold.STALLS_KEPT:
         outliers, stalls = above, np.zeros_like(above)
     else:
         outliers, stalls = np.zeros_like(above), above
     del above
-    count = int(np.count_nonzero(stalls))
+    count, n = int(np.count_nonzero(stalls)), len(wait_ns)
     # The lower median: a fetch that at least half the fetches do not
     # exceed (an interpolated median of half-stalled waits is neither).
-    median_wait = _numbers.lower_median(wait_ns) if len(wait_ns) else None
-    calm = _core.percentiles(wait_ns[~stalls], 50.0) if count < len(wait_ns) else None
-    stalled = _core.percentiles(wait_ns[stalls], 50.0) if count else None
+    median_wait = calm = stalled = None
+    if n:
+        # The stalls are the waits above the threshold: the last `count` in
+        # order, the calm ones the first n - count (one selection for all).
+        spans = [(0, n)] + ([(0, n - count)] if count < n else []) + (
+            [(n - count, n)] if count else [])
+        middles = _numbers.span_middles(wait_ns, spans)
+        median_wait = float(middles[0][0])
+        calm = _numbers.mid(middles[1]) if count < n else None
+        stalled = _numbers.mid(middles[-1]) if count else None
     found = shape(count, len(wait_ns), rule.every_fetch_slow, calm, rule.floor_ns,
                   median_wait, rule.threshold_ns, trends, rule.least_ns)
     return Classified(rule, matter, stalls, outliers, calm, stalled, median_wait, found)

@@ -212,9 +212,23 @@ class StallRule(NamedTuple):
     position: Optional["PositionTest"] = None
 
 
+class KnownStats(NamedTuple):
+    """Order statistics of the same waits and steps that a caller has
+    already selected (ns; None: not known), so that the rule does not
+    select them again over a long run: ``wait_p10_ns`` and ``wait_p95_ns``
+    (the waits' ALL_SLOW_PERCENTILE and STALL_PERCENTILE),
+    ``median_step_ns``, ``median_compute_ns`` (of step - wait); each as
+    ``_core.percentiles`` gives it."""
+
+    wait_p10_ns: Optional[float] = None
+    wait_p95_ns: Optional[float] = None
+    median_step_ns: Optional[float] = None
+    median_compute_ns: Optional[float] = None
+
+
 def stall_threshold_ns(
     wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
-    position: bool = True
+    position: bool = True, known: Optional[KnownStats] = None
 ) -> StallRule:
     """The stall threshold (see :func:`_by_size`), and (``position``) where the sizes
     alone show no group of stalls (one slow group, or fewer than
@@ -228,7 +242,7 @@ def stall_threshold_ns(
     MIN_GROUP_ON_TOP waits, or waits that do not matter (stalls_matter).
     The phase's median wait must also pass the others' by
     STALL_MIN_COMPUTE_SHARE of the median compute, as two groups' must."""
-    rule = _by_size(wait_ns, step_ns, given_s)
+    rule = _by_size(wait_ns, step_ns, given_s, known)
     if not position or given_s is not None or len(wait_ns) > POSITION_MAX_STEPS:
         return rule
     if rule.code in _BY_GROUPS:
@@ -236,7 +250,7 @@ def stall_threshold_ns(
     if rule.code != RULE_ALL_SLOW:
         above = wait_ns > rule.threshold_ns
         if (np.count_nonzero(above) >= MIN_GROUP_ON_TOP and stalls_matter(
-                wait_ns, step_ns, above, rule.code).code == STALLS_KEPT):
+                wait_ns, step_ns, above, rule.code, rule.threshold_ns).code == STALLS_KEPT):
             return rule     # the sizes found stalls that matter
     pos = position_test(wait_ns)
     if pos is None:
@@ -246,7 +260,9 @@ def stall_threshold_ns(
     # fetches' median): a phase whose waits rank above the rest by 0.47 ms
     # on a 10.7 ms step (the round's own order among 6 healthy workers)
     # read "120 stalls ... PERIODIC every 3 steps" (helper 28B).
-    compute = _core.percentiles(step_ns - wait_ns, 50.0)
+    compute = (known.median_compute_ns if known is not None
+               and known.median_compute_ns is not None
+               else _core.percentiles(step_ns - wait_ns, 50.0))
     if pos.on_median_ns - pos.off_median_ns < STALL_MIN_COMPUTE_SHARE * max(compute, 0.0):
         return rule
     bar = math.sqrt(max(pos.on_median_ns, 1.0) * max(pos.off_median_ns, 1.0))
@@ -266,7 +282,8 @@ _BY_GROUPS = frozenset((RULE_OTSU, RULE_COMPUTE, RULE_ALL_SLOW_SPLIT))
 
 
 def _by_size(
-    wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float]
+    wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
+    known: Optional[KnownStats] = None
 ) -> StallRule:
     """The stall threshold: a steady-state fetch is a stall when its input
     wait (ns, shape (steps,)) exceeds it.
@@ -289,15 +306,22 @@ def _by_size(
       fetches) stands out: those are the stalls.
 
     ``every_fetch_slow`` reports the second case (also when a given
-    threshold is used: p10 wait above the threshold).
+    threshold is used: p10 wait above the threshold).  ``known``: the
+    order statistics already selected (:class:`KnownStats`).
     """
     if len(wait_ns) == 0:
         floor = STALL_FLOOR_S * 1e9
         if given_s is not None:
             return StallRule(int(round(given_s * 1e9)), RULE_GIVEN, False, floor, given_s=given_s)
         return StallRule(int(floor), RULE_NO_STEPS, False, floor)
-    p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, STALL_PERCENTILE])
-    median_step = _core.percentiles(step_ns, 50.0)
+    known = known or KnownStats()
+    if known.wait_p10_ns is None or known.wait_p95_ns is None:
+        p10, p95 = _core.percentiles(wait_ns, [ALL_SLOW_PERCENTILE, STALL_PERCENTILE])
+    else:
+        p10, p95 = known.wait_p10_ns, known.wait_p95_ns
+    median_step = known.median_step_ns
+    if median_step is None:
+        median_step = _core.percentiles(step_ns, 50.0)
     floor = max(STALL_FLOOR_S * 1e9, STALL_FLOOR_STEP_SHARE * median_step)
     if given_s is not None:
         threshold = int(round(given_s * 1e9))
@@ -331,7 +355,8 @@ def _by_size(
             # Two groups shown at this size: the upper one against the
             # compute, as for fetches that are not all slow (_two_groups);
             # half a median step does not bar it either.
-            r = _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
+            r = _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least,
+                               known.median_compute_ns)
             return StallRule(r.threshold_ns, RULE_ALL_SLOW_SPLIT, False, floor, True,
                              basis=r.code, least_ns=least)
         split = None if groups is None else groups["threshold_ns"]
@@ -345,7 +370,8 @@ def _by_size(
         if close and groups["eta"] <= eta_critical(len(wait_ns)):
             groups = None
         if groups is not None and _is_minority(wait_ns, groups["threshold_ns"]):
-            return _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least)
+            return _two_groups(wait_ns, step_ns, groups, candidates[RULE_P95], floor, least,
+                               known.median_compute_ns)
         # Otherwise an Otsu candidate only from groups BIMODAL_MIN_RATIO apart.
         split = None if groups is None or close else groups["threshold_ns"]
     if split is not None:
@@ -451,17 +477,19 @@ def _is_minority(wait_ns: np.ndarray, threshold_ns: float) -> bool:
 
 
 def _two_groups(wait_ns: np.ndarray, step_ns: np.ndarray, groups: dict, p95_bar: float,
-                floor: float, least: float) -> StallRule:
+                floor: float, least: float, median_compute_ns: Optional[float] = None
+                ) -> StallRule:
     """The threshold over two separate groups of waits (see
     STALL_MIN_COMPUTE_SHARE): the largest of the Otsu split, the lower
     group's median wait plus that share of the median compute, and
     STALL_P95_SHARE of the p95 wait ``p95_bar`` (a third group of small
     waits under a round's large stalls, the workers finishing in pairs,
     stays out of the stalls)."""
-    lower = wait_ns[wait_ns <= groups["threshold_ns"]]
-    typical = _numbers.lower_median(lower) if len(lower) else 0.0
-    del lower
-    compute = _core.percentiles(step_ns - wait_ns, 50.0)
+    # The lower group is the first `low` waits in order.
+    low = int(np.count_nonzero(wait_ns <= groups["threshold_ns"]))
+    typical = float(_numbers.span_middles(wait_ns, [(0, low)])[0][0]) if low else 0.0
+    compute = (median_compute_ns if median_compute_ns is not None
+               else _core.percentiles(step_ns - wait_ns, 50.0))
     bars = {RULE_OTSU: groups["threshold_ns"], RULE_P95: p95_bar,
             RULE_COMPUTE: typical + STALL_MIN_COMPUTE_SHARE * max(compute, 0.0)}
     code = max(bars, key=bars.get)
@@ -539,18 +567,28 @@ class StallsMatter(NamedTuple):
 
 
 def stalls_matter(wait_ns: np.ndarray, step_ns: np.ndarray, above: np.ndarray,
-                  rule_code: str) -> StallsMatter:
-    """Whether the steady-state waits ``wait_ns`` flagged by ``above`` (the
-    stall threshold's mask, same shape) are stalls or outliers, by the rule
-    above.  ``step_ns`` are the steps' durations; ``rule_code`` the stall
-    rule's code (RULE_GIVEN and RULE_ALL_SLOW keep every flagged wait)."""
-    k = int(np.count_nonzero(above))
+                  rule_code: str, threshold_ns: Optional[int] = None) -> StallsMatter:
+    """Whether the steady-state waits ``wait_ns`` flagged by ``above`` (a
+    mask, same shape) are stalls or outliers, by the rule above.
+    ``step_ns`` are the steps' durations; ``rule_code`` the stall rule's
+    code (RULE_GIVEN and RULE_ALL_SLOW keep every flagged wait);
+    ``threshold_ns``, where ``above`` is exactly ``wait_ns >
+    threshold_ns``, lets the calm waits be read by rank, not gathered."""
+    k, n = int(np.count_nonzero(above)), len(wait_ns)
     total = float(np.sum(step_ns, dtype=np.float64))
-    calm = wait_ns[~above]
-    typical = _numbers.int_median(calm) if len(calm) else 0.0
-    del calm
-    excess = np.maximum(wait_ns[above].astype(np.float64) - typical, 0.0)
-    cost = float(excess.sum()) / total if total > 0 else None
+    if threshold_ns is not None:
+        # The flagged waits are the last k in order, the calm ones the
+        # first n - k, each at most every flagged one: each flagged wait's
+        # excess over the calm median is its difference from it.
+        typical = (_numbers.mid(_numbers.span_middles(wait_ns, [(0, n - k)])[0])
+                   if k < n else 0.0)
+        excess = max(float(np.sum(wait_ns, where=above, dtype=np.float64)) - k * typical, 0.0)
+    else:
+        calm = wait_ns[~above]
+        typical = _numbers.int_median(calm) if len(calm) else 0.0
+        del calm
+        excess = float(np.maximum(wait_ns[above].astype(np.float64) - typical, 0.0).sum())
+    cost = excess / total if total > 0 else None
     if k == 0 or rule_code in (RULE_GIVEN, RULE_ALL_SLOW):
         return StallsMatter(STALLS_KEPT, cost)
     if k < MIN_GROUP_ON_TOP:

@@ -309,15 +309,6 @@ def _first_true(mask: np.ndarray, k: int) -> np.ndarray:
         length = min(len(mask), 2 * length)
 
 
-def _residue(position: np.ndarray, period: int) -> np.ndarray:
-    """``position`` mod ``period`` (non-negative), by a mask where the
-    period is a power of two (num_workers 2, 4, 8: a tenth of a division's
-    time over 10M steps)."""
-    if period & (period - 1) == 0:
-        return np.bitwise_and(position, period - 1)
-    return position % period
-
-
 def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
                       tested: np.ndarray, wait_ns: Optional[np.ndarray] = None) -> dict:
     """The pre-stated test above for a stall every ``period`` fetches from
@@ -353,11 +344,8 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
     # Every count below is a sum over residues mod `period`: the fetches
     # tested and the stalls among them, per residue (a divisor d of the
     # period sees residue r at 0 mod d exactly when r is).
-    residue = _residue(position, period)
-    fetches_at = np.bincount(residue[tested], minlength=period)
-    stalls_at = np.bincount(residue[tested & np.asarray(stalled, dtype=bool)],
-                            minlength=period)
-    del residue
+    fetches_at, stalls_at, last = _core.residue_counts(
+        position, period, tested, np.asarray(stalled, dtype=bool))
     if phase is None:
         # The residue with the most stalls, ties to the larger share of
         # its fetches stalled.
@@ -397,14 +385,13 @@ def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
                   and (k >= PREDICTED_MIN_STALLS or j == slots))
     periodic = (every and p < PERIOD_ALPHA and k >= PREDICTED_MIN_STALLS
                 and j >= max(PERIOD_MIN_REPEATS, PERIOD_MIN_SHARE * k))
-    last = position[tested]
     return {"period": period, "phase": int(phase), "fetches": n, "slots": slots, "stalls": k,
             "on_residue": j, "tests": int(tests), "p_value": p, "single_p_value": single,
             "hypergeom_p_value": p_hyper,
             "rank_p_value": p_rank, "best_p_value": best, "every": bool(every),
             "periodic": bool(periodic), "consistent": bool(consistent),
             # Where the run would go on: the next fetch's position.
-            "last_position": int(last.max()) if len(last) else None}
+            "last_position": last if last >= 0 else None}
 
 
 # Several stalls a period.  A slow sample at two places of every P
@@ -466,10 +453,8 @@ def _multi_residue_test(stalled: np.ndarray, position: np.ndarray, period: int,
     keys of :func:`_residue_test`'s (``phase`` the least residue of S,
     ``slots`` the fetches on S, ``on_residue`` the stalls on them), with
     ``residues`` (S, ascending) beside them."""
-    tested = np.asarray(tested, dtype=bool)
-    residue = _residue(np.asarray(position), period)
-    fetches_at = np.bincount(residue[tested], minlength=period)
-    stalls_at = np.bincount(residue[tested & np.asarray(stalled, dtype=bool)], minlength=period)
+    fetches_at, stalls_at, _ = _core.residue_counts(
+        position, period, np.asarray(tested, dtype=bool), np.asarray(stalled, dtype=bool))
     chosen = np.flatnonzero((stalls_at > PERIOD_MIN_SHARE * fetches_at)
                             & (stalls_at >= PERIOD_MIN_REPEATS))
     if not 2 <= len(chosen) <= SLOTS_MAX:
