@@ -24,10 +24,11 @@
  * sampler records a fetch that waits longer than stuck_after.
  *
  * Raise (on_raise=callable): each exception other than StopIteration that
- * the inner iterator raises (an Exception, not a KeyboardInterrupt) is
- * shown to on_raise(exception, batches delivered before it) before it
- * passes on unchanged, so that the report can say where the loop ended,
- * or which fetches it went on past.
+ * the inner iterator raises (a KeyboardInterrupt too: Ctrl-C in a fetch
+ * that hangs) is shown to on_raise(exception, batches delivered before
+ * it, ns the fetch had waited) before it passes on unchanged, so that the
+ * report can say where the loop ended, how long that fetch had waited, or
+ * which fetches it went on past.
  *
  * Bytes: on sampled batches (see TM_BYTES_*) the delivered batch's tensor
  * and NumPy array bytes are summed, walking tuples, lists and dict values;
@@ -523,15 +524,15 @@ sample_bytes(tm_wrapiter *self, PyObject *item)
 /* Show the exception being raised to on_raise and raise it on unchanged:
    a hook that fails is reported as unraisable, never in its place. */
 static TM_COLD void
-note_raise(tm_wrapiter *self)
+note_raise(tm_wrapiter *self, int64_t waited_ns)
 {
     PyObject *hook = Py_NewRef(self->on_raise);
     PyObject *exc;
     PyObject *res;
 
     exc = PyErr_GetRaisedException();
-    res = PyObject_CallFunction(hook, "OK", exc != NULL ? exc : Py_None,
-                                self->steps);
+    res = PyObject_CallFunction(hook, "OKL", exc != NULL ? exc : Py_None,
+                                self->steps, (long long)waited_ns);
     if (res == NULL) {
         PyErr_WriteUnraisable(hook);
     }
@@ -541,10 +542,10 @@ note_raise(tm_wrapiter *self)
 }
 
 /* The inner iterator returned NULL: exhausted (release it and end the
-   loop) or raised (shown to on_raise, and passed on).  Drops the
-   reference wrapiter_next took. */
+   loop) or raised (shown to on_raise with the fetch's wait, waited_ns,
+   and passed on).  Drops the reference wrapiter_next took. */
 static TM_COLD PyObject *
-wrapiter_stopped(tm_wrapiter *self, PyObject *inner)
+wrapiter_stopped(tm_wrapiter *self, PyObject *inner, int64_t waited_ns)
 {
     if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) {
         /* Exhausted: release the inner iterator now, so that a
@@ -555,8 +556,8 @@ wrapiter_stopped(tm_wrapiter *self, PyObject *inner)
         }
         end_loop(self);
     }
-    else if (self->on_raise != NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
-        note_raise(self);
+    else if (self->on_raise != NULL) {
+        note_raise(self, waited_ns);
     }
     Py_DECREF(inner);
     return NULL;
@@ -630,7 +631,9 @@ wrapiter_next(tm_wrapiter *self)
         tm_watch_end(&self->slot);
     }
     if (TM_UNLIKELY(item == NULL)) {
-        return wrapiter_stopped(self, inner);
+        return wrapiter_stopped(self, inner,
+                                done_ns - (self->steps != 0 ? call_ns
+                                                            : self->epoch_begin_ns));
     }
     Py_DECREF(inner);
     self->begin_ns = TM_LIKELY(self->steps != 0) ? call_ns
@@ -1108,9 +1111,10 @@ PyDoc_STRVAR(wrapiter_doc,
 "One epoch of a wrapped iterable: yields the inner iterator's items and\n"
 "records one step per item; holds `owner` (what keeps its source in use)\n"
 "until it is freed.  Made by traceml.wrap(); not for direct use.\n\n"
-"on_raise(exception, delivered) is called at each Exception the inner\n"
-"iterator raises (StopIteration aside), with the number of batches\n"
-"delivered before it; the exception then passes on unchanged.\n\n"
+"on_raise(exception, delivered, waited_ns) is called at each exception\n"
+"the inner iterator raises (StopIteration aside; a KeyboardInterrupt\n"
+"too), with the number of batches delivered before it and the ns that\n"
+"fetch had waited; the exception then passes on unchanged.\n\n"
 "While it holds the inner iterator, len(), __length_hint__, bool() and\n"
 "reads of attributes it does not define (not dunders) are the inner\n"
 "iterator's, so that code reading torch's iterator (len(it), it._workers)\n"

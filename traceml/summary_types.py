@@ -327,6 +327,7 @@ class RaisedFirst(TypedDict):
     type: str
     message: str
     worker: IntOrNull
+    wait_s: NotRequired[Seconds]
 
 
 class Raised(TypedDict):
@@ -338,7 +339,9 @@ class Raised(TypedDict):
     re-raised from a DataLoader worker; at most
     torch_private.RAISED_MESSAGE_MAX characters), the worker's id, whether
     the loop ended there (no step of the epoch came after it), how many
-    fetches raised, and the first of them where several did."""
+    fetches raised, and the first of them where several did; ``wait_s``
+    how long the raising fetch had waited (a KeyboardInterrupt in a fetch
+    that hangs: the wait no step records)."""
 
     epoch: NonNegativeInt
     fetch: NonNegativeInt
@@ -346,6 +349,7 @@ class Raised(TypedDict):
     type: str
     message: str
     worker: IntOrNull
+    wait_s: NotRequired[Seconds]
     ended: NotRequired[bool]
     count: NotRequired[Annotated[int, Schema(minimum=1)]]
     first: NotRequired[RaisedFirst]

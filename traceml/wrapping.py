@@ -215,13 +215,16 @@ def _shuffling(facts: dict, loader: Any) -> dict:
     return facts
 
 
-def _note_raised(known: dict, exc: BaseException, delivered: int) -> None:
+def _note_raised(known: dict, exc: BaseException, delivered: int, waited_ns: int) -> None:
     """The WrapIter's on_raise: keep in the epoch's facts the latest
     exception a fetch raised (``raised``: its type, message and worker,
-    torch_private.raised, and ``fetch``, the batches delivered before it),
-    the first one (``raised_first``) and how many (``raised_count``): a
-    loop that catches them and goes on raises more than one."""
-    known["raised"] = {**torch_private.raised(exc), "fetch": int(delivered)}
+    torch_private.raised, ``fetch``, the batches delivered before it, and
+    ``wait_s``, how long that fetch had waited, s: Ctrl-C in a fetch that
+    hangs ends the loop there), the first one (``raised_first``) and how
+    many (``raised_count``): a loop that catches them and goes on raises
+    more than one."""
+    known["raised"] = {**torch_private.raised(exc), "fetch": int(delivered),
+                       "wait_s": max(int(waited_ns), 0) * 1e-9}
     known.setdefault("raised_first", known["raised"])
     known["raised_count"] = known.get("raised_count", 0) + 1
 

@@ -679,8 +679,9 @@ def test_an_on_raise_hook_that_fails_leaves_the_exception_unchanged(scratch, mon
         yield 1
         raise err
 
-    def hook(exc, delivered):
+    def hook(exc, delivered, waited_ns):
         seen.append((exc, delivered))
+        assert waited_ns >= 0
         raise RuntimeError("the hook's")
 
     it = _core.WrapIter(inner(), *_source_id(uname("hook")), 0, traceml.clock_ns(),

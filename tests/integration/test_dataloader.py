@@ -19,6 +19,9 @@ lock-step), and delivery runs on any core.  With 100 ms batches the stall
 """
 
 import itertools
+import os
+import signal
+import threading
 import time
 import warnings
 
@@ -142,6 +145,7 @@ def test_dataset_exception_propagates_unchanged_and_steps_stay():
     # The exception that ended the loop is the report's bottom line:
     # batch 3 (items 6-7) raised, after 3 delivered batches.
     assert r["headline"]["label"] == "RAISED"
+    assert r["headline"]["raised"].pop("wait_s") >= 0
     assert r["headline"]["raised"] == {"epoch": 0, "fetch": 3, "step": 3, "type": "KeyError",
                                        "message": "'item 6 is broken'", "worker": None,
                                        "ended": True, "count": 1}
@@ -166,11 +170,41 @@ def test_a_worker_exception_is_the_bottom_line_and_names_the_worker():
             seen.append(b)
     assert len(seen) == 5
     r = traceml.report(source=name)
+    assert r["headline"]["raised"].pop("wait_s") >= 0
     assert r["headline"]["raised"] == {"epoch": 0, "fetch": 5, "step": 5, "type": "ValueError",
                                        "message": "ValueError: item 5 is broken", "worker": 1,
                                        "ended": True, "count": 1}
     assert "raised ValueError in DataLoader worker 1" in str(r).splitlines()[0]
     assert "num_workers=0 raises it in the main process" in r["next"][0]
+
+
+def test_ctrl_c_in_a_fetch_that_hangs_is_the_bottom_line():
+    # Item 5 hangs in its worker; Ctrl-C (a real SIGINT) comes 0.4 s into
+    # the fetch of batch 5 (helper 36B: the fetch vanished from the
+    # report, which read BALANCED, no stalls).
+    class Hanging(BurnDataset):
+        def __getitem__(self, i):
+            if i == 5:
+                time.sleep(3.0)
+            return super().__getitem__(i)
+
+    name, seen = uname(), 0
+    with pytest.raises(KeyboardInterrupt):
+        for _ in traceml.wrap(DataLoader(Hanging(12, 0.0), batch_size=1, num_workers=1),
+                              name=name):
+            seen += 1
+            if seen == 5:
+                threading.Timer(0.4, os.kill, (os.getpid(), signal.SIGINT)).start()
+    assert seen == 5
+    r = traceml.report(source=name)
+    raised = r["headline"]["raised"]
+    assert r["headline"]["label"] == "RAISED"
+    assert (raised["type"], raised["fetch"], raised["ended"]) == ("KeyboardInterrupt", 5, True)
+    # The fetch's own wait: from the loop's call to the interrupt.
+    assert 0.4 <= raised["wait_s"] < 3.0
+    assert raised["wait_s"] > r["headline"]["longest_wait_s"]
+    assert "raised KeyboardInterrupt after waiting" in str(r).splitlines()[0]
+    assert r["next"][0].startswith("The loop was interrupted in fetch 5 of epoch 0 after waiting")
 
 
 def test_a_loop_that_goes_on_past_raised_fetches_is_not_ended_by_them():

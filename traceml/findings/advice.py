@@ -56,7 +56,7 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
     if head["label"] == bottom_line.WORKER_EXITED and head.get("exited"):
         return [("worker_exited", dict(head["exited"]))]
     if head["label"] == bottom_line.RAISED and head.get("raised"):
-        return [("raised", dict(head["raised"]))]
+        return [("raised", {**head["raised"], "longest_wait_s": head.get("longest_wait_s")})]
     if head["label"] == bottom_line.STUCK:
         one = head["code"] == bottom_line.HEADLINE_ONE_FETCH and s.get("wall_s")
         return [("stuck", {"now": head["code"] == bottom_line.HEADLINE_STUCK_NOW,

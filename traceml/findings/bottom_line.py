@@ -119,11 +119,23 @@ def dead_worker_line(d: dict) -> str:
     return f"worker {d['worker']} (pid {d['pid']}) {how} {at}"
 
 
-def raised_line(r: dict) -> str:
-    """An exception that ended the loop (evidence.raised)."""
+def raised_line(r: dict, longest_wait_s: Optional[float] = None) -> str:
+    """An exception that ended the loop (evidence.raised); with the
+    longest delivered fetch's wait ``longest_wait_s`` (s), the raising
+    fetch's own wait where it was longer (a fetch that hung until Ctrl-C)."""
     where = (f" in DataLoader worker {r['worker']}" if r.get("worker") is not None else "")
     said = f" ({r['message']})" if r.get("message") else ""
-    return (f"fetch {r['fetch']} of epoch {r['epoch']} raised {r['type']}{where}{said}")
+    return (f"fetch {r['fetch']} of epoch {r['epoch']} raised {r['type']}{where}{said}"
+            + _longer(r.get("wait_s"), longest_wait_s))
+
+
+def _longer(wait_s: Optional[float], longest_wait_s: Optional[float]) -> str:
+    """" after waiting 1.2 s, longer than any batch delivered (62.6 ms)"
+    where the raising fetch waited longer than every delivered one."""
+    if wait_s is None or longest_wait_s is None or not wait_s > longest_wait_s:
+        return ""
+    return (f" after waiting {fmt_s(wait_s)}, longer than any batch delivered "
+            f"({fmt_s(longest_wait_s)})")
 
 
 def _earlier(p: dict) -> str:
@@ -139,6 +151,15 @@ def _earlier(p: dict) -> str:
 
 
 def _raised_next(p: dict) -> str:
+    hung = _longer(p.get("wait_s"), p.get("longest_wait_s"))
+    if p.get("type") == "KeyboardInterrupt" and hung:
+        # Interrupted in a fetch that waited longer than any other: that
+        # fetch is where the run's time went, not an error to fix.
+        return (f"The loop was interrupted in fetch {p['fetch']} of epoch {p['epoch']}{hung}: "
+                "that fetch is where the run was waiting, whatever the steady state says; "
+                "find what it waited on (a lock, a network read, a worker that hung, a sleep; "
+                "with traceml.configure(stuck_after_s=...) shorter than that wait the stuck "
+                "watch records where) before tuning the loader.")
     if not p.get("step"):
         return (f"The loop ended when {raised_line(p)}{_earlier(p)}, before any batch of "
                 "that epoch arrived; fix the error first"
@@ -308,7 +329,8 @@ def headline_part(head: Optional[dict], wall_s: Optional[float] = None) -> str:
                 else f" · {WORKER_EXITED}")
     if head["label"] == RAISED:
         r = head.get("raised")
-        return f" · {RAISED}: " + raised_line(r) if r else f" · {RAISED}"
+        return (f" · {RAISED}: " + raised_line(r, head.get("longest_wait_s")) if r
+                else f" · {RAISED}")
     if head["label"] == STUCK:
         if head["code"] == HEADLINE_STUCK_NOW:
             return f" · {STUCK}: a fetch is stuck now"
