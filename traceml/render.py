@@ -317,7 +317,7 @@ def _sweep_tables(rows: list[dict]) -> list[tuple[tuple, list[list[str]]]]:
 def _sweep_notes(d: dict) -> list[str]:
     """The lines under a sweep's table, before the errors."""
     ignored = d["ignored_num_workers"]
-    out = [sweeps.sweep_correlation(d["correlation"], bool(ignored))]
+    out = [t for t in (sweeps.sweep_correlation(d["correlation"], bool(ignored)),) if t]
     out.extend(t for t in (prediction_check.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
     out.extend(t for t in (sweeps.sweep_unsettled(d["rows"]),
                            sweeps.sweep_left_out(d["correlation"])) if t)

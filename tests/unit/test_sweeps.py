@@ -103,6 +103,11 @@ def test_the_footers_speak_only_of_what_varied():
     assert sweeps.sweep_left_out({"workers_varied": False, "left_out": left}) is None
     said = sweeps.sweep_left_out({"workers_varied": True, "left_out": left})
     assert said.startswith("left out of the correlation: num_workers=2 prefetch_factor=1")
+    # ... nor a line on num_workers against the period (helper 36B), unless
+    # make_loader ignored the num_workers asked for.
+    fixed = {"workers_varied": False, "left_out": left, "points": 0, "gaps": 0, "rows": []}
+    assert sweeps.sweep_correlation(fixed, False) is None
+    assert "make_loader ignored num_workers" in sweeps.sweep_correlation(fixed, True)
 
 
 def test_the_prediction_footer_counts_the_runs_it_was_checked_on():
@@ -253,9 +258,10 @@ def test_alike_conditions_at_the_same_workers_recommend_no_change():
     (code, p), = sweeps.sweep_next(conds, None)
     said = sweeps.WORDS[code](p)
     assert code == sweeps.SWEEP_KEEP_FEWEST and not p["fewer_workers"]
-    assert said.startswith("Next: keep the condition you run now: num_workers=4 "
+    assert said.startswith("Next: nothing to change: num_workers=4 "
                            "in_order=False (910 µs, the lowest mean fetch) and num_workers=4 "
                            "in_order=True are within"), said
+    assert said.endswith("keep whichever you run now."), said
     # Fewer workers alike: keep the fewer (they cost memory and cores).
     conds = [_c("num_workers=2", 2, 0.001102), _c("num_workers=4", 4, 0.000910)]
     (code, p), = sweeps.sweep_next(conds, None)
@@ -446,8 +452,8 @@ def test_a_sweep_of_another_setting_says_num_workers_did_not_vary_first():
     c = {"workers_varied": False, "points": 0, "gaps": 0, "rows": [],
          "left_out": [{"stalls": 0, "reason": "no stalls"}, {"stalls": 0, "reason": "no stalls"}]}
     assert sweeps._none_stalled(c)
-    said = sweeps.sweep_correlation(c, False)
-    assert "num_workers did not vary" in said and "no condition stalled" not in said
+    # Nothing on num_workers at all (helper 36B): the sweep did not vary it.
+    assert sweeps.sweep_correlation(c, False) is None
 
 
 def test_rows_of_one_num_workers_that_show_their_period_say_so():

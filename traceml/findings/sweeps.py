@@ -325,26 +325,29 @@ def condition(cond: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cond.items())
 
 
-def sweep_correlation(c: dict, ignored: bool) -> str:
+def sweep_correlation(c: dict, ignored: bool) -> Optional[str]:
     """The line on num_workers against the stall period (sweep.correlation);
     ``ignored``: make_loader ignored num_workers somewhere.  Pearson r,
     slope and intercept are printed only beside "follows", where they
     support it (with fewer than policy.SWEEP_MIN_DISTINCT_WORKERS distinct
-    num_workers they are not computed)."""
+    num_workers they are not computed).  None where the sweep did not vary
+    num_workers (a sweep of prefetch_factor alone: the footer speaks of
+    what it varied), unless make_loader ignored it."""
     shown = " ".join(f"{x}:{y}" for x, y in c.get("rows", []))
     rests = (f"over {plural(c['points'], 'condition')} with a period ({c['gaps']} stall gaps "
              f"in all; max(1, num_workers):period {shown})")
     least = SWEEP_MIN_DISTINCT_WORKERS
     pooled = c.get("pooled") or {}
     if c.get("workers_varied") is False:
-        # First: a sweep of batch_size or prefetch_factor says what it
-        # varied, stalls or none (helper 31A: "no condition stalled" read
-        # as if num_workers had been tried).
-        text = "num_workers vs stall period: num_workers did not vary in this sweep; nothing to correlate"
-        if ignored:
-            text += (" (counting the workers each loader was built with; "
-                     "make_loader ignored num_workers, see below)")
-        return text
+        # A sweep of batch_size or prefetch_factor speaks of what it varied
+        # only (helper 36B: "num_workers did not vary in this sweep" under a
+        # prefetch_factor sweep); where make_loader ignored the num_workers
+        # asked for, that is said.
+        if not ignored:
+            return None
+        return ("num_workers vs stall period: num_workers did not vary in this sweep "
+                "(counting the workers each loader was built with; make_loader ignored "
+                "num_workers, see below)")
     if _none_stalled(c):
         return "num_workers vs stall period: no condition stalled; nothing to correlate"
     text = _follows_line(c, rests, least, pooled)
@@ -536,10 +539,10 @@ def _within(p: dict) -> str:
 WORDS: dict[str, Words] = {
     SWEEP_KEEP_FEWEST: lambda p: (
         # Alike and not fewer workers than the rest: nothing to change to.
-        f"Next: keep the condition you run now: {p['keep']} "
+        f"Next: nothing to change: {p['keep']} "
         f"({fmt_s(p['keep_mean_s'])}{_per(p)}, the lowest mean fetch) and "
         f"{', '.join(p['others'])} are within {_within(p)} of each other (no real "
-        "difference)."
+        "difference); keep whichever you run now."
         if p["others"] and not p["fewer_workers"] and p["keep"] == p["best"] else
         f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}{_per(p)}): "
         + ("it is the lowest mean fetch" if p["keep"] == p["best"]
