@@ -99,3 +99,22 @@ def test_a_count_that_keeps_up_only_on_others_cores_says_so():
                if "keeps up" in t]
     assert "only by their taking cores" in line
     assert f"num_workers=(2, {p['keeps_up_with']})" in line
+
+
+def test_cpu_workers_as_many_as_the_cpus_gain_only_others_cores():
+    # 2 workers of 15 ms of CPU a batch on 2 CPUs, barely waiting for a
+    # core (helper 36B, c03): the rows put 8 or 16 workers ahead only by
+    # their share of the loop's and other threads' cores, and the claim
+    # flipped between 8, 16 and a sweep over 3 identical runs.  A sweep to
+    # run, never "num_workers=N shortens the wait".
+    p = predict.predict(_contended(0.015, 0.0155, 0.0005, num_workers=2))
+    assert p["usable_cpus"] == 2 and not prediction_check._off_cpu_bound(p)
+    assert all(r.get("held_wait_s") is None for r in p["by_workers"])
+    shorter = prediction_check._shorter_with_more(p)
+    assert shorter is not None and shorter["from_others"]
+    said = prediction_check._more_words({"num_workers": 2, "shorter": shorter})
+    assert said.startswith("Next: traceml.sweep(make_loader, num_workers=(2, ")
+    # One worker on the same 2 CPUs: a second has a core of its own.
+    p = predict.predict(_contended(0.015, 0.0155, 0.0005, num_workers=1))
+    shorter = prediction_check._shorter_with_more(p)
+    assert shorter is None or not shorter["from_others"]

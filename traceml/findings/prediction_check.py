@@ -287,11 +287,18 @@ def _shorter_with_more(p: dict) -> Optional[dict]:
         return None
     first = next(r for r in more if r["wait_s"] <= least * (1.0 + MORE_WORKERS_SHORTER))
     held = first.get("held_wait_s")
+    # Batches whose making is CPU, made by at least as many workers as the
+    # host has CPUs, gain from more workers only the cores other threads
+    # give up: the held rows read shorter or not from one run to the next
+    # on a shared host (helper 36B: num_workers=8, 16, or a sweep to 16,
+    # in 3 identical runs of 2 workers on 2 CPUs).
+    full = (not _off_cpu_bound(p) and p.get("usable_cpus") is not None
+            and (p["num_workers"] or 0) >= p["usable_cpus"])
     return {"num_workers": first["num_workers"], "wait_s": first["wait_s"], "now_s": now,
             # The gain rests on cores taken from other threads where, with
             # the workers' cores held, the row is not shorter.
-            "from_others": (held is not None
-                            and held > (1.0 - MORE_WORKERS_SHORTER) * now),
+            "from_others": full or (held is not None
+                                    and held > (1.0 - MORE_WORKERS_SHORTER) * now),
             "other_runnable": p.get("other_runnable")}
 
 
