@@ -1604,6 +1604,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                 and steps is not None):
             out["attribution"] = attribution.with_collate_share(
                 out["attribution"], _collate_share(steps, mask, per_batch, *met))
+        out["attribution"] = attribution.unless_sampler(
+            out["attribution"], (s.get("wait_parts") or {}).get("stalls"))
     bb = out["batch_bytes"]
     if bb is not None:
         samples = (s.get("production") or {}).get("samples") or {}

@@ -497,3 +497,18 @@ def test_several_slow_places_are_worded_as_a_set():
     one = {**attr, "residues": [2]}
     assert "rank % 5 == 2" in attribution.attribution_line({"attribution": one})
     assert "on it, period 5" in attribution.attribution_line({"attribution": one})
+
+
+def test_a_residue_whose_wait_the_sampler_holds_is_not_slow_samples():
+    # A Sampler sleeping every 16 indices at num_workers=0 (helper 36B):
+    # the stalled batches at rank % 4 == 0 wait for their indices.
+    slow = {"label": "SLOW-SAMPLE", "period": 4, "residue": 0}
+    split = {"wait_s": 0.392, "parts_s": {"sampler": 0.384, "main_cpu": 0.008}}
+    assert attribution.unless_sampler(slow, split) is None
+    assert attribution.unless_sampler({**slow, "label": "SLOW-COLLATE"}, split) is None
+    # The sampler a small part: the residue stands; other labels stand.
+    small = {"wait_s": 0.392, "parts_s": {"sampler": 0.1, "main_cpu": 0.292}}
+    assert attribution.unless_sampler(slow, small) is slow
+    one = {"label": "ONE-WORKER", "worker": 1}
+    assert attribution.unless_sampler(one, split) is one
+    assert attribution.unless_sampler(slow, None) is slow

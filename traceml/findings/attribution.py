@@ -14,7 +14,7 @@ from scipy.stats import mannwhitneyu
 from .. import _core
 from ..fmt import fmt_s, nth, pct, plural
 from ._types import Finding, Words
-from . import _numbers, slow_samples, stall_threshold, stall_timing
+from . import _numbers, slow_samples, stall_threshold, stall_timing, wait_parts
 
 
 # From the delivery record (the worker that produced each stalled batch, its
@@ -881,6 +881,29 @@ def with_collate_share(attr: Optional[dict], share: Optional[float],
     if out["label"] == SLOW_SAMPLE and _in_collate(out):
         out["label"] = SLOW_COLLATE
     return out
+
+
+# The stalled batches' indices, not their samples, are what come late
+# where the sampler's next() holds more than this share of the stalls'
+# measured wait (wait_parts: the sampler part of the stalls' split).
+SAMPLER_HOLDS_STALLS = 0.5
+
+
+def unless_sampler(attr: Optional[dict], stalls_split: Optional[dict]) -> Optional[dict]:
+    """``attr`` (:func:`attribution`'s dict, or None), or None where it
+    names a residue of slow batches (SLOW-SAMPLE, SLOW-COLLATE) whose wait
+    the sampler's next() holds, more than SAMPLER_HOLDS_STALLS of the
+    stalls' measured wait (``stalls_split``, wait_split's split of the
+    stalled fetches): the batches at that residue wait for their indices,
+    and timing their samples or collate_fn finds nothing.  A Sampler
+    sleeping every 16 indices at num_workers=0 read "SLOW-SAMPLE, rank %
+    4 == 0 ... time __getitem__ on the indices of those batches" beside
+    the sampler's 98% of the stalls' wait (helper 36B, 3 of 3)."""
+    if attr is None or attr["label"] not in SLOW_RESIDUE or not stalls_split:
+        return attr
+    total = stalls_split.get("wait_s") or 0.0
+    held = (stalls_split.get("parts_s") or {}).get(wait_parts.SAMPLER, 0.0)
+    return None if total > 0 and held > SAMPLER_HOLDS_STALLS * total else attr
 
 
 def _what_is_slow(p: dict) -> str:
