@@ -716,3 +716,19 @@ def test_two_slow_code_paths_are_both_named():
     # One path: nothing beside it.
     one = [r for r in fns if r["function"] != "decode_video_frames"]
     assert "beside" not in slow_code.judge(_block(one, 100, 60)).numbers
+
+
+def test_a_stride_with_no_slow_sample_attribution_still_times_the_samples():
+    # Slow samples at index % 8 == 3, batch size 4, 2 workers (helper
+    # 36B): every slow batch is worker 0's, so no SLOW-SAMPLE carries the
+    # stride, and "compare in_order" was the step in 3 of 5 runs.
+    n = {"indices": [11, 19, 27], "distinct": 31, "slow_s": 0.0402, "fast_s": 6.2e-6,
+         "count": 31, "of": 254, "stride": 8, "residue": 3}
+    s = {"production": {"samples": {"kind": "map",
+                                    "findings": [["slow_samples_stride", n]]}},
+         "attribution": None}
+    (f,) = slow_code._time_slow_samples(s)
+    assert f.code == "time_slow_samples" and f.numbers["indices"] == [11, 19, 27]
+    # Where SLOW-SAMPLE carries the stride, its own step serves.
+    s["attribution"] = {"label": "SLOW-SAMPLE"}
+    assert slow_code._time_slow_samples(s) == []

@@ -589,7 +589,8 @@ def user_tail(path: list[dict], head: dict) -> dict:
 def _time_slow_samples(s: dict) -> list[Finding]:
     """``time_slow_samples`` where the workers' per-sample timing named
     slow samples (findings.slow_samples) of a map-style dataset with no
-    index stride (a stride has the attribution's SLOW-SAMPLE) and their
+    index stride (a stride has the attribution's SLOW-SAMPLE, where it
+    names one) and their
     repeats read as the samples' own cost: the question "compare in_order"
     asks (do single slow samples hold the loop?) is measured; it replaces
     that step (ONLY_REPLACING), else nothing."""
@@ -598,6 +599,12 @@ def _time_slow_samples(s: dict) -> list[Finding]:
         return []
     found = {code: n for code, n in block.get("findings") or []}
     n = found.get("slow_samples")
+    if n is None and (s.get("attribution") or {}).get("label") not in attribution.SLOW_RESIDUE:
+        # A stride with no SLOW-SAMPLE to carry it (its batches all on one
+        # worker: ONE-WORKER, or no attribution): the samples are found
+        # all the same (helper 36B: "compare in_order ... single slow
+        # samples are to blame" beside "every 8th index", 3 of 5 runs).
+        n = found.get("slow_samples_stride")
     if n is None or slow_samples.moment_not_samples(n):
         return []
     return [Finding("time_slow_samples", {
