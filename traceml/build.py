@@ -279,7 +279,7 @@ class _Run:
                            "steps": len(steps)}] if whole and len(steps)
                          else _recorded(records, sources))
         # Handed on by the stages (see each).
-        self.unmarked = None
+        self.unmarked = self.marked = None
         self.making_ns = self.met = self.clocked_making = self.per_batch = None
         self.clocked_sampler = self.others_queued = None
         self.host_share = self.host_in_waits = self.parts_all = self.body = None
@@ -333,6 +333,10 @@ def _stage_durations(run: _Run, s: dict) -> dict:
         no_fetch = (steps["flags"] & _core.FLAG_NO_FETCH) != 0
         run.unmarked = (int(np.count_nonzero(no_fetch[w.steady])),
                         int(np.count_nonzero(w.steady)))
+        if run.unmarked[0]:
+            # The steady steps whose fetch was marked: the only ones whose
+            # wait was measured (the trend reads these).
+            run.marked = ~no_fetch[w.steady]
         del no_fetch
     decided = input_bound.production_share(production) is not None
     run.clocked_making = _clocked_making(steps, run.clocks,
@@ -389,7 +393,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
         # The waits changed: of the selections made, the steps' alone hold.
         w.known = stall_threshold.KnownStats(median_step_ns=w.known.median_step_ns)
     run.mask, run.gaps, out = _stalls(w, run.epoch, run.stall_threshold_s,
-                                      max(1, int(run.num_workers or 0)))
+                                      max(1, int(run.num_workers or 0)), run.marked)
     out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"],
                                               w)
     del real_wait, queued
@@ -1046,15 +1050,26 @@ def _diagnosis_support(w: _Steady, label: str, production: Optional[dict],
 
 
 def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
-            round_steps: int = 1) -> tuple[np.ndarray, np.ndarray, dict]:
+            round_steps: int = 1, marked: Optional[np.ndarray] = None
+            ) -> tuple[np.ndarray, np.ndarray, dict]:
     """(stall mask over all steps, gaps between stalls, the shape,
     concentration, trend and stalls sections) under
-    stall_threshold.stall_threshold_ns."""
+    stall_threshold.stall_threshold_ns.  ``marked``: the steady probe
+    steps whose fetch was marked (None: all): the trend reads only their
+    waits, since a step without fetch_done() has no measured wait (5
+    unmarked steps at a run's end read "wait STEP 8 ms -> 2 ms", helper
+    36B)."""
     trends = []
 
     def trending(rule) -> bool:
-        trends.append(wait_trend.trend(w.wait, epoch if w.all else epoch[w.steady],
-                                       rule.floor_ns, round_steps))
+        wait, ep = w.wait, epoch if w.all else epoch[w.steady]
+        if marked is not None:
+            wait, ep = wait[marked], ep[marked]
+        found = wait_trend.trend(wait, ep, rule.floor_ns, round_steps)
+        if found is not None and marked is not None and found.get("changed_at_step") is not None:
+            # Back to the index among all steady steps.
+            found["changed_at_step"] = int(np.flatnonzero(marked)[found["changed_at_step"]])
+        trends.append(found)
         return trends[0] is not None
 
     found = stall_shape.classify(w.wait, w.step, threshold_s, trending, known=w.known)

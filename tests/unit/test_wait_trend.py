@@ -334,3 +334,29 @@ def test_a_trend_the_host_moved_with_says_so_before_the_data():
         trend["host_cores"] = cores
         p = dict(advice._steady_steps(s, False))["trend_next"]
         assert "look at what changed at steady step 128" in advice.WORDS["trend_next"](p)
+
+
+def test_probe_steps_without_a_fetch_mark_make_no_change_of_level():
+    # 60 probe steps whose input costs 8 ms, the last 5 without
+    # fetch_done() (helper 36B): their wait is not measured (0 in the
+    # record), and read "wait STEP 8 ms -> 2 ms (at steady step 50)".
+    import traceml
+    from traceml import _core
+
+    n, ms = 60, 1_000_000
+    # (Seed 18's noise reads STEP, and FALLING at a wider spread, with the
+    # unmarked steps' zeros in the series.)
+    rng = np.random.default_rng(18)
+    wait = (8 * ms * np.exp(rng.normal(0, 0.2, n))).astype(np.int64)
+    step = wait + 5 * ms
+    rec = np.zeros(n, dtype=_core.RECORD_DTYPE)
+    rec["begin_ns"] = 10**9 + np.r_[0, np.cumsum(step[:-1])]
+    rec["fetch_done_ns"] = rec["begin_ns"] + wait
+    rec["end_ns"] = rec["begin_ns"] + step
+    rec["fetch_done_ns"][55:] = rec["begin_ns"][55:]
+    rec["flags"][55:] = _core.FLAG_NO_FETCH
+    r = traceml.Recorder()
+    r._append_records(rec)
+    s = r.report()
+    assert s["trend"] is None, s["trend"]
+    assert "STEP" not in str(s).splitlines()[2]

@@ -123,7 +123,7 @@ def _more_workers(s: dict, nw: Optional[int]) -> tuple[str, dict]:
             return ("try_workers", {"bytes": size})
         return ("try_workers", {})
     if nw is None:
-        return ("wrap_and_sweep", {})
+        return ("wrap_and_sweep", {"probes": s.get("source") == "probes"})
     saturated = _workers_saturate_cpus(s)
     if saturated is not None:
         return ("cpus_saturated", {**saturated, "num_workers": nw})
@@ -287,7 +287,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             out.append(("spread_wait", {"share": share, "median_s": wait["median"],
                                         "probes": s.get("source") == "probes",
                                         "no_loader": True}))
-            out.append(("wrap_and_sweep", {}))
+            out.append(("wrap_and_sweep", {"probes": s.get("source") == "probes"}))
             return out
         out.append(("spread_wait", {"share": share, "median_s": wait["median"],
                                     "num_workers": nw}))
@@ -770,8 +770,10 @@ WORDS: dict[str, Words] = {
         "limit; if not, look at work in the main process."),
     "wrap_and_sweep": lambda p: ("Next: where a DataLoader feeds this loop, wrap the DataLoader "
                                  "itself and sweep num_workers (traceml.sweep) to see whether "
-                                 "more workers shorten the wait; else time what the wrapped "
-                                 "iterable's next() does."),
+                                 "more workers shorten the wait; else time "
+                                 + ("the code between step_begin() and fetch_done()."
+                                    if p.get("probes") else
+                                    "what the wrapped iterable's next() does.")),
     "hand_over": hand_over._hand_over_next,
     "wait_for_core": wait_parts.wait_for_core_words,
     "largest_part": lambda p: _largest_part_words(p),
