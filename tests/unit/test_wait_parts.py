@@ -219,6 +219,8 @@ def test_the_line_names_each_part_with_its_share():
     line = wait_parts.wait_parts_line(s)
     assert "50 clocked fetches" in line and "main CPU 75%" in line and "asleep 20%" in line
     assert "5 clocked stalls" in line and "main CPU 90%" in line
+    # A part under half a percent (0%) is counted, not named.
+    assert line.endswith("main CPU 90%, asleep 10%, 1 other part 0%"), line
     assert wait_parts.wait_parts_line({"wait_parts": None}) is None
 
 

@@ -349,10 +349,15 @@ def wait_parts_line(s: dict) -> Optional[str]:
         return None
 
     def parts(sp: dict) -> str:
+        # Parts under OTHERS_SHOWN of the wait are counted, not named: ten
+        # parts named twice made a 771-character line (helper 36B).
         total = sp["wait_s"]
-        return ", ".join(f"{_SHORT[k]} {pct(v / total) if total > 0 else '-'}"
-                         for k, v in sp["parts_s"].items()
-                         if k != "other_threads" or (total > 0 and v >= OTHERS_SHOWN * total))
+        if not total > 0:
+            return ", ".join(f"{_SHORT[k]} -" for k in sp["parts_s"])
+        shown = [f"{_SHORT[k]} {pct(v / total)}" for k, v in sp["parts_s"].items()
+                 if v >= OTHERS_SHOWN * total]
+        rest = sum(1 for v in sp["parts_s"].values() if v < OTHERS_SHOWN * total)
+        return ", ".join(shown + ([f"{plural(rest, 'other part')} 0%"] if rest else []))
 
     text = (f"input wait by part ({plural(wp['all']['fetches'], 'clocked fetch', 'clocked fetches')}): "
             f"{parts(wp['all'])}")
