@@ -360,3 +360,33 @@ def test_probe_steps_without_a_fetch_mark_make_no_change_of_level():
     s = r.report()
     assert s["trend"] is None, s["trend"]
     assert "STEP" not in str(s).splitlines()[2]
+
+
+def test_a_slow_first_epoch_of_few_rounds_is_a_step():
+    # 3 epochs of 16 fetches at 2 persistent workers, a cache filled in
+    # epoch 0 (helper 36A): 7 steady rounds before, 16 after.  Read by
+    # rounds the first epoch was under MIN_STEADY_STEPS points, and the
+    # change went unsaid in 3 of 5 runs.
+    rng = np.random.default_rng(2)
+    per, ms = 14, 1_000_000
+    ep = np.repeat(np.arange(3), per)
+    first = ep == 0
+    stall = np.arange(3 * per) % 2 == 0
+    wait = np.where(first & stall, 23 * ms, np.where(first, 1.5 * ms, 0.8 * ms))
+    wait = (wait * np.exp(rng.normal(0, 0.2, len(ep)))).astype(np.int64)
+    t = wait_trend.trend(wait, ep, 1e6, round_steps=2)
+    assert t is not None and t["label"] == wait_trend.STEP, t
+    assert t["first_epoch"] == 0 and t["first_epoch_median_s"] > 10 * t["later_epochs_median_s"]
+
+
+def test_lockstep_rounds_over_short_epochs_claim_few_steps():
+    # The same loop with no change: steps claimed at about TREND_ALPHA
+    # (400 seeds of lognormal noise, sd 0.9: 1% at 2 workers).
+    rng = np.random.default_rng(0)
+    per, hits = 14, 0
+    ep = np.repeat(np.arange(3), per)
+    for _ in range(200):
+        w = np.where(np.arange(3 * per) % 2 == 0, 20e6, 0.5e6)
+        w = (w * np.exp(rng.normal(0, 0.9, 3 * per))).astype(np.int64)
+        hits += wait_trend.trend(w, ep, 1e6, round_steps=2) is not None
+    assert hits <= 6, hits

@@ -81,8 +81,11 @@ from . import _numbers, input_bound
 # sign(m_j - m_i) over block medians i of epoch 0 and j after it,
 # Mann-Whitney's U in Kendall's form), against the same sieve bootstrap
 # under the null of no change, at TREND_ALPHA.  Each side needs
-# MIN_STEADY_STEPS steps, and epoch 0 must not come back later in step
-# order.  Where the two medians differ materially, a slope is tested
+# MIN_STEADY_STEPS steps (read by rounds, that many steps' rounds, at
+# least STEP_MIN_SIDE_POINTS of them: a first epoch of 16 fetches at 2
+# workers is 7 steady rounds, and a cache filled in it read "UNSETTLED
+# ... look at what recurs every 2 steps" in 3 of 5 runs, helper 36A),
+# and epoch 0 must not come back later in step order.  Where the two medians differ materially, a slope is tested
 # within the later epochs alone (the rule above over their waits):
 # RISING / FALLING when they trend by themselves; the rule over the whole
 # run when at least TREND_MIN_EPOCHS epochs' medians move one way and the
@@ -325,7 +328,7 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
         x, epoch = _round_means(x, epoch, round_steps)
         if len(x) < input_bound.MIN_STEADY_STEPS:
             return None
-        found = _trend_or_step(x, epoch, floor_ns)
+        found = _trend_or_step(x, epoch, floor_ns, round_steps)
         if found is None:
             return None
         if found.get("changed_at_step") is not None:
@@ -338,9 +341,17 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
     return _trend_or_step(x, epoch, floor_ns)
 
 
-def _trend_or_step(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
-    """:func:`trend` over the series ``x`` as given."""
-    cut = _level_change_at(x, epoch, floor_ns)
+# The fewest points (steps, or rounds' means) a side of the change after
+# the first epoch is tested on.
+STEP_MIN_SIDE_POINTS = 4
+
+
+def _trend_or_step(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
+                   round_steps: int = 1) -> Optional[dict]:
+    """:func:`trend` over the series ``x`` as given (each point a round of
+    ``round_steps`` fetches)."""
+    least = max(STEP_MIN_SIDE_POINTS, -(-input_bound.MIN_STEADY_STEPS // max(1, round_steps)))
+    cut = _level_change_at(x, epoch, floor_ns, least)
     if cut is None:
         found = _trend(x, epoch, floor_ns)
         return found if found is not None else _change_point(x, epoch, floor_ns)
@@ -574,15 +585,17 @@ def _epoch_started_at(epoch: np.ndarray, at: int) -> Optional[int]:
     return int(epoch[hit[0]]) if len(hit) else None
 
 
-def _level_change_at(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[int]:
+def _level_change_at(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
+                     least: int = input_bound.MIN_STEADY_STEPS) -> Optional[int]:
     """The index of the first step after the first epoch when the waits
-    ``x`` change level materially there (see above), else None."""
+    ``x`` change level materially there (see above), each side at least
+    ``least`` points, else None."""
     n = len(x)
     if epoch[-1] == epoch[0]:   # one epoch, or epoch 0 comes back: no step after it
         return None
     later = epoch != epoch[0]
     cut = int(np.argmax(later))
-    if cut < input_bound.MIN_STEADY_STEPS or n - cut < input_bound.MIN_STEADY_STEPS:
+    if cut < least or n - cut < least:
         return None
     if np.count_nonzero(later[cut:]) != n - cut:
         return None
