@@ -390,3 +390,19 @@ def test_lockstep_rounds_over_short_epochs_claim_few_steps():
         w = (w * np.exp(rng.normal(0, 0.9, 3 * per))).astype(np.int64)
         hits += wait_trend.trend(w, ep, 1e6, round_steps=2) is not None
     assert hits <= 6, hits
+
+
+def test_a_change_of_level_in_a_short_run_read_by_rounds_is_a_step():
+    # An IterableDataset's faster shard runs out half-way through 32
+    # fetches at 2 workers (helper 36A): waits alternating 1 and 30 ms,
+    # then 36 ms each.  Read by rounds, 15 points: a cut needed 8 on
+    # each side, and the run read PERIODIC, RISING "... a leak" or
+    # TOO-FEW, never STEP (0 of 3).
+    rng = np.random.default_rng(4)
+    ms, n = 1_000_000, 30
+    i = np.arange(n)
+    wait = np.where(i < 14, np.where(i % 2 == 0, 30 * ms, 1 * ms), 36 * ms)
+    wait = (wait * np.exp(rng.normal(0, 0.1, n))).astype(np.int64)
+    t = wait_trend.trend(wait, np.zeros(n, dtype=np.int64), 1e6, round_steps=2)
+    assert t is not None and t["label"] == wait_trend.STEP, t
+    assert 12 <= t["changed_at_step"] <= 16, t

@@ -353,15 +353,15 @@ def _trend_or_step(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
     least = max(STEP_MIN_SIDE_POINTS, -(-input_bound.MIN_STEADY_STEPS // max(1, round_steps)))
     cut = _level_change_at(x, epoch, floor_ns, least)
     if cut is None:
-        found = _trend(x, epoch, floor_ns)
-        return found if found is not None else _change_point(x, epoch, floor_ns)
+        found = _trend(x, epoch, floor_ns, least)
+        return found if found is not None else _change_point(x, epoch, floor_ns, least)
     # The level changed after the first epoch: a slope is tested within
     # the later epochs alone, never across that change.
     if _epoch_medians_move(x, epoch) and _material(*_tenths(x[cut:]), floor_ns, x[cut:]):
         # The later epochs carry the move on, epoch after epoch: a rise or
         # fall across the epochs, not one change after the first.
-        return _trend(x, epoch, floor_ns)
-    within = _trend(x[cut:], epoch[cut:], floor_ns)
+        return _trend(x, epoch, floor_ns, least)
+    within = _trend(x[cut:], epoch[cut:], floor_ns, least)
     if within is not None:
         return {**within, "after_first_epoch": int(epoch[0])}
     return _step_after_first_epoch(x, epoch, cut)
@@ -378,8 +378,10 @@ def _epoch_medians_move(x: np.ndarray, epoch: np.ndarray) -> bool:
     return bool((step > 0).all() or (step < 0).all())
 
 
-def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
-    """RISING / FALLING over the waits ``x`` (see :func:`trend`), or None."""
+def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
+           least: int = input_bound.MIN_STEADY_STEPS) -> Optional[dict]:
+    """RISING / FALLING over the waits ``x`` (see :func:`trend`), or None;
+    ``least``: the fewest points a side of a change of level holds."""
     n = len(x)
     first, last = _tenths(x)
     if not _material(first, last, floor_ns, x):
@@ -404,7 +406,7 @@ def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
         step = np.diff(meds)
         if (step > 0).all() or (step < 0).all():
             per_epoch = float(theilslopes(meds, np.arange(len(meds)))[0]) * 1e-6
-    shift = _one_shift(x, centre, med, floor_ns)
+    shift = _one_shift(x, centre, med, floor_ns, least)
     if shift is not None:
         return {**shift, "p_value": test["p_value"],
                 "at_epoch_start": _epoch_started_at(epoch, shift["changed_at_step"])}
@@ -416,18 +418,19 @@ def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
 
 
 def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
-               floor_ns: float) -> Optional[dict]:
+               floor_ns: float, least: int = input_bound.MIN_STEADY_STEPS) -> Optional[dict]:
     """STEP at the change point inside the run where two levels explain
     the block medians ``med`` (at their ``centre`` steps of ``x``) better
     than a line and neither side trends (see above); None otherwise."""
     y = med.astype(np.float64)
-    cut = _least_squares_cut(centre, y, len(x))
+    cut = _least_squares_cut(centre, y, len(x), least)
     if cut is None or not _two_levels_fit(centre, y, cut):
         return None
     return _step_at(x, centre, cut, floor_ns)
 
 
-def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int) -> Optional[int]:
+def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int,
+                       least: int = input_bound.MIN_STEADY_STEPS) -> Optional[int]:
     """The block index c (1 <= c < len(y)) before which two levels, least
     squares, fit the block medians ``y`` best, among the cuts leaving each
     side MIN_STEADY_STEPS of the ``n`` steps; None where none does.  By
@@ -435,7 +438,6 @@ def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int) -> Optional[in
     side of a 4x change moved the rank statistic's best cut into the
     drift (Pettitt's K at step 269 of a change at 80; helper 27C)."""
     m = len(y)
-    least = input_bound.MIN_STEADY_STEPS
     csum, csq = np.cumsum(y), np.cumsum(y * y)
     c = np.arange(1, m)
     left = csq[c - 1] - csum[c - 1] ** 2 / c
@@ -505,7 +507,8 @@ def _cut_s(ranks: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return 2 * (tail - after * (after - 1) // 2) - cuts * after
 
 
-def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional[dict]:
+def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
+                  least: int = input_bound.MIN_STEADY_STEPS) -> Optional[dict]:
     """STEP at one change of level inside the run, tested by itself where
     no slope was found: Pettitt's (1979, "A non-parametric approach to the
     change-point problem", Applied Statistics 28(2)) statistic K, the
@@ -524,7 +527,6 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     m = len(med)
     if m < 2 * 3 or np.ptp(med) == 0:
         return None
-    least = input_bound.MIN_STEADY_STEPS
     cuts = np.arange(1, m)
     cuts = cuts[(centre[cuts] >= least) & (n - centre[cuts] >= least)]
     if not len(cuts):
@@ -538,7 +540,7 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float) -> Optional
     # a small drift beside the change), its null fitted to the residuals
     # of that split; K over every cut tests whether there is a change.
     y = med.astype(np.float64)
-    cut = _least_squares_cut(centre, y, n)
+    cut = _least_squares_cut(centre, y, n, least)
     if cut is None:
         return None
     # Material first (cheap): a healthy run's report pays no bootstrap.
