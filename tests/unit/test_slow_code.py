@@ -732,3 +732,19 @@ def test_a_stride_with_no_slow_sample_attribution_still_times_the_samples():
     # Where SLOW-SAMPLE carries the stride, its own step serves.
     s["attribution"] = {"label": "SLOW-SAMPLE"}
     assert slow_code._time_slow_samples(s) == []
+
+
+def test_large_batches_asleep_in_their_samples_leave_the_lead_to_the_sizes():
+    # A batch_sampler's 64-sample batches every 5th among 4-sample ones,
+    # each sample sleeping 1 ms (helper 36B): off CPU in __getitem__, yet
+    # every sample costs alike; LARGE-BATCH's "even batch sizes" leads.
+    off_path = [_path_entry("DS.__getitem__", 0.99)]
+    b = _block([_fn("DS.__getitem__", 3, 1, 1)], 3, 1, slow_cpu_share=0.03,
+               fast_cpu_share=0.1, slow_runq_share=0.02, off_path=off_path)
+    b["samples"].update(slow_off_cpu=148.0, fast_off_cpu=0.0)
+    assert slow_code.judge(b).code == "slow_code_off_cpu"
+    s = {"slow_code": b, "diagnosis": "INPUT-BOUND"}
+    [adv] = slow_code.advise(s)
+    assert adv.code == "look_at_function"
+    s["attribution"] = {"label": "LARGE-BATCH"}
+    assert slow_code.advise(s) == []

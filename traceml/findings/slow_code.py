@@ -514,6 +514,14 @@ def advise(s: dict) -> list[Finding]:
         # costs alike ... the workers' sampled CPU" led above the sampler's
         # 72% of the wait, helper 35B's slow Sampler at num_workers=2).
         return timed
+    if (s.get("attribution") or {}).get("label") == attribution.LARGE_BATCH and f.code in (
+            "slow_code_off_cpu", "slow_code_named"):
+        # The slow batches run their code, on a CPU or off it, for more
+        # samples: the batch sizes' next step leads, the evidence line
+        # stays ("Look at `DS.__getitem__` ... waiting in a sleep" led
+        # above "slow by their size ... even batch sizes", each sample
+        # costing 1.0x the others', helper 36B).
+        return timed
     if f.code == "slow_code_off_cpu" and f.numbers.get("path") and (
             s.get("diagnosis") != "HAND-OVER"):
         # Blocked, measured, and where: the function at the end of the
@@ -538,10 +546,6 @@ def advise(s: dict) -> list[Finding]:
         return timed
     if f.code == "slow_code_named":
         label = (s.get("attribution") or {}).get("label")
-        if label == attribution.LARGE_BATCH:
-            # The slow batches run their code more times (more samples):
-            # the batch sizes' next step leads, the evidence line stays.
-            return []
         if (label == attribution.ONE_WORKER
                 and (f.numbers.get("fast_share") or 0.0) >= SAME_CODE_FAST_SHARE):
             # The fast batches spend most of their CPU in it too: the same
