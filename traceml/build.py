@@ -283,7 +283,7 @@ class _Run:
         self.making_ns = self.met = self.clocked_making = self.per_batch = None
         self.clocked_sampler = self.others_queued = None
         self.host_share = self.host_in_waits = self.parts_all = self.body = None
-        self.mask = self.gaps = None
+        self.mask = self.gaps = self.stall_wait = None
         self.gpu_steps = None
         self.ranks_workers = self.bytes_seen = self.batch_top = None
         self.memory_found: list = []
@@ -396,6 +396,9 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
                                       max(1, int(run.num_workers or 0)), run.marked)
     out["stalls"]["host_waits"] = _host_waits(real_wait, queued, out["stalls"]["threshold_s"],
                                               w)
+    # Each stall's own wait, in step order (the stalls are steady steps):
+    # gathered from the contiguous steady waits, not the strided records.
+    run.stall_wait = real_wait[run.mask if w.all else run.mask[w.steady]]
     del real_wait, queued
     if out["trend"] is not None:
         sides = _trend_host(steps, w, out["trend"], run)
@@ -428,7 +431,8 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
     predicted = _predicted_cadence(positions, run.num_workers)
     out = _temporal(mask, run.gaps, run.epoch, w.wait, run.num_workers,
                     stalls["every_fetch_slow"], predicted,
-                    steps["fetch_done_ns"][mask] - steps["begin_ns"][mask], positions)
+                    run.stall_wait, positions)
+    run.stall_wait = None
     item = stalls.get("rule_item")
     tmp = out.get("temporal")
     if (item and item[0] == "threshold_" + stall_threshold.RULE_POSITION and tmp
