@@ -551,3 +551,15 @@ def test_the_samplers_part_names_its_code():
     said = advice.WORDS["largest_part"](p)
     assert said.endswith("(its code: `WeightedOrderSampler.__iter__` in `B/c5_main.py:27`).")
     assert "its code" not in advice.WORDS["largest_part"]({**p, "sampler_code": None})
+
+
+def test_the_second_part_past_the_host_keeps_the_sampler_measured():
+    # Other programs 48% of the wait, the main CPU 44%, the sampler timed
+    # apart at 0% (helper 36B): the main CPU's step does not say "time the
+    # sampler alone".
+    split = {"wait_s": 1.0, "parts_s": {"host_cpu_wait": 0.48, "main_cpu": 0.44,
+                                        "worker_making": 0.08, "sampler": 0.0}}
+    second = wait_parts.second_part(split)
+    assert second["part"] == "main_cpu" and second["sampler_share"] == 0.0
+    said = wait_parts.part_next("main_cpu", 2, second["sampler_share"])
+    assert "time the sampler alone" not in said and "past the sampler" in said
