@@ -487,6 +487,19 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
     return out
 
 
+def _longest_wait_s(w: _Steady) -> Optional[float]:
+    """The longest recorded fetch's wait (s), or None without one."""
+    return float(w.max_wait) * NS if w.max_wait is not None else None
+
+
+def _interrupt_bar_s(w: _Steady) -> float:
+    """How long a fetch interrupted by Ctrl-C must have waited to be the
+    run's bottom line (evidence.raised): longer than any delivered fetch
+    and than the stall floor (STALL_FLOOR_S), a hang, not a loop stopped
+    between normal fetches."""
+    return max(_longest_wait_s(w) or 0.0, stall_threshold.STALL_FLOOR_S)
+
+
 def _stage_findings(run: _Run, s: dict) -> dict:
     """The prediction, the workers' memory, the bottom line and the notes
     (codes and numbers, and today's words beside them)."""
@@ -502,7 +515,7 @@ def _stage_findings(run: _Run, s: dict) -> dict:
     out["memory"] = memory_
     out["headline"] = _headline(run.w, run.epoch, run.epochs, {**s, **out}, run.sampler_info,
                                 evidence.raised(getattr(run.src, "epoch_facts", None) or {},
-                                                run.steps))
+                                                run.steps, _interrupt_bar_s(run.w)))
     so_far = {**s, **out}
     out["note_items"] = findings.stored(
         _notes(run.info, so_far, run.src, run.source_id, run.recorded, run.stuck_events or [],
@@ -1223,7 +1236,7 @@ def _headline(w: _Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
         per_epoch = [float(x) * NS for x in sums]
     stuck_after = _stuck_after_s(sampler_info)
     stuck = s.get("stuck") or []
-    longest = float(w.max_wait) * NS if w.max_wait is not None else None
+    longest = _longest_wait_s(w)
     exited = (s.get("workers") or {}).get("exited") or []
     rule = bottom_line.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,

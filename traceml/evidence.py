@@ -960,7 +960,8 @@ def dead_workers(facts: dict, steps: np.ndarray, info: dict,
     return out
 
 
-def raised(facts: dict, steps: np.ndarray) -> Optional[dict]:
+def raised(facts: dict, steps: np.ndarray,
+           interrupt_bar_s: Optional[float] = None) -> Optional[dict]:
     """The exceptions the loop's fetches raised (the wrap iterator's
     on_raise, ``epoch_facts[e]["raised"]``): the latest epoch's latest one,
     {epoch, fetch (the epoch's fetch that raised, from 0), step (the index
@@ -969,8 +970,20 @@ def raised(facts: dict, steps: np.ndarray) -> Optional[dict]:
     worker it was raised in, or None), ended (no step of that epoch, nor
     of a later one, came after it: the loop ended there), count (every fetch that raised, all
     epochs), first (the first of them, the same keys as the fetch's own,
-    where count > 1)}; None where no fetch raised."""
+    where count > 1)}; None where no fetch raised.  A KeyboardInterrupt
+    (``epoch_facts[e]["interrupted"]``) counts only in the latest epoch
+    and where its fetch had waited longer than ``interrupt_bar_s`` (s;
+    the caller's bar: the longest delivered fetch, at least a stall's
+    floor; None: no interrupt counts): Ctrl-C in a fetch that hung is
+    where the run went, Ctrl-C between normal fetches the user stopping
+    it."""
     hit = [e for e in sorted(facts) if facts[e].get("raised")]
+    latest = max(facts) if facts else None
+    cut = facts[latest].get("interrupted") if facts else None
+    if cut is not None and interrupt_bar_s is not None and cut["wait_s"] > interrupt_bar_s:
+        facts = {**facts, latest: {**facts[latest], "raised": cut,
+                                   "raised_count": facts[latest].get("raised_count", 0) + 1}}
+        hit = sorted(set(hit) | {latest})
     if not hit:
         return None
     e = hit[-1]

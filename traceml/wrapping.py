@@ -223,8 +223,15 @@ def _note_raised(known: dict, exc: BaseException, delivered: int, waited_ns: int
     hangs ends the loop there), the first one (``raised_first``) and how
     many (``raised_count``): a loop that catches them and goes on raises
     more than one."""
-    known["raised"] = {**torch_private.raised(exc), "fetch": int(delivered),
-                       "wait_s": max(int(waited_ns), 0) * 1e-9}
+    got = {**torch_private.raised(exc), "fetch": int(delivered),
+           "wait_s": max(int(waited_ns), 0) * 1e-9}
+    if isinstance(exc, KeyboardInterrupt):
+        # The user stopping the loop: kept apart, and the report's bottom
+        # line only where that fetch had waited longer than any delivered
+        # one (evidence.raised).
+        known["interrupted"] = got
+        return
+    known["raised"] = got
     known.setdefault("raised_first", known["raised"])
     known["raised_count"] = known.get("raised_count", 0) + 1
 
@@ -568,7 +575,7 @@ class SourceRegistry:
             # A fetch that raised before the reset belongs to the recording
             # it discarded (in place: the epoch's iterator holds this dict).
             for kept in src.epoch_facts.values():
-                for key in ("raised", "raised_first", "raised_count"):
+                for key in ("raised", "raised_first", "raised_count", "interrupted"):
                     kept.pop(key, None)
         self._release(self._recorded() if self._recorded is not None else set())
 

@@ -178,3 +178,16 @@ def test_a_compute_queued_behind_other_programs_names_the_host():
     assert "a lower num_workers" in said, said
     del s["wait_parts"]["compute"]["host_share"]
     assert "host_share" not in advice._compute_core_wait(s)
+
+
+def test_stalls_on_top_in_few_bursts_say_the_bursts_are_few():
+    # 15 stalls in 3 bursts (helper 36A): "TOO-FEW bursts" on the shape
+    # line beside "15 stalls ..., too few to show a pattern".
+    from traceml.findings import advice
+    p = {"count": 15, "threshold_s": 0.027, "pattern_known": False, "pattern": "TOO-FEW",
+         "period": None, "bursts": 3}
+    said = advice.WORDS["stalls_on_top"](p)
+    assert said == ("On top, 15 stalls past the stall line (27 ms), in 3 bursts of back-to-back "
+                    "stalls: too few bursts to show a pattern."), said
+    assert advice.WORDS["stalls_on_top"]({**p, "bursts": None}).endswith(
+        "too few to show a pattern.")

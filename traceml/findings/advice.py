@@ -254,7 +254,11 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                 "count": count, "threshold_s": st.get("threshold_s"),
                 "pattern_known": tmp is not None and tmp["label"] != stall_timing.TOO_FEW,
                 "pattern": tmp["label"] if tmp is not None else None,
-                "period": tmp.get("consistent_period") if tmp is not None else None}))
+                "period": tmp.get("consistent_period") if tmp is not None else None,
+                # Counted in bursts: how many (15 stalls in 3 bursts are
+                # too few bursts, not too few stalls; helper 36A).
+                "bursts": (int(tmp.get("gaps") or 0) + 1
+                           if tmp is not None and tmp.get("counted") == "bursts" else None)}))
         elif periodic:
             out.append(("periodic_slow", {"period": tmp["period"], "num_workers": nw}))
         out.append(_more_workers(s, nw))
@@ -609,6 +613,9 @@ def _stalls_on_top(p: dict) -> str:
     if pattern == stall_timing.UNSETTLED and p.get("period"):
         return (f"{head}, consistent with one every {p['period']} steps but not yet told "
                 "from random stalls.")
+    if pattern == stall_timing.TOO_FEW and p.get("bursts"):
+        return (f"{head}, in {plural(p['bursts'], 'burst')} of back-to-back stalls: too few "
+                "bursts to show a pattern.")
     if pattern == stall_timing.TOO_FEW:
         return f"{head}, too few to show a pattern."
     if pattern == stall_timing.EVERY_FETCH:
