@@ -362,7 +362,8 @@ def wait_parts_line(s: dict) -> Optional[str]:
         shown = [f"{_SHORT[k]} {pct(v / total)}" for k, v in sp["parts_s"].items()
                  if v >= OTHERS_SHOWN * total]
         rest = sum(1 for v in sp["parts_s"].values() if v < OTHERS_SHOWN * total)
-        return ", ".join(shown + ([f"{plural(rest, 'other part')} 0%"] if rest else []))
+        # (Each under OTHERS_SHOWN: pct() shows it as 0%.)
+        return ", ".join(shown + ([f"{plural(rest, 'other part')} {pct(0.0)}"] if rest else []))
 
     text = (f"input wait by part ({plural(wp['all']['fetches'], 'clocked fetch', 'clocked fetches')}): "
             f"{parts(wp['all'])}")
