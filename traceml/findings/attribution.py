@@ -702,11 +702,15 @@ def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
         # counts are by ascending id).
         top = max(by_worker, key=by_worker.get)
         share = by_worker[top] / out["known"]
-        own = int((batches == top).sum())
-        others = int(((batches >= 0) & (batches != top)).sum())
+        # Every steady batch's worker counted in one pass (-1 unknown, at 0).
+        shifted = batches + 1
+        counts = np.bincount(np.maximum(shifted, 0, out=shifted), minlength=top + 2)
+        del shifted
+        own = int(counts[top + 1])
+        others = int(counts[1:].sum()) - own
         own_share = by_worker[top] / own if own else 0.0
         others_share = (out["known"] - by_worker[top]) / others if others else 0.0
-        delivered = {int(w): int(c) for w, c in zip(*_numbers.value_counts(batches[batches >= 0]))}
+        delivered = {w: int(c) for w, c in enumerate(counts[1:].tolist()) if c}
         ratio = cpu_ratio(ticks, top, delivered)
         slower = make_ratio(per_worker, top)
         cheap = sample_ratio(samples_by_worker, top)

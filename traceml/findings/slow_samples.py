@@ -501,8 +501,13 @@ WORDS: dict[str, Words] = {
            f"{'indices' if p['what'] == 'index' else p['what'] + 's'} "
            if p.get("residues") else f"every {nth(p['stride'])} {p['what']} ")
         + f"({stride_class(p)}, " + _stride_exceptions(p) + ")"),
+    # What the stride test tried, not "no stride": whole slow batches of 4
+    # every 3rd batch sit on 4 places of every 12 indices, past the sets
+    # it tries (helper 36A: "no common index stride").
     "slow_samples": lambda p: (
-        f"slow samples: {_slow_body(p)}; no common {p['what']} stride"),
+        f"slow samples: {_slow_body(p)}; no common {p['what']} stride (of 1 to "
+        f"{plural(STRIDE_SET_MAX, 'place')} in every 2 to {STRIDE_SET_MAX_STRIDE} "
+        f"{'indices' if p['what'] == 'index' else p['what'] + 's'})"),
     "collate_share": lambda p: (
         f"collate_fn took {pct(p['share'])} of the workers' batch time "
         f"({_a_batch(p)}, over {p['calls']} calls)"),
