@@ -385,3 +385,5 @@ def test_a_step_that_fell_less_than_the_wait_is_not_said_not_to_fall():
     why = comparison.compare_why(v, moved)
     assert "did not fall" not in why
     assert "the step fell less than the wait: its compute rose 10.5 ms -> 12.6 ms" in why, why
+    # The measure the noise holds is named.
+    assert "mean step within the noise: not yet a change" in why, why

@@ -591,9 +591,13 @@ def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
             said = "not yet"
         parts.append(f"{name} {val(m.base)} -> {val(m.run)} ({change(m.run - m.base)}; "
                      f"tolerance {tol(m.tolerance)}{noise}): {said}")
-    if any(held_by_noise(m) for m in moved):
-        parts.append("within the noise is not yet a change: more steps, or the runs "
-                     "alternated, would settle it")
+    held = [_MEASURE[m.measure][0] for m in moved if held_by_noise(m)]
+    if held:
+        # Named: "within the noise" after a measure judged better read as
+        # that measure's (helper 36B: the step 37.1 -> 9.67 ms "better",
+        # then "within the noise is not yet a change", of the input share).
+        parts.append(f"{' and '.join(held)} within the noise: not yet a change; more "
+                     "steps, or the runs alternated, would settle it")
     if _saving_lost(moved) or _saving_shared(moved):
         base, run = _compute_rise(moved)
         how = ("the step did not fall with the wait" if _saving_lost(moved)

@@ -323,7 +323,8 @@ def _more_words(p: dict) -> str:
         return (f"Next: traceml.sweep(make_loader, num_workers=({p['num_workers']}, "
                 f"{m['num_workers']})) measures whether more workers shorten the wait on "
                 f"this host: the model puts num_workers={m['num_workers']} at about "
-                f"{fmt_s(m['wait_s'])} a step ({fmt_s(m['now_s'])} at {p['num_workers']}) "
+                f"{fmt_s(m['wait_s'])} of input wait a step ({fmt_s(m['now_s'])} at "
+                f"{p['num_workers']}) "
                 "only by their taking cores from the loop's and other programs' threads"
                 f"{others}, which a host that shares its cores by process group (a "
                 "container, a cgroup) does not give; ")
