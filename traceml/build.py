@@ -470,6 +470,13 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                     run.making_ns, run.runs,
                     wait_parts.next_for((s.get("wait_parts") or {}).get("stalls")))
     run.making_ns = None
+    outside = worker_evidence.outside_batches({**s, **out})
+    if outside and out["workers"] is not None:
+        # Measured beside the stalls' readings: the workers' own CPU that
+        # no batch took.
+        out["workers"]["evidence_items"] = (findings.stored(outside)
+                                            + out["workers"]["evidence_items"])
+        out["workers"]["evidence"] = findings.sentences(out["workers"]["evidence_items"])
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
                                       run.ranks_workers, run.met, steps, run.per_batch))
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,

@@ -636,3 +636,35 @@ def test_a_trace_of_reads_in_the_stalls_is_not_storage(reads, faults):
                and t.endswith("a trace, not a storage bottleneck: the wait lies elsewhere "
                               "(IPC, the main process, locks).") for t in text), text
     assert text[-1] == worker_evidence.CAVEATS  # the page-cache caveat still applies
+
+
+def _spin_forever():
+    while True:
+        pass
+
+
+def _start_a_spinner(_worker_id):
+    threading.Thread(target=_spin_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("spinning", [True, False])
+def test_workers_cpu_outside_their_batches_is_measured(spinning):
+    # Each worker's worker_init_fn starts a thread that spins (helper 36B:
+    # "HAND-OVER ... in transit 42%", never that the workers held the
+    # cores): their processes' CPU, every thread, against their batches'.
+    name = f"outside-{spinning}"
+    loader = DataLoader(BurnDataset(120, 0.0005), batch_size=4, num_workers=2,
+                        worker_init_fn=_start_a_spinner if spinning else None)
+    r = run(loader, pace_s=0.005, name=name)
+    items = {code: p for code, p in r["workers"]["evidence_items"]}
+    if not spinning:
+        assert "workers_outside_batches" not in items, items
+        return
+    p = items["workers_outside_batches"]
+    iv = r["workers"]["intervals"]
+    wall = iv["slow"]["wall_s"] + iv["fast"]["wall_s"]
+    assert p["cores"] == pytest.approx(
+        (iv["slow"]["worker_cpu_s"] + iv["fast"]["worker_cpu_s"]) / wall)
+    assert p["outside_cores"] >= worker_evidence.OUTSIDE_MIN_CORES
+    assert p["batch_cores"] < 0.5 * p["cores"]
+    assert any("went to work outside the batches" in line for line in r["workers"]["evidence"])

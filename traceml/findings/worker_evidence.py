@@ -8,7 +8,7 @@ from typing import Optional
 
 
 from ..fmt import fmt_bytes, fmt_s, pct
-from ._types import Words
+from ._types import Finding, Words
 from . import attribution, bottom_line, wait_parts
 
 # The reason a worker reading is missing when the loader has no worker processes.
@@ -65,6 +65,63 @@ BLOCKED_MIN_SHARE = 0.5
 # production line said busy 2%, hand-over 16% of step time).  Half: the
 # same bar as BLOCKED_MIN_SHARE.
 AWAITED_MAKING_MIN_SHARE = 0.5
+
+
+# The workers' processes spend CPU outside the batches they make (threads
+# a worker_init_fn or the dataset starts, a library's thread pool spinning)
+# where their CPU over the steady steps (every thread: the sampler's slow
+# and fast intervals) exceeds what their batches took (each batch's making
+# thread: the workers' batch timing, scaled to every steady batch) by at
+# least OUTSIDE_MIN_CORES cores and OUTSIDE_MIN_SHARE of it: cores taken
+# from the loop that no batch needed.  Two workers each spinning a thread
+# beside batches of 1 ms read "HAND-OVER ... in transit 42%" or "other
+# programs holding the cores (58%)", and never that the workers held 1.6
+# cores (helper 36B, 3 of 3).
+OUTSIDE_MIN_CORES = 0.25
+OUTSIDE_MIN_SHARE = 0.5
+# The training step's wait for a core is said beside it from this share of
+# its time (below it, a busy host's usual queueing).
+OUTSIDE_COMPUTE_WAIT_SAID = 0.1
+
+
+def outside_batches(s: dict) -> list[Finding]:
+    """``workers_outside_batches`` {cores, batch_cores, outside_cores,
+    compute_core_wait (the step's body's share waiting for a core, or
+    None)} by the rule above; [] where the intervals or the workers'
+    batch timing are not measured, or the rule does not hold."""
+    iv = (s.get("workers") or {}).get("intervals")
+    prod = s.get("production") or {}
+    if not iv or not prod.get("available") or not prod.get("coverage"):
+        return []
+    slow, fast = iv["slow"], iv["fast"]
+    if slow.get("worker_cpu_s") is None or fast.get("worker_cpu_s") is None:
+        return []
+    wall = slow["wall_s"] + fast["wall_s"]
+    if not wall > 0:
+        return []
+    cores = (slow["worker_cpu_s"] + fast["worker_cpu_s"]) / wall
+    batch_cores = prod["cpu_s"]["mean"] * prod["batches"] / prod["coverage"] / wall
+    outside = cores - batch_cores
+    if outside < OUTSIDE_MIN_CORES or outside < OUTSIDE_MIN_SHARE * cores:
+        return []
+    body = (s.get("wait_parts") or {}).get("compute") or {}
+    waited = (body["parts_s"].get("cpu_wait", 0.0) / body["compute_s"]
+              if body.get("compute_s") and body.get("runq_known") else None)
+    return [Finding("workers_outside_batches", {
+        "cores": cores, "batch_cores": batch_cores, "outside_cores": outside,
+        "compute_core_wait": waited})]
+
+
+def _outside_batches(p: dict) -> str:
+    waited = p.get("compute_core_wait")
+    return (f"The workers' processes kept {p['cores']:.1f} cores busy over the steady steps, "
+            f"their batches {p['batch_cores']:.1f} (each batch's making thread): "
+            f"{p['outside_cores']:.1f} cores went to work outside the batches (threads a "
+            "worker_init_fn or the dataset starts, a library's thread pool)"
+            + (f", and the training step waited for a core {pct(waited)} of its time"
+               if waited is not None and waited >= OUTSIDE_COMPUTE_WAIT_SAID else "")
+            + ": find what runs in the workers besides making batches (py-spy dump --pid "
+            "a worker's pid) before tuning the loader.")
 
 
 def awaited_blocked(readings: int, asleep: int, cores: Optional[float],
@@ -204,6 +261,7 @@ WORDS: dict[str, Words] = {
     "caveats": lambda p: CAVEATS_WITH_READS if p["reads_matter"] else CAVEATS,
     "awaited_blocked": _awaited_blocked,
     "cpu_handover": _cpu_handover,
+    "workers_outside_batches": _outside_batches,
     # CPU-side work against storage reads (evidence's storage finding).
     **{code: (lambda p, code=code: _storage(code, p))
        for code in ("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads", "idle",
