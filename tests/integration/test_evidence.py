@@ -182,7 +182,11 @@ def test_a_stuck_loader_is_reported_with_its_rank_and_worker():
         assert ev["oldest_rank"] == 5 and ev["worker"] == 1  # rank 5 -> worker 5 % 2
         assert ev["step_in_epoch"] == 5 and ev["epoch"] == 0
         assert ev["pid"] == traceml.report(source="stuck")["workers"]["pids_by_epoch"][0]["pids"][1]
-        assert ev["state"] == "S"  # asleep, not computing
+        # Asleep, not computing: its CPU over the wait says so.  The one
+        # state reading may catch the thread woken by traceml's own
+        # off-CPU stack timer (aimed at it in a timed fetch), runnable on
+        # a loaded host: R in a fresh-clone CI run, 1 of 3.
+        assert ev["state"] in ("S", "R")
         assert ev["worker_cpu_s_during_wait"] is not None and ev["worker_cpu_s_during_wait"] < 0.2
     done = traceml.report(source="stuck")["stuck"][0]
     assert not done["still_waiting"] and done["waited_s"] > 2.5
