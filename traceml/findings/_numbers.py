@@ -13,10 +13,7 @@ def lower_median(x: np.ndarray) -> float:
     """The lower median of ``x`` (non-empty, integers): a value of ``x``
     that at least half its values do not exceed (never between two
     groups).  Integers by selection in C, without copying ``x``."""
-    k = (len(x) - 1) // 2
-    if not _is_int(x):
-        return float(np.partition(x, k)[k])
-    return float(_core.order_stats(x, np.array([k]))[0])
+    return float(span_middles(x, [(0, len(x))])[0][0])
 
 
 def _is_int(x) -> bool:
@@ -31,11 +28,7 @@ def int_median(x: np.ndarray) -> float:
     dtypes: numpy.median itself."""
     if not _is_int(x):
         return float(np.median(x))
-    n = len(x)
-    if n % 2:
-        return float(_core.order_stats(x, np.array([n // 2]))[0])
-    a, b = _core.order_stats(x, np.array([n // 2 - 1, n // 2]))
-    return (float(a) + float(b)) / 2.0
+    return mid(span_middles(x, [(0, len(x))])[0])
 
 
 def span_middles(x: np.ndarray, spans) -> list:

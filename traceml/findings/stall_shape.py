@@ -140,12 +140,12 @@ def classify(wait_ns: np.ndarray, step_ns: np.ndarray, given_s: Optional[float],
     median_wait = calm = stalled = None
     if n:
         # The stalls are the waits above the threshold: the last `count` in
-        # order, the calm ones the first n - count (one selection for all).
-        spans = [(0, n)] + ([(0, n - count)] if count < n else []) + (
-            [(n - count, n)] if count else [])
-        middles = _numbers.span_middles(wait_ns, spans)
+        # order (one selection for them and the whole).  Kept, the calm
+        # ones are those stalls_matter took the median of.
+        middles = _numbers.span_middles(wait_ns, [(0, n)] + ([(n - count, n)] if count else []))
         median_wait = float(middles[0][0])
-        calm = _numbers.mid(middles[1]) if count < n else None
+        if count < n:
+            calm = matter.calm_median_ns if count else _numbers.mid(middles[0])
         stalled = _numbers.mid(middles[-1]) if count else None
     found = shape(count, len(wait_ns), rule.every_fetch_slow, calm, rule.floor_ns,
                   median_wait, rule.threshold_ns, trends, rule.least_ns)

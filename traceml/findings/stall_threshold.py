@@ -560,10 +560,12 @@ class StallsMatter(NamedTuple):
     """Whether the waits above the threshold are stalls (``code`` one of
     STALLS_KEPT, STALLS_LONE, STALLS_SMALL) and their cost: the sum of their
     excess over the median calm wait, as a share of the steady step time
-    (None without steps)."""
+    (None without steps); ``calm_median_ns``, that median (numpy.median
+    of the waits not flagged; 0.0 where every wait is)."""
 
     code: str
     cost_share: Optional[float]
+    calm_median_ns: float
 
 
 def stalls_matter(wait_ns: np.ndarray, step_ns: np.ndarray, above: np.ndarray,
@@ -590,12 +592,12 @@ def stalls_matter(wait_ns: np.ndarray, step_ns: np.ndarray, above: np.ndarray,
         excess = float(np.maximum(wait_ns[above].astype(np.float64) - typical, 0.0).sum())
     cost = excess / total if total > 0 else None
     if k == 0 or rule_code in (RULE_GIVEN, RULE_ALL_SLOW):
-        return StallsMatter(STALLS_KEPT, cost)
+        return StallsMatter(STALLS_KEPT, cost, typical)
     if k < MIN_GROUP_ON_TOP:
-        return StallsMatter(STALLS_LONE, cost)
+        return StallsMatter(STALLS_LONE, cost, typical)
     if cost is None or cost < STALL_MIN_COST_SHARE:
-        return StallsMatter(STALLS_SMALL, cost)
-    return StallsMatter(STALLS_KEPT, cost)
+        return StallsMatter(STALLS_SMALL, cost, typical)
+    return StallsMatter(STALLS_KEPT, cost, typical)
 
 
 # More than this share of steps stalling is no longer "mostly fast".
