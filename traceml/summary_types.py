@@ -196,6 +196,7 @@ class Temporal(TypedDict):
     settle_steps: NotRequired[CountOrNull]
     phase_filled: NotRequired[bool]
     burst_gap_histogram: NotRequired[list[GapCount]]
+    bursts: NotRequired[Count]
 
 
 @schema("concentration",

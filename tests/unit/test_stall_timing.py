@@ -793,3 +793,19 @@ def test_first_true_is_the_first_k_of_flatnonzero(n, share, k):
     mask = np.random.default_rng(n + k).random(n) < share
     got = stall_timing._first_true(mask, k)
     assert np.array_equal(got, np.flatnonzero(mask)[:k])
+
+
+def test_stalls_counted_in_bursts_carry_every_epochs_burst_count():
+    # Back-to-back pairs every 6 steps, 10 a epoch over 2 epochs: 20
+    # bursts, 18 gaps between them (gaps do not cross an epoch), so the
+    # count is not the gaps plus one.
+    n = 120
+    mask = np.zeros(n, dtype=bool)
+    for start in (0, 60):
+        for s in range(start + 2, start + 58, 6):
+            mask[s] = mask[s + 1] = True
+    epoch = np.repeat([0, 1], 60)
+    wait = np.where(mask, 30_000_000, 100_000).astype(np.int64)
+    found = stall_timing.temporal_of(mask, epoch, wait)
+    assert found["counted"] == "bursts" and found["bursts"] == 20
+    assert found["burst_gap_histogram"] == [[6, 18]]

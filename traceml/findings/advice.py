@@ -257,8 +257,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                 "period": tmp.get("consistent_period") if tmp is not None else None,
                 # Counted in bursts: how many (15 stalls in 3 bursts are
                 # too few bursts, not too few stalls; helper 36A).
-                "bursts": (int(tmp.get("gaps") or 0) + 1
-                           if tmp is not None and tmp.get("counted") == "bursts" else None)}))
+                "bursts": tmp.get("bursts") if tmp is not None else None}))
         elif periodic:
             out.append(("periodic_slow", {"period": tmp["period"], "num_workers": nw}))
         out.append(_more_workers(s, nw))

@@ -775,7 +775,8 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     (:func:`unsettled_test`); ``predicted`` rides
     along in the answer.  Counted in bursts, the answer also holds
     ``burst_gap_histogram``: [[gap, count], ...] between the bursts' first
-    stalls, so that the words and the gaps shown are the same gaps.
+    stalls, so that the words and the gaps shown are the same gaps, and
+    ``bursts``, how many there are (every epoch's).
     ``gaps``: ``_core.stall_gaps(stall_mask, epoch)`` where the caller holds
     it already (None: computed here).
     """
@@ -787,6 +788,7 @@ def temporal_of(stall_mask: np.ndarray, epoch: np.ndarray,
     if found is not None and found.get("counted") == "bursts":
         values, counts = _core.gap_histogram(_core.stall_gaps(anchors, epoch))
         found["burst_gap_histogram"] = np.stack([values, counts], axis=1).tolist()
+        found["bursts"] = int(np.count_nonzero(anchors))
     if found is not None and found["label"] == UNSETTLED:
         # The p-value the words quote (the predicted, searched or gap test's).
         found["p_value"] = unsettled_test(found)[0].get("p_value")

@@ -85,8 +85,9 @@ from . import _numbers, input_bound
 # least STEP_MIN_SIDE_POINTS of them: a first epoch of 16 fetches at 2
 # workers is 7 steady rounds, and a cache filled in it read "UNSETTLED
 # ... look at what recurs every 2 steps" in 3 of 5 runs, helper 36A),
-# and epoch 0 must not come back later in step order.  Where the two medians differ materially, a slope is tested
-# within the later epochs alone (the rule above over their waits):
+# and epoch 0 must not come back later in step order.  Where the two
+# medians differ materially, a slope is tested within the later epochs
+# alone (the rule above over their waits):
 # RISING / FALLING when they trend by themselves; the rule over the whole
 # run when at least TREND_MIN_EPOCHS epochs' medians move one way and the
 # later epochs' own tenths differ materially (a rise carried on epoch
@@ -433,7 +434,8 @@ def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int,
                        least: int = input_bound.MIN_STEADY_STEPS) -> Optional[int]:
     """The block index c (1 <= c < len(y)) before which two levels, least
     squares, fit the block medians ``y`` best, among the cuts leaving each
-    side MIN_STEADY_STEPS of the ``n`` steps; None where none does.  By
+    side ``least`` of the ``n`` points (MIN_STEADY_STEPS steps, or that
+    many steps' rounds); None where none does.  By
     the sizes of the waits, not their ranks: a drift of 1-2% on the long
     side of a 4x change moved the rank statistic's best cut into the
     drift (Pettitt's K at step 269 of a change at 80; helper 27C)."""
@@ -513,7 +515,7 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
     no slope was found: Pettitt's (1979, "A non-parametric approach to the
     change-point problem", Applied Statistics 28(2)) statistic K, the
     largest |S| between the block medians before a cut and after it over
-    every cut leaving each side MIN_STEADY_STEPS steps, against the same
+    every cut leaving each side ``least`` points (as above), against the same
     sieve bootstrap under the null of no change (each null series' own
     largest |S| over the same cuts; the sieve fitted to the residuals of
     the two levels split at the least-squares cut, which also places the
