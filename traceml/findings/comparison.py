@@ -598,9 +598,10 @@ def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
         # then "within the noise is not yet a change", of the input share).
         parts.append(f"{' and '.join(held)} within the noise: not yet a change; more "
                      "steps, or the runs alternated, would settle it")
-    if _saving_lost(moved) or _saving_shared(moved):
+    lost = _saving_lost(moved)
+    if lost or _saving_shared(moved):
         base, run = _compute_rise(moved)
-        how = ("the step did not fall with the wait" if _saving_lost(moved)
+        how = ("the step did not fall with the wait" if lost
                else "the step fell less than the wait")
         parts.append(f"{how}: its compute rose {fmt_s(base)} -> {fmt_s(run)} "
                      f"({_compute_rise_cause(bodies)})")

@@ -158,11 +158,16 @@ def second_part(split: Optional[dict]) -> Optional[dict]:
     name = max(rest, key=lambda k: rest[k])
     if rest[name] < 0.5 * host:
         return None
-    out = {"part": name, "share": rest[name] / split["wait_s"]}
-    if name == "main_cpu" and SAMPLER in parts:
-        # The sampler timed apart: measured, not a suspect to time ("time
-        # the sampler alone" beside "the sampler 0%", helper 36B).
-        out["sampler_share"] = parts[SAMPLER] / split["wait_s"]
+    return _with_sampler({"part": name, "share": rest[name] / split["wait_s"]}, split)
+
+
+def _with_sampler(out: dict, split: dict) -> dict:
+    """``out`` ({part, share, ...}) with ``sampler_share`` where its part is
+    the main CPU and the split timed the sampler apart: measured, not a
+    suspect to time ("time the sampler alone" beside "the sampler 0%",
+    helper 36B)."""
+    if out["part"] == "main_cpu" and SAMPLER in split["parts_s"]:
+        out["sampler_share"] = split["parts_s"][SAMPLER] / split["wait_s"]
     return out
 
 
@@ -482,9 +487,7 @@ def next_for(split: Optional[dict], input_share: Optional[float] = None) -> Opti
         if rest and max(rest.values()) > 0:
             name = max(rest, key=lambda k: rest[k])
             out = {"part": name, "share": rest[name] / split["wait_s"], "past_host": got[1]}
-    if out["part"] == "main_cpu" and "sampler" in split["parts_s"]:
-        out["sampler_share"] = split["parts_s"]["sampler"] / split["wait_s"]
-    return out
+    return _with_sampler(out, split)
 
 
 def past_host(p: dict) -> str:
