@@ -494,11 +494,17 @@ def _a_batch(c: dict) -> str:
     return f"{fmt_s(c['median_s'])} a batch, median"
 
 
+def _whats(p: dict) -> str:
+    """The plural of what the slow samples are counted by: "indices", or
+    "positions" for an IterableDataset."""
+    return "indices" if p["what"] == "index" else p["what"] + "s"
+
+
 WORDS: dict[str, Words] = {
     "slow_samples_stride": lambda p: (
         f"slow samples: {_slow_body(p)}; "
         + (f"{len(p['residues'])} places in every {p['stride']} "
-           f"{'indices' if p['what'] == 'index' else p['what'] + 's'} "
+           f"{_whats(p)} "
            if p.get("residues") else f"every {nth(p['stride'])} {p['what']} ")
         + f"({stride_class(p)}, " + _stride_exceptions(p) + ")"),
     # What the stride test tried, not "no stride": whole slow batches of 4
@@ -507,7 +513,7 @@ WORDS: dict[str, Words] = {
     "slow_samples": lambda p: (
         f"slow samples: {_slow_body(p)}; no common {p['what']} stride (of 1 to "
         f"{plural(STRIDE_SET_MAX, 'place')} in every 2 to {STRIDE_SET_MAX_STRIDE} "
-        f"{'indices' if p['what'] == 'index' else p['what'] + 's'})"),
+        f"{_whats(p)})"),
     "collate_share": lambda p: (
         f"collate_fn took {pct(p['share'])} of the workers' batch time "
         f"({_a_batch(p)}, over {p['calls']} calls)"),
