@@ -401,8 +401,10 @@ def test_a_thread_waiting_for_a_core_is_not_said_to_block():
     try:
         os.sched_setaffinity(0, {cpu})
         time.sleep(0.2)
-        # EveryEighth's default: every 8th item also burns 40 ms in query_rows.
-        r, _ = _run(DataLoader(EveryEighth(n=64), batch_size=1, num_workers=0), pace_s=0.0)
+        # EveryEighth's default: every 8th item of 128 also burns 40 ms in
+        # query_rows (at 64 items, 10 slow against 6 fast CPU samples beside
+        # a second loaded core: too few to tell the function apart).
+        r, _ = _run(DataLoader(EveryEighth(), batch_size=1, num_workers=0), pace_s=0.0)
     finally:
         os.sched_setaffinity(0, was)
         hog.kill()
