@@ -261,13 +261,46 @@ def test_a_cost_growing_in_lockstep_rounds_is_read_by_round(seed):
     assert "median over rounds of 2 fetches" in wait_trend._trend_next_line(found)
 
 
-def test_round_means_are_each_epochs_whole_rounds():
+def test_round_sums_are_each_epochs_whole_rounds():
     x = np.arange(11, dtype=np.int64) * 10
     epoch = np.array([0] * 7 + [1] * 4)
-    means, epochs = wait_trend._round_means(x, epoch, 3)
+    sums, epochs = wait_trend._round_sums(x, epoch, 3)
     # epoch 0: rounds (0, 10, 20), (30, 40, 50), 60 left over; epoch 1: (70, 80, 90), 100 left.
-    np.testing.assert_array_equal(means, [10.0, 40.0, 80.0])
+    np.testing.assert_array_equal(sums, [30, 120, 240])
+    assert sums.dtype == np.int64
     np.testing.assert_array_equal(epochs, [0, 0, 1])
+
+
+def test_a_trend_read_over_round_sums_is_the_round_means_trend():
+    # The rounds read as sums (exact integers) give the trend read over
+    # the rounds' means: the same label and change, waits and slopes in
+    # the means' units.  Lock-step rounds of 3, the stalled fetch growing
+    # 8 -> 40 ms over 180 steps, and a level that quadruples at step 90.
+    rng = np.random.default_rng(3)
+    n, r = 180, 3
+    epoch = np.zeros(n, dtype=np.int64)
+    stall = np.where(np.arange(n) % r == 0, 1.0, 0.02)
+    for base, want in ((np.linspace(8.0, 40.0, n), wait_trend.RISING),
+                       (np.where(np.arange(n) < 90, 8.0, 32.0), wait_trend.STEP)):
+        x = (base * stall * rng.lognormal(0.0, 0.2, n) * 1e6).astype(np.int64)
+        by_sums = wait_trend.trend(x, epoch, 1e6, round_steps=r)
+        means = x.reshape(-1, r).mean(axis=1)
+        by_means = wait_trend._trend_or_step(means, epoch[::r], 1e6, r)
+        assert by_sums is not None and by_means is not None
+        assert by_sums["label"] == by_means["label"] == want
+        for k, v in by_means.items():
+            if k == "changed_at_step":
+                assert by_sums[k] == v * r
+            elif v is None:
+                assert by_sums[k] is None, k
+            elif k == "slope_ms_per_step":
+                assert by_sums[k] == pytest.approx(v / r, rel=1e-9)
+            elif k == "slope_interval_ms_per_step":
+                assert by_sums[k] == pytest.approx([b / r for b in v], rel=1e-9)
+            elif isinstance(v, float):
+                assert by_sums[k] == pytest.approx(v, rel=1e-9), k
+            else:
+                assert by_sums[k] == v, k
 
 
 def test_a_change_of_level_at_an_epochs_start_names_the_epoch():
