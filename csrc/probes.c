@@ -93,7 +93,7 @@ close_step(tm_recorder *rec, int64_t now, uint16_t flags)
         fetch_done_ns = p->begin_ns;
     }
     tm_store_push(&rec->store, p->begin_ns, fetch_done_ns, now, 0, 0, flags,
-                  -1, -1, -1);
+                  -1, -1, -1, 0);
     if (TM_UNLIKELY(p->clocked)) {
         add_probe_clock(rec, before);
     }

@@ -295,8 +295,8 @@ static PyObject *
 rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
 {
     npy_intp n = (npy_intp)self->store.len;
-    PyArrayObject *rank, *worker, *bytes;
-    int32_t *r, *w;
+    PyArrayObject *rank, *worker, *bytes, *tensors;
+    int32_t *r, *w, *t;
     int64_t *b;
     npy_intp i;
     size_t k;
@@ -307,28 +307,33 @@ rec_snapshot_delivery(tm_recorder *self, PyObject *Py_UNUSED(ignored))
     rank = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
     worker = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
     bytes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    if (rank == NULL || worker == NULL || bytes == NULL) {
+    tensors = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (rank == NULL || worker == NULL || bytes == NULL || tensors == NULL) {
         Py_XDECREF(rank);
         Py_XDECREF(worker);
         Py_XDECREF(bytes);
+        Py_XDECREF(tensors);
         return NULL;
     }
     r = (int32_t *)PyArray_DATA(rank);
     w = (int32_t *)PyArray_DATA(worker);
     b = (int64_t *)PyArray_DATA(bytes);
+    t = (int32_t *)PyArray_DATA(tensors);
     for (i = 0; i < n; i++) {
         r[i] = self->store.delivery != NULL ? self->store.delivery[i].rank : -1;
         w[i] = self->store.delivery != NULL ? self->store.delivery[i].worker : -1;
         b[i] = -1;
+        t[i] = -1;
     }
     for (k = 0; k < self->store.nbytes; k++) {
         int64_t step = self->store.bytes[k].step;
 
         if (step >= 0 && step < (int64_t)n) {
             b[step] = self->store.bytes[k].bytes;
+            t[step] = (int32_t)self->store.bytes[k].tensors;
         }
     }
-    return Py_BuildValue("(NNN)", rank, worker, bytes);
+    return Py_BuildValue("(NNNN)", rank, worker, bytes, tensors);
 }
 
 static PyObject *
@@ -532,7 +537,7 @@ rec_append_records(tm_recorder *self, PyObject *args, PyObject *kwds)
     for (i = 0; i < n; i++) {
         tm_store_push(&self->store, r[i].begin_ns, r[i].fetch_done_ns,
                       r[i].end_ns, r[i].epoch, r[i].source, r[i].flags,
-                      rk != NULL ? rk[i] : -1, wk != NULL ? wk[i] : -1, -1);
+                      rk != NULL ? rk[i] : -1, wk != NULL ? wk[i] : -1, -1, 0);
     }
     Py_XDECREF(rank);
     Py_XDECREF(worker);
@@ -608,12 +613,14 @@ static PyMethodDef recorder_methods[] = {
      "over it (reset() starts a new block).  Raises MemoryError when the\n"
      "view's small bookkeeping cannot be allocated."},
     {"snapshot_delivery", (PyCFunction)rec_snapshot_delivery, METH_NOARGS,
-     "snapshot_delivery()\n--\n\nReturns (rank, worker, bytes) or None.\n\n"
+     "snapshot_delivery()\n--\n\nReturns (rank, worker, bytes, tensors) or None.\n\n"
      "Per recorded step (parallel to snapshot()): the delivered batch's\n"
      "rank in its epoch's sampler order and the worker that produced it\n"
-     "(int32, -1 where unknown), and its tensor and array bytes (int64, -1\n"
+     "(int32, -1 where unknown), its tensor and array bytes (int64, -1\n"
      "where not measured: wrap measures the first 8 batches of an epoch\n"
-     "and every 64th); None when no step carried any of these."},
+     "and every 64th) and how many tensors and arrays hold them (int32,\n"
+     "-1 where not measured; a walk of 4 levels of tuples, lists and dict\n"
+     "values, 256 objects at most); None when no step carried any of these."},
     {"snapshot_fetch_clocks", (PyCFunction)rec_snapshot_fetch_clocks, METH_NOARGS,
      "snapshot_fetch_clocks()\n--\n\n"
      "Returns (step, cpu_ns, runq_ns, body_cpu_ns, body_runq_ns,\n"

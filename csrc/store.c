@@ -224,10 +224,10 @@ sample_room(void *arr, size_t n, size_t *cap, size_t size, size_t first)
     return grown;
 }
 
-/* Record step i's batch size.  A failed growth loses this size only: the
-   sizes are a sample. */
+/* Record step i's batch size (bytes, in `tensors` tensors and arrays).  A
+   failed growth loses this size only: the sizes are a sample. */
 void
-tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
+tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes, int32_t tensors)
 {
     tm_batch_bytes *room = sample_room(store->bytes, store->nbytes, &store->bytes_cap,
                                        sizeof(*room), 64);
@@ -238,6 +238,7 @@ tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes)
     store->bytes = room;
     store->bytes[store->nbytes].step = (int64_t)i;
     store->bytes[store->nbytes].bytes = bytes;
+    store->bytes[store->nbytes].tensors = tensors;
     store->nbytes++;
 }
 

@@ -43,12 +43,15 @@ typedef struct {
     int32_t worker;
 } tm_delivery;
 
-/* A measured batch size: the step (index in the store) and its tensor and
-   array bytes.  Kept apart from the records, since only sampled steps have
-   one: the other steps write nothing. */
+/* A measured batch size: the step (index in the store), its tensor and
+   array bytes and how many tensors and arrays hold them (each crosses
+   processes through its own shared-memory segment, a cost per tensor).
+   Kept apart from the records, since only sampled steps have one: the
+   other steps write nothing. */
 typedef struct {
     int64_t step;
     int64_t bytes;
+    int64_t tensors;
 } tm_batch_bytes;
 
 /* The fetching thread's CPU clock and run-queue wait are read around the
@@ -127,7 +130,7 @@ typedef struct {
 void tm_store_init(tm_store *store);
 void tm_store_set_delivery(tm_store *store, size_t i, int32_t rank,
                            int32_t worker);
-void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes);
+void tm_store_add_bytes(tm_store *store, size_t i, int64_t bytes, int32_t tensors);
 void tm_store_add_clock(tm_store *store, size_t i, int64_t cpu_ns,
                         int64_t runq_ns, int64_t body_cpu_ns,
                         int64_t body_runq_ns, int64_t others_cpu_ns);
@@ -141,7 +144,7 @@ void tm_lent_release(tm_lent *lent);
 static inline void
 tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
               int64_t end_ns, int32_t epoch, uint16_t source, uint16_t flags,
-              int32_t rank, int32_t worker, int64_t bytes)
+              int32_t rank, int32_t worker, int64_t bytes, int32_t tensors)
 {
     tm_record *rec;
 
@@ -160,7 +163,7 @@ tm_store_push(tm_store *store, int64_t begin_ns, int64_t fetch_done_ns,
         tm_store_set_delivery(store, store->len, rank, worker);
     }
     if (TM_UNLIKELY(bytes >= 0)) {
-        tm_store_add_bytes(store, store->len, bytes);
+        tm_store_add_bytes(store, store->len, bytes, tensors);
     }
     store->len++;
 }

@@ -92,6 +92,7 @@ typedef struct {
     int64_t fetch_done_ns;
     int64_t epoch_begin_ns;    /* iter() of the wrapped iterable began */
     int64_t open_bytes;        /* the open step's batch bytes, or -1 */
+    int32_t open_tensors;      /* the tensors and arrays holding them */
     unsigned long long steps;  /* batches delivered in this epoch */
     int32_t open_rank;         /* the open step's delivery, or -1 */
     int32_t open_worker;
@@ -184,7 +185,8 @@ close_open_step(tm_wrapiter *self, int64_t now)
                   (int32_t)self->epoch, (uint16_t)self->source,
                   (uint16_t)((pos << TM_FLAG_POS_SHIFT)
                              | (pos == 0 ? TM_FLAG_EPOCH_START : 0)),
-                  self->open_rank, self->open_worker, self->open_bytes);
+                  self->open_rank, self->open_worker, self->open_bytes,
+                  self->open_tensors);
     if (TM_UNLIKELY(TM_CLOCKED(self->steps - 1))
             && self->rec->store.len > before) {
         add_clock(self);
@@ -456,11 +458,12 @@ tensor_type(tm_state *st)
     return (PyTypeObject *)tensor;
 }
 
-/* Tensor and array bytes in obj (-1: none found).  Each object looked at
-   is held while it is, since a tensor's nbytes may run Python code that
-   changes the containers. */
+/* Tensor and array bytes in obj (-1: none found), counting in *tensors
+   the tensors and arrays that hold them.  Each object looked at is held
+   while it is, since a tensor's nbytes may run Python code that changes
+   the containers. */
 static int64_t
-batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
+batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves, int32_t *tensors)
 {
     PyTypeObject *tensor;
     int64_t total = -1;
@@ -469,6 +472,7 @@ batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
         return -1;
     }
     if (PyArray_Check(obj)) {
+        ++*tensors;
         return (int64_t)PyArray_NBYTES((PyArrayObject *)obj);
     }
     tensor = tensor_type(st);
@@ -481,6 +485,7 @@ batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
             PyErr_Clear();
             return -1;
         }
+        ++*tensors;
         return (int64_t)v;
     }
     if (depth >= TM_BYTES_DEPTH) {
@@ -500,7 +505,7 @@ batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
         n = PySequence_Fast_GET_SIZE(items);
         for (i = 0; i < n && *leaves > 0; i++) {
             int64_t b = batch_bytes(st, PySequence_Fast_GET_ITEM(items, i),
-                                    depth + 1, leaves);
+                                    depth + 1, leaves, tensors);
 
             if (b >= 0) {
                 total = (total < 0 ? 0 : total) + b;
@@ -511,14 +516,16 @@ batch_bytes(tm_state *st, PyObject *obj, int depth, int *leaves)
     return total;
 }
 
-/* The batch's bytes, on the steps that sample them (out of the step's
-   line: most steps do not). */
+/* The batch's bytes and, in *tensors, how many tensors and arrays hold
+   them, on the steps that sample them (out of the step's line: most steps
+   do not). */
 static TM_COLD int64_t
-sample_bytes(tm_wrapiter *self, PyObject *item)
+sample_bytes(tm_wrapiter *self, PyObject *item, int32_t *tensors)
 {
     int leaves = TM_BYTES_LEAVES;
 
-    return batch_bytes(self->rec->st, item, 0, &leaves);
+    *tensors = 0;
+    return batch_bytes(self->rec->st, item, 0, &leaves, tensors);
 }
 
 /* Show the exception being raised to on_raise and raise it on unchanged:
@@ -657,9 +664,10 @@ wrapiter_next(tm_wrapiter *self)
                                                            sampler1, sampler_clock1));
     }
     self->open_bytes = -1;
+    self->open_tensors = 0;
     if (TM_UNLIKELY(self->steps <= TM_BYTES_FIRST
                     || self->steps % TM_BYTES_EVERY == 0)) {
-        self->open_bytes = sample_bytes(self, item);
+        self->open_bytes = sample_bytes(self, item, &self->open_tensors);
     }
     self->open_rank = -1;
     self->open_worker = -1;
@@ -812,6 +820,7 @@ wrapiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->open_rank = -1;
     self->open_worker = -1;
     self->open_bytes = -1;
+    self->open_tensors = 0;
     self->oldest_rank = -1;
     self->oldest_worker = -1;
     self->track = track;

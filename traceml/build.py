@@ -184,6 +184,7 @@ def build(
     stack_input: Optional["stacks.StackInput"] = None,
     fetch_clocks: Optional[tuple] = None,
     sampler_items: Optional[np.ndarray] = None,
+    batch_tensors: Optional[np.ndarray] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -197,7 +198,8 @@ def build(
     worker evidence); ``main_pid`` is the training process (default: the
     main process the sampler read); ``batch_bytes`` is each record's batch
     bytes (int64, -1 where not measured; parallel to ``records``, or
-    None); ``gpu`` the source's CUDA-event readings
+    None) and ``batch_tensors`` the count of tensors and arrays holding
+    them (int32, -1 where not counted; parallel, or None); ``gpu`` the source's CUDA-event readings
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
     source's sampled stacks (``traceml.stacks.input_for``; None: no
@@ -215,7 +217,7 @@ def build(
     that would rewrite another's section is a bug (AssertionError)."""
     run = _Run(records, info, source_id, stall_threshold_s, sources, delivery, samples,
                sampler_info, stuck_events, main_pid, batch_bytes, worker_batches, gpu,
-               worker_items, stack_input, fetch_clocks, sampler_items)
+               worker_items, stack_input, fetch_clocks, sampler_items, batch_tensors)
     summary: dict = {"version": 1}
     for stage in STAGES:
         added = stage(run, summary)
@@ -239,7 +241,8 @@ class _Run:
 
     def __init__(self, records, info, source_id, stall_threshold_s, sources, delivery,
                  samples, sampler_info, stuck_events, main_pid, batch_bytes, worker_batches,
-                 gpu, worker_items, stack_input, fetch_clocks, sampler_items=None):
+                 gpu, worker_items, stack_input, fetch_clocks, sampler_items=None,
+                 batch_tensors=None):
         self.info, self.source_id, self.sources = info, source_id, sources
         self.stall_threshold_s = stall_threshold_s
         self.samples, self.sampler_info = samples, sampler_info
@@ -259,7 +262,11 @@ class _Run:
             batch_bytes = np.asarray(batch_bytes)
             if not whole:
                 batch_bytes = batch_bytes[selected]
-        self.batch_bytes = batch_bytes
+        if batch_tensors is not None:
+            batch_tensors = np.asarray(batch_tensors)
+            if not whole:
+                batch_tensors = batch_tensors[selected]
+        self.batch_bytes, self.batch_tensors = batch_bytes, batch_tensors
         self.clocks = None
         if fetch_clocks is not None and len(fetch_clocks[0]):
             pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
@@ -458,7 +465,7 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
     """Host, delivery, workers and stuck fetches; the attribution and the
     batches' bytes; the code that makes the slow batches."""
     steps, w, src = run.steps, run.w, run.src
-    run.bytes_seen = evidence.batch_bytes(run.batch_bytes, w.steady)
+    run.bytes_seen = evidence.batch_bytes(run.batch_bytes, w.steady, run.batch_tensors)
     # Each step's batch rank and worker as arrays, for the delivery
     # evidence and the attribution both.
     run.ranks_workers = (

@@ -1134,18 +1134,28 @@ def awaited(steps: np.ndarray, stall: np.ndarray, delivered_workers: Optional[np
             "blocked": worker_evidence.awaited_blocked(readings, asleep, cores, making_share)}
 
 
-def batch_bytes(bytes_per_step: Optional[np.ndarray], steady: np.ndarray) -> Optional[dict]:
-    """{median, max, measured} of the batch bytes the wrap iterator
-    measured (the first 8 batches of each epoch and every 64th; -1 where not
-    measured), over every recorded step (a batch's size does not depend on
-    whether its fetch was start-up); None when none was measured."""
+def batch_bytes(bytes_per_step: Optional[np.ndarray], steady: np.ndarray,
+                tensors_per_step: Optional[np.ndarray] = None) -> Optional[dict]:
+    """{median, max, measured, tensors_median} of the batch bytes the wrap
+    iterator measured (the first 8 batches of each epoch and every 64th; -1
+    where not measured), over every recorded step (a batch's size does not
+    depend on whether its fetch was start-up), and the median count of
+    tensors and arrays holding them (``tensors_per_step``, parallel, -1
+    where not counted; None: not counted); None when no size was measured."""
     if bytes_per_step is None:
         return None
     b = np.asarray(bytes_per_step, dtype=np.int64)
-    b = b[b >= 0]
+    measured = b >= 0
+    b = b[measured]
     if not len(b):
         return None
-    return {"median": float(np.median(b)), "max": int(b.max()), "measured": int(len(b))}
+    tensors = None
+    if tensors_per_step is not None:
+        t = np.asarray(tensors_per_step, dtype=np.int64)[measured]
+        t = t[t >= 0]
+        tensors = float(np.median(t)) if len(t) else None
+    return {"median": float(np.median(b)), "max": int(b.max()), "measured": int(len(b)),
+            "tensors_median": tensors}
 
 
 # --- GPU utilisation (NVML, traceml.gpu) ------------------------------------------------

@@ -147,11 +147,11 @@ class Recorder(_core.Recorder):
         # Read after the records: a loop in another thread may have added
         # steps since (keep the first len(records)), or reset (drop it).
         delivery = self.snapshot_delivery()
-        batch_bytes = None
+        batch_bytes = batch_tensors = None
         if delivery is not None:
             n = len(records)
             if len(delivery[0]) >= n:
-                rank, worker, batch_bytes = (a[:n] for a in delivery)
+                rank, worker, batch_bytes, batch_tensors = (a[:n] for a in delivery)
                 delivery = (rank, worker)
             else:
                 delivery = None
@@ -175,6 +175,7 @@ class Recorder(_core.Recorder):
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
+                     batch_tensors=batch_tensors,
                      worker_batches=worker_batches, worker_items=worker_items,
                      stack_input=stacks.input_for(src), fetch_clocks=clocks,
                      sampler_items=sampler_items,

@@ -566,6 +566,10 @@ class BatchBytes(TypedDict):
     median: NonNegative
     measured: Count
     max: NonNegative
+    tensors_median: NotRequired[Annotated[Optional[NonNegative], Schema(description=(
+        "The median count of tensors and arrays a measured batch holds (each crosses "
+        "processes through its own shared-memory segment, a cost per tensor); null or "
+        "absent: not counted (a run saved before the count)."))]]
     handover: NotRequired[Annotated[StringOrNull, Schema(description=(
         "The hand-over code large batches read as (findings/hand_over.py "
         "handover): handover_main or handover_bytes; null: none."))]]

@@ -591,6 +591,7 @@ def test_large_batches_are_reported_with_their_bytes_and_handover():
     expected = bs * int(np.prod(IMAGE)) * 4  # float32
     assert b["median"] == expected == 58_982_400 and b["max"] == expected
     assert b["measured"] == 8  # the first 8 batches of the epoch
+    assert b["tensors_median"] == 1     # the collated images: one tensor
     assert f"batch bytes: median {expected / 1e6:.1f} MB over 8 measured batches" in str(r)
     if r["diagnosis"] in (input_bound.INPUT_BOUND, input_bound.BALANCED):
         assert b["handover"] in ("handover_main", "handover_bytes")
@@ -601,7 +602,35 @@ def test_large_batches_are_reported_with_their_bytes_and_handover():
 def test_small_batches_carry_their_bytes_without_handover():
     r = run(DataLoader(BurnDataset(20, 0.0), batch_size=2, num_workers=0), "small", pace_s=0)
     assert r["batch_bytes"]["median"] == 2 * 8  # two int64 indices
+    assert r["batch_bytes"]["tensors_median"] == 1
     assert r["batch_bytes"]["handover"] is None
+
+
+class _Fields(torch.utils.data.Dataset):
+    """A sample of ``fields`` float32 tensors of 4 values, an int and a
+    NumPy array of 3 float64 values: collated, a batch is a dict of
+    ``fields`` tensors and a list of two tensors (the ints, the arrays)."""
+
+    def __init__(self, n, fields):
+        self.n, self.fields = n, fields
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return {**{f"k{j}": torch.zeros(4) for j in range(self.fields)},
+                "rest": [i, np.zeros(3)]}
+
+
+def test_a_batch_of_many_tensors_is_counted_tensor_by_tensor():
+    # The count the per-tensor hand-over cost is read by: 20 fields and 2
+    # more in a nested list, 22 tensors a batch; the bytes of all of them.
+    r = run(DataLoader(_Fields(12, 20), batch_size=2, num_workers=0), "fields", pace_s=0)
+    b = r["batch_bytes"]
+    assert b["tensors_median"] == 22
+    assert b["median"] == 2 * (20 * 4 * 4 + 8 + 3 * 8)
+    rank, worker, nbytes, tensors = traceml._core.default_recorder().snapshot_delivery()
+    assert (tensors[nbytes >= 0] == 22).all() and (tensors[nbytes < 0] == -1).all()
 
 
 @pytest.mark.slow

@@ -456,6 +456,41 @@ def test_other_threads_at_no_workers_are_the_batch_making_first():
     assert wp.part_name("other_threads", 2) == wp.PART_NAMES["other_threads"]
 
 
+def test_a_one_tensor_batch_is_not_told_to_send_fewer_tensors():
+    # A batch that is one tensor already (helper 36B: a one-tensor batch
+    # was told "fewer tensors per batch"): receiving is cheaper with
+    # fewer, larger batches; a batch of 22 tensors keeps the per-tensor
+    # remedy, and so does one whose tensors were not counted.
+    from traceml.findings import wait_parts as wp
+
+    for part in ("main_cpu", "in_transit"):
+        one = wp.part_next(part, 2, None, 1.0)
+        assert "fewer tensors" not in one and "smaller tensors" not in one, one
+        assert wp.ONE_TENSOR_RECEIVING in one
+        many = wp.part_next(part, 2, None, 22.0)
+        assert many == wp.part_next(part, 2) == wp.PART_NEXT[part]
+        assert "tensors per batch" in many
+    timed = wp.part_next("main_cpu", 2, 0.1, 1.0)
+    assert "sampler (timed apart, 10%)" in timed and wp.ONE_TENSOR_RECEIVING in timed
+    assert "fewer tensors" not in timed
+    # At 0 workers nothing crosses processes: the same words whatever the count.
+    assert wp.part_next("main_cpu", 0, None, 1.0) == wp.MAIN_CPU_NO_WORKERS_NEXT
+    said = advice.WORDS["largest_part"]({"part": "in_transit", "share": 0.6,
+                                          "num_workers": 2, "tensors": 1.0})
+    assert wp.ONE_TENSOR_RECEIVING in said and "fewer or smaller tensors" not in said
+
+
+def test_the_batch_bytes_carry_the_median_tensor_count():
+    from traceml import evidence
+
+    nbytes = np.array([-1, 100, 100, 300, -1], dtype=np.int64)
+    tensors = np.array([-1, 1, 3, 3, -1], dtype=np.int32)
+    got = evidence.batch_bytes(nbytes, np.ones(5, bool), tensors)
+    assert got == {"median": 100.0, "max": 300, "measured": 3,
+                   "tensors_median": float(np.median([1, 3, 3]))}
+    assert evidence.batch_bytes(nbytes, np.ones(5, bool))["tensors_median"] is None
+
+
 def test_a_timed_sampler_is_not_a_suspect_in_the_main_process_cpu():
     # A cheap loader: main CPU 62% of the wait, the sampler timed apart at
     # 1% (helper 30A read "time the sampler alone" beside "the sampler 1%").

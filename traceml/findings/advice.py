@@ -162,7 +162,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # batch waited 42 ms beside a hog, one tensor 1.9 ms).
         second = wait_parts.second_part((s.get("wait_parts") or {}).get("all"))
         if second is not None:
-            out.append(("largest_part", {**second, "num_workers": nw, "second": True}))
+            out.append(("largest_part", {**second, "num_workers": nw, "second": True,
+                                         "tensors": _tensors(s)}))
         return out
     trend_ = s.get("trend")
     largest = (s.get("wait_parts") or {}).get("largest")
@@ -172,7 +173,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # main_leads): its next step leads, a trend of the waits follows
         # as "also", as under HAND-OVER ("the input wait shrinks steadily"
         # led over a sampler sleeping 6 ms a batch, 70% of the wait).
-        out.append(("largest_part", {**largest, "num_workers": nw}))
+        out.append(("largest_part", {**largest, "num_workers": nw, "tensors": _tensors(s)}))
     if diag == input_bound.HAND_OVER:
         # The measured parts decided the label: the largest part's next
         # step leads; a trend of the waits follows it as "also".
@@ -189,7 +190,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             "busy_share": prod.get("busy_share"),
             "ready_before_fetch": prod.get("ready_before_fetch"),
             "median_s": wait["median"], "num_workers": nw,
-            "largest": largest,
+            "largest": largest, "tensors": _tensors(s),
             **_fewer(s)}))
     if trend_ is not None:
         out.append(("trend", {**{k: trend_[k] for k in (
@@ -218,7 +219,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # (a thread holding the GIL), or its thread was in the sampler's
         # next() (timed there): no loader setting shortens that, and "try
         # num_workers >= 1" would leave it as it is.
-        out.append(("largest_part", {**largest, "num_workers": nw}))
+        out.append(("largest_part", {**largest, "num_workers": nw, "tensors": _tensors(s)}))
         return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:
@@ -298,7 +299,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             # Measured (wait_parts): the parts say which of the two the
             # experiment below would tell apart.
             out.append(("largest_part", {
-                **largest, "num_workers": nw,
+                **largest, "num_workers": nw, "tensors": _tensors(s),
                 **(_fewer(s) if largest["part"] in wait_parts.RECEIVING_PARTS else {})}))
         else:
             out.append(("vary_workers_or_prefetch", {}))
@@ -436,6 +437,12 @@ def _compute_core_wait(s: dict) -> dict:
 COMPUTE_HOST_SHARE = 0.5
 
 
+def _tensors(s: dict) -> Optional[float]:
+    """The median count of tensors a measured batch holds (the wrap
+    iterator's, evidence.batch_bytes), or None: not counted."""
+    return (s.get("batch_bytes") or {}).get("tensors_median")
+
+
 def _largest_part_words(p: dict) -> str:
     """The largest measured part's next step ("Next: the largest ..."),
     or the next one after the host's (``second``: "The next largest
@@ -445,7 +452,7 @@ def _largest_part_words(p: dict) -> str:
             + (" next" if p.get("second") else "")
             + f" largest measured part of the wait ({pct(p['share'])}) is "
             f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
-            f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}"
+            f"{wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'), p.get('tensors'))}"
             f"{wait_parts.sampler_where(p)}."
             + (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else ""))
     return text[0].upper() + text[1:] if p.get("second") else "Next: " + text

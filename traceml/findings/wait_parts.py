@@ -561,22 +561,44 @@ def part_name(part: str, num_workers: Optional[int] = None) -> str:
 MAIN_CPU_SAMPLER_TIMED_NEXT = (
     "the main process's own work in the fetch past the sampler (timed apart, "
     "{sampler}): receiving the batch (unpickling and rebuilding its tensors, a cost per "
-    "tensor) or work an iterator leaves here; fewer tensors per batch make receiving cheaper")
+    "tensor) or work an iterator leaves here; receiving is cheaper with fewer tensors per batch")
+
+
+# What makes receiving a batch cheaper where each batch is one tensor or
+# array already (the wrap iterator counts them, evidence.batch_bytes):
+# its cost is per tensor crossing processes (about 1.6 ms for one small
+# tensor on a 2-core host), so "fewer tensors per batch" has nothing left
+# to cut (a one-tensor batch was told so, helper 36B), and fewer, larger
+# batches pay it less often.
+ONE_TENSOR_RECEIVING = ("fewer, larger batches (a larger batch_size): each batch is "
+                        "one tensor already, and the cost is paid per tensor sent")
+# The per-tensor remedies of PART_NEXT and MAIN_CPU_SAMPLER_TIMED_NEXT that
+# a one-tensor batch reads as ONE_TENSOR_RECEIVING.
+_PER_TENSOR = ("fewer or smaller tensors per batch", "fewer tensors per batch")
 
 
 def part_next(part: str, num_workers: Optional[int] = None,
-              sampler_share: Optional[float] = None) -> str:
+              sampler_share: Optional[float] = None,
+              tensors: Optional[float] = None) -> str:
     """What shortens the measured part ``part`` (PART_NEXT), with
     ``num_workers`` where it changes the answer (main_cpu and other_threads
-    at 0 workers) and ``sampler_share`` (the sampler's timed part of the
-    wait; None: not timed) where main_cpu no longer holds the sampler."""
+    at 0 workers), ``sampler_share`` (the sampler's timed part of the
+    wait; None: not timed) where main_cpu no longer holds the sampler, and
+    ``tensors`` (the median count of tensors a batch holds; None: not
+    counted): at most one, receiving is made cheaper by fewer, larger
+    batches (ONE_TENSOR_RECEIVING), not by fewer tensors."""
     if part == "main_cpu" and num_workers == 0:
         return MAIN_CPU_NO_WORKERS_NEXT
     if part == "main_cpu" and sampler_share is not None:
-        return MAIN_CPU_SAMPLER_TIMED_NEXT.format(sampler=pct(sampler_share))
-    if part == OTHER_THREADS and num_workers == 0:
+        text = MAIN_CPU_SAMPLER_TIMED_NEXT.format(sampler=pct(sampler_share))
+    elif part == OTHER_THREADS and num_workers == 0:
         return OTHER_THREADS_NO_WORKERS_NEXT
-    return PART_NEXT[part]
+    else:
+        text = PART_NEXT[part]
+    if tensors is not None and tensors <= 1:
+        for said in _PER_TENSOR:
+            text = text.replace(said, ONE_TENSOR_RECEIVING)
+    return text
 
 
 def sampler_where(p: dict) -> str:
@@ -591,5 +613,5 @@ def largest_sentence(p: dict) -> str:
     :func:`next_for`) and what it calls for."""
     return (_largest_lead(p, "the wait") + " is "
             f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
-            f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'))}"
+            f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'), p.get('tensors'))}"
             f"{sampler_where(p)}.")
