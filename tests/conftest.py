@@ -10,6 +10,12 @@ import pytest
 # `pip install -e .`); keep the checkout first on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# The tests read the terminal views' words one line a sentence: wrapped at
+# 100 columns, a phrase would cross a line break where a number in it grows
+# a digit.  Their wrapping has tests of its own (tests/unit/test_render.py);
+# subprocesses inherit the setting.
+os.environ["TRACEML_TEXT_WIDTH"] = "0"
+
 import traceml
 from traceml import _core
 

@@ -10,6 +10,9 @@ tables with one helper, and escapes HTML.
 from __future__ import annotations
 
 import html
+import os
+import re
+import textwrap
 from typing import Optional, Sequence
 
 from .findings import (NO_DATA_SECTIONS, bottom_line, comparison, gpu_wait, prediction_check,
@@ -18,6 +21,59 @@ from .fmt import duration_columns, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
 COLS = ("mean", "median", "p90", "p95", "p99", "max", "total")
+
+
+# --- text width -----------------------------------------------------------------
+
+# The terminal views keep every line within TEXT_WIDTH columns (issue 22: a
+# report read in ten seconds); tables are laid out to fit it, and a longer
+# line of prose breaks at spaces, its continuation indented under the text
+# after its mark.  The environment variable TRACEML_TEXT_WIDTH sets another
+# width (at least MIN_TEXT_WIDTH), or 0 for none: one line a sentence, for
+# grep and for logs that wrap by themselves.
+TEXT_WIDTH = 100
+MIN_TEXT_WIDTH = 40
+_LEAD = re.compile(r"^( *)(→ |· |\(|also: |note: )?")
+
+
+def text_width() -> int:
+    """The width the terminal views wrap prose at: TRACEML_TEXT_WIDTH where
+    set to an integer (0: no wrapping; others at least MIN_TEXT_WIDTH),
+    else TEXT_WIDTH.  Raises ValueError naming the variable where it is
+    set to anything else."""
+    raw = os.environ.get("TRACEML_TEXT_WIDTH", "").strip()
+    if not raw:
+        return TEXT_WIDTH
+    try:
+        width = int(raw)
+    except ValueError:
+        raise ValueError(f"TRACEML_TEXT_WIDTH must be 0 or a width of at least "
+                         f"{MIN_TEXT_WIDTH} columns, got {raw!r}") from None
+    if width != 0 and width < MIN_TEXT_WIDTH:
+        raise ValueError(f"TRACEML_TEXT_WIDTH must be 0 or a width of at least "
+                         f"{MIN_TEXT_WIDTH} columns, got {width}")
+    return width
+
+
+def wrap_lines(lines: Sequence[str], width: Optional[int] = None) -> list[str]:
+    """``lines`` (prose) with each line longer than ``width`` columns
+    (None: :func:`text_width`; 0: no wrapping) broken at spaces: its
+    continuation lines are indented under the text after its lead (the
+    spaces and a mark: "→ ", "· ", "(", "also: ", "note: "), or two
+    columns in where there is no mark.  A word longer than a line (a
+    path) is kept whole.  Lines within ``width`` and empty lines are kept
+    as they are."""
+    width = text_width() if width is None else width
+    out: list[str] = []
+    for line in lines:
+        if not width or len(line) <= width:
+            out.append(line)
+            continue
+        m = _LEAD.match(line)
+        indent = len(m.group(0)) if m.group(2) else len(m.group(1)) + 2
+        out.extend(textwrap.wrap(line, width, subsequent_indent=" " * indent,
+                                 break_long_words=False, break_on_hyphens=False))
+    return out
 
 
 # --- tables ---------------------------------------------------------------------
@@ -110,33 +166,34 @@ def _raised_first(s: dict) -> bool:
 def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict: the first line, the
     diagnosis, then the registry's sections (findings.SECTIONS) in their
-    slots around the next steps and the table."""
-    out = [bottom_line.first_line(s)]
+    slots around the next steps and the table; prose within TEXT_WIDTH
+    columns (:func:`wrap_lines`)."""
+    out = wrap_lines([bottom_line.first_line(s)])
     out.extend(ranks_text(s.get("ranks")))
     if s["diagnosis"] == "NO-DATA":
-        out.append(f"NO-DATA: {s['diagnosis_rule']}")
+        out.extend(wrap_lines([f"NO-DATA: {s['diagnosis_rule']}"]))
         if _raised_first(s):
-            out.extend(next_lines(s))
-        out.extend(f"  · {line}" for line in section_lines("evidence", s, NO_DATA_SECTIONS))
-        out.extend(section_lines("facts", s, NO_DATA_SECTIONS))
-        out.extend(f"note: {n}" for n in s["notes"])
+            out.extend(wrap_lines(next_lines(s)))
+        out.extend(wrap_lines([f"  · {line}" for line in section_lines("evidence", s, NO_DATA_SECTIONS)]))
+        out.extend(wrap_lines(section_lines("facts", s, NO_DATA_SECTIONS)))
+        out.extend(wrap_lines([f"note: {n}" for n in s["notes"]]))
         return "\n".join(out)
-    out.append(f"{s['diagnosis']}: {s['diagnosis_rule']}")
-    out.extend(f"  ({line})" for line in section_lines("diagnosis_support", s))
+    prose = [f"{s['diagnosis']}: {s['diagnosis_rule']}"]
+    prose.extend(f"  ({line})" for line in section_lines("diagnosis_support", s))
     shape = section_lines("shape", s)
     if shape:
-        out.extend(shape)
-        out.extend(f"  ({line})" for line in section_lines("shape_support", s))
-    out.extend(next_lines(s))
-    out.extend(f"  · {line}" for line in section_lines("evidence", s))
-    out.append("")
-    out.extend(section_lines("stalls", s))
-    out.append("")
+        prose.extend(shape)
+        prose.extend(f"  ({line})" for line in section_lines("shape_support", s))
+    prose.extend(next_lines(s))
+    prose.extend(f"  · {line}" for line in section_lines("evidence", s))
+    prose.append("")
+    prose.extend(section_lines("stalls", s))
+    prose.append("")
+    out.extend(wrap_lines(prose))
     out.extend(table_text(*_stat_table(s), sep="", min_widths=(12, *[12] * len(COLS))))
     out.extend(gpu_text(s))
-    out.extend(section_lines("facts", s))
-    out.extend(section_lines("prediction", s))
-    out.extend(f"note: {n}" for n in s["notes"])
+    out.extend(wrap_lines([*section_lines("facts", s), *section_lines("prediction", s),
+                           *(f"note: {n}" for n in s["notes"])]))
     return "\n".join(out)
 
 
@@ -247,8 +304,9 @@ def comparison_text(d: dict) -> str:
     if moved:
         out.append("overtakes (deliveries that passed a batch of lower rank): " + ", ".join(
             f"{r['label']} {r['overtaking']}" for r in moved))
-    out.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:])
-    out.extend(rank_stragglers.compare_ranks_line(r) for r in d["rows"] if r.get("ranks"))
+    out.extend(wrap_lines([f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:]]))
+    out.extend(wrap_lines([rank_stragglers.compare_ranks_line(r) for r in d["rows"]
+                           if r.get("ranks")]))
     return "\n".join(out)
 
 
@@ -334,11 +392,11 @@ def sweep_text(d: dict) -> str:
     """The terminal table of a SweepResult's ``to_dict()``."""
     (th, tc), (eh, ec) = _sweep_tables(d["rows"])
     out = ([SWEEP_TIMING_TITLE] + table_text(th, tc) + ["", SWEEP_EVIDENCE_TITLE]
-           + table_text(eh, ec) + [""] + _sweep_notes(d))
-    out.extend(sweeps.sweep_error(r) for r in d["rows"] if r["error"])
+           + table_text(eh, ec) + [""])
+    notes = _sweep_notes(d) + [sweeps.sweep_error(r) for r in d["rows"] if r["error"]]
     if d["interrupted"]:
-        out.append(sweeps.SWEEP_INTERRUPTED)
-    return "\n".join(out)
+        notes.append(sweeps.SWEEP_INTERRUPTED)
+    return "\n".join(out + wrap_lines(notes))
 
 
 def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
@@ -366,7 +424,7 @@ def gpu_text(s: dict) -> list[str]:
         return []
     return ([""] + table_text(*_gpu_table(g), sep="",
                               min_widths=(18, *[12] * len(gpu_wait.GPU_COLS)))
-            + gpu_wait.gpu_lines(s))
+            + wrap_lines(gpu_wait.gpu_lines(s)))
 
 
 def gpu_html(s: dict) -> str:
@@ -416,10 +474,9 @@ def ranks_text(r: Optional[dict]) -> list[str]:
     per-rank table and the next steps; empty for a one-process report."""
     if not r:
         return []
-    out = rank_stragglers.ranks_lines(r)
-    out.append(RANK_LEGEND)
+    out = wrap_lines([*rank_stragglers.ranks_lines(r), RANK_LEGEND])
     out.extend(table_text(*_rank_table(r), sep=" "))
-    out.extend(f"  → {line}" for line in r.get("next") or [])
+    out.extend(wrap_lines([f"  → {line}" for line in r.get("next") or []]))
     out.append("job (largest input wait across ranks per step):")
     return out
 

@@ -62,3 +62,52 @@ def test_the_report_table_holds_one_unit_a_column(corpus_summaries):
                 got = float(cell) * UNIT_S[unit]
                 assert got == pytest.approx(want, rel=5e-3, abs=UNIT_S[unit] * 1e-6), \
                     (name, label, col, cell, unit, want)
+
+
+# --- prose within the text width ---------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [40, 72, 100])
+def test_wrapped_prose_keeps_every_word_within_the_width(width):
+    long = "word " * 60
+    lines = [f"  → {long}", f"      also: {long}", f"  · {long}", f"note: {long}",
+             f"  ({long})", f"INPUT-BOUND: {long}", "", "short line",
+             "  → " + "x" * (width + 30) + " tail"]
+    out = render.wrap_lines(lines, width)
+    # Nothing lost or added but the breaks and their indents.
+    assert " ".join(" ".join(out).split()) == " ".join(" ".join(lines).split())
+    assert "" in out and "short line" in out
+    # A word longer than a line stays whole, alone past the width.
+    assert all(len(x) <= width or ("x" * (width + 30)) in x for x in out)
+    # Each continuation is indented under the text after its lead.
+    for lead, indent in (("  → ", 4), ("      also: ", 12), ("  · ", 4), ("note: ", 6),
+                         ("  (", 3), ("INPUT-BOUND: ", 2)):
+        i = next(k for k, x in enumerate(out) if x.startswith(lead + "word"))
+        assert out[i + 1].startswith(" " * indent + "word"), (lead, out[i + 1])
+    assert render.wrap_lines(lines, 0) == lines
+
+
+def test_the_text_width_is_100_unless_the_environment_says_otherwise(monkeypatch):
+    monkeypatch.delenv("TRACEML_TEXT_WIDTH", raising=False)
+    assert render.text_width() == render.TEXT_WIDTH == 100
+    monkeypatch.setenv("TRACEML_TEXT_WIDTH", "0")
+    assert render.text_width() == 0
+    monkeypatch.setenv("TRACEML_TEXT_WIDTH", "120")
+    assert render.text_width() == 120
+    for bad in ("30", "wide", "-1"):
+        monkeypatch.setenv("TRACEML_TEXT_WIDTH", bad)
+        with pytest.raises(ValueError, match="TRACEML_TEXT_WIDTH"):
+            render.text_width()
+
+
+def test_a_report_reads_within_100_columns_and_says_the_same(monkeypatch):
+    import corpus
+
+    case = corpus.seed_table(0, 4)
+    monkeypatch.setenv("TRACEML_TEXT_WIDTH", "0")
+    flat = str(corpus.replay(case))
+    monkeypatch.delenv("TRACEML_TEXT_WIDTH")
+    text = str(corpus.replay(case))
+    assert max(len(x) for x in flat.splitlines()) > 100     # there was prose to wrap
+    assert max(len(x) for x in text.splitlines()) <= 100
+    assert " ".join(text.split()) == " ".join(flat.split())
