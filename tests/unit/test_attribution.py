@@ -221,6 +221,33 @@ def test_deeper_look_ahead_is_advised_only_where_the_workers_keep_up():
     assert attribution.deeper_look_ahead(s) is None
 
 
+def test_no_look_ahead_is_advised_where_the_slow_batches_fall_on_some_workers():
+    # Helper 37A: 4 workers, every 2nd batch 60 ms, 10 ms compute and 1 ms
+    # hand-over: the pooled mean (about 31 ms) keeps up with 4 x 11 = 44
+    # ms, but workers 0 and 2 make every slow batch (60 ms each) and fall
+    # behind; prefetch_factor 3 or 6 left the stalls as they were.
+    workers = {0: 60e-3, 1: 2e-3, 2: 60e-3, 3: 2e-3}
+    s = {"loader": {"num_workers": 4, "prefetch_factor": 2},
+         "prediction": {"keeps_up_with": 3, "compute_s": 0.010, "handover_s": 0.001},
+         "stalls": {"stall_median_s": 0.017}, "step_s": {"mean": 0.0154},
+         "attribution": {"period": 2},
+         "production": {"workers": {w: {"batches": 8, "make_mean_s": m}
+                                    for w, m in workers.items()}}}
+    d = attribution.deeper_look_ahead(s)
+    assert d["behind"] == [0, 2] and d["make_s"] == 60e-3
+    assert d["budget_s"] == pytest.approx(4 * 0.011)
+    # 3 shares no factor with the period 2: the slow batches go to every
+    # worker in turn, and the nearest such count to 4 (3 before 5).
+    assert d["spread"] == 3
+    said = attribution._look_ahead({"deeper": d})
+    assert "No deeper look-ahead hides them: workers 0 and 2" in said
+    assert "num_workers=(4, 3)" in said and "prefetch_factor" not in said
+    # The slow batches spread over every worker (each worker's mean 31 ms,
+    # under its 44 ms): the look-ahead is the step, as before.
+    s["production"]["workers"] = {w: {"batches": 8, "make_mean_s": 31e-3} for w in range(4)}
+    assert attribution.deeper_look_ahead(s) == {"from": 2, "to": 3, "stall_s": 0.017}
+
+
 def _sized(ranks, every, big, small, sample_ns, seed):
     """Batch sizes (``big`` on every ``every``-th rank, else ``small``) and
     make times (each sample ``sample_ns``, +-3% a batch) of the ranks."""

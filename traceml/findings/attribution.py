@@ -957,13 +957,15 @@ def _time_them(p: dict) -> str:
 def deeper_look_ahead(s: dict) -> Optional[dict]:
     """The prefetch_factor that would make each batch early enough to hide
     the median stall, where the workers keep up on average (the
-    prediction's keeps_up_with at most the run's num_workers): {from, to,
-    stall_s}; None otherwise.  The model: in order, each worker holds
+    prediction's keeps_up_with at most the run's num_workers) and each of
+    them does (:func:`_behind`): {from, to, stall_s}; where a worker falls
+    behind, {behind: [...], make_s, budget_s, period, spread} instead;
+    None otherwise.  The model: in order, each worker holds
     prefetch_factor batches in flight, so one more starts every batch
     num_workers steps earlier (num_workers x the mean step); a stall of W
     is hidden by ceil(W / (num_workers x step)) more.  Deeper look-ahead
-    pays only where production keeps up on average: it moves batches
-    earlier, it makes none faster."""
+    pays only where production keeps up: it moves batches earlier, it
+    makes none faster."""
     loader = s.get("loader") or {}
     nw, pf = loader.get("num_workers"), loader.get("prefetch_factor")
     pred = s.get("prediction") or {}
@@ -972,14 +974,59 @@ def deeper_look_ahead(s: dict) -> Optional[dict]:
     step = (s.get("step_s") or {}).get("mean")
     if not nw or not pf or keeps is None or keeps > nw or not stall or not step:
         return None
+    behind = _behind(s, nw, pred)
+    if behind is not None:
+        return behind
     more = math.ceil(stall / (nw * step))
     return {"from": int(pf), "to": int(pf) + more, "stall_s": stall}
+
+
+def _behind(s: dict, nw: int, pred: dict) -> Optional[dict]:
+    """The workers that fall behind on their own batches, or None.  In
+    order, worker w makes every num_workers-th batch, so it keeps up only
+    where its own mean make time (production.workers) is at most
+    num_workers times the loop's use of a batch (the prediction's compute
+    plus hand-over): the pooled mean keeping up says nothing of a worker
+    that every slow batch lands on (4 workers, every 2nd batch 60 ms, 10
+    ms compute: workers 0 and 2 need 60 ms a batch against 44 ms, and
+    prefetch_factor 3 or 6 left the stalls as they were, helper 37A).
+    Where the attribution's period shares a factor with num_workers, a
+    num_workers that does not (``spread``, the nearest at 2 or more)
+    deals the slow batches to every worker in turn."""
+    per = pred.get("compute_s", 0.0) + pred.get("handover_s", 0.0)
+    made = {int(w): m for w, m in ((s.get("production") or {}).get("workers") or {}).items()
+            if m.get("batches") and m.get("make_mean_s") is not None}
+    if per <= 0 or len(made) < 2:
+        return None
+    budget = nw * per
+    late = sorted(w for w, m in made.items() if m["make_mean_s"] > budget)
+    if not late:
+        return None
+    period = (s.get("attribution") or {}).get("period")
+    spread = None
+    if period and math.gcd(nw, int(period)) > 1:
+        spread = min((k for k in range(2, 2 * nw + 2) if math.gcd(k, int(period)) == 1),
+                     key=lambda k: (abs(k - nw), k))
+    return {"behind": late, "make_s": max(made[w]["make_mean_s"] for w in late),
+            "budget_s": budget, "num_workers": nw, "period": period, "spread": spread}
 
 
 def _look_ahead(p: dict) -> str:
     d = p.get("deeper")
     if not d:
         return ""
+    if d.get("behind"):
+        late = d["behind"]
+        who = (f"worker {late[0]}" if len(late) == 1 else
+               "workers " + ", ".join(str(w) for w in late[:-1]) + f" and {late[-1]}")
+        spread = (f"; num_workers={d['spread']}, which shares no factor with the period "
+                  f"{d['period']}, deals them to every worker in turn (traceml.sweep("
+                  f"make_loader, num_workers=({d['num_workers']}, {d['spread']})) measures "
+                  "it)" if d.get("spread") else "")
+        return (f" No deeper look-ahead hides them: {who}, which the slow batches fall on, "
+                f"took {fmt_s(d['make_s'])} a batch on average against the "
+                f"{fmt_s(d['budget_s'])} each has (num_workers x the loop's use of a "
+                f"batch){spread}.")
     return (f" Or, since the workers keep up on average (the prediction), a deeper "
             f"look-ahead hides them: prefetch_factor={d['to']} (now {d['from']}) starts each "
             f"batch early enough for the median stall ({fmt_s(d['stall_s'])}).")
