@@ -453,7 +453,9 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
         "count": int(first.sum()),
         "steps": np.flatnonzero(first).tolist(),
         "input_wait_s": duration_stats_s(w.first_wait),
-        "by_epoch": _start_by_epoch(run.epoch[first], w.first_wait),
+        "by_epoch": (by_epoch := _start_by_epoch(
+            run.epoch[first], w.first_wait, getattr(run.src, "epoch_facts", None) or {})),
+        **_start_iter(by_epoch, _latest_fact(run.src, "sampler_code")),
         **_start_making(run.making_ns, first, w.first_wait),
         **_start_cost(run.met, first, w.steady),
     }
@@ -655,17 +657,47 @@ def _start_cost(met: Optional[tuple], first: np.ndarray, steady: np.ndarray) -> 
     return out
 
 
-def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray) -> list[dict]:
-    """{epoch, fetches, input_wait_s (their total)} of each epoch's
-    start-up fetches, in epoch order (``epoch`` and ``wait_ns`` of the
-    start-up steps, shape (start-up steps,))."""
+def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
+                    facts: Optional[Mapping[int, dict]] = None) -> list[dict]:
+    """{epoch, fetches, input_wait_s (their total)[, iter_s, iter_cpu_s]}
+    of each epoch's start-up fetches, in epoch order (``epoch`` and
+    ``wait_ns`` of the start-up steps, shape (start-up steps,)); iter_s
+    and iter_cpu_s (the wall and main-thread CPU seconds of iter() itself,
+    inside the first fetch's wait) where the epoch's ``facts`` hold them."""
     if not len(epoch):
         return []
     ids, at = np.unique(epoch, return_inverse=True)
     total = np.bincount(at, weights=wait_ns.astype(np.float64))
     count = np.bincount(at)
-    return [{"epoch": int(e), "fetches": int(c), "input_wait_s": float(t) * NS}
-            for e, c, t in zip(ids, count, total, strict=True)]
+    out = []
+    for e, c, t in zip(ids, count, total, strict=True):
+        row = {"epoch": int(e), "fetches": int(c), "input_wait_s": float(t) * NS}
+        known = (facts or {}).get(int(e)) or {}
+        if known.get("iter_s") is not None:
+            row["iter_s"], row["iter_cpu_s"] = known["iter_s"], known.get("iter_cpu_s")
+        out.append(row)
+    return out
+
+
+def _start_iter(by_epoch: list[dict], sampler_code: Optional[dict] = None) -> dict:
+    """{iter_share, iter_cpu_share, sampler_code}: of the start-up
+    fetches' wait, the share iter() itself took (wall), and of that, the
+    share the main thread spent on a CPU (the sampler's __iter__ and first
+    index lists, a dataset's set-up), with where the sampler's code is
+    (``sampler_code``, wrapping.sampler_code, where known); {} where an
+    epoch lacks iter()'s time or none waited."""
+    if not by_epoch or any(e.get("iter_s") is None for e in by_epoch):
+        return {}
+    total = sum(e["input_wait_s"] for e in by_epoch)
+    spent = sum(min(e["iter_s"], e["input_wait_s"]) for e in by_epoch)
+    if total <= 0:
+        return {}
+    cpu = [e.get("iter_cpu_s") for e in by_epoch]
+    whole = sum(e["iter_s"] for e in by_epoch)
+    return {"iter_share": spent / total,
+            **({"iter_cpu_share": min(1.0, sum(cpu) / whole)}
+               if whole > 0 and all(c is not None for c in cpu) else {}),
+            **({"sampler_code": sampler_code} if sampler_code else {})}
 
 
 def _recorded(records: np.ndarray, sources: Mapping[int, Any]) -> list[dict]:

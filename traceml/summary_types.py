@@ -258,10 +258,24 @@ class Trend(TypedDict):
             "host was not read."))]]
 
 
+class CodePlace(TypedDict):
+    """A function and where it starts: its qualified name, file, line."""
+
+    function: str
+    file: str
+    line: NonNegativeInt
+
+
 class EpochStartByEpoch(TypedDict):
     epoch: NonNegativeInt
     fetches: Count
     input_wait_s: NonNegative
+    iter_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "The wall seconds of iter() on the loader itself, inside the first fetch's "
+        "wait (with workers: starting their processes and drawing the first index "
+        "lists from the sampler)."))]]
+    iter_cpu_s: NotRequired[Annotated[Optional[NonNegative], Schema(description=(
+        "The main thread's CPU seconds in that iter()."))]]
 
 
 @schema('epoch_start')
@@ -271,6 +285,13 @@ class EpochStart(TypedDict):
     input_wait_s: Durations
     by_epoch: NotRequired[list[EpochStartByEpoch]]
     making_share: NotRequired[Share]
+    iter_share: NotRequired[Annotated[Share, Schema(description=(
+        "Of the start-up fetches' wait, the share iter() itself took (build._start_iter)."))]]
+    iter_cpu_share: NotRequired[Annotated[Share, Schema(description=(
+        "Of iter()'s wall time, the share the main thread spent on a CPU."))]]
+    sampler_code: NotRequired[Annotated[CodePlace, Schema(description=(
+        "Where iter() draws the first index lists: the batch_sampler's __iter__, or the "
+        "sampler's a torch BatchSampler wraps (wrapping.sampler_code); with iter_share."))]]
     first_cpu_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
         "The median worker CPU of the start-up fetches' batches over the steady "
         "fetches' batches' (build._start_cost)."))]]
@@ -1081,14 +1102,6 @@ class WaitSplit(TypedDict):
     parts_s: dict[WaitPart, NonNegative]
     runq_known: bool
     host_of_workers_s: NotRequired[NonNegative]
-
-
-class CodePlace(TypedDict):
-    """A function and where it starts: its qualified name, file, line."""
-
-    function: str
-    file: str
-    line: NonNegativeInt
 
 
 class WaitPartsLargest(TypedDict):

@@ -15,6 +15,7 @@ import functools
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -660,12 +661,19 @@ class Wrapped:
         why, user_fn = (worker_timing.before_iter(hooked, src.timing, epoch)
                         if hooked is not None else (worker_timing.NOT_A_LOADER, None))
         _iterating.depth = getattr(_iterating, "depth", 0) + 1
+        # iter() itself, apart from the rest of the epoch's start: with
+        # workers it starts their processes and draws the first
+        # num_workers x prefetch_factor index lists from the sampler (its
+        # __iter__ runs here, in this thread).
+        iter_ns, iter_cpu_ns = self.recorder.clock_ns(), time.thread_time_ns()
         try:
             inner = iter(self.iterable)
         finally:
             _iterating.depth -= 1
             if hooked is not None:
                 worker_timing.after_iter(hooked, src.timing, why, user_fn)
+        iter_ns, iter_cpu_ns = (self.recorder.clock_ns() - iter_ns,
+                                time.thread_time_ns() - iter_cpu_ns)
         if hooked is not None:
             worker_timing.time_sampler(inner, src.sampler, epoch)
         if hooked is not None and not (getattr(hooked, "num_workers", 0) or 0):
@@ -683,6 +691,7 @@ class Wrapped:
         src.loader = facts
         known = epoch_facts(self.iterable, inner, facts)
         known["worker_timing"] = why or "on"
+        known["iter_s"], known["iter_cpu_s"] = iter_ns * 1e-9, iter_cpu_ns * 1e-9
         src.epoch_facts[epoch] = known
         # The sampler watches this loop's processes (main first, then worker
         # 0, 1, ...) while it runs, beside any other live loop's.

@@ -385,6 +385,46 @@ def test_wrapping_a_dataloaders_iterator_warns_and_still_records(num_workers):
 # --- epoch start ------------------------------------------------------------
 
 
+class _SlowIterSampler(torch.utils.data.Sampler):
+    """A sampler whose __iter__ burns ``cpu_s`` of CPU before its first
+    index, once per epoch (in the main process)."""
+
+    def __init__(self, n, cpu_s):
+        self.n, self.cpu_s = n, cpu_s
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        from burn import burn_cpu
+        burn_cpu(self.cpu_s)
+        return iter(range(self.n))
+
+
+@pytest.mark.slow
+def test_a_sampler_slow_each_epoch_is_iter_not_the_workers_start():
+    # Helper 37B: a sampler burning 0.4 s in __iter__ each epoch, 2
+    # workers: iter() draws the first index lists in the main process, so
+    # that time is iter()'s, measured apart, not the workers' start-up
+    # (persistent_workers=True left it as it was).
+    name = uname("siter")
+    loader = DataLoader(BurnDataset(64, 0.0), batch_size=4, num_workers=2,
+                        sampler=_SlowIterSampler(64, 0.3))
+    w = traceml.wrap(loader, name=name)
+    for _ in range(2):
+        for _b in w:
+            time.sleep(0.005)
+    d = traceml.report(source=name).to_dict()
+    es = d["epoch_start"]
+    for e in es["by_epoch"]:
+        # The sampler's 0.3 s of CPU, inside that epoch's start-up wait.
+        assert 0.3 <= e["iter_cpu_s"] <= e["iter_s"] <= e["input_wait_s"], e
+    assert es["iter_share"] > 0.5 and es["sampler_code"]["function"] == "_SlowIterSampler.__iter__"
+    text = " ".join(d["next"])
+    assert "iter() on the loader itself took" in text and "_SlowIterSampler.__iter__" in text
+    assert "persistent_workers=True pays" not in text
+
+
 @pytest.mark.parametrize("rewrap", [False, True], ids=["same-wrapper", "rewrap"])
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_two_epochs_set_apart_epoch_start(num_workers, rewrap):

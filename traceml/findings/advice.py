@@ -80,7 +80,8 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
         "recreated": (None if not nw else not loader.get("persistent_workers")),
         **({"making_share": es["making_share"]}
            if (es := s.get("epoch_start") or {}).get("making_share") is not None else {}),
-        **{k: es[k] for k in ("first_cpu_ratio", "first_work_ratio")
+        **{k: es[k] for k in ("first_cpu_ratio", "first_work_ratio", "iter_share",
+                              "iter_cpu_share", "sampler_code")
            if es.get(k) is not None},
     })]
 

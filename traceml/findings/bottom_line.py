@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 
-from ..fmt import fmt_s, pct, plural
+from ..fmt import code_where, fmt_s, pct, plural
 from ._types import Finding, Words
 from . import attribution, input_bound
 
@@ -214,6 +214,29 @@ def _worker_exited_next(p: dict) -> str:
 # pays that start-up once" in 4 of 4 runs (helper 32B), and persistent
 # workers still waited 160 ms an epoch.
 STARTUP_MAKING_SHARE = 0.5
+# iter() on the loader itself holds most (more than this share) of the
+# start-up fetches' wait: measured in the wrapper (wall and the main
+# thread's CPU), it is the main process's own work, before any worker
+# makes a batch.  A sampler whose __iter__ burned 0.4 s each epoch read
+# "the DataLoader starts its 2 workers anew ... persistent_workers=True"
+# in 5 of 5 runs (helper 37B), which left the start as it was.
+STARTUP_ITER_SHARE = 0.5
+
+
+def _iter_start(p: dict, said: str) -> str:
+    """The epoch start held by iter() itself (STARTUP_ITER_SHARE)."""
+    cpu = (f", the main thread on a CPU for {pct(p['iter_cpu_share'])} of that"
+           if p.get("iter_cpu_share") is not None else "")
+    code = (f" (its code: {code_where(p['sampler_code'])})" if p.get("sampler_code") else "")
+    workers = (f" and starts the {p['num_workers']} worker processes" if p.get("num_workers")
+               else "")
+    return (said + f"iter() on the loader itself took {pct(p['iter_share'])} of it{cpu}. "
+            "iter() runs in the main process before any batch is made: it draws the first "
+            f"index lists from the sampler, whose __iter__ runs there{code},{workers}; "
+            "persistent_workers and more workers leave that as it is. Next: time "
+            "iter(loader.batch_sampler) and its first next() alone; work the sampler does "
+            "each epoch (sorting, grouping, reading an index) costs once if done in its "
+            "__init__.")
 
 
 def _epoch_start_next(p: dict) -> str:
@@ -225,6 +248,8 @@ def _epoch_start_next(p: dict) -> str:
                 "wall time of this one-epoch recording: a short run, whose steady state is "
                 "a small part of it; record more steps before judging the loader, and "
                 "check what start-up does if real runs are this short.")
+    if (p.get("iter_share") or 0.0) > STARTUP_ITER_SHARE:
+        return _iter_start(p, said)
     # Filling: the first batches cost what later ones do, in CPU and in
     # their own time (make time less the wait for a core): a first
     # __getitem__ that sleeps 300 ms on a lazy open costs 1.4x the CPU of
