@@ -185,6 +185,7 @@ def build(
     fetch_clocks: Optional[tuple] = None,
     sampler_items: Optional[np.ndarray] = None,
     batch_tensors: Optional[np.ndarray] = None,
+    thread_pools: Optional[list] = None,
 ) -> Report:
     """The Report of one source from a snapshot of the store (pure).
 
@@ -199,7 +200,9 @@ def build(
     main process the sampler read); ``batch_bytes`` is each record's batch
     bytes (int64, -1 where not measured; parallel to ``records``, or
     None) and ``batch_tensors`` the count of tensors and arrays holding
-    them (int32, -1 where not counted; parallel, or None); ``gpu`` the source's CUDA-event readings
+    them (int32, -1 where not counted; parallel, or None); ``thread_pools``
+    the native thread pools the workers run too (wrapping.thread_pools;
+    None: unknown); ``gpu`` the source's CUDA-event readings
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
     source's sampled stacks (``traceml.stacks.input_for``; None: no
@@ -217,7 +220,8 @@ def build(
     that would rewrite another's section is a bug (AssertionError)."""
     run = _Run(records, info, source_id, stall_threshold_s, sources, delivery, samples,
                sampler_info, stuck_events, main_pid, batch_bytes, worker_batches, gpu,
-               worker_items, stack_input, fetch_clocks, sampler_items, batch_tensors)
+               worker_items, stack_input, fetch_clocks, sampler_items, batch_tensors,
+               thread_pools)
     summary: dict = {"version": 1}
     for stage in STAGES:
         added = stage(run, summary)
@@ -242,7 +246,7 @@ class _Run:
     def __init__(self, records, info, source_id, stall_threshold_s, sources, delivery,
                  samples, sampler_info, stuck_events, main_pid, batch_bytes, worker_batches,
                  gpu, worker_items, stack_input, fetch_clocks, sampler_items=None,
-                 batch_tensors=None):
+                 batch_tensors=None, thread_pools=None):
         self.info, self.source_id, self.sources = info, source_id, sources
         self.stall_threshold_s = stall_threshold_s
         self.samples, self.sampler_info = samples, sampler_info
@@ -267,6 +271,7 @@ class _Run:
             if not whole:
                 batch_tensors = batch_tensors[selected]
         self.batch_bytes, self.batch_tensors = batch_bytes, batch_tensors
+        self.thread_pools = thread_pools
         self.clocks = None
         if fetch_clocks is not None and len(fetch_clocks[0]):
             pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
@@ -477,9 +482,11 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                     run.sampler_info, run.stuck_events, run.main_pid,
                     run.bytes_seen["median"] if run.bytes_seen else None, run.ranks_workers,
                     run.making_ns, run.runs,
-                    wait_parts.next_for((s.get("wait_parts") or {}).get("stalls")))
+                    wait_parts.next_for((s.get("wait_parts") or {}).get("stalls")),
+                    run.thread_pools)
     run.making_ns = None
-    outside = worker_evidence.outside_batches({**s, **out})
+    outside = (worker_evidence.thread_pool({**s, **out})
+               + worker_evidence.outside_batches({**s, **out}))
     if outside and out["workers"] is not None:
         # Measured beside the stalls' readings: the workers' own CPU that
         # no batch took.
@@ -1305,13 +1312,15 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
               ranks_workers: Optional[tuple] = None,
               making_ns: Optional[np.ndarray] = None,
               runs: Optional[tuple] = None,
-              stall_largest: Optional[dict] = None) -> dict:
+              stall_largest: Optional[dict] = None,
+              thread_pools: Optional[list] = None) -> dict:
     """Host, delivery, worker and stuck-fetch evidence (DataLoader sources);
     ``ranks_workers``: evidence.delivery_ranks of the steps, if known;
     ``making_ns``: per step, the wait during which its worker was making
     batches (see _production), if known; ``runs``: evidence.epoch_runs of
     the steps' epochs; ``stall_largest``: the stalls' largest measured
-    part (wait_parts.next_for), if measured."""
+    part (wait_parts.next_for), if measured; ``thread_pools`` the native
+    thread pools the workers run too (wrapping.thread_pools), if known."""
     loader_src = src is not None and source_id != 0
     workers = None
     if loader_src and samples is not None and sampler_info is not None:
@@ -1322,7 +1331,7 @@ def _evidence(steps: np.ndarray, mask: np.ndarray, steady: np.ndarray, src, sour
             workers["evidence_items"] = findings.stored(workers.pop("findings"))
             workers["evidence"] = findings.sentences(workers["evidence_items"])
     return {
-        "host": evidence.host(src) if loader_src else None,
+        "host": evidence.host(src, thread_pools) if loader_src else None,
         "delivery": (evidence.delivery(steps, *(delivery or (None, None)), src,
                                        ranks_workers=ranks_workers, runs=runs)
                      if loader_src else None),

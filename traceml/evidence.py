@@ -38,8 +38,10 @@ SAMPLER_SHARE_MIN_PERIODS = 10
 # --- host ------------------------------------------------------------------------
 
 
-def host(src) -> Optional[dict]:
-    """Loader and host facts of the last epoch, and per epoch."""
+def host(src, thread_pools: Optional[list] = None) -> Optional[dict]:
+    """Loader and host facts of the last epoch, and per epoch, with the
+    native thread pools the workers run too (``thread_pools``,
+    wrapping.thread_pools) where known."""
     facts = getattr(src, "epoch_facts", None)
     if not facts or getattr(src, "loader", None) is None:
         return None
@@ -53,6 +55,7 @@ def host(src) -> Optional[dict]:
         "torch_version": last["torch_version"],
         "num_workers": nw,
         "oversubscribed": bool(nw and cpus and nw > cpus),
+        **({"thread_pools": thread_pools} if thread_pools is not None else {}),
         "by_epoch": [
             {"epoch": e, **(facts[e]["loader"] or {}), "start_method": facts[e]["start_method"],
              "worker_pids": facts[e]["worker_pids"]}

@@ -505,6 +505,14 @@ class Workers(TypedDict):
     awaited: NotRequired[Optional[Awaited]]
 
 
+class ThreadPool(TypedDict):
+    """A native thread pool (threadpoolctl): its API, library and threads."""
+
+    api: StringOrNull
+    library: StringOrNull
+    threads: Count
+
+
 @schema('host')
 class Host(TypedDict):
     usable_cpus: CountOrNull
@@ -512,6 +520,10 @@ class Host(TypedDict):
     torch_version: StringOrNull
     oversubscribed: NotRequired[Optional[bool]]
     num_workers: NotRequired[CountOrNull]
+    thread_pools: NotRequired[Annotated[list[ThreadPool], Schema(description=(
+        "The native thread pools loaded in the main process that its DataLoader workers "
+        "run too, torch's own left out (wrapping.thread_pools, threadpoolctl); absent: "
+        "unknown."))]]
     by_epoch: NotRequired[list[EpochFacts]]
 
 

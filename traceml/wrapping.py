@@ -416,6 +416,28 @@ def epoch_facts(loader: Any, inner: Any, facts: Optional[dict]) -> dict:
     return out
 
 
+def thread_pools() -> Optional[list[dict]]:
+    """The native thread pools loaded in this process that a DataLoader
+    worker runs too (threadpoolctl.threadpool_info): [{api ("blas",
+    "openmp"), library ("openblas", "mkl", "openmp", ...), threads}], in
+    threadpoolctl's order, leaving out torch's own libraries (a DataLoader
+    worker sets torch's pools to one thread; NumPy's and SciPy's BLAS keep
+    theirs, in forked and spawned workers alike).  None where threadpoolctl
+    is not installed or cannot read them."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return None
+    try:
+        info = threadpoolctl.threadpool_info()
+    except Exception:  # noqa: BLE001 - a library it cannot introspect: no reading, no report lost
+        return None
+    torch_dir = os.sep + "torch" + os.sep
+    return [{"api": p.get("user_api"), "library": p.get("internal_api"),
+             "threads": int(p.get("num_threads") or 0)}
+            for p in info if torch_dir not in (p.get("filepath") or "")]
+
+
 def sampler_code(loader: Any) -> Optional[dict]:
     """Where the indices a DataLoader draws in the main process come from:
     the batch_sampler's ``__iter__``, or, for torch's own BatchSampler,

@@ -706,3 +706,21 @@ def test_the_samplers_code_is_known_for_torchs_batch_sampler_and_a_users():
     list(wrapped)
     facts = wrapped.recorder.sources.by_name[name].epoch_facts
     assert facts[max(facts)]["sampler_code"]["function"].endswith("EveryOther.__iter__")
+
+
+def test_the_host_names_the_thread_pools_the_workers_run_too():
+    # NumPy's BLAS is loaded (numpy is imported): threadpoolctl reads its
+    # pool in this process; torch's own pools are left out (a DataLoader
+    # worker sets them to one thread).
+    import threadpoolctl
+
+    name = uname("pools")
+    for _ in traceml.wrap(DataLoader(BurnDataset(8, 0.0), batch_size=2, num_workers=1),
+                          name=name):
+        pass
+    pools = traceml.report(source=name).to_dict()["host"]["thread_pools"]
+    want = [p for p in threadpoolctl.threadpool_info()
+            if os.sep + "torch" + os.sep not in p["filepath"]]
+    assert [(p["api"], p["library"], p["threads"]) for p in pools] == [
+        (p["user_api"], p["internal_api"], p["num_threads"]) for p in want]
+    assert any(p["api"] == "blas" for p in pools)

@@ -173,3 +173,31 @@ def test_the_main_processs_other_threads_wait_for_a_core_is_its_wait_less_the_lo
     assert parts[wait_split.OTHERS_QUEUED_PART] == pytest.approx(0.5 * (4 + 4 + 9) * 1e-9)
     assert parts[wait_split.HOST_PART] == pytest.approx(0.5 * (4 + 4 + 9) * 1e-9)
     assert sum(parts.values()) == pytest.approx(split["wait_s"])
+
+
+def test_a_thread_pool_in_the_workers_is_named_where_other_threads_took_the_batch_cpu():
+    # Helper 37B: NumPy's OpenBLAS (2 threads a process) in 2 workers on 2
+    # CPUs.  A batch's CPU 66 ms (every thread), its 4 samples 8.3 ms each
+    # on the dataset's thread and collate_fn 0.7 ms: 48% on other threads.
+    from traceml.findings import worker_evidence as we
+
+    pool = {"api": "blas", "library": "openblas", "threads": 2}
+    s = {"host": {"usable_cpus": 2, "thread_pools": [pool, dict(pool)]},
+         "loader": {"num_workers": 2},
+         "production": {"available": True, "cpu_s": {"mean": 0.066},
+                        "samples": {"available": True, "samples": 160, "batches": 40,
+                                    "sample_cpu_s": {"mean": 0.0083},
+                                    "collate": {"mean_s": 0.0007}}}}
+    (f,) = we.thread_pool(s)
+    assert f.numbers["share"] == pytest.approx(1 - (0.0083 * 4 + 0.0007) / 0.066)
+    assert f.numbers["threads"] == 4
+    said = we.WORDS[f.code](f.numbers)
+    assert "openblas (blas, 2 threads) x2" in said and "2 workers run 4 of its threads on 2 CPUs" in said
+    assert "threadpool_limits(1) in worker_init_fn" in said
+    # One thread a pool (OPENBLAS_NUM_THREADS=1), no pool known, or the
+    # batches' CPU on the dataset's thread: nothing to say.
+    one = {**s, "host": {"usable_cpus": 2, "thread_pools": [{**pool, "threads": 1}]}}
+    assert we.thread_pool(one) == []
+    assert we.thread_pool({**s, "host": {"usable_cpus": 2}}) == []
+    own = {**s, "production": {**s["production"], "cpu_s": {"mean": 0.036}}}
+    assert we.thread_pool(own) == []

@@ -112,6 +112,69 @@ def outside_batches(s: dict) -> list[Finding]:
         "compute_core_wait": waited})]
 
 
+# The workers' batches ran on other threads than the one that ran
+# __getitem__ and collate_fn where, of their CPU (the workers' batch timing:
+# every thread of the worker while it made a batch), at least this share
+# was not the samples' and collate_fn's (each timed on its own thread).
+# The null: every batch's work runs on the dataset's thread, and the rest
+# (the queue's feeder sending a batch made before, a collection) is a few
+# percent.  NumPy's OpenBLAS pool (2 threads a worker) beside 2 workers on
+# 2 CPUs: 36% of the batches' CPU on its threads, the step 112-329 ms
+# against 11-13 ms with one BLAS thread a worker, and no report named it
+# (helper 37B, 10 of 10).
+THREAD_POOL_MIN_SHARE = 0.2
+
+
+def thread_pool(s: dict) -> list[Finding]:
+    """``workers_thread_pool`` {share (of the batches' CPU on other
+    threads), pools (the native pools with more than one thread,
+    host.thread_pools), num_workers, cpus, threads (num_workers x the
+    largest pool's threads)} where the share is at least
+    THREAD_POOL_MIN_SHARE and such a pool is loaded; [] where the
+    workers' batch or per-sample timing is not measured, or the rule does
+    not hold.  The samples' CPU a batch is their mean times the samples a
+    batch; collate_fn's is bounded by its wall time."""
+    host = s.get("host") or {}
+    pools = [p for p in host.get("thread_pools") or [] if (p.get("threads") or 0) > 1]
+    nw = (s.get("loader") or {}).get("num_workers")
+    prod = s.get("production") or {}
+    samples = prod.get("samples") or {}
+    if not pools or not nw or not prod.get("available") or not samples.get("available"):
+        return []
+    batch_cpu = (prod.get("cpu_s") or {}).get("mean")
+    sample_cpu = (samples.get("sample_cpu_s") or {}).get("mean")
+    if not batch_cpu or sample_cpu is None or not samples.get("batches"):
+        return []
+    per_batch = sample_cpu * samples["samples"] / samples["batches"]
+    collate = (samples.get("collate") or {}).get("mean_s") or 0.0
+    share = (batch_cpu - per_batch - collate) / batch_cpu
+    if share < THREAD_POOL_MIN_SHARE:
+        return []
+    most = max(p["threads"] for p in pools)
+    return [Finding("workers_thread_pool", {
+        "share": share, "pools": pools, "num_workers": nw,
+        "cpus": host.get("usable_cpus"), "threads": nw * most})]
+
+
+def _thread_pool(p: dict) -> str:
+    # NumPy and SciPy each load their own copy of a library: one entry, counted.
+    seen: dict = {}
+    for q in p["pools"]:
+        key = (q["library"], q["api"], q["threads"])
+        seen[key] = seen.get(key, 0) + 1
+    pools = ", ".join(f"{lib} ({api}, {n} threads)" + (f" x{k}" if k > 1 else "")
+                      for (lib, api, n), k in seen.items())
+    crowd = (f": {p['num_workers']} workers run {p['threads']} of its threads on "
+             f"{p['cpus']} CPUs" if p.get("cpus") and p["threads"] > p["cpus"] else "")
+    return (f"{pct(p['share'])} of the workers' batch CPU ran on other threads than the one "
+            "that ran __getitem__ and collate_fn, and this process loads a native thread "
+            f"pool the workers run too (threadpoolctl: {pools}; torch's own are set to one "
+            f"thread in workers, NumPy's and SciPy's BLAS are not){crowd}. Next: one thread "
+            "a worker, threadpoolctl.threadpool_limits(1) in worker_init_fn (or "
+            "OPENBLAS_NUM_THREADS=1 / OMP_NUM_THREADS=1 before the workers start), compared "
+            "on step time (traceml.compare).")
+
+
 def _outside_batches(p: dict) -> str:
     waited = p.get("compute_core_wait")
     return (f"The workers' processes kept {p['cores']:.1f} cores busy over the steady steps, "
@@ -262,6 +325,7 @@ WORDS: dict[str, Words] = {
     "awaited_blocked": _awaited_blocked,
     "cpu_handover": _cpu_handover,
     "workers_outside_batches": _outside_batches,
+    "workers_thread_pool": _thread_pool,
     # CPU-side work against storage reads (evidence's storage finding).
     **{code: (lambda p, code=code: _storage(code, p))
        for code in ("cpu_no_reads_anywhere", "cpu_no_reads", "cpu_light_reads", "idle",
