@@ -102,7 +102,15 @@ def test_a_share_on_the_line_is_borderline_with_both_readings():
     # The words give both readings and the steps.
     s = {"diagnosis": label, "diagnosis_support": sup}
     (line,) = ls.diagnosis_lines(s)
-    assert f"borderline: {label}" in line and sup["other"] in line
+    assert label in line and sup["other"] in line
+    # The run's own label in under half the resamples: said as the point
+    # reading, beside the resamples' majority.
+    for own, other in ((0.46, 0.54), (0.54, 0.46)):
+        p = {"label": "BALANCED", "other": "COMPUTE-BOUND", "support": own,
+             "readings": {"BALANCED": own, "COMPUTE-BOUND": other}, "resamples": 199}
+        said = ls.WORDS["borderline"](p)
+        assert said.startswith("borderline: the run's own steps read BALANCED, yet BALANCED in "
+                               "46%, COMPUTE-BOUND in 54%") == (own < other), said
 
 
 def test_production_decides_hand_over_in_every_resample():

@@ -316,6 +316,13 @@ def test_one_group_waiting_for_a_cpu_still_names_the_code_every_batch_runs():
     (said,) = slow_code.evidence_lines(s)
     assert "`decode` in `data/ds.py:3` 98%" in said and "waiting for it 70%" in said, said
     assert [a.code for a in slow_code.advise(s)] == ["look_at_path"]
+    # The CPU of every thread of the worker and the making thread's queue
+    # past 100% together (helper 37B: "on it 57% ... waiting for it 71%"):
+    # said as more than one thread at once.
+    s["slow_code"].update(slow_cpu_share=0.57, slow_runq_share=0.71)
+    (said,) = slow_code.evidence_lines(s)
+    assert ("its threads on a CPU 57% of their make time (more than one thread at once) and "
+            "the making thread waiting for one 71%") in said and "on it 57%" not in said
     # Queued less than on CPU: the queue goes unsaid.
     s["slow_code"].update(slow_cpu_share=0.6, slow_runq_share=0.3)
     assert "waiting for it" not in slow_code.evidence_lines(s)[0]

@@ -305,9 +305,20 @@ def _support(share: float) -> str:
     return pct(share, 1) if share < SUPPORT_MIN and whole == pct(SUPPORT_MIN) else whole
 
 
+def _minority(p: dict) -> str:
+    """"the run's own steps read X, " where the other reading is the
+    resamples' majority: the label printed is the point estimate, which a
+    run near the line can hold in under half its resamples ("BALANCED"
+    above "BALANCED in 46%, COMPUTE-BOUND in 54%" read as a contradiction,
+    helper 37B)."""
+    other = p["readings"].get(p["other"], 0.0)
+    return (f"the run's own steps read {p['label']}, yet " if other > p["support"] else "")
+
+
 def _borderline_words(p: dict) -> str:
     settle = stall_timing.settle_words(p.get("settle_steps"))
-    return (f"borderline: {p['label']} in {_support(p['support'])}, {p['other']} in "
+    return (f"borderline: {_minority(p)}{p['label']} in {_support(p['support'])}, "
+            f"{p['other']} in "
             f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
             f"resamples of these steps (a firm label needs {pct(SUPPORT_MIN)}); another run "
             f"of the same loop may read {p['other']}; {settle}")
@@ -317,7 +328,8 @@ def _borderline_shape_words(p: dict) -> str:
     then = (f"the wait is {p['trend']}, so its shape changes along the run and resampled "
             "blocks mix its levels: read the trend, not the shape" if p.get("trend") else
             "record more steps before reading the stalls' pattern")
-    return (f"borderline shape: {p['label']} in {_support(p['support'])}, {p['other']} in "
+    return (f"borderline shape: {_minority(p)}{p['label']} in {_support(p['support'])}, "
+            f"{p['other']} in "
             f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
             f"resamples of these steps (a firm label needs {pct(SUPPORT_MIN)}); {then}")
 

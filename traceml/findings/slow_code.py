@@ -665,9 +665,14 @@ def _queued(p: dict) -> str:
     runq, cpu = p.get("runq_share"), p.get("cpu_share")
     if runq is None or cpu is None or runq <= cpu:
         return ""
-    return (f"; on it {pct(cpu)} of their make time and waiting for it {pct(runq)}: the "
-            "cores were shared (other processes, or more workers than cores), which "
-            "stretched each batch past its own CPU")
+    # The CPU is every thread of the worker's, the wait the making
+    # thread's: past 100% together, more than one thread ran ("on it 57%
+    # ... waiting for it 71%" read as a sum of 128%, helper 37B).
+    on = (f"; its threads on a CPU {pct(cpu)} of their make time (more than one thread at "
+          f"once) and the making thread waiting for one {pct(runq)}" if cpu + runq > 1.0
+          else f"; on it {pct(cpu)} of their make time and waiting for it {pct(runq)}")
+    return (on + ": the cores were shared (other processes, or more workers than cores), "
+            "which stretched each batch past its own CPU")
 
 
 def _which(p: dict) -> str:
