@@ -689,6 +689,45 @@ def _beside(p: dict) -> str:
         f"{code_where(r)} ({pct(r['slow_share'])} and {pct(r['fast_share'])})" for r in rows))
 
 
+def _called_from(outer: dict, through: Optional[list]) -> str:
+    """" (called from `outer` through `a`, `b`)": where the function named
+    first is reached from, outermost first."""
+    via = [f"`{f['function']}`" for f in (through or [])[-THROUGH_SHOWN:]]
+    return (f" (called from {code_where(outer)}"
+            + (" through " + ("... " if len(through or []) > THROUGH_SHOWN else "")
+               + ", ".join(via) if via else "") + ")")
+
+
+# The function named first is the innermost of the user's own functions
+# on the path, where the CPU is spent, and the outer ones say where it is
+# reached from: `Compose.__call__` led over the one transform that burned
+# the CPU (6 of 6), and `DS.__getitem__`, which every batch runs, over
+# `heavy_warp` (3 of 7; helper 37B).
+
+
+def _look_at_named(p: dict) -> str:
+    """look_at_function's lead: the innermost own function the named one
+    goes down to (``down_to``), called from it, else the named one, with
+    the slow and fast batches' shares of the function named first."""
+    inner = p.get("down_to")
+    if not inner:
+        return f"Look at {code_where(p)}: {_shares(p)}"
+    shares = (_shares({**inner, "main": p.get("main")})
+              if inner.get("slow_share") is not None and inner.get("fast_share") is not None
+              else _shares(p))
+    return f"Look at {code_where(inner)}{_called_from(p, p.get('through'))}: {shares}"
+
+
+def _path_lead(p: dict) -> str:
+    """look_at_path's lead: the innermost own function (``tail``) with its
+    share, called from the first one below the dataset's entry (``head``)."""
+    whose = f"of {_whose(p)} sampled CPU"
+    if p["tail"] is p["head"] or p["tail"] == p["head"]:
+        return f"{code_where(p['head'])} holds {pct(p['head']['share'])} {whose}"
+    return (f"{code_where(p['tail'])} holds {pct(p['tail']['share'])} {whose}"
+            f"{_called_from(p['head'], p.get('through'))}")
+
+
 def _shares(p: dict) -> str:
     who = "main-process" if p.get("main") else "worker"
     return (f"{pct(p['slow_share'])} of the slow batches' sampled {who} CPU, "
@@ -765,10 +804,7 @@ WORDS: dict[str, Words] = {
         + (f"{code_where(p['inside'])}." if p.get("inside") else
            "a sleep, a read or a lock that it calls.")
         if p.get("off_cpu") else
-        f"Look at {code_where(p)}"
-        + (f", down {_through(p.get('through'))}to {code_where(p['down_to'])}"
-           if p.get("down_to") else "")
-        + f": {_shares(p)}" + _beside(p) + "." + _in_the_sampler(p)),
+        _look_at_named(p) + _beside(p) + "." + _in_the_sampler(p)),
     "time_slow_samples": lambda p: (
         "Next: time __getitem__ on index "
         + ", ".join(str(i) for i in p["indices"])
@@ -783,10 +819,7 @@ WORDS: dict[str, Words] = {
          f"Every batch costs what its slow samples cost ({spread_words(p['spread'])}); "
          "make them cheaper where their CPU goes: " if p.get("spread") else
          "Every batch costs alike; make it cheaper where its CPU goes: ")
-        + f"{code_where(p['head'])} holds {pct(p['head']['share'])} of {_whose(p)} sampled CPU"
-        + ("" if p["tail"] is p["head"] or p["tail"] == p["head"] else
-           f", down {_through(p.get('through'))}to {code_where(p['tail'])} "
-           f"({pct(p['tail']['share'])})")
+        + _path_lead(p)
         + (f", which spends it in {code_where(p['inside'])} ({pct(p['inside']['share'])})"
            if p.get("inside") else "") + "."
         + _in_the_sampler(p)),
