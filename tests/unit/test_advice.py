@@ -191,3 +191,23 @@ def test_stalls_on_top_in_few_bursts_say_the_bursts_are_few():
                     "stalls: too few bursts to show a pattern."), said
     assert advice.WORDS["stalls_on_top"]({**p, "bursts": None}).endswith(
         "too few to show a pattern.")
+
+
+def test_a_period_of_overtaken_deliveries_is_not_sent_to_look_by_step():
+    # Helper 37A: every 2nd batch slow at 2 workers and in_order=False
+    # stalled every 4 steps, and read "look at what runs every 4 steps"
+    # (6 of 8 runs): with batches overtaking, the cadence is the loop's.
+    wait = np.full(96, 0.5)
+    wait[::4] = 20.0
+    case = corpus.make("period-4-at-2-workers", wait, {}, num_workers=2, compute_ms=10.0)
+    s = corpus.replay(case).summary
+    assert s["temporal"]["label"] == "PERIODIC" and s["temporal"]["period"] == 4
+    codes = [code for code, _ in advice.next_steps(s)]
+    assert "period_not_workers" in codes and "confirm_period" in codes
+    s = {**s, "loader": {**s["loader"], "in_order": False},
+         "delivery": {**(s.get("delivery") or {}), "overtaking": 14}}
+    steps = dict(advice.next_steps(s))
+    assert "confirm_period" not in steps
+    said = advice.WORDS["period_not_workers"](steps["period_not_workers"])
+    assert "in_order=False and 14 deliveries overtaking" in said
+    assert "the loop's, not the data's" in said and "recurs by step" not in said

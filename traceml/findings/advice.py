@@ -338,6 +338,15 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         elif k is not None and p == k:
             out.append(("lockstep", {"period": p, "num_workers": nw}))
             out.append(("vary_workers_then_in_order", {"grid": sweeps.sweep_grid(nw)}))
+        elif (k is not None and (loader or {}).get("in_order") is False and dlv
+              and dlv.get("overtaking")):
+            # Batches overtook each other: the loop's cadence is not the
+            # data's, and no step recurs at it (every 2nd batch slow at
+            # in_order=False stalled every 4 steps; "look at what runs
+            # every 4 steps" in 6 of 8 runs, helper 37A).  The slow
+            # batches' ranks and samples, where measured, lead instead.
+            out.append(("period_not_workers", {"period": p, "num_workers": nw,
+                                               "overtaking": dlv["overtaking"]}))
         elif k is not None:
             out.append(("period_not_workers", {"period": p, "num_workers": nw}))
             out.append(("confirm_period", {"period": p}))
@@ -844,9 +853,14 @@ WORDS: dict[str, Words] = {
         "the period follows, compare in_order=(True, False) to see whether batches "
         "overtake, then check worker CPU against storage reads in the slow intervals."),
     "period_not_workers": lambda p: (
-        f"The stalls recur every {p['period']} steps while num_workers={p['num_workers']}: a "
-        "period that does not follow the workers points at something that recurs by step "
-        f"(a slow sample every {p['period']} batches, a periodic flush or log write)."),
+        f"The stalls recur every {p['period']} steps while num_workers={p['num_workers']}"
+        + (f", with in_order=False and {p['overtaking']} deliveries overtaking a batch of "
+           "lower rank: the loop takes batches out of the data's order, so this cadence is "
+           "the loop's, not the data's; the slow batches' ranks and samples say what recurs "
+           "in the data." if p.get("overtaking") else
+           ": a period that does not follow the workers points at something that recurs by "
+           f"step (a slow sample every {p['period']} batches, a periodic flush or log "
+           "write).")),
     "confirm_period": lambda p: (
         f"Next: vary num_workers (traceml.sweep) to confirm the period stays at "
         f"{p['period']}, and look at what runs every {p['period']} steps."),
