@@ -75,6 +75,9 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
                                         base["step_s"]["mean"], run["step_s"]["mean"],
                                         noise("step"), noise("share"),
                                         None if near is None or None in near else near)
+    # The epoch starts, judged apart from the steady steps (a next step of
+    # the report's own: persistent_workers=True, compared).
+    moved.append(comparison.epoch_start_moved(base, run))
     bodies = tuple((x.get("wait_parts") or {}).get("compute") for x in (base, run))
     label, why = comparison.overall(v, moved), comparison.compare_why(v, moved, bodies)
     if comparison.host_went_with(label, base, run, base_steps, run_steps):

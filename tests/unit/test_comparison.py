@@ -387,3 +387,42 @@ def test_a_step_that_fell_less_than_the_wait_is_not_said_not_to_fall():
     assert "the step fell less than the wait: its compute rose 10.5 ms -> 12.6 ms" in why, why
     # The measure the noise holds is named.
     assert "mean step within the noise: not yet a change" in why, why
+
+
+def _starts(waits, wall_s):
+    return {"epoch_start": {"by_epoch": [{"epoch": i, "fetches": 2, "input_wait_s": w}
+                                         for i, w in enumerate(waits)]},
+            "wall_s": wall_s, "epochs": len(waits)}
+
+
+def test_epoch_starts_are_judged_by_welch_on_their_logs():
+    # Helper 37B: a worker_init_fn burning 0.4 s each epoch, then
+    # persistent_workers=True: the starts fall from about 0.6 s to the
+    # first epoch's 0.5 s and 10 ms after it.
+    from scipy import stats
+
+    base = _starts([0.60, 0.62, 0.61, 0.63, 0.60, 0.62], 6.0)
+    run = _starts([0.50, 0.010, 0.012, 0.011, 0.010, 0.013], 2.4)
+    m = comparison.epoch_start_moved(base, run)
+    want = stats.ttest_ind(np.log([0.60, 0.62, 0.61, 0.63, 0.60, 0.62]),
+                           np.log([0.50, 0.010, 0.012, 0.011, 0.010, 0.013]),
+                           equal_var=False).pvalue
+    assert m.noise_p == pytest.approx(want) and want < comparison.NOISE_ALPHA
+    assert m.direction == comparison.BETTER
+    assert m.base == pytest.approx(np.mean([0.60, 0.62, 0.61, 0.63, 0.60, 0.62]))
+    # The tolerance: a tenth of the larger of the start and the wall an epoch.
+    assert m.tolerance == pytest.approx(0.1 * 1.0)
+    # The other way round it is a regression, and the verdict says so.
+    back = comparison.epoch_start_moved(run, base)
+    assert back.direction == comparison.WORSE
+    v = comparison.Verdict(comparison.EQUIVALENT, 0.01, 0.01, 0.002)
+    assert comparison.overall(v, [back]) == comparison.REGRESSION
+    # Three epochs each, one of them paying: not yet.
+    few = comparison.epoch_start_moved(_starts([0.6, 0.61, 0.62], 3.0),
+                                       _starts([0.5, 0.01, 0.011], 1.3))
+    assert few.direction == comparison.SAME and few.noise_p >= comparison.NOISE_ALPHA
+    assert comparison.held_by_noise(few)
+    # One epoch in a run: not judged, said where the starts differ.
+    one = comparison.epoch_start_moved(_starts([0.6], 1.0), _starts([0.05], 0.5))
+    assert one.direction is None
+    assert "not judged (fewer than 2 epochs in a run" in comparison.compare_why(v, [one])

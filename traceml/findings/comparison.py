@@ -7,7 +7,7 @@ import math
 from typing import NamedTuple, Optional
 
 import numpy as np
-from scipy.stats import binomtest, t as student_t
+from scipy.stats import binomtest, t as student_t, ttest_ind
 
 
 from ..fmt import fmt_s, pct
@@ -290,6 +290,48 @@ def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Opti
     return out
 
 
+# The epoch starts: each run's start-up wait an epoch (its first fetches,
+# iter() and the workers' start included; epoch_start.by_epoch), judged
+# apart from the steady steps, since a report's next step can be "record
+# a few epochs with persistent_workers=True and compare": a worker_init_fn
+# burning 0.4 s each epoch, 3 epochs, wall time 2.31 -> 1.06 s, read
+# "UNSETTLED ... within the runs' own noise" on the steady steps alone,
+# and `--fail-on regression` passed a 4.2x slower start the other way
+# (helper 37B).  The model: an epoch's start-up cost is lognormal, its
+# level the run's; the two levels differ where Welch's t-test on the logs
+# of each run's epochs (at least EPOCH_START_MIN_EPOCHS each) is under
+# NOISE_ALPHA and the means differ by more than REL_TOL of the
+# baseline's wall time an epoch (a start that moves less leaves each epoch
+# within what identical runs show) and of its own start.  Persistent workers pay in the first epoch only, so a few
+# epochs of each may not yet tell (3 against 3 with one paying epoch:
+# p about 0.2); the words say so.
+EPOCH_START_MIN_EPOCHS = 2
+
+
+def epoch_start_moved(base: dict, run: dict) -> Moved:
+    """The measure ``epoch_start`` (s, the mean start-up wait an epoch) of
+    ``run`` against ``base`` (report summaries) by the model above;
+    direction None where either run has fewer than EPOCH_START_MIN_EPOCHS
+    epochs with a start-up wait (its values kept where known)."""
+    waits = []
+    for s in (base, run):
+        by = (s.get("epoch_start") or {}).get("by_epoch") or []
+        waits.append(np.array([e["input_wait_s"] for e in by if e["input_wait_s"] > 0]))
+    means = [float(w.mean()) if len(w) else None for w in waits]
+    if means[0] is None or means[1] is None:
+        return Moved("epoch_start", None, means[0], means[1], None)
+    per_epoch = (base.get("wall_s") or 0.0) / max(1, base.get("epochs") or 1)
+    tol = REL_TOL * max(means[0], per_epoch)
+    if min(len(w) for w in waits) < EPOCH_START_MIN_EPOCHS:
+        return Moved("epoch_start", None, means[0], means[1], tol)
+    logs = [np.log(w) for w in waits]
+    if all(np.ptp(x) == 0 for x in logs):
+        p = 1.0 if logs[0][0] == logs[1][0] else 0.0
+    else:
+        p = float(ttest_ind(logs[0], logs[1], equal_var=False).pvalue)
+    return _moved("epoch_start", means[0], means[1], tol, p)
+
+
 # A step longer by more than REL_TOL of the baseline's (the relative
 # change identical runs stay within, as for the mean wait) is a slower
 # training loop whatever the input measures say: REGRESSION, not MIXED.
@@ -434,6 +476,8 @@ _MEASURE = {
     "stall_rate": ("stalls per 100 steps", lambda x: f"{x:.1f}",
                    lambda d: f"{d:+.1f}", lambda t: f"{t:.1f}"),
     "step_time": ("mean step", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
+    "epoch_start": ("epoch start an epoch", fmt_s,
+                    lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
 }
 
 
@@ -581,6 +625,13 @@ def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
                          "tolerance, so the count follows the waits' level, which the mean "
                          "wait judges)")
             continue
+        if m.direction is None and m.measure == "epoch_start":
+            if (None not in (m.base, m.run, m.tolerance)
+                    and abs(m.run - m.base) > m.tolerance):
+                parts.append(f"{name} {val(m.base)} -> {val(m.run)} not judged (fewer than "
+                             f"{EPOCH_START_MIN_EPOCHS} epochs in a run: record more epochs "
+                             "of each to compare the starts)")
+            continue
         if m.direction is None:
             parts.append(f"{name} not compared (not measured in both)")
             continue
@@ -596,8 +647,10 @@ def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
         # Named: "within the noise" after a measure judged better read as
         # that measure's (helper 36B: the step 37.1 -> 9.67 ms "better",
         # then "within the noise is not yet a change", of the input share).
+        starts = any(m.measure == "epoch_start" for m in moved if held_by_noise(m))
         parts.append(f"{' and '.join(held)} within the noise: not yet a change; more "
-                     "steps, or the runs alternated, would settle it")
+                     "steps, or the runs alternated, would settle it"
+                     + ("; more epochs of each, the starts" if starts else ""))
     lost = _saving_lost(moved)
     if lost or _saving_shared(moved):
         base, run = _compute_rise(moved)
