@@ -21,6 +21,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
+try:
+    # Imported with traceml, not at the first report: a module imported
+    # for the first time while another thread forks DataLoader workers
+    # stays locked in them (tests/integration/test_fork_safe_imports.py).
+    import threadpoolctl
+except ImportError:     # a dependency; without it the report reads no thread pools
+    threadpoolctl = None
+
 from . import _core, stacks, torch_private, worker_timing
 from .findings import report_notes
 from . import gpu as gpu_events
@@ -424,9 +432,7 @@ def thread_pools() -> Optional[list[dict]]:
     worker sets torch's pools to one thread; NumPy's and SciPy's BLAS keep
     theirs, in forked and spawned workers alike).  None where threadpoolctl
     is not installed or cannot read them."""
-    try:
-        import threadpoolctl
-    except ImportError:
+    if threadpoolctl is None:
         return None
     try:
         info = threadpoolctl.threadpool_info()
@@ -687,14 +693,16 @@ class Wrapped:
         # workers it starts their processes and draws the first
         # num_workers x prefetch_factor index lists from the sampler (its
         # __iter__ runs here, in this thread).
-        iter_ns, iter_cpu_ns = self.recorder.clock_ns(), time.thread_time_ns()
+        # The real clock, not the recorder's (a test clock's values are
+        # the steps').
+        iter_ns, iter_cpu_ns = time.perf_counter_ns(), time.thread_time_ns()
         try:
             inner = iter(self.iterable)
         finally:
             _iterating.depth -= 1
             if hooked is not None:
                 worker_timing.after_iter(hooked, src.timing, why, user_fn)
-        iter_ns, iter_cpu_ns = (self.recorder.clock_ns() - iter_ns,
+        iter_ns, iter_cpu_ns = (time.perf_counter_ns() - iter_ns,
                                 time.thread_time_ns() - iter_cpu_ns)
         if hooked is not None:
             worker_timing.time_sampler(inner, src.sampler, epoch)
