@@ -166,7 +166,7 @@ timedcall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
 static int
 kind_ok(long kind)
 {
-    return kind == TM_ITEM_GETITEMS || kind == TM_ITEM_COLLATE;
+    return kind == TM_ITEM_GETITEMS || kind == TM_ITEM_COLLATE || kind == TM_ITEM_INIT;
 }
 
 /* A new TimedCall of type `type`; NULL with an error. */
@@ -210,7 +210,8 @@ timedcall_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (!kind_ok(kind)) {
         PyErr_Format(PyExc_ValueError,
-                     "TimedCall(): kind must be ITEM_GETITEMS or ITEM_COLLATE, got %d",
+                     "TimedCall(): kind must be ITEM_GETITEMS, ITEM_COLLATE or ITEM_INIT, "
+                     "got %d",
                      kind);
         return NULL;
     }
@@ -273,7 +274,7 @@ static PyMemberDef timedcall_members[] = {
     {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(tm_timedcall, vectorcall),
      Py_READONLY, NULL},
     {"kind", Py_T_INT, offsetof(tm_timedcall, kind), Py_READONLY,
-     "ITEM_GETITEMS or ITEM_COLLATE: the kind of its records."},
+     "ITEM_GETITEMS, ITEM_COLLATE or ITEM_INIT: the kind of its records."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -588,6 +589,7 @@ tm_itemlog_add(PyObject *module, tm_state *st)
             || PyModule_AddIntConstant(module, "ITEM_NEXT", TM_ITEM_NEXT) < 0
             || PyModule_AddIntConstant(module, "ITEM_GETITEMS", TM_ITEM_GETITEMS) < 0
             || PyModule_AddIntConstant(module, "ITEM_COLLATE", TM_ITEM_COLLATE) < 0
-            || PyModule_AddIntConstant(module, "ITEM_GC", TM_ITEM_GC) < 0)
+            || PyModule_AddIntConstant(module, "ITEM_GC", TM_ITEM_GC) < 0
+            || PyModule_AddIntConstant(module, "ITEM_INIT", TM_ITEM_INIT) < 0)
            ? -1 : 0;
 }

@@ -52,6 +52,7 @@ typedef struct {
 #define TM_ITEM_GETITEMS 2
 #define TM_ITEM_COLLATE 3
 #define TM_ITEM_GC 4              /* a garbage collection in the worker */
+#define TM_ITEM_INIT 5            /* the loader's worker_init_fn, once a worker */
 
 /* The probes' open step and the count of each documented misuse. */
 typedef struct {

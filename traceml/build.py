@@ -459,8 +459,10 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
         "steps": np.flatnonzero(first).tolist(),
         "input_wait_s": duration_stats_s(w.first_wait),
         "by_epoch": (by_epoch := _start_by_epoch(
-            run.epoch[first], w.first_wait, getattr(run.src, "epoch_facts", None) or {})),
+            run.epoch[first], w.first_wait, getattr(run.src, "epoch_facts", None) or {},
+            _init_by_epoch(run.worker_items))),
         **_start_iter(by_epoch, _latest_fact(run.src, "sampler_code")),
+        **_start_init(by_epoch, _latest_fact(run.src, "worker_init_code")),
         **_start_making(run.making_ns, first, w.first_wait),
         **_start_cost(run.met, first, w.steady),
     }
@@ -664,13 +666,48 @@ def _start_cost(met: Optional[tuple], first: np.ndarray, steady: np.ndarray) -> 
     return out
 
 
+def _init_by_epoch(worker_items: Optional[tuple]) -> dict:
+    """{epoch: (wall s, CPU s)} of the longest worker_init_fn call among
+    the workers started for each epoch (ITEM_INIT item records: the
+    loader's own worker_init_fn, timed in each worker before its first
+    batch); {} where none was timed."""
+    items = worker_items[0] if worker_items is not None else None
+    if items is None or not len(items):
+        return {}
+    init = items[items["kind"] == _core.ITEM_INIT]
+    out: dict = {}
+    for r in init:
+        wall = max(0, int(r["end_ns"]) - int(r["begin_ns"])) * NS
+        e = int(r["epoch"])
+        if e not in out or wall > out[e][0]:
+            out[e] = (wall, max(0, int(r["cpu_ns"])) * NS)
+    return out
+
+
+def _start_init(by_epoch: list[dict], code: Optional[dict] = None) -> dict:
+    """{init_share, worker_init_code}: of the start-up fetches' wait, the
+    share the longest worker_init_fn of each epoch's new workers took
+    (they run at once, each before its worker's first batch), with the
+    function's place (``code``, where known); {} where none was timed."""
+    timed = [e for e in by_epoch if e.get("init_s") is not None]
+    total = sum(e["input_wait_s"] for e in by_epoch)
+    if not timed or total <= 0:
+        return {}
+    spent = sum(min(e["init_s"], e["input_wait_s"]) for e in timed)
+    return {"init_share": spent / total, **({"worker_init_code": code} if code else {})}
+
+
 def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
-                    facts: Optional[Mapping[int, dict]] = None) -> list[dict]:
-    """{epoch, fetches, input_wait_s (their total)[, iter_s, iter_cpu_s]}
-    of each epoch's start-up fetches, in epoch order (``epoch`` and
-    ``wait_ns`` of the start-up steps, shape (start-up steps,)); iter_s
-    and iter_cpu_s (the wall and main-thread CPU seconds of iter() itself,
-    inside the first fetch's wait) where the epoch's ``facts`` hold them."""
+                    facts: Optional[Mapping[int, dict]] = None,
+                    init: Optional[Mapping[int, tuple]] = None) -> list[dict]:
+    """{epoch, fetches, input_wait_s (their total)[, iter_s, iter_cpu_s]
+    [, init_s, init_cpu_s]} of each epoch's start-up fetches, in epoch
+    order (``epoch`` and ``wait_ns`` of the start-up steps, shape
+    (start-up steps,)); iter_s and iter_cpu_s (the wall and main-thread
+    CPU seconds of iter() itself, inside the first fetch's wait) where the
+    epoch's ``facts`` hold them; init_s and init_cpu_s (the longest
+    worker_init_fn call of the workers started for it, and its CPU) where
+    ``init`` (:func:`_init_by_epoch`) holds the epoch."""
     if not len(epoch):
         return []
     ids, at = np.unique(epoch, return_inverse=True)
@@ -682,6 +719,8 @@ def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
         known = (facts or {}).get(int(e)) or {}
         if known.get("iter_s") is not None:
             row["iter_s"], row["iter_cpu_s"] = known["iter_s"], known.get("iter_cpu_s")
+        if int(e) in (init or {}):
+            row["init_s"], row["init_cpu_s"] = init[int(e)]
         out.append(row)
     return out
 
@@ -774,6 +813,7 @@ def _samples(worker_items: Optional[tuple], records: np.ndarray, idx: Optional[n
     collate_fn time}, None where no sample was timed."""
     items, lost = worker_items if worker_items is not None else (
         np.zeros(0, _core.ITEM_RECORD_DTYPE), 0)
+    items = items[items["kind"] != _core.ITEM_INIT]     # worker_init_fn: no sample
     why = None if production.get("available") else production.get("unavailable")
     block, arrays = sample_timing.summarise(items, records, idx, lost, why)
     block["slow"] = slow_samples.slow_of(arrays)

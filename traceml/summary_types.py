@@ -276,6 +276,11 @@ class EpochStartByEpoch(TypedDict):
         "lists from the sampler)."))]]
     iter_cpu_s: NotRequired[Annotated[Optional[NonNegative], Schema(description=(
         "The main thread's CPU seconds in that iter()."))]]
+    init_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "The longest worker_init_fn call of the workers started for this epoch (wall "
+        "seconds, timed in the workers before their first batch)."))]]
+    init_cpu_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "That call's CPU seconds on the worker's thread."))]]
 
 
 @schema('epoch_start')
@@ -292,6 +297,11 @@ class EpochStart(TypedDict):
     sampler_code: NotRequired[Annotated[CodePlace, Schema(description=(
         "Where iter() draws the first index lists: the batch_sampler's __iter__, or the "
         "sampler's a torch BatchSampler wraps (wrapping.sampler_code); with iter_share."))]]
+    init_share: NotRequired[Annotated[Share, Schema(description=(
+        "Of the start-up fetches' wait, the share each epoch's longest worker_init_fn "
+        "took (build._start_init)."))]]
+    worker_init_code: NotRequired[Annotated[CodePlace, Schema(description=(
+        "Where the loader's worker_init_fn is; with init_share."))]]
     first_cpu_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
         "The median worker CPU of the start-up fetches' batches over the steady "
         "fetches' batches' (build._start_cost)."))]]

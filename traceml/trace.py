@@ -191,7 +191,7 @@ def _worker_events(report: Any, kept: np.ndarray, pid: int) -> list[dict]:
 MAX_ITEM_EVENTS = 200_000
 _ITEM_NAMES = {_core.ITEM_GETITEM: "sample", _core.ITEM_NEXT: "sample",
                _core.ITEM_GETITEMS: "__getitems__", _core.ITEM_COLLATE: "collate_fn",
-               _core.ITEM_GC: "gc"}
+               _core.ITEM_GC: "gc", _core.ITEM_INIT: "worker_init_fn"}
 
 
 def _item_events(report: Any, lo: int, hi: int, pid: int) -> list[dict]:

@@ -67,7 +67,11 @@ class WorkerHook:
         _time_fetches(self.log, worker_id, self.epoch)
         _time_gc(self.log, worker_id)
         if self.user_fn is not None:
-            self.user_fn(worker_id)
+            # Timed (an ITEM_INIT record: wall and this thread's CPU): the
+            # loader's own worker_init_fn runs before the worker's first
+            # batch, inside each epoch start that starts workers.
+            _core.TimedCall(self.log, self.user_fn, self.epoch, worker_id,
+                            _core.ITEM_INIT)(worker_id)
         # After the user's own: a SIGPROF handler or timer it set is left
         # alone (the log counts the refusal for the report).
         if self.stack_log is not None:

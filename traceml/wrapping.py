@@ -722,6 +722,9 @@ class Wrapped:
         known = epoch_facts(self.iterable, inner, facts)
         known["worker_timing"] = why or "on"
         known["iter_s"], known["iter_cpu_s"] = iter_ns * 1e-9, iter_cpu_ns * 1e-9
+        # The loader's own (after_iter gave it back).
+        known["worker_init_code"] = (code_place(getattr(hooked, "worker_init_fn", None))
+                                     if hooked is not None else None)
         src.epoch_facts[epoch] = known
         # The sampler watches this loop's processes (main first, then worker
         # 0, 1, ...) while it runs, beside any other live loop's.

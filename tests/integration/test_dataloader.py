@@ -425,6 +425,38 @@ def test_a_sampler_slow_each_epoch_is_iter_not_the_workers_start():
     assert "persistent_workers=True pays" not in text
 
 
+def _slow_init(worker_id):
+    from burn import burn_cpu
+    burn_cpu(0.25)
+
+
+@pytest.mark.slow
+def test_a_slow_worker_init_fn_is_timed_and_named_at_each_epoch_start():
+    # Helper 36B: a worker_init_fn of 0.5 s read "the DataLoader starts its
+    # 2 workers anew" without naming it.  Timed in each worker (0.25 s of
+    # CPU), it is named with its time, and the trace shows each call.
+    name = uname("winit")
+    loader = DataLoader(BurnDataset(32, 0.0), batch_size=4, num_workers=2,
+                        worker_init_fn=_slow_init)
+    w = traceml.wrap(loader, name=name)
+    for _ in range(2):
+        for _b in w:
+            time.sleep(0.005)
+    r = traceml.report(source=name)
+    d = r.to_dict()
+    es = d["epoch_start"]
+    for e in es["by_epoch"]:
+        assert 0.25 <= e["init_cpu_s"] <= e["init_s"] <= e["input_wait_s"], e
+    assert es["init_share"] > 0.5 and es["worker_init_code"]["function"] == "_slow_init"
+    text = " ".join(d["next"])
+    assert "the loader's worker_init_fn (`_slow_init` in" in text
+    inits = r.worker_items[r.worker_items["kind"] == _core.ITEM_INIT]
+    assert sorted(zip(inits["epoch"].tolist(), inits["worker"].tolist())) == [
+        (0, 0), (0, 1), (1, 0), (1, 1)]
+    # No sample of its own: the per-sample block counts the 2 x 32 samples.
+    assert d["production"]["samples"]["samples"] == 64
+
+
 @pytest.mark.parametrize("rewrap", [False, True], ids=["same-wrapper", "rewrap"])
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_two_epochs_set_apart_epoch_start(num_workers, rewrap):

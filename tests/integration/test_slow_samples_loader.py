@@ -267,3 +267,26 @@ def test_persistent_workers_time_samples_every_epoch():
     items = w._source.timing.items()
     got = items[np.isin(items["kind"], [_core.ITEM_GETITEM])]
     assert sorted(np.unique(got["epoch"]).tolist()) == [0, 1]
+
+
+def test_timed_call_records_a_worker_init_fn_as_its_own_kind():
+    # worker_timing.WorkerHook times the loader's worker_init_fn so: one
+    # ITEM_INIT record with its wall and CPU, the call's result and
+    # arguments unchanged; a kind of no call (GC) is refused by name.
+    log = _core.BatchLog()
+    seen = []
+
+    def init(worker_id):
+        t = time.thread_time()
+        while time.thread_time() - t < 0.02:
+            pass
+        seen.append(worker_id)
+        return "done"
+
+    timed = _core.TimedCall(log, init, 3, 1, _core.ITEM_INIT)
+    assert timed(1) == "done" and seen == [1] and timed.kind == _core.ITEM_INIT
+    (r,) = log.drain_items()
+    assert (r["kind"], r["epoch"], r["worker"], r["count"]) == (_core.ITEM_INIT, 3, 1, -1)
+    assert r["cpu_ns"] >= 20_000_000 and r["end_ns"] - r["begin_ns"] >= r["cpu_ns"] * 0.5
+    with pytest.raises(ValueError, match="ITEM_GETITEMS, ITEM_COLLATE or ITEM_INIT"):
+        _core.TimedCall(log, init, 0, 0, _core.ITEM_GC)

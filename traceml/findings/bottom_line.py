@@ -221,6 +221,28 @@ STARTUP_MAKING_SHARE = 0.5
 # "the DataLoader starts its 2 workers anew ... persistent_workers=True"
 # in 5 of 5 runs (helper 37B), which left the start as it was.
 STARTUP_ITER_SHARE = 0.5
+# The loader's worker_init_fn holds most (more than this share) of the
+# start-up fetches' wait: timed in each worker before its first batch (the
+# longest of each epoch's new workers; they start at once).  A
+# worker_init_fn sleeping 0.5 s read "the DataLoader starts its 2 workers
+# anew ... persistent_workers=True" and never named the function (helper
+# 36B).
+STARTUP_INIT_SHARE = 0.5
+
+
+def _init_start(p: dict, said: str) -> str:
+    """The epoch start held by the loader's worker_init_fn
+    (STARTUP_INIT_SHARE)."""
+    code = (f" ({code_where(p['worker_init_code'])})" if p.get("worker_init_code") else "")
+    head = (said + f"the loader's worker_init_fn{code} took {fmt_s(p['init_s'])} in each new "
+            f"worker (the longest of each epoch's, median), {pct(p['init_share'])} of the "
+            "start-up wait, before the worker made its first batch. ")
+    if p.get("recreated"):
+        return head + ("The workers start anew every epoch (persistent_workers=False), so "
+                       "each epoch pays it. Next: make worker_init_fn cheaper, or "
+                       "persistent_workers=True to pay it once, and compare the runs "
+                       "(traceml.compare, a few epochs each).")
+    return head + "Next: make worker_init_fn cheaper (what it opens, loads or imports)."
 
 
 def _iter_start(p: dict, said: str) -> str:
@@ -250,6 +272,8 @@ def _epoch_start_next(p: dict) -> str:
                 "check what start-up does if real runs are this short.")
     if (p.get("iter_share") or 0.0) > STARTUP_ITER_SHARE:
         return _iter_start(p, said)
+    if (p.get("init_share") or 0.0) > STARTUP_INIT_SHARE and p.get("init_s") is not None:
+        return _init_start(p, said)
     # Filling: the first batches cost what later ones do, in CPU and in
     # their own time (make time less the wait for a core): a first
     # __getitem__ that sleeps 300 ms on a lazy open costs 1.4x the CPU of
