@@ -211,3 +211,23 @@ def test_a_period_of_overtaken_deliveries_is_not_sent_to_look_by_step():
     said = advice.WORDS["period_not_workers"](steps["period_not_workers"])
     assert "in_order=False and 14 deliveries overtaking" in said
     assert "the loop's, not the data's" in said and "recurs by step" not in said
+
+
+def test_alike_batches_blocked_off_cpu_are_not_said_to_share_the_cores():
+    # Helper 37A: 4 workers serialised by one lock held 20 ms a batch, 1.3
+    # ms of CPU in a 40-70 ms batch: not "how the workers share the cores".
+    s = {"production": {"make_s": {"mean": 0.0568}, "cpu_s": {"mean": 0.00193},
+                        "runq_s": {"mean": 0.00245}}}
+    blocked = advice._blocked_share(s)
+    assert blocked == 1 - (0.00193 + 0.00245) / 0.0568
+    p = {"modal_gap": 4, "modal_share": 0.4, "alike": True, "num_workers": 4, "cpus": 2,
+         "blocked": blocked}
+    said = advice.WORDS["irregular"](p)
+    assert "blocked, neither on a CPU nor waiting for one, for 92%" in said
+    assert "share the cores" not in said
+    # On a CPU or queued for one most of the time: the cores, as before.
+    p["blocked"] = advice._blocked_share({"production": {
+        "make_s": {"mean": 0.05}, "cpu_s": {"mean": 0.02}, "runq_s": {"mean": 0.02}}})
+    assert "how the workers and the loop share the cores (4 workers on 2 CPUs)" in \
+        advice.WORDS["irregular"](p)
+    assert advice._blocked_share({"production": {}}) is None

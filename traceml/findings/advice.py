@@ -390,7 +390,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if alike:
         irregular.update(alike=True, num_workers=nw,
                          cpus=(s.get("host") or {}).get("usable_cpus"),
-                         spread=slow_code.samples_spread(s))
+                         spread=slow_code.samples_spread(s),
+                         blocked=_blocked_share(s))
     out.append(("irregular", irregular))
     if alike:
         return out
@@ -666,10 +667,35 @@ _SLOW_SAMPLES_MEASURED = (" The workers timed particular samples as slow (the sl
                           "line): they, not a period, are the measured lead.")
 
 
+# The workers' batches were blocked (neither on a CPU nor waiting for one:
+# a sleep, a read, a lock) for most of their make time: when each is ready
+# depends on what they wait on, not on how they share the cores (one
+# multiprocessing.Lock held 20 ms a batch by 4 workers read "when each
+# batch is ready depends on how the workers and the loop share the cores"
+# in 4 of 6 runs, about 1.3 ms of CPU in a 40-70 ms batch; helper 37A).
+BLOCKED_MOST = 0.5
+
+
+def _blocked_share(s: dict) -> Optional[float]:
+    """Of the workers' mean make time, the share neither on a CPU (every
+    thread's) nor queued for one (production's means); None unmeasured."""
+    prod = s.get("production") or {}
+    make, cpu, runq = ((prod.get(k) or {}).get("mean") for k in ("make_s", "cpu_s", "runq_s"))
+    if not make or cpu is None or runq is None:
+        return None
+    return max(0.0, 1.0 - (cpu + runq) / make)
+
+
 def _alike_irregular(p: dict) -> str:
     """Irregular stalls of batches that all took about as long to make."""
     share = (f" ({p['num_workers']} workers on {p['cpus']} CPUs)"
              if p.get("num_workers") and p.get("cpus") else "")
+    if (p.get("blocked") or 0.0) > BLOCKED_MOST:
+        return ("every batch took about as long to make (one group of make times), and the "
+                f"workers were blocked, neither on a CPU nor waiting for one, for "
+                f"{pct(p['blocked'])} of it: a sleep, a read or a lock (one the workers share "
+                "serialises them whatever num_workers is); when each batch is ready depends on "
+                "what they wait on (the slow-code line says where).")
     if p.get("spread"):
         return ("the batches' make times form one group, each batch costing what its slow "
                 f"samples cost ({slow_code.spread_words(p['spread'])}: the slow-sample "
