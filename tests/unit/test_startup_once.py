@@ -79,3 +79,18 @@ def test_a_one_off_beside_a_cost_each_later_epoch_pays_says_both():
     (f,) = startup_once.notes(_summary([0.874, 0.0004, 0.0004]))
     said = advice.WORDS["epoch_start_once"]({**f.numbers, "wall_share": 0.5})
     assert "a one-off cost that a longer run spreads thin, not one paid each epoch" in said
+
+
+def test_a_later_start_of_several_steps_is_said_beside_a_larger_one_off():
+    # Helper 37A: persistent workers starting in 0.2 s, index 0 sleeping 80
+    # ms every epoch, a 10 ms step: 300 ms at epoch 0, 86.4 ms at each later
+    # start.  The one-off (214 ms) is more than twice the rest, yet 86.4 ms
+    # is 8.6 steps, paid every epoch.
+    s = {**_summary([0.300, 0.0864, 0.0864]), "step_s": {"median": 0.010}}
+    (f,) = startup_once.notes(s)
+    text = sentences([f])[0]
+    assert "214 ms of epoch 0's was paid once" in text
+    assert "86.4 ms is paid at each epoch start" in text and "not at each" not in text
+    # Under RECUR_STEPS steps (a 30 ms step: 2.9 steps), the one-off alone.
+    s["step_s"]["median"] = 0.030
+    assert "a cost paid once" in sentences(startup_once.notes(s))[0]
