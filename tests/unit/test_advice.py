@@ -231,3 +231,16 @@ def test_alike_batches_blocked_off_cpu_are_not_said_to_share_the_cores():
     assert "how the workers and the loop share the cores (4 workers on 2 CPUs)" in \
         advice.WORDS["irregular"](p)
     assert advice._blocked_share({"production": {}}) is None
+
+
+def test_lock_step_without_worker_timing_says_what_it_cannot_tell():
+    # Helper 37A: spawn workers (no batch timing), every 3rd batch slow at
+    # 3 workers: read lock-step with no caveat.  The corpus's seed case
+    # has no worker timing either; with it, the caveat goes.
+    s = corpus.replay(corpus.seed_table(0, 4)).summary
+    steps = dict(advice.next_steps(s))
+    assert steps["lockstep"]["untimed"] == s["production"]["unavailable"]
+    said = advice.WORDS["lockstep"](steps["lockstep"])
+    assert "batch timing is off" in said and "one slow batch a round" in said
+    timed = {**s, "production": {**s["production"], "available": True, "unavailable": None}}
+    assert "untimed" not in dict(advice.next_steps(timed))["lockstep"]

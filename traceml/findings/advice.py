@@ -341,7 +341,15 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                                            "ratio": cost["ratio"]}))
             out = _with_in_order_step(out, loader, dlv)
         elif k is not None and p == k:
-            out.append(("lockstep", {"period": p, "num_workers": nw}))
+            prod = s.get("production") or {}
+            # Without the workers' batch timing nothing measures whether
+            # every batch of a round is slow or one on its worker's turn
+            # (spawn: every 3rd batch slow at 3 workers read lock-step with
+            # no caveat, 3 of 3, helper 37A).
+            untimed = (prod.get("unavailable") if nw and not prod.get("available")
+                       else None)
+            out.append(("lockstep", {"period": p, "num_workers": nw,
+                                     **({"untimed": untimed} if untimed else {})}))
             out.append(("vary_workers_then_in_order", {"grid": sweeps.sweep_grid(nw)}))
         elif (k is not None and (loader or {}).get("in_order") is False and dlv
               and dlv.get("overtaking")):
@@ -877,7 +885,10 @@ WORDS: dict[str, Words] = {
     "lockstep": lambda p: (
         f"The stalls recur every {p['period']} steps and num_workers={p['num_workers']}: "
         "consistent with the workers finishing their batches together (lock-step), so the "
-        "cost is per-batch work inside the workers."),
+        "cost is per-batch work inside the workers"
+        + (f"; the workers' batch timing is off ({p['untimed']}), so one slow batch a round, "
+           "on one worker's turn, reads the same: the sweep below tells them apart"
+           if p.get("untimed") else "") + "."),
     "vary_workers_then_in_order": lambda p: (
         "Next: vary num_workers (traceml.sweep(make_loader, num_workers="
         f"{tuple(p.get('grid') or sweeps.sweep_grid(None))})); if "
