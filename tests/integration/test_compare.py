@@ -216,8 +216,9 @@ def test_a_faster_model_with_a_larger_input_share_is_an_improvement():
     assert row["verdict"] == "IMPROVEMENT"
     # Every fetch waits alike, so every fetch passes the line in both runs:
     # the stall rate is the waits' place, not judged (STALL_RATE_BULK).
+    # The epoch starts: one epoch a run, not judged.
     assert row["moved"] == {"mean_wait": "better", "input_share": "worse", "stall_rate": None,
-                            "step_time": "better"}
+                            "step_time": "better", "epoch_start": None}
     assert (f"input share {b_share * 100:.1f}% -> {r_share * 100:.1f}% "
             f"(+{(r_share - b_share) * 100:.1f} points; tolerance 2.0 points): worse") in row["why"]
     assert row["why"].startswith("mean fetch 10 ms -> 8 ms (-2 ms; tolerance 1 ms): better")
