@@ -443,6 +443,7 @@ typedef struct {
     tm_item_target t;
     int64_t position;         /* items this iterator has given */
     int clocked_only;         /* time only inside a clocked fetch (wrap.c) */
+    int count_lists;          /* count: a list item's length (index lists) */
 } tm_timediter;
 
 static PyObject *
@@ -465,10 +466,17 @@ timediter_next(PyObject *op)
     begin = tm_clock_ns();
     item = Py_TYPE(inner)->tp_iternext(inner);
     if (item != NULL) {
+        int32_t count = 1;
+
         end = tm_clock_ns();
         cpu1 = tm_thread_cpu_ns();
+        if (self->count_lists && PyList_Check(item)) {
+            Py_ssize_t n = PyList_GET_SIZE(item);
+
+            count = n > INT32_MAX ? -1 : (int32_t)n;
+        }
         item_write(&self->t, cpu0, begin, end, cpu1, self->position++,
-                   TM_ITEM_NEXT, 1);
+                   TM_ITEM_NEXT, count);
     }
     return item;
 }
@@ -508,6 +516,9 @@ static PyMemberDef timediter_members[] = {
      "Nonzero: time only the items given inside a fetch whose clocks the\n"
      "wrap iterator reads (the first 1024 of each epoch and two of every\n"
      "1021 after); the others are counted, not timed.  Default 0."},
+    {"count_lists", Py_T_INT, offsetof(tm_timediter, count_lists), 0,
+     "Nonzero: a list item's record counts its length (a sampler's index\n"
+     "list: the batch's size), any other item 1.  Default 0: every item 1."},
     {NULL, 0, 0, 0, NULL},
 };
 

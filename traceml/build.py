@@ -496,7 +496,8 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
                                             + out["workers"]["evidence_items"])
         out["workers"]["evidence"] = findings.sentences(out["workers"]["evidence_items"])
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
-                                      run.ranks_workers, run.met, steps, run.per_batch))
+                                      run.ranks_workers, run.met, steps, run.per_batch,
+                                      run.sampler_items))
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
                                                  w.steady,
                                                  (s.get("wait_parts") or {}).get("stalls"),
@@ -1660,12 +1661,34 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     return block, top
 
 
+def _sizes_at_no_workers(steps: np.ndarray, items: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """Each step's batch size from the sampler's index lists drawn inside
+    its fetch (ITEM_NEXT records whose count is the list's length, timed
+    in the clocked fetches: worker_timing.time_sampler), -1 where none was
+    drawn there; None where no list was counted past one index (a sampler
+    of single indices, or a build that counts every item as one)."""
+    if items is None or not len(items):
+        return None
+    items = items[items["kind"] == _core.ITEM_NEXT]
+    if not len(items) or not (items["count"] > 1).any():
+        return None
+    order = np.argsort(steps["begin_ns"], kind="stable")
+    begin = steps["begin_ns"][order]
+    at = np.searchsorted(begin, items["begin_ns"], side="right") - 1
+    ok = at >= 0
+    ok[ok] = items["end_ns"][ok] <= steps["fetch_done_ns"][order][at[ok]]
+    sizes = np.full(len(steps), -1, dtype=np.int64)
+    sizes[order[at[ok]]] = items["count"][ok]
+    return sizes
+
+
 def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            bytes_seen: Optional[dict],
                            ranks_workers: Optional[tuple] = None,
                            met: Optional[tuple] = None,
                            steps: Optional[np.ndarray] = None,
-                           per_batch: Optional[dict] = None) -> dict:
+                           per_batch: Optional[dict] = None,
+                           sampler_items: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (attribution.attribution: which worker held the
     stalled batches, the workers' round, or the samples), ``batch_cost``
     (attribution.batch_cost of the steady batches' make times, taken with
@@ -1683,7 +1706,10 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     against which made_period weighs the slow batches) and collate_fn
     time (``collate_ns``: the stalled batches' share of their make time
     in collate_fn is the attribution's ``collate_share``, where timed);
-    None: no per-sample timing."""
+    None: no per-sample timing.  At num_workers=0, where no worker times a
+    batch, each steady fetch's wait is its batch's make time and the
+    sampler's index lists (``sampler_items``, their counts) its size: the
+    stalls' sizes are tested the same way (:func:`_sizes_at_no_workers`)."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen, "batch_cost": None}
     workers_busy, main_busy = _busy_in_stalls(s)
     dlv = s.get("delivery")
@@ -1717,6 +1743,12 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                 made_alike = out["batch_cost"]["alike"]
             if steps is not None:
                 making_ranks = _making_ranks(steps, mask, known(ranks), *met)
+        elif (nw == 0 and steps is not None
+              and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS):
+            sizes = _sizes_at_no_workers(steps, sampler_items)
+            if sizes is not None:
+                wait = (steps["fetch_done_ns"] - steps["begin_ns"]).astype(np.int64)
+                by_size = (known(ranks[steady]), wait[steady], sizes[steady])
         out["attribution"] = attribution.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,

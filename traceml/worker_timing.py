@@ -170,6 +170,9 @@ def time_sampler(inner: Any, timing: "Timing", epoch: int) -> bool:
         if isinstance(it, _core.TimedIter):
             return it
         t = _core.TimedIter(log, it, int(epoch), SAMPLER_WORKER)
+        # Each record's count is its index list's length: the batch's
+        # size, which num_workers=0 has no worker timing to give.
+        t.count_lists = 1
         # Only the calls inside the fetches wrap clocks (the split reads no
         # other): two clock pairs a call cost about 0.5-2 us, past the
         # per-step budget of a cheap loader (benchmarks/bench_loader.py).

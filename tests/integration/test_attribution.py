@@ -704,3 +704,40 @@ def test_worker_keyed_maps_keep_int_keys_through_save_and_load(tmp_path):
     assert loaded["workers"]["cpu_ticks_by_worker"] == {0: 40, 2: 210}
     assert loaded["workers"]["awaited"]["workers"] == {2: 7}
     assert loaded.to_dict() == r.to_dict()
+
+
+class _FivesBatchSampler:
+    """Index lists of 4, 4, 4, 4 and 32 in turn."""
+
+    def __iter__(self):
+        i = k = 0
+        while True:
+            size = (4, 4, 4, 4, 32)[k % 5]
+            yield list(range(i, i + size))
+            i, k = i + size, k + 1
+
+    def __len__(self):
+        return 10 ** 4
+
+
+@pytest.mark.slow
+def test_large_batches_at_no_workers_are_read_by_their_size():
+    # Helper 37A: every sample burns the same 1 ms; every 5th batch holds
+    # 8x the samples.  At num_workers=0 no worker times a batch: the
+    # sampler's index lists give each fetch's size, and the stalls are
+    # slow by their size (LARGE-BATCH), not particular samples (5 of 5
+    # runs read SLOW-SAMPLE before).
+    wrapped = traceml.wrap(DataLoader(BurnDataset(10 ** 5, 0.001),
+                                      batch_sampler=_FivesBatchSampler(), num_workers=0),
+                           name="fives")
+    for k, _ in enumerate(wrapped):
+        time.sleep(0.005)
+        if k == 47:
+            break
+    r = traceml.report(source="fives")
+    a = r["attribution"]
+    assert a["label"] == attribution.LARGE_BATCH, str(r)
+    assert a["made"]["sizes"] == [32.0, 4.0]
+    (f,) = attribution.advise(r.to_dict())
+    said = attribution.WORDS[f.code](f.numbers)
+    assert "The main process (num_workers=0) made" in said and "even batch sizes" in said

@@ -67,6 +67,36 @@ def test_clocked_only_times_the_calls_inside_clocked_fetches_alone():
     assert len(log.drain_items()) == 1
 
 
+def test_count_lists_counts_each_index_lists_length():
+    # The sampler's index lists carry the batch's size (num_workers=0 has
+    # no worker timing to give it); other items, and every item without
+    # count_lists, count one.
+    log = _core.BatchLog(capacity=1, items=64)
+    lists = [[1, 2, 3], [4], (5, 6), list(range(32)), 7]
+    timed = _core.TimedIter(log, iter(lists), 0, 0)
+    assert timed.count_lists == 0
+    timed.count_lists = 1
+    assert list(timed) == lists
+    assert log.drain_items()["count"].tolist() == [3, 1, 1, 32, 1]
+    plain = _core.TimedIter(log, iter(lists), 0, 0)
+    assert list(plain) == lists and log.drain_items()["count"].tolist() == [1] * 5
+
+
+def test_batch_sizes_at_no_workers_are_the_index_lists_in_each_fetch():
+    from traceml import build
+
+    steps = np.zeros(4, dtype=[("begin_ns", "<i8"), ("fetch_done_ns", "<i8")])
+    steps["begin_ns"] = [0, 100, 200, 300]
+    steps["fetch_done_ns"] = [50, 150, 250, 350]
+    items = np.zeros(3, dtype=_core.ITEM_RECORD_DTYPE)
+    items["kind"] = _core.ITEM_NEXT
+    items["begin_ns"], items["end_ns"] = [10, 110, 260], [20, 120, 270]
+    items["count"] = [4, 32, 4]      # the third falls after its fetch's end
+    assert build._sizes_at_no_workers(steps, items).tolist() == [4, 32, -1, -1]
+    items["count"] = 1               # single indices, or a build that counts one
+    assert build._sizes_at_no_workers(steps, items) is None
+
+
 def test_the_sampler_of_a_non_loader_is_left_alone():
     timing = worker_timing.Timing()
     assert worker_timing.time_sampler(iter([1, 2]), timing, 0) is False

@@ -1194,7 +1194,8 @@ def advise(s: dict) -> list[Finding]:
             "batches": m["batches"], "share": attr["residue_share"],
             "slow_on_residue": m["slow_on_residue"],
             "slow_samples": m["sizes"][0], "other_samples": m["sizes"][1],
-            "sample_cost_ratio": m["sample_cost_ratio"], "deeper": deeper_look_ahead(s)})]
+            "sample_cost_ratio": m["sample_cost_ratio"], "deeper": deeper_look_ahead(s),
+            **({"main": True} if (s.get("loader") or {}).get("num_workers") == 0 else {})})]
     if attr and attr["label"] in SLOW_RESIDUE:
         params = {"period": attr["period"], "residue": attr["residue"],
                   **({"residues": attr["residues"]} if attr.get("residues") else {}),
@@ -1271,7 +1272,8 @@ def _large_batches(p: dict) -> str:
                 f"(medians), each costing {p['sample_cost_ratio']:.1f}x the others' time a "
                 "sample: they are slow by their size, not by particular samples or a "
                 "worker. Next: even batch sizes (the batch_sampler's)." + _look_ahead(p))
-    return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
+    who = ("The main process (num_workers=0) made" if p.get("main") else "The workers made")
+    return (f"{who} {p['slow']} of {p['batches']} batches slow, "
             f"{pct(p['slow_on_residue'])} of them with {ranks_on(p)}, "
             f"and {pct(p['share'])} of the stalls "
             f"wait on them; those batches hold {p['slow_samples']:.0f} samples against "
