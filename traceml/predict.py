@@ -256,6 +256,7 @@ def predict(summary: dict) -> Optional[dict]:
         step = (summary.get("step_s") or {}).get("mean")
     main_fetch = _main_fetch_s(summary)
     sampler_fetch = _sampler_fetch_s(summary)
+    exposed = _exposed(prod, loader, make, args, compute + handover)
     trust, miss = prediction_check.prediction_trust(predicted_here, measured, step,
                                           (summary.get("attribution") or {}).get("label"))
     return {
@@ -271,8 +272,8 @@ def predict(summary: dict) -> Optional[dict]:
                        else None),
         "main_cores": main_at_pace, "quiet_compute_s": quiet,
         "step_floor_s": step_floor,
-        "by_workers": [_row(k, at(k), main_fetch, sampler_fetch,
-                            held(k) if k > n else None) for k in grid],
+        "by_workers": [{**_row(k, at(k), main_fetch, sampler_fetch,
+                               held(k) if k > n else None), **exposed(k)} for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,
                      "error": ((predicted_here - measured) / measured
@@ -319,6 +320,36 @@ def _sampler_fetch_s(summary: dict) -> Optional[float]:
     if not part or not split.get("fetches"):
         return None
     return part / split["fetches"]
+
+
+def _exposed(prod: dict, loader: dict, make: float, args: tuple, per_step: float):
+    """A function of k giving {slow_batch_s, look_ahead_s} where the slow
+    batches outlast what the look-ahead holds at k workers, else {}.
+
+    The model's rows are means: a batch that takes T_p95 (the steady
+    batches' p95 make time, scaled to k workers' share of the cores as the
+    mean is) is hidden only while the loop still has batches in hand,
+    about k x prefetch_factor of them at one per step (compute plus
+    hand-over) in order.  Where it outlasts them the loop stalls on it,
+    whatever the mean says: every 6th batch 100 ms, 20 ms steps,
+    prefetch_factor=4: 0 stalls at 2 workers (8 batches, 164 ms ahead) and
+    7 stalls, 3x the wait, at 1 (4 batches, 82 ms), which the mean row put
+    at the hand-over (helper 37A, 6 of 6).  Not at num_workers=0 (no
+    look-ahead: the row's mean holds every batch)."""
+    p95 = (prod.get("make_s") or {}).get("p95")
+    pf = loader.get("prefetch_factor") or 2
+    cpu, off_cpu, _compute, _handover, cpus, other = args
+    if not p95 or not make or per_step <= 0:
+        return lambda k: {}
+    tail = max(1.0, p95 / make)
+
+    def at(k: int) -> dict:
+        if k <= 0:
+            return {}
+        slow = (off_cpu + cpu / core_share(k, cpus, other)) * tail
+        ahead = k * pf * per_step
+        return {"slow_batch_s": slow, "look_ahead_s": ahead} if slow > ahead else {}
+    return at
 
 
 def _row(k: int, wait_s: float, main_fetch: Optional[float],

@@ -792,6 +792,13 @@ class Production(TypedDict):
 class PredictionByWorkers(TypedDict):
     num_workers: WorkerCount
     wait_s: NonNegative
+    slow_batch_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "Where the steady batches' p95 make time, at this num_workers' share of the "
+        "cores, outlasts the look-ahead (num_workers x prefetch_factor batches at one a "
+        "step): that batch's time (predict._exposed); the row's mean wait then "
+        "understates the stalls."))]]
+    look_ahead_s: NotRequired[Annotated[NonNegative, Schema(description=(
+        "With slow_batch_s: the time the look-ahead holds."))]]
     main_fetch_s: NotRequired[Annotated[NonNegative, Schema(description=(
         "num_workers=0 only: the main process's own CPU a fetch measured at this run's "
         "num_workers (wait_parts' main_cpu), which num_workers=0 keeps where it is the "

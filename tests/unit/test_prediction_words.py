@@ -118,3 +118,33 @@ def test_cpu_workers_as_many_as_the_cpus_gain_only_others_cores():
     p = predict.predict(_contended(0.015, 0.0155, 0.0005, num_workers=1))
     shorter = prediction_check._shorter_with_more(p)
     assert shorter is None or not shorter["from_others"]
+
+
+def test_a_row_whose_slow_batches_outlast_its_look_ahead_says_so():
+    # Helper 37A: every 6th batch 100 ms (a mean of 17.5 ms, p95 100 ms),
+    # 20 ms compute, prefetch_factor=4, 2 workers: 0 stalls at 2 workers,
+    # 7 at 1.  The mean row put num_workers=1 at the hand-over, and the
+    # advice said "try traceml.sweep(make_loader, num_workers=(2, 1))".
+    from traceml.findings import host_contention
+
+    s = {"production": {"available": True, "coverage": 1.0,
+                        "make_s": {"mean": 0.0175, "median": 0.001, "p95": 0.100},
+                        "cpu_s": {"mean": 0.0005, "median": 0.0005, "p95": 0.0005},
+                        "runq_s": None, "handover_s": {"mean": 0.0005}, "busy_share": 0.5},
+         "host": {"usable_cpus": 2}, "loader": {"num_workers": 2, "prefetch_factor": 4},
+         "compute_s": {"mean": 0.020}, "input_wait_s": {"mean": 0.0012},
+         "step_s": {"mean": 0.0212}}
+    p = predict.predict(s)
+    rows = {r["num_workers"]: r for r in p["by_workers"]}
+    # One worker: its p95 batch (100 ms, the mean's 17.5 ms scaled by
+    # 100 / 17.5) against 1 x 4 batches of 20.5 ms in hand.
+    assert rows[1]["slow_batch_s"] == pytest.approx(0.100, rel=1e-6)
+    assert rows[1]["look_ahead_s"] == pytest.approx(4 * 0.0205)
+    # Two workers: 8 batches, 164 ms, hold it; no row at 0 (no look-ahead).
+    assert "slow_batch_s" not in rows[2] and "slow_batch_s" not in rows[0]
+    said = prediction_check._row_wait(rows[1])
+    assert said.startswith("over ") and "outlasts the 82 ms of batches in hand: stalls" in said
+    # Fewer workers are not advised on that row.
+    trusted = {**s, "prediction": {**p, "trust": prediction_check.PREDICT_TRUSTED}}
+    fewer = host_contention.fewer_workers(trusted)
+    assert fewer is None or fewer["num_workers"] != 1

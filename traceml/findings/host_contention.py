@@ -168,8 +168,11 @@ def fewer_workers(s: dict) -> Optional[dict]:
         return None
     # A row's upper end: at num_workers=0 the main process's own fetch CPU
     # on top (prediction_check's two ends).
+    # Not a row whose slow batches outlast its look-ahead: its mean wait
+    # understates the stalls (predict._exposed).
     rows = [(r["wait_s"] + (r.get("main_fetch_s") or 0.0), r["num_workers"])
-            for r in p.get("by_workers") or [] if r["num_workers"] < n]
+            for r in p.get("by_workers") or []
+            if r["num_workers"] < n and r.get("slow_batch_s") is None]
     if not rows:
         return None
     wait, k = min(rows)

@@ -58,6 +58,10 @@ def _row_wait(row: dict) -> str:
     """A prediction row's wait; at num_workers=0 with the main process's
     own fetch CPU measured, both ends (predict._main_fetch_s)."""
     extra = row.get("main_fetch_s")
+    if row.get("slow_batch_s") is not None:
+        # The slow batches outlast the look-ahead: the mean is a floor.
+        return (f"over {fmt_s(row['wait_s'])} (its p95 batch, {fmt_s(row['slow_batch_s'])}, "
+                f"outlasts the {fmt_s(row['look_ahead_s'])} of batches in hand: stalls)")
     if not extra:
         return fmt_s(row["wait_s"])
     return (f"{fmt_s(row['wait_s'])} to {fmt_s(row['wait_s'] + extra)} (the main process's own "
