@@ -598,3 +598,19 @@ def test_the_second_part_past_the_host_keeps_the_sampler_measured():
     assert second["part"] == "main_cpu" and second["sampler_share"] == 0.0
     said = wait_parts.part_next("main_cpu", 2, second["sampler_share"])
     assert "time the sampler alone" not in said and "past the sampler" in said
+
+
+def test_the_making_part_names_what_was_measured_of_the_batches():
+    # Helper 37B: "cheaper samples (the slow-code and slow-sample lines say
+    # which)" beside collate_fn at 99% of the batch time and neither line.
+    from traceml.findings import wait_parts as wp
+
+    said = wp.making_next(0.99, False)
+    assert "collate_fn holds 99% of their batch time" in said and "samples" not in said
+    assert wp.making_next(0.01, True) == wp.PART_NEXT["worker_making"]
+    bare = wp.making_next(None, False)
+    assert "lines say which" not in bare and "profile the dataset's __getitem__" in bare
+    p = {"part": "worker_making", "share": 0.8, "num_workers": 2, "collate_share": 0.99,
+         "lines_said": False}
+    assert "a cheaper collate_fn" in advice.WORDS["largest_part"](p)
+    assert "a cheaper collate_fn" in wp.largest_sentence(p)

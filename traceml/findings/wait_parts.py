@@ -601,6 +601,28 @@ def part_next(part: str, num_workers: Optional[int] = None,
     return text
 
 
+# collate_fn holds most (more than this share) of the workers' batch time
+# (the per-sample timing): the batches are made cheaper there, not in the
+# samples ("cheaper samples (the slow-code and slow-sample lines say
+# which)" beside collate_fn 99% of batch time and neither line printed,
+# helper 37B).
+COLLATE_MOST = 0.5
+
+
+def making_next(collate_share: Optional[float], lines_said: bool) -> str:
+    """What shortens the ``worker_making`` part, from what was measured:
+    collate_fn where it holds most of the batch time (COLLATE_MOST), the
+    evidence lines where they were printed (``lines_said``), else where to
+    look."""
+    if collate_share is not None and collate_share > COLLATE_MOST:
+        return (f"the workers' production: collate_fn holds {pct(collate_share)} of their "
+                "batch time, so a cheaper collate_fn (or more workers)")
+    if lines_said:
+        return PART_NEXT["worker_making"]
+    return ("the workers' production: more workers, or cheaper batches (profile the "
+            "dataset's __getitem__ and collate_fn)")
+
+
 def sampler_where(p: dict) -> str:
     """" (its __iter__: `Cls.__iter__` in `dir/file.py:12`)" where the
     sampler's code is known (``sampler_code``), else ""."""
@@ -611,7 +633,9 @@ def sampler_where(p: dict) -> str:
 def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
+    what = (making_next(p.get("collate_share"), p.get("lines_said", True))
+            if p["part"] == "worker_making" else
+            part_next(p["part"], p.get("num_workers"), p.get("sampler_share"), p.get("tensors")))
     return (_largest_lead(p, "the wait") + " is "
-            f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is "
-            f"{part_next(p['part'], p.get('num_workers'), p.get('sampler_share'), p.get('tensors'))}"
+            f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is {what}"
             f"{sampler_where(p)}.")
