@@ -80,6 +80,11 @@ def judge(base: dict, run: dict, base_stalls: Optional[tuple] = None,
     moved.append(comparison.epoch_start_moved(base, run))
     bodies = tuple((x.get("wait_parts") or {}).get("compute") for x in (base, run))
     label, why = comparison.overall(v, moved), comparison.compare_why(v, moved, bodies)
+    # The epoch starts against the steps, each as wall time an epoch.
+    label, weighed = comparison.weigh_epoch_starts(
+        label, moved, (base.get("steps") or 0) / max(1, base.get("epochs") or 1))
+    if weighed:
+        why = f"{why}; {weighed}"
     if comparison.host_went_with(label, base, run, base_steps, run_steps):
         label = comparison.UNSETTLED
     host = comparison.host_note(base, run) if label != comparison.EQUIVALENT else None

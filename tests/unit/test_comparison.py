@@ -426,3 +426,34 @@ def test_epoch_starts_are_judged_by_welch_on_their_logs():
     one = comparison.epoch_start_moved(_starts([0.6], 1.0), _starts([0.05], 0.5))
     assert one.direction is None
     assert "not judged (fewer than 2 epochs in a run" in comparison.compare_why(v, [one])
+
+
+def test_epoch_starts_are_weighed_against_the_steps_as_wall_time_an_epoch():
+    # Helper 38C: starts 69.7 -> 303 ms an epoch judged worse, the mean
+    # step 6.01 -> 5.87 ms within the noise: UNSETTLED before, now the
+    # starts decide (16 steps an epoch: 2.2 ms of steps against 233 ms).
+    M = comparison.Moved
+    start = M("epoch_start", comparison.WORSE, 0.0697, 0.303, 0.0182, 0.001)
+    step = M("step_time", comparison.SAME, 0.00601, 0.00587, 0.00012, 0.48)
+    label, why = comparison.weigh_epoch_starts(comparison.UNSETTLED, [step, start], 16)
+    assert label == comparison.REGRESSION
+    assert why == ("the epoch starts outweigh the steps: +233 ms an epoch against -2.24 ms "
+                   "of steps an epoch")
+    # A judged step the other way that moves more an epoch keeps its verdict.
+    long_step = M("step_time", comparison.BETTER, 0.030, 0.010, 0.003, 0.0001)
+    assert comparison.weigh_epoch_starts(comparison.IMPROVEMENT, [long_step, start], 16) == (
+        comparison.IMPROVEMENT, None)
+    # Starts within the noise that outweigh a judged step the other way:
+    # not yet (persistent workers: +231 ms an epoch at p = 0.074 against
+    # a step 0.9 ms shorter, 16 steps an epoch).
+    held = M("epoch_start", comparison.SAME, 0.0318, 0.263, 0.0182, 0.074)
+    short = M("step_time", comparison.BETTER, 0.00662, 0.00572, 0.0005, 0.001)
+    label, why = comparison.weigh_epoch_starts(comparison.IMPROVEMENT, [short, held], 16)
+    assert label == comparison.UNSETTLED and why.endswith("(the starts within the noise: not yet)")
+    # Starts that agree with the verdict, or unjudged, change nothing.
+    better = start._replace(direction=comparison.BETTER, base=0.303, run=0.0697)
+    assert comparison.weigh_epoch_starts(comparison.IMPROVEMENT, [step, better], 16) == (
+        comparison.IMPROVEMENT, None)
+    none = start._replace(direction=None)
+    assert comparison.weigh_epoch_starts(comparison.EQUIVALENT, [step, none], 16) == (
+        comparison.EQUIVALENT, None)

@@ -332,6 +332,41 @@ def epoch_start_moved(base: dict, run: dict) -> Moved:
     return _moved("epoch_start", means[0], means[1], tol, p)
 
 
+def weigh_epoch_starts(label: str, moved: list[Moved],
+                       steps_per_epoch: Optional[float]) -> tuple[str, Optional[str]]:
+    """(the verdict, and why it changed or None) with the epoch starts
+    weighed against the steps, each as wall time an epoch: the start's
+    change against the mean step's times the steps an epoch.  A start
+    judged to move (epoch_start_moved) decides where the step was not
+    judged to move, or moved the other way by less an epoch; a start
+    within the noise that outweighs a judged step the other way leaves the
+    verdict UNSETTLED.  The steps' verdict holds otherwise (and MIXED,
+    NO-DATA always).  A sampler whose __iter__ sleeps 0.25 s each epoch,
+    the starts 69.7 -> 303 ms an epoch past tolerance and noise, read
+    UNSETTLED from a 0.13 ms step within the noise (6 of 8 runs), and a
+    step 0.9 ms shorter read IMPROVEMENT beside starts 231 ms an epoch
+    longer (helper 38C)."""
+    es, step = _measure(moved, "epoch_start"), _measure(moved, "step_time")
+    if es is None or es.direction is None or None in (es.base, es.run):
+        return label, None
+    if label in (MIXED, input_bound.NO_DATA) or label == REGRESSION and es.direction == WORSE \
+            or label == IMPROVEMENT and es.direction == BETTER:
+        return label, None
+    start = es.run - es.base
+    steps = (0.0 if step is None or None in (step.base, step.run) or not steps_per_epoch
+             else (step.run - step.base) * steps_per_epoch)
+    if abs(start) <= abs(steps) and step is not None and step.direction in (BETTER, WORSE):
+        return label, None
+    sign = "+" if start >= 0 else "-"
+    why = (f"the epoch starts outweigh the steps: {sign}{fmt_s(abs(start))} an epoch against "
+           f"{'+' if steps >= 0 else '-'}{fmt_s(abs(steps))} of steps an epoch")
+    if es.direction in (BETTER, WORSE):
+        return (REGRESSION if es.direction == WORSE else IMPROVEMENT), why
+    if held_by_noise(es) and label in (IMPROVEMENT, REGRESSION):
+        return UNSETTLED, why + " (the starts within the noise: not yet)"
+    return label, None
+
+
 # A step longer by more than REL_TOL of the baseline's (the relative
 # change identical runs stay within, as for the mean wait) is a slower
 # training loop whatever the input measures say: REGRESSION, not MIXED.
@@ -650,7 +685,7 @@ def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
         starts = any(m.measure == "epoch_start" for m in moved if held_by_noise(m))
         parts.append(f"{' and '.join(held)} within the noise: not yet a change; more "
                      "steps, or the runs alternated, would settle it"
-                     + ("; more epochs of each, the starts" if starts else ""))
+                     + ("; more epochs of each would settle the starts" if starts else ""))
     lost = _saving_lost(moved)
     if lost or _saving_shared(moved):
         base, run = _compute_rise(moved)
