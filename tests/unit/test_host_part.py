@@ -192,7 +192,8 @@ def test_a_thread_pool_in_the_workers_is_named_where_other_threads_took_the_batc
     assert f.numbers["share"] == pytest.approx(1 - (0.0083 * 4 + 0.0007) / 0.066)
     assert f.numbers["threads"] == 4
     said = we.WORDS[f.code](f.numbers)
-    assert "openblas (blas, 2 threads) x2" in said and "2 workers run 4 of its threads on 2 CPUs" in said
+    assert "openblas (blas, 2 threads) x2" in said
+    assert "2 workers run up to 4 of its threads on 2 CPUs" in said and "threads the dataset starts" in said
     assert "threadpool_limits(1) in worker_init_fn" in said
     # One thread a pool (OPENBLAS_NUM_THREADS=1), no pool known, or the
     # batches' CPU on the dataset's thread: nothing to say.
@@ -201,3 +202,31 @@ def test_a_thread_pool_in_the_workers_is_named_where_other_threads_took_the_batc
     assert we.thread_pool({**s, "host": {"usable_cpus": 2}}) == []
     own = {**s, "production": {**s["production"], "cpu_s": {"mean": 0.036}}}
     assert we.thread_pool(own) == []
+
+
+def test_more_workers_are_not_advised_where_a_thread_pool_took_the_batch_cpu():
+    # Helper 38C: OpenBLAS at 2 threads a worker, "traceml.sweep(make_loader,
+    # num_workers=(2, 16))" led; one BLAS thread a worker ran 13x faster.
+    from traceml.findings import prediction_check as pc, worker_evidence as we
+
+    pool = {"api": "blas", "library": "openblas", "threads": 2}
+    s = {"host": {"usable_cpus": 2, "thread_pools": [pool]},
+         "loader": {"num_workers": 2},
+         "production": {"available": True, "cpu_s": {"mean": 0.066},
+                        "samples": {"available": True, "samples": 160, "batches": 40,
+                                    "sample_cpu_s": {"mean": 0.0083},
+                                    "collate": {"mean_s": 0.0007}}},
+         "prediction": {"trust": pc.PREDICT_TRUSTED, "keeps_up_with": None,
+                        "num_workers": 2, "off_cpu_s": 0.0, "make_s": 0.07,
+                        "quiet_compute_s": 0.01, "handover_s": 0.0,
+                        "worker_cores_needed": 6.6, "usable_cpus": 2, "wait_floor_s": 0.02,
+                        "cheaper_by": 3.3,
+                        "by_workers": [{"num_workers": 2, "wait_s": 0.030},
+                                       {"num_workers": 16, "wait_s": 0.010}]}}
+    assert we.thread_pool(s)
+    (f,) = pc.advise(s)
+    assert f.numbers["shorter"] is None
+    # Without the pool's evidence the rows' shorter wait is advised.
+    quiet = {**s, "host": {"usable_cpus": 2}}
+    (g,) = pc.advise(quiet)
+    assert g.numbers["shorter"] is not None and g.numbers["shorter"]["num_workers"] == 16

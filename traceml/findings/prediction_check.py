@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..fmt import fmt_s, pct, plural
 from ._types import Finding, Words
-from . import attribution, host_contention, input_bound, sweeps
+from . import attribution, host_contention, input_bound, sweeps, worker_evidence
 
 
 # The model (traceml.predict) is checked on the one setting a run measured:
@@ -264,8 +264,12 @@ def advise(s: dict) -> list[Finding]:
         # Where the host reads full (host_contention's next step: fewer
         # processes), "more workers shorten the wait" is said against it
         # (helper 29B: both as "also" lines in 6 reports); the rows stay
-        # in the prediction below.
-        "shorter": None if host_contention.advise(s) else _shorter_with_more(p)})]
+        # in the prediction below.  Likewise where a native thread pool
+        # took the batches' CPU: more workers run more of its threads
+        # (OpenBLAS at 2 threads a worker, "sweep num_workers=(2, 16)"
+        # led where one BLAS thread made the run 13x faster, helper 38C).
+        "shorter": (None if host_contention.advise(s) or worker_evidence.thread_pool(s)
+                    else _shorter_with_more(p))})]
 
 
 # More workers than now "shorten" the wait where the model puts it at

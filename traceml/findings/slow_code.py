@@ -794,7 +794,8 @@ WORDS: dict[str, Words] = {
         f"{pct(p['share'])} of the slow batches' CPU samples fell outside the "
         "thread that runs the dataset ("
         + ("a helper thread, torch's own threads" if p.get("main")
-           else "a helper thread, the queue's feeder") + "): their code is not sampled"),
+           else "a helper thread, a native thread pool, the queue's feeder")
+        + "): their code is not sampled"),
     "slow_code_off": lambda p: f"{_whose(p)} stacks were not sampled: {p['why']}",
     "look_at_function": lambda p: (
         f"Look at {code_where(p)}"

@@ -164,15 +164,22 @@ def _thread_pool(p: dict) -> str:
         seen[key] = seen.get(key, 0) + 1
     pools = ", ".join(f"{lib} ({api}, {n} threads)" + (f" x{k}" if k > 1 else "")
                       for (lib, api, n), k in seen.items())
-    crowd = (f": {p['num_workers']} workers run {p['threads']} of its threads on "
-             f"{p['cpus']} CPUs" if p.get("cpus") and p["threads"] > p["cpus"] else "")
+    crowd = (f"; where the samples call it, {p['num_workers']} workers run up to "
+             f"{p['threads']} of its threads on {p['cpus']} CPUs"
+             if p.get("cpus") and p["threads"] > p["cpus"] else "")
+    # Loaded is not used: a dataset's own Python thread reads the same
+    # share (a helper thread spinning 5 ms a sample, NumPy imported and no
+    # BLAS call, read "2 workers run 4 of its threads", helper 38C, 3 of
+    # 3); the experiment tells the two apart.
     return (f"{pct(p['share'])} of the workers' batch CPU ran on other threads than the one "
-            "that ran __getitem__ and collate_fn, and this process loads a native thread "
-            f"pool the workers run too (threadpoolctl: {pools}; torch's own are set to one "
-            f"thread in workers, NumPy's and SciPy's BLAS are not){crowd}. Next: one thread "
-            "a worker, threadpoolctl.threadpool_limits(1) in worker_init_fn (or "
+            "that ran __getitem__ and collate_fn: threads the dataset starts, or a native "
+            "thread pool its samples call into, and this process loads one the workers run "
+            f"too (threadpoolctl: {pools}; torch's own are set to one thread in workers, "
+            f"NumPy's and SciPy's BLAS are not){crowd}. Next: one thread a worker, "
+            "threadpoolctl.threadpool_limits(1) in worker_init_fn (or "
             "OPENBLAS_NUM_THREADS=1 / OMP_NUM_THREADS=1 before the workers start), compared "
-            "on step time (traceml.compare).")
+            "on step time (traceml.compare): a step that falls was the pool; one that stays, "
+            "the dataset's own threads (py-spy dump --pid <a worker's pid> names them).")
 
 
 def _outside_batches(p: dict) -> str:
