@@ -455,6 +455,17 @@ def test_a_slow_worker_init_fn_is_timed_and_named_at_each_epoch_start():
         (0, 0), (0, 1), (1, 0), (1, 1)]
     # No sample of its own: the per-sample block counts the 2 x 32 samples.
     assert d["production"]["samples"]["samples"] == 64
+    # Persistent workers run it once (helper 38C: unnamed, 3 of 3): the
+    # one-off start names it too.
+    name = uname("winit-once")
+    loader = DataLoader(BurnDataset(32, 0.0), batch_size=4, num_workers=2,
+                        worker_init_fn=_slow_init, persistent_workers=True)
+    w = traceml.wrap(loader, name=name)
+    for _ in range(3):
+        for _b in w:
+            time.sleep(0.005)
+    text = " ".join(traceml.report(source=name).to_dict()["next"])
+    assert "a one-off cost" in text and "worker_init_fn (`_slow_init` in" in text, text
 
 
 @pytest.mark.parametrize("rewrap", [False, True], ids=["same-wrapper", "rewrap"])

@@ -8,7 +8,7 @@ import statistics
 from typing import Optional
 
 
-from ..fmt import fmt_bytes, fmt_s, pct, plural
+from ..fmt import code_where, fmt_bytes, fmt_s, pct, plural
 from ._types import Finding, Words
 from . import (attribution, bottom_line, gpu_wait, hand_over, host_contention, input_bound,
                prediction_check, slow_code, slow_samples, stall_shape, stall_threshold,
@@ -71,7 +71,18 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
     if once:
         # One epoch's start-up holds most of it: a one-off, not a cost of
         # each epoch (the note beside it gives the numbers).
-        return [Finding("epoch_start_once", {**once[0].numbers,
+        es = s.get("epoch_start") or {}
+        first = next((e for e in es.get("by_epoch") or []
+                      if e["epoch"] == once[0].numbers["epoch"]), {})
+        # The one-off measured where it was: the loader's worker_init_fn
+        # in the workers started once (persistent workers: a 0.3 s
+        # worker_init_fn, 80% of epoch 0's start, went unnamed, helper
+        # 38C, 3 of 3).
+        init = ({"init_s": first["init_s"], "worker_init_code": es.get("worker_init_code")}
+                if first.get("init_s") is not None
+                and first["init_s"] > bottom_line.STARTUP_INIT_SHARE * first["input_wait_s"]
+                else {})
+        return [Finding("epoch_start_once", {**once[0].numbers, **init,
                                              "wall_share": head["epoch_start_share"]})]
     per_epoch = head["epoch_start_s_per_epoch"]
     return [("epoch_start", {
@@ -773,8 +784,14 @@ WORDS: dict[str, Words] = {
            "epoch start (the workers' first batches of an epoch are made after its iter())"
            if p["later_median_s"] >= stall_threshold.STALL_FLOOR_S else
            "a one-off cost that a longer run spreads thin, not one paid each epoch")
+        + (". Of it, the loader's worker_init_fn"
+           + (f" ({code_where(p['worker_init_code'])})" if p.get("worker_init_code") else "")
+           + f" took {fmt_s(p['init_s'])} in each worker, started once (persistent workers)"
+           if p.get("init_s") is not None else "")
         + ". Next: judge the steady state below; if runs are this short in practice, look at "
-        "what the first epoch alone does (worker start, dataset set-up, a cache filled once)."),
+        + ("that worker_init_fn (what it opens, loads or imports)." if p.get("init_s") is not None
+           else "what the first epoch alone does (worker start, dataset set-up, a cache filled "
+           "once).")),
     "trend": wait_trend._trend_next_line,
     "trend_next": lambda p: wait_trend.host_moved_words(p) or (
         "Next: compare early and late steps (report.input_wait_ns[:n] against [-n:]) and "
