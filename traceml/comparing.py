@@ -303,7 +303,9 @@ def compare(*runs, labels: Optional[Sequence[str]] = None) -> Comparison:
                 f"compare(): runs[{i}] must be a Report or a path, got {type(run).__name__}"
             )
     if labels is not None:
-        if isinstance(labels, (str, bytes)) or not isinstance(labels, collections.abc.Iterable):
+        # A sequence: a set's order is arbitrary, and would label the runs
+        # in whatever order it iterates (helper 38D).
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, collections.abc.Sequence):
             raise TypeError(f"compare(): labels must be a sequence of names, got "
                             f"{type(labels).__name__}")
         labels = list(labels)

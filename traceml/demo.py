@@ -586,7 +586,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("--pace-ms must be >= 0")
     if args.investigate and args.steps is not None and args.steps < 2:
         parser.error("--steps must be >= 2 with --investigate")
-    out = lambda line: print(line, flush=True)  # noqa: E731 - a one-line printer
+    from .render import wrap_lines
+
+    def out(text) -> None:
+        # The demo's own one-line messages within the report's width; a
+        # report's str() is laid out already (its tables pass unchanged).
+        text = str(text)
+        print(text if "\n" in text else "\n".join(wrap_lines([text])), flush=True)
     pace_s = None if args.pace_ms is None else args.pace_ms / 1e3
     if args.investigate:
         run_investigation(

@@ -13,6 +13,7 @@ import html
 import os
 import re
 import textwrap
+import warnings
 from typing import Optional, Sequence
 
 from .findings import (NO_DATA_SECTIONS, bottom_line, comparison, gpu_wait, prediction_check,
@@ -39,19 +40,22 @@ _LEAD = re.compile(r"^( *)(→ |· |\(|also: |note: )?")
 def text_width() -> int:
     """The width the terminal views wrap prose at: TRACEML_TEXT_WIDTH where
     set to an integer (0: no wrapping; others at least MIN_TEXT_WIDTH),
-    else TEXT_WIDTH.  Raises ValueError naming the variable where it is
-    set to anything else."""
+    else TEXT_WIDTH.  Any other value warns (RuntimeWarning naming the
+    variable) and reads TEXT_WIDTH: a report printed after a long run is
+    never lost to a mistyped setting (under ``traceml run --save`` it
+    took the report and the saved file with it)."""
     raw = os.environ.get("TRACEML_TEXT_WIDTH", "").strip()
     if not raw:
         return TEXT_WIDTH
     try:
         width = int(raw)
     except ValueError:
-        raise ValueError(f"TRACEML_TEXT_WIDTH must be 0 or a width of at least "
-                         f"{MIN_TEXT_WIDTH} columns, got {raw!r}") from None
+        width = -1
     if width != 0 and width < MIN_TEXT_WIDTH:
-        raise ValueError(f"TRACEML_TEXT_WIDTH must be 0 or a width of at least "
-                         f"{MIN_TEXT_WIDTH} columns, got {width}")
+        warnings.warn(f"TRACEML_TEXT_WIDTH must be 0 or a width of at least {MIN_TEXT_WIDTH} "
+                      f"columns, got {raw!r}: wrapping at {TEXT_WIDTH}", RuntimeWarning,
+                      stacklevel=2)
+        return TEXT_WIDTH
     return width
 
 
@@ -296,10 +300,28 @@ def _comparison_cells(rows: list[dict]) -> list[list[str]]:
     ] for r in rows]
 
 
+def _fit_first_column(head: Sequence[str], cells: list[list[str]],
+                      width: int = TEXT_WIDTH) -> list[list[str]]:
+    """``cells`` with the first column's values cut (ending in "…") so that
+    table_text's lines fit ``width`` columns, where they would not and the
+    first column keeps at least 8; one line a value (a newline in a label
+    would split its row)."""
+    cells = [[" ".join(c[0].split()), *c[1:]] for c in cells]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(head)]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    if over <= 0:
+        return cells
+    keep = max(8, len(head[0]), widths[0] - over)
+    return [[c[0] if len(c[0]) <= keep else c[0][:keep - 1] + "…", *c[1:]] for c in cells]
+
+
 def comparison_text(d: dict) -> str:
-    """The terminal table of a Comparison's ``to_dict()``."""
+    """The terminal table of a Comparison's ``to_dict()``: within
+    TEXT_WIDTH columns, long labels cut in the table (the lines under it
+    name each run in full)."""
     out = [comparison.compare_threshold(d["threshold_s"]), COMPARE_TITLE]
-    out.extend(table_text(COMPARE_COLUMNS, _comparison_cells(d["rows"])))
+    out.extend(table_text(COMPARE_COLUMNS,
+                          _fit_first_column(COMPARE_COLUMNS, _comparison_cells(d["rows"]))))
     moved = [r for r in d["rows"] if r.get("overtaking")]
     if moved:
         out.append("overtakes (deliveries that passed a batch of lower rank): " + ", ".join(

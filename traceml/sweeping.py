@@ -458,6 +458,10 @@ def _progress(total: int, show: bool):
     return tqdm(total=total, desc="traceml.sweep", unit="condition")
 
 
+# The most num_workers a sweep starts: each is a process; past this a
+# condition is a typo, not an experiment.
+MAX_NUM_WORKERS = 1024
+
 def sweep(
     make_loader: Callable[..., Any],
     *,
@@ -572,8 +576,11 @@ def sweep(
         if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Integral):
             raise TypeError(f"sweep(): num_workers must be ints >= 0, got {type(w).__name__} "
                             f"{w!r} in {axes['num_workers']!r}")
-    if any(w < 0 for w in axes["num_workers"]):
-        raise ValueError(f"sweep(): num_workers must be ints >= 0, got {axes['num_workers']!r}")
+    if any(w < 0 or w > MAX_NUM_WORKERS for w in axes["num_workers"]):
+        # Past it, torch starts that many processes and the sweep hangs
+        # (num_workers=10**9 ran 5 minutes and printed nothing, helper 38D).
+        raise ValueError(f"sweep(): num_workers must be ints from 0 to {MAX_NUM_WORKERS}, "
+                         f"got {axes['num_workers']!r}")
     grid = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
     _check_signature(make_loader, grid[0])
     plan = []
@@ -646,6 +653,8 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
             warnings.filterwarnings("ignore", message="This DataLoader will create",
                                     category=UserWarning)
             loader = make_loader(**condition)
+            if loader is None:
+                raise TypeError("make_loader returned None, not a loader")
             it = iter(rec.wrap(loader, name=name))
             for _ in range(steps):
                 try:

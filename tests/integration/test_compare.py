@@ -96,6 +96,10 @@ def test_compare_renders_and_validates(tmp_path):
         traceml.compare(base, base, labels=["a"])
     with pytest.raises(ValueError, match="compare\\(\\): labels must be distinct, 'x' repeats"):
         traceml.compare(base, base, labels=["x", "x"])
+    # A set has no order: it would label the runs in whatever order it
+    # iterates (helper 38D).
+    with pytest.raises(TypeError, match="labels must be a sequence of names, got set"):
+        traceml.compare(base, base, labels={"first", "second"})
 
 
 def test_repr_names_the_verdicts():

@@ -582,8 +582,12 @@ def test_other_programs_cpu_in_the_stalls_is_the_hosts_busy_time_less_the_jobs()
     # without it (the suite's own load, or another job's, runs in both:
     # quiet read 0.42 cores beside a fresh-clone CI and other tests).
     assert busy["others_cpu_s"] / busy["wall_s"] >= 0.6, busy
-    assert (busy["others_cpu_s"] / busy["wall_s"]
-            - quiet["others_cpu_s"] / quiet["wall_s"]) >= 0.5, (quiet, busy)
+    # The difference only where the host had a core free for it: beside a
+    # suite on both cores the quiet run read 2.0 cores of others already
+    # (helper 38D, a fresh clone's suite beside another).
+    if quiet["others_cpu_s"] / quiet["wall_s"] <= len(os.sched_getaffinity(0)) - 1:
+        assert (busy["others_cpu_s"] / busy["wall_s"]
+                - quiet["others_cpu_s"] / quiet["wall_s"]) >= 0.5, (quiet, busy)
     rows = _core.sampler_samples()
     host = rows[rows["pid"] == evidence.HOST_PID]
     assert len(host) and (host["role"] == _core.HOST_ROLE).all()

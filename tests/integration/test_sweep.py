@@ -140,7 +140,9 @@ def test_workers_are_shut_down_between_conditions():
         ({"steps": 1}, ValueError, "steps must be an int >= 2"),
         ({"passes": 0}, ValueError, "passes must be an int >= 1"),
         ({"consumer_pace_s": -1}, ValueError, "consumer_pace_s"),
-        ({"num_workers": (2, -1)}, ValueError, "num_workers must be ints >= 0"),
+        ({"num_workers": (2, -1)}, ValueError, "num_workers must be ints from 0 to 1024"),
+        # Past 1024: torch would start that many processes (helper 38D).
+        ({"num_workers": (10 ** 9,)}, ValueError, "num_workers must be ints from 0 to 1024"),
         ({"in_order": ()}, ValueError, "in_order needs at least one value"),
         ({"stall_threshold_s": float("nan")}, ValueError, "stall_threshold_s"),
         ({"stall_threshold_s": -1}, ValueError, "stall_threshold_s must be finite and >= 0"),

@@ -539,3 +539,15 @@ def test_a_residue_whose_wait_the_sampler_holds_is_not_slow_samples():
     one = {"label": "ONE-WORKER", "worker": 1}
     assert attribution.unless_sampler(one, split) is one
     assert attribution.unless_sampler(slow, None) is slow
+
+
+def test_a_lock_step_attribution_without_worker_timing_says_so():
+    # Helper 38C: spawn workers (no batch timing), CPU readings that pin no
+    # worker: the LOCK-STEP line gave no caveat while the next step did.
+    a = {"label": attribution.LOCK_STEP, "period": 4, "stall_workers": {0: 10},
+         "known": 10, "ambiguous": False, "top_worker": 0}
+    line = attribution.attribution_line({"attribution": a, "production": {"available": False}})
+    assert line.endswith("the workers' batch timing is off, so one slow batch a round, on one "
+                         "worker's turn, reads the same")
+    timed = attribution.attribution_line({"attribution": a, "production": {"available": True}})
+    assert "timing is off" not in timed

@@ -94,10 +94,11 @@ def test_the_text_width_is_100_unless_the_environment_says_otherwise(monkeypatch
     assert render.text_width() == 0
     monkeypatch.setenv("TRACEML_TEXT_WIDTH", "120")
     assert render.text_width() == 120
+    # A mistyped value warns and wraps at 100: the report is never lost.
     for bad in ("30", "wide", "-1"):
         monkeypatch.setenv("TRACEML_TEXT_WIDTH", bad)
-        with pytest.raises(ValueError, match="TRACEML_TEXT_WIDTH"):
-            render.text_width()
+        with pytest.warns(RuntimeWarning, match="TRACEML_TEXT_WIDTH"):
+            assert render.text_width() == 100
 
 
 def test_a_report_reads_within_100_columns_and_says_the_same(monkeypatch):
@@ -111,3 +112,26 @@ def test_a_report_reads_within_100_columns_and_says_the_same(monkeypatch):
     assert max(len(x) for x in flat.splitlines()) > 100     # there was prose to wrap
     assert max(len(x) for x in text.splitlines()) <= 100
     assert " ".join(text.split()) == " ".join(flat.split())
+
+
+def test_a_comparison_table_cuts_long_labels_to_fit_100_columns():
+    # Helper 38D: file-name labels of 13 characters made 102-column rows,
+    # a 200-character label a 200-column table, and a newline in a label
+    # split its row.
+    row = {"label": "", "mean_wait_s": 0.0123, "median_wait_s": 0.0011, "p95_wait_s": 0.0456,
+           "step_mean_s": 0.0222, "stalls_per_100": 12.5, "median_gap": 4.0,
+           "input_share": 0.55, "diagnosis": "INPUT-BOUND", "shape": "HEAVY-TAILED",
+           "verdict": "UNSETTLED", "why": "x", "overtaking": None}
+    d = {"threshold_s": 0.01, "rows": [{**row, "label": "run_winit_pw0.traceml"},
+                                        {**row, "label": "L" * 200},
+                                        {**row, "label": "x\ny"}]}
+    text = render.comparison_text(d)
+    table = text.splitlines()[2:5]
+    assert max(len(x) for x in table) <= 100, table
+    assert table[1].startswith("run_winit_") and "…" in table[1]
+    assert table[3 - 1].startswith("L") and "…" in table[2]
+    assert any(x.startswith("x y ") for x in text.splitlines())
+    # Short labels stay whole.
+    short = {"threshold_s": 0.01, "rows": [{**row, "label": "a"}, {**row, "label": "b"}]}
+    assert render._fit_first_column(render.COMPARE_COLUMNS,
+                                    render._comparison_cells(short["rows"]))[0][0] == "a"

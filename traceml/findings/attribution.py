@@ -1117,6 +1117,11 @@ def attribution_line(s: dict) -> Optional[str]:
     if a.get("ambiguous"):
         text += (f"; without CPU readings a slow worker {a['top_worker']} cannot be told from "
                  "the round")
+    elif not (s.get("production") or {}).get("available"):
+        # Spawn workers are not timed: one slow batch a round reads the same
+        # (helper 38C: the next step said so, this line did not).
+        text += ("; the workers' batch timing is off, so one slow batch a round, on one "
+                 "worker's turn, reads the same")
     return text
 
 

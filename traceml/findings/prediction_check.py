@@ -167,7 +167,11 @@ def prediction_lines(s: dict) -> list[str]:
         out.append("  no num_workers advice: the stalls are one worker's batches (see the "
                    "attribution), and the model assumes equal workers taking batches in turn.")
     elif trust == PREDICT_SLOW_SAMPLE:
-        out.append("  no num_workers advice: the stalls follow particular samples or batches "
+        # "From the model": a next step may still name a num_workers from
+        # the slow batches' places (attribution._behind: one that deals
+        # them to every worker), which read as a contradiction (helper 38C).
+        out.append("  no num_workers advice from the model: the stalls follow particular "
+                   "samples or batches "
                    "(see the attribution), and the model works with the mean batch, not the "
                    "slow ones holding the line.")
     run = p["this_run"]

@@ -813,8 +813,8 @@ WORDS: dict[str, Words] = {
         + f" (the workers timed them at {fmt_s(p['slow_s'])}"
         + (f" against {fmt_s(p['fast_s'])} for the others" if p.get("fast_s") is not None
            else "")
-        + "): the per-sample timing has found the slow samples that comparing in_order "
-        "would only point at."),
+        + "): the per-sample timing found these samples slow themselves, so no "
+        "experiment on the loader's order or workers is needed to point at them."),
     "look_at_path": lambda p: (
         ("Make the slow batches cheaper where their CPU goes: " if p.get("slow_only") else
          f"Every batch costs what its slow samples cost ({spread_words(p['spread'])}); "
