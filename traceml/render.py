@@ -156,9 +156,22 @@ def _with_roles(s: dict) -> list[tuple[str, str]]:
 
 def next_lines(s: dict) -> list[str]:
     """The terminal's next-step lines: the explanations and the one next
-    step as arrows, the further experiments under it as "also"."""
-    return [f"      also: {line}" if role == "also" else f"  → {line}"
-            for line, role in _with_roles(s)]
+    step as arrows, the further experiments under it as "also".  The one
+    next step says "Next:" where its words do not already, and an "also"
+    line does not (a reader scanning for "Next:" landed on "also: Next:
+    time __getitem__ ..." below a lead "Look at ..." without it, helper
+    38D)."""
+    out = []
+    for line, role in _with_roles(s):
+        if role == "also":
+            out.append(f"      also: {line[len('Next: '):] if line.startswith('Next: ') else line}")
+        elif role == "lead" and "Next:" not in line and "next:" not in line:
+            # "Look at ..." reads "Next: look at ..." (a word, not a name).
+            lower = line[:1].isupper() and line[1:2].islower()
+            out.append(f"  → Next: {line[:1].lower() + line[1:] if lower else line}")
+        else:
+            out.append(f"  → {line}")
+    return out
 
 
 def _raised_first(s: dict) -> bool:

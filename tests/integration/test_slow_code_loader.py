@@ -79,7 +79,7 @@ def test_every_eighth_sample_slow_names_its_function(tmp_path):
     # It is the one next step: the other experiments follow as "also".
     lead = r["next"][r["next_roles"].index("lead")]
     assert lead.startswith("Look at `query_rows`"), r["next"]
-    assert str(r).count("  → Look at `query_rows`") == 1
+    assert str(r).count("  → Next: look at `query_rows`") == 1
     d = r.to_dict()
     assert d["slow_code"]["functions"][0]["function"] in ("query_rows", "burn_cpu")
     # The block is the run file's (its schema) and survives a save and load.
@@ -90,7 +90,7 @@ def test_every_eighth_sample_slow_names_its_function(tmp_path):
     r.save(str(path))
     back = traceml.load(str(path))
     assert back["slow_code"]["functions"] == d["slow_code"]["functions"]
-    assert str(back).count("Look at `query_rows`") == 1
+    assert str(back).count("Next: look at `query_rows`") == 1
 
 
 @pytest.mark.slow
@@ -160,7 +160,7 @@ def test_a_sample_that_sleeps_says_the_workers_were_off_cpu():
     # 40 ms at 5 ms a sample, about 128, all in wait_for_disk.
     assert f.numbers["path"][-1]["function"] == "wait_for_disk", f.numbers
     assert 0.5 * 128 <= f.numbers["off_samples"] <= 1.5 * 128, f.numbers
-    assert "→ Look at `wait_for_disk` in `integration/test_slow_code_loader.py:33`" in str(r), str(r)
+    assert "→ Next: look at `wait_for_disk` in `integration/test_slow_code_loader.py:33`" in str(r), str(r)
     # Off-CPU samples are taken only while a worker makes a batch.
     d = wrapped._source.timing.stacks.drained()
     records = wrapped._source.timing.drain()
