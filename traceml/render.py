@@ -16,8 +16,8 @@ import textwrap
 import warnings
 from typing import Optional, Sequence
 
-from .findings import (NO_DATA_SECTIONS, bottom_line, comparison, gpu_wait, prediction_check,
-                       rank_stragglers, section_lines, sweeps)
+from .findings import (NO_DATA_SECTIONS, advice, bottom_line, comparison, gpu_wait,
+                       prediction_check, rank_stragglers, section_lines, sweeps)
 from .fmt import duration_columns, pct
 
 ROWS = (("input wait", "input_wait_s"), ("compute", "compute_s"), ("step", "step_s"))
@@ -162,10 +162,16 @@ def next_lines(s: dict) -> list[str]:
     time __getitem__ ..." below a lead "Look at ..." without it, helper
     38D)."""
     out = []
-    for line, role in _with_roles(s):
+    items = s.get("next_items") or []
+    codes = ([it[0] for it in items] if len(items) == len(s.get("next") or [])
+             else [None] * len(s.get("next") or []))
+    for (line, role), code in zip(_with_roles(s), codes):
         if role == "also":
             out.append(f"      also: {line[len('Next: '):] if line.startswith('Next: ') else line}")
-        elif role == "lead" and "Next:" not in line and "next:" not in line:
+        elif (role == "lead" and "Next:" not in line and "next:" not in line
+              and code not in advice.BOTTOM_LINE_CODES):
+            # The event that ended or held the run is the bottom line, not
+            # an experiment: it keeps its own words.
             # "Look at ..." reads "Next: look at ..." (a word, not a name).
             lower = line[:1].isupper() and line[1:2].islower()
             out.append(f"  → Next: {line[:1].lower() + line[1:] if lower else line}")

@@ -135,3 +135,17 @@ def test_a_comparison_table_cuts_long_labels_to_fit_100_columns():
     short = {"threshold_s": 0.01, "rows": [{**row, "label": "a"}, {**row, "label": "b"}]}
     assert render._fit_first_column(render.COMPARE_COLUMNS,
                                     render._comparison_cells(short["rows"]))[0][0] == "a"
+
+
+def test_the_lead_says_next_unless_it_is_the_event_that_ended_the_run():
+    s = {"next": ["Look at `f` in `ds.py:3`: 90% of the slow batches' CPU.",
+                  "Next: time __getitem__ on index 8."],
+         "next_roles": ["lead", "also"],
+         "next_items": [["look_at_function", {}], ["time_slow_samples", {}]]}
+    assert render.next_lines(s) == ["  → Next: look at `f` in `ds.py:3`: 90% of the slow "
+                                    "batches' CPU.",
+                                    "      also: time __getitem__ on index 8."]
+    raised = {"next": ["The loop ended when fetch 0 of epoch 0 raised ValueError."],
+              "next_roles": ["lead"], "next_items": [["raised", {}]]}
+    assert render.next_lines(raised) == [
+        "  → The loop ended when fetch 0 of epoch 0 raised ValueError."]
