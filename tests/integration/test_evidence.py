@@ -239,7 +239,13 @@ def test_a_loader_stuck_on_its_first_fetch_is_what_report_shows():
     assert first["diagnosis"] == "NO-DATA"
     (ev,) = first["stuck"]
     assert ev["still_waiting"] and ev["step_in_epoch"] == 0 and ev["step"] is None
-    assert ev["oldest_rank"] == 0 and ev["worker"] == 0 and ev["state"] == "S"
+    assert ev["oldest_rank"] == 0 and ev["worker"] == 0
+    # Asleep, not computing: the one state reading may catch the thread
+    # woken by traceml's own off-CPU stack timer, runnable on a loaded host
+    # (R in a fresh-clone CI run, as in the stuck test above); its CPU
+    # over the wait says it slept.
+    assert ev["state"] in ("S", "R")
+    assert ev["worker_cpu_s_during_wait"] is not None and ev["worker_cpu_s_during_wait"] < 0.2
     assert 0.3 <= ev["waited_s"] < 2.0
     text = str(first)
     assert "STUCK: fetch 0 of epoch 0" in text and "held by worker 0" in text
