@@ -690,12 +690,21 @@ def _start_init(by_epoch: list[dict], code: Optional[dict] = None) -> dict:
     share the longest worker_init_fn of each epoch's new workers took
     (they run at once, each before its worker's first batch), with the
     function's place (``code``, where known); {} where none was timed."""
-    timed = [e for e in by_epoch if e.get("init_s") is not None]
-    total = sum(e["input_wait_s"] for e in by_epoch)
-    if not timed or total <= 0:
+    share = _start_share(by_epoch, "init_s")
+    if share is None:
         return {}
-    spent = sum(min(e["init_s"], e["input_wait_s"]) for e in timed)
-    return {"init_share": spent / total, **({"worker_init_code": code} if code else {})}
+    return {"init_share": share, **({"worker_init_code": code} if code else {})}
+
+
+def _start_share(by_epoch: list[dict], key: str) -> Optional[float]:
+    """Of every epoch's start-up wait, the share the part ``key`` (s, in
+    the epochs that hold it) took, each epoch's part at most its wait;
+    None where no epoch holds it or none waited."""
+    held = [e for e in by_epoch if e.get(key) is not None]
+    total = sum(e["input_wait_s"] for e in by_epoch)
+    if not held or total <= 0:
+        return None
+    return sum(min(e[key], e["input_wait_s"]) for e in held) / total
 
 
 def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
@@ -733,15 +742,14 @@ def _start_iter(by_epoch: list[dict], sampler_code: Optional[dict] = None) -> di
     index lists, a dataset's set-up), with where the sampler's code is
     (``sampler_code``, wrapping.sampler_code, where known); {} where an
     epoch lacks iter()'s time or none waited."""
-    if not by_epoch or any(e.get("iter_s") is None for e in by_epoch):
+    if any(e.get("iter_s") is None for e in by_epoch):
         return {}
-    total = sum(e["input_wait_s"] for e in by_epoch)
-    spent = sum(min(e["iter_s"], e["input_wait_s"]) for e in by_epoch)
-    if total <= 0:
+    share = _start_share(by_epoch, "iter_s")
+    if share is None:
         return {}
     cpu = [e.get("iter_cpu_s") for e in by_epoch]
     whole = sum(e["iter_s"] for e in by_epoch)
-    return {"iter_share": spent / total,
+    return {"iter_share": share,
             **({"iter_cpu_share": min(1.0, sum(cpu) / whole)}
                if whole > 0 and all(c is not None for c in cpu) else {}),
             **({"sampler_code": sampler_code} if sampler_code else {})}

@@ -119,12 +119,19 @@ def core_share(k: int, cpus: float, other_runnable: float) -> float:
     return min(1.0, cpus / max(k + other_runnable, 1e-9))
 
 
+def make_time_with(k: int, cpu_s: float, off_cpu_s: float, cpus: float,
+                   other_runnable: float) -> float:
+    """``T_k``: a worker's time to make a batch (s) with ``k`` busy workers
+    sharing the cores (k >= 1)."""
+    return off_cpu_s + cpu_s / core_share(k, cpus, other_runnable)
+
+
 def wait_with(k: int, cpu_s: float, off_cpu_s: float, compute_s: float,
               handover_s: float, cpus: float, other_runnable: float) -> float:
     """The model's input wait per step (s) with ``k`` workers."""
     if k <= 0:
         return off_cpu_s + cpu_s / core_share(0, cpus, max(1.0, other_runnable))
-    t_k = off_cpu_s + cpu_s / core_share(k, cpus, other_runnable)
+    t_k = make_time_with(k, cpu_s, off_cpu_s, cpus, other_runnable)
     return max(handover_s, t_k / k - compute_s)
 
 
@@ -256,7 +263,8 @@ def predict(summary: dict) -> Optional[dict]:
         step = (summary.get("step_s") or {}).get("mean")
     main_fetch = _main_fetch_s(summary)
     sampler_fetch = _sampler_fetch_s(summary)
-    exposed = _exposed(prod, loader, make, args, compute + handover)
+    tail = _tail(prod, make)
+    pf = loader.get("prefetch_factor") or 2
     trust, miss = prediction_check.prediction_trust(predicted_here, measured, step,
                                           (summary.get("attribution") or {}).get("label"))
     return {
@@ -273,7 +281,9 @@ def predict(summary: dict) -> Optional[dict]:
         "main_cores": main_at_pace, "quiet_compute_s": quiet,
         "step_floor_s": step_floor,
         "by_workers": [{**_row(k, at(k), main_fetch, sampler_fetch,
-                               held(k) if k > n else None), **exposed(k)} for k in grid],
+                               held(k) if k > n else None),
+                        **_exposed(k, tail, pf, compute + handover, cpu, off_cpu, cpus, other)}
+                       for k in grid],
         "this_run": {"num_workers": int(n), "predicted_wait_s": predicted_here,
                      "measured_wait_s": measured,
                      "error": ((predicted_here - measured) / measured
@@ -322,9 +332,18 @@ def _sampler_fetch_s(summary: dict) -> Optional[float]:
     return part / split["fetches"]
 
 
-def _exposed(prod: dict, loader: dict, make: float, args: tuple, per_step: float):
-    """A function of k giving {slow_batch_s, look_ahead_s} where the slow
-    batches outlast what the look-ahead holds at k workers, else {}.
+def _tail(prod: dict, make: float) -> Optional[float]:
+    """The steady batches' p95 make time over their mean (at least 1), or
+    None where either is unknown."""
+    p95 = (prod.get("make_s") or {}).get("p95")
+    return max(1.0, p95 / make) if p95 and make else None
+
+
+def _exposed(k: int, tail: Optional[float], pf: int, per_step: float, cpu: float,
+             off_cpu: float, cpus: float, other: float) -> dict:
+    """{slow_batch_s, look_ahead_s} where the slow batches outlast what the
+    look-ahead holds at ``k`` workers (``tail``: :func:`_tail`; ``pf`` the
+    prefetch_factor; ``per_step`` the loop's use of a batch), else {}.
 
     The model's rows are means: a batch that takes T_p95 (the steady
     batches' p95 make time, scaled to k workers' share of the cores as the
@@ -336,20 +355,11 @@ def _exposed(prod: dict, loader: dict, make: float, args: tuple, per_step: float
     7 stalls, 3x the wait, at 1 (4 batches, 82 ms), which the mean row put
     at the hand-over (helper 37A, 6 of 6).  Not at num_workers=0 (no
     look-ahead: the row's mean holds every batch)."""
-    p95 = (prod.get("make_s") or {}).get("p95")
-    pf = loader.get("prefetch_factor") or 2
-    cpu, off_cpu, _compute, _handover, cpus, other = args
-    if not p95 or not make or per_step <= 0:
-        return lambda k: {}
-    tail = max(1.0, p95 / make)
-
-    def at(k: int) -> dict:
-        if k <= 0:
-            return {}
-        slow = (off_cpu + cpu / core_share(k, cpus, other)) * tail
-        ahead = k * pf * per_step
-        return {"slow_batch_s": slow, "look_ahead_s": ahead} if slow > ahead else {}
-    return at
+    if k <= 0 or tail is None or per_step <= 0:
+        return {}
+    slow = make_time_with(k, cpu, off_cpu, cpus, other) * tail
+    ahead = k * pf * per_step
+    return {"slow_batch_s": slow, "look_ahead_s": ahead} if slow > ahead else {}
 
 
 def _row(k: int, wait_s: float, main_fetch: Optional[float],

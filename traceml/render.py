@@ -190,17 +190,18 @@ def report_text(s: dict) -> str:
     """The terminal report of a Report summary dict: the first line, the
     diagnosis, then the registry's sections (findings.SECTIONS) in their
     slots around the next steps and the table; prose within TEXT_WIDTH
-    columns (:func:`wrap_lines`)."""
-    out = wrap_lines([bottom_line.first_line(s)])
-    out.extend(ranks_text(s.get("ranks")))
+    columns (:func:`wrap_lines`, the width read once)."""
+    width = text_width()
+    out = wrap_lines([bottom_line.first_line(s)], width)
+    out.extend(ranks_text(s.get("ranks"), width))
     if s["diagnosis"] == "NO-DATA":
-        out.extend(wrap_lines([f"NO-DATA: {s['diagnosis_rule']}"]))
+        prose = [f"NO-DATA: {s['diagnosis_rule']}"]
         if _raised_first(s):
-            out.extend(wrap_lines(next_lines(s)))
-        out.extend(wrap_lines([f"  · {line}" for line in section_lines("evidence", s, NO_DATA_SECTIONS)]))
-        out.extend(wrap_lines(section_lines("facts", s, NO_DATA_SECTIONS)))
-        out.extend(wrap_lines([f"note: {n}" for n in s["notes"]]))
-        return "\n".join(out)
+            prose.extend(next_lines(s))
+        prose.extend(f"  · {line}" for line in section_lines("evidence", s, NO_DATA_SECTIONS))
+        prose.extend(section_lines("facts", s, NO_DATA_SECTIONS))
+        prose.extend(f"note: {n}" for n in s["notes"])
+        return "\n".join(out + wrap_lines(prose, width))
     prose = [f"{s['diagnosis']}: {s['diagnosis_rule']}"]
     prose.extend(f"  ({line})" for line in section_lines("diagnosis_support", s))
     shape = section_lines("shape", s)
@@ -212,11 +213,11 @@ def report_text(s: dict) -> str:
     prose.append("")
     prose.extend(section_lines("stalls", s))
     prose.append("")
-    out.extend(wrap_lines(prose))
+    out.extend(wrap_lines(prose, width))
     out.extend(table_text(*_stat_table(s), sep="", min_widths=(12, *[12] * len(COLS))))
-    out.extend(gpu_text(s))
+    out.extend(gpu_text(s, width))
     out.extend(wrap_lines([*section_lines("facts", s), *section_lines("prediction", s),
-                           *(f"note: {n}" for n in s["notes"])]))
+                           *(f"note: {n}" for n in s["notes"])], width))
     return "\n".join(out)
 
 
@@ -341,14 +342,14 @@ def comparison_text(d: dict) -> str:
     out = [comparison.compare_threshold(d["threshold_s"]), COMPARE_TITLE]
     out.extend(table_text(COMPARE_COLUMNS,
                           _fit_first_column(COMPARE_COLUMNS, _comparison_cells(d["rows"]))))
+    prose = []
     moved = [r for r in d["rows"] if r.get("overtaking")]
     if moved:
-        out.append("overtakes (deliveries that passed a batch of lower rank): " + ", ".join(
+        prose.append("overtakes (deliveries that passed a batch of lower rank): " + ", ".join(
             f"{r['label']} {r['overtaking']}" for r in moved))
-    out.extend(wrap_lines([f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:]]))
-    out.extend(wrap_lines([rank_stragglers.compare_ranks_line(r) for r in d["rows"]
-                           if r.get("ranks")]))
-    return "\n".join(out)
+    prose.extend(f"{r['label']}: {r['verdict']}: {r['why']}" for r in d["rows"][1:])
+    prose.extend(rank_stragglers.compare_ranks_line(r) for r in d["rows"] if r.get("ranks"))
+    return "\n".join(out + wrap_lines(prose))
 
 
 def comparison_html(d: dict) -> str:
@@ -458,14 +459,15 @@ def _gpu_table(g: dict) -> tuple[list[str], list[list[str]]]:
     return _duration_table(g, gpu_wait.GPU_ROWS, gpu_wait.GPU_COLS)
 
 
-def gpu_text(s: dict) -> list[str]:
-    """The host-vs-GPU wait table and its lines; [] without a gpu block."""
+def gpu_text(s: dict, width: Optional[int] = None) -> list[str]:
+    """The host-vs-GPU wait table and its lines (prose within ``width``,
+    wrap_lines'); [] without a gpu block."""
     g = s.get("gpu")
     if not g:
         return []
     return ([""] + table_text(*_gpu_table(g), sep="",
                               min_widths=(18, *[12] * len(gpu_wait.GPU_COLS)))
-            + wrap_lines(gpu_wait.gpu_lines(s)))
+            + wrap_lines(gpu_wait.gpu_lines(s), width))
 
 
 def gpu_html(s: dict) -> str:
@@ -510,14 +512,16 @@ def _rank_table(r: dict) -> tuple[list[str], list[list[str]]]:
     ] for p, t in zip(per, times)]
 
 
-def ranks_text(r: Optional[dict]) -> list[str]:
+def ranks_text(r: Optional[dict], width: Optional[int] = None) -> list[str]:
     """The ranks block of a gathered report (traceml.ranks): lines, the
-    per-rank table and the next steps; empty for a one-process report."""
+    per-rank table and the next steps (prose within ``width``,
+    wrap_lines'); empty for a one-process report."""
     if not r:
         return []
-    out = wrap_lines([*rank_stragglers.ranks_lines(r), RANK_LEGEND])
+    width = text_width() if width is None else width
+    out = wrap_lines([*rank_stragglers.ranks_lines(r), RANK_LEGEND], width)
     out.extend(table_text(*_rank_table(r), sep=" "))
-    out.extend(wrap_lines([f"  → {line}" for line in r.get("next") or []]))
+    out.extend(wrap_lines([f"  → {line}" for line in r.get("next") or []], width))
     out.append("job (largest input wait across ranks per step):")
     return out
 

@@ -180,7 +180,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         second = wait_parts.second_part((s.get("wait_parts") or {}).get("all"))
         if second is not None:
             out.append(("largest_part", {**second, "num_workers": nw, "second": True,
-                                         "tensors": _tensors(s), **_making(s)}))
+                                         **_part_context(s)}))
         return out
     trend_ = s.get("trend")
     largest = (s.get("wait_parts") or {}).get("largest")
@@ -190,8 +190,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # main_leads): its next step leads, a trend of the waits follows
         # as "also", as under HAND-OVER ("the input wait shrinks steadily"
         # led over a sampler sleeping 6 ms a batch, 70% of the wait).
-        out.append(("largest_part", {**largest, "num_workers": nw, "tensors": _tensors(s),
-                                     **_making(s)}))
+        out.append(("largest_part", {**largest, "num_workers": nw,
+                                     **_part_context(s)}))
     if diag == input_bound.HAND_OVER:
         # The measured parts decided the label: the largest part's next
         # step leads; a trend of the waits follows it as "also".
@@ -203,13 +203,14 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         fraction = wait_parts.production_fraction((s.get("wait_parts") or {}).get("all"))
         produced = (share * fraction if fraction is not None and share is not None
                     else prod.get("production_share"))
+        context = _part_context(s)
         out.append(("hand_over", {
             "share": share, "production_share": produced,
             "busy_share": prod.get("busy_share"),
             "ready_before_fetch": prod.get("ready_before_fetch"),
             "median_s": wait["median"], "num_workers": nw,
-            "largest": {**largest, **_making(s)} if largest else largest,
-            "tensors": _tensors(s),
+            "largest": {**largest, **context} if largest else largest,
+            "tensors": context["tensors"],
             **_fewer(s)}))
     if trend_ is not None:
         out.append(("trend", {**{k: trend_[k] for k in (
@@ -238,8 +239,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         # (a thread holding the GIL), or its thread was in the sampler's
         # next() (timed there): no loader setting shortens that, and "try
         # num_workers >= 1" would leave it as it is.
-        out.append(("largest_part", {**largest, "num_workers": nw, "tensors": _tensors(s),
-                                     **_making(s)}))
+        out.append(("largest_part", {**largest, "num_workers": nw,
+                                     **_part_context(s)}))
         return out
     stuck = (s.get("headline") or {}).get("label") == bottom_line.STUCK
     if st.get("outliers") and not st["count"] and not stuck:
@@ -319,7 +320,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
             # Measured (wait_parts): the parts say which of the two the
             # experiment below would tell apart.
             out.append(("largest_part", {
-                **largest, "num_workers": nw, "tensors": _tensors(s), **_making(s),
+                **largest, "num_workers": nw, **_part_context(s),
                 **(_fewer(s) if largest["part"] in wait_parts.RECEIVING_PARTS else {})}))
         else:
             out.append(("vary_workers_or_prefetch", {}))
@@ -475,19 +476,16 @@ def _compute_core_wait(s: dict) -> dict:
 COMPUTE_HOST_SHARE = 0.5
 
 
-def _making(s: dict) -> dict:
-    """{collate_share, lines_said}: what the worker_making part's words
-    read (wait_parts.making_next): collate_fn's share of the workers'
-    batch time, and whether a slow-code or slow-sample line is printed."""
+def _part_context(s: dict) -> dict:
+    """{tensors, collate_share, lines_said}: what a measured part's next
+    step reads besides the part (wait_parts.next_of): the median count of
+    tensors a measured batch holds (evidence.batch_bytes; None: not
+    counted), collate_fn's share of the workers' batch time, and whether a
+    slow-code or slow-sample line is printed."""
     samples = (s.get("production") or {}).get("samples") or {}
-    return {"collate_share": (samples.get("collate") or {}).get("share"),
+    return {"tensors": (s.get("batch_bytes") or {}).get("tensors_median"),
+            "collate_share": (samples.get("collate") or {}).get("share"),
             "lines_said": bool(slow_code.evidence_lines(s) or slow_samples.evidence_lines(s))}
-
-
-def _tensors(s: dict) -> Optional[float]:
-    """The median count of tensors a measured batch holds (the wrap
-    iterator's, evidence.batch_bytes), or None: not counted."""
-    return (s.get("batch_bytes") or {}).get("tensors_median")
 
 
 def _largest_part_words(p: dict) -> str:
@@ -499,11 +497,7 @@ def _largest_part_words(p: dict) -> str:
             + (" next" if p.get("second") else "")
             + f" largest measured part of the wait ({pct(p['share'])}) is "
             f"{wait_parts.part_name(p['part'], p.get('num_workers'))}; what shortens it is "
-            + (wait_parts.making_next(p.get("collate_share"), p.get("lines_said", True))
-               if p["part"] == "worker_making" else
-               wait_parts.part_next(p['part'], p.get('num_workers'), p.get('sampler_share'),
-                                    p.get('tensors')))
-            + f"{wait_parts.sampler_where(p)}."
+            f"{wait_parts.next_of(p)}{wait_parts.sampler_where(p)}."
             + (host_contention.fewer_receiving_words(p["fewer"]) if p.get("fewer") else ""))
     return text[0].upper() + text[1:] if p.get("second") else "Next: " + text
 

@@ -302,9 +302,9 @@ def compare_measures(mean: Verdict, base_share: Optional[float], run_share: Opti
 # of each run's epochs (at least EPOCH_START_MIN_EPOCHS each) is under
 # NOISE_ALPHA and the means differ by more than REL_TOL of the
 # baseline's wall time an epoch (a start that moves less leaves each epoch
-# within what identical runs show) and of its own start.  Persistent workers pay in the first epoch only, so a few
-# epochs of each may not yet tell (3 against 3 with one paying epoch:
-# p about 0.2); the words say so.
+# within what identical runs show) and of its own start.  Persistent
+# workers pay in the first epoch only, so a few epochs of each may not yet
+# tell (3 against 3 with one paying epoch: p about 0.2); the words say so.
 EPOCH_START_MIN_EPOCHS = 2
 
 
@@ -357,9 +357,8 @@ def weigh_epoch_starts(label: str, moved: list[Moved],
              else (step.run - step.base) * steps_per_epoch)
     if abs(start) <= abs(steps) and step is not None and step.direction in (BETTER, WORSE):
         return label, None
-    sign = "+" if start >= 0 else "-"
-    why = (f"the epoch starts outweigh the steps: {sign}{fmt_s(abs(start))} an epoch against "
-           f"{'+' if steps >= 0 else '-'}{fmt_s(abs(steps))} of steps an epoch")
+    why = (f"the epoch starts outweigh the steps: {_signed_s(start)} an epoch against "
+           f"{_signed_s(steps)} of steps an epoch")
     if es.direction in (BETTER, WORSE):
         return (REGRESSION if es.direction == WORSE else IMPROVEMENT), why
     if held_by_noise(es) and label in (IMPROVEMENT, REGRESSION):
@@ -488,9 +487,8 @@ def verdict_why(v: Verdict) -> str:
     if v.label == input_bound.NO_DATA:
         which = {"both": "either run", "baseline": "the baseline", "run": "this run"}[v.missing]
         return f"no steady-state steps in {which}: no mean fetch to compare"
-    delta = v.run_s - v.base_s
-    return (f"mean fetch {fmt_s(v.base_s)} -> {fmt_s(v.run_s)} ({'+' if delta >= 0 else '-'}"
-            f"{fmt_s(abs(delta))}; tolerance {fmt_s(v.tolerance_s)})")
+    return (f"mean fetch {fmt_s(v.base_s)} -> {fmt_s(v.run_s)} ({_signed_s(v.run_s - v.base_s)}; "
+            f"tolerance {fmt_s(v.tolerance_s)})")
 
 
 BASELINE_WHY = "the baseline"
@@ -504,15 +502,19 @@ def compare_threshold(threshold_s: Optional[float]) -> str:
     return f"stalls and stall gaps counted at the baseline's threshold, {fmt_s(threshold_s)}"
 
 
+def _signed_s(d: float) -> str:
+    """A change in seconds with its sign: "+2 ms", "-233 ms"."""
+    return ("+" if d >= 0 else "-") + fmt_s(abs(d))
+
+
 _MEASURE = {
-    "mean_wait": ("mean fetch", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
+    "mean_wait": ("mean fetch", fmt_s, _signed_s, fmt_s),
     "input_share": ("input share", lambda x: pct(x, 1),
                     lambda d: f"{d * 100:+.1f} points", lambda t: f"{t * 100:.1f} points"),
     "stall_rate": ("stalls per 100 steps", lambda x: f"{x:.1f}",
                    lambda d: f"{d:+.1f}", lambda t: f"{t:.1f}"),
-    "step_time": ("mean step", fmt_s, lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
-    "epoch_start": ("epoch start an epoch", fmt_s,
-                    lambda d: ("+" if d >= 0 else "-") + fmt_s(abs(d)), fmt_s),
+    "step_time": ("mean step", fmt_s, _signed_s, fmt_s),
+    "epoch_start": ("epoch start an epoch", fmt_s, _signed_s, fmt_s),
 }
 
 

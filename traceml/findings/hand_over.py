@@ -108,15 +108,14 @@ def _hand_over_next(p: dict) -> str:
     if largest and largest["part"] not in wait_parts.PRODUCTION_PARTS:
         # Measured (wait_parts): the next step is the largest part's.
         return (f"{head} (median fetch {fmt_s(p['median_s'])}). "
-                f"{wait_parts.largest_sentence({**largest, 'tensors': p.get('tensors')})}{fewer}")
-    cheaper = (wait_parts.ONE_TENSOR_RECEIVING
-               if p.get("tensors") is not None and p["tensors"] <= 1
-               else "fewer or smaller tensors per batch")
+                f"{wait_parts.largest_sentence(largest)}{fewer}")
     return (f"{head} (the batch queued in its worker, sent, unpickled and mapped here, or a "
-            f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). Next: the same "
-            "loop with fewer processes than cores (a lower num_workers): a wait that falls was "
-            "processes waiting for a core; one that stays is the transfer itself, cheaper with "
-            f"{cheaper}.{fewer}")
+            f"process waiting for a core; median fetch {fmt_s(p['median_s'])}). "
+            + wait_parts.for_tensors(
+                "Next: the same loop with fewer processes than cores (a lower num_workers): a "
+                "wait that falls was processes waiting for a core; one that stays is the "
+                "transfer itself, cheaper with fewer or smaller tensors per batch.",
+                p.get("tensors")) + fewer)
 
 
 def production_line(s: dict) -> Optional[str]:

@@ -595,6 +595,13 @@ def part_next(part: str, num_workers: Optional[int] = None,
         return OTHER_THREADS_NO_WORKERS_NEXT
     else:
         text = PART_NEXT[part]
+    return for_tensors(text, tensors)
+
+
+def for_tensors(text: str, tensors: Optional[float]) -> str:
+    """``text`` with its per-tensor remedy (_PER_TENSOR) read as
+    ONE_TENSOR_RECEIVING where a batch holds at most one tensor
+    (``tensors``, the median count; None: not counted, ``text`` as is)."""
     if tensors is not None and tensors <= 1:
         for said in _PER_TENSOR:
             text = text.replace(said, ONE_TENSOR_RECEIVING)
@@ -623,6 +630,16 @@ def making_next(collate_share: Optional[float], lines_said: bool) -> str:
             "dataset's __getitem__ and collate_fn)")
 
 
+def next_of(p: dict) -> str:
+    """What shortens the part of ``p`` ({part, num_workers, sampler_share,
+    tensors, collate_share, lines_said}, as next_for and the advice give
+    it): :func:`making_next` for the workers' making, else
+    :func:`part_next`."""
+    if p["part"] == "worker_making":
+        return making_next(p.get("collate_share"), p.get("lines_said", True))
+    return part_next(p["part"], p.get("num_workers"), p.get("sampler_share"), p.get("tensors"))
+
+
 def sampler_where(p: dict) -> str:
     """" (its __iter__: `Cls.__iter__` in `dir/file.py:12`)" where the
     sampler's code is known (``sampler_code``), else ""."""
@@ -633,9 +650,6 @@ def sampler_where(p: dict) -> str:
 def largest_sentence(p: dict) -> str:
     """The sentence naming the largest measured part (``p`` from
     :func:`next_for`) and what it calls for."""
-    what = (making_next(p.get("collate_share"), p.get("lines_said", True))
-            if p["part"] == "worker_making" else
-            part_next(p["part"], p.get("num_workers"), p.get("sampler_share"), p.get("tensors")))
     return (_largest_lead(p, "the wait") + " is "
-            f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is {what}"
+            f"{part_name(p['part'], p.get('num_workers'))}: what shortens it is {next_of(p)}"
             f"{sampler_where(p)}.")
