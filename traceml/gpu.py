@@ -160,12 +160,13 @@ def resolve(cuda: Any, func: str) -> Any:
     return cuda
 
 
-def check_ring(ring: Any, func: str) -> int:
-    """``ring`` as an int in [2, MAX_RING]; TypeError/ValueError naming it."""
+def check_ring(ring: Any, func: str, arg: str = "cuda_ring") -> int:
+    """``ring`` (``func``'s argument ``arg``) as an int in [2, MAX_RING];
+    TypeError/ValueError naming the function and the argument."""
     if isinstance(ring, bool) or not isinstance(ring, int):
-        raise TypeError(f"{func}: cuda_ring must be an int, got {type(ring).__name__}")
+        raise TypeError(f"{func}: {arg} must be an int, got {type(ring).__name__}")
     if not 2 <= ring <= MAX_RING:
-        raise ValueError(f"{func}: cuda_ring must be between 2 and {MAX_RING} steps, "
+        raise ValueError(f"{func}: {arg} must be between 2 and {MAX_RING} steps, "
                          f"got {ring}")
     return ring
 
@@ -521,7 +522,7 @@ def cuda_events(cuda: Any = True, *, ring: int = DEFAULT_RING,
 
     rec = recorder if recorder is not None else _core.default_recorder()
     backend = resolve(cuda, "traceml.cuda_events()")
-    ring = check_ring(ring, "traceml.cuda_events()")
+    ring = check_ring(ring, "traceml.cuda_events()", "ring")
     if backend is None:
         rec._set_gpu_hooks(None, None)
         return None

@@ -55,25 +55,26 @@ def _is_tqdm(obj: Any) -> bool:
     return callable(getattr(obj, "set_postfix_str", None))
 
 
-def check_live(live: Any) -> Any:
-    """``live`` as given to wrap(): None/False (off), True, a tqdm bar or a
-    callable; anything else raises TypeError naming the argument."""
+def check_live(live: Any, func: str = "traceml.wrap()", arg: str = "live") -> Any:
+    """``live`` as given to ``func`` (its argument ``arg``): None/False
+    (off), True, a tqdm bar or a callable; anything else raises TypeError
+    naming the function and the argument."""
     if live is None or isinstance(live, bool) or _is_tqdm(live) or callable(live):
         return live or None
-    raise TypeError("live must be True, False, a tqdm bar or a callable taking the "
-                    f"line, got {type(live).__name__}")
+    raise TypeError(f"{func}: {arg} must be True, False, a tqdm bar or a callable taking "
+                    f"the line, got {type(live).__name__}")
 
 
-def check_tensorboard(writer: Any, every: Any) -> None:
-    """Raise TypeError/ValueError for a writer without add_scalar or a bad
-    tensorboard_every."""
+def check_tensorboard(writer: Any, every: Any, func: str = "traceml.wrap()") -> None:
+    """Raise TypeError/ValueError, naming ``func``, for a writer without
+    add_scalar or a bad tensorboard_every."""
     if writer is not None and not callable(getattr(writer, "add_scalar", None)):
-        raise TypeError("wrap(): tensorboard must be a SummaryWriter (with add_scalar), "
+        raise TypeError(f"{func}: tensorboard must be a SummaryWriter (with add_scalar), "
                         f"got {type(writer).__name__}")
     if isinstance(every, bool) or not isinstance(every, int):
-        raise TypeError(f"wrap(): tensorboard_every must be an int, got {type(every).__name__}")
+        raise TypeError(f"{func}: tensorboard_every must be an int, got {type(every).__name__}")
     if every < 1:
-        raise ValueError(f"wrap(): tensorboard_every must be at least 1, got {every}")
+        raise ValueError(f"{func}: tensorboard_every must be at least 1, got {every}")
 
 
 class LiveLine:
@@ -268,8 +269,8 @@ def live(target: Any = True, *, recorder: Any = None, tensorboard: Any = None,
     old = _PROBES.pop(rec.id, None)
     if old is not None:
         old.stop()
-    target = check_live(target)
-    check_tensorboard(tensorboard, tensorboard_every)
+    target = check_live(target, "traceml.live()", "target")
+    check_tensorboard(tensorboard, tensorboard_every, "traceml.live()")
     if not target and tensorboard is None:
         return None
     line = LiveLine(rec, 0, "probes", target, tensorboard, tensorboard_every)

@@ -395,6 +395,11 @@ def test_cuda_argument_errors_name_the_argument(monkeypatch):
         traceml.wrap(range(3), cuda=FakeCuda(), cuda_ring=2.5)
     with pytest.raises(ValueError, match="cuda_ring must be between"):
         traceml.wrap(range(3), cuda=FakeCuda(), cuda_ring=1)
+    # cuda_events() names its own argument, ring, and itself.
+    with pytest.raises(ValueError, match=r"^traceml\.cuda_events\(\): ring must be between"):
+        traceml.cuda_events(FakeCuda(), ring=1)
+    with pytest.raises(TypeError, match=r"^traceml\.cuda_events\(\): ring must be an int"):
+        traceml.cuda_events(FakeCuda(), ring="8")
 
 
 def test_gpu_diagnosis_rule_thresholds():

@@ -111,7 +111,7 @@ def test_a_tqdm_bar_gets_the_line_as_its_postfix():
     ({"tensorboard_every": 1.0}, TypeError, "tensorboard_every"),
 ])
 def test_bad_live_arguments_are_named(kw, exc, word):
-    with pytest.raises(exc, match=word):
+    with pytest.raises(exc, match=r"^traceml\.wrap\(\): " + word):
         traceml.wrap(range(3), **kw)
 
 
@@ -182,5 +182,7 @@ def test_the_probes_get_a_live_line_until_stopped():
         rec.step_end()
     assert traceml.live(False, recorder=rec) is None
     assert not line.thread and "30 steps" in lines[-1] and "probes" in lines[-1]
-    with pytest.raises(TypeError, match="live"):
+    with pytest.raises(TypeError, match=r"^traceml\.live\(\): target must be True"):
         traceml.live(3)
+    with pytest.raises(ValueError, match=r"^traceml\.live\(\): tensorboard_every must be"):
+        traceml.live(True, tensorboard_every=0)
