@@ -38,7 +38,8 @@ def main(argv=None) -> int:
         return launch_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m traceml",
-        description="Show or compare traceml runs saved with Report.save(path).",
+        description="Run a script with its DataLoaders timed, or show, compare and export "
+                    "traceml runs saved with Report.save(path).",
         epilog="exit status: 0 done; 1 a run got a --fail-on verdict (or stdout closed "
                "early); 2 usage error or unreadable run file",
     )

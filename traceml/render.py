@@ -231,6 +231,16 @@ _BADGE = {
 }
 
 
+# A code name in the prose (`DS.__getitem__` in `ds.py:8`): the terminal
+# keeps the backticks, HTML sets it as code.
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def prose_html(text: str) -> str:
+    """``text`` escaped for HTML, each backticked span as <code>."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", html.escape(text))
+
+
 def figure_html(png_uri: Optional[str]) -> str:
     """An inline PNG, or how to get one."""
     if png_uri is None:
@@ -243,15 +253,13 @@ def figure_html(png_uri: Optional[str]) -> str:
 def report_html(s: dict, png_uri: Optional[str] = None) -> str:
     """Static HTML (no JavaScript) of a Report summary dict, with the plot
     as an inline PNG when ``png_uri`` is given."""
-    e = html.escape
+    e = prose_html
     color = _BADGE.get(s["diagnosis"], "#475467")
     parts = [
         '<div class="traceml-report" style="font-family:system-ui,sans-serif;'
         'font-size:13px;line-height:1.4">',
         f"<div><b>{e(bottom_line.first_line(s))}</b></div>",
-        f'<div><span style="background:{color};color:#fff;padding:1px 6px;'
-        f'border-radius:3px;font-weight:600">{e(s["diagnosis"])}</span> '
-        f"{e(s['diagnosis_rule'])}</div>",
+        f"<div>{_badge(s['diagnosis'], color)} {e(s['diagnosis_rule'])}</div>",
     ]
     parts.extend(f'<div style="color:#b54708">({e(line)})</div>'
                  for line in section_lines("diagnosis_support", s))
@@ -352,14 +360,31 @@ def comparison_text(d: dict) -> str:
     return "\n".join(out + wrap_lines(prose))
 
 
+# The verdicts' colours, as the report's diagnosis badge: worse red,
+# better green, not yet amber, the rest grey.
+_VERDICT_BADGE = {
+    comparison.REGRESSION: "#b42318",
+    comparison.MIXED: "#b54708",
+    comparison.UNSETTLED: "#b54708",
+    comparison.IMPROVEMENT: "#067647",
+}
+
+
+def _badge(text: str, color: str) -> str:
+    return (f'<span style="background:{color};color:#fff;padding:1px 6px;'
+            f'border-radius:3px;font-weight:600">{html.escape(text)}</span>')
+
+
 def comparison_html(d: dict) -> str:
-    """Static HTML of a Comparison's ``to_dict()``."""
-    e = html.escape
+    """Static HTML of a Comparison's ``to_dict()``, styled as the report's:
+    each run's verdict a coloured badge, then its reason."""
+    e = prose_html
     return _page([f"<div>{e(comparison.compare_threshold(d['threshold_s']))}</div>",
                   f"<div>{e(COMPARE_TITLE)}</div>",
                   table_html(COMPARE_COLUMNS, _comparison_cells(d["rows"]))]
-                 + [f"<div>{e(r['label'])}: <b>{e(r['verdict'])}</b> {e(r['why'])}</div>"
-                    for r in d["rows"][1:]])
+                 + [f"<div>{e(r['label'])}: "
+                    f"{_badge(r['verdict'], _VERDICT_BADGE.get(r['verdict'], '#475467'))} "
+                    f"{e(r['why'])}</div>" for r in d["rows"][1:]])
 
 
 # --- SweepResult -----------------------------------------------------------------
@@ -371,10 +396,13 @@ def comparison_html(d: dict) -> str:
 SWEEP_TIMING_TITLE = "each condition, times in ms a step:"
 SWEEP_TIMING_COLUMNS = ("dir", "fetch", "p95", "step", "compute", "stalls", "period",
                         "diagnosis")
-SWEEP_EVIDENCE_TITLE = ("the evidence behind each (model: traceml.predict's mean fetch; "
-                        "cores and reads during the stalls):")
-SWEEP_EVIDENCE_COLUMNS = ("dir", "model (ms)", "error", "gaps=k·n", "overtakes",
-                          "cores@stall", "read@stall (MB)")
+# Each column's meaning in the title, in words a reader of the loop knows.
+SWEEP_EVIDENCE_TITLE = ("the evidence behind each (model: the mean fetch the workers' timing "
+                        "predicts, off by its error against the row; on cadence: the stall gaps "
+                        "that are multiples of max(1, num_workers); stall cores and MB: the "
+                        "workers' busy cores and reads during the stalls):")
+SWEEP_EVIDENCE_COLUMNS = ("dir", "model (ms)", "off by", "on cadence", "overtakes",
+                          "stall cores", "stall MB")
 _DIR = {"forward": "fwd", "backward": "bwd"}
 
 
@@ -433,7 +461,7 @@ def _sweep_notes(d: dict) -> list[str]:
 def sweep_text(d: dict) -> str:
     """The terminal table of a SweepResult's ``to_dict()``."""
     (th, tc), (eh, ec) = _sweep_tables(d["rows"])
-    out = ([SWEEP_TIMING_TITLE] + table_text(th, tc) + ["", SWEEP_EVIDENCE_TITLE]
+    out = ([SWEEP_TIMING_TITLE] + table_text(th, tc) + [""] + wrap_lines([SWEEP_EVIDENCE_TITLE])
            + table_text(eh, ec) + [""])
     notes = _sweep_notes(d) + [sweeps.sweep_error(r) for r in d["rows"] if r["error"]]
     if d["interrupted"]:
@@ -448,7 +476,7 @@ def sweep_html(d: dict, png_uri: Optional[str] = None) -> str:
     (th, tc), (eh, ec) = _sweep_tables(d["rows"])
     return _page([f"<div>{e(SWEEP_TIMING_TITLE)}</div>", table_html(th, tc),
                   f"<div>{e(SWEEP_EVIDENCE_TITLE)}</div>", table_html(eh, ec)]
-                 + [f"<div>{e(t)}</div>" for t in _sweep_notes(d)]
+                 + [f"<div>{prose_html(t)}</div>" for t in _sweep_notes(d)]
                  + [figure_html(png_uri)])
 
 

@@ -383,7 +383,11 @@ def test_how_much_cheaper_is_a_share_under_one_and_a_half_times():
     # "1.0x cheaper" read as no change: under 1.5x the saving is a share.
     assert prediction_check._cheaper(2.34) == "2.3x cheaper"
     assert prediction_check._cheaper(1.06) == "6% cheaper"
-    assert prediction_check._costly(1.06) == "6% too costly"
+    # compare's line says it the same way: one fact, one wording (38D).
+    line = prediction_check.cores_needed_line([("a", {
+        "usable_cpus": 2, "trust": prediction_check.PREDICT_TRUSTED, "keeps_up_with": None,
+        "cheaper_by": 1.0 / 0.7, "worker_cores_needed": 2.9, "cpu_s": 0.1})])
+    assert "until a batch gets 30% cheaper" in line and "costly" not in line
 
 
 def test_the_pace_leaves_out_the_computes_wait_for_a_core():

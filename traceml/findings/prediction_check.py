@@ -62,9 +62,11 @@ def _row_wait(row: dict) -> str:
         # The slow batches outlast the look-ahead: the mean is a floor.
         return (f"over {fmt_s(row['wait_s'])} (its p95 batch, {fmt_s(row['slow_batch_s'])}, "
                 f"outlasts the {fmt_s(row['look_ahead_s'])} of batches in hand: stalls)")
-    if not extra:
-        return fmt_s(row["wait_s"])
-    return (f"{fmt_s(row['wait_s'])} to {fmt_s(row['wait_s'] + extra)} (the main process's own "
+    low, high = fmt_s(row["wait_s"]), fmt_s(row["wait_s"] + (extra or 0.0))
+    if not extra or low == high:
+        # A part too small to show at the wait's precision: one number.
+        return low
+    return (f"{low} to {high} (the main process's own "
             f"{fmt_s(extra)} a fetch now: the sampler's part stays)")
 
 
@@ -80,12 +82,6 @@ def _cheaper(factor: float) -> str:
     if factor >= 1.5:
         return f"{factor:.1f}x cheaper"
     return f"{pct(1.0 - 1.0 / factor)} cheaper"
-
-
-def _costly(factor: float) -> str:
-    if factor >= 1.5:
-        return f"{factor:.1f}x too costly"
-    return f"{pct(factor - 1.0)} too costly"
 
 
 _ASSUMPTION = {
@@ -209,7 +205,8 @@ def cores_needed_line(runs: list[tuple[str, Optional[dict]]]) -> Optional[str]:
         trusted = p.get("trust", PREDICT_TRUSTED) == PREDICT_TRUSTED
         keeps = ("the model does not fit this run: no num_workers advice" if not trusted
                  else f"num_workers={p['keeps_up_with']} keeps up" if p["keeps_up_with"]
-                 else f"no num_workers keeps up here, {_costly(p['cheaper_by'])}")
+                 else "no num_workers keeps up here until a batch gets "
+                 f"{_cheaper(p['cheaper_by'])}")
         parts.append(f"{name} needs about {p['worker_cores_needed']:.1f} cores for its workers "
                      f"({fmt_s(p['cpu_s'])} of CPU per batch; {keeps})")
     if cpus is None:
@@ -231,7 +228,7 @@ def sweep_prediction(pred: Optional[dict], rows: list[dict]) -> Optional[str]:
         where = "the other run" if len(errors) == 1 else f"the other {len(errors)} runs"
         off = f"; off by {low if low == high else f'{low} to {high}'} on {where}"
     return (f"predicted: mean wait per step for each num_workers from the workers' batch "
-            f"timing of the run {basis} (traceml.predict){off}.")
+            f"timing of the run {basis}{off}.")
 
 
 # --- advice -----------------------------------------------------------------
