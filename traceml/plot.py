@@ -51,7 +51,10 @@ def report_figure(summary: dict, steps: np.ndarray):
     ax.set_ylabel("input wait (s)")
     ax.set_title(f"{summary['source']}: {summary['diagnosis']}"
                  + (f", {summary['shape']}" if summary.get("shape") else ""), fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
+    # Below the axes, off the data: inside, it hid the stalls under it.
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=7,
+               frameon=False)
     if len(wait_s):
         bins = np.logspace(np.log10(wait_s.min()), np.log10(wait_s.max()) + 1e-9, 30)
         hx.hist(wait_s, bins=bins, orientation="horizontal", color="#475467")

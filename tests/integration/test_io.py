@@ -181,6 +181,17 @@ def test_plot_and_html_embed(run):
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     assert len(ax.lines[0].get_xdata()) == run["steps"]
+    # The legend sits below the axes, off the data (helper 38D: inside, it
+    # hid a stall at the top right).
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    (legend,) = fig.legends
+    assert not ax.get_legend()
+    below = legend.get_window_extent(renderer)
+    assert below.y1 <= ax.get_window_extent(renderer).y0 + 1
     html = run._repr_html_()
     assert "data:image/png;base64," in html and "<script" not in html
 

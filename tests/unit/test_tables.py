@@ -149,3 +149,29 @@ def test_the_lead_says_next_unless_it_is_the_event_that_ended_the_run():
               "next_roles": ["lead"], "next_items": [["raised", {}]]}
     assert render.next_lines(raised) == [
         "  → The loop ended when fetch 0 of epoch 0 raised ValueError."]
+
+
+def test_html_sets_code_names_as_code_and_escapes_the_rest():
+    # Helper 38D: the HTML view printed the terminal's backticks literally.
+    assert render.prose_html("Look at `DS.__getitem__` in `ds.py:8` <now>") == (
+        "Look at <code>DS.__getitem__</code> in <code>ds.py:8</code> &lt;now&gt;")
+    # An odd backtick is text; markup inside a span stays escaped.
+    assert render.prose_html("a ` b") == "a ` b"
+    assert render.prose_html("`<img onerror=x>`") == "<code>&lt;img onerror=x&gt;</code>"
+
+
+def test_html_views_show_code_names_and_coloured_verdicts(corpus_summaries):
+    # The corpus has no stacks to name: a note stands in for a named line.
+    s = {**corpus_summaries[0][1], "notes": ["look at `DS.__getitem__` in `ds.py:8`"]}
+    page = render.report_html(s)
+    assert "<code>DS.__getitem__</code> in <code>ds.py:8</code>" in page and "`" not in page
+    row = {"label": "base", "mean_wait_s": 0.0123, "median_wait_s": 0.0011,
+           "p95_wait_s": 0.0456, "step_mean_s": 0.0222, "stalls_per_100": 12.5,
+           "median_gap": 4.0, "input_share": 0.55, "diagnosis": "INPUT-BOUND",
+           "shape": "HEAVY-TAILED", "verdict": "BASELINE", "why": "", "overtaking": None}
+    d = {"threshold_s": 0.01, "rows": [row, {**row, "label": "new", "verdict": "REGRESSION",
+                                             "why": "the mean fetch rose"}]}
+    page = render.comparison_html(d)
+    badge = re.search(r'new: <span style="background:(#[0-9a-f]{6});[^>]*>REGRESSION</span>',
+                      page)
+    assert badge and badge.group(1) == render._BADGE["INPUT-BOUND"]     # red, as the report's
