@@ -1101,14 +1101,17 @@ class ShapeSupport(TypedDict):
     """The shape's support under the block bootstrap of the steady steps
     (traceml/findings/label_support.py, shape_support): the share of resamples the stall
     rule and the shape read as the run's shape, each shape's share, the commonest other,
-    the block length (steps) and the number of resamples read (label_support.SHAPE_SUPPORT_FIRST
-    where those all agreed). null: no shape, too few steps, or more than
-    label_support.SHAPE_SUPPORT_MAX_STEPS."""
+    about how many more steps would settle it (label_support._shape_settle_steps; null
+    where the shape is firm or the model puts it past 64x the run; absent in runs saved
+    before it), the block length (steps) and the number of resamples read
+    (label_support.SHAPE_SUPPORT_FIRST where those all agreed). null: no shape, too few
+    steps, or more than label_support.SHAPE_SUPPORT_MAX_STEPS."""
 
     label: ShapeLabel
     support: Share
     readings: dict[ShapeLabel, Share]
     other: Optional[ShapeLabel]
+    settle_steps: NotRequired[CountOrNull]
     block: Count
     resamples: Count
 

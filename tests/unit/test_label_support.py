@@ -204,3 +204,42 @@ def test_a_borderline_shape_beside_a_trend_reads_the_trend_and_the_line_is_exact
          "settle_steps": None, "block": 10, "resamples": 199}
     (line,) = ls.diagnosis_lines({"diagnosis": "BALANCED", "diagnosis_support": d})
     assert "BALANCED in 89.7%" in line, line
+
+
+def test_a_borderline_shape_says_how_many_more_steps_would_settle_it():
+    from scipy import stats
+
+    # Helper 38D: "borderline shape: HEAVY-TAILED in 71%, UNIFORMLY-SLOW in
+    # 29% ...; record more steps" gave no number.  The model: the leading
+    # reading's z = Phi^-1(71%) grows as sqrt(n); 90% needs z = Phi^-1(90%).
+    n = 120
+    z = stats.norm.ppf(0.71)
+    expect = math.ceil(n * (stats.norm.ppf(0.9) / z) ** 2 - n)
+    assert ls._shape_settle_steps(n, 0.71, 199) == expect
+    # The minority label printed (29%) settles toward the other: the same.
+    sup = {"label": "UNIFORMLY-SLOW", "support": 0.29, "other": "HEAVY-TAILED",
+           "readings": {"HEAVY-TAILED": 0.71, "UNIFORMLY-SLOW": 0.29},
+           "settle_steps": expect, "block": 4, "resamples": 199}
+    (line,) = ls.shape_lines({"shape": "UNIFORMLY-SLOW", "shape_support": sup})
+    assert f"about {expect} more steps would settle it" in line
+    # An even split has no leading reading: no length settles it.
+    assert ls._shape_settle_steps(n, 0.5, 199) is None
+    # Just under the line, at least one more run's length, never 0.
+    assert ls._shape_settle_steps(n, 0.899, 199) >= 1
+    # A saved run without the estimate reads as before, with the horizon.
+    old = {k: v for k, v in sup.items() if k != "settle_steps"}
+    (line,) = ls.shape_lines({"shape": "UNIFORMLY-SLOW", "shape_support": old})
+    assert line.endswith("record more steps before reading the stalls' pattern")
+
+
+def test_the_shape_support_of_a_real_borderline_run_carries_its_estimate():
+    from traceml.findings import stall_shape
+
+    wait, step = _stalls_among_fast(60, 4, 8.0, seed=1500)
+    label = stall_shape.classify(wait, step, None).shape[0]
+    sup = ls.shape_support(wait, step, label)
+    lead = max(sup["readings"].values())
+    assert sup["settle_steps"] == ls._shape_settle_steps(60, lead, sup["resamples"])
+    firm = np.where(np.arange(80) % 4 == 0, 80 * MS, MS // 10).astype(np.int64)
+    assert ls.shape_support(firm, firm + 10 * MS, stall_shape.HEAVY_TAILED,
+                            round_steps=4)["settle_steps"] is None

@@ -28,6 +28,7 @@ import math
 from typing import Optional
 
 import numpy as np
+from scipy import stats
 
 from ..fmt import pct
 from ._types import Finding, Words
@@ -200,8 +201,35 @@ def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
                                    position=position).shape
         names.append(got[0] if got else None)
     readings, other = _readings(label, names)
-    return {"label": label, "support": readings.get(label, 0.0), "readings": readings,
-            "other": other, "block": b, "resamples": len(names)}
+    sup = readings.get(label, 0.0)
+    lead = max(sup, readings.get(other, 0.0) if other is not None else 0.0)
+    return {"label": label, "support": sup, "readings": readings, "other": other,
+            "settle_steps": (_shape_settle_steps(n, lead, len(names))
+                             if sup < SUPPORT_MIN and other is not None else None),
+            "block": b, "resamples": len(names)}
+
+
+def _shape_settle_steps(n: int, lead: float, resamples: int) -> Optional[int]:
+    """About how many more steps would let the leading reading (the
+    share ``lead`` of ``resamples`` resamples of ``n`` steps) reach
+    SUPPORT_MIN.  The model, the diagnosis's (:func:`_settle_steps`): the
+    reading is decided by a margin whose standard error shrinks as
+    1/sqrt(n), so the support is Phi(z sqrt(n / n0)) from z = Phi^-1(lead)
+    at n0 = n, and SUPPORT_MIN is reached at n (_Z / z)^2 steps.  None
+    where no reading leads (lead <= 1/2: the margin is nil, no length
+    settles it) or past stall_timing.SETTLE_MAX_GROWTH times the run;
+    never 0 (the run's own length again, the next length to look at, as
+    :func:`_settle_steps`).  ``lead`` of 1 is read as 1 - 1/(2 resamples),
+    the most a finite count can tell."""
+    lead = min(lead, 1.0 - 0.5 / max(1, resamples))
+    if lead <= 0.5:
+        return None
+    z = float(stats.norm.ppf(lead))
+    need = n * (_Z / z) ** 2
+    if need > stall_timing.SETTLE_MAX_GROWTH * n:
+        return None
+    more = int(math.ceil(need - n))
+    return more if more > 0 else n
 
 
 def _readings(label: str, labels: list) -> tuple[dict, Optional[str]]:
@@ -277,6 +305,9 @@ def shape_findings(s: dict) -> list[Finding]:
     else nothing.  The views print it under the shape line."""
     found = _borderline(s, "shape", "borderline_shape", (
         "label", "support", "other", "readings", "block", "resamples"))
+    if found and "settle_steps" in s["shape_support"]:
+        # Runs saved before the shape's settle estimate carry none.
+        found[0].numbers["settle_steps"] = s["shape_support"]["settle_steps"]
     trend = (s.get("trend") or {}).get("label")
     if found and trend in (wait_trend.RISING, wait_trend.FALLING):
         # A wait that trends changes its shape along the run, and block
@@ -327,7 +358,9 @@ def _borderline_words(p: dict) -> str:
 def _borderline_shape_words(p: dict) -> str:
     then = (f"the wait is {p['trend']}, so its shape changes along the run and resampled "
             "blocks mix its levels: read the trend, not the shape" if p.get("trend") else
-            "record more steps before reading the stalls' pattern")
+            "record more steps before reading the stalls' pattern"
+            + (": " + stall_timing.settle_words(p["settle_steps"]) if "settle_steps" in p
+               else ""))
     return (f"borderline shape: {_minority(p)}{p['label']} in {_support(p['support'])}, "
             f"{p['other']} in "
             f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
