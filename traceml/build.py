@@ -273,6 +273,7 @@ class _Run:
         self.batch_bytes, self.batch_tensors = batch_bytes, batch_tensors
         self.thread_pools = thread_pools
         self.clocks = None
+        self.own_wait: Optional[np.ndarray] = None
         if fetch_clocks is not None and len(fetch_clocks[0]):
             pos = wait_split.clocked_positions(fetch_clocks[0], None if whole else selected,
                                                len(records))
@@ -452,7 +453,10 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
         # Stalls chosen by their position: their placement's own p-value
         # says nothing; the position rule's test is the evidence.
         tmp["p_value"] = max(tmp["p_value"], item[1]["p_value"])
-    w.wait = None    # the statistics are taken: 8 B a step
+    # At num_workers=0 a fetch's own wait is its batch's make time, which
+    # the sizes' test reads (_attribution_and_bytes); else 8 B a step freed.
+    run.own_wait = w.wait if run.num_workers == 0 and run.sampler_items is not None else None
+    w.wait = None    # the statistics are taken
     first = run.first
     out["epoch_start"] = {
         "count": int(first.sum()),
@@ -497,7 +501,8 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
         out["workers"]["evidence"] = findings.sentences(out["workers"]["evidence_items"])
     out.update(_attribution_and_bytes({**s, **out}, run.mask, w.steady, run.bytes_seen,
                                       run.ranks_workers, run.met, steps, run.per_batch,
-                                      run.sampler_items))
+                                      run.sampler_items, run.own_wait))
+    run.own_wait = None
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
                                                  w.steady,
                                                  (s.get("wait_parts") or {}).get("stalls"),
@@ -1696,7 +1701,8 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
                            met: Optional[tuple] = None,
                            steps: Optional[np.ndarray] = None,
                            per_batch: Optional[dict] = None,
-                           sampler_items: Optional[np.ndarray] = None) -> dict:
+                           sampler_items: Optional[np.ndarray] = None,
+                           steady_wait_ns: Optional[np.ndarray] = None) -> dict:
     """The ``attribution`` (attribution.attribution: which worker held the
     stalled batches, the workers' round, or the samples), ``batch_cost``
     (attribution.batch_cost of the steady batches' make times, taken with
@@ -1715,9 +1721,15 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
     time (``collate_ns``: the stalled batches' share of their make time
     in collate_fn is the attribution's ``collate_share``, where timed);
     None: no per-sample timing.  At num_workers=0, where no worker times a
-    batch, each steady fetch's wait is its batch's make time and the
-    sampler's index lists (``sampler_items``, their counts) its size: the
-    stalls' sizes are tested the same way (:func:`_sizes_at_no_workers`)."""
+    batch, each steady fetch's own wait (``steady_wait_ns``: the steady
+    steps' waits less the loop thread's waits for a core where clocked, as
+    the stall rule reads them; None: the raw waits) is its batch's make
+    time and the sampler's index lists (``sampler_items``, their counts)
+    its size: the stalls' sizes are tested the same way
+    (:func:`_sizes_at_no_workers`).  The wait for a core is the host's, not
+    the batch's: beside a CPU hog a 16-sample fetch is preempted where a
+    2-sample one is not, and its raw wait read 2.6x the others' a sample
+    (SLOW-SAMPLE in 4 of 5 runs, helper 38C)."""
     out: dict = {"attribution": None, "batch_bytes": bytes_seen, "batch_cost": None}
     workers_busy, main_busy = _busy_in_stalls(s)
     dlv = s.get("delivery")
@@ -1755,8 +1767,10 @@ def _attribution_and_bytes(s: dict, mask: np.ndarray, steady: np.ndarray,
               and np.count_nonzero(mask) >= attribution.ATTR_MIN_STALLS):
             sizes = _sizes_at_no_workers(steps, sampler_items)
             if sizes is not None:
-                wait = (steps["fetch_done_ns"] - steps["begin_ns"]).astype(np.int64)
-                by_size = (known(ranks[steady]), wait[steady], sizes[steady])
+                own = steady_wait_ns
+                if own is None or len(own) != np.count_nonzero(steady):
+                    own = (steps["fetch_done_ns"] - steps["begin_ns"]).astype(np.int64)[steady]
+                by_size = (known(ranks[steady]), own, sizes[steady])
         out["attribution"] = attribution.attribution(
             known(ranks[mask]), known(workers[mask]), known(workers[steady]), nw,
             tmp.get("period") if tmp.get("label") == stall_timing.PERIODIC else None, ticks,

@@ -78,3 +78,40 @@ def test_the_start_cost_ratios_are_the_medians_of_cpu_and_own_time():
     assert got["first_work_ratio"] == pytest.approx(np.median([310, 10]) / np.median([10, 10]))
     # A side with no batch: no ratio.
     assert build_module._start_cost((rec, np.full(4, -1)), first, ~first) == {}
+
+
+def test_large_fetches_at_no_workers_are_sized_by_their_own_wait(loader_source):
+    # Helper 38C: at num_workers=0 beside a CPU hog the 8x larger fetches
+    # were preempted and the small ones not, so their raw waits read 2.6x
+    # the others' a sample and the stalls SLOW-SAMPLE (4 of 5 runs).  Each
+    # fetch's own wait (less the loop thread's measured wait for a core,
+    # as the stall rule reads it) is its batch's make time.  Here every
+    # sample costs 1 ms of CPU; each 32-sample fetch also waited 60 ms for
+    # a core, the 4-sample ones none.
+    import numpy as np
+
+    from support import INFO, MS, SYNTHETIC, build, records
+    from traceml import _core
+    from traceml.findings import attribution
+
+    loader_source(0)
+    n = 50
+    size = np.array([(4, 4, 4, 4, 32)[k % 5] for k in range(n)])
+    cpu = size * MS
+    runq = np.where(size == 32, 60 * MS, 0)
+    rec = records(cpu + runq, np.full(n, 5 * MS))
+    items = np.zeros(n, dtype=_core.ITEM_RECORD_DTYPE)
+    items["kind"] = _core.ITEM_NEXT
+    items["begin_ns"] = rec["begin_ns"] + 1000
+    items["end_ns"] = rec["begin_ns"] + 2000
+    items["count"] = size
+    zero = np.zeros(n, dtype=np.int64)
+    clocks = (np.arange(n), cpu, runq, zero, zero)
+    delivery = (np.arange(n), np.full(n, -1))
+    r = build(rec, INFO, SYNTHETIC, None, delivery=delivery, fetch_clocks=clocks,
+              sampler_items=items)
+    a = r["attribution"]
+    assert a is not None and a["label"] == attribution.LARGE_BATCH, a
+    assert a["made"]["sizes"] == [32.0, 4.0]
+    # Their own cost a sample is the others' (1 ms), not the raw 2.9 ms.
+    assert a["made"]["sample_cost_ratio"] == pytest.approx(1.0, rel=0.05)
