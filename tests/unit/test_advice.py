@@ -1,6 +1,7 @@
 """advice: the next steps a summary's evidence calls for."""
 
 import numpy as np
+import pytest
 
 import corpus
 from traceml.findings import advice
@@ -244,3 +245,22 @@ def test_lock_step_without_worker_timing_says_what_it_cannot_tell():
     assert "batch timing is off" in said and "one slow batch a round" in said
     timed = {**s, "production": {**s["production"], "available": True, "unavailable": None}}
     assert "untimed" not in dict(advice.next_steps(timed))["lockstep"]
+
+
+def test_workers_saturate_the_cpus_only_over_the_whole_run():
+    # Helper 37B: 1.9 worker cores in the stalls at num_workers=2 on 2 CPUs
+    # read "more workers cannot help", while 4 workers cut the step from
+    # 32-44 ms to 25-30 ms: between the stalls the workers idled with the
+    # look-ahead full.  The workers' CPU over every sampled interval counts.
+    def summary(slow_cpu, fast_cpu):
+        return {"host": {"usable_cpus": 2}, "workers": {"intervals": {
+            "slow": {"count": 10, "wall_s": 1.0, "worker_cpu_s": slow_cpu,
+                     "worker_cores_busy": slow_cpu},
+            "fast": {"count": 30, "wall_s": 3.0, "worker_cpu_s": fast_cpu,
+                     "worker_cores_busy": fast_cpu / 3.0}}}}
+
+    assert advice._workers_saturate_cpus(summary(1.9, 1.5)) is None      # 0.85 cores
+    got = advice._workers_saturate_cpus(summary(1.9, 5.5))               # 1.85 cores
+    assert got == {"cores": pytest.approx(7.4 / 4.0), "cpus": 2}
+    words = advice.WORDS["cpus_saturated"]({**got, "num_workers": 2})
+    assert "busy through the run (1.9 cores at num_workers=2)" in words
