@@ -1202,16 +1202,15 @@ def shape_line(s: dict) -> Optional[str]:
         evidence = []
         if tmp.get("counted") == "position" and tmp.get("searched"):
             evidence.append(position_part(tmp["searched"]))
-        if tmp["autocorrelation"] is not None:
-            evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
-                            f"at lag {tmp['period']}")
+        # The exact test in plain words; the autocorrelation only where no
+        # test of where the stalls fall is printed (helper 38D: "wait
+        # autocorrelation 0.87 at lag 2" was jargon in the line read first).
         if tmp.get("p_value") is not None and tmp.get("tested") == "predicted":
             ranks = (tmp.get("predicted") or {}).get("rank_p_value") is not None
-            evidence.append(f"p = {tmp['p_value']:.2g} that as many random stalls"
-                            + (", or waits ranked as high," if ranks else "")
+            evidence.append(("the stalls, or the longest waits," if ranks else "the stalls")
                             + f" fall on fetches 0, {tmp['period']}, {2 * tmp['period']}, ... "
-                            "of each epoch, "
-                            f"< {PERIOD_ALPHA:g}")
+                            "of each epoch; as many at random would line up so with chance "
+                            f"p = {tmp['p_value']:.2g}, < {PERIOD_ALPHA:g}")
         elif tmp.get("p_value") is not None and tmp.get("counted") == "position":
             evidence.append(f"p = {tmp['p_value']:.2g} that random stalls"
                             + (f" line up so on {len(several)} positions of any period"
@@ -1221,6 +1220,9 @@ def shape_line(s: dict) -> Optional[str]:
         elif tmp.get("p_value") is not None:
             evidence.append(f"p = {tmp['p_value']:.2g} against random stalls at this rate, "
                             f"< {PERIOD_ALPHA:g}")
+        if tmp["autocorrelation"] is not None and not evidence:
+            evidence.append(f"wait autocorrelation {tmp['autocorrelation']:.2f} "
+                            f"at lag {tmp['period']}")
         if evidence:
             text += f" ({'; '.join(evidence)})"
         parts.append(text)
