@@ -185,6 +185,7 @@ def test_a_thread_pool_in_the_workers_is_named_where_other_threads_took_the_batc
     s = {"host": {"usable_cpus": 2, "thread_pools": [pool, dict(pool)]},
          "loader": {"num_workers": 2},
          "production": {"available": True, "cpu_s": {"mean": 0.066},
+                        "make_s": {"mean": 0.11},
                         "samples": {"available": True, "samples": 160, "batches": 40,
                                     "sample_cpu_s": {"mean": 0.0083},
                                     "collate": {"mean_s": 0.0007}}}}
@@ -202,6 +203,21 @@ def test_a_thread_pool_in_the_workers_is_named_where_other_threads_took_the_batc
     assert we.thread_pool({**s, "host": {"usable_cpus": 2}}) == []
     own = {**s, "production": {**s["production"], "cpu_s": {"mean": 0.036}}}
     assert we.thread_pool(own) == []
+    # Helper 39A: workers that sleep 120 ms a batch on 1.53 ms of CPU, 29%
+    # of it on other threads (the queue's feeder): a batch blocked 99% of
+    # its time is not made slow by a pool.
+    sleepy = {**s, "production": {**s["production"], "cpu_s": {"mean": 0.00153},
+                                  "make_s": {"mean": 0.121},
+                                  "samples": {**s["production"]["samples"],
+                                              "sample_cpu_s": {"mean": 0.00027},
+                                              "collate": {"mean_s": 0.0}}}}
+    other = 0.00153 - 4 * 0.00027
+    assert other / 0.00153 >= we.THREAD_POOL_MIN_SHARE       # the share alone would fire
+    assert we.thread_pool(sleepy) == []
+    # The same batches on a CPU or queued for one half their time fire.
+    busy = {**sleepy, "production": {**sleepy["production"],
+                                     "runq_s": {"mean": 0.121 * we.THREAD_POOL_ON_CPU_SHARE}}}
+    assert we.thread_pool(busy)
 
 
 def test_more_workers_are_not_advised_where_a_thread_pool_took_the_batch_cpu():
@@ -213,6 +229,7 @@ def test_more_workers_are_not_advised_where_a_thread_pool_took_the_batch_cpu():
     s = {"host": {"usable_cpus": 2, "thread_pools": [pool]},
          "loader": {"num_workers": 2},
          "production": {"available": True, "cpu_s": {"mean": 0.066},
+                        "make_s": {"mean": 0.11},
                         "samples": {"available": True, "samples": 160, "batches": 40,
                                     "sample_cpu_s": {"mean": 0.0083},
                                     "collate": {"mean_s": 0.0007}}},

@@ -123,6 +123,15 @@ def outside_batches(s: dict) -> list[Finding]:
 # against 11-13 ms with one BLAS thread a worker, and no report named it
 # (helper 37B, 10 of 10).
 THREAD_POOL_MIN_SHARE = 0.2
+# ... and the batches are made on a CPU, not blocked: their CPU (every
+# thread) and their wait for a core at least this share of their mean make
+# time.  A pool can only make a batch slow by its threads' CPU and the
+# cores they hold; a worker that sleeps 120 ms a batch and spends 0.4 ms
+# of CPU on its queue's feeder has 29% of its batch CPU on other threads,
+# and threadpool_limits(1) cannot change its 120 ms (64 of 145 reports on
+# datasets that only sleep, helper 39A).  The off-CPU line of
+# slow_code.OFF_CPU_SHARE.
+THREAD_POOL_ON_CPU_SHARE = 0.5
 
 
 def thread_pool(s: dict) -> list[Finding]:
@@ -130,7 +139,9 @@ def thread_pool(s: dict) -> list[Finding]:
     threads), pools (the native pools with more than one thread,
     host.thread_pools), num_workers, cpus, threads (num_workers x the
     largest pool's threads)} where the share is at least
-    THREAD_POOL_MIN_SHARE and such a pool is loaded; [] where the
+    THREAD_POOL_MIN_SHARE, the batches' CPU and run-queue wait at least
+    THREAD_POOL_ON_CPU_SHARE of their mean make time, and such a pool is
+    loaded; [] where the
     workers' batch or per-sample timing is not measured, or the rule does
     not hold.  The samples' CPU a batch is their mean times the samples a
     batch; collate_fn's is bounded by its wall time."""
@@ -142,13 +153,15 @@ def thread_pool(s: dict) -> list[Finding]:
     if not pools or not nw or not prod.get("available") or not samples.get("available"):
         return []
     batch_cpu = (prod.get("cpu_s") or {}).get("mean")
+    make = (prod.get("make_s") or {}).get("mean")
     sample_cpu = (samples.get("sample_cpu_s") or {}).get("mean")
-    if not batch_cpu or sample_cpu is None or not samples.get("batches"):
+    if not batch_cpu or not make or sample_cpu is None or not samples.get("batches"):
         return []
     per_batch = sample_cpu * samples["samples"] / samples["batches"]
     collate = (samples.get("collate") or {}).get("mean_s") or 0.0
+    runq = (prod.get("runq_s") or {}).get("mean") or 0.0
     share = (batch_cpu - per_batch - collate) / batch_cpu
-    if share < THREAD_POOL_MIN_SHARE:
+    if share < THREAD_POOL_MIN_SHARE or batch_cpu + runq < THREAD_POOL_ON_CPU_SHARE * make:
         return []
     most = max(p["threads"] for p in pools)
     return [Finding("workers_thread_pool", {
