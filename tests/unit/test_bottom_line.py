@@ -149,3 +149,22 @@ def test_what_is_kept_of_a_worker_exception_is_its_own_last_line():
     assert torch_private.raised(Unprintable()) == {
         "type": "test_what_is_kept_of_a_worker_exception_is_its_own_last_line.<locals>."
                 "Unprintable", "message": "", "worker": None}
+
+
+def test_a_one_epoch_start_still_names_its_measured_part():
+    # Helper 39A: a worker_init_fn sleeping 2 s, 96% of the start-up wait,
+    # in a one-epoch run read only "a short run ... record more steps"
+    # (5 of 5); its summary named the function.
+    code = {"function": "init", "file": "s07c_init.py", "line": 3}
+    said = _epoch_start(epochs=1, share=0.75, mean_s=2.05, init_s=2.0, init_share=0.958,
+                        worker_init_code=code)
+    assert said.startswith("The start (iter() and the first batches) holds 75% of the wall "
+                           "time of this one-epoch recording: ")
+    assert "worker_init_fn (`init` in `s07c_init.py:3`) took 2.00 s" in said
+    assert "96% of the start-up wait" in said and "record more steps" not in said
+    # iter() on the loader: its sampler named, as over several epochs.
+    said = _epoch_start(epochs=1, iter_share=0.9, iter_cpu_share=0.98)
+    assert "iter() on the loader itself took 90% of it" in said
+    # Nothing measured holds it: the short run's caveat.
+    said = _epoch_start(epochs=1, init_share=0.3, init_s=0.1)
+    assert "a short run" in said and "record more steps" in said
