@@ -1183,7 +1183,7 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
     waits, since a step without fetch_done() has no measured wait (5
     unmarked steps at a run's end read "wait STEP 8 ms -> 2 ms", helper
     36B)."""
-    trends = []
+    trends, not_yet = [], []
 
     def trending(rule) -> bool:
         wait, ep = w.wait, epoch if w.all else epoch[w.steady]
@@ -1194,6 +1194,9 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
             # Back to the index among all steady steps.
             found["changed_at_step"] = int(np.flatnonzero(marked)[found["changed_at_step"]])
         trends.append(found)
+        if len(trends) == 1:
+            not_yet.append(None if found is not None else
+                           wait_trend.not_yet(wait, ep, rule.floor_ns, round_steps))
         return trends[0] is not None
 
     found = stall_shape.classify(w.wait, w.step, threshold_s, trending, known=w.known)
@@ -1217,6 +1220,7 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
         "shape_support": shape_support,
         "concentration": stall_shape.concentration(w.wait, mask_s),
         "trend": trend,
+        "trend_not_yet": not_yet[0] if not_yet else None,
         "stalls": {
             "threshold_s": rule.threshold_ns * NS,
             **_worded("rule", stall_threshold.stall_finding(rule)),

@@ -208,6 +208,19 @@ class Concentration(TypedDict):
     stall_step_share: NotRequired[ShareOrNull]
 
 
+@schema('trend_not_yet')
+class TrendNotYet(TypedDict):
+    """Where no trend was found: the first and last tenths' medians of the steady waits
+    (each round's mean where round_steps > 1) differ materially, by the trend rule's three
+    checks, though no slope or change passed its test (traceml/findings/wait_trend.py,
+    not_yet): "not yet". null where the tenths are near or a trend was found."""
+
+    label: Literal['RISING', 'FALLING']
+    first_tenth_median_s: Seconds
+    last_tenth_median_s: Seconds
+    round_steps: Annotated[int, Schema(minimum=1)]
+
+
 @schema("trend",
         when(label_is("STEP"),
              {"anyOf": [
@@ -1217,6 +1230,7 @@ class Summary(TypedDict):
     temporal: NotRequired[Optional[Temporal]]
     concentration: NotRequired[Optional[Concentration]]
     trend: NotRequired[Optional[Trend]]
+    trend_not_yet: NotRequired[Optional[TrendNotYet]]
     epoch_start: EpochStart
     loader: Optional[Loader]
     headline: NotRequired[Optional[Headline]]

@@ -369,6 +369,35 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
     return _trend_or_step(x, epoch, floor_ns)
 
 
+def not_yet(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
+            round_steps: int = 1) -> Optional[dict]:
+    """Where :func:`trend` found nothing: {label (RISING / FALLING, the
+    direction), first_tenth_median_s, last_tenth_median_s, round_steps}
+    when the first and last tenths' medians (of the rounds' mean waits,
+    as :func:`trend` reads them) differ materially (the three checks
+    above) though no slope or change passed its test: the answer "not
+    yet", since a run this short cannot tell a rise from the waits' own
+    slow swings at TREND_ALPHA.  None otherwise.  A wait flat for 35 steps
+    then climbing 13x over the last 25 (a leak a prefetching loader hides
+    at first) printed nothing in 5 of 9 runs (helper 39A)."""
+    if len(wait_ns) < input_bound.MIN_STEADY_STEPS:
+        return None
+    x = np.ascontiguousarray(wait_ns) if _numbers._is_int(wait_ns) else wait_ns.astype(np.float64)
+    floor = floor_ns
+    if round_steps > 1:
+        x, epoch = _round_sums(x, epoch, round_steps)
+        floor = floor_ns * round_steps
+        if len(x) < input_bound.MIN_STEADY_STEPS:
+            return None
+    first, last = _tenths(x)
+    if not _material(first, last, floor, x):
+        return None
+    k = max(1, round_steps)
+    return {"label": RISING if last > first else FALLING,
+            "first_tenth_median_s": first / k * 1e-9, "last_tenth_median_s": last / k * 1e-9,
+            "round_steps": k}
+
+
 # The fewest points (steps, or rounds' means) a side of the change after
 # the first epoch is tested on.
 STEP_MIN_SIDE_POINTS = 4
@@ -435,6 +464,8 @@ def _trend(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
         if (step > 0).all() or (step < 0).all():
             per_epoch = float(theilslopes(meds, np.arange(len(meds)))[0]) * 1e-6
     shift = _one_shift(x, centre, med, floor_ns, least)
+    if shift is _EITHER:
+        return None     # not yet: not_yet() gives the two tenths
     if shift is not None:
         return {**shift, "p_value": test["p_value"],
                 "at_epoch_start": _epoch_started_at(epoch, shift["changed_at_step"])}
@@ -454,7 +485,14 @@ def _one_shift(x: np.ndarray, centre: np.ndarray, med: np.ndarray,
     cut = _least_squares_cut(centre, y, len(x), least)
     if cut is None or not _two_levels_fit(centre, y, cut):
         return None
+    if not _levels_beat_hinge(centre, y, cut):
+        return _EITHER
     return _step_at(x, centre, cut, floor_ns)
+
+
+# _one_shift's answer where two levels beat the line but a hinge beats
+# them: a change of level or a ramp from a bend, not yet told apart.
+_EITHER = {"label": None}
 
 
 def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int,
@@ -477,10 +515,52 @@ def _least_squares_cut(centre: np.ndarray, y: np.ndarray, n: int,
     return int(c[np.argmin(np.where(ok, left + right, np.inf))])
 
 
+def _hinge_sse(centre: np.ndarray, y: np.ndarray) -> float:
+    """The least-squares error of the best hinge through the block medians
+    ``y`` (at their ``centre`` steps): a level, then a line from a bend
+    on (flat then rising or falling), or a line up to a bend and a level
+    after it, over every bend at a block centre strictly inside; inf
+    under 3 points.  A hinge has as many parameters as two levels (two
+    numbers and where they change), so the two fit the same data on equal
+    terms."""
+    m = len(y)
+    if m < 3:
+        return math.inf
+    t = centre.astype(np.float64)
+    bends = t[1:-1]
+    best = math.inf
+    for h in (np.maximum(0.0, t[None, :] - bends[:, None]),
+              np.minimum(0.0, t[None, :] - bends[:, None])):
+        # Simple regression of y on h for each bend: SSE = Syy - Shy^2 / Shh.
+        hc = h - h.mean(axis=1, keepdims=True)
+        yc = y - y.mean()
+        shh = (hc * hc).sum(axis=1)
+        shy = hc @ yc
+        sse = float((yc * yc).sum()) - np.divide(shy * shy, shh, out=np.zeros_like(shh),
+                                                 where=shh > 0)
+        best = min(best, float(sse.min()))
+    return best
+
+
+def _levels_beat_hinge(centre: np.ndarray, y: np.ndarray, cut: int) -> bool:
+    """Whether two levels split before block ``cut`` fit the block medians
+    ``y`` (at their ``centre`` steps) better than any hinge
+    (:func:`_hinge_sse`: a level, then a ramp), least squares.  A wait flat
+    for half the run and then climbing (a leak a prefetching loader hides
+    at first) splits into two levels better than a line, and its rising
+    side, a dozen rounds long, is too short for the side's own slope test:
+    "STEP ... not a cost per step" in 2 of 9 runs (helper 39A).  A hinge
+    fits it better; a change of level fits two levels better.  Where the
+    hinge wins, the run is either, and the answer is not yet."""
+    left, right = y[:cut], y[cut:]
+    sse = float(((left - left.mean()) ** 2).sum() + ((right - right.mean()) ** 2).sum())
+    return sse < _hinge_sse(centre, y)
+
+
 def _two_levels_fit(centre: np.ndarray, y: np.ndarray, cut: int) -> bool:
     """Whether two levels split before block ``cut`` fit the block medians
-    ``y`` (at their ``centre`` steps) better than a
-    line, least squares, and neither side trends by itself: a slope the
+    ``y`` (at their ``centre`` steps) better than a line, least squares,
+    and neither side trends by itself: a slope the
     slope test finds on that side's block medians whose move over the
     side (Theil-Sen slope times its span) is at least SIDE_TREND_SHARE of
     the change between the two levels (medians).  A 1-2% drift on one
@@ -590,8 +670,9 @@ def _change_point(x: np.ndarray, epoch: np.ndarray, floor_ns: float,
     perm_k = np.abs(_cut_s(perm, cuts)).max(axis=1)
     if k <= _critical(perm_k):
         return None
-    if not _two_levels_fit(centre, y, cut):
-        # A change, but not one of level: a ramp, or a trend on a side.
+    if not _two_levels_fit(centre, y, cut) or not _levels_beat_hinge(centre, y, cut):
+        # A change, but not one of level: a ramp, or a trend on a side,
+        # or a bend into one (not yet).
         return None
     return {**step, "p_value": max(_p_value(k, null_k), _p_value(k, perm_k)),
             "at_epoch_start": _epoch_started_at(epoch, step["changed_at_step"]),
@@ -658,8 +739,12 @@ def _step_after_first_epoch(x: np.ndarray, epoch: np.ndarray, cut: int) -> Optio
 
 def notes(s: dict) -> list[Finding]:
     """``trend_step`` (the two medians) when the wait stepped once after
-    the first epoch; else nothing."""
+    the first epoch; ``trend_not_yet`` where the tenths moved materially
+    and no trend was found (:func:`not_yet`); else nothing."""
     t = s.get("trend")
+    maybe = s.get("trend_not_yet")
+    if not t and maybe:
+        return [Finding("trend_not_yet", dict(maybe))]
     if not t or t.get("label") != STEP:
         return []
     if t.get("changed_at_step") is not None:
@@ -709,8 +794,20 @@ def _shift_words(p: dict) -> str:
             "waits better than a line), not a cost that grows per step")
 
 
+def _not_yet_words(p: dict) -> str:
+    went = "rose" if p["label"] == RISING else "fell"
+    each = " (each round's mean)" if (p.get("round_steps") or 1) > 1 else ""
+    return (f"the wait {went} from {fmt_s(p['first_tenth_median_s'])} to "
+            f"{fmt_s(p['last_tenth_median_s'])} between the first and the last tenth of the "
+            f"steps{each}, but no trend is told yet from the waits' own slow swings (the test "
+            f"at {TREND_ALPHA:g} does not reject a steady wait at this length): record longer "
+            f"to see whether it keeps {'rising' if went == 'rose' else 'falling'} (a cost that "
+            "grows with the samples seen, a leak) or settles.")
+
+
 WORDS: dict[str, Words] = {
     "trend_step": _step_words,
+    "trend_not_yet": _not_yet_words,
     "trend_shift": _shift_words,
 }
 
