@@ -506,7 +506,7 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
     out["slow_code"], run.batch_top = _slow_code(run.stack_input, run.met, steps, run.mask,
                                                  w.steady,
                                                  (s.get("wait_parts") or {}).get("stalls"),
-                                                 run.per_batch)
+                                                 run.per_batch, run.clocks)
     if run.num_workers == 0 and out["attribution"] is not None:
         # No worker times collate_fn apart at num_workers=0: the stack
         # samples of the stalled fetches do.
@@ -1467,10 +1467,48 @@ def _gc_cpu_share(records: np.ndarray, which: np.ndarray,
     return float(min(per_batch["gc_cpu_ns"][which].sum(), cpu.sum()) / cpu.sum())
 
 
+def _main_cpu_ratio(clocks: Optional[tuple], wait: np.ndarray, slow: np.ndarray,
+                    fast: np.ndarray) -> dict:
+    """At num_workers=0, from the clocked fetches (``clocks``: positions
+    into the steps, the loop thread's CPU ns in each fetch, ...[, the
+    process's other threads' CPU ns]) of the ``slow`` (stalled) and
+    ``fast`` steps (masks): {slow_cpu_ratio (the slow fetches' median CPU
+    over the fast ones'), slow_extra_cpu_share (that extra CPU over the
+    slow fetches' median wait ``wait``), slow_other_threads_cpu_share (of
+    the slow fetches' CPU, every thread, the other threads' part)}, each
+    left out where fewer than two fetches of a side were clocked.  The
+    sampled stacks' CPU share cannot say this beside a busy host: a
+    dataset whose every 8th index ran expensive_augment (921 slow samples
+    against 0) read "waited for a CPU ... not more work of their own" in
+    6 of 8 runs beside two CPU hogs (helper 39B), and a timer tick that
+    lands in another thread read "a helper thread" (1 of 4)."""
+    if clocks is None or not len(clocks[0]):
+        return {}
+    pos, cpu = clocks[0], clocks[1]
+    ok = cpu >= 0
+    on_slow, on_fast = ok & slow[pos], ok & fast[pos]
+    out: dict = {}
+    if np.count_nonzero(on_slow) >= 2 and np.count_nonzero(on_fast) >= 2:
+        slow_cpu = float(np.median(cpu[on_slow]))
+        fast_cpu = float(np.median(cpu[on_fast]))
+        if fast_cpu > 0:
+            out["slow_cpu_ratio"] = slow_cpu / fast_cpu
+        slow_wait = float(np.median(wait[pos[on_slow]]))
+        if slow_wait > 0:
+            out["slow_extra_cpu_share"] = (slow_cpu - fast_cpu) / slow_wait
+    if len(clocks) > 5 and np.count_nonzero(on_slow) >= 2:
+        others = np.maximum(clocks[5][on_slow], 0).astype(np.float64)
+        total = float(cpu[on_slow].sum() + others.sum())
+        if total > 0:
+            out["slow_other_threads_cpu_share"] = float(others.sum()) / total
+    return out
+
+
 def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps: np.ndarray,
                mask: np.ndarray, steady: np.ndarray,
                stall_split: Optional[dict] = None,
-               per_batch: Optional[dict] = None) -> tuple[Optional[dict], Optional[dict]]:
+               per_batch: Optional[dict] = None,
+               clocks: Optional[tuple] = None) -> tuple[Optional[dict], Optional[dict]]:
     """(the ``slow_code`` block, findings.slow_code judges it; per worker
     batch record index its samples' commonest innermost function, for the
     trace, or None).  ``given``: the source's stack samples
@@ -1496,7 +1534,12 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
     the other threads' CPU, measured; ``slow_gc_cpu_share``: of it, the
     part the worker's garbage collections took (``per_batch``'s
     ``gc_cpu_ns``; None: not timed); ``slow_batches_in_making``: batches in the
-    making during the stalls.  ``status``
+    making during the stalls.  At num_workers=0 the clocked fetches
+    (``clocks``, as _Run holds them: the loop thread's CPU in each, and
+    the process's other threads') give ``slow_cpu_ratio`` and
+    ``slow_extra_cpu_share`` (:func:`_main_cpu_ratio`) and
+    ``slow_other_threads_cpu_share``, as the workers' batch records do.
+    ``status``
     "on", or why the stacks were not sampled; the block is None where
     there is nothing to say (not a DataLoader, or workers that were never
     hooked)."""
@@ -1631,6 +1674,7 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             if wait_ns > 0:
                 block[key] = min(1.0, n * sample_ns / wait_ns)
         slow_ns = float(wait[stalled].sum())
+        block.update(_main_cpu_ratio(clocks, wait, stalled, steady & ~stalled))
         if stall_split and stall_split.get("runq_known") and stall_split.get("wait_s"):
             # Waiting for a core is not blocked: a dataset squeezed off the
             # cores by other programs read "not on CPU ... look for

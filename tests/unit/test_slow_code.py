@@ -761,3 +761,95 @@ def test_large_batches_asleep_in_their_samples_leave_the_lead_to_the_sizes():
     assert adv.code == "look_at_function"
     s["attribution"] = {"label": "LARGE-BATCH"}
     assert slow_code.advise(s) == []
+
+
+def test_main_process_fetches_weigh_their_own_cpu_from_the_fetch_clocks():
+    # Helper 39B: at num_workers=0 beside two CPU hogs, every 32nd index
+    # burning 60 ms in expensive_augment (921 slow samples against 0) read
+    # "the main process waited for a CPU ... not more work of their own"
+    # in 6 of 8 runs: the slow fetches' CPU against the others' was not
+    # read there.  The clocked fetches hold it: the loop thread's CPU in
+    # each fetch, and the process's other threads'.
+    from traceml import build
+
+    n = 12
+    slow = np.zeros(n, dtype=bool)
+    slow[[2, 6, 10]] = True
+    fast = ~slow
+    wait = np.where(slow, 150, 2).astype(np.int64) * 1_000_000
+    cpu = np.where(slow, 60, 1).astype(np.int64) * 1_000_000
+    others = np.where(slow, 3, 0).astype(np.int64) * 1_000_000
+    zero = np.zeros(n, dtype=np.int64)
+    clocks = (np.arange(n), cpu, zero, zero, zero, others)
+    got = build._main_cpu_ratio(clocks, wait, slow, fast)
+    assert got["slow_cpu_ratio"] == pytest.approx(np.median(cpu[slow]) / np.median(cpu[fast]))
+    assert got["slow_extra_cpu_share"] == pytest.approx(
+        (np.median(cpu[slow]) - np.median(cpu[fast])) / np.median(wait[slow]))
+    assert got["slow_other_threads_cpu_share"] == pytest.approx(
+        others[slow].sum() / (cpu[slow].sum() + others[slow].sum()))
+    # Judged with it, the slow fetches' own CPU names the function, though
+    # their time went mostly to the run queue.
+    fns = [_fn("expensive_augment", 900, 0, 2)]
+    stretched = dict(slow_cpu_share=0.3, fast_cpu_share=0.9, slow_runq_share=0.6, in_main=True)
+    assert slow_code.judge(_block(fns, 921, 40, **stretched)).code == "slow_code_cpu_wait"
+    f = slow_code.judge(_block(fns, 921, 40, **stretched, **got))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "expensive_augment"
+    # Fewer than two clocked fetches a side: nothing read.
+    assert build._main_cpu_ratio((np.arange(2), cpu[:2], zero[:2], zero[:2], zero[:2]),
+                                 wait[:2], slow[:2], fast[:2]) == {}
+    assert build._main_cpu_ratio(None, wait, slow, fast) == {}
+
+
+def test_library_code_that_tells_the_batches_apart_is_named_from_the_users_caller():
+    # Helper 39B: every 10th record is a large JSON blob; parse_record runs
+    # for every sample, so only json's functions tell the slow batches
+    # apart: "Look at `JSONDecoder.raw_decode` in `json/decoder.py:353`"
+    # with no word of parse_record (2 of 11 runs).
+    def lib(name, slow, fast, root, line):
+        return {**_fn(name, slow, fast, root), "file": "/usr/lib/python3.11/json/decoder.py",
+                "first_line": line, "hot_line": line, "library": True}
+
+    fns = [{**_fn("Records.__getitem__", 526, 40, 1), "library": False},
+           {**_fn("parse_record", 526, 40, 2), "first_line": 10, "hot_line": 11,
+            "library": False},
+           lib("loads", 316, 2, 3, 346), lib("JSONDecoder.decode", 305, 0, 4, 337),
+           lib("JSONDecoder.raw_decode", 300, 0, 5, 353)]
+    f = slow_code.judge(_block(fns, 526, 40))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "loads"
+    assert f.numbers["own_caller"]["function"] == "parse_record"
+    said = slow_code.WORDS["look_at_function"](f.numbers)
+    assert said.startswith("Look at `parse_record` in `data/ds.py:11`: the slow batches' CPU "
+                           "goes into library code it calls, `JSONDecoder.raw_decode` in "
+                           "`json/decoder.py:353` (called from `loads`"), said
+    # The user's own function telling them apart is named as before.
+    own = [{**_fn("decode", 300, 0, 3), "library": False}, *fns[:2]]
+    f = slow_code.judge(_block(own, 526, 40))
+    assert f.numbers["function"] == "decode" and "own_caller" not in f.numbers
+
+
+def test_two_slow_paths_under_one_caller_are_both_named():
+    # Helper 39B: every 20th index decodes video, every 20th + 10 resamples
+    # audio, in alternate slow batches of 5: the caller of both, named
+    # alone in 4 of 4 runs.  Each path holds half the slow samples and
+    # none of the 9 fast ones (too few fast samples to name either alone).
+    fns = [{**_fn("AV.__getitem__", 864, 3, 16), "library": False},
+           {**_fn("decode_video", 436, 0, 17), "first_line": 7, "hot_line": 9,
+            "library": False},
+           {**_fn("resample_audio", 418, 0, 17), "first_line": 12, "hot_line": 15,
+            "library": False},
+           {**_fn("rfft", 384, 0, 18), "file": "/x/site-packages/numpy/fft/_pocketfft.py",
+            "library": True}]
+    f = slow_code.judge(_block(fns, 872, 9))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "AV.__getitem__"
+    assert [p["function"] for p in f.numbers["split"]] == ["decode_video", "resample_audio"]
+    said = slow_code.WORDS["look_at_function"](f.numbers)
+    assert said == ("Look at `decode_video` in `data/ds.py:9` and `resample_audio` in "
+                    "`data/ds.py:15` (each called from `AV.__getitem__` in `data/ds.py:7`): "
+                    "the slow batches' sampled worker CPU goes 50%, 48% into them, the fast "
+                    "ones' 0%, 0%.")
+    # One path carrying nearly all of them is the down_to path, no split;
+    # two that overlap (shares adding past the caller's) are no split.
+    one = [fns[0], {**fns[1], "slow": 860}]
+    assert "split" not in slow_code.judge(_block(one, 872, 9)).numbers
+    overlap = [fns[0], {**fns[1], "slow": 600}, {**fns[2], "slow": 600}]
+    assert "split" not in slow_code.judge(_block(overlap, 872, 9)).numbers

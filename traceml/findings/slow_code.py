@@ -292,10 +292,50 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
                     and len(beside) < BESIDE_SHOWN):
                 beside.append(_row(f))
                 taken += f["slow_share"]
+        # The lead's slow samples split between two or more of the user's
+        # functions under it, none carrying CALLEE_SHARE of it (every 20th
+        # index decoding video, every 20th + 10 resampling audio, in
+        # alternate slow batches: "Look at `AV.__getitem__`", the caller of
+        # both, in 4 of 4 runs, helper 39B): those are where to look.  The
+        # lead passed the test; this says where its slow samples go, so
+        # each is only asked to be commoner in the slow batches (gap > 0)
+        # and to hold at least 1 - CALLEE_SHARE of the lead's slow share;
+        # disjoint (their shares add to at most the lead's) and together
+        # CALLEE_SHARE of it.
+        split = None
+        if down_to is None and lead["root_distance"] is not None:
+            under = [f for f in rows if f is not lead and not f.get("library")
+                     and f["root_distance"] is not None
+                     and f["root_distance"] > lead["root_distance"] and f["gap"] > 0
+                     and f["slow_share"] >= (1.0 - CALLEE_SHARE) * lead["slow_share"]]
+            if under:
+                depth = min(f["root_distance"] for f in under)
+                level = sorted((f for f in under if f["root_distance"] - depth < 1.0),
+                               key=lambda f: -f["slow_share"])
+                total = sum(f["slow_share"] for f in level)
+                if (len(level) >= 2 and total >= CALLEE_SHARE * lead["slow_share"]
+                        and total <= lead["slow_share"] + 1e-9):
+                    split = [_row(f) for f in level[:BESIDE_SHOWN + 1]]
+        # Library code alone tells the batches apart (the user's function
+        # runs in every batch, its large inputs in the slow ones): the
+        # innermost of the user's functions above it, holding every slow
+        # sample it does, is where to look ("Look at
+        # `JSONDecoder.raw_decode` in `json/decoder.py:353`" with no word
+        # of the dataset's parse_record, 2 of 11 runs, helper 39B).
+        caller = None
+        if lead.get("library") and (down_to is None or _is_library_row(down_to, rows)):
+            callers = [f for f in rows if not f.get("library") and f["root_distance"] is not None
+                       and lead["root_distance"] is not None
+                       and f["root_distance"] < lead["root_distance"]
+                       and f["slow"] >= lead["slow"]]
+            if callers:
+                caller = _row(max(callers, key=lambda f: f["root_distance"]))
         return Finding("slow_code_named", {
             **_row(lead), "p_value": lead["p_value"], "samples_slow": s["slow"],
             "samples_fast": s["fast"], "down_to": down_to, "through": through,
-            **({"beside": beside} if beside else {})})
+            **({"beside": beside} if beside else {}),
+            **({"own_caller": caller} if caller else {}),
+            **({"split": split} if split else {})})
     total = s["slow"] + s["fast"]
     if (not s["fast"] and block.get("fast_batches")) or (
             s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m):
@@ -319,6 +359,14 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
                                       "every_fetch": not s["fast"] and not one_group,
                                       "one_group": one_group, "cpu_share": cpu_share,
                                       "runq_share": runq})
+
+
+def _is_library_row(row: dict, rows: list[dict]) -> bool:
+    """Whether the function of ``row`` (a :func:`_row`) is library code,
+    by its entry in ``rows``."""
+    return any(f.get("library") for f in rows
+               if (f["function"], f["file"], f["first_line"])
+               == (row["function"], row["file"], row["first_line"]))
 
 
 def alike(s: dict, f: Finding) -> bool:
@@ -710,6 +758,23 @@ def _look_at_named(p: dict) -> str:
     goes down to (``down_to``), called from it, else the named one, with
     the slow and fast batches' shares of the function named first."""
     inner = p.get("down_to")
+    caller = p.get("own_caller")
+    if p.get("split"):
+        parts = p["split"]
+        names = ", ".join(code_where(f) for f in parts[:-1]) + f" and {code_where(parts[-1])}"
+        who = "main-process" if p.get("main") else "worker"
+        return (f"Look at {names} (each called from {code_where(p)}): the slow batches' "
+                f"sampled {who} CPU goes "
+                + ", ".join(pct(f["slow_share"]) for f in parts) + " into them, the fast "
+                "ones' " + ", ".join(pct(f["fast_share"]) for f in parts))
+    if caller:
+        at = inner or p
+        shares = (_shares({**inner, "main": p.get("main")})
+                  if inner and inner.get("slow_share") is not None
+                  and inner.get("fast_share") is not None else _shares(p))
+        return (f"Look at {code_where(caller)}: the slow batches' CPU goes into library code "
+                f"it calls, {code_where(at)}"
+                + (_called_from(p, p.get("through")) if inner else "") + f": {shares}")
     if not inner:
         return f"Look at {code_where(p)}: {_shares(p)}"
     shares = (_shares({**inner, "main": p.get("main")})
