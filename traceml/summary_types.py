@@ -772,11 +772,14 @@ class Samples(TypedDict):
 
 class WorkerMaking(TypedDict, total=False):
     """One worker's batches (worker_timing): how many it made, the median
-    and mean time to make one, and the median CPU in one (s)."""
+    and mean time to make one, their sample standard deviation (null under
+    2 batches; absent in runs saved before it), and the median CPU in one
+    (s)."""
 
     batches: Count
     make_median_s: Seconds
     make_mean_s: Seconds
+    make_sd_s: SecondsOrNull
     cpu_median_s: SecondsOrNull
 
 

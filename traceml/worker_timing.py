@@ -642,6 +642,7 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
     batch (every thread), ``runq_s`` the fetching thread's wait for a core (schedstat; None when the
     kernel keeps none) (each {median, p95, mean}), ``handover_s`` per step the input
     wait outside production (same), ``workers`` per worker id {batches, make_median_s, make_mean_s,
+    make_sd_s (the make times' sample standard deviation, None under 2 batches),
     cpu_median_s}, ``busy_share`` the workers' time making batches over
     num_workers times the epochs' span, ``production_share`` the input wait
     during which the awaited worker was making batches, ``handover_share``
@@ -692,6 +693,7 @@ def summarise(records: np.ndarray, steps: np.ndarray, worker: Optional[np.ndarra
             "batches": int(sel.sum()),
             "make_median_s": _core.percentiles(make[sel], 50.0) * 1e-9,
             "make_mean_s": float(make[sel].mean()) * 1e-9,
+            "make_sd_s": (float(make[sel].std(ddof=1)) * 1e-9 if sel.sum() >= 2 else None),
             "cpu_median_s": _core.percentiles(c, 50.0) * 1e-9 if len(c) else None,
         }
     # The workers' busy share over the epochs the matched steps belong to.

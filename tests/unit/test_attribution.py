@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import scipy.stats as sps
 
 import corpus
 from traceml.findings import attribution, sentences
@@ -231,20 +232,31 @@ def test_no_look_ahead_is_advised_where_the_slow_batches_fall_on_some_workers():
          "prediction": {"keeps_up_with": 3, "compute_s": 0.010, "handover_s": 0.001},
          "stalls": {"stall_median_s": 0.017}, "step_s": {"mean": 0.0154},
          "attribution": {"period": 2},
-         "production": {"workers": {w: {"batches": 8, "make_mean_s": m}
+         "production": {"workers": {w: {"batches": 8, "make_mean_s": m, "make_sd_s": 2e-3}
                                     for w, m in workers.items()}}}
     d = attribution.deeper_look_ahead(s)
     assert d["behind"] == [0, 2] and d["make_s"] == 60e-3
+    # The 99% one-sided lower bound of the mean, Student's t on 8 batches.
+    assert d["low_s"] == pytest.approx(60e-3 - sps.t.ppf(0.99, 7) * 2e-3 / np.sqrt(8))
     assert d["budget_s"] == pytest.approx(4 * 0.011)
     # 3 shares no factor with the period 2: the slow batches go to every
     # worker in turn, and the nearest such count to 4 (3 before 5).
     assert d["spread"] == 3
     said = attribution._look_ahead({"deeper": d})
-    assert "No deeper look-ahead hides them: workers 0 and 2" in said
+    assert "No deeper look-ahead hides them: workers 0 and 2 took 60 ms a batch" in said
     assert "num_workers=(4, 3)" in said and "prefetch_factor" not in said
+    # Helper 39A: a worker's mean just past its budget within its own
+    # spread (21.5 ms against 21 ms) is no evidence it falls behind, nor
+    # is it "the one the slow batches fall on".
+    near = {**s, "production": {"workers": {
+        w: {"batches": 25, "make_mean_s": 45e-3 if w == 1 else 10e-3, "make_sd_s": 20e-3}
+        for w in range(4)}}}
+    assert attribution.deeper_look_ahead(near) == {"from": 2, "to": 3, "stall_s": 0.017}
+    assert "fall on" not in said
     # The slow batches spread over every worker (each worker's mean 31 ms,
     # under its 44 ms): the look-ahead is the step, as before.
-    s["production"]["workers"] = {w: {"batches": 8, "make_mean_s": 31e-3} for w in range(4)}
+    s["production"]["workers"] = {w: {"batches": 8, "make_mean_s": 31e-3, "make_sd_s": 1e-3}
+                                  for w in range(4)}
     assert attribution.deeper_look_ahead(s) == {"from": 2, "to": 3, "stall_s": 0.017}
 
 
