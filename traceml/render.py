@@ -396,11 +396,13 @@ def comparison_html(d: dict) -> str:
 SWEEP_TIMING_TITLE = "each condition, times in ms a step:"
 SWEEP_TIMING_COLUMNS = ("dir", "fetch", "p95", "step", "compute", "stalls", "period",
                         "diagnosis")
-# Each column's meaning in the title, in words a reader of the loop knows.
-SWEEP_EVIDENCE_TITLE = ("the evidence behind each (model: the mean fetch the workers' timing "
-                        "predicts, off by its error against the row; on cadence: the stall gaps "
-                        "that are multiples of max(1, num_workers); stall cores and MB: the "
-                        "workers' busy cores and reads during the stalls):")
+# The title within 100 columns; each column's meaning in a legend line
+# under the tables, in words a reader of the loop knows.
+SWEEP_EVIDENCE_TITLE = "the evidence behind each (the columns are said under the tables):"
+SWEEP_EVIDENCE_LEGEND = ("columns: model, the mean fetch the workers' timing predicts, off by its "
+                         "error against the row; on cadence, the stall gaps that are multiples "
+                         "of max(1, num_workers); stall cores and MB, the workers' busy cores "
+                         "and reads during the stalls.")
 SWEEP_EVIDENCE_COLUMNS = ("dir", "model (ms)", "off by", "on cadence", "overtakes",
                           "stall cores", "stall MB")
 _DIR = {"forward": "fwd", "backward": "bwd"}
@@ -445,7 +447,8 @@ def _sweep_tables(rows: list[dict]) -> list[tuple[tuple, list[list[str]]]]:
 def _sweep_notes(d: dict) -> list[str]:
     """The lines under a sweep's table, before the errors."""
     ignored = d["ignored_num_workers"]
-    out = [t for t in (sweeps.sweep_correlation(d["correlation"], bool(ignored)),) if t]
+    out = [SWEEP_EVIDENCE_LEGEND]
+    out += [t for t in (sweeps.sweep_correlation(d["correlation"], bool(ignored)),) if t]
     out.extend(t for t in (prediction_check.sweep_prediction(d.get("prediction"), d["rows"]),) if t)
     out.extend(t for t in (sweeps.sweep_unsettled(d["rows"]),
                            sweeps.sweep_left_out(d["correlation"])) if t)
@@ -461,7 +464,7 @@ def _sweep_notes(d: dict) -> list[str]:
 def sweep_text(d: dict) -> str:
     """The terminal table of a SweepResult's ``to_dict()``."""
     (th, tc), (eh, ec) = _sweep_tables(d["rows"])
-    out = ([SWEEP_TIMING_TITLE] + table_text(th, tc) + [""] + wrap_lines([SWEEP_EVIDENCE_TITLE])
+    out = ([SWEEP_TIMING_TITLE] + table_text(th, tc) + ["", SWEEP_EVIDENCE_TITLE]
            + table_text(eh, ec) + [""])
     notes = _sweep_notes(d) + [sweeps.sweep_error(r) for r in d["rows"] if r["error"]]
     if d["interrupted"]:

@@ -317,9 +317,16 @@ def env():
     return out
 
 
+def _default_sigint():
+    # As a terminal starts a script: a shell that starts pytest in the
+    # background leaves SIGINT ignored, which children inherit, and Python
+    # then installs no KeyboardInterrupt handler.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(cmd, cwd):
     return subprocess.Popen(cmd, cwd=cwd, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=_default_sigint)
 
 
 def both(args, cwd, launch_opts=()):

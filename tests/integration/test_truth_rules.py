@@ -454,7 +454,9 @@ def _uniformly_slow_summary(cores, cpus=2, num_workers=4):
     s = build(records(wait, np.full(60, 5 * MS)), INFO, SYNTHETIC, None).summary
     s["loader"] = {"num_workers": num_workers}
     s["host"] = {"usable_cpus": cpus}
-    s["workers"] = {"intervals": {"slow": {"count": 59, "worker_cores_busy": cores},
+    # Every fetch a stall: the stalls' intervals are the whole run.
+    s["workers"] = {"intervals": {"slow": {"count": 59, "worker_cores_busy": cores,
+                                           "wall_s": 1.0, "worker_cpu_s": cores},
                                   "fast": {"count": 0, "worker_cores_busy": None}}}
     return s
 
@@ -462,7 +464,7 @@ def _uniformly_slow_summary(cores, cpus=2, num_workers=4):
 def test_no_more_workers_when_the_workers_saturate_the_cpus():
     nxt = sentences(advice.next_steps(_uniformly_slow_summary(cores=1.95)))
     assert not any("vary num_workers" in line for line in nxt)
-    assert "already keep the 2 usable CPUs busy (1.9 cores at num_workers=4)" in nxt[-1]
+    assert "already keep the 2 usable CPUs busy through the run (1.9 cores at num_workers=4)" in nxt[-1]
     nxt = sentences(advice.next_steps(_uniformly_slow_summary(cores=0.8)))
     assert "vary num_workers around 4" in nxt[-1]
 

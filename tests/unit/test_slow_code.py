@@ -204,6 +204,14 @@ def test_every_batch_alike_and_input_bound_leads_with_the_hot_path():
     said = slow_code.WORDS[adv.code](adv.numbers)
     assert ("`burn` in `data/ds.py:3` holds 94% of the workers' sampled CPU (called from "
             "`load_episode` in `data/ds.py:3` through `decode_video_frames`)") in said, said
+    # A path rooted in a collate_fn keeps its root (helper 39A: `burn` was
+    # named alone for a collate_fn holding 94% of the batch time).
+    path = [_path_entry("coll", 0.98), _path_entry("burn", 0.97)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert ("`burn` in `data/ds.py:3` holds 97% of the workers' sampled CPU (called from "
+            "`coll` in `data/ds.py:3`)") in said, said
 
 
 def test_the_hot_path_is_named_down_to_the_users_code_not_the_library_under_it():

@@ -1043,8 +1043,8 @@ def _look_ahead(p: dict) -> str:
                   f"{d['period']}, deals them to every worker in turn (traceml.sweep("
                   f"make_loader, num_workers=({d['num_workers']}, {d['spread']})) measures "
                   "it)" if d.get("spread") else "")
-        bound = (f" (at least {fmt_s(d['low_s'])} at 99%)" if d.get("low_s") is not None
-                 else "")
+        bound = (f" (at least {fmt_s(d['low_s'])} at {pct(1.0 - BEHIND_ALPHA)})"
+                 if d.get("low_s") is not None else "")
         return (f" No deeper look-ahead hides them: {who} took {fmt_s(d['make_s'])} a batch on "
                 f"average{bound}, more than the {fmt_s(d['budget_s'])} each has (num_workers x "
                 f"the loop's use of a batch){spread}.")
