@@ -251,8 +251,13 @@ def test_no_look_ahead_is_advised_where_the_slow_batches_fall_on_some_workers():
     near = {**s, "production": {"workers": {
         w: {"batches": 25, "make_mean_s": 45e-3 if w == 1 else 10e-3, "make_sd_s": 20e-3}
         for w in range(4)}}}
-    assert attribution.deeper_look_ahead(near) == {"from": 2, "to": 3, "stall_s": 0.017}
-    assert "fall on" not in said
+    d = attribution.deeper_look_ahead(near)
+    assert d["close"] == [1] and "behind" not in d and "to" not in d
+    half = sps.t.ppf(0.99, 24) * 20e-3 / 5.0
+    assert (d["low_s"], d["high_s"]) == (pytest.approx(45e-3 - half), pytest.approx(45e-3 + half))
+    said_near = attribution._look_ahead({"deeper": d})
+    assert "Whether a deeper look-ahead hides them is not yet told: worker 1 took 45 ms" in said_near
+    assert "prefetch_factor" not in said_near and "fall on" not in said
     # The slow batches spread over every worker (each worker's mean 31 ms,
     # under its 44 ms): the look-ahead is the step, as before.
     s["production"]["workers"] = {w: {"batches": 8, "make_mean_s": 31e-3, "make_sd_s": 1e-3}
