@@ -1128,6 +1128,10 @@ class ShapeSupport(TypedDict):
     readings: dict[ShapeLabel, Share]
     other: Optional[ShapeLabel]
     settle_steps: NotRequired[CountOrNull]
+    half_support: NotRequired[Annotated[Share, Schema(description=(
+        "Borderline only: the leading reading's share of resamples of half the run "
+        "(label_support.shape_support); settle_steps is null where the full run's is "
+        "not above it."))]]
     block: Count
     resamples: Count
 

@@ -243,3 +243,27 @@ def test_the_shape_support_of_a_real_borderline_run_carries_its_estimate():
     firm = np.where(np.arange(80) % 4 == 0, 80 * MS, MS // 10).astype(np.int64)
     assert ls.shape_support(firm, firm + 10 * MS, stall_shape.HEAVY_TAILED,
                             round_steps=4)["settle_steps"] is None
+
+
+def test_a_shape_support_that_does_not_grow_with_the_run_gives_no_step_count():
+    from traceml.findings import stall_shape
+
+    # Helper 40C: a loop whose shape sat on a rule's line read "about 15
+    # more steps would settle it" at 300 steps; neither 315 nor 1700 did.
+    # The estimate's model says the leading reading's support grows with
+    # the run: read at half the run it must be lower, else no count.
+    wait, step = _stalls_among_fast(60, 4, 8.0, seed=1500)
+    label = stall_shape.classify(wait, step, None).shape[0]
+    sup = ls.shape_support(wait, step, label)
+    lead = max(sup["readings"].values())
+    assert 0.0 <= sup["half_support"] <= 1.0
+    want = (ls._shape_settle_steps(60, lead, sup["resamples"])
+            if lead > sup["half_support"] else None)
+    assert sup["settle_steps"] == want
+    flat = {"label": "HEAVY-TAILED", "support": 0.89, "other": "FAST",
+            "readings": {"HEAVY-TAILED": 0.89, "FAST": 0.11}, "settle_steps": None,
+            "half_support": 0.93, "block": 4, "resamples": 199}
+    (line,) = ls.shape_lines({"shape": "HEAVY-TAILED", "shape_support": flat})
+    assert ("its leading reading held 93% of resamples of half these steps and 89% of all of "
+            "them, so more steps may not settle it") in line
+    assert "would settle it" not in line

@@ -202,11 +202,24 @@ def shape_support(wait_ns: np.ndarray, step_ns: np.ndarray, label: str,
         names.append(got[0] if got else None)
     readings, other = _readings(label, names)
     sup = readings.get(label, 0.0)
-    lead = max(sup, readings.get(other, 0.0) if other is not None else 0.0)
-    return {"label": label, "support": sup, "readings": readings, "other": other,
-            "settle_steps": (_shape_settle_steps(n, lead, len(names))
-                             if sup < SUPPORT_MIN and other is not None else None),
-            "block": b, "resamples": len(names)}
+    out = {"label": label, "support": sup, "readings": readings, "other": other,
+           "settle_steps": None, "block": b, "resamples": len(names)}
+    if sup < SUPPORT_MIN and other is not None and k >= 4:
+        # The model behind the estimate says the leading reading's support
+        # grows with the run; read at half the run (each resample's first
+        # half of its blocks, no tail), it must be lower, else more steps
+        # may not settle it (a loop whose shape sat on a rule's line read
+        # "about 15 more steps would settle it" at 300 steps, and neither
+        # 315 nor 1700 did, helper 40C).
+        leader = label if sup >= readings.get(other, 0.0) else other
+        half = [stall_shape.classify(wait_ns[idx], step_ns[idx], given_s,
+                                     position=position).shape
+                for idx in ((row[: k // 2, None] * b + offsets).ravel() for row in picks)]
+        out["half_support"] = sum(1 for h in half if h and h[0] == leader) / len(half)
+        lead = readings.get(leader, 0.0)
+        if lead > out["half_support"]:
+            out["settle_steps"] = _shape_settle_steps(n, lead, len(names))
+    return out
 
 
 def _shape_settle_steps(n: int, lead: float, resamples: int) -> Optional[int]:
@@ -308,6 +321,7 @@ def shape_findings(s: dict) -> list[Finding]:
     if found and "settle_steps" in s["shape_support"]:
         # Runs saved before the shape's settle estimate carry none.
         found[0].numbers["settle_steps"] = s["shape_support"]["settle_steps"]
+        found[0].numbers["half_support"] = s["shape_support"].get("half_support")
     trend = (s.get("trend") or {}).get("label")
     if found and trend in (wait_trend.RISING, wait_trend.FALLING):
         # A wait that trends changes its shape along the run, and block
@@ -355,12 +369,24 @@ def _borderline_words(p: dict) -> str:
             f"of the same loop may read {p['other']}; {settle}")
 
 
+def _settle_shape(p: dict) -> str:
+    """How many more steps would settle a borderline shape, or why more
+    may not (its support did not grow from half the run to all of it)."""
+    if "settle_steps" not in p:
+        return ""
+    if p.get("half_support") is not None and p["settle_steps"] is None:
+        lead = max(p["readings"].values())
+        if lead <= p["half_support"]:
+            return (f": its leading reading held {pct(p['half_support'])} of resamples of half "
+                    f"these steps and {pct(lead)} of all of them, so more steps may not settle "
+                    "it (the loop may sit on a rule's line)")
+    return ": " + stall_timing.settle_words(p["settle_steps"])
+
+
 def _borderline_shape_words(p: dict) -> str:
     then = (f"the wait is {p['trend']}, so its shape changes along the run and resampled "
             "blocks mix its levels: read the trend, not the shape" if p.get("trend") else
-            "record more steps before reading the stalls' pattern"
-            + (": " + stall_timing.settle_words(p["settle_steps"]) if "settle_steps" in p
-               else ""))
+            "record more steps before reading the stalls' pattern" + _settle_shape(p))
     return (f"borderline shape: {_minority(p)}{p['label']} in {_support(p['support'])}, "
             f"{p['other']} in "
             f"{pct(p['readings'].get(p['other'], 0.0))} of {p['resamples']} block-bootstrap "
