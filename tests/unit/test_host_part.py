@@ -243,7 +243,15 @@ def test_more_workers_are_not_advised_where_a_thread_pool_took_the_batch_cpu():
     assert we.thread_pool(s)
     (f,) = pc.advise(s)
     assert f.numbers["shorter"] is None
+    # Helper 40C: the model's "the workers need about 21.7 cores" led, 3 of
+    # 3, where one BLAS thread a worker took the step from 61-228 ms to
+    # 15 ms: the pool's experiment now heads the line.
+    said = pc.WORDS[f.code](f.numbers)
+    assert said.startswith("Next: one thread a worker first (threadpoolctl.threadpool_limits(1) "
+                           "in worker_init_fn; the thread-pool line below): 49% of the workers'")
+    assert f.numbers["pool_share"] == pytest.approx(we.thread_pool(s)[0].numbers["share"])
     # Without the pool's evidence the rows' shorter wait is advised.
     quiet = {**s, "host": {"usable_cpus": 2}}
     (g,) = pc.advise(quiet)
     assert g.numbers["shorter"] is not None and g.numbers["shorter"]["num_workers"] == 16
+    assert "pool_share" not in g.numbers

@@ -254,6 +254,7 @@ def advise(s: dict) -> list[Finding]:
     p = s.get("prediction")
     if not p or p.get("trust") != PREDICT_TRUSTED or p.get("keeps_up_with") is not None:
         return []
+    pool = worker_evidence.thread_pool(s)
     return [Finding("predicted_no_workers", {
         "off_cpu": ({"off_cpu_s": p["off_cpu_s"], "make_s": p["make_s"],
                      "per_step_s": p["quiet_compute_s"] + p["handover_s"]}
@@ -269,8 +270,13 @@ def advise(s: dict) -> list[Finding]:
         # took the batches' CPU: more workers run more of its threads
         # (OpenBLAS at 2 threads a worker, "sweep num_workers=(2, 16)"
         # led where one BLAS thread made the run 13x faster, helper 38C).
-        "shorter": (None if host_contention.advise(s) or worker_evidence.thread_pool(s)
-                    else _shorter_with_more(p))})]
+        "shorter": (None if host_contention.advise(s) or pool else _shorter_with_more(p)),
+        # The pool's threads' CPU (spinning, oversubscribed) is in the
+        # cores the model asks for: one thread a worker is the experiment
+        # before the model's verdict (helper 40C: "the workers need about
+        # 21.7 cores ... make each batch 10-20x cheaper" led, 3 of 3, where
+        # threadpool_limits(1) alone took the step from 61-228 ms to 15).
+        **({"pool_share": pool[0].numbers["share"]} if pool else {})})]
 
 
 # More workers than now "shorten" the wait where the model puts it at
@@ -324,6 +330,11 @@ def _more_words(p: dict) -> str:
     """The head of ``predicted_no_workers``: "not more workers", or where
     more still shorten the wait (``shorter``), how far."""
     m = p.get("shorter")
+    if p.get("pool_share") is not None:
+        return ("Next: one thread a worker first (threadpoolctl.threadpool_limits(1) in "
+                f"worker_init_fn; the thread-pool line below): {pct(p['pool_share'])} of the "
+                "workers' batch CPU ran on other threads, and a pool's threads spinning on "
+                "shared cores count in the cores below; if the step stays, not more workers: ")
     if not m:
         return "Next: not more workers: "
     if m.get("from_others"):
