@@ -464,7 +464,9 @@ def _stage_temporal(run: _Run, s: dict) -> dict:
         "input_wait_s": duration_stats_s(w.first_wait),
         "by_epoch": (by_epoch := _start_by_epoch(
             run.epoch[first], w.first_wait, getattr(run.src, "epoch_facts", None) or {},
-            _init_by_epoch(run.worker_items))),
+            _init_by_epoch(run.worker_items),
+            _sampler_in_first(run.steps, first, run.epoch, run.sampler_items)
+            if run.num_workers == 0 else None)),
         **_start_iter(by_epoch, _latest_fact(run.src, "sampler_code")),
         **_start_init(by_epoch, _latest_fact(run.src, "worker_init_code")),
         **_start_making(run.making_ns, first, w.first_wait),
@@ -712,9 +714,31 @@ def _start_share(by_epoch: list[dict], key: str) -> Optional[float]:
     return sum(min(e[key], e["input_wait_s"]) for e in held) / total
 
 
+def _sampler_in_first(steps: np.ndarray, first: np.ndarray, epoch: np.ndarray,
+                      items: Optional[np.ndarray]) -> Optional[dict]:
+    """At num_workers=0: {epoch: (wall s, CPU s)} of the sampler's next()
+    calls inside each epoch's start-up fetches (worker_timing.time_sampler's
+    records), where a sampler whose __iter__ is a generator runs it: iter()
+    made only the generator (a Sampler.__iter__ sorting its indices for
+    0.4 s read "a short run ... record more steps" at num_workers=0 and
+    was named at 2, helper 40C, 4 of 4).  None without records."""
+    if items is None or not len(items) or not first.any():
+        return None
+    items = items[items["kind"] == _core.ITEM_NEXT]
+    at = np.flatnonzero(first)
+    wall, cpu = worker_timing.sampler_in_waits(items, steps["begin_ns"][at],
+                                               steps["fetch_done_ns"][at])
+    out: dict = {}
+    for e, a, c in zip(epoch[at], wall, cpu):
+        w0, c0 = out.get(int(e), (0.0, 0.0))
+        out[int(e)] = (w0 + float(a) * NS, c0 + float(c) * NS)
+    return out
+
+
 def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
                     facts: Optional[Mapping[int, dict]] = None,
-                    init: Optional[Mapping[int, tuple]] = None) -> list[dict]:
+                    init: Optional[Mapping[int, tuple]] = None,
+                    sampler: Optional[Mapping[int, tuple]] = None) -> list[dict]:
     """{epoch, fetches, input_wait_s (their total)[, iter_s, iter_cpu_s]
     [, init_s, init_cpu_s]} of each epoch's start-up fetches, in epoch
     order (``epoch`` and ``wait_ns`` of the start-up steps, shape
@@ -722,7 +746,9 @@ def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
     CPU seconds of iter() itself, inside the first fetch's wait) where the
     epoch's ``facts`` hold them; init_s and init_cpu_s (the longest
     worker_init_fn call of the workers started for it, and its CPU) where
-    ``init`` (:func:`_init_by_epoch`) holds the epoch."""
+    ``init`` (:func:`_init_by_epoch`) holds the epoch.  At num_workers=0
+    ``sampler`` (:func:`_sampler_in_first`) adds the sampler's draws in
+    the epoch's first fetch to iter_s and iter_cpu_s."""
     if not len(epoch):
         return []
     ids, at = np.unique(epoch, return_inverse=True)
@@ -734,6 +760,11 @@ def _start_by_epoch(epoch: np.ndarray, wait_ns: np.ndarray,
         known = (facts or {}).get(int(e)) or {}
         if known.get("iter_s") is not None:
             row["iter_s"], row["iter_cpu_s"] = known["iter_s"], known.get("iter_cpu_s")
+            if int(e) in (sampler or {}):
+                wall, cpu = sampler[int(e)]
+                row["iter_s"] += wall
+                if row["iter_cpu_s"] is not None:
+                    row["iter_cpu_s"] += cpu
         if int(e) in (init or {}):
             row["init_s"], row["init_cpu_s"] = init[int(e)]
         out.append(row)

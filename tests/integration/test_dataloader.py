@@ -431,6 +431,26 @@ def test_a_sampler_slow_each_epoch_is_iter_not_the_workers_start():
     assert "persistent_workers=True pays" not in text
 
 
+@pytest.mark.slow
+def test_a_sampler_slow_each_epoch_is_named_at_no_workers_too():
+    # Helper 40C: at num_workers=0 iter() makes only BatchSampler's
+    # generator; the sampler's __iter__ runs at the first next(), inside
+    # the first fetch, and a 0.4 s __iter__ read "a short run ... record
+    # more steps" (4 of 4).  The sampler's timed draws there count with
+    # iter().
+    name = uname("siter0")
+    loader = DataLoader(BurnDataset(64, 0.0), batch_size=4, num_workers=0,
+                        sampler=_SlowIterSampler(64, 0.3))
+    for _b in traceml.wrap(loader, name=name):
+        time.sleep(0.005)
+    d = traceml.report(source=name).to_dict()
+    (e,) = d["epoch_start"]["by_epoch"]
+    assert 0.3 <= e["iter_cpu_s"] <= e["iter_s"] <= e["input_wait_s"], e
+    text = " ".join(d["next"])
+    assert "iter() on the loader and the sampler's first draw took" in text, text
+    assert "_SlowIterSampler.__iter__" in text and "record more steps" not in text
+
+
 def _slow_init(worker_id):
     from burn import burn_cpu
     burn_cpu(0.25)

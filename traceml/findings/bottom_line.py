@@ -250,11 +250,15 @@ def _iter_start(p: dict, said: str) -> str:
     cpu = (f", the main thread on a CPU for {pct(p['iter_cpu_share'])} of that"
            if p.get("iter_cpu_share") is not None else "")
     code = (f" (its code: {code_where(p['sampler_code'])})" if p.get("sampler_code") else "")
-    workers = (f" and starts the {p['num_workers']} worker processes" if p.get("num_workers")
+    workers = (f", and starts the {p['num_workers']} worker processes" if p.get("num_workers")
                else "")
-    return (said + f"iter() on the loader itself took {pct(p['iter_share'])} of it{cpu}. "
+    # At num_workers=0 a generator sampler's __iter__ runs at the first
+    # next(), inside the first fetch: that draw is counted with iter().
+    what = ("iter() on the loader and the sampler's first draw took" if p.get("num_workers") == 0
+            else "iter() on the loader itself took")
+    return (said + f"{what} {pct(p['iter_share'])} of it{cpu}. "
             "iter() runs in the main process before any batch is made: it draws the first "
-            f"index lists from the sampler, whose __iter__ runs there{code},{workers}; "
+            f"index lists from the sampler, whose __iter__ runs there{code}{workers}; "
             "persistent_workers and more workers leave that as it is. Next: time "
             "iter(loader.batch_sampler) and its first next() alone; work the sampler does "
             "each epoch (sorting, grouping, reading an index) costs once if done in its "
