@@ -16,7 +16,10 @@ ADVICE_FAMILIES = ("advice", *(f.__name__.rsplit(".", 1)[-1] for f in advice.EVI
 AWAITING_A_CASE = frozenset((
     "compute_bound_stalls", "cpus_saturated", "fewer_bytes", "handover_bytes",
     "handover_main", "no_data", "overtaking", "predicted_no_workers", "look_at_function",
-    "look_at_path"))
+    "look_at_path",
+    # The slow code's steps need sampled worker stacks, which no corpus
+    # case (step records) holds: tests/integration/test_slow_code_loader.py.
+    "freeze_gc"))
 
 # Evidence codes no corpus case emits: the corpus's cases are made of
 # step records, and the slow-code evidence needs sampled worker stacks,

@@ -655,6 +655,13 @@ def test_a_collection_in_the_slow_batches_is_named_and_ticks_elsewhere_are_check
     said = slow_code.WORDS[f.code](f.numbers)
     assert "the garbage collector took 76% of the CPU of 1 slow batch" in said
     assert "gc.freeze()" in said
+    # Helper 40C: its remedy is the next step, and replaces comparing
+    # in_order ("compare in_order" led beside "the collector took 89%").
+    (adv,) = slow_code.advise({"slow_code": {**b, "slow_gc_cpu_share": 0.76}})
+    assert adv.code == "freeze_gc"
+    assert slow_code.WORDS[adv.code](adv.numbers).startswith(
+        "Next: gc.freeze() in the main process before iter(loader) starts the workers")
+    assert "compare_in_order" in slow_code.superseded_by(adv)
     # Under half the CPU, the collection is not the finding.
     assert slow_code.judge({**b, "slow_gc_cpu_share": 0.3}).code == "slow_code_other_thread"
     # The other threads measured at 3 % of the slow batches' CPU: the

@@ -573,6 +573,7 @@ EXPERIMENTS = frozenset((
     "slow_sample", "slow_collate", "large_batches",
     "time_slow_samples", "fewer_bytes", "predicted_no_workers",
     "host_contention", "host_bound", "look_at_function", "look_at_path", "wait_for_core",
+    "freeze_gc",
     "largest_part", "try_workers"))
 # Which experiment leads where several are advised: the measured evidence
 # before the pattern's experiments, the code that makes the batches first

@@ -517,11 +517,15 @@ SUPERSEDES: dict = {"look_at_function": frozenset(), "look_at_path": frozenset()
                     # Measured: the per-sample timing found the slow samples
                     # that comparing in_order would only point at.
                     "time_slow_samples": frozenset(("compare_in_order", "in_order_seen",
-                                                    "slow_samples_one_loader"))}
+                                                    "slow_samples_one_loader")),
+                    # Measured: the collector, not particular samples or
+                    # their order, made the slow batches.
+                    "freeze_gc": frozenset(("compare_in_order", "in_order_seen",
+                                            "slow_samples_one_loader"))}
 # A named function that holds at least half the fast batches' sampled CPU
 # too is code every batch runs (most of it), not the slow batches' own.
 SAME_CODE_FAST_SHARE = 0.5
-ONLY_REPLACING: frozenset = frozenset(("time_slow_samples",))
+ONLY_REPLACING: frozenset = frozenset(("time_slow_samples", "freeze_gc"))
 # At num_workers=0, where the sampler's next() holds most (more than this
 # share) of the main process's sampled CPU in the fetches, the work runs in
 # the main process at any num_workers: "try num_workers >= 1" goes.
@@ -562,6 +566,11 @@ def advise(s: dict) -> list[Finding]:
         # costs alike ... the workers' sampled CPU" led above the sampler's
         # 72% of the wait, helper 35B's slow Sampler at num_workers=2).
         return timed
+    if f.code == "slow_code_gc":
+        # The collector held most of the slow batches' CPU, measured where
+        # it ran: its remedy is the next step (helper 40C: "compare
+        # in_order" led beside "the garbage collector took 89%", 2 of 2).
+        return [Finding("freeze_gc", dict(f.numbers))] + timed
     if (s.get("attribution") or {}).get("label") == attribution.LARGE_BATCH and f.code in (
             "slow_code_off_cpu", "slow_code_named"):
         # The slow batches run their code, on a CPU or off it, for more
@@ -881,6 +890,12 @@ WORDS: dict[str, Words] = {
            "a sleep, a read or a lock that it calls.")
         if p.get("off_cpu") else
         _look_at_named(p) + _beside(p) + "." + _in_the_sampler(p)),
+    "freeze_gc": lambda p: (
+        "Next: gc.freeze() in the main process before iter(loader) starts the workers (or in "
+        "worker_init_fn), and compare the runs (traceml.compare): the garbage collector took "
+        f"{pct(p['share'])} of the CPU of "
+        f"{plural(p['batches'], 'slow batch', 'slow batches')}, walking objects "
+        f"{'the process holds' if p.get('main') else 'each worker inherited'}."),
     "time_slow_samples": lambda p: (
         "Next: time __getitem__ on index "
         + ", ".join(str(i) for i in p["indices"])
