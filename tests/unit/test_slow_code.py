@@ -868,3 +868,18 @@ def test_two_slow_paths_under_one_caller_are_both_named():
     assert "split" not in slow_code.judge(_block(one, 872, 9)).numbers
     overlap = [fns[0], {**fns[1], "slow": 600}, {**fns[2], "slow": 600}]
     assert "split" not in slow_code.judge(_block(overlap, 872, 9)).numbers
+
+
+def test_a_comprehension_is_named_as_the_function_that_holds_it():
+    # The demo on Python 3.11 named `_delta_values.<locals>.<listcomp>`;
+    # 3.12 inlines comprehensions, so the same code named `_delta_values`.
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("_delta_values", 0.96),
+            _path_entry("_delta_values.<locals>.<listcomp>", 0.95)]
+    tail = slow_code.user_tail(path, path[1])
+    assert tail["function"] == "_delta_values"
+    # Alone on the path it is still named: nothing holds it.
+    assert slow_code.user_tail(path[2:], path[2])["function"].endswith("<listcomp>")
+    fns = [_fn("DS.__getitem__", 40, 60, 1), _fn("decode", 39, 58, 2)]
+    s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    assert adv.numbers["tail"]["function"] == "_delta_values"

@@ -265,6 +265,9 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         # Down to the innermost of the user's own functions where there is
         # one: a torch op under it is where its CPU goes, not what to change.
         own = [f for f in placed if not f.get("library")] or placed
+        # A comprehension's own frame is its function's (Python 3.12
+        # inlines them: the same code names the same function everywhere).
+        own = [f for f in own if not _comprehension(f)] or own
         inner = max(own, key=lambda f: (f["root_distance"], -f["gap"]), default=None)
         down_to = (_row(inner) if inner is not None and lead["root_distance"] is not None
                    and inner["root_distance"] > lead["root_distance"] else None)
@@ -654,7 +657,21 @@ def user_tail(path: list[dict], head: dict) -> dict:
     user's `_resize` at 98%)."""
     start = next((i for i, e in enumerate(path) if e is head), 0)
     own = [e for e in path[start:] if not e.get("library")]
+    # A comprehension is its function's work: Python 3.11 gives it a frame
+    # of its own ("`_delta_values.<locals>.<listcomp>`" in the demo), 3.12
+    # inlines it (PEP 709); the function that holds it is named on both.
+    while len(own) > 1 and _comprehension(own[-1]):
+        own.pop()
     return own[-1] if own else path[-1]
+
+
+# The code objects Python 3.11 makes for comprehensions.
+_COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
+
+
+def _comprehension(entry: dict) -> bool:
+    """Whether a function or path entry is a comprehension's frame."""
+    return entry["function"].rsplit(".", 1)[-1] in _COMPREHENSIONS
 
 
 def _time_slow_samples(s: dict) -> list[Finding]:
