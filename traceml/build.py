@@ -202,6 +202,7 @@ def build(
     None) and ``batch_tensors`` the count of tensors and arrays holding
     them (int32, -1 where not counted; parallel, or None); ``thread_pools``
     the native thread pools the workers run too (wrapping.thread_pools;
+    None: the latest epoch's facts' reading, taken as its workers started;
     None: unknown); ``gpu`` the source's CUDA-event readings
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
@@ -271,7 +272,9 @@ class _Run:
             if not whole:
                 batch_tensors = batch_tensors[selected]
         self.batch_bytes, self.batch_tensors = batch_bytes, batch_tensors
-        self.thread_pools = thread_pools
+        # As the latest epoch's workers started with them, where not given.
+        self.thread_pools = (thread_pools if thread_pools is not None
+                             else _latest_fact(self.src, "thread_pools"))
         self.clocks = None
         self.own_wait: Optional[np.ndarray] = None
         if fetch_clocks is not None and len(fetch_clocks[0]):

@@ -21,7 +21,7 @@ import numpy as np
 from . import _core, stacks, worker_timing
 from .build import Report, _check_threshold, build
 from .gpu import DEFAULT_RING
-from .wrapping import SourceRegistry, Wrapped, thread_pools, wrap_into
+from .wrapping import SourceRegistry, Wrapped, wrap_into
 
 
 class Recorder(_core.Recorder):
@@ -175,7 +175,7 @@ class Recorder(_core.Recorder):
                      delivery=delivery, samples=_core.sampler_samples(),
                      sampler_info=_core.sampler_info(), stuck_events=stuck,
                      main_pid=os.getpid(), batch_bytes=batch_bytes,
-                     batch_tensors=batch_tensors, thread_pools=thread_pools(),
+                     batch_tensors=batch_tensors,
                      worker_batches=worker_batches, worker_items=worker_items,
                      stack_input=stacks.input_for(src), fetch_clocks=clocks,
                      sampler_items=sampler_items,

@@ -722,6 +722,11 @@ class Wrapped:
         known = epoch_facts(self.iterable, inner, facts)
         known["worker_timing"] = why or "on"
         known["iter_s"], known["iter_cpu_s"] = iter_ns * 1e-9, iter_cpu_ns * 1e-9
+        # The native pools the workers start with, read as they start (once
+        # an epoch: a read per report grew ctypes' caches by tens of blocks
+        # a round in test_leaks).
+        known["thread_pools"] = (thread_pools() if hooked is not None
+                                 and (getattr(hooked, "num_workers", 0) or 0) else None)
         # The loader's own (after_iter gave it back).
         known["worker_init_code"] = (code_place(getattr(hooked, "worker_init_fn", None))
                                      if hooked is not None else None)
