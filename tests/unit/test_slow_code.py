@@ -883,3 +883,17 @@ def test_a_comprehension_is_named_as_the_function_that_holds_it():
     s = {"slow_code": _block(fns, 40, 60, hot_path=path), "diagnosis": "INPUT-BOUND"}
     (adv,) = slow_code.advise(s)
     assert adv.numbers["tail"]["function"] == "_delta_values"
+
+
+def test_one_fast_sample_cannot_tell_the_slow_batches_code_apart():
+    # Helper 39B: 901 of 912 slow samples in _update_shared_index, 0 of the
+    # one fast sample, read "they run the same code, only longer".  Absent
+    # from every fast sample it would still have p = 12/913 (hypergeometric
+    # tail, checked by SciPy), above 0.01: too few fast samples to tell.
+    fns = [{**_fn("DS.__getitem__", 912, 1, 1), "library": False},
+           {**_fn("_update_shared_index", 901, 0, 2), "library": False}]
+    p = slow_code._p_value(901, 912, 0, 1)
+    assert p == pytest.approx(_hyper_p(901, 912, 0, 1)) and p > slow_code.SLOW_CODE_ALPHA
+    path = [_path_entry("DS.__getitem__", 1.0), _path_entry("_update_shared_index", 0.99)]
+    f = slow_code.judge(_block(fns, 912, 1, fast_batches=30, hot_path=path))
+    assert f.code in ("slow_code_too_few", "slow_code_slow_only"), f.code

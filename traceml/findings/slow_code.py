@@ -340,7 +340,15 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
             **({"own_caller": caller} if caller else {}),
             **({"split": split} if split else {})})
     total = s["slow"] + s["fast"]
-    if (not s["fast"] and block.get("fast_batches")) or (
+    # Too few fast samples to tell: even the function furthest apart, were
+    # it in no fast sample, could not pass (a function in 901 of 912 slow
+    # samples and the one fast sample: p = 0.013; "they run the same code,
+    # only longer" stood beside it, helper 39B).  best_p_value is the bound
+    # for a function in every slow sample.
+    top = rows[0] if rows else None
+    unseen = (s["fast"] and top is not None
+              and _p_value(top["slow"], s["slow"], 0, s["fast"]) >= SLOW_CODE_ALPHA / m)
+    if (not s["fast"] and block.get("fast_batches")) or unseen or (
             s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m):
         # Fast batches were made, but too short to draw enough samples to
         # test against (none, or too few for any function to reach the
