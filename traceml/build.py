@@ -202,8 +202,8 @@ def build(
     None) and ``batch_tensors`` the count of tensors and arrays holding
     them (int32, -1 where not counted; parallel, or None); ``thread_pools``
     the native thread pools the workers run too (wrapping.thread_pools;
-    None: the latest epoch's facts' reading, taken as its workers started;
-    None: unknown); ``gpu`` the source's CUDA-event readings
+    None: the latest epoch's facts' reading, taken as its workers started,
+    or unknown); ``gpu`` the source's CUDA-event readings
     (``traceml.gpu.GpuTimeline.readings()``, with NVML's under
     ``utilisation``; or None: no ``gpu`` block); ``stack_input`` the
     source's sampled stacks (``traceml.stacks.input_for``; None: no
@@ -1501,6 +1501,20 @@ def _gc_cpu_share(records: np.ndarray, which: np.ndarray,
     return float(min(per_batch["gc_cpu_ns"][which].sum(), cpu.sum()) / cpu.sum())
 
 
+def _cpu_apart(slow_cpu_ns: np.ndarray, fast_cpu_ns: np.ndarray,
+               slow_time_ns: np.ndarray) -> dict:
+    """{slow_cpu_ratio (the slow batches' median CPU over the fast ones'),
+    slow_extra_cpu_share (that extra CPU over the slow batches' median
+    time: how much of a slow batch it explains)}, None where a median is
+    0.  A batch that sleeps 30 ms and burns 0.7 ms against 0.3 ms is 2x
+    the CPU, and 1 % of its time."""
+    slow_cpu, fast_cpu = float(np.median(slow_cpu_ns)), float(np.median(fast_cpu_ns))
+    slow_time = float(np.median(slow_time_ns))
+    return {"slow_cpu_ratio": slow_cpu / fast_cpu if fast_cpu > 0 else None,
+            "slow_extra_cpu_share": ((slow_cpu - fast_cpu) / slow_time
+                                     if slow_time > 0 else None)}
+
+
 def _main_cpu_ratio(clocks: Optional[tuple], wait: np.ndarray, slow: np.ndarray,
                     fast: np.ndarray) -> dict:
     """At num_workers=0, from the clocked fetches (``clocks``: positions
@@ -1523,13 +1537,7 @@ def _main_cpu_ratio(clocks: Optional[tuple], wait: np.ndarray, slow: np.ndarray,
     on_slow, on_fast = ok & slow[pos], ok & fast[pos]
     out: dict = {}
     if np.count_nonzero(on_slow) >= 2 and np.count_nonzero(on_fast) >= 2:
-        slow_cpu = float(np.median(cpu[on_slow]))
-        fast_cpu = float(np.median(cpu[on_fast]))
-        if fast_cpu > 0:
-            out["slow_cpu_ratio"] = slow_cpu / fast_cpu
-        slow_wait = float(np.median(wait[pos[on_slow]]))
-        if slow_wait > 0:
-            out["slow_extra_cpu_share"] = (slow_cpu - fast_cpu) / slow_wait
+        out.update(_cpu_apart(cpu[on_slow], cpu[on_fast], wait[pos[on_slow]]))
     if len(clocks) > 5 and np.count_nonzero(on_slow) >= 2:
         others = np.maximum(clocks[5][on_slow], 0).astype(np.float64)
         total = float(cpu[on_slow].sum() + others.sum())
@@ -1661,15 +1669,7 @@ def _slow_code(given: Optional["stacks.StackInput"], met: Optional[tuple], steps
             # their own code cost more, whatever stretched them.
             if (slow_rec.any() and fast_rec.any() and (cpu[slow_rec] >= 0).all()
                     and (cpu[fast_rec] >= 0).all()):
-                fast_cpu = float(np.median(cpu[fast_rec]))
-                slow_cpu = float(np.median(cpu[slow_rec]))
-                block["slow_cpu_ratio"] = slow_cpu / fast_cpu if fast_cpu > 0 else None
-                # How much of a slow batch its extra CPU explains: a batch
-                # that sleeps 30 ms and burns 0.7 ms against 0.3 ms is 2x
-                # the CPU, and 1 % of its time.
-                slow_make = float(np.median(make[slow_rec]))
-                block["slow_extra_cpu_share"] = ((slow_cpu - fast_cpu) / slow_make
-                                                 if slow_make > 0 else None)
+                block.update(_cpu_apart(cpu[slow_rec], cpu[fast_rec], make[slow_rec]))
             # Of the slow batches' make time, the part their worker waited
             # for a CPU (its thread's schedstat run-queue delay).
             block["slow_runq_share"] = (

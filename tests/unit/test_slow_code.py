@@ -897,3 +897,11 @@ def test_one_fast_sample_cannot_tell_the_slow_batches_code_apart():
     path = [_path_entry("DS.__getitem__", 1.0), _path_entry("_update_shared_index", 0.99)]
     f = slow_code.judge(_block(fns, 912, 1, fast_batches=30, hot_path=path))
     assert f.code in ("slow_code_too_few", "slow_code_slow_only"), f.code
+
+
+def test_the_best_p_of_a_function_held_in_part_of_the_slow_samples():
+    # Absent from every fast sample, a function in a of n1 slow samples
+    # has the hypergeometric chance that all a fall among the n1 slow.
+    assert slow_code.best_p_value(912, 1, 901) == pytest.approx(_hyper_p(901, 912, 0, 1))
+    assert slow_code.best_p_value(40, 60, 30) == pytest.approx(_hyper_p(30, 40, 0, 60))
+    assert slow_code.best_p_value(3, 4, 3) == slow_code.best_p_value(3, 4)

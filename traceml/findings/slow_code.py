@@ -131,15 +131,21 @@ def tested(block: dict) -> list[dict]:
     return rows
 
 
-def best_p_value(n1: float, n0: float) -> float:
-    """The smallest p any function could reach: in all ``n1`` slow samples
-    and none of the ``n0`` fast ones, 1 / C(n1 + n0, n1)."""
+def best_p_value(n1: float, n0: float, held: Optional[float] = None) -> float:
+    """The smallest p a function in ``held`` of the ``n1`` slow samples
+    (None: all of them) could reach: in none of the ``n0`` fast ones, the
+    chance that all its samples fall among the slow, C(n1, held) /
+    C(n1 + n0, held); 1 / C(n1 + n0, n1) for one in every slow sample."""
     n1, n0 = int(round(n1)), int(round(n0))
-    if n1 < 0 or n0 < 0:
+    a = n1 if held is None else int(round(held))
+    if n1 < 0 or n0 < 0 or not 0 <= a <= n1:
         return 1.0
-    # In logs: C(n1 + n0, n1) overflows a float past about 1030 samples.
-    log_comb = math.lgamma(n1 + n0 + 1) - math.lgamma(n1 + 1) - math.lgamma(n0 + 1)
-    return math.exp(-log_comb)
+
+    def log_comb(n: int, k: int) -> float:
+        # In logs: C(n1 + n0, n1) overflows a float past about 1030 samples.
+        return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+    return math.exp(log_comb(n1, a) - log_comb(n1 + n0, a))
 
 
 def _row(f: dict) -> dict:
@@ -326,7 +332,7 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
         # `JSONDecoder.raw_decode` in `json/decoder.py:353`" with no word
         # of the dataset's parse_record, 2 of 11 runs, helper 39B).
         caller = None
-        if lead.get("library") and (down_to is None or _is_library_row(down_to, rows)):
+        if lead.get("library") and (down_to is None or inner.get("library")):
             callers = [f for f in rows if not f.get("library") and f["root_distance"] is not None
                        and lead["root_distance"] is not None
                        and f["root_distance"] < lead["root_distance"]
@@ -343,13 +349,11 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
     # Too few fast samples to tell: even the function furthest apart, were
     # it in no fast sample, could not pass (a function in 901 of 912 slow
     # samples and the one fast sample: p = 0.013; "they run the same code,
-    # only longer" stood beside it, helper 39B).  best_p_value is the bound
-    # for a function in every slow sample.
-    top = rows[0] if rows else None
-    unseen = (s["fast"] and top is not None
-              and _p_value(top["slow"], s["slow"], 0, s["fast"]) >= SLOW_CODE_ALPHA / m)
-    if (not s["fast"] and block.get("fast_batches")) or unseen or (
-            s["fast"] and best_p_value(s["slow"], s["fast"]) >= SLOW_CODE_ALPHA / m):
+    # only longer" stood beside it, helper 39B); without functions, one in
+    # every slow sample.
+    held = rows[0]["slow"] if rows else None
+    if (not s["fast"] and block.get("fast_batches")) or (
+            s["fast"] and best_p_value(s["slow"], s["fast"], held) >= SLOW_CODE_ALPHA / m):
         # Fast batches were made, but too short to draw enough samples to
         # test against (none, or too few for any function to reach the
         # level): nothing tells the slow batches' code from theirs.  Where
@@ -370,14 +374,6 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
                                       "every_fetch": not s["fast"] and not one_group,
                                       "one_group": one_group, "cpu_share": cpu_share,
                                       "runq_share": runq})
-
-
-def _is_library_row(row: dict, rows: list[dict]) -> bool:
-    """Whether the function of ``row`` (a :func:`_row`) is library code,
-    by its entry in ``rows``."""
-    return any(f.get("library") for f in rows
-               if (f["function"], f["file"], f["first_line"])
-               == (row["function"], row["file"], row["first_line"]))
 
 
 def alike(s: dict, f: Finding) -> bool:

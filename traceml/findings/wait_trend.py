@@ -354,8 +354,19 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
     slopes and tau None, p_value the change's, with first_epoch,
     first_epoch_median_s and later_epochs_median_s.  ``round_steps`` > 1
     adds the key round_steps."""
-    n = len(wait_ns)
-    if n < input_bound.MIN_STEADY_STEPS:
+    series = _series(wait_ns, epoch, floor_ns, round_steps)
+    if series is None:
+        return None
+    found = _trend_or_step(*series, round_steps)
+    return found if found is None or round_steps <= 1 else _per_round_mean(found, round_steps)
+
+
+def _series(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
+            round_steps: int) -> Optional[tuple]:
+    """(the series the rules read, its epochs, the floor for it): the
+    waits, or with ``round_steps`` > 1 the rounds' summed waits and the
+    floor scaled alike; None under MIN_STEADY_STEPS points."""
+    if len(wait_ns) < input_bound.MIN_STEADY_STEPS:
         return None
     # Medians by selection over the integer waits: the same values as over
     # wait_ns.astype(float64) (the cast keeps the order), without a copy.
@@ -364,9 +375,8 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
         x, epoch = _round_sums(x, epoch, round_steps)
         if len(x) < input_bound.MIN_STEADY_STEPS:
             return None
-        found = _trend_or_step(x, epoch, floor_ns * round_steps, round_steps)
-        return None if found is None else _per_round_mean(found, round_steps)
-    return _trend_or_step(x, epoch, floor_ns)
+        return x, epoch, floor_ns * round_steps
+    return x, epoch, floor_ns
 
 
 def not_yet(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
@@ -380,15 +390,10 @@ def not_yet(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
     slow swings at TREND_ALPHA.  None otherwise.  A wait flat for 35 steps
     then climbing 13x over the last 25 (a leak a prefetching loader hides
     at first) printed nothing in 5 of 9 runs (helper 39A)."""
-    if len(wait_ns) < input_bound.MIN_STEADY_STEPS:
+    series = _series(wait_ns, epoch, floor_ns, round_steps)
+    if series is None:
         return None
-    x = np.ascontiguousarray(wait_ns) if _numbers._is_int(wait_ns) else wait_ns.astype(np.float64)
-    floor = floor_ns
-    if round_steps > 1:
-        x, epoch = _round_sums(x, epoch, round_steps)
-        floor = floor_ns * round_steps
-        if len(x) < input_bound.MIN_STEADY_STEPS:
-            return None
+    x, _, floor = series
     first, last = _tenths(x)
     if not _material(first, last, floor, x):
         return None
