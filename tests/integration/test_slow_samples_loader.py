@@ -51,15 +51,26 @@ def test_every_8th_index_slow_is_named_with_its_stride():
     # Each worker's first sample (index 0 and 4: batches of 4 in turn) is
     # its start-up's, left out of the test.
     assert slow["first_left_out"] == 2 and slow["of"] == 62
-    assert slow["basis"] == "cpu" and slow["indices"] == list(range(8, 64, 8))
-    assert (slow["stride"], slow["residue"]) == (8, 0)
+    assert slow["basis"] == "cpu" and (slow["stride"], slow["residue"]) == (8, 0)
+    # A fast sample's CPU clock can run past the line now and then (a VM's
+    # stolen time is charged to the thread on the core; a collection in
+    # the worker): the stride allows STRIDE_MISS_MAX such, and says so.
+    on = list(range(8, 64, 8))
+    off = [i for i in slow["indices"] if i % 8]
+    assert [i for i in slow["indices"] if i % 8 == 0] == on
+    assert len(off) <= slow_samples.STRIDE_MISS_MAX
+    assert (slow.get("p_value") is None) == (not off)
     assert slow["slow_cpu_s"] == pytest.approx(0.010, rel=0.15)
     assert b["sample_cpu_s"]["median"] == pytest.approx(0.0005, rel=0.3)
     # One 10 ms sample beside three of 0.5 ms: most of its batch's CPU.
     assert b["slowest"][0]["index"] % 8 == 0
     text = str(r)
-    assert "slow samples: index 8, 16, 24, 32, 40, 48 ..." in text
-    assert "every 8th index (index % 8 == 0, and no other)" in text
+    shown = ", ".join(str(i) for i in slow["indices"][:slow_samples.INDICES_SHOWN])
+    assert f"slow samples: index {shown} ..." in text
+    if off:
+        assert "every 8th index (index % 8 == 0, but for 1 slow sample off it" in text
+    else:
+        assert "every 8th index (index % 8 == 0, and no other)" in text
     assert "per-sample time in the workers" in text
     assert "slow samples:" in r._repr_html_()
     d = r.to_dict()["production"]["samples"]["table"]
