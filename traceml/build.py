@@ -1223,14 +1223,15 @@ def _stalls(w: _Steady, epoch: np.ndarray, threshold_s: Optional[float],
         wait, ep = w.wait, epoch if w.all else epoch[w.steady]
         if marked is not None:
             wait, ep = wait[marked], ep[marked]
-        found = wait_trend.trend(wait, ep, rule.floor_ns, round_steps)
+        if trends:
+            found = wait_trend.trend(wait, ep, rule.floor_ns, round_steps)
+        else:
+            found, first_not_yet = wait_trend.read(wait, ep, rule.floor_ns, round_steps)
+            not_yet.append(first_not_yet)
         if found is not None and marked is not None and found.get("changed_at_step") is not None:
             # Back to the index among all steady steps.
             found["changed_at_step"] = int(np.flatnonzero(marked)[found["changed_at_step"]])
         trends.append(found)
-        if len(trends) == 1:
-            not_yet.append(None if found is not None else
-                           wait_trend.not_yet(wait, ep, rule.floor_ns, round_steps))
         return trends[0] is not None
 
     found = stall_shape.classify(w.wait, w.step, threshold_s, trending, known=w.known)

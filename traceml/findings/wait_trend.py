@@ -355,8 +355,21 @@ def trend(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
     first_epoch_median_s and later_epochs_median_s.  ``round_steps`` > 1
     adds the key round_steps."""
     series = _series(wait_ns, epoch, floor_ns, round_steps)
+    return None if series is None else _trend_of(series, round_steps)
+
+
+def read(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
+         round_steps: int = 1) -> tuple[Optional[dict], Optional[dict]]:
+    """(:func:`trend`, and where it is None :func:`not_yet`) of the same
+    arguments, over one series: the rounds' sums are made once."""
+    series = _series(wait_ns, epoch, floor_ns, round_steps)
     if series is None:
-        return None
+        return None, None
+    found = _trend_of(series, round_steps)
+    return found, (_not_yet_of(series, round_steps) if found is None else None)
+
+
+def _trend_of(series: tuple, round_steps: int) -> Optional[dict]:
     found = _trend_or_step(*series, round_steps)
     return found if found is None or round_steps <= 1 else _per_round_mean(found, round_steps)
 
@@ -391,8 +404,10 @@ def not_yet(wait_ns: np.ndarray, epoch: np.ndarray, floor_ns: float,
     then climbing 13x over the last 25 (a leak a prefetching loader hides
     at first) printed nothing in 5 of 9 runs (helper 39A)."""
     series = _series(wait_ns, epoch, floor_ns, round_steps)
-    if series is None:
-        return None
+    return None if series is None else _not_yet_of(series, round_steps)
+
+
+def _not_yet_of(series: tuple, round_steps: int) -> Optional[dict]:
     x, _, floor = series
     first, last = _tenths(x)
     if not _material(first, last, floor, x):
