@@ -304,7 +304,7 @@ class EpochStart(TypedDict):
     by_epoch: NotRequired[list[EpochStartByEpoch]]
     making_share: NotRequired[Share]
     iter_share: NotRequired[Annotated[Share, Schema(description=(
-        "Of the start-up fetches' wait, the share iter() itself took (build._start_iter)."))]]
+        "Of the start-up fetches' wait, the share iter() itself took (build.startup.start_iter)."))]]
     iter_cpu_share: NotRequired[Annotated[Share, Schema(description=(
         "Of iter()'s wall time, the share the main thread spent on a CPU."))]]
     sampler_code: NotRequired[Annotated[CodePlace, Schema(description=(
@@ -312,15 +312,15 @@ class EpochStart(TypedDict):
         "sampler's a torch BatchSampler wraps (wrapping.sampler_code); with iter_share."))]]
     init_share: NotRequired[Annotated[Share, Schema(description=(
         "Of the start-up fetches' wait, the share each epoch's longest worker_init_fn "
-        "took (build._start_init)."))]]
+        "took (build.startup.start_init)."))]]
     worker_init_code: NotRequired[Annotated[CodePlace, Schema(description=(
         "Where the loader's worker_init_fn is; with init_share."))]]
     first_cpu_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
         "The median worker CPU of the start-up fetches' batches over the steady "
-        "fetches' batches' (build._start_cost)."))]]
+        "fetches' batches' (build.startup.start_cost)."))]]
     first_work_ratio: NotRequired[Annotated[NonNegative, Schema(description=(
         "The same ratio of the batches' own time: make time less the worker's wait "
-        "for a core (build._start_cost)."))]]
+        "for a core (build.startup.start_cost)."))]]
 
 
 class Loader(TypedDict):

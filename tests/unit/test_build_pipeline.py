@@ -51,11 +51,11 @@ def test_the_stalls_split_decides_whether_the_workers_made_the_awaited_batches()
              "parts_s": {"worker_making": 0.01, "worker_cpu_wait": 0.0, "main_cpu": 0.08,
                          "cpu_wait": 0.06, "host_cpu_wait": 0.32, "in_transit": 0.53}}
     s = {"wait_parts": {"stalls": split}, "input_share": 0.49}
-    assert build._making_in_stalls(s, True) is False
+    assert build.worker_code.making_in_stalls(s, True) is False
     split["parts_s"].update(worker_making=0.45, worker_cpu_wait=0.1, in_transit=0.0)
-    assert build._making_in_stalls(s, False) is True
+    assert build.worker_code.making_in_stalls(s, False) is True
     # Without a split, the sampler's reading stands.
-    assert build._making_in_stalls({"input_share": 0.49}, True) is True
+    assert build.worker_code.making_in_stalls({"input_share": 0.49}, True) is True
 
 
 def test_the_start_cost_ratios_are_the_medians_of_cpu_and_own_time():
@@ -72,12 +72,12 @@ def test_the_start_cost_ratios_are_the_medians_of_cpu_and_own_time():
     rec["runq_ns"] = [0, 40e6, -1, 2e6]
     first = np.array([True, True, False, False])
     idx = np.arange(4)
-    got = build_module._start_cost((rec, idx), first, ~first)
+    got = build_module.startup.start_cost((rec, idx), first, ~first)
     assert got["first_cpu_ratio"] == pytest.approx(np.median([10, 10]) / np.median([8, 9]))
     # Own time: 310 and 50 - 40 = 10 ms against 10 (runq unknown) and 10 ms.
     assert got["first_work_ratio"] == pytest.approx(np.median([310, 10]) / np.median([10, 10]))
     # A side with no batch: no ratio.
-    assert build_module._start_cost((rec, np.full(4, -1)), first, ~first) == {}
+    assert build_module.startup.start_cost((rec, np.full(4, -1)), first, ~first) == {}
 
 
 def test_large_fetches_at_no_workers_are_sized_by_their_own_wait(loader_source):

@@ -33,9 +33,9 @@ def test_positions_agree_with_a_walk_over_the_steps(seed):
         recorded = rng.integers(0, _core.FLAG_POS_MAX + 1, n)
         steps["flags"] = (recorded << _core.FLAG_POS_SHIFT).astype(np.uint16)
         want = _positions_by_walking(steps["epoch"].tolist(), recorded)
-        assert build._epoch_position(steps).tolist() == want
+        assert build.stall_steps.epoch_position(steps).tolist() == want
         runs = evidence.epoch_runs(steps["epoch"])
-        assert build._epoch_position(steps, runs).tolist() == want
+        assert build.stall_steps.epoch_position(steps, runs).tolist() == want
 
 
 def test_epoch_runs_give_each_epochs_start_only_when_in_order():
@@ -46,7 +46,7 @@ def test_epoch_runs_give_each_epochs_start_only_when_in_order():
 
 
 def test_positions_of_many_runs_agree_with_a_walk(monkeypatch):
-    # Past _STEADY_RUNS_MAX runs the shifts are repeated, not added run by
+    # Past STEADY_RUNS_MAX runs the shifts are repeated, not added run by
     # run: both ways give the walk's positions.
     rng = np.random.default_rng(7)
     n = 400
@@ -56,17 +56,17 @@ def test_positions_of_many_runs_agree_with_a_walk(monkeypatch):
     steps["flags"] = (recorded << _core.FLAG_POS_SHIFT).astype(np.uint16)
     want = _positions_by_walking(steps["epoch"].tolist(), recorded)
     runs = evidence.epoch_runs(steps["epoch"])
-    assert build._epoch_position(steps, runs).tolist() == want
-    monkeypatch.setattr(build, "_STEADY_RUNS_MAX", 3)
-    assert build._epoch_position(steps, runs).tolist() == want
-    assert build._epoch_position(steps).tolist() == want
+    assert build.stall_steps.epoch_position(steps, runs).tolist() == want
+    monkeypatch.setattr(build.common, "STEADY_RUNS_MAX", 3)
+    assert build.stall_steps.epoch_position(steps, runs).tolist() == want
+    assert build.stall_steps.epoch_position(steps).tolist() == want
 
 
 @pytest.mark.parametrize("runs_max", [4096, 2])
 def test_steady_difference_drops_the_start_up_steps(monkeypatch, runs_max):
     # The steady waits against NumPy's masked difference, run by run and,
-    # past _STEADY_RUNS_MAX start-up steps, by a mask.
-    monkeypatch.setattr(build, "_STEADY_RUNS_MAX", runs_max)
+    # past STEADY_RUNS_MAX start-up steps, by a mask.
+    monkeypatch.setattr(build.common, "STEADY_RUNS_MAX", runs_max)
     rng = np.random.default_rng(3)
     for _ in range(200):
         n = int(rng.integers(0, 30))
@@ -74,5 +74,5 @@ def test_steady_difference_drops_the_start_up_steps(monkeypatch, runs_max):
         at_first = np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False))
         keep = np.ones(n, dtype=bool)
         keep[at_first] = False
-        got = build._steady_difference(a, b, at_first)
+        got = build.common.steady_difference(a, b, at_first)
         assert got.dtype == np.int64 and got.tolist() == (a - b)[keep].tolist()

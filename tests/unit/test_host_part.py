@@ -100,12 +100,12 @@ def test_the_stall_rules_cores_wait_is_the_splits_own():
     steps["begin_ns"] = [0, 20 * ms]
     steps["fetch_done_ns"] = [1 * ms, 30 * ms]
     steps["end_ns"] = [10 * ms, 40 * ms]
-    w = build._Steady(steps, np.zeros(2, dtype=bool))
+    w = build.common.Steady(steps, np.zeros(2, dtype=bool))
     one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731 - a column of one fetch
     clocks = (one(1), one(0), one(0), one(-1), one(-1), one(0))
     making = (one(2 * ms), one(0), one(6 * ms))
     sampler = (one(5 * ms), one(0))
-    queued = build._queued_in_fetch(steps, w, clocks, making, sampler)
+    queued = build.clock_split.queued_in_fetch(steps, w, clocks, making, sampler)
     split = wait_split.split(one(10 * ms), one(0), one(0), making[0], making[1],
                              others_cpu_ns=one(0), sampler=sampler,
                              transit_queued_ns=making[2])

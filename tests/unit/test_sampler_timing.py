@@ -92,9 +92,9 @@ def test_batch_sizes_at_no_workers_are_the_index_lists_in_each_fetch():
     items["kind"] = _core.ITEM_NEXT
     items["begin_ns"], items["end_ns"] = [10, 110, 260], [20, 120, 270]
     items["count"] = [4, 32, 4]      # the third falls after its fetch's end
-    assert build._sizes_at_no_workers(steps, items).tolist() == [4, 32, -1, -1]
+    assert build.worker_code.sizes_at_no_workers(steps, items).tolist() == [4, 32, -1, -1]
     items["count"] = 1               # single indices, or a build that counts one
-    assert build._sizes_at_no_workers(steps, items) is None
+    assert build.worker_code.sizes_at_no_workers(steps, items) is None
 
 
 def test_the_sampler_of_a_non_loader_is_left_alone():

@@ -796,7 +796,7 @@ def test_main_process_fetches_weigh_their_own_cpu_from_the_fetch_clocks():
     others = np.where(slow, 3, 0).astype(np.int64) * 1_000_000
     zero = np.zeros(n, dtype=np.int64)
     clocks = (np.arange(n), cpu, zero, zero, zero, others)
-    got = build._main_cpu_ratio(clocks, wait, slow, fast)
+    got = build.worker_code.main_cpu_ratio(clocks, wait, slow, fast)
     assert got["slow_cpu_ratio"] == pytest.approx(np.median(cpu[slow]) / np.median(cpu[fast]))
     assert got["slow_extra_cpu_share"] == pytest.approx(
         (np.median(cpu[slow]) - np.median(cpu[fast])) / np.median(wait[slow]))
@@ -810,9 +810,9 @@ def test_main_process_fetches_weigh_their_own_cpu_from_the_fetch_clocks():
     f = slow_code.judge(_block(fns, 921, 40, **stretched, **got))
     assert f.code == "slow_code_named" and f.numbers["function"] == "expensive_augment"
     # Fewer than two clocked fetches a side: nothing read.
-    assert build._main_cpu_ratio((np.arange(2), cpu[:2], zero[:2], zero[:2], zero[:2]),
+    assert build.worker_code.main_cpu_ratio((np.arange(2), cpu[:2], zero[:2], zero[:2], zero[:2]),
                                  wait[:2], slow[:2], fast[:2]) == {}
-    assert build._main_cpu_ratio(None, wait, slow, fast) == {}
+    assert build.worker_code.main_cpu_ratio(None, wait, slow, fast) == {}
 
 
 def test_library_code_that_tells_the_batches_apart_is_named_from_the_users_caller():

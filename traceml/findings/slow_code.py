@@ -1,7 +1,7 @@
 """The code that makes the slow batches: the function whose share of the
 workers' sampled CPU tells the stalled batches from the others.
 
-Numbers (``summary["slow_code"]``, traceml.build._slow_code): each
+Numbers (``summary["slow_code"]``, traceml.build.worker_code.slow_code_block): each
 DataLoader worker's Python stack sampled every 5 ms of its CPU
 (traceml.stacks), each sample tied to the batch its worker was making;
 the batches split into *slow* and *fast* by their own make time where

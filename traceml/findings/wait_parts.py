@@ -408,7 +408,7 @@ def host_waits(s: dict) -> list[Finding]:
     through waits for a core inside them (the loop thread's own, and the
     awaited worker's threads' while its batch was in transit): the stall
     rule reads each clocked fetch's wait less those (the loader's wait;
-    build's ``_queued_in_fetch``), so those are not counted as stalls,
+    ``build.clock_split.queued_in_fetch``), so those are not counted as stalls,
     and this says so.  Nothing otherwise."""
     hw = (s.get("stalls") or {}).get("host_waits")
     if not hw:
