@@ -302,8 +302,12 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
                                                              run.clocked_sampler, run.others_queued)
     if queued is not None:
         w.wait = np.maximum(real_wait - queued, 0)
-        # The waits changed: of the selections made, the steps' alone hold.
-        w.known = stall_threshold.KnownStats(median_step_ns=w.known.median_step_ns)
+        # The step loses the same part: a stall matters against the step the
+        # loop would take with those waits gone, not one the host stretched
+        # (at num_workers=0 beside 4 CPU hogs, 100 ms batches over 600 ms
+        # waits read "no stalls" against half a 617 ms step, 4 of 4 runs).
+        w.step = w.step - queued
+        w.known = stall_threshold.KnownStats()
     run.mask, run.gaps, out = stall_steps.stall_block(w, run.epoch, run.stall_threshold_s,
                                                       max(1, int(run.num_workers or 0)), run.marked)
     out["stalls"]["host_waits"] = clock_split.host_waits(
