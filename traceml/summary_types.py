@@ -167,6 +167,12 @@ class CadenceTest(TypedDict, total=False):
     periodic: bool
     consistent: bool
     searched: bool
+    any_phase_phase: Annotated[NonNegativeInt, Schema(description=(
+        "The residue holding the most stalls at this period (stall_timing.any_phase)."))]
+    any_phase_p_value: Annotated[Share, Schema(description=(
+        "The hypergeometric tail at that residue, times the period (every phase tried)."))]
+    any_phase_fits: Annotated[bool, Schema(description=(
+        "Whether the stalls are periodic or consistent at that residue."))]
     last_position: Annotated[Optional[int], Schema(description=(
         "The last tested fetch's position in its epoch: where the run would go on "
         "(stall_timing.predicted_settle_steps counts the later fetches on the residue "

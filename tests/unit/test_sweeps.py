@@ -10,10 +10,16 @@ import pytest
 from traceml.findings import stall_timing, sweeps
 
 
-def _test(stalls, n_steps, period):
+_ANY_PHASE = ("any_phase_phase", "any_phase_p_value", "any_phase_fits")
+
+
+def _test(stalls, n_steps, period, any_phase=False):
+    """The row's predicted test; without ``any_phase``, its phase-0 part
+    alone (the exact pool's input)."""
     position = np.arange(n_steps)
-    return stall_timing.predicted_cadence(np.isin(position, stalls), position, period,
-                                          position >= period)
+    t = stall_timing.predicted_cadence(np.isin(position, stalls), position, period,
+                                       position >= period)
+    return t if any_phase else {k: v for k, v in t.items() if k not in _ANY_PHASE}
 
 
 def _p(positions, n_steps, period):
@@ -410,8 +416,9 @@ def test_rows_with_a_rank_test_pool_to_a_p_the_null_can_reach():
     wait = np.where(position % 3 == 0, 48e6, np.where(position % 3 == 1, 18e6, 0.2e6))
     wait = (wait * (1 + 0.01 * position)).astype(np.int64)
     stalled = wait > 10e6
-    tests = [stall_timing.predicted_cadence(stalled, position, 3, np.ones(13, bool), wait)
-             for _ in range(2)]
+    tests = [{k: v for k, v in stall_timing.predicted_cadence(
+        stalled, position, 3, np.ones(13, bool), wait).items() if k not in _ANY_PHASE}
+        for _ in range(2)]
     assert all(t["rank_p_value"] < t["hypergeom_p_value"] for t in tests)
     fisher = chi2.sf(-2 * sum(math.log(t["p_value"]) for t in tests), 4)
     exact = sweeps.pooled_p_value([dict(t, rank_p_value=None, p_value=t["hypergeom_p_value"])
@@ -495,3 +502,66 @@ def test_a_data_period_that_is_a_multiple_of_num_workers_is_not_said_to_fit():
     line = sweeps.sweep_correlation(c, False)
     assert "share one num_workers" not in line, line
     assert "but only 1 of them stall at most of those positions" in line, line
+
+
+def test_a_row_at_another_phase_fits_its_period_paying_for_the_phases():
+    """4 workers on 2 cores do not start together: stalls at 5, 9 and 13
+    of 16 (helper 41A) keep period 4 at phase 1.  The any-phase test is
+    the hypergeometric tail at that residue times the 4 residues."""
+    from scipy.stats import hypergeom
+
+    t = _test([5, 9, 13], 16, 4, any_phase=True)
+    assert not (t["periodic"] or t["consistent"])
+    assert t["any_phase_phase"] == 1 and t["any_phase_fits"]
+    # 12 tested fetches (4 to 15), 3 of them at phase 1, all 3 stalls there.
+    assert t["any_phase_p_value"] == pytest.approx(4 * hypergeom.sf(2, 12, 3, 3))
+
+
+def test_the_pool_also_reads_the_rows_any_phase_p_values():
+    """Twice the smaller of the exact phase-0 pool and Fisher's
+    combination of the rows' any-phase p-values (chi-square, 2m d.f.)."""
+    from scipy.stats import chi2
+
+    tests = [_test([5, 9, 13], 16, 4, any_phase=True),
+             _test([3, 5, 7, 9, 11, 13, 15], 16, 2, any_phase=True)]
+    exact = sweeps.pooled_p_value([{k: v for k, v in t.items() if k not in _ANY_PHASE}
+                                   for t in tests])
+    fisher = chi2.sf(-2 * sum(math.log(t["any_phase_p_value"]) for t in tests), 4)
+    assert sweeps.pooled_p_value(tests) == pytest.approx(min(1.0, 2 * min(exact, fisher)))
+    assert fisher < exact
+
+
+def test_the_reversed_seed_sweep_concludes_with_its_rows_at_another_phase():
+    """The seed's sweep where the 4-worker rows stall at phase 1 and the
+    2-worker rows at phase 1 (workers that did not start together): the
+    rows fit their periods, so the cadence follows num_workers, 1 and 0
+    workers (every fetch) counting as period 1."""
+    shifted4 = _test([5, 9, 13], 16, 4, any_phase=True)
+    shifted2 = _test([3, 5, 7, 9, 11, 13, 15], 16, 2, any_phase=True)
+    rows = [(4, "UNSETTLED", None, shifted4), (2, "PERIODIC", 2, shifted2),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None)]
+    c = sweeps.pooled_cadence(rows[::-1] + rows)
+    assert c["follows"] is True and c["tested"] == 4 and c["fitting_tested"] == 4
+    assert c["distinct_workers"] == 3 and c["p_value"] < stall_timing.PERIOD_ALPHA
+    # Phase 0 alone would not have shown it.
+    bare = [(k, lab, per, None if t is None else {x: v for x, v in t.items()
+                                                   if x not in _ANY_PHASE})
+            for k, lab, per, t in rows]
+    assert sweeps.pooled_cadence(bare[::-1] + bare)["follows"] is None
+
+
+def test_random_stalls_at_any_phase_rarely_pool_to_following():
+    """The null: at 4 and 2 workers, 3 and 5 stalls placed at random among
+    each row's 16 fetches (past the first round), both directions; the
+    pooled p falls under PERIOD_ALPHA in at most that share of 2000
+    seeded sweeps (binomial slack of 3 standard errors)."""
+    rng = np.random.default_rng(41)
+    hits, n = 0, 2000
+    for _ in range(n):
+        tests = []
+        for period, k in ((4, 3), (2, 5), (2, 5), (4, 3)):
+            stalls = rng.choice(np.arange(period, 16), size=k, replace=False)
+            tests.append(_test(stalls.tolist(), 16, period, any_phase=True))
+        hits += sweeps.pooled_p_value(tests) < stall_timing.PERIOD_ALPHA
+    a = stall_timing.PERIOD_ALPHA
+    assert hits / n <= a + 3 * math.sqrt(a * (1 - a) / n)

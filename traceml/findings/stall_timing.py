@@ -329,8 +329,30 @@ def predicted_cadence(stalled: np.ndarray, position: np.ndarray, period: int,
     (at least PERIOD_MIN_REPEATS stalls on the residue, at most
     PREDICTED_OFF_RESIDUE off it, more than PERIOD_MIN_SHARE of its
     fetches stalled), every (most of the residue's fetches stall and no
-    smaller period's do: the least period)}."""
-    return _residue_test(stalled, position, int(period), tested, wait_ns, phase=0, tests=1)
+    smaller period's do: the least period), and for ``period`` >= 2 the
+    same period at any phase (:func:`any_phase`): any_phase_phase,
+    any_phase_p_value, any_phase_fits}."""
+    t = _residue_test(stalled, position, int(period), tested, wait_ns, phase=0, tests=1)
+    if period >= 2:
+        t.update(any_phase(stalled, position, int(period), tested))
+    return t
+
+
+def any_phase(stalled: np.ndarray, position: np.ndarray, period: int,
+              tested: np.ndarray) -> dict:
+    """"A stall every ``period`` fetches" at whichever residue holds the
+    most stalls: the hypergeometric test at that residue, Bonferroni over
+    the ``period`` residues it could have been (one period, every phase:
+    no other period is searched).  Phase 0 is the loader's own prediction
+    where its workers start together; on fewer cores than workers they
+    do not, and the first round's batches come out in pairs, so the
+    cadence keeps its period at another phase (4 workers on 2 cores, 16
+    fetches: stalls at 5, 9 and 13 in 1 of 3 runs, helper 41A).  Returns
+    {any_phase_phase, any_phase_p_value, any_phase_fits (periodic or
+    consistent at that phase, as :func:`predicted_cadence` reads them)}."""
+    t = _residue_test(stalled, position, period, tested, None, phase=None, tests=period)
+    return {"any_phase_phase": t["phase"], "any_phase_p_value": t["p_value"],
+            "any_phase_fits": bool(t["periodic"] or t["consistent"])}
 
 
 def _residue_test(stalled: np.ndarray, position: np.ndarray, period: int,

@@ -225,6 +225,14 @@ def _off_cpu_cores(keep: dict) -> Optional[float]:
 # there is then the cadence changing; the control's rows at 4 workers
 # keep no period, and its chance-settled 2-worker rows no longer count
 # (1 of 20 sweeps beside the hog).
+# A row's stalls may also keep its period at another phase
+# (stall_timing.any_phase: workers on fewer cores than there are of them
+# do not start together): a row fits at any phase as well, and the pooled
+# p is then also read as Fisher's combination of the rows' any-phase
+# p-values (each valid under the null, its phases paid for), the smaller
+# of the two doubled.  The reversed seed sweep of helper 41A (4 workers
+# on 2 loaded cores, stalls at 5, 9, 13) read "too few to tell" in 2 of 3
+# runs with two rows settled at 4 and 2.
 POOLED_MAX_SUPPORT = 4096
 POOLED_MIN_DISTINCT_WORKERS = 2
 
@@ -245,16 +253,33 @@ def pooled_p_value(tests: list[dict]) -> float:
     product of the rows' hypergeometric p-values is at most the observed
     one; where a row also ran its rank test, the smaller of that and
     Fisher's combination of the rows' own p-values, doubled (see above).
-    1.0 without rows.  ``tests``: each row's predicted_cadence dict."""
+    1.0 without rows; where every row also holds its any-phase test, the
+    smaller of that and Fisher's combination of the rows' any-phase
+    p-values, doubled.  ``tests``: each row's predicted_cadence dict."""
     if not tests:
         return 1.0
     exact = _pooled_hypergeom(tests)
-    if all(t.get("rank_p_value") is None for t in tests):
+    if any(t.get("rank_p_value") is not None for t in tests):
+        own = np.clip([t["p_value"] for t in tests], 1e-300, 1.0)
+        fisher = float(combine_pvalues(own, method="fisher").pvalue)
+        exact = float(min(1.0, 2 * min(exact, fisher)))
+    if any(t.get("any_phase_p_value") is None for t in tests):
         return exact
-
-    own = np.clip([t["p_value"] for t in tests], 1e-300, 1.0)
-    fisher = float(combine_pvalues(own, method="fisher").pvalue)
+    any_p = np.clip([t["any_phase_p_value"] for t in tests], 1e-300, 1.0)
+    fisher = float(combine_pvalues(any_p, method="fisher").pvalue)
     return float(min(1.0, 2 * min(exact, fisher)))
+
+
+def _fits(test: dict) -> bool:
+    """A row's stalls fit its period: at phase 0, or at any phase."""
+    return bool(test["periodic"] or test["consistent"] or test.get("any_phase_fits"))
+
+
+def _settled(test: dict) -> bool:
+    """A row's own test settled its period: at phase 0, or at any phase
+    under PERIOD_ALPHA with its phases paid for."""
+    return bool(test["periodic"] or (test.get("any_phase_fits") and test.get(
+        "any_phase_p_value", 1.0) < stall_timing.PERIOD_ALPHA))
 
 
 def _pooled_hypergeom(tests: list[dict]) -> float:
@@ -296,12 +321,12 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
         if test is None:
             continue
         tests.append(test)
-        if test["periodic"] or test["consistent"]:
+        if _fits(test):
             fitting += 1
             fitting_tested += 1
             workers.add(k)
-    if (every_fetch and tests and any(t["periodic"] for t in tests)
-            and all(t["periodic"] or t["consistent"] for t in tests)):
+    if (every_fetch and tests and any(_settled(t) for t in tests)
+            and all(_fits(t) for t in tests)):
         # Period 1 at 0 and 1 workers beside rows of 2 or more workers that
         # all keep their own period, one of them settled: a period of the
         # data set would stall every k fetches at 1 worker too (its fast
@@ -389,7 +414,8 @@ def _follows_line(c: dict, rests: str, least: int, pooled: dict) -> Optional[str
                f"; Pearson r = {c['r']:.3f}, slope {c['slope']:.2f}, "
                f"intercept {c['intercept']:.2f}")
         return (f"num_workers vs stall period: the period follows num_workers: the stalls "
-                f"fall on every max(1, num_workers)-th fetch from the epoch start in "
+                f"fall on every max(1, num_workers)-th fetch (from the epoch start, or "
+                f"from another place where the workers did not start together) in "
                 f"{plural(pooled['fitting'], 'row')}{every}, at "
                 f"{plural(pooled['distinct_workers'], 'distinct max(1, num_workers)')}, none "
                 f"at another period; {_p_text(pooled['p_value'])} pooled over the "
