@@ -316,6 +316,10 @@ class EpochStart(TypedDict):
     sampler_code: NotRequired[Annotated[CodePlace, Schema(description=(
         "Where iter() draws the first index lists: the batch_sampler's __iter__, or the "
         "sampler's a torch BatchSampler wraps (wrapping.sampler_code); with iter_share."))]]
+    sampler_library: NotRequired[Annotated[bool, Schema(description=(
+        "Whether sampler_code is an installed package's or the standard library's "
+        "(stacks.is_library): torch's own samplers, which draw an index list in "
+        "microseconds, so iter()'s time is the workers' start."))]]
     init_share: NotRequired[Annotated[Share, Schema(description=(
         "Of the start-up fetches' wait, the share each epoch's longest worker_init_fn "
         "took (build.startup.start_init)."))]]

@@ -115,3 +115,22 @@ def test_large_fetches_at_no_workers_are_sized_by_their_own_wait(loader_source):
     assert a["made"]["sizes"] == [32.0, 4.0]
     # Their own cost a sample is the others' (1 ms), not the raw 2.9 ms.
     assert a["made"]["sample_cost_ratio"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_iter_names_whether_the_sampler_is_library_code():
+    """start_iter marks a sampler whose code is an installed package's
+    (torch's own samplers) apart from the user's, by stacks.is_library."""
+    import sysconfig
+
+    from traceml import stacks
+
+    by_epoch = [{"input_wait_s": 0.2, "iter_s": 0.12, "iter_cpu_s": 0.03}]
+    lib = sysconfig.get_paths()["purelib"] + "/torch/utils/data/sampler.py"
+    got = build_module.startup.start_iter(by_epoch, {"function": "SequentialSampler.__iter__",
+                                                     "file": lib, "line": 109})
+    assert got["iter_share"] == 0.6 and got["iter_cpu_share"] == 0.25
+    assert got["sampler_library"] is True and stacks.is_library(lib)
+    mine = build_module.startup.start_iter(by_epoch, {"function": "Mine.__iter__",
+                                                      "file": "/home/u/proj/data.py", "line": 3})
+    assert mine["sampler_library"] is False
+    assert "sampler_library" not in build_module.startup.start_iter(by_epoch, None)

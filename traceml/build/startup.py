@@ -9,7 +9,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from .. import _core, worker_timing
+from .. import _core, stacks, worker_timing
 from ..findings import stall_timing, wait_parts
 from . import common
 from .common import NS
@@ -185,7 +185,8 @@ def start_iter(by_epoch: list[dict], sampler_code: Optional[dict] = None) -> dic
     fetches' wait, the share iter() itself took (wall), and of that, the
     share the main thread spent on a CPU (the sampler's __iter__ and first
     index lists, a dataset's set-up), with where the sampler's code is
-    (``sampler_code``, wrapping.sampler_code, where known); {} where an
+    (``sampler_code``, wrapping.sampler_code, where known, and
+    ``sampler_library``, whether that is library code); {} where an
     epoch lacks iter()'s time or none waited."""
     if any(e.get("iter_s") is None for e in by_epoch):
         return {}
@@ -197,4 +198,6 @@ def start_iter(by_epoch: list[dict], sampler_code: Optional[dict] = None) -> dic
     return {"iter_share": share,
             **({"iter_cpu_share": min(1.0, sum(cpu) / whole)}
                if whole > 0 and all(c is not None for c in cpu) else {}),
-            **({"sampler_code": sampler_code} if sampler_code else {})}
+            **({"sampler_code": sampler_code,
+                "sampler_library": stacks.is_library(sampler_code["file"])}
+               if sampler_code else {})}

@@ -94,7 +94,8 @@ def _headline_steps(s: dict) -> list[tuple[str, dict]]:
         **({"making_share": es["making_share"]}
            if (es := s.get("epoch_start") or {}).get("making_share") is not None else {}),
         **{k: es[k] for k in ("first_cpu_ratio", "first_work_ratio", "iter_share",
-                              "iter_cpu_share", "sampler_code", "init_share",
+                              "iter_cpu_share", "sampler_code", "sampler_library",
+                              "init_share",
                               "worker_init_code")
            if es.get(k) is not None},
         **({"init_s": statistics.median([e["init_s"] for e in es["by_epoch"]
