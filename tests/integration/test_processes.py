@@ -545,7 +545,9 @@ def test_sampler_counts_a_helper_thread_that_burns_while_the_main_thread_sleeps(
     wall = float(inside["t_ns"][-1] - inside["t_ns"][0])
     cores = float(inside["cpu_ns"][-1] - inside["cpu_ns"][0]) / wall
     runnable = cores + float(inside["runq_ns"][-1] - inside["runq_ns"][0]) / wall
-    assert 0.25 <= cores <= 1.1 and 0.7 <= runnable <= 1.3, (cores, runnable)
+    # (On CPU at least a tenth of a core: beside 8 runnable threads on 2
+    # CPUs a spinning thread gets about a quarter; runnable holds the rest.)
+    assert 0.1 <= cores <= 1.1 and 0.7 <= runnable <= 1.3, (cores, runnable)
     # This process meanwhile waited in sleep() and readline(): the sampler's
     # own thread, running as it reads, is left out of it (its figures are
     # traceml's), so it does not read R.

@@ -59,7 +59,14 @@ def test_the_main_process_making_the_batch_is_its_cpu():
     r = _run(DataLoader(BurnDataset(60, 0.003), batch_size=1, num_workers=0), 0.001)
     parts = r["wait_parts"]["all"]
     assert parts["fetches"] == r["steady_steps"]
-    assert r["wait_parts"]["largest"]["part"] == "main_cpu"
+    # Of the process's own parts, its CPU is the largest; on a loaded host
+    # the waits for a core inside the fetches may outweigh it (they are
+    # the host's, measured apart).
+    queued = {"cpu_wait", "host_cpu_wait", "others_cpu_wait", "worker_cpu_wait",
+              "transit_cpu_wait"}
+    own = {k: v for k, v in parts["parts_s"].items() if k not in queued}
+    assert max(own, key=own.get) == "main_cpu"
+    assert r["wait_parts"]["largest"]["part"] in {"main_cpu"} | queued
     # The CPU burned in the fetches, by this process's own count, is at
     # least 60 x 3 ms less the first fetch (start-up, not steady).
     assert parts["parts_s"]["main_cpu"] >= 0.9 * 59 * 0.003
