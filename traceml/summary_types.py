@@ -124,6 +124,9 @@ class Stalls(TypedDict):
             "thread's wait for a core inside them (traceml/findings/wait_parts.py "
             'host_waits; not counted as stalls): their count, mean run-queue wait (s) and steps.'
             ' null: none, or no clocks.'))]]
+    less_core_waits: NotRequired[Annotated[bool, Schema(description=(
+        "Whether the rule read the clocked fetches' waits less their waits for a core "
+        "(calm_median_s and stall_median_s are then those waits)."))]]
 
 
 @schema('cadence')

@@ -152,6 +152,15 @@ def test_stalls_that_outlast_the_hosts_part_keep_the_loaders_readings():
     assert "the loader makes them" in said and "Next:" not in said
     s["stalls"] = {"stall_median_s": 0.04, "threshold_s": 0.02}
     assert [c for c, _ in advice.evidence_next_steps(s, items)] == ["host_contention"]
+    # The rule read the waits less their waits for a core (clocked
+    # fetches): the 40 ms median is already without the host's part, and
+    # it passes the line as it is (helpers 41A, 41B: at num_workers=0,
+    # scaled twice, it read under the line and the host led).
+    s["stalls"] = {"stall_median_s": 0.04, "threshold_s": 0.02, "less_core_waits": True}
+    got = advice.evidence_next_steps(s, items)
+    [host] = [f for f in got if f[0] == "host_contention"]
+    assert host[1]["loader_own"] and host[1]["rest_s"] == pytest.approx(0.04)
+    assert [c for c, _ in advice.arrange(got)[0]][0] == "irregular"
 
 
 def test_a_full_host_names_fewer_workers_where_the_prediction_halves_the_wait():

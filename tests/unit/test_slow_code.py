@@ -905,3 +905,15 @@ def test_the_best_p_of_a_function_held_in_part_of_the_slow_samples():
     assert slow_code.best_p_value(912, 1, 901) == pytest.approx(_hyper_p(901, 912, 0, 1))
     assert slow_code.best_p_value(40, 60, 30) == pytest.approx(_hyper_p(30, 40, 0, 60))
     assert slow_code.best_p_value(3, 4, 3) == slow_code.best_p_value(3, 4)
+
+
+def test_a_queue_in_every_batch_stretches_them_it_sets_none_apart():
+    # Every batch slow at num_workers=0 beside CPU hogs (helper 41B): one
+    # group of make times, 63% of it in the run queue.
+    p = {"main": True, "one_group": True, "runq_share": 0.63, "cpu_share": 0.1,
+         "batches": 16, "path": []}
+    said = slow_code.WORDS["slow_code_cpu_wait"](p)
+    assert "which stretched each batch past its own CPU" in said
+    assert "set these batches apart" not in said and "63% of their make time" in said
+    said = slow_code.WORDS["slow_code_cpu_wait"]({**p, "one_group": False})
+    assert "set these batches apart" in said and "the slow batches" in said

@@ -312,6 +312,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
                                                       max(1, int(run.num_workers or 0)), run.marked)
     out["stalls"]["host_waits"] = clock_split.host_waits(
         real_wait, queued, out["stalls"]["threshold_s"], w)
+    out["stalls"]["less_core_waits"] = queued is not None
     # Each stall's own wait, in step order (the stalls are steady steps):
     # gathered from the contiguous steady waits, not the strided records.
     run.stall_wait = real_wait[run.mask if w.all else run.mask[w.steady]]

@@ -217,8 +217,11 @@ def advise(s: dict) -> list[Finding]:
         # stall line: the host stretched the stalls, it did not make them;
         # the loader's own readings stay and lead (samples 500x the others'
         # CPU, stretched 2x beside a hog, read only "the host is full",
-        # helper 30A).
-        rest = median * (1.0 - m["host_share"])
+        # helper 30A).  Where the rule read the waits less their waits for
+        # a core, the median stall is already without them (scaled again,
+        # 60 ms of a 135 ms stall at num_workers=0 read 24 ms, under a
+        # 31 ms line, and the host led: helpers 41A and 41B, 4 runs).
+        rest = median if st.get("less_core_waits") else median * (1.0 - m["host_share"])
         m["loader_own"] = rest > line
         m["rest_s"], m["line_s"] = rest, line
     return [Finding("host_contention", m)]

@@ -884,8 +884,12 @@ WORDS: dict[str, Words] = {
         f"{'the main process' if p.get('main') else 'the workers'} waited for a CPU in "
         f"{_which(p)} ({pct(p['runq_share'])} of their make time in the run queue, "
         f"{pct(p['cpu_share'])} on CPU, over {p['batches']} batches): the cores were "
-        "shared (other processes, or more workers than cores), and the wait for one, not "
-        "more work of their own, set these batches apart"
+        "shared (other processes, or more workers than cores), "
+        # One group (every batch slow): nothing was set apart; the queue
+        # stretched each batch (helper 41B: "set these batches apart"
+        # beside EVERY-FETCH at num_workers=0).
+        + ("which stretched each batch past its own CPU" if p.get("one_group") else
+           "and the wait for one, not more work of their own, set these batches apart")
         + (f"; most of {_whose(p)} CPU went down " + _path(p["path"]) if p.get("path")
            else "")),
     "slow_code_gc": lambda p: (
