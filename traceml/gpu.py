@@ -516,10 +516,14 @@ def cuda_events(cuda: Any = True, *, ring: int = DEFAULT_RING,
 
     Raises:
         RuntimeError: cuda=True without a CUDA device.
-        TypeError, ValueError: a bad ``cuda`` or ``ring`` (naming it).
+        TypeError, ValueError: a bad ``cuda`` or ``ring`` (naming it), or a
+            ``recorder`` that is not a traceml.Recorder (TypeError).
     """
     from . import _core
 
+    if recorder is not None and not isinstance(recorder, _core.Recorder):
+        raise TypeError(f"traceml.cuda_events(): recorder must be a traceml.Recorder or None, "
+                        f"got {type(recorder).__name__}")
     rec = recorder if recorder is not None else _core.default_recorder()
     backend = resolve(cuda, "traceml.cuda_events()")
     ring = check_ring(ring, "traceml.cuda_events()", "ring")

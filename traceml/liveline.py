@@ -262,9 +262,13 @@ def live(target: Any = True, *, recorder: Any = None, tensorboard: Any = None,
     :class:`LiveLine` (None when stopping).
 
     Raises:
-        TypeError: a bad target, writer or tensorboard_every (naming it).
+        TypeError: a bad target, writer, tensorboard_every or recorder
+            (naming it).
         ValueError: tensorboard_every < 1.
     """
+    if recorder is not None and not isinstance(recorder, _core.Recorder):
+        raise TypeError(f"traceml.live(): recorder must be a traceml.Recorder or None, got "
+                        f"{type(recorder).__name__}")
     rec = recorder if recorder is not None else _core.default_recorder()
     old = _PROBES.pop(rec.id, None)
     if old is not None:

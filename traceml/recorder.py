@@ -230,6 +230,17 @@ class Recorder(_core.Recorder):
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Gives the default back to the recorder that held it at the
+        matching ``with``.  Raises RuntimeError where this recorder is not
+        the default (recorders left in another order than entered, or
+        ``__exit__`` without ``__enter__``), leaving the default as it is:
+        restoring then would hand steps to the wrong recorder."""
+        if not self._outer:
+            raise RuntimeError(f"{self!r}.__exit__() without a matching __enter__()")
+        if _core.default_recorder() is not self:
+            raise RuntimeError(
+                f"{self!r} left while another recorder is the default: leave recorders "
+                "in the reverse order of entering them (nested with blocks do)")
         _core._set_default_recorder(self._outer.pop())
 
     def __repr__(self) -> str:

@@ -115,6 +115,19 @@ def test_bad_live_arguments_are_named(kw, exc, word):
         traceml.wrap(range(3), **kw)
 
 
+def test_a_recorder_that_is_not_one_is_named():
+    from traceml import _core
+
+    before = _core.default_recorder()
+    with pytest.raises(TypeError, match=r"^traceml\.live\(\): recorder must be a "
+                                        r"traceml\.Recorder or None, got int"):
+        traceml.live(True, recorder=5)
+    with pytest.raises(TypeError, match=r"^traceml\.cuda_events\(\): recorder must be a "
+                                        r"traceml\.Recorder or None, got str"):
+        traceml.cuda_events(False, recorder="rec")
+    assert _core.default_recorder() is before
+
+
 def test_the_terminal_line_goes_to_stderr(capfd):
     for _ in traceml.Recorder().wrap(range(20), live=True, name="terminal-run"):
         time.sleep(0.005)

@@ -156,6 +156,25 @@ def test_context_manager_makes_the_recorder_the_default_and_restores():
     assert rec.report(source="probes")["steps"] == 1
 
 
+def test_recorders_left_out_of_order_say_so_and_keep_the_default():
+    outer = _core.default_recorder()
+    a, b = traceml.Recorder(), traceml.Recorder()
+    a.__enter__()
+    b.__enter__()
+    # a is not the default (b is): restoring a's outer would hand b's
+    # steps to the recorder before a.
+    with pytest.raises(RuntimeError, match="reverse order"):
+        a.__exit__(None, None, None)
+    assert _core.default_recorder() is b
+    b.__exit__(None, None, None)
+    assert _core.default_recorder() is a
+    a.__exit__(None, None, None)
+    assert _core.default_recorder() is outer
+    with pytest.raises(RuntimeError, match="without a matching __enter__"):
+        traceml.Recorder().__exit__(None, None, None)
+    assert _core.default_recorder() is outer
+
+
 def test_recorder_refuses_arguments_and_default_refuses_strangers():
     with pytest.raises(TypeError):
         traceml.Recorder(1)

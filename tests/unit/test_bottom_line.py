@@ -191,3 +191,16 @@ def test_torch_own_sampler_leaves_iter_to_the_workers_start():
     said = _epoch_start(epochs=3, num_workers=4, iter_share=0.6, sampler_code=mine,
                         sampler_library=False)
     assert "Next: time iter(loader.batch_sampler)" in said and "`Balanced.__iter__`" in said
+
+
+def test_one_fetch_of_a_one_step_run_is_not_stuck():
+    # A one-step probe run (helper 41C): its 47 µs fetch is 95% of the
+    # 50 µs wall, yet neither stuck nor "the run".
+    h = bottom_line.headline(50e-6, 0.0, 47e-6, False, 47e-6, 10.0, fetches=1)
+    assert h.label == bottom_line.STEADY
+    # Past the stall floor, one fetch of several holding the wall is.
+    h = bottom_line.headline(8.5, 0.0, 8.1, False, 8.0, 10.0, fetches=30)
+    assert (h.label, h.code) == (bottom_line.STUCK, bottom_line.HEADLINE_ONE_FETCH)
+    # Under the floor it is a tick, however few the fetches around it.
+    h = bottom_line.headline(1.2e-3, 0.0, 1e-3, False, 0.9e-3, 10.0, fetches=3)
+    assert h.label == bottom_line.STEADY

@@ -555,7 +555,7 @@ def _headline(w: common.Steady, epoch: np.ndarray, epochs: np.ndarray, s: dict,
     rule = bottom_line.headline(
         s["wall_s"], sum(per_epoch), s["input_wait_s"]["total"] or 0.0,
         any(ev["still_waiting"] for ev in stuck), longest, stuck_after, bool(exited),
-        raised is not None and raised["ended"])
+        raised is not None and raised["ended"], fetches=s.get("steps"))
     return {"label": rule.label, "code": rule.code,
             "epoch_start_share": rule.epoch_start_share,
             "epoch_start_s_per_epoch": per_epoch,

@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 
 from ..fmt import code_where, fmt_s, pct, plural
 from ._types import Finding, Words
-from . import attribution, input_bound
+from . import attribution, input_bound, stall_threshold
 
 
 # What holds the run's wall time, over the whole run rather than steady
@@ -30,7 +30,10 @@ from . import attribution, input_bound
 # for the wall time) while costing more than the steady input wait.
 # Then STUCK again where one fetch holds more than EPOCH_START_MAX_SHARE of
 # the wall time, however short of stuck_after_s (an 8 s hang in an 8.5 s
-# run): that one fetch is the run, not an outlier of its steady state.
+# run): that one fetch is the run, not an outlier of its steady state;
+# it must outlast the stall floor (stall_threshold.STALL_FLOOR_S, a
+# scheduler tick) and share the run with other fetches: a one-step probe
+# run's 47 µs fetch is most of its 60 µs wall and read STUCK (helper 41C).
 # STEADY otherwise: the diagnosis of the steady state speaks for the run.
 EPOCH_START = "EPOCH-START"
 STUCK = "STUCK"
@@ -61,12 +64,13 @@ class Headline(NamedTuple):
 def headline(wall_s: float, epoch_start_s: float, steady_wait_s: float,
              stuck_now: bool, longest_wait_s: Optional[float],
              stuck_after_s: Optional[float], worker_exited: bool = False,
-             raised: bool = False) -> Headline:
+             raised: bool = False, fetches: Optional[int] = None) -> Headline:
     """The headline by the rule above: ``epoch_start_s`` is the input wait
     of every epoch's start-up fetches, ``steady_wait_s`` that of the
     steady-state ones, ``longest_wait_s`` the longest recorded fetch,
     ``worker_exited`` whether a worker died during its epoch, ``raised``
-    whether a fetch raised an exception that ended the loop."""
+    whether a fetch raised an exception that ended the loop, ``fetches``
+    how many fetches were recorded (None: not known)."""
     share = epoch_start_s / wall_s if wall_s > 0 else None
     if worker_exited:
         return Headline(WORKER_EXITED, HEADLINE_WORKER_EXITED, share)
@@ -81,7 +85,10 @@ def headline(wall_s: float, epoch_start_s: float, steady_wait_s: float,
         return Headline(EPOCH_START, HEADLINE_MOST_WALL, share)
     if share is not None and share >= input_bound.INPUT_BOUND_SHARE and epoch_start_s > steady_wait_s:
         return Headline(EPOCH_START, HEADLINE_OVER_STEADY, share)
-    if longest_wait_s is not None and wall_s > 0 and longest_wait_s > EPOCH_START_MAX_SHARE * wall_s:
+    if (longest_wait_s is not None and wall_s > 0
+            and longest_wait_s > EPOCH_START_MAX_SHARE * wall_s
+            and longest_wait_s >= stall_threshold.STALL_FLOOR_S
+            and (fetches is None or fetches >= 2)):
         return Headline(STUCK, HEADLINE_ONE_FETCH, share)
     return Headline(STEADY, HEADLINE_STEADY, share)
 
@@ -398,8 +405,8 @@ def first_line(s: dict) -> str:
         return (f"traceml · {s['source']} · no steps yet"
                 + (headline_part(head) if head.get("label") == RAISED else ""))
     return (
-        f"traceml · {s['source']} · {s['steps']} steps in {s['epochs']} "
-        f"epoch{'s' if s['epochs'] != 1 else ''} · {fmt_s(s['wall_s'])} wall"
+        f"traceml · {s['source']} · {plural(s['steps'], 'step')} in "
+        f"{plural(s['epochs'], 'epoch')} · {fmt_s(s['wall_s'])} wall"
         + headline_part(s.get("headline"), s.get("wall_s"))
     )
 

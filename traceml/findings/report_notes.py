@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 
-from ..fmt import fmt_s, pct
+from ..fmt import fmt_s, pct, plural
 from ._types import Words
 
 
@@ -25,8 +25,8 @@ WORDS: dict[str, Words] = {
     "no_fetch_yet": lambda p: "no fetch of this source has returned yet",
     "no_steps": lambda p: ("no steps recorded: iterate traceml.wrap(loader) or call "
                            "traceml.step_begin()/fetch_done()/step_end()"),
-    "few_steps": lambda p: (f"only {p['steps']} steady-state steps: too few for the shape of "
-                            "the input wait to mean much"),
+    "few_steps": lambda p: (f"only {plural(p['steps'], 'steady-state step')}: too few for the "
+                            "shape of the input wait to mean much"),
     "oversubscribed": lambda p: (
         f"num_workers={p['num_workers']} exceeds the {p['cpus']} usable CPUs: workers share "
         "cores, so absolute stall lengths depend on contention"),
