@@ -1,8 +1,9 @@
 """Worker and delivery evidence: which batch came from where, worker
 processes and their /proc counters in slow and fast intervals, stuck
 fetches, the host, and NVML's GPU utilisation in the same intervals.  Pure functions of what the C store and sampler
-recorded, returning numbers and finding codes; :mod:`traceml.wording`
-words them, and nothing here draws or reads the live process.
+recorded, returning numbers and finding codes; the finding families
+(:mod:`traceml.findings`) word them, and nothing here draws or reads the
+live process.
 """
 
 from __future__ import annotations

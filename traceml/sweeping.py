@@ -4,8 +4,8 @@ Each condition builds a fresh DataLoader, iterates a few batches with an
 artificial consumer (a sleep instead of model compute), and is recorded as
 its own run, so that one call answers "does the stall cadence follow
 num_workers?" or "does in_order=False change it?".  This module holds the
-workflow and the SweepResult data; thresholds are in :mod:`traceml.policy`,
-sentences in :mod:`traceml.wording`, tables in :mod:`traceml.render`, and
+workflow and the SweepResult data; its rules, thresholds and sentences are
+in :mod:`traceml.findings.sweeps`, tables in :mod:`traceml.render`, and
 it never touches C internals beyond snapshotting its own records.
 """
 

@@ -36,8 +36,8 @@ def next_steps(s: dict) -> list[tuple[str, dict]]:
     numbers it quotes are present, and advice is only given where it can
     work (no in_order with fewer than 2 workers, no "more workers" when
     the workers already saturate the CPUs, none while the wait trends);
-    :func:`traceml.wording.next_steps` words them (durations in seconds,
-    shares as fractions)."""
+    each family's WORDS word them (durations in seconds, shares as
+    fractions)."""
     diag = s["diagnosis"]
     if diag == input_bound.NO_DATA:
         # A first fetch that raised: the exception, not "nothing recorded".

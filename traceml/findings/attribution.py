@@ -1092,7 +1092,7 @@ def _how_many(p: dict) -> str:
 
 
 def _slow_made(p: dict) -> str:
-    """SLOW-SAMPLE from the workers' make times (policy.made_period)."""
+    """SLOW-SAMPLE from the workers' make times (made_period)."""
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
             f"{pct(p['slow_on_residue'])} of them with {ranks_on(p)}, "
             f"and {pct(p['share'])} of the stalls are among them; "
@@ -1106,7 +1106,7 @@ def _slow_made(p: dict) -> str:
 
 
 def attribution_line(s: dict) -> Optional[str]:
-    """Which worker, round or samples the stalls follow (policy.attribution);
+    """Which worker, round or samples the stalls follow (attribution);
     None without an attribution."""
     a = s.get("attribution")
     if not a:

@@ -483,7 +483,7 @@ def held_by_noise(m: Moved) -> bool:
 
 
 def verdict_why(v: Verdict) -> str:
-    """Why compare() gave its verdict (policy.compare_means)."""
+    """Why compare() gave its verdict (compare_means)."""
     if v.label == input_bound.NO_DATA:
         which = {"both": "either run", "baseline": "the baseline", "run": "this run"}[v.missing]
         return f"no steady-state steps in {which}: no mean fetch to compare"
@@ -650,7 +650,7 @@ def _compute_rise_cause(bodies: Optional[tuple]) -> str:
 
 
 def compare_why(v: Verdict, moved: list, bodies: Optional[tuple] = None) -> str:
-    """Why compare() gave its verdict: each measure (policy.compare_measures)
+    """Why compare() gave its verdict: each measure (compare_measures)
     with both values, the change, its tolerance and whether it moved."""
     parts = []
     for m in moved:

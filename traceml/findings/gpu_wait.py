@@ -173,7 +173,7 @@ def _util_pct(kind: dict) -> str:
 def gpu_util_lines(u: Optional[dict]) -> list[str]:
     """The GPU utilisation lines (NVML; the gpu block's ``utilisation``,
     evidence.gpu_utilisation): unavailable and why, or the mean in input
-    waits against the rest of the steps, and what policy.gpu_util_rule
+    waits against the rest of the steps, and what gpu_util_rule
     says; [] without it (a run file saved before it was read)."""
     if not u:
         return []

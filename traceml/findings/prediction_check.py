@@ -96,7 +96,7 @@ def prediction_lines(s: dict) -> list[str]:
     """The prediction (traceml.predict) in words: what one batch costs,
     what the loop needs, the answer, the wait per num_workers, and how well
     the model reproduces this run; [] without a prediction.  Only a
-    trusted prediction (policy.prediction_trust) gives the answer and the
+    trusted prediction (prediction_trust) gives the answer and the
     table; otherwise the lines say why the model gives no num_workers
     advice here, with its check's numbers."""
     p = s.get("prediction")

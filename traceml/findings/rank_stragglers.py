@@ -208,7 +208,7 @@ def ranks_source_name(name: str, ranks: int) -> str:
 
 
 def straggler_rule() -> str:
-    """The straggler rule, from policy.stragglers' constants."""
+    """The straggler rule, from stragglers()' constants."""
     return (f"a straggler alone holds at least {_words._of_the(STRAGGLER_MIN_SHARE)} wait "
             "only one rank had (each step's largest input wait minus the second largest, "
             "summed), that wait is at least "
@@ -218,7 +218,7 @@ def straggler_rule() -> str:
 
 
 def echo_rule() -> str:
-    """The all-reduce echo rule, from policy.echo's constants."""
+    """The all-reduce echo rule, from echo()'s constants."""
     return (f"a rank echoes a straggler's stalls when its median compute on the "
             f"straggler's stall steps exceeds its median on the other steady steps by at "
             f"least {_words._of_the(ECHO_MIN_ABSORBED)} straggler's median stall "

@@ -174,7 +174,7 @@ def bimodal_split_ns(wait_ns: np.ndarray) -> Optional[float]:
 STALL_MIN_COMPUTE_SHARE = STALL_FLOOR_STEP_SHARE
 
 
-# The stall rule's codes (StallRule.code); :mod:`traceml.wording` words them.
+# The stall rule's codes (StallRule.code); this family's WORDS word them.
 RULE_GIVEN = "given"            # the caller's threshold, absolute
 RULE_NO_STEPS = "no_steps"      # no steady-state steps: STALL_FLOOR_S
 RULE_FLOOR = "floor"            # the floor (below)

@@ -354,7 +354,7 @@ def sweep_correlation(c: dict, ignored: bool) -> Optional[str]:
     """The line on num_workers against the stall period (sweep.correlation);
     ``ignored``: make_loader ignored num_workers somewhere.  Pearson r,
     slope and intercept are printed only beside "follows", where they
-    support it (with fewer than policy.SWEEP_MIN_DISTINCT_WORKERS distinct
+    support it (with fewer than SWEEP_MIN_DISTINCT_WORKERS distinct
     num_workers they are not computed).  None where the sweep did not vary
     num_workers (a sweep of prefetch_factor alone: the footer speaks of
     what it varied), unless make_loader ignored it."""
