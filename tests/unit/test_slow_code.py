@@ -917,3 +917,23 @@ def test_a_queue_in_every_batch_stretches_them_it_sets_none_apart():
     assert "set these batches apart" not in said and "63% of their make time" in said
     said = slow_code.WORDS["slow_code_cpu_wait"]({**p, "one_group": False})
     assert "set these batches apart" in said and "the slow batches" in said
+
+
+def test_the_leads_callee_carrying_its_gap_is_named_without_passing_again():
+    # Helper 41B: `PL.__getitem__` passed (101 of 104 slow samples, 2 of
+    # 5 fast) and `augment_noise` under it, 3 samples fewer, missed the
+    # level by a hair: "Look at `PL.__getitem__`" where augment_noise did
+    # the work.  The lead passed; its callee within CALLEE_SHARE of the
+    # gap is where its slow samples go.
+    fns = [_fn("PL.__getitem__", 101, 2, 1), _fn("<lambda>", 98, 2, 2),
+           _fn("augment_noise", 98, 2, 3), _fn("collate", 1, 3, 1)]
+    rows = {r["function"]: r for r in slow_code.tested(_block(fns, 104, 5))}
+    assert rows["PL.__getitem__"]["named"] and not rows["augment_noise"]["named"]
+    f = slow_code.judge(_block(fns, 104, 5))
+    assert f.code == "slow_code_named" and f.numbers["function"] == "PL.__getitem__"
+    assert f.numbers["down_to"]["function"] == "augment_noise"
+    assert [t["function"] for t in f.numbers["through"]] == ["<lambda>"]
+    # A callee holding well under the gap is not.
+    fns[2] = _fn("augment_noise", 60, 2, 3)
+    fns[1] = _fn("<lambda>", 60, 2, 2)
+    assert slow_code.judge(_block(fns, 104, 5)).numbers["down_to"] is None
