@@ -937,3 +937,32 @@ def test_the_leads_callee_carrying_its_gap_is_named_without_passing_again():
     fns[2] = _fn("augment_noise", 60, 2, 3)
     fns[1] = _fn("<lambda>", 60, 2, 2)
     assert slow_code.judge(_block(fns, 104, 5)).numbers["down_to"] is None
+
+
+def test_a_second_branch_beside_the_hot_path_is_named_with_its_share():
+    # Helper 41B: decode_video (70%) and resample_audio (28%) under
+    # TwoGuilty.__getitem__, every fetch slow; the hot path follows the
+    # larger branch alone and read only decode_video.
+    fns = [_fn("TwoGuilty.__getitem__", 200, 0, 1), _fn("decode_video", 140, 0, 2),
+           _fn("resample_audio", 56, 0, 2), _fn("tiny_helper", 3, 0, 2),
+           _fn("inner_of_decode", 60, 0, 3)]
+    path = [_path_entry("TwoGuilty.__getitem__", 1.0), _path_entry("decode_video", 0.70)]
+    f = slow_code.judge(_block(fns, 200, 0, hot_path=path))
+    assert f.code == "slow_code_same"
+    # resample_audio: 56 of 200 past a tenth beyond chance; tiny_helper's
+    # 3 is not, and inner_of_decode runs a frame deeper (under decode).
+    assert sps.binom.sf(55, 200, 0.1) < slow_code.SLOW_CODE_ALPHA
+    assert [b["function"] for b in f.numbers["beside"]] == ["resample_audio"]
+    assert f.numbers["beside"][0]["share"] == pytest.approx(0.28)
+    said = slow_code.WORDS[f.code](f.numbers)
+    assert "`decode_video` in `data/ds.py:3` 70%; beside it, `resample_audio` in " in said
+    # As the next step, where every batch costs alike and input leads.
+    s = {"slow_code": _block(fns, 200, 0, hot_path=path), "diagnosis": "INPUT-BOUND"}
+    (adv,) = slow_code.advise(s)
+    assert adv.code == "look_at_path" and "resample_audio" in slow_code.WORDS[adv.code](
+        adv.numbers)
+    # Shares that overlap the path's (a helper both branches call) are not
+    # a branch of their own.
+    fns[2] = _fn("resample_audio", 80, 0, 2)
+    f = slow_code.judge(_block(fns, 200, 0, hot_path=path))
+    assert "beside" not in f.numbers
