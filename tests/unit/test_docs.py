@@ -215,3 +215,16 @@ def test_the_readme_first_report_is_the_replay_it_names(monkeypatch):
     shown = block.split("\n```", 1)[0]
     assert shown == str(corpus.replay(corpus.seed_table(0, 4))), (
         "README.md's first report is not what its command prints today")
+
+
+def test_the_api_page_lists_every_summary_key():
+    """docs/api.md's list of a Report's summary keys holds every key of
+    the summary's type (summary_types.Summary)."""
+    import typing
+
+    from traceml.summary_types import Summary
+
+    doc = _read(os.path.join(ROOT, "docs", "api.md"))
+    part = doc[doc.index("* `summary` / `to_dict()`"):doc.index("* `steps`: the per-step records")]
+    missing = [k for k in typing.get_type_hints(Summary) if f"`{k}`" not in part]
+    assert not missing, f"docs/api.md does not list the summary keys {missing}"
