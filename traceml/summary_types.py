@@ -228,6 +228,9 @@ class TrendNotYet(TypedDict):
     first_tenth_median_s: Seconds
     last_tenth_median_s: Seconds
     round_steps: Annotated[int, Schema(minimum=1)]
+    less_core_waits: NotRequired[Annotated[bool, Schema(description=(
+        "Read from the clocked fetches' waits less their waits for a core (stalls' "
+        "less_core_waits): the medians are those waits; absent: the waits as recorded."))]]
 
 
 @schema("trend",
@@ -271,6 +274,9 @@ class Trend(TypedDict):
     round_steps: NotRequired[Annotated[int, Schema(minimum=1, description=(
         "Fetches a round (max(1, num_workers)): > 1, the rule read each round's mean wait "
         'and the tenths\' medians are of those means; absent: 1.'))]]
+    less_core_waits: NotRequired[Annotated[bool, Schema(description=(
+        "Read from the clocked fetches' waits less their waits for a core (stalls' "
+        "less_core_waits): the medians are those waits; absent: the waits as recorded."))]]
     tau: NotRequired[NumberOrNull]
     p_value: NotRequired[NumberOrNull]
     host_cores: NotRequired[Annotated[list[NonNegative], Schema(

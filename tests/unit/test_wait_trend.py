@@ -508,3 +508,26 @@ def test_a_material_move_without_a_trend_reads_not_yet():
     assert said.startswith("the wait rose from 1 ms to 13 ms between the first and the "
                            "last tenth") and "record longer" in said
     assert wait_trend.notes({"trend": {"label": "RISING"}, "trend_not_yet": got}) == []
+
+
+def test_levels_read_less_their_waits_for_a_core_say_so():
+    # Helper 41A: "the waits were 2.15 ms (median) before steady step 39
+    # and 21.1 ms from it on" where every later fetch slept 25 ms beside a
+    # CPU hog: the trend read the clocked waits less their waits for a core.
+    p = {"changed_at_step": 39, "before_median_s": 2.15e-3, "after_median_s": 21.1e-3,
+         "at_epoch_start": None, "change_point": True, "p_value": 1e-4, "round_steps": None,
+         "less_core_waits": True}
+    said = wait_trend.WORDS["trend_shift"](p)
+    assert said.startswith("the waits, less their waits for a core, were 2.15 ms (median) "
+                           "before steady step 39 and 21.1 ms from it on")
+    assert wait_trend.WORDS["trend_shift"]({**p, "less_core_waits": None}).startswith(
+        "the waits were 2.15 ms")
+    said = wait_trend.WORDS["trend_not_yet"]({"label": "RISING", "first_tenth_median_s": 1e-3,
+                                              "last_tenth_median_s": 9e-3, "round_steps": 1,
+                                              "less_core_waits": True})
+    assert said.startswith("the wait, less its waits for a core, rose from 1 ms to 9 ms")
+    said = wait_trend._trend_next_line({"label": "RISING", "slope_ms_per_step": 0.25,
+                                        "slope_ms_per_epoch": None,
+                                        "first_tenth_median_s": 2e-3,
+                                        "last_tenth_median_s": 20e-3, "less_core_waits": True})
+    assert said.startswith("The input wait, less its waits for a core, grows steadily")

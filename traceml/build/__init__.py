@@ -313,6 +313,10 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
     out["stalls"]["host_waits"] = clock_split.host_waits(
         real_wait, queued, out["stalls"]["threshold_s"], w)
     out["stalls"]["less_core_waits"] = queued is not None
+    for key in ("trend", "trend_not_yet"):
+        if queued is not None and out[key] is not None:
+            # Read from the same waits as the stall rule: say so in its words.
+            out[key]["less_core_waits"] = True
     # Each stall's own wait, in step order (the stalls are steady steps):
     # gathered from the contiguous steady waits, not the strided records.
     run.stall_wait = real_wait[run.mask if w.all else run.mask[w.steady]]

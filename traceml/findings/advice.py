@@ -221,7 +221,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
     if trend_ is not None:
         out.append(("trend", {**{k: trend_[k] for k in (
             "label", "slope_ms_per_step", "slope_ms_per_epoch", "first_tenth_median_s",
-            "last_tenth_median_s")}, "changed_at_step": trend_.get("changed_at_step")}))
+            "last_tenth_median_s")}, "changed_at_step": trend_.get("changed_at_step"),
+            **({"less_core_waits": True} if trend_.get("less_core_waits") else {})}))
         out.append(("trend_next", {"label": trend_["label"],
                                    "changed_at_step": trend_.get("changed_at_step"),
                                    **({"host_cores": trend_["host_cores"],
