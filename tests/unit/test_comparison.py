@@ -457,3 +457,21 @@ def test_epoch_starts_are_weighed_against_the_steps_as_wall_time_an_epoch():
     none = start._replace(direction=None)
     assert comparison.weigh_epoch_starts(comparison.EQUIVALENT, [step, none], 16) == (
         comparison.EQUIVALENT, None)
+
+
+def test_the_share_alone_moving_beside_a_wait_held_by_noise_is_not_yet():
+    # Identical loaders run in turn on a busy host (helper 41A): mean
+    # fetch 2 ms -> 725 us within the noise (p = 0.026), the step within
+    # it (p = 0.4), the input share 12.3% -> 5.5% past its test: the
+    # report read IMPROVEMENT beside "not yet a change".
+    v = comparison.compare_means(2e-3, 0.725e-3, 16.2e-3, noise_p=0.026)
+    moved = comparison.compare_measures(v, 0.123, 0.055, None, None, 16.2e-3, 13.1e-3,
+                                        step_noise_p=0.4, share_noise_p=0.001)
+    assert [m.direction for m in moved] == ["same", "better", None, "same"]
+    assert comparison.held_by_noise(moved[0])
+    assert comparison.overall(v, moved) == comparison.UNSETTLED
+    # The wait past its noise test too: the share agrees, IMPROVEMENT.
+    v = comparison.compare_means(2e-3, 0.725e-3, 16.2e-3, noise_p=0.001)
+    moved = comparison.compare_measures(v, 0.123, 0.055, None, None, 16.2e-3, 14.93e-3,
+                                        step_noise_p=0.4, share_noise_p=0.001)
+    assert comparison.overall(v, moved) == comparison.IMPROVEMENT

@@ -391,7 +391,8 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     tolerance within the runs' noise as the compute rose past it
     (:func:`_saving_shared`); else IMPROVEMENT when some measure got better and
     none worse, REGRESSION the reverse, MIXED when both, EQUIVALENT when
-    none moved; UNSETTLED where a measure passed its tolerance within the
+    none moved, but UNSETTLED where the mean wait passed its tolerance
+    within the runs' noise; UNSETTLED where a measure passed its tolerance within the
     runs' own noise (:func:`held_by_noise`) and none moved, or it went the
     other way from those that moved (an IMPROVEMENT needs none worse)."""
     if mean.label == input_bound.NO_DATA:
@@ -413,6 +414,15 @@ def overall(mean: Verdict, moved: list[Moved]) -> str:
     # tolerance within the noise: not yet.
     held_worse = any(m.run > m.base for m in held)
     held_better = any(m.run < m.base for m in held)
+    wait = _measure(moved, "mean_wait")
+    if wait is not None and held_by_noise(wait) and (BETTER in dirs or WORSE in dirs):
+        # The mean wait moved past its tolerance within the runs' noise:
+        # the input is not shown to have changed, so the input share (the
+        # wait over the step) moving alone claims nothing; the step's own
+        # rule (above) speaks for throughput.  Identical loaders read
+        # IMPROVEMENT on the share alone beside "mean fetch and mean step
+        # within the noise: not yet a change" (helper 41A, 2 of 11 pairs).
+        return UNSETTLED
     if BETTER in dirs and WORSE in dirs:
         return MIXED
     if BETTER in dirs:
