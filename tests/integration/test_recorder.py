@@ -509,3 +509,20 @@ def test_module_level_probes_follow_the_default_recorder_and_survive_exit():
     )
     out = run_under_malloc_debug(code)
     assert "Exception ignored" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_wrapped_iterable_wrapped_again_is_timed_once():
+    rec = traceml.Recorder()
+    inner = rec.wrap([1, 2, 3], name="once")
+    with pytest.warns(UserWarning, match="already wraps"):
+        again = rec.wrap(inner)
+    assert again is inner
+    for _ in again:
+        pass
+    assert rec.store_info()["steps"] == 3
+    assert sorted(rec.sources.by_name) == ["once", "probes"]
+    # Another recorder, or another name: each fetch would be timed twice.
+    with pytest.raises(ValueError, match=r"^traceml\.wrap\(\): iterable is already wrapped"):
+        traceml.Recorder().wrap(inner)
+    with pytest.raises(ValueError, match="already wrapped"):
+        rec.wrap(inner, name="twice")
