@@ -809,3 +809,24 @@ def test_stalls_counted_in_bursts_carry_every_epochs_burst_count():
     found = stall_timing.temporal_of(mask, epoch, wait)
     assert found["counted"] == "bursts" and found["bursts"] == 20
     assert found["burst_gap_histogram"] == [[6, 18]]
+
+
+def test_a_searched_period_a_divisor_holds_with_misses_is_not_claimed():
+    """Helper 41A: a slow sample every 4th index at 4 workers, the
+    look-ahead hiding half its batches: stalls on 8 of the 16 fetches at
+    0 mod 4, 6 of them at 4 mod 8, read "PERIODIC every 8" beside gaps of
+    4 and 8.  The spread of the 8 stalls over the class's two residues
+    mod 8 is not beyond chance (hypergeometric), so 8 is not claimed."""
+    from scipy.stats import hypergeom
+
+    pos = np.arange(68)
+    tested = pos >= 4
+    stalled = np.isin(pos, [4, 8, 12, 20, 28, 36, 44, 64])
+    # 16 fetches at 0 mod 4 (4..64), 8 of them at 4 mod 8, 8 stalls there.
+    assert hypergeom.sf(5, 16, 8, 8) >= stall_timing.PERIOD_ALPHA
+    assert stall_timing.searched_cadence(stalled, pos, tested, None, [8]) is None
+    # Every stall at 4 mod 8 and none at 0 mod 8: a period of 8 indeed.
+    stalled = np.isin(pos, [4, 12, 20, 28, 36, 44, 52, 60])
+    assert hypergeom.sf(7, 16, 8, 8) < stall_timing.PERIOD_ALPHA
+    got = stall_timing.searched_cadence(stalled, pos, tested, None, [8])
+    assert got["period"] == 8 and got["phase"] == 4 and got["periodic"]

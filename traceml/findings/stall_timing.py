@@ -564,12 +564,47 @@ def searched_cadence(stalled: np.ndarray, position: np.ndarray, tested: np.ndarr
                                and k - j <= PREDICTED_OFF_RESIDUE
                                and t["single_p_value"] < PERIOD_ALPHA)
         t["searched"] = True
-        if t["periodic"] or t["consistent"]:
+        if (t["periodic"] or t["consistent"]) and not _a_divisor_holds(
+                stalled, position, tested, t):
             found.append(t)
         found.extend(_several(stalled, position, tested, period, n))
     if not found:
         return None
     return min(found, key=lambda t: (not t["periodic"], t["p_value"], t["period"]))
+
+
+def _a_divisor_holds(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray,
+                     t: dict) -> bool:
+    """Whether "a stall every d fetches, some missed" holds the stalls of
+    the one-residue test ``t`` as well, for a proper divisor d >= 2 of its
+    period: the residue of t's phase mod d holds all but
+    PREDICTED_OFF_RESIDUE of the stalls, and their share on t's own
+    residue among that class's fetches is not beyond chance (the
+    hypergeometric tail of t's stalls on its residue, the class's stalls
+    drawn at random among the class's fetches, not under PERIOD_ALPHA),
+    where every class stall on t's residue would have been.
+    A slow sample every 4th index at 4 workers, half its batches hidden by
+    the look-ahead, stalled on 8 of 16 fetches at 0 mod 4: 5 of them at 4
+    mod 8 read "PERIODIC every 8" beside gaps 4x5, 8x1, 20x1 (helper 41A,
+    2 of 4 runs)."""
+    period = t["period"]
+    for d in range(period // 2, 1, -1):
+        if period % d:
+            continue
+        one = _residue_test(stalled, position, d, tested, None, phase=t["phase"] % d, tests=1)
+        if t["stalls"] - one["on_residue"] > PREDICTED_OFF_RESIDUE:
+            continue
+        # Only where the spread could be refuted at all (every class stall
+        # on t's residue under PERIOD_ALPHA): 3 stalls every 10 of 40 steps
+        # cannot tell "every 10" from "every 5, half missed", and t stands.
+        best = _hypergeom_tail(min(one["on_residue"], t["slots"]), one["slots"], t["slots"],
+                               one["on_residue"])
+        if best >= PERIOD_ALPHA:
+            continue
+        spread = _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
+        if spread >= PERIOD_ALPHA:
+            return True
+    return False
 
 
 def _several(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray, period: int,
