@@ -900,14 +900,11 @@ def wrap_into(recorder: Any, iterable: Iterable, name: Optional[str], live: Any 
             "traceml.wrap(): name must be non-blank and printable (no newlines "
             f"or control characters), got {name!r}"
         )
-    if isinstance(iterable, Wrapped):
-        # Wrapped twice, every fetch would be timed twice, under two
-        # sources (helper 41C: a 'DataLoader' and a 'Wrapped' source).
-        if iterable.recorder is not recorder or name not in (None, iterable.name):
-            raise ValueError(
-                "traceml.wrap(): iterable is already wrapped (as "
-                f"{iterable.name!r}); iterate it as it is, or wrap the object inside it "
-                "(wrapped.iterable)")
+    if isinstance(iterable, Wrapped) and iterable.recorder is recorder and name is None:
+        # Wrapped again, unnamed, by its own recorder: every fetch would be
+        # timed twice, the second under a source named 'Wrapped' (helper
+        # 41C).  A named outer wrap, or another recorder's, is a nesting
+        # asked for (a loop over a library's wrapped loader), and times both.
         warnings.warn(
             f"traceml.wrap() got an iterable it already wraps (as {iterable.name!r}): "
             "it is returned as it is, so each fetch is timed once",
