@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import Optional
 
 import numpy as np
 
@@ -259,11 +260,29 @@ def start_hog() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", HOG, str(core)])
 
 
-def one_run(make_loader, pace_s: float) -> dict:
+def one_run(make_loader, pace_s: float):
+    """The Report of one run of ``make_loader()``'s loader, each step
+    sleeping ``pace_s``."""
     rec = traceml.Recorder()
     for _ in rec.wrap(make_loader()):
         time.sleep(pace_s)
-    return rec.report().to_dict()
+    return rec.report()
+
+
+def keep_wrong(keep_dir: Optional[str], name: str, r: int, report, truth: dict) -> None:
+    """Where ``keep_dir`` is given, write the text of ``report`` (run ``r``
+    of scenario ``name``) there when it misses any part of ``truth``
+    (a healthy scenario: when it raises an alarm), so that a rare miss can
+    be read afterwards."""
+    if keep_dir is None:
+        return
+    d = report.to_dict()
+    wrong = (any(f(d) for f in ALARMS.values()) if is_healthy(truth) else
+             not all(corpus.matches(w, corpus.lookup(d, path)) for path, w in truth.items()))
+    if wrong:
+        os.makedirs(keep_dir, exist_ok=True)
+        with open(os.path.join(keep_dir, f"{name}_r{r}.txt"), "w") as f:
+            f.write(str(report) + "\n")
 
 
 def stall_parts(reports: list) -> str:
@@ -307,7 +326,8 @@ def scenario_line(name: str, truth: dict, reports: list) -> tuple[str, list]:
     return f"{name}: {', '.join(parts)} (want >= {PATTERN_MIN} in 20 each)", checks
 
 
-def run_loaders(runs: int, hog: bool, only: tuple = ()) -> tuple[list, list, list]:
+def run_loaders(runs: int, hog: bool, only: tuple = (),
+                keep_dir: Optional[str] = None) -> tuple[list, list, list]:
     """Every scenario ``runs`` times, interleaved (run r of every scenario
     before run r + 1 of any): (label pairs, lines, checks)."""
     warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -319,9 +339,11 @@ def run_loaders(runs: int, hog: bool, only: tuple = ()) -> tuple[list, list, lis
     t0 = time.monotonic()
     try:
         for r in range(runs):
-            for name, make_loader, pace, _ in todo:
+            for name, make_loader, pace, truth in todo:
                 try:
-                    reports[name].append(one_run(make_loader, pace))
+                    rep = one_run(make_loader, pace)
+                    keep_wrong(keep_dir, name, r, rep, truth)
+                    reports[name].append(rep.to_dict())
                 except Exception as exc:  # noqa: BLE001 - a run that fails is counted, not hidden
                     errors[name] += 1
                     print(f"  {name} run {r}: {type(exc).__name__}: {exc}", flush=True)
@@ -402,6 +424,8 @@ def main(argv: list[str]) -> int:
                    help="runs per real scenario (default 20; quick: 5)")
     p.add_argument("--no-hog", action="store_true", help="run without the CPU hog")
     p.add_argument("--cases", action="store_true", help="print each corpus case's verdict")
+    p.add_argument("--keep-wrong", metavar="DIR",
+                   help="write each real run's report that misses its truth to DIR")
     p.add_argument("--only", nargs="+", metavar="SCENARIO",
                    help="these real scenarios only (by name), without the seed sweeps")
     args = p.parse_args(argv)
@@ -428,7 +452,8 @@ def main(argv: list[str]) -> int:
         runs = args.runs or (5 if args.quick else 20)
         hog = "" if args.no_hog else ", a CPU hog on one core beside them"
         print(f"\n=== real DataLoaders: {runs} runs per scenario{hog} ===", flush=True)
-        pairs, lines, c = run_loaders(runs, not args.no_hog, tuple(args.only or ()))
+        pairs, lines, c = run_loaders(runs, not args.no_hog, tuple(args.only or ()),
+                                      args.keep_wrong)
         print("\n".join(lines))
         print()
         print(corpus.format_confusion(corpus.confusion(pairs)))
