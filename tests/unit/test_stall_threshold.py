@@ -213,3 +213,25 @@ def test_stalls_matter_by_rank_agrees_with_the_gathered_waits(seed):
     want = float(np.maximum(wait[above] - typical, 0).sum()) / float(step.sum())
     assert by_rank.cost_share == pytest.approx(want, rel=1e-12)
     assert by_rank.code == st.stalls_matter(wait, step, above, st.RULE_P95).code
+
+
+def test_a_split_of_uniform_waits_that_leaves_none_on_top_is_one_slow_group():
+    """bench_truth seed-16-0w, quiet, 2 of 20 runs: sixteen waits of
+    101 ms (100 ms of CPU at num_workers=0), three of them 0.4 ms longer.
+    Otsu splits the tight cluster with eta past one group's, but the line
+    against the compute (the fast group's median + STALL_MIN_COMPUTE_SHARE
+    of the 5 ms compute) leaves no wait above it: that read "no stalls".
+    It is one slow group: every fetch a stall."""
+    rng = np.random.default_rng(1)
+    wait = 101_000_000 + rng.integers(0, 10_000, 15)
+    wait[[3, 7, 11]] += 400_000
+    wait = wait.astype(np.int64)
+    step = wait + 5_100_000
+    split = st.bimodal_split(wait, min_ratio=1.0)
+    assert split["eta"] > st.eta_critical(15)
+    line = np.median(wait[wait < split["threshold_ns"]]) + (
+        st.STALL_MIN_COMPUTE_SHARE * 5_100_000)
+    assert not (wait > line).any()
+    rule = st.stall_threshold_ns(wait, step, None)
+    assert rule.code == st.RULE_ALL_SLOW and rule.all_slow
+    assert int(np.count_nonzero(wait > rule.threshold_ns)) == 15
