@@ -591,7 +591,7 @@ def _a_divisor_holds(stalled: np.ndarray, position: np.ndarray, tested: np.ndarr
     for d in range(period // 2, 1, -1):
         if period % d:
             continue
-        one = _residue_test(stalled, position, d, tested, None, phase=t["phase"] % d, tests=1)
+        one, spread = _class_spread(stalled, position, tested, t, d)
         if t["stalls"] - one["on_residue"] > PREDICTED_OFF_RESIDUE:
             continue
         # Only where the spread could be refuted at all (every class stall
@@ -601,10 +601,20 @@ def _a_divisor_holds(stalled: np.ndarray, position: np.ndarray, tested: np.ndarr
                                one["on_residue"])
         if best >= PERIOD_ALPHA:
             continue
-        spread = _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
         if spread >= PERIOD_ALPHA:
             return True
     return False
+
+
+def _class_spread(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray,
+                  t: dict, d: int) -> tuple[dict, float]:
+    """(the residue test of the class mod ``d`` holding ``t``'s phase, the
+    hypergeometric tail of ``t``'s stalls on its own residues were that
+    class's stalls spread over its fetches alike): "a stall every d
+    fetches, some missed" against t's finer cadence, before any price
+    for a search."""
+    one = _residue_test(stalled, position, d, tested, None, phase=t["phase"] % d, tests=1)
+    return one, _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
 
 
 def _several(stalled: np.ndarray, position: np.ndarray, tested: np.ndarray, period: int,
@@ -652,9 +662,9 @@ def _spread_refuted(stalled: np.ndarray, position: np.ndarray, tested: np.ndarra
     places."""
     if len(t["residues"]) >= t["period"] // d:
         return None
-    one = _residue_test(stalled, position, d, tested, None, phase=t["residues"][0] % d, tests=1)
+    _, spread = _class_spread(stalled, position, tested, t, d)
     tries = _spread_tries(min(n // (PREDICTED_MIN_STALLS * d), SLOTS_MAX_PERIOD // d))
-    p = tries * _hypergeom_tail(t["on_residue"], one["slots"], t["slots"], one["on_residue"])
+    p = tries * spread
     return min(1.0, p) if p < PERIOD_ALPHA else None
 
 
