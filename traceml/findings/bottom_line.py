@@ -237,6 +237,12 @@ STARTUP_ITER_SHARE = 0.5
 STARTUP_INIT_SHARE = 0.5
 
 
+# Workers that are not persistent: what each epoch's start pays again.
+_STARTED_ANEW = ("The workers start anew every epoch (persistent_workers=False), so each "
+                 "epoch pays it. ")
+_COMPARE_EPOCHS = "compare the runs (traceml.compare, a few epochs each)."
+
+
 def _init_start(p: dict, said: str) -> str:
     """The epoch start held by the loader's worker_init_fn
     (STARTUP_INIT_SHARE)."""
@@ -245,10 +251,9 @@ def _init_start(p: dict, said: str) -> str:
             f"worker (the longest of each epoch's, median), {pct(p['init_share'])} of the "
             "start-up wait, before the worker made its first batch. ")
     if p.get("recreated"):
-        return head + ("The workers start anew every epoch (persistent_workers=False), so "
-                       "each epoch pays it. Next: make worker_init_fn cheaper, or "
-                       "persistent_workers=True to pay it once, and compare the runs "
-                       "(traceml.compare, a few epochs each).")
+        return head + _STARTED_ANEW + ("Next: make worker_init_fn cheaper, or "
+                                       "persistent_workers=True to pay it once, and "
+                                       + _COMPARE_EPOCHS)
     return head + "Next: make worker_init_fn cheaper (what it opens, loads or imports)."
 
 
@@ -285,10 +290,9 @@ def _worker_start(p: dict, said: str, cpu: str) -> str:
             f"index lists from torch's own sampler ({code_where(p['sampler_code'])}, "
             "library code whose draws take microseconds): starting the workers holds it. ")
     if p["epochs"] >= 2 and p.get("recreated"):
-        return head + ("The workers start anew every epoch (persistent_workers=False), so "
-                       "each epoch pays it. Next: persistent_workers=True to pay it once, "
-                       "or fewer workers (each is a process to start), and compare the runs "
-                       "(traceml.compare, a few epochs each).")
+        return head + _STARTED_ANEW + ("Next: persistent_workers=True to pay it once, or "
+                                       "fewer workers (each is a process to start), and "
+                                       + _COMPARE_EPOCHS)
     if p["epochs"] >= 2:
         return head + ("The workers persist, so the first epoch alone pays it: a one-off; "
                        "fewer workers start sooner on a busy host.")
