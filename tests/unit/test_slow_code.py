@@ -966,3 +966,55 @@ def test_a_second_branch_beside_the_hot_path_is_named_with_its_share():
     fns[2] = _fn("resample_audio", 80, 0, 2)
     f = slow_code.judge(_block(fns, 200, 0, hot_path=path))
     assert "beside" not in f.numbers
+
+
+def test_a_noisy_function_apart_does_not_make_a_same_code_run_too_few():
+    # The quick demo's historical loader beside a CPU hog: 21 slow and 52
+    # fast samples, every batch down _delta_values alike; the function
+    # furthest apart is noise (3 of 21 against 1 of 52).  A function of the
+    # slow batches' own in a third of their samples (7), in no fast one,
+    # would pass, so the test had the power: the cost is every batch's.
+    fns = [{**_fn("_DeltaDataset.__getitem__", 20, 51, 1), "library": False},
+           {**_fn("_delta_values", 19, 49, 2), "library": False},
+           {**_fn("zip_dict", 3, 1, 5), "library": True}]
+    m = len(fns)
+    assert slow_code.best_p_value(21, 52, 7) == pytest.approx(_hyper_p(7, 21, 0, 52))
+    assert _hyper_p(7, 21, 0, 52) < slow_code.SLOW_CODE_ALPHA / m < _hyper_p(3, 21, 0, 52)
+    path = [_path_entry("_DeltaDataset.__getitem__", 0.97), _path_entry("_delta_values", 0.93)]
+    f = slow_code.judge(_block(fns, 21, 52, fast_batches=30, hot_path=path))
+    assert f.code == "slow_code_same", f.code
+    assert [e["function"] for e in f.numbers["path"]][-1] == "_delta_values"
+    # With a fifth of the samples (4 slow, 16 fast) even a function in a
+    # third of the slow ones could not pass: not yet.
+    fns = [{**_fn("_DeltaDataset.__getitem__", 4, 16, 1), "library": False},
+           {**_fn("_delta_values", 4, 15, 2), "library": False},
+           {**_fn("zip_dict", 1, 0, 5), "library": True}]
+    f = slow_code.judge(_block(fns, 4, 16, fast_batches=30, hot_path=path))
+    assert _hyper_p(2, 4, 0, 16) > slow_code.SLOW_CODE_ALPHA / m
+    assert f.code == "slow_code_too_few", f.code
+
+
+def test_stalls_past_twice_the_slow_batches_are_every_batchs_cost():
+    # The quick demo beside 3 CPU hogs: 17 stalls in a lock-step round,
+    # one batch slow to make (a hog's outlier) holding 1 of 61 samples.
+    # At most 1 stall awaited it; the other 16 awaited batches no slower
+    # than the rest, so the path all the samples hold is the cost.
+    fns = [{**_fn("_DeltaDataset.__getitem__", 1, 59, 1), "library": False},
+           {**_fn("_delta_values", 1, 56, 2), "library": False}]
+    path = [_path_entry("_DeltaDataset.__getitem__", 0.98), _path_entry("_delta_values", 0.93)]
+    b = _block(fns, 1, 60, stalls=17, slow_batches=1, fast_batches=37, hot_path=path)
+    f = slow_code.judge(b)
+    assert f.code == "slow_code_same", f.code
+    assert f.numbers["stalls_on_fast"] == {"stalls": 17, "slow_batches": 1}
+    s = {"slow_code": b, "loader": {"num_workers": 2}, "diagnosis": "INPUT-BOUND",
+         "attribution": {"label": "LOCK-STEP"}}
+    (line,) = slow_code.evidence_lines(s)
+    assert line.startswith("the stalls awaited batches no slower to make than the rest: "
+                           "at most 1 of the 17 awaited the 1 batch slow to make (61 samples)")
+    assert "`_delta_values`" in line
+    (adv,) = slow_code.advise(s)
+    assert adv.code == "look_at_path" and adv.numbers["tail"]["function"] == "_delta_values"
+    # 17 stalls on 9 slow batches: most of them could be the slow ones':
+    # not yet.
+    b = _block(fns, 1, 60, stalls=17, slow_batches=9, fast_batches=29, hot_path=path)
+    assert slow_code.judge(b).code == "slow_code_too_few"

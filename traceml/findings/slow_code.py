@@ -69,6 +69,12 @@ SLOW_CODE_ALPHA = 0.01
 # "Nearly all of its samples": a callee within 90 % of its caller's share
 # gap names the same code path; the caller is named.
 CALLEE_SHARE = 0.9
+# The slow batches' own code that the test must be able to name before
+# "no function tells them apart" is said: a function in this share of
+# their samples and in none of the fast ones', which is what slow batches
+# at attribution.BUSIER_RATIO times the fast ones' CPU spend in code of
+# their own (1 - 1/1.5 = 1/3).
+POWER_SHARE = 1.0 - 1.0 / attribution.BUSIER_RATIO
 # Off CPU: the slow batches' worker CPU under half their make time means
 # the worker mostly waited (sleep, I/O, a lock), so no function's CPU made
 # them slow.
@@ -356,12 +362,16 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
             **({"own_caller": caller} if caller else {}),
             **({"split": split} if split else {})})
     total = s["slow"] + s["fast"]
-    # Too few fast samples to tell: even the function furthest apart, were
-    # it in no fast sample, could not pass (a function in 901 of 912 slow
-    # samples and the one fast sample: p = 0.013; "they run the same code,
-    # only longer" stood beside it, helper 39B); without functions, one in
-    # every slow sample.
-    held = rows[0]["slow"] if rows else None
+    # Too few samples to tell: a function of the slow batches' own, in
+    # POWER_SHARE of their samples and in no fast one, could not pass (a
+    # function in 901 of 912 slow samples and the one fast sample: p =
+    # 0.013; "they run the same code, only longer" stood beside it, helper
+    # 39B); without functions, one in every slow sample.  A stated share,
+    # not the share of the function furthest apart: where the batches run
+    # the same code that one is noise (3 of 21 slow samples against 1 of
+    # 52 fast, beside a path in 68 of 73, read "too few to name a
+    # function").
+    held = math.ceil(POWER_SHARE * s["slow"]) if rows else None
     if (not s["fast"] and block.get("fast_batches")) or (
             s["fast"] and best_p_value(s["slow"], s["fast"], held) >= SLOW_CODE_ALPHA / m):
         # Fast batches were made, but too short to draw enough samples to
@@ -376,6 +386,21 @@ def _judge(block: Optional[dict]) -> Optional[Finding]:
                                                    "fast": s["fast"], "cpu_share": cpu_share,
                                                    "runq_share": runq,
                                                    **({"beside": beside} if beside else {})})
+        # Most stalls awaited batches no slower to make than the rest: at
+        # most one stall a slow batch, so past twice their count the
+        # stalls are every batch's cost (a lock-step round of workers each
+        # too slow for the loop), and where all the samples went is the
+        # code to make cheaper (the quick demo beside 3 CPU hogs: 17
+        # stalls, one batch slow to make and one sample in it, read "too
+        # few to name a function" beside `_delta_values` in 93% of the 61).
+        stalls, slow_batches = block.get("stalls") or 0, block.get("slow_batches") or 0
+        if path and stalls > 2 * slow_batches:
+            beside = beside_path(rows, path, total)
+            return Finding("slow_code_same", {
+                "path": path, "samples": total, "every_fetch": False, "one_group": False,
+                "stalls_on_fast": {"stalls": stalls, "slow_batches": slow_batches},
+                "cpu_share": cpu_share, "runq_share": runq,
+                **({"beside": beside} if beside else {})})
         return Finding("slow_code_too_few", {"samples": total, "slow": s["slow"],
                                              "fast": s["fast"]})
     path = held_path(block.get("hot_path") or [], total)
@@ -906,7 +931,11 @@ WORDS: dict[str, Words] = {
         f"({p['samples_slow']:.0f} and {p['samples_fast']:.0f} samples; "
         f"Fisher p = {p['p_value']:.2g})"),
     "slow_code_same": lambda p: (
-        ("the batches' make times form one group, none slow apart from the rest"
+        ("the stalls awaited batches no slower to make than the rest: at most "
+         f"{p['stalls_on_fast']['slow_batches']} of the {p['stalls_on_fast']['stalls']} "
+         f"awaited the {plural(p['stalls_on_fast']['slow_batches'], 'batch', 'batches')} "
+         "slow to make" if p.get("stalls_on_fast") else
+         "the batches' make times form one group, none slow apart from the rest"
          if p.get("one_group") and p.get("alike") is not False else
          "every fetch stalled, so no batch is fast to compare with"
          if p["every_fetch"] else "no function tells the slow batches from the fast ones")
