@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import traceml
-from .findings import prediction_check, report_notes
+from .findings import prediction_check, report_notes, stall_timing
 
 
 @dataclass(frozen=True)
@@ -247,19 +247,31 @@ def _run_path(
 
 def verdict(historical: "traceml.Report", fixed: "traceml.Report") -> str:
     """One line: the historical diagnosis and its stall cadence against
-    num_workers, then the fixed diagnosis and its stall count."""
+    num_workers (the report's own three answers: a period, none, or not
+    yet with the steps that would settle it), then the fixed diagnosis and
+    its stall count."""
     h, f = historical.to_dict(), fixed.to_dict()
     cad = h["cadence"]
     workers = f"num_workers={cad['num_workers']}"
     if cad["num_workers"] == 0:
         workers += " (loading in the loop's own process)"
-    period = cad["period"]
-    if period is None:
-        cadence = f"no regular stall cadence with {workers}"
-    else:
+    tmp = h.get("temporal") or {}
+    label, period = tmp.get("label"), cad["period"]
+    if not h["stalls"]["count"]:
+        cadence = f"no stalls with {workers}"
+    elif label == "EVERY-FETCH":
+        cadence = f"a stall on every fetch with {workers}"
+    elif period is not None:
         every = "every step" if period == 1 else f"every {period} steps"
         match = "matching" if cad["matches_num_workers"] else "not matching"
         cadence = f"a stall {every}, {match} {workers}"
+    elif label == "UNSETTLED" and tmp.get("consistent_period"):
+        cadence = (f"not yet: consistent with a stall every {tmp['consistent_period']} steps "
+                   f"with {workers}, " + stall_timing.settle_words(tmp.get("settle_steps")))
+    elif label == "IRREGULAR":
+        cadence = f"no regular stall cadence with {workers}"
+    else:
+        cadence = f"too few stalls to read a cadence with {workers}"
     speed = ""
     if h["wall_s"] and f["wall_s"]:
         speed = f"; {h['wall_s'] / f['wall_s']:.1f}x the fixed wall time"
