@@ -475,3 +475,38 @@ def test_the_share_alone_moving_beside_a_wait_held_by_noise_is_not_yet():
     moved = comparison.compare_measures(v, 0.123, 0.055, None, None, 16.2e-3, 14.93e-3,
                                         step_noise_p=0.4, share_noise_p=0.001)
     assert comparison.overall(v, moved) == comparison.IMPROVEMENT
+
+
+def _measured(others_cores, step_s, fetch_core_s, body_core_s, fetches=100):
+    """A summary with its mean step and the waits for a core measured in
+    ``fetches`` clocked fetches (awaited worker and loop, s each) and as
+    many clocked steps' compute (s each)."""
+    s = _timed(others_cores, step_s / 2, step_s)
+    s["wait_parts"] = {
+        "all": {"fetches": fetches, "wait_s": fetches * step_s / 2, "runq_known": True,
+                "parts_s": {"worker_making": 1.0, "worker_cpu_wait": fetches * fetch_core_s / 2,
+                            "cpu_wait": fetches * fetch_core_s / 2}},
+        "compute": {"steps": fetches, "compute_s": fetches * step_s / 2, "runq_known": True,
+                    "parts_s": {"main_cpu": 1.0, "cpu_wait": fetches * body_core_s}}}
+    return s
+
+
+def test_the_measured_waits_for_a_core_bound_the_hosts_part():
+    base = _measured(0.0, 0.0084, 0.0015, 0.0005)
+    assert comparison.core_waits_per_step_s(base) == pytest.approx(0.0020)
+    # Others holding every core in the run: the model bounds nothing, the
+    # measured part does.  The step 8.4 -> 51.2 ms, 39 ms of it waits for
+    # a core: 6.4 -> 12.2 ms without them (1.9x), the code's.
+    slow = _measured(2.0, 0.0512, 0.030, 0.009)
+    assert not comparison.host_went_with(comparison.REGRESSION, base, slow)
+    # The same code beside the hogs: 8.4 -> 17.7 ms, 12.7 ms of waits for a
+    # core, 4.9 ms without them: the host can hold it, not yet the code's.
+    same = _measured(2.0, 0.0177, 0.0097, 0.003)
+    assert comparison.host_went_with(comparison.REGRESSION, base, same)
+    # Mirrored: the busy run as the baseline, a quiet run 1.9x faster net.
+    assert not comparison.host_went_with(comparison.IMPROVEMENT, slow, _measured(0.0, 0.0084,
+                                                                                  0.0015, 0.0005))
+    # Not measured (no run-queue times): as before, nothing bounds it.
+    slow["wait_parts"]["all"]["runq_known"] = False
+    assert comparison.core_waits_per_step_s(slow) is None
+    assert comparison.host_went_with(comparison.REGRESSION, base, slow)
