@@ -362,12 +362,16 @@ def run_loaders(runs: int, hog: bool, only: tuple = (),
     return pairs, lines, checks
 
 
-def run_seed_sweeps(runs: int, hog: bool) -> tuple[list, list]:
+def run_seed_sweeps(runs: int, hog: bool,
+                    keep_dir: Optional[str] = None) -> tuple[list, list]:
     """The seed's sweep, ``runs`` times: num_workers (4, 2, 1, 0) and back,
     16 steps a condition, on the lock-step loader (the cadence follows
     num_workers: "follows" must be said in PATTERN_MIN of 20) and on its
     random control at 4 and 2 workers (3 and 7 of 16 batches slow at random;
-    "follows" at most HEALTHY_MAX in 20).  (lines, checks)."""
+    "follows" at most HEALTHY_MAX in 20).  ``keep_dir``: where to write
+    the text of each sweep that misses (the lock-step's without "follows",
+    the control's with it), with each row's cadence test.  (lines,
+    checks)."""
     from burn import OneCoreBurnDataset, StartTogether
     from torch.utils.data import DataLoader
 
@@ -397,7 +401,16 @@ def run_seed_sweeps(runs: int, hog: bool) -> tuple[list, list]:
             for name, make in (("lockstep", lockstep), ("control", control)):
                 res = traceml.sweep(make, num_workers=(4, 2, 1, 0), steps=16,
                                     consumer_pace_s=0.005, progress=False)
-                said[name] += res.correlation["follows"] is True
+                follows = res.correlation["follows"] is True
+                said[name] += follows
+                if keep_dir is not None and follows != (name == "lockstep"):
+                    os.makedirs(keep_dir, exist_ok=True)
+                    with open(os.path.join(keep_dir, f"sweep-{name}_r{r}.txt"), "w") as f:
+                        f.write(str(res) + "\n\n" + repr(res.correlation) + "\n")
+                        for row, run in zip(res.rows, res.runs):
+                            t = (run.to_dict().get("temporal") or {}) if run is not None else {}
+                            f.write(f"{row['condition']} {t.get('label')} {t.get('period')} "
+                                    f"{t.get('predicted')}\n")
             print(f"  seed sweep {r + 1}/{runs}: follows said {said}", flush=True)
     finally:
         if proc is not None:
@@ -461,7 +474,7 @@ def main(argv: list[str]) -> int:
         checks += c
         extra["loaders"] = lines
         lines, c = ((["seed sweeps: not run (--only)"], []) if args.only
-                    else run_seed_sweeps(runs, not args.no_hog))
+                    else run_seed_sweeps(runs, not args.no_hog, args.keep_wrong))
         print("\n".join(lines))
         checks += c
         extra["seed_sweeps"] = lines

@@ -753,16 +753,17 @@ left_by_a_stop_elsewhere(PyObject *op, PyObject *prev)
 static PyObject *
 stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"worker", "interval_us", NULL};
+    static char *kwlist[] = {"worker", "interval_us", "wall", NULL};
     tm_stacks *self = (tm_stacks *)op;
     int worker = -1;
+    int wall = 1;
     long interval_us = 5000;
     struct sigaction cur, ours;
     struct itimerval timer;
     PyObject *handler, *prev, *call_args;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|il:start", kwlist,
-                                     &worker, &interval_us)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|ilp:start", kwlist,
+                                     &worker, &interval_us, &wall)) {
         return NULL;
     }
     if (worker < -1) {
@@ -865,10 +866,11 @@ stacks_start(PyObject *op, PyObject *args, PyObject *kwds)
     tm_active.worker = worker;
     __atomic_store_n(&tm_active.pending, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&tm_active.pending_off, 0, __ATOMIC_RELEASE);
-    {
+    tm_active.wall_made = 0;
+    if (wall) {
         /* The wall-clock timer, aimed at this thread, disarmed until a
-           batch begins (tm_stacks_wall); without one (an old kernel),
-           only CPU is sampled. */
+           batch begins (tm_stacks_wall); without one (an old kernel, or
+           wall=False), only CPU is sampled. */
         struct sigevent sev;
 
         memset(&sev, 0, sizeof(sev));
@@ -898,8 +900,10 @@ tm_stacks_wall(int on)
 {
     struct itimerspec spec;
 
+    /* wall_made first: without the timer (wall=False) a fetch pays two
+       loads, not getpid() and gettid(). */
     if (__atomic_load_n(&tm_active.hdr, __ATOMIC_ACQUIRE) == NULL
-            || tm_active.pid != getpid() || !tm_active.wall_made
+            || !tm_active.wall_made || tm_active.pid != getpid()
             || current_tid() != tm_active.tid) {
         return;
     }
@@ -1119,11 +1123,12 @@ stacks_info(PyObject *op, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef stacks_methods[] = {
     {"start", (PyCFunction)(void (*)(void))stacks_start, METH_VARARGS | METH_KEYWORDS,
-     "start(worker=-1, interval_us=5000)\n--\n\n"
+     "start(worker=-1, interval_us=5000, wall=True)\n--\n\n"
      "Sample this process's Python stacks every interval_us of its CPU\n"
      "time (ITIMER_PROF), tagging samples with `worker` (-1: the main\n"
-     "process), and, while TimedFetch makes a batch, every interval_us of\n"
-     "wall time that the calling thread spends off CPU (kind 2).  Call it\n"
+     "process), and, with `wall`, while TimedFetch makes a batch, every\n"
+     "interval_us of wall time that the calling thread spends off CPU\n"
+     "(kind 2; arming it costs each fetch about 2.5 us).  Call it\n"
      "in the thread that makes the batches, which must\n"
      "be the process's main thread.  Returns None once sampling, else a\n"
      "str saying why it left the process alone (a SIGPROF handler or an\n"

@@ -66,6 +66,9 @@ class Source:
     # thread CPU, worker_timing.time_sampler): its log's item records.
     sampler: Any = field(default_factory=lambda: worker_timing.Timing())
     named: bool = False  # named by the user: kept for the recorder's life
+    # A generator, not a DataLoader, whose items were sampled as they were
+    # made in this process (stacks.MAIN.begins_for_generator).
+    main_sampled: bool = False
     _lease: Optional[weakref.ref] = field(default=None, repr=False, compare=False)
 
     def lease(self) -> "_Lease":
@@ -711,6 +714,11 @@ class Wrapped:
             # stack is sampled while the epoch's iterator lives (only
             # samples inside fetches count).
             stacks.MAIN.epoch_begins(inner)
+        elif hooked is None and facts is None and stacks.MAIN.begins_for_generator(inner):
+            # Not a DataLoader: a generator makes each item in this
+            # process, as num_workers=0 does; the stalled fetches' samples
+            # name its code.
+            src.main_sampled = True
         hidden = hidden_facts(self.iterable, inner, facts)
         if hidden is not None:
             facts["unread"] = hidden

@@ -148,7 +148,14 @@ def test_loops_run_to_the_end_leak_nothing(tag, data_type):
         traceml.reset()
         _trim_epoch_facts(name)
 
-    assert_no_growth(measure(scenario), tag)
+    # A generator's epochs start and stop the main process's stack
+    # sampler (traceml.stacks.MAIN): the objects its start and stop make
+    # go back to CPython's free lists, which tracemalloc counts as held
+    # until they are full; its traced bytes level off after about 1,000
+    # epochs (about 36 KB, 8,000 epochs measured) while the process's
+    # allocated blocks do not grow.  Measured past that.
+    warmup = 6 if data_type is GenItems else 2
+    assert_no_growth(measure(scenario, warmup=warmup), tag)
     assert data.last() is None
 
 
