@@ -565,3 +565,32 @@ def test_random_stalls_at_any_phase_rarely_pool_to_following():
         hits += sweeps.pooled_p_value(tests) < stall_timing.PERIOD_ALPHA
     a = stall_timing.PERIOD_ALPHA
     assert hits / n <= a + 3 * math.sqrt(a * (1 - a) / n)
+
+
+def test_rows_that_only_fit_do_not_pool_into_a_cadence():
+    # The random control beside no hog (bench_truth --keep-wrong): slow
+    # samples hidden behind earlier stalls left 2 to 4 stalls a row, each
+    # row fitting its period at its best phase without settling it (5 of
+    # 14 tested fetches on one residue mod 2: p = 21/2002, just over
+    # 0.01); the pool of those reached p < 0.01 and read "follows".  No row settles
+    # alone: not a cadence.
+    rows4 = [_test([7, 11, 15], 16, 4, any_phase=True), _test([3, 11], 16, 4, any_phase=True)]
+    rows2 = [_test([2, 6, 8, 10, 14], 16, 2, any_phase=True),
+             _test([3, 7, 9, 11, 13], 16, 2, any_phase=True)]
+    tests = rows4 + rows2
+    assert not any(sweeps._settled(t) for t in tests)
+    assert sum(sweeps._fits(t) for t in tests) >= 3
+    rows = [(4, "UNSETTLED", None, rows4[0]), (2, "UNSETTLED", None, rows2[0]),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None),
+            (2, "UNSETTLED", None, rows2[1]), (4, "TOO-FEW", None, rows4[1])]
+    c = sweeps.pooled_cadence(rows)
+    assert c["distinct_workers"] >= 2 and c["other_period"] == 0
+    assert c["p_value"] < stall_timing.PERIOD_ALPHA, c
+    assert c["follows"] is None
+    # One of them settled alone (4 of 16 on one residue mod 4, p = 1/1820
+    # at phase 0): the pool carries the rest.
+    seed4 = _test([0, 4, 8, 12], 16, 4, any_phase=True)
+    assert sweeps._settled(seed4)
+    rows[0] = (4, "PERIODIC", 4, seed4)
+    assert sweeps.pooled_cadence(rows)["follows"] is True

@@ -338,7 +338,18 @@ def pooled_cadence(rows: list[tuple[int, Optional[str], Optional[int], Optional[
         # row settled by chance, read "follows" in 4 of 12 sweeps).
         workers.add(1)
     p = pooled_p_value(tests) if tests else None
-    follows = (p is not None and p < stall_timing.PERIOD_ALPHA and not other
+    # At least one row of 2 or more workers settles its period alone: the
+    # pool then carries rows too short to settle theirs, but does not make
+    # a cadence out of rows that each only fit one.  Each row's test picks
+    # its best phase (paid for) and the loader's mechanics are not the
+    # null's independent placements: the random control (slow samples
+    # hidden behind earlier stalls, 2 to 4 stalls a row) read "follows" in
+    # 1 of 20 sweeps quiet, 1 of 20 beside the hog and 1 of the first 9 of
+    # another run (2026-12-07), that one kept: rows fitting at p = 0.018,
+    # 0.0175 and 0.07, none settled, pooled p = 0.0096.  The seed's rows
+    # settle alone at its size (4 of 16 on one residue mod 4: p = 1/1820).
+    settled = any(_settled(t) for t in tests if _fits(t))
+    follows = (p is not None and p < stall_timing.PERIOD_ALPHA and not other and settled
                and len(workers) >= POOLED_MIN_DISTINCT_WORKERS) or None
     return {"follows": follows, "p_value": p, "tested": len(tests), "fitting": fitting,
             "fitting_tested": fitting_tested, "other_period": other,
