@@ -1209,6 +1209,9 @@ class WaitPartsHost(TypedDict):
     job_runq_s: NonNegative
     wall_s: NonNegative
     host_share: Optional[Annotated[float, Schema(minimum=0, maximum=1)]]
+    usable_cpus: NotRequired[Annotated[int, Schema(minimum=1, description=(
+        "The CPUs the process could run on at the latest epoch's start (any source, a "
+        "generator's too): what others_cpu_s / wall_s is a share of."))]]
 
 
 @schema('wait_parts')

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import traceml
 from traceml.__main__ import main
 from traceml.comparing import EQUIVALENT, IMPROVEMENT, NO_DATA, REGRESSION, verdict
+from traceml.findings import comparison
 from traceml.fmt import fmt_s
 
 from support import INFO, SYNTHETIC, MS, build, records
@@ -358,3 +360,23 @@ def test_the_same_recording_twice_says_so():
     assert row["why"].startswith("the same recording as the baseline")
     other = build(records(np.full(N, 10 * MS), np.full(N, 40 * MS)), INFO, SYNTHETIC, None)
     assert "same recording" not in traceml.compare(base, other).rows[1]["why"]
+
+
+def test_a_generators_report_carries_the_cpus_its_host_reading_is_of():
+    # compare reads other programs' cores against these CPUs for sources
+    # without a loader's host facts.
+    def items():
+        for i in range(60):
+            end = time.thread_time() + 0.001
+            while time.thread_time() < end:
+                pass
+            yield i
+
+    rec = traceml.Recorder()
+    for _ in rec.wrap(items(), name="gen"):
+        time.sleep(0.001)
+    d = rec.report().to_dict()
+    assert d["host"] is None
+    host = d["wait_parts"]["host"]
+    assert host is not None and host["usable_cpus"] == len(os.sched_getaffinity(0))
+    assert comparison.usable_cpus(d) == len(os.sched_getaffinity(0))

@@ -510,3 +510,28 @@ def test_the_measured_waits_for_a_core_bound_the_hosts_part():
     slow["wait_parts"]["all"]["runq_known"] = False
     assert comparison.core_waits_per_step_s(slow) is None
     assert comparison.host_went_with(comparison.REGRESSION, base, slow)
+
+
+def _generator_run(others_cores, step_s, cpus=2):
+    """A wrapped generator's summary: no loader host facts, no worker
+    intervals; the clocked fetches' host reading over 1 s of waits."""
+    return {"host": None, "workers": None, "input_wait_s": {"mean": step_s / 6},
+            "step_s": {"mean": step_s},
+            "wait_parts": {"host": {"others_cpu_s": others_cores, "job_runq_s": 0.2,
+                                    "wall_s": 1.0, "host_share": None,
+                                    **({"usable_cpus": cpus} if cpus else {})}}}
+
+
+def test_a_generators_runs_read_the_host_from_their_fetches():
+    # Helper 42: one generator run twice, the second beside CPU hogs (1.37
+    # cores of other programs in its fetches), read REGRESSION with no word
+    # of the host: the loader's host facts and intervals were all it read.
+    quiet, busy = _generator_run(0.0, 0.0120), _generator_run(1.37, 0.0154)
+    assert comparison.host_load_cores(busy) == pytest.approx(1.37)
+    assert comparison.usable_cpus(busy) == 2
+    assert comparison.host_went_with(comparison.REGRESSION, quiet, busy)
+    assert "0.00 cores during the baseline and 1.37 during this run (of 2 CPUs)" in (
+        comparison.host_note(quiet, busy))
+    # Without the CPU count (a run file of an older version): not judged.
+    assert comparison.host_note(_generator_run(0.0, 0.012, None),
+                                _generator_run(1.37, 0.0154, None)) is None

@@ -1018,3 +1018,26 @@ def test_stalls_past_twice_the_slow_batches_are_every_batchs_cost():
     # not yet.
     b = _block(fns, 1, 60, stalls=17, slow_batches=9, fast_batches=29, hot_path=path)
     assert slow_code.judge(b).code == "slow_code_too_few"
+
+
+def test_a_generators_stalled_items_are_not_every_batchs_cost():
+    # Helper 42: every item calls tokenize, every 6th for 30 ms and the
+    # others for 3 ms, in a wrapped generator (no loader facts, sampled in
+    # the main process): the stalled items cost more, as at num_workers=0.
+    fns = [{**_fn("gen", 100, 60, 1), "library": False},
+           {**_fn("tokenize", 99, 59, 2), "library": False}]
+    path = [_path_entry("gen", 1.0), _path_entry("tokenize", 0.99)]
+    b = _block(fns, 100, 60, fast_batches=200, hot_path=path, in_main=True)
+    f = slow_code.judge(b)
+    assert f.code == "slow_code_same"
+    s = {"slow_code": b, "diagnosis": "INPUT-BOUND"}
+    assert not slow_code.alike(s, f)
+    assert "they run the same code, only longer" in slow_code.evidence_lines(s)[0]
+    # No loader to sweep: where their CPU goes leads, not "costs alike".
+    (adv,) = slow_code.advise(s)
+    said = slow_code.WORDS[adv.code](adv.numbers)
+    assert adv.code == "look_at_path" and adv.numbers["tail"]["function"] == "tokenize"
+    assert said.startswith("The stalled items run the same code as the others, longer"), said
+    # A DataLoader at 2 workers keeps its lock-step reading.
+    s["loader"] = {"num_workers": 2}
+    assert slow_code.alike(s, f)

@@ -258,6 +258,11 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     host_in_waits = clock_split.others_in_clocked(steps, w.steady, run.clocks, run.samples,
                                                    run.src, run.sampler_info, run.main_pid)
     run.host_share = host_in_waits["host_share"] if host_in_waits else None
+    cpus = common.latest_fact(run.src, "usable_cpus")
+    if host_in_waits is not None and cpus:
+        # What the others' cores are a share of, for every source: a
+        # generator's summary has no loader's host facts (compare).
+        host_in_waits["usable_cpus"] = int(cpus)
     run.host_in_waits = host_in_waits
     run.clocked_sampler = clock_split.clocked_sampler(steps, run.clocks, run.sampler_items)
     run.others_queued = clock_split.clocked_others_queued(steps, run.clocks, run.samples, run.src,

@@ -538,7 +538,8 @@ HOST_LOAD_TOL = REL_TOL
 def host_load_cores(s: dict) -> Optional[float]:
     """Other programs' CPU over a run's steady intervals, in cores (the
     sampler's /proc/stat busy time less the job's own, summed over the
-    slow and fast intervals, over their wall time); None where unread."""
+    slow and fast intervals, over their wall time; without a loader's
+    intervals, over the clocked fetches' waits); None where unread."""
     iv = (s.get("workers") or {}).get("intervals") or {}
     cpu = wall = 0.0
     for kind in ("slow", "fast"):
@@ -547,7 +548,23 @@ def host_load_cores(s: dict) -> Optional[float]:
             continue
         cpu += part["others_cpu_s"]
         wall += part["wall_s"]
+    if wall <= 0:
+        # No loader's intervals (a wrapped generator, the probes): the
+        # clocked fetches' own reading (wait_parts.host), where the
+        # sampler read the host.  Two runs of one generator, the second
+        # beside a CPU hog, read REGRESSION with no word of the host
+        # (helper 42, 5 of 5).
+        host = (s.get("wait_parts") or {}).get("host") or {}
+        if host.get("others_cpu_s") is not None and host.get("wall_s"):
+            cpu, wall = host["others_cpu_s"], host["wall_s"]
     return cpu / wall if wall > 0 else None
+
+
+def usable_cpus(s: dict) -> Optional[int]:
+    """The CPUs the run could use: its loader's host facts, else the
+    clocked fetches' host reading's (any source); None where unknown."""
+    return ((s.get("host") or {}).get("usable_cpus")
+            or ((s.get("wait_parts") or {}).get("host") or {}).get("usable_cpus"))
 
 
 def host_went_with(label: str, base: dict, run: dict, base_steps: Optional[dict] = None,
@@ -563,8 +580,7 @@ def host_went_with(label: str, base: dict, run: dict, base_steps: Optional[dict]
     (:func:`host_can_explain`; ``*_steps``: each run's steady series,
     {"wait": ns, "step": ns}, where known)."""
     a, b = host_load_cores(base), host_load_cores(run)
-    cpus = (run.get("host") or {}).get("usable_cpus") or (base.get("host") or {}).get(
-        "usable_cpus")
+    cpus = usable_cpus(run) or usable_cpus(base)
     if a is None or b is None or not cpus or abs(b - a) <= HOST_LOAD_TOL * cpus:
         return False
     if not ((label == IMPROVEMENT and b < a) or (label == REGRESSION and b > a)):
@@ -667,8 +683,7 @@ def host_note(base: dict, run: dict) -> Optional[str]:
     HOST_LOAD_TOL of the usable CPUs: a sentence saying so, with both
     figures; None where they did not, or either was unread."""
     a, b = host_load_cores(base), host_load_cores(run)
-    cpus = (run.get("host") or {}).get("usable_cpus") or (base.get("host") or {}).get(
-        "usable_cpus")
+    cpus = usable_cpus(run) or usable_cpus(base)
     if a is None or b is None or not cpus or abs(b - a) <= HOST_LOAD_TOL * cpus:
         return None
     return (f"the host differed: other programs ran {a:.2f} cores during the baseline and "
