@@ -381,7 +381,8 @@ def test_a_report_names_the_samples_period_and_keeps_the_stall_cadence():
     # The steady batches (after the 4 start-up ones) made slow: 19.
     assert a["made"]["slow"] == int(slow[4:].sum()) == 19
     assert ("The workers made 19 of 96 batches slow, 100% of them with rank % 5 == 0, and 100% "
-            "of the stalls are among them; the loop stalled on only some of them, every 10 "
+            "of the stalls waited on one with rank % 5 == 0 (the batch received, or the one its "
+            "worker was making during the wait); the loop stalled on only some of them, every 10 "
             "batches (prefetch made the others in time). Particular samples are slow, one in "
             "5, not a worker; next: time __getitem__ on the indices of those batches with rank % 5 == 0."
             ) in r["next"]

@@ -1095,7 +1095,11 @@ def _slow_made(p: dict) -> str:
     """SLOW-SAMPLE from the workers' make times (made_period)."""
     return (f"The workers made {p['slow']} of {p['batches']} batches slow, "
             f"{pct(p['slow_on_residue'])} of them with {ranks_on(p)}, "
-            f"and {pct(p['share'])} of the stalls are among them; "
+            # Of the stalls, not of those batches: a stall waits on the
+            # batch its worker was making then, and 54 stalls on 39 slow
+            # batches read "100% of the stalls are among them" (helper 42).
+            f"and {pct(p['share'])} of the stalls waited on one with {ranks_on(p)} (the "
+            "batch received, or the one its worker was making during the wait); "
             f"{_stalls_against_made(p)}. "
             + (_what_is_slow(p)[0].upper() + _what_is_slow(p)[1:] if _in_collate(p) else
                f"Particular samples are slow, {_how_many(p)}, not a worker")
