@@ -602,8 +602,9 @@ def core_waits_per_step_s(s: dict) -> Optional[float]:
     parts = fetch["parts_s"]
     out = sum(parts.get(k, 0.0) for k in ("worker_cpu_wait", *wait_parts.CORE_WAIT_PARTS))
     out /= fetch["fetches"]
-    if body and body.get("runq_known") and body.get("steps"):
-        out += body["parts_s"].get("cpu_wait", 0.0) / body["steps"]
+    per_step = _per_step_body(body) if body and body.get("runq_known") else None
+    if per_step is not None:
+        out += per_step[1]
     return out
 
 
