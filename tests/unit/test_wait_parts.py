@@ -402,9 +402,39 @@ def test_a_sleeping_sampler_is_its_own_part_and_its_own_next_step(num_workers):
     assert "the sampler: it runs in the main process at any num_workers" in text
 
 
+def test_the_host_leaves_the_compute_too_where_it_held_the_loops_core():
+    # Slow samples every 7th index beside 6 CPU hogs (helper 63): input 50%
+    # of the step, the host's part 89% of the wait, and the loop's thread
+    # waited for a core 71% of its compute, 90% of that while other
+    # programs held the cores.  Without the host in the wait alone:
+    # 0.50 x 0.11 / (1 - 0.50 x 0.89) = 10%, "the host's wait"; without it
+    # in the compute too: 0.50 x 0.11 / (0.50 x 0.11 + 0.50 x (1 - 0.639))
+    # = 23%, the loader's (44-45% on a quiet host).
+    split = {"wait_s": 1.0, "parts_s": {"worker_making": 0.08, "main_cpu": 0.02,
+                                        "cpu_wait": 0.0, "host_cpu_wait": 0.89,
+                                        "in_transit": 0.01}}
+    body = {"steps": 50, "compute_s": 2.0, "runq_known": True, "host_share": 0.9,
+            "parts_s": {"main_cpu": 0.58, "cpu_wait": 1.42, "off_cpu": 0.0}}
+    r, h, c = 0.5, 0.89, 1.42 * 0.9 / 2.0
+    assert wait_parts.compute_host_fraction(body) == pytest.approx(c)
+    assert r * (1 - h) / (1 - r * h) < wait_parts.LOADER_OWN_SHARE
+    assert r * (1 - h) / (r * (1 - h) + (1 - r) * (1 - c)) > wait_parts.LOADER_OWN_SHARE
+    assert wait_parts.host_explains(split, r)
+    assert not wait_parts.host_explains(split, r, body)
+    assert wait_parts.next_for(split, r, body) == {
+        "part": "worker_making", "share": 0.08, "past_host": 0.89}
+    # The loop's own workers holding its core are no host's: the compute
+    # keeps its waits, and the host explains the wait as before.
+    assert wait_parts.host_explains(split, r, dict(body, host_share=0.0))
+    unread = {k: v for k, v in body.items() if k != "host_share"}
+    assert wait_parts.compute_host_fraction(unread) == 0.0
+    assert wait_parts.host_explains(split, r, unread)
+
+
 def test_the_host_explains_a_wait_only_where_the_rest_would_not_hold_the_loop():
     # The host's part 52% of a wait that is 94% of the step: without it the
-    # wait is 0.94 x 0.48 / (1 - 0.94 x 0.52) = 88% of the step, the
+    # wait is 0.94 x 0.48 / (1 - 0.94 x 0.52) = 88% of the step (its
+    # compute unsplit), the
     # loader's own (1,200 small tensors a batch).  At 25% with the host's
     # 42%: 0.25 x 0.58 / (1 - 0.25 x 0.42) = 16%, the host's.
     split = {"wait_s": 1.0, "fetches": 10, "runq_known": True,

@@ -278,7 +278,7 @@ def _stage_durations(run: _Run, s: dict) -> dict:
     cpus = common.latest_fact(run.src, "usable_cpus")
     totals = stall_steps.input_share(w)
     leads = wait_parts.host_leads(run.parts_all)
-    explains = leads and wait_parts.host_explains(run.parts_all, totals[0])
+    explains = leads and wait_parts.host_explains(run.parts_all, totals[0], run.body)
     aside = leads and not explains
     split = (wait_parts.production_fraction(run.parts_all),
              wait_parts.other_largest_fraction(run.parts_all, host_aside=aside),
@@ -335,7 +335,7 @@ def _stage_stalls(run: _Run, s: dict) -> dict:
         "stalls": clock_split.split_wait(steps, run.mask, clocks, run.clocked_making,
                                           run.host_share, run.clocked_sampler, run.others_queued),
         "largest": startup.with_sampler_code(
-            wait_parts.next_for(run.parts_all, s.get("input_share")), run.src),
+            wait_parts.next_for(run.parts_all, s.get("input_share"), run.body), run.src),
         "compute": run.body,
         "host": run.host_in_waits})
     if run.gpu is not None:     # cuda off: no gpu key

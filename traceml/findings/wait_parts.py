@@ -241,26 +241,47 @@ def host_leads(split: Optional[dict]) -> bool:
 LOADER_OWN_SHARE = 0.20
 
 
-def host_explains(split: Optional[dict], input_share: Optional[float]) -> bool:
-    """Whether taking the host's part (``host_cpu_wait``) out of the
-    wait would leave the loop under LOADER_OWN_SHARE input-bound: with
-    r the input share and h the host's fraction of the wait, the share
-    without it is r (1 - h) / (1 - r h) (the host's seconds leave the
-    step as well as the wait).  The model: other programs' CPU in the
-    waits delayed the job one for one, and no more.  Where the rest
-    still holds the loop, the wait is the loader's and the host only
-    stretches it: batches of 1,200 small tensors waited 94% of the step,
-    the host's part 52% and the main process receiving them 41%, and
-    read HOST-BOUND, "the host's wait, not the loader's" (helper 28B,
-    12 of 12 runs); without the host's part the share is 88%.  True
-    without the share or without a host part (nothing to take out)."""
+def host_explains(split: Optional[dict], input_share: Optional[float],
+                  body: Optional[dict] = None) -> bool:
+    """Whether taking the host's part out of the step would leave the loop
+    under LOADER_OWN_SHARE input-bound.  With r the input share, h the
+    host's fraction of the wait (``host_cpu_wait``) and c the host's
+    fraction of the compute (``body``: wait_split.body_split of the
+    steps, its ``cpu_wait`` times its ``host_share``: the loop's thread
+    waiting for a core that other programs held, 0 where unread), the
+    share without the host is r (1 - h) / (r (1 - h) + (1 - r) (1 - c)):
+    the host's seconds leave the wait and the compute alike.  The model:
+    other programs' CPU delayed the job one for one, and no more.  Where
+    the rest still holds the loop, the wait is the loader's and the host
+    only stretches it.  Batches of 1,200 small tensors waited 94% of the
+    step, the host's part 52%, and read HOST-BOUND, "the host's wait,
+    not the loader's" (helper 28B, 12 of 12 runs); without the host's
+    part the share is 88%.  Slow samples every 7th index beside 6 CPU
+    hogs waited 50% of the step, 89% of it the host's, while the compute
+    waited for a core 71% of its time; taking the host out of the wait
+    alone left 10% (HOST-BOUND, 2 of 2 runs), out of both about 27%,
+    against 44-45% on a quiet host (helper 63).  True without the share
+    or without a host part (nothing to take out)."""
     parts = (split or {}).get("parts_s") or {}
     wait = (split or {}).get("wait_s")
     if input_share is None or not wait or not parts.get("host_cpu_wait"):
         return True
     r, h = float(input_share), min(1.0, parts["host_cpu_wait"] / wait)
-    left = 1.0 - r * h
-    return left <= 0.0 or r * (1.0 - h) / left < LOADER_OWN_SHARE
+    own = r * (1.0 - h)
+    left = own + (1.0 - r) * (1.0 - compute_host_fraction(body))
+    return left <= 0.0 or own / left < LOADER_OWN_SHARE
+
+
+def compute_host_fraction(body: Optional[dict]) -> float:
+    """The share of the compute (``body``: wait_split.body_split of the
+    steps, with its ``host_share``) during which the loop's thread waited
+    for a core that other programs held; 0 where any of it is unread."""
+    total = (body or {}).get("compute_s")
+    queued = ((body or {}).get("parts_s") or {}).get("cpu_wait")
+    share = (body or {}).get("host_share")
+    if not total or not queued or share is None:
+        return 0.0
+    return min(1.0, max(0.0, queued * float(share) / total))
 
 
 def workers_outrun_cores(production: Optional[dict], body: Optional[dict],
@@ -471,18 +492,19 @@ _SHORT = {"worker_making": "worker making", "worker_cpu_wait": "worker waiting f
           "in_transit": "in transit", "asleep": "asleep"}
 
 
-def next_for(split: Optional[dict], input_share: Optional[float] = None) -> Optional[dict]:
+def next_for(split: Optional[dict], input_share: Optional[float] = None,
+             body: Optional[dict] = None) -> Optional[dict]:
     """The numbers of the largest part's next step, {part, share (of the
     split's wait)}; None without a split.  Where the largest is the host's
-    and the rest would still hold the loop (not :func:`host_explains`),
-    the largest of the others, with the host's share set aside as
+    and the rest would still hold the loop (not :func:`host_explains`,
+    with the steps' compute split ``body``), the largest of the others, with the host's share set aside as
     ``past_host``: the loader's own wait is what to shorten (a quieter
     host leaves it), and the sentence says what it set aside."""
     got = largest(split)
     if got is None:
         return None
     out = {"part": got[0], "share": got[1]}
-    if got[0] == "host_cpu_wait" and not host_explains(split, input_share):
+    if got[0] == "host_cpu_wait" and not host_explains(split, input_share, body):
         rest = {k: v for k, v in split["parts_s"].items() if k != "host_cpu_wait"}
         if rest and max(rest.values()) > 0:
             name = max(rest, key=lambda k: rest[k])
