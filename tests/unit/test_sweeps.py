@@ -594,3 +594,35 @@ def test_rows_that_only_fit_do_not_pool_into_a_cadence():
     assert sweeps._settled(seed4)
     rows[0] = (4, "PERIODIC", 4, seed4)
     assert sweeps.pooled_cadence(rows)["follows"] is True
+
+
+def test_a_row_that_fits_only_with_a_stall_off_its_chosen_residue_does_not_fit():
+    """A quiet seed sweep of CPU-bound workers (helper 63): the forward
+    4-worker row stalled at 6, 9 and 14 (none at 0 mod 4; 2 at 2 mod 4, 1
+    off), the backward one at 8 and 11; the 2-worker rows kept period 2.
+    The 4-worker rows show no cadence of their own, so "the period follows
+    num_workers" would rest on 2 workers against the every-fetch rows."""
+    from scipy.stats import hypergeom
+
+    fwd4 = _test([6, 9, 14], 16, 4, any_phase=True)
+    assert fwd4["on_residue"] == 0 and fwd4["any_phase_phase"] == 2
+    # At a residue picked for its stalls, 2 of 3 on it is what 3 random
+    # stalls show most of the time; all 3 on it, 4 placements of 220.
+    assert not fwd4["any_phase_fits"]
+    every = list(itertools.combinations(range(4, 16), 3))
+    fit = sum(_test(list(c), 16, 4, any_phase=True)["any_phase_fits"] for c in every)
+    assert fit == 4 and len(every) == 220
+    assert fit / len(every) == pytest.approx(4 * hypergeom(12, 3, 3).pmf(3))
+    bwd4 = _test([8, 11], 16, 4, any_phase=True)
+    rows = [(4, "TOO-FEW", None, fwd4),
+            (2, "UNSETTLED", None, _test([4, 8, 10, 14], 16, 2, any_phase=True)),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None),
+            (1, "EVERY-FETCH", None, None), (1, "EVERY-FETCH", None, None),
+            (2, "PERIODIC", 2, _test([2, 6, 8, 12, 14], 16, 2, any_phase=True)),
+            (4, "TOO-FEW", None, bwd4)]
+    c = sweeps.pooled_cadence(rows)
+    assert c["follows"] is None and c["distinct_workers"] == 1
+    # The seed's own 4-worker rows (a stall at 0, 4, 8, 12) make it follow.
+    seed4 = _test([0, 4, 8, 12], 16, 4, any_phase=True)
+    rows[0], rows[-1] = (4, "PERIODIC", 4, seed4), (4, "PERIODIC", 4, seed4)
+    assert sweeps.pooled_cadence(rows)["follows"] is True
