@@ -317,6 +317,21 @@ def workers_outrun_cores(production: Optional[dict], body: Optional[dict],
     return cpu / pace > cpus - min(main_cores, 1.0)
 
 
+def production_leads(split: Optional[dict]) -> Optional[bool]:
+    """Whether the workers' production (:func:`production_fraction`) is
+    at least each other cause of the split's wait as the verdict weighs
+    them (:func:`_causes`: the waits for a core as one, a made batch held
+    behind another worker's Python with the transit); None without a
+    split with worker timing.  Where it is not, the awaited batches were
+    mostly made already: starting them earlier (a deeper look-ahead)
+    hides none of that wait."""
+    made = production_fraction(split)
+    if made is None:
+        return None
+    causes = _causes(split["parts_s"])
+    return all(made * split["wait_s"] >= v for v in causes.values())
+
+
 def other_largest_fraction(split: Optional[dict], host_aside: bool = False) -> Optional[float]:
     """The largest of the parts other than the workers' production (the
     waits for a core counted as one), as a fraction of those parts
