@@ -462,6 +462,7 @@ def _sweep_notes(d: dict) -> list[str]:
                            sweeps.sweep_ignored(ignored),
                            sweeps.sweep_best(d["best"], len(d["rows"])),
                            sweeps.sweep_order(d["order_effects"])) if t)
+    out.extend(t for t in (sweeps.sweep_consumer(d.get("consumer"), d["rows"]),) if t)
     out.extend(sweeps.sweep_next_lines(d.get("next") or []))
     out.extend(sweeps.sweep_short(d["rows"]))
     return out

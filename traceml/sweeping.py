@@ -77,6 +77,9 @@ class SweepResult:
             intercept where 3 or more distinct num_workers have one; the
             rows left out are listed with the reason.
         interrupted: True when Ctrl-C stopped the sweep early.
+        consumer: what each condition did with its batches:
+            ``{"pace_s": s}`` (a sleep standing in for the step) or
+            ``{"step_fn": name}`` (the user's step); None where not said.
 
     ``best()`` names the condition with the lowest mean fetch;
     ``order_effects()`` says where the forward and backward runs of one
@@ -84,10 +87,12 @@ class SweepResult:
     support (which condition to keep, or to repeat the sweep).
     """
 
-    def __init__(self, rows: list[dict], runs: list[Optional[Report]], interrupted: bool):
+    def __init__(self, rows: list[dict], runs: list[Optional[Report]], interrupted: bool,
+                 consumer: Optional[dict] = None):
         self.rows = rows
         self.runs = runs
         self.interrupted = interrupted
+        self.consumer = consumer
         self.correlation = correlation(rows)
         # The first run's model of num_workers against each run's wait.
         self.prediction = predict.against_runs(
@@ -109,6 +114,7 @@ class SweepResult:
             "ignored_num_workers": [list(pair) for pair in self._ignored()],
             "prediction": self.prediction,
             "interrupted": self.interrupted,
+            "consumer": dict(self.consumer) if self.consumer is not None else None,
         }
 
     def __str__(self) -> str:
@@ -214,7 +220,8 @@ class SweepResult:
                   and e["backward_mean_s"] is not None]
         measured = any(r["direction"] == "backward" for r in self.rows if not r["error"])
         passes = 1 + max((r["pass_"] for r in self.rows), default=0)
-        return sweeps.sweep_next(summary, max(spread) if spread else None, measured, passes)
+        return sweeps.sweep_next(summary, max(spread) if spread else None, measured, passes,
+                                 by_step=bool((self.consumer or {}).get("step_fn")))
 
     def order_effects(self) -> list[dict]:
         """Each condition measured both forward and backward in one pass:
@@ -461,13 +468,17 @@ def _progress(total: int, show: bool):
 # The most num_workers a sweep starts: each is a process; past this a
 # condition is a typo, not an experiment.
 MAX_NUM_WORKERS = 1024
+# The sleep a batch that stands in for the model's step without step_fn:
+# 10 ms, a short step for which a loader must keep up.
+DEFAULT_PACE_S = 0.01
 
 def sweep(
     make_loader: Callable[..., Any],
     *,
     num_workers: Sequence[int] = (4, 3, 2, 1, 0),
     steps: int = 16,
-    consumer_pace_s: float = 0.01,
+    consumer_pace_s: Optional[float] = None,
+    step_fn: Optional[Callable[[Any], Any]] = None,
     passes: int = 1,
     both_directions: bool = True,
     stall_threshold_s: Optional[float] = None,
@@ -483,7 +494,11 @@ def sweep(
     condition (any iterable is accepted, but only a DataLoader gives
     num_workers its meaning).  Every condition iterates ``steps`` batches with a
     ``consumer_pace_s`` sleep per batch standing in for model compute (a
-    DataLoader-only control) and is reported as its own run.  The grid is
+    DataLoader-only control), or with ``step_fn(batch)``, the user's own
+    training step, and is reported as its own run.  A sleep holds no core,
+    so workers that take the model's cores show only with ``step_fn``;
+    then the conditions are ranked by their mean step, not by their mean
+    fetch (sweeps.sweep_next).  The grid is
     the product of ``num_workers`` and ``other_axes`` (for example
     ``in_order=(True, False)``, ``prefetch_factor=(2, 4)``,
     ``persistent_workers=(False, True)``), run forward then, with
@@ -504,7 +519,11 @@ def sweep(
         make_loader: callable taking the conditions' keyword arguments.
         num_workers: worker counts to sweep (ints >= 0).
         steps: batches per condition (int >= 2).
-        consumer_pace_s: seconds slept per batch in place of model compute.
+        consumer_pace_s: seconds slept per batch in place of model compute
+            (None: 0.01 s without ``step_fn``).
+        step_fn: called with each batch in place of the sleep (the training
+            step; an exception in it is recorded on its condition's row,
+            as the loader's are), or None.
         passes: how many times the whole grid runs (int >= 1).
         both_directions: also run the grid backward (bool).
         stall_threshold_s: seconds above which a fetch is a stall, or None
@@ -527,8 +546,10 @@ def sweep(
             the conditions' keyword arguments; steps, passes or a
             num_workers value is not an int (bool is not a count);
             both_directions or progress is not a bool; the pace or
-            threshold is not a number; an axis is not a sequence.
-        ValueError: steps < 2, passes < 1, a negative or non-finite pace,
+            threshold is not a number; step_fn is not callable; an axis
+            is not a sequence.
+        ValueError: steps < 2, passes < 1, both consumer_pace_s and step_fn
+            given, a negative or non-finite pace,
             a negative, non-finite or too large (> 9e9 s)
             threshold, an empty axis or one that repeats a value, or a
             negative num_workers.
@@ -546,6 +567,13 @@ def sweep(
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"sweep(): {name} must be True or False, "
                             f"got {type(value).__name__} {value!r}")
+    if step_fn is not None and not callable(step_fn):
+        raise TypeError(f"sweep(): step_fn must be callable or None, got {type(step_fn).__name__}")
+    if step_fn is not None and consumer_pace_s is not None:
+        raise ValueError("sweep(): give consumer_pace_s (a sleep standing in for the step) or "
+                         "step_fn (the step itself), not both")
+    if consumer_pace_s is None:
+        consumer_pace_s = 0.0 if step_fn is not None else DEFAULT_PACE_S
     if isinstance(consumer_pace_s, bool) or not isinstance(consumer_pace_s, numbers.Real):
         raise TypeError("sweep(): consumer_pace_s must be a number of seconds, "
                         f"got {type(consumer_pace_s).__name__}")
@@ -596,7 +624,7 @@ def sweep(
     try:
         for i, (condition, p, direction) in enumerate(plan):
             rep, error, ran = _run_condition(
-                make_loader, condition, steps, pace, threshold,
+                make_loader, condition, steps, pace if step_fn is None else step_fn, threshold,
                 f"sweep#{i} {sweeps.condition(condition)} pass {p} {direction}")
             rows.append(_row(condition, p, direction, rep, error, ran, steps))
             runs.append(rep)
@@ -610,7 +638,9 @@ def sweep(
     finally:
         if bar is not None:
             bar.close()
-    return SweepResult(rows, runs, interrupted)
+    consumer = ({"step_fn": getattr(step_fn, "__qualname__", None) or repr(step_fn)}
+                if step_fn is not None else {"pace_s": pace})
+    return SweepResult(rows, runs, interrupted, consumer)
 
 
 def _sweep_threshold(stall_threshold_s: Any) -> Optional[float]:
@@ -638,10 +668,12 @@ def _check_signature(make_loader: Callable[..., Any], condition: dict) -> None:
                         f"got signature {sig} ({exc})") from None
 
 
-def _run_condition(make_loader, condition, steps, pace, threshold, name):
+def _run_condition(make_loader, condition, steps, consume, threshold, name):
     """Iterate one condition into a recorder of its own; (Report, None,
     batches) or (None, error repr, batches), ``batches`` being how many
-    were iterated.  Nothing is written to the user's recorders."""
+    were iterated.  ``consume``: seconds to sleep a batch, or the step
+    callable each batch is given to.  Nothing is written to the user's
+    recorders."""
     rec = Recorder()
     loader = None
     it = None
@@ -658,12 +690,15 @@ def _run_condition(make_loader, condition, steps, pace, threshold, name):
             it = iter(rec.wrap(loader, name=name))
             for _ in range(steps):
                 try:
-                    next(it)
+                    batch = next(it)
                 except StopIteration:
                     break
                 ran += 1
-                if pace:
-                    time.sleep(pace)
+                if callable(consume):
+                    consume(batch)
+                elif consume:
+                    time.sleep(consume)
+                del batch
         it.close()
         if rec.store_info()["steps"] == 0:
             return None, "the loader yielded no batch", ran

@@ -15,7 +15,7 @@ from traceml import _core  # noqa: E402 - after importorskip("torch")
 from traceml.fmt import fmt_s  # noqa: E402 - after importorskip("torch")
 from traceml.findings import comparison, sweeps  # noqa: E402 - after importorskip("torch")
 
-from burn import BurnDataset, PacedBurnDataset, StartTogether  # noqa: E402 - after importorskip("torch")
+from burn import BurnDataset, PacedBurnDataset, StartTogether, burn_cpu  # noqa: E402 - after importorskip("torch")
 
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
 
@@ -155,6 +155,9 @@ def test_workers_are_shut_down_between_conditions():
         ({"num_workers": (2, True)}, TypeError, "num_workers must be ints >= 0, got bool"),
         ({"steps": "16"}, TypeError, "steps must be an int >= 2, got str"),
         ({"passes": 1.0}, TypeError, "passes must be an int >= 1, got float"),
+        ({"step_fn": 3}, TypeError, "step_fn must be callable or None, got int"),
+        ({"step_fn": print, "consumer_pace_s": 0.01}, ValueError,
+         "give consumer_pace_s .* or step_fn .*, not both"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, exc, words):
@@ -820,3 +823,58 @@ def test_a_batch_size_sweep_weighs_its_order_effect_per_sample(monkeypatch):
     assert p["lead_s"] == pytest.approx(0.018 / 4 - 0.024 / 8)
     said = sweeps.WORDS[code](p)
     assert "by 1.5 ms per sample, no more than the order effect (1.75 ms per sample)" in said
+
+
+class _WorkerTagged(torch.utils.data.Dataset):
+    """24 items of 2 ms CPU, each the id of the worker that made it (-1 in
+    the main process)."""
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        burn_cpu(0.002)
+        info = torch.utils.data.get_worker_info()
+        return torch.tensor([-1 if info is None else info.id])
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_the_users_step_on_each_batch_and_ranks_by_step():
+    """step_fn gets every batch of every condition in place of the sleep,
+    its exception lands on its own row, and the next step names the
+    condition of the lowest mean step: a step that burns 1 ms of CPU on a
+    batch made in the main process and 15 ms on one made by a worker
+    (workers that take the model's cores, made certain) leaves the
+    2-worker condition waiting less and stepping slower."""
+    got = []
+
+    def make(num_workers):
+        return torch.utils.data.DataLoader(_WorkerTagged(), batch_size=2,
+                                           num_workers=num_workers)
+
+    def train_step(batch):
+        got.append(int(batch[0]))
+        burn_cpu(0.001 if int(batch[0]) < 0 else 0.015)
+
+    res = traceml.sweep(make, num_workers=(0, 2), steps=10, step_fn=train_step,
+                        progress=False)
+    assert len(got) == 4 * 10
+    assert sorted(set(got)) == [-1, 0, 1]
+    assert res.consumer == {"step_fn": train_step.__qualname__}
+    means = {}
+    for r in res.rows:
+        means.setdefault(r["condition"]["num_workers"], []).append(r["step_mean_s"])
+    assert np.mean(means[2]) > np.mean(means[0])
+    codes = dict(res.next_steps())
+    kept = codes.get(sweeps.SWEEP_KEEP_BEST) or codes.get(sweeps.SWEEP_KEEP_FEWEST)
+    assert kept["measure"] == "step"
+    assert (kept.get("best") or kept["keep"]) == "num_workers=0"
+    text = str(res)
+    assert "ran on each batch" in text and "ranked by mean step" in text
+
+    def failing(batch):
+        raise RuntimeError("step broke")
+
+    res = traceml.sweep(make, num_workers=(0,), steps=3, step_fn=failing, progress=False,
+                        both_directions=False)
+    assert res.rows[0]["error"] == "RuntimeError: step broke"

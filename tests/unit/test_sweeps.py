@@ -626,3 +626,49 @@ def test_a_row_that_fits_only_with_a_stall_off_its_chosen_residue_does_not_fit()
     seed4 = _test([0, 4, 8, 12], 16, 4, any_phase=True)
     rows[0], rows[-1] = (4, "PERIODIC", 4, seed4), (4, "PERIODIC", 4, seed4)
     assert sweeps.pooled_cadence(rows)["follows"] is True
+
+
+def test_a_sweep_of_the_users_step_keeps_the_shortest_step_and_says_the_trade():
+    """Helper 64: 3 ms items beside a 2-thread model on 2 cores.  num_workers=0
+    waits 28% of a 44 ms step; 2 and 4 workers wait 3-5% of 47-48 ms steps.
+    By fetch the 2-worker condition leads; by step (sweep's step_fn) the
+    0-worker one does, and the 2 workers only moved the wait into compute."""
+    conds = [{**_cond("num_workers=0", 0, 0.0125, 0.28), "step_s": 0.0442},
+             {**_cond("num_workers=2", 2, 0.0015, 0.04), "step_s": 0.0470},
+             {**_cond("num_workers=4", 4, 0.0021, 0.045), "step_s": 0.0477}]
+    by_fetch = sweeps.sweep_next(conds, None)
+    assert by_fetch[0][1]["best"] == "num_workers=2"
+    items = sweeps.sweep_next(conds, None, by_step=True)
+    codes = [c for c, _ in items]
+    assert codes == [sweeps.SWEEP_KEEP_FEWEST, sweeps.SWEEP_TRADE]
+    keep = items[0][1]
+    # 47.0 ms is within 10% of 44.2 ms (4.42 ms): no real difference, and
+    # the fewest workers are kept.
+    assert keep["keep"] == "num_workers=0" and keep["measure"] == "step"
+    assert keep["within_s"] == pytest.approx(0.1 * 0.0442)
+    trade = items[1][1]
+    assert trade["other"] == "num_workers=2" and trade["other_step_s"] == 0.0470
+    lines = sweeps.sweep_next_lines(items)
+    assert "it is the lowest mean step" in lines[0]
+    assert "more workers did not shorten the step" in lines[0]
+    assert lines[1].startswith("num_workers=2 waits for input only 4% of its step against 28%")
+    assert "47 ms against 44.2 ms" in lines[1]
+    # Conditions past the step tolerance: the lowest step is kept by its lead.
+    conds[1]["step_s"] = conds[2]["step_s"] = 0.060
+    items = sweeps.sweep_next(conds, None, by_step=True)
+    assert items[0][0] == sweeps.SWEEP_KEEP_BEST
+    assert items[0][1]["best"] == "num_workers=0"
+    assert "its mean step, 44.2 ms, is 15.8 ms under" in sweeps.sweep_next_lines(items)[0]
+
+
+def test_the_sweep_says_what_stood_in_for_the_step():
+    rows = [{"error": None, "condition": {"num_workers": k}, "loader_num_workers": k}
+            for k in (0, 2)]
+    slept = sweeps.sweep_consumer({"pace_s": 0.01}, rows)
+    assert slept.startswith("consumer: a 10 ms sleep a batch stood in for the model's step")
+    assert "step_fn=your_step" in slept
+    # Without workers nothing can take the model's cores.
+    assert sweeps.sweep_consumer({"pace_s": 0.01}, rows[:1]) is None
+    ran = sweeps.sweep_consumer({"step_fn": "train_step"}, rows)
+    assert ran.startswith("consumer: `train_step` ran on each batch")
+    assert sweeps.sweep_consumer(None, rows) is None

@@ -46,6 +46,7 @@ SWEEP_KEEP_BEST = "keep_best"          # the best leads beyond REL_TOL and the o
 SWEEP_UNDECIDED = "undecided"          # its lead is within the order effect
 SWEEP_MORE_WORKERS = "more_workers"    # still input-bound, and best at the most workers
 SWEEP_STILL_INPUT = "still_input"      # still input-bound at the best condition
+SWEEP_TRADE = "trade"                  # by step: another condition waits less, steps no faster
 
 
 def by_sample(batch_sizes) -> bool:
@@ -57,7 +58,8 @@ def by_sample(batch_sizes) -> bool:
 
 
 def sweep_next(conds: list[dict], order_spread_s: Optional[float],
-               order_measured: bool = True, passes: int = 1) -> list[tuple[str, dict]]:
+               order_measured: bool = True, passes: int = 1,
+               by_step: bool = False) -> list[tuple[str, dict]]:
     """The next step a sweep's numbers support, as (code, numbers) items.
 
     ``conds``: one dict per condition, {name, workers (the loader's
@@ -85,15 +87,27 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
     the sweep is repeated (SWEEP_UNDECIDED: passes=2); where it already
     ran two passes or more, the conditions within the order effect of the
     best do not differ either, and the fewest workers among them is kept
-    (SWEEP_KEEP_FEWEST).  When the kept
+    (SWEEP_KEEP_FEWEST).  ``by_step``: the sweep ran the user's own step
+    on each batch (sweep()'s ``step_fn``), so the conditions are ranked by
+    their mean step (``step_s``) within REL_TOL of the lowest: workers
+    that take the model's cores lengthen its compute, and the condition
+    that waits least for input need not train fastest (2 workers of 3 ms
+    items beside a 2-thread model on 2 cores: the input wait fell, the
+    step rose from 38.5 to 40.4 ms, helper 64).  The items then carry
+    ``measure`` "step".  When the kept
     condition's input share is still at least INPUT_BOUND_SHARE: if it has
     the most workers of the sweep and led beyond tolerance, more workers
     may help further (SWEEP_MORE_WORKERS, only where num_workers varied),
-    else no condition of the sweep removes the wait (SWEEP_STILL_INPUT).
+    else no condition of the sweep removes the wait (SWEEP_STILL_INPUT); by
+    step, where another condition is under INPUT_BOUND_SHARE, that one
+    took the wait away without a shorter step (SWEEP_TRADE).
     [] with fewer than 2 conditions."""
+    if by_step:
+        conds = [{**c, "mean_s": c.get("step_s")} for c in conds]
     conds = [c for c in conds if c.get("mean_s") is not None]
     if len(conds) < 2:
         return []
+    measure = {"measure": "step"} if by_step else {}
     per_sample = by_sample([c.get("batch_size") for c in conds])
     if per_sample:
         conds = [{**c, "mean_s": c["mean_s"] / c["batch_size"],
@@ -102,7 +116,7 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
     ranked = sorted(conds, key=lambda c: c["mean_s"])
     best = ranked[0]
     tol = max(comparison.REL_TOL * best["mean_s"],
-              comparison.STEP_TOL * (best.get("step_s") or 0.0))
+              0.0 if by_step else comparison.STEP_TOL * (best.get("step_s") or 0.0))
     order_basis = False
     if passes >= 2 and order_spread_s is not None and order_spread_s > tol:
         # Two passes and more already ran: a lead within the order effect
@@ -123,7 +137,7 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
             "keep": keep["name"], "keep_mean_s": keep["mean_s"],
             "best": best["name"], "best_mean_s": best["mean_s"],
             "others": [c["name"] for c in others], "tolerance": comparison.REL_TOL,
-            "within_s": tol, "per_sample": per_sample, "order_basis": order_basis,
+            "within_s": tol, "per_sample": per_sample, "order_basis": order_basis, **measure,
             "fewer_workers": bool(others) and keep.get("workers") is not None and all(
                 c.get("workers") is not None and c["workers"] > keep["workers"]
                 for c in others)}))
@@ -135,13 +149,26 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
                   "lead_s": lead, "order_spread_s": order_spread_s,
                   "order_measured": bool(order_measured), "within_s": tol,
                   "close": [c["name"] for c in close if c is not best],
-                  "per_sample": per_sample}
+                  "per_sample": per_sample, **measure}
         if order_spread_s is not None and lead <= order_spread_s:
             out.append((SWEEP_UNDECIDED, params))
             return out
         out.append((SWEEP_KEEP_BEST, params))
         led = True
     share = keep.get("input_share")
+    if by_step and share is not None and share >= input_bound.INPUT_BOUND_SHARE:
+        # Kept for its step, still input-bound, beside a condition that is
+        # not: that one took the wait away and gave it back in compute.
+        fed = [c for c in conds if c is not keep and c.get("input_share") is not None
+               and c["input_share"] < input_bound.INPUT_BOUND_SHARE]
+        if fed:
+            other = min(fed, key=lambda c: c["mean_s"])
+            out.append((SWEEP_TRADE, {"keep": keep["name"], "share": share,
+                                      "keep_step_s": keep["mean_s"], "other": other["name"],
+                                      "other_share": other["input_share"],
+                                      "other_step_s": other["mean_s"],
+                                      "per_sample": per_sample, **measure}))
+            return out
     if share is not None and share >= input_bound.INPUT_BOUND_SHARE:
         # Only what the sweep varied is spoken of: "more workers" needs
         # num_workers to have varied.
@@ -152,7 +179,7 @@ def sweep_next(conds: list[dict], order_spread_s: Optional[float],
         host = keep.get("diagnosis") in (input_bound.HOST_BOUND, input_bound.HAND_OVER)
         if varied and led and keep.get("workers") == max(workers) and not host:
             out.append((SWEEP_MORE_WORKERS, {"keep": keep["name"], "share": share,
-                                             "workers": keep["workers"]}))
+                                             "workers": keep["workers"], **measure}))
         else:
             part = keep.get("largest_part")
             out.append((SWEEP_STILL_INPUT, {
@@ -561,14 +588,23 @@ def _per(p: dict) -> str:
     return " per sample" if p.get("per_sample") else ""
 
 
+def _mean(p: dict) -> str:
+    """What the conditions were ranked by: "mean step" where the sweep ran
+    the user's step (sweep_next's ``by_step``), else "mean fetch"."""
+    return "mean step" if p.get("measure") == "step" else "mean fetch"
+
+
 def _within(p: dict) -> str:
     """The tolerance two conditions are alike within: compare's (REL_TOL
-    of the mean fetch or STEP_TOL of the step), or the order effect
-    after two passes."""
+    of the mean fetch or STEP_TOL of the step; REL_TOL of the mean step
+    where the steps were ranked), or the order effect after two passes."""
     if p.get("within_s") is None:
         return pct(p["tolerance"])
     if p.get("order_basis"):
         return f"the order effect ({fmt_s(p['within_s'])})"
+    if p.get("measure") == "step":
+        return (f"compare's tolerance ({fmt_s(p['within_s'])}: {pct(comparison.REL_TOL)} of "
+                "the mean step)")
     return (f"compare's tolerance ({fmt_s(p['within_s'])}: {pct(comparison.REL_TOL)} of the "
             f"mean fetch or {pct(comparison.STEP_TOL)} of the step)")
 
@@ -577,20 +613,22 @@ WORDS: dict[str, Words] = {
     SWEEP_KEEP_FEWEST: lambda p: (
         # Alike and not fewer workers than the rest: nothing to change to.
         f"Next: nothing to change: {p['keep']} "
-        f"({fmt_s(p['keep_mean_s'])}{_per(p)}, the lowest mean fetch) and "
+        f"({fmt_s(p['keep_mean_s'])}{_per(p)}, the lowest {_mean(p)}) and "
         f"{', '.join(p['others'])} are within {_within(p)} of each other (no real "
         "difference); keep whichever you run now."
         if p["others"] and not p["fewer_workers"] and p["keep"] == p["best"] else
         f"Next: keep {p['keep']} ({fmt_s(p['keep_mean_s'])}{_per(p)}): "
-        + ("it is the lowest mean fetch" if p["keep"] == p["best"]
+        + (f"it is the lowest {_mean(p)}" if p["keep"] == p["best"]
            else f"the lowest, {p['best']} ({fmt_s(p['best_mean_s'])}), is within "
                 f"{_within(p)} of it")
         + (f"; {', '.join(o for o in p['others'] if o != p['best'])} within "
            f"{_within(p)} too" if [o for o in p["others"] if o != p["best"]] else "")
         + (" (no real difference): more workers did not shorten the wait"
+           if p["fewer_workers"] and p.get("measure") != "step" else
+           " (no real difference): more workers did not shorten the step"
            if p["fewer_workers"] else " (no real difference)") + "."),
     SWEEP_KEEP_BEST: lambda p: (
-        f"Next: keep {p['best']}: its mean fetch{_per(p)}, {fmt_s(p['best_mean_s'])}, is "
+        f"Next: keep {p['best']}: its {_mean(p)}{_per(p)}, {fmt_s(p['best_mean_s'])}, is "
         f"{fmt_s(p['lead_s'])} under the nearest condition past {_within(p)}, "
         f"{p['runner']} ({fmt_s(p['runner_mean_s'])})"
         + (f"; {', '.join(p['close'])} within it (no real difference)" if p.get("close")
@@ -606,8 +644,15 @@ WORDS: dict[str, Words] = {
         f"({fmt_s(p['order_spread_s'])}{_per(p)})."),
     SWEEP_MORE_WORKERS: lambda p: (
         f"Even with {p['keep']} input is {pct(p['share'])} of step time (INPUT-BOUND), and the "
-        "wait fell up to the most workers tried: try more where the host has cores for them "
+        f"{'step' if p.get('measure') == 'step' else 'wait'} fell up to the most workers "
+        "tried: try more where the host has cores for them "
         "(each run's report() has a prediction of the num_workers that keeps up)."),
+    SWEEP_TRADE: lambda p: (
+        f"{p['other']} waits for input only {pct(p['other_share'])} of its step against "
+        f"{pct(p['share'])} with {p['keep']}, yet its mean step{_per(p)} is "
+        f"{fmt_s(p['other_step_s'])} against {fmt_s(p['keep_step_s'])}: its workers cost the "
+        "model's compute what they save it in waiting (the cores they share). Next: sweep "
+        "fewer workers than cores with the same step_fn, or make each batch cheaper."),
     SWEEP_STILL_INPUT: lambda p: (
         f"Even with {p['keep']} input is {pct(p['share'])} of step time, and its runs read "
         f"{input_bound.HOST_BOUND} (the largest measured part of the wait is other programs "
@@ -672,6 +717,26 @@ def sweep_order(effects: list[dict]) -> Optional[str]:
             "are not evidence; "
             + ("see whether they recur in every pass" if several
                else "passes=2 shows whether they recur"))
+
+
+def sweep_consumer(consumer: Optional[dict], rows: list[dict]) -> Optional[str]:
+    """What each condition did with its batches (SweepResult.consumer): the
+    user's step, by which the conditions were ranked, or a sleep standing
+    in for it, which holds no core; the latter said only where some
+    condition ran workers (they could take the model's cores, and the
+    sweep would not show it).  None where the consumer is not known."""
+    if not consumer:
+        return None
+    if consumer.get("step_fn"):
+        return (f"consumer: `{consumer['step_fn']}` ran on each batch, so the step times are "
+                "the loop's own (the model's compute beside the workers) and the conditions "
+                "are ranked by mean step.")
+    workers = {row_workers(r) for r in rows if not r["error"]}
+    if not any(w for w in workers if w):
+        return None
+    return (f"consumer: a {fmt_s(consumer.get('pace_s') or 0.0)} sleep a batch stood in for "
+            "the model's step; a sleep takes no core, so workers that take the model's cores "
+            "do not show here: sweep(..., step_fn=your_step) runs the step itself.")
 
 
 def sweep_short(rows: list[dict]) -> list[str]:
