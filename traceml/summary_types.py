@@ -867,6 +867,9 @@ class Prediction(TypedDict):
     usable_cpus: PositiveWorkerCount
     core_share: Annotated[float, Schema(maximum=1, exclusiveMinimum=0)]
     other_runnable: NonNegative
+    other_runnable_no_workers: NotRequired[Annotated[NonNegative, Schema(description=(
+        "The other runnable threads at num_workers=0 (predict: L - M + 1, the main "
+        "process's computing threads paused during its fetch); absent: other_runnable."))]]
     num_workers: PositiveWorkerCount
     keeps_up_with: Optional[PositiveWorkerCount]
     keeps_up_held_wait_s: NotRequired[Annotated[NonNegative, Schema(description=(

@@ -93,6 +93,23 @@ def test_waiting_for_a_core_counts_the_other_load():
     assert predict.wait_for(p, 3) == pytest.approx((0.005 + 0.020 / (2 / 6)) / 3 - 0.010)
 
 
+def test_the_no_workers_row_gives_the_main_processes_computing_cores_to_the_fetch():
+    # The worker got half a core: L = 3 others, 1.8 of them the main
+    # process's computing threads (its CPU over the steady steps).  At
+    # num_workers=0 those pause while the main process makes the batch, one
+    # thread: L_0 = 3 - 1.8 + 1 = 2.2, f_0 = 2 / 2.2, and the batch's 20
+    # ms of CPU (and 5 ms off CPU) take 5 + 20 x 1.1 = 27 ms, where L = 3
+    # gave 5 + 20 x 1.5 = 35 ms.
+    s = _summary(make=0.045, cpu=0.020, runq=0.020, compute=0.010, n=1)
+    s["workers"] = {"intervals": {"slow": {"main_cpu_s": 0.9, "wall_s": 0.5},
+                                  "fast": {"main_cpu_s": 0.9, "wall_s": 0.5}}}
+    p = predict.predict(s)
+    assert p["other_runnable"] == pytest.approx(3.0)
+    assert predict.wait_for(p, 0) == pytest.approx(0.005 + 0.020 * 2.2 / 2)
+    del s["workers"]
+    assert predict.wait_for(predict.predict(s), 0) == pytest.approx(0.005 + 0.020 * 3 / 2)
+
+
 def test_without_a_wait_for_a_core_the_other_load_is_the_main_processes():
     # No wait for a core, and the main process kept 0.2 of a core busy
     # (sleeping between steps): L = 0.2.  k = 2: each worker gets
