@@ -268,6 +268,12 @@ class Trend(TypedDict):
     at_epoch_start: NotRequired[Annotated[IntOrNull, Schema(description=(
         "STEP inside the run: the epoch whose first step the change came with "
         "(wait_trend.EPOCH_START_NEAR blocks), null where it came inside an epoch."))]]
+    workers_after: NotRequired[Annotated[list[NonNegativeInt], Schema(description=(
+        "STEP inside the run: the workers that made batches after the change, where "
+        "fewer than before did (wait_trend.workers_at_change; the others' shards ran "
+        "out); absent otherwise."))]]
+    workers_before: NotRequired[Annotated[list[NonNegativeInt], Schema(description=(
+        "Beside workers_after: the workers that made batches before the change."))]]
     change_point: NotRequired[Annotated[bool, Schema(description=(
         "STEP inside the run found by Pettitt's change-point test where no slope was "
         "(wait_trend._change_point); absent: by the two-levels fit after a slope."))]]

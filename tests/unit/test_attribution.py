@@ -594,3 +594,20 @@ def test_a_lock_step_attribution_without_worker_timing_says_so():
                          "worker's turn, reads the same")
     timed = attribution.attribution_line({"attribution": a, "production": {"available": True}})
     assert "timing is off" not in timed
+
+
+def test_lock_step_needs_batches_in_rounds_of_every_worker():
+    # Helper 64: 3 workers of an IterableDataset, worker 0's shard twice
+    # the others': rounds 0, 1, 2 for 72 batches (24 each), then worker 0
+    # alone for 28.  Complete rounds hold 72 of 100 batches: not in rounds.
+    uneven = np.r_[np.tile([0, 1, 2], 24), np.zeros(28, dtype=np.int64)]
+    assert not attribution.in_rounds(uneven, 3)
+    # Rounds whose batches overtake one another (in_order=False) keep
+    # their counts; a worker unknown for some batches changes nothing.
+    rng = np.random.default_rng(5)
+    shuffled = np.concatenate([rng.permutation(3) for _ in range(30)])
+    assert attribution.in_rounds(shuffled, 3)
+    assert attribution.in_rounds(np.r_[shuffled, -1, -1], 3)
+    # The last round short by a batch or two: still rounds.
+    assert attribution.in_rounds(np.r_[np.tile([0, 1, 2], 30), 0, 1], 3)
+    assert attribution.in_rounds(np.array([-1, -1]), 3)

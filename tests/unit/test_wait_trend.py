@@ -531,3 +531,22 @@ def test_levels_read_less_their_waits_for_a_core_say_so():
                                         "first_tenth_median_s": 2e-3,
                                         "last_tenth_median_s": 20e-3, "less_core_waits": True})
     assert said.startswith("The input wait, less its waits for a core, grows steadily")
+
+
+def test_a_step_where_workers_stop_making_batches_names_them():
+    """Helper 64: 3 workers, worker 0's shard twice the others': rounds of
+    0, 1, 2 for 72 steps, then worker 0 alone.  The change at step 72 is
+    the other shards running out, measured from the delivery record."""
+    from traceml.findings import advice
+
+    workers = np.r_[np.tile([0, 1, 2], 24), np.zeros(28, dtype=np.int64)]
+    got = wait_trend.workers_at_change(workers, 72)
+    assert got == {"workers_before": [0, 1, 2], "workers_after": [0]}
+    # Every worker on both sides, an unknown worker, or no change: nothing.
+    assert wait_trend.workers_at_change(np.tile([0, 1, 2], 30), 45) is None
+    assert wait_trend.workers_at_change(np.full(20, -1), 10) is None
+    assert wait_trend.workers_at_change(workers, 0) is None
+    said = advice.WORDS["trend_next"]({"label": wait_trend.STEP, "changed_at_step": 72,
+                                       "at_epoch_start": None, **got})
+    assert said.startswith("From steady step 72 only worker 0 made batches (workers 1 and 2 "
+                           "made none after it): the others' shards ran out"), said

@@ -29,7 +29,7 @@ import numpy as np
 from .. import _core, evidence, memory, predict, stacks, wait_split
 from .. import findings
 from ..findings import (advice, attribution, bottom_line, gpu_wait, input_bound, stall_threshold,
-                        wait_parts, worker_evidence, worker_memory)
+                        wait_parts, wait_trend, worker_evidence, worker_memory)
 from ..result import Report
 from . import common, clock_split, stall_steps, startup, worker_code
 from .common import NS, QUANTILES, STAT_KEYS, duration_stats_s
@@ -399,6 +399,14 @@ def _stage_evidence(run: _Run, s: dict) -> dict:
     run.ranks_workers = (
         evidence.delivery_ranks(steps, *(run.delivery or (None, None)), src, run.runs)
         if run.source_id != 0 and getattr(src, "loader", None) is not None else None)
+    trend = s.get("trend")
+    if (trend is not None and trend.get("changed_at_step") is not None
+            and run.ranks_workers is not None):
+        # Which workers still made batches past a change inside the run.
+        workers = run.ranks_workers[1] if w.all else run.ranks_workers[1][w.steady]
+        gone = wait_trend.workers_at_change(workers, int(trend["changed_at_step"]))
+        if gone is not None:
+            trend.update(gone)
     out = _evidence(steps, run.mask, w.steady, src, run.source_id, run.delivery, run.samples,
                     run.sampler_info, run.stuck_events, run.main_pid,
                     run.bytes_seen["median"] if run.bytes_seen else None, run.ranks_workers,

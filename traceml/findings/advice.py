@@ -229,6 +229,8 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
                                        "wait_rose": _wait_rose(trend_)}
                                       if trend_.get("host_cores") else {}),
                                    "at_epoch_start": trend_.get("at_epoch_start"),
+                                   **{k: trend_[k] for k in ("workers_before", "workers_after")
+                                      if k in trend_},
                                    # No workers: the dataset's memory is the main process's.
                                    **({"main": True} if nw == 0 else {})}))
         return out
@@ -533,6 +535,20 @@ def _largest_part_words(p: dict) -> str:
     return text[0].upper() + text[1:] if p.get("second") else "Next: " + text
 
 
+def _workers_stopped(p: dict) -> str:
+    """trend_next where fewer workers made batches after a STEP's change
+    (wait_trend.workers_at_change)."""
+    after, gone = p["workers_after"], sorted(set(p["workers_before"]) - set(p["workers_after"]))
+    who = plural(len(after), "worker")
+    return (f"From steady step {p['changed_at_step']} only "
+            f"{'worker' if len(after) == 1 else 'workers'} {attribution._workers_list(after)} "
+            f"made batches ({'worker' if len(gone) == 1 else 'workers'} "
+            f"{attribution._workers_list(gone)} made none after it): the others' shards ran "
+            f"out, and {who} fed the loop alone. Next: even the workers' shards (an "
+            "IterableDataset splits its data by get_worker_info(); give each worker the same "
+            "count), then judge the steady state again.")
+
+
 def _compute_bound_words(p: dict) -> str:
     if p.get("gpu"):
         return (f"The GPU waits for input {pct(p['share'])} of its time (the host's waits "
@@ -828,6 +844,7 @@ WORDS: dict[str, Words] = {
         + ("main process's memory over the run (without workers the dataset runs there)."
            if p.get("main") else "workers' memory over the run.")
         if p["label"] == wait_trend.RISING else
+        _workers_stopped(p) if p.get("workers_after") else
         f"Next: look at what changed at steady step {p['changed_at_step']}"
         + (f", where epoch {p['at_epoch_start']} began (the data or a file it reads changed "
            "between epochs, a cache dropped)" if p.get("at_epoch_start") is not None else

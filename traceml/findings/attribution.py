@@ -662,7 +662,9 @@ def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     where the residue's batches are slow by their size
     (:func:`_residue_by_size`), at that period or at num_workers' own
     (every num_workers-th batch larger lands on one worker).
-    LOCK-STEP: period == num_workers >= 2, not ONE-WORKER, and the workers
+    LOCK-STEP: period == num_workers >= 2, not ONE-WORKER, the batches
+    delivered in rounds of one from each worker (:func:`in_rounds`), and
+    the workers
     making the batches during the stalls where that was measured
     (``making``: busy by the sampler or by their own batch timing; None:
     not measured): the round's cost is per-batch work inside the workers,
@@ -796,13 +798,32 @@ def _by_rules(stall_ranks: np.ndarray, stall_workers: np.ndarray,
     # the stalls, whatever its median says.
     heavier = make_ratio(per_worker, out["top_worker"], "make_mean_s")
     if nw >= 2 and period == k and making is not False and made_alike is not False and not (
-            heavier is not None and heavier >= BUSIER_RATIO):
+            heavier is not None and heavier >= BUSIER_RATIO) and in_rounds(batches, k):
         # Stalls on one worker with no CPU readings to tell it from the
         # rest: a slow worker and drifted lock-step look alike here.
         ambiguous = bool(out["share"] is not None and out["share"] >= ATTR_SHARE
                          and out["cpu_ratio"] is None and out["make_ratio"] is None)
         return {**out, "label": LOCK_STEP, "worker": None, "ambiguous": ambiguous}
     return None
+
+
+def in_rounds(batch_workers: np.ndarray, k: int) -> bool:
+    """Whether the steady batches could come in rounds of one from each of
+    the ``k`` workers, as LOCK-STEP's "once per round" needs: the complete
+    rounds (``k`` times the fewest batches any worker made) hold at least
+    ATTR_SHARE of the batches whose worker is known (True where none is
+    known: nothing says otherwise).  In order, a map-style dataset's
+    batches always do, and batches that overtake (in_order=False) keep the
+    counts; an IterableDataset whose shards are uneven does not: 3
+    workers, worker 0's shard twice the others', read "LOCK-STEP, once
+    per round of 3 workers" with worker 0 alone making every batch past
+    step 72 (helper 64)."""
+    w = np.asarray(batch_workers, dtype=np.int64)
+    w = w[w >= 0]
+    if k < 2 or not len(w):
+        return True
+    counts = np.bincount(w, minlength=k)[:k]
+    return k * int(counts.min()) >= ATTR_SHARE * len(w)
 
 
 def _pinned_indices(slow: Optional[dict], worker: int) -> Optional[list]:
