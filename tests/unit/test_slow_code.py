@@ -695,6 +695,29 @@ def _slow(**kw):
     return {"production": {"samples": {"slow": slow}}}
 
 
+def test_slow_samples_too_few_to_set_batches_apart_are_not_denied():
+    # Lognormal item costs at 2 workers (helper 64): 17 of 958 samples past
+    # 5x the median, 10% of all sample time, 63% of their batch's time in
+    # 17 of 240 batches; the make times form one group.  The irregular
+    # stalls read "so no slow sample sets them" above the line listing
+    # them; now the sentence names them as a possible cause.
+    from traceml.findings import advice
+
+    s = _slow(count=17, of=958, time_share=0.10, batch_share=0.63, batches_holding=17,
+              batches_tested=240)
+    assert slow_code.samples_spread(s) is None
+    found = slow_code.samples_found(s)
+    assert found == {"count": 17, "of": 958, "time_share": 0.10}
+    said = advice._alike_irregular({"num_workers": 2, "cpus": 2, "slow_found": found})
+    assert "no slow sample sets them" not in said
+    assert ("though the per-sample timing found 17 slow samples of 958, 10% of all sample "
+            "time (the slow-sample line): the stalls may follow the batches that hold "
+            "them") in said, said
+    # None found, or a spread: the other sentences.
+    assert slow_code.samples_found(_slow(count=0)) is None
+    assert slow_code.samples_found(_slow()) is None
+
+
 def test_slow_samples_spread_over_the_batches_are_their_cost():
     # One sample in 5 costs 5 ms against 0.3 ms, 8 a batch (helper 34B):
     # each is 37% of its batch, in 80% of the batches, 82% of all sample

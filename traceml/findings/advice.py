@@ -423,6 +423,7 @@ def _steady_steps(s: dict, after_headline: bool) -> list[tuple[str, dict]]:
         irregular.update(alike=True, num_workers=nw,
                          cpus=(s.get("host") or {}).get("usable_cpus"),
                          spread=slow_code.samples_spread(s),
+                         slow_found=slow_code.samples_found(s),
                          blocked=_blocked_share(s))
     out.append(("irregular", irregular))
     if alike:
@@ -780,6 +781,13 @@ def _alike_irregular(p: dict) -> str:
                 f"samples cost ({slow_code.spread_words(p['spread'])}: the slow-sample "
                 "line), so no few batches stand apart: when each batch is ready depends on "
                 f"that and on how the workers and the loop share the cores{share}.")
+    if p.get("slow_found"):
+        # Slow samples too few or too small to set batches apart (not
+        # "no slow sample": the per-sample line lists them).
+        return ("the batches' make times form one group, though the per-sample timing found "
+                f"{slow_code.found_words(p['slow_found'])} (the slow-sample line): the stalls "
+                "may follow the batches that hold them, and when each batch is ready depends "
+                f"on that and on how the workers and the loop share the cores{share}.")
     return ("every batch took about as long to make (one group of make times), so no slow "
             "sample sets them: when each batch is ready depends on how the workers and the "
             f"loop share the cores{share}.")
