@@ -542,9 +542,9 @@ def _workers_stopped(p: dict) -> str:
     after, gone = p["workers_after"], sorted(set(p["workers_before"]) - set(p["workers_after"]))
     who = plural(len(after), "worker")
     return (f"From steady step {p['changed_at_step']} only "
-            f"{'worker' if len(after) == 1 else 'workers'} {attribution._workers_list(after)} "
+            f"{'worker' if len(after) == 1 else 'workers'} {attribution.workers_list(after)} "
             f"made batches ({'worker' if len(gone) == 1 else 'workers'} "
-            f"{attribution._workers_list(gone)} made none after it): the others' shards ran "
+            f"{attribution.workers_list(gone)} made none after it): the others' shards ran "
             f"out, and {who} fed the loop alone. Next: even the workers' shards (an "
             "IterableDataset splits its data by get_worker_info(); give each worker the same "
             "count), then judge the steady state again.")

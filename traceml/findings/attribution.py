@@ -455,7 +455,7 @@ def _also_slow_words(p: dict) -> str:
     ids = sorted(also)
     ratios = ", ".join(f"{also[w]:.1f}x" for w in ids)
     one = len(ids) == 1
-    them = f"worker {ids[0]}" if one else "workers " + _workers_list(ids)
+    them = f"worker {ids[0]}" if one else "workers " + workers_list(ids)
     return (f" {them[0].upper() + them[1:]} also {'takes' if one else 'take'} {ratios} the "
             f"other workers' median time to make a batch; {'its' if one else 'their'} "
             f"batches were made while the loop waited on worker {p['worker']}'s, which hid "
@@ -839,7 +839,8 @@ def _pinned_indices(slow: Optional[dict], worker: int) -> Optional[list]:
     return [int(i) for i in slow["indices"][:slow_samples.INDICES_SHOWN]]
 
 
-def _workers_list(ids) -> str:
+def workers_list(ids) -> str:
+    """Worker ids as words, sorted: "0", "0 and 2", "0, 1 and 3"."""
     ids = sorted(ids)
     return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
 
@@ -848,7 +849,7 @@ def _slow_set(p: dict) -> str:
     """"worker 1", or with ``also_slow`` "workers 1 and 3"."""
     also = [int(w) for w in p.get("also_slow") or []]
     return (f"worker {p['worker']}" if not also
-            else "workers " + _workers_list([int(p["worker"]), *also]))
+            else "workers " + workers_list([int(p["worker"]), *also]))
 
 
 def _one_worker(p: dict) -> str:

@@ -309,7 +309,7 @@ _UNTOLD = "CPU-side versus storage cannot be told apart here."
 
 
 def _awaited_blocked(p: dict) -> str:
-    held = attribution._workers_list(p["workers"])
+    held = attribution.workers_list(p["workers"])
     return (f"The worker holding the awaited batch (worker {held}) was blocked during "
             "stalls: sleeping or waiting on I/O, a lock or the network (asleep in "
             f"{p['asleep']} of {p['readings']} readings, {p['cores']:.2f} cores busy).")
