@@ -291,7 +291,9 @@ def _bad(id_, call, word, why):
 BAD_MESSAGES = [
     _bad("sweep-pace-str", lambda p: traceml.sweep(list, consumer_pace_s="x"),
          "consumer_pace_s", SWEEP_WHY),
-    _bad("sweep-pace-None", lambda p: traceml.sweep(list, consumer_pace_s=None),
+    _bad("sweep-step-fn-int", lambda p: traceml.sweep(list, step_fn=5), "step_fn", SWEEP_WHY),
+    _bad("sweep-pace-and-step-fn",
+         lambda p: traceml.sweep(list, consumer_pace_s=0.01, step_fn=print),
          "consumer_pace_s", SWEEP_WHY),
     _bad("sweep-workers-int", lambda p: traceml.sweep(list, num_workers=4),
          "num_workers", SWEEP_WHY),
