@@ -275,7 +275,6 @@ def _stage_durations(run: _Run, s: dict) -> dict:
                                               run.sampler_info, run.main_pid, bodies=True)
         if host is not None and host["host_share"] is not None:
             run.body["host_share"] = host["host_share"]
-    cpus = common.latest_fact(run.src, "usable_cpus")
     totals = stall_steps.input_share(w)
     leads = wait_parts.host_leads(run.parts_all)
     explains = leads and wait_parts.host_explains(run.parts_all, totals[0], run.body)

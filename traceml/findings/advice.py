@@ -539,13 +539,12 @@ def _largest_part_words(p: dict) -> str:
 def _workers_stopped(p: dict) -> str:
     """trend_next where fewer workers made batches after a STEP's change
     (wait_trend.workers_at_change)."""
-    after, gone = p["workers_after"], sorted(set(p["workers_before"]) - set(p["workers_after"]))
-    who = plural(len(after), "worker")
+    after, gone = p["workers_after"], set(p["workers_before"]) - set(p["workers_after"])
     return (f"From steady step {p['changed_at_step']} only "
-            f"{'worker' if len(after) == 1 else 'workers'} {attribution.workers_list(after)} "
-            f"made batches ({'worker' if len(gone) == 1 else 'workers'} "
-            f"{attribution.workers_list(gone)} made none after it): the others' shards ran "
-            f"out, and {who} fed the loop alone. Next: even the workers' shards (an "
+            f"{attribution.workers_named(after)} made batches "
+            f"({attribution.workers_named(gone)} made none after it): the others' shards ran "
+            f"out, and {plural(len(after), 'worker')} fed the loop alone. Next: even the "
+            "workers' shards (an "
             "IterableDataset splits its data by get_worker_info(); give each worker the same "
             "count), then judge the steady state again.")
 

@@ -455,7 +455,7 @@ def _also_slow_words(p: dict) -> str:
     ids = sorted(also)
     ratios = ", ".join(f"{also[w]:.1f}x" for w in ids)
     one = len(ids) == 1
-    them = f"worker {ids[0]}" if one else "workers " + workers_list(ids)
+    them = workers_named(ids)
     return (f" {them[0].upper() + them[1:]} also {'takes' if one else 'take'} {ratios} the "
             f"other workers' median time to make a batch; {'its' if one else 'their'} "
             f"batches were made while the loop waited on worker {p['worker']}'s, which hid "
@@ -845,11 +845,16 @@ def workers_list(ids) -> str:
     return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
 
 
+def workers_named(ids) -> str:
+    """"worker 1", or "workers 0 and 2" (:func:`workers_list`)."""
+    ids = sorted(ids)
+    return f"worker {ids[0]}" if len(ids) == 1 else "workers " + workers_list(ids)
+
+
 def _slow_set(p: dict) -> str:
     """"worker 1", or with ``also_slow`` "workers 1 and 3"."""
     also = [int(w) for w in p.get("also_slow") or []]
-    return (f"worker {p['worker']}" if not also
-            else "workers " + workers_list([int(p["worker"]), *also]))
+    return workers_named([int(p["worker"]), *also])
 
 
 def _one_worker(p: dict) -> str:
@@ -1081,18 +1086,14 @@ def _look_ahead(p: dict) -> str:
     if not d:
         return ""
     if d.get("close"):
-        late = d["close"]
-        who = (f"worker {late[0]}" if len(late) == 1 else
-               "workers " + ", ".join(str(w) for w in late[:-1]) + f" and {late[-1]}")
+        who = workers_named(d["close"])
         return (f" Whether a deeper look-ahead hides them is not yet told: {who} took "
                 f"{fmt_s(d['make_s'])} a batch on average ({fmt_s(d['low_s'])} to "
                 f"{fmt_s(d['high_s'])} at {pct(1.0 - 2 * BEHIND_ALPHA)}), about the "
                 f"{fmt_s(d['budget_s'])} each has (num_workers x the loop's use of a batch); "
                 "more steps would tell.")
     if d.get("behind"):
-        late = d["behind"]
-        who = (f"worker {late[0]}" if len(late) == 1 else
-               "workers " + ", ".join(str(w) for w in late[:-1]) + f" and {late[-1]}")
+        who = workers_named(d["behind"])
         spread = (f"; num_workers={d['spread']}, which shares no factor with the period "
                   f"{d['period']}, deals them to every worker in turn (traceml.sweep("
                   f"make_loader, num_workers=({d['num_workers']}, {d['spread']})) measures "

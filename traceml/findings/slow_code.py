@@ -518,12 +518,18 @@ SLOW_SAMPLES_BATCH_SHARE = 0.5
 SLOW_SAMPLES_EVERY_BATCH = 0.9
 
 
+def _slow_block(s: dict) -> dict:
+    """The workers' per-sample timing's slow samples (the report's
+    ``production.samples.slow``; {} where not measured)."""
+    return (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
+
+
 def _samples_slow(s: dict) -> bool:
     """Whether the workers' per-sample timing found particular samples slow
     (findings.slow_samples): at least its STRIDE_MIN_SLOW samples, most of
     their batches' make time (SLOW_SAMPLES_BATCH_SHARE), in fewer than
     SLOW_SAMPLES_EVERY_BATCH of the timed batches (where known)."""
-    slow = (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
+    slow = _slow_block(s)
     holding, tested = slow.get("batches_holding"), slow.get("batches_tested")
     in_every_batch = bool(tested) and holding >= SLOW_SAMPLES_EVERY_BATCH * tested
     return bool(slow.get("count", 0) >= slow_samples.STRIDE_MIN_SLOW
@@ -541,7 +547,7 @@ def samples_spread(s: dict) -> Optional[dict]:
     costing 5 ms against 0.3, 8 a batch, read "one group of make times,
     so no slow sample sets them" beside "223 of 1198 samples ... 82% of
     all sample time" (helper 34B, 4 of 4)."""
-    slow = (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
+    slow = _slow_block(s)
     if (slow.get("count", 0) < slow_samples.STRIDE_MIN_SLOW
             or (slow.get("time_share") or 0.0) <= SLOW_SAMPLES_BATCH_SHARE
             or _samples_slow(s)):
@@ -552,12 +558,12 @@ def samples_spread(s: dict) -> Optional[dict]:
 def samples_found(s: dict) -> Optional[dict]:
     """{count, of, time_share}: the workers' per-sample timing found slow
     samples (at least one), not most of all sample time spread over the
-    batches (:func:`samples_spread`); else None.  Lognormal item costs (median 1.5
-    ms, sigma 0.8) at 2 workers put 17 of 958 samples past 5x the median,
-    10% of all sample time, in one group of batch make times, and the
-    irregular stalls read "so no slow sample sets them" above the line
-    listing them (helper 64)."""
-    slow = (((s.get("production") or {}).get("samples") or {}).get("slow")) or {}
+    batches (:func:`samples_spread`); else None.  Lognormal item costs
+    (median 1.5 ms, sigma 0.8) at 2 workers put 17 of 958 samples past 5x
+    the median, 10% of all sample time, in one group of batch make times,
+    and the irregular stalls read "so no slow sample sets them" above the
+    line listing them (helper 64)."""
+    slow = _slow_block(s)
     if not slow.get("count") or slow.get("time_share") is None or samples_spread(s) is not None:
         return None
     return {"count": slow["count"], "of": slow.get("of"), "time_share": slow["time_share"]}

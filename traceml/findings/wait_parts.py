@@ -512,9 +512,10 @@ def next_for(split: Optional[dict], input_share: Optional[float] = None,
     """The numbers of the largest part's next step, {part, share (of the
     split's wait)}; None without a split.  Where the largest is the host's
     and the rest would still hold the loop (not :func:`host_explains`,
-    with the steps' compute split ``body``), the largest of the others, with the host's share set aside as
-    ``past_host``: the loader's own wait is what to shorten (a quieter
-    host leaves it), and the sentence says what it set aside."""
+    with the steps' compute split ``body``), the largest of the others,
+    with the host's share set aside as ``past_host``: the loader's own
+    wait is what to shorten (a quieter host leaves it), and the sentence
+    says what it set aside."""
     got = largest(split)
     if got is None:
         return None

@@ -949,4 +949,3 @@ def workers_at_change(workers: np.ndarray, at: int) -> Optional[dict]:
     if not after or not set(after) < set(before):
         return None
     return {"workers_before": before, "workers_after": after}
-
